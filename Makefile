@@ -1,0 +1,70 @@
+# Builds libtq, installs it, runs the C example and every test.
+#
+#   make                 build build/lib/{libtq.so*,libtq.a} and build/tq.pc
+#   make example         build and run examples/c
+#   make test            every test: Rust, header, exported symbols, C (plain,
+#                        static, C++, AddressSanitizer/UBSan, valgrind)
+#   make install PREFIX=/usr/local DESTDIR=
+#   make bench           the throughput benchmark (see bench/README.md)
+
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+CARGO ?= cargo
+
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+BUILD := build
+RELEASE := target/release
+
+.PHONY: all lib example test test-rust test-symbols test-c bench install clean FORCE
+
+all: lib
+
+# The libraries under build/lib with the usual names: libtq.so.VERSION, the
+# SONAME link the loader looks for, and the libtq.so link the linker uses.
+lib: $(BUILD)/tq.pc
+$(RELEASE)/libtq.so $(RELEASE)/libtq.a: FORCE
+	$(CARGO) build --release --locked --lib
+$(BUILD)/lib/libtq.so: $(RELEASE)/libtq.so $(RELEASE)/libtq.a
+	mkdir -p $(BUILD)/lib
+	soname=$$(objdump -p $(RELEASE)/libtq.so | awk '$$1 == "SONAME" { print $$2 }'); \
+	test -n "$$soname" || { echo "libtq.so has no SONAME" >&2; exit 1; }; \
+	cp -f $(RELEASE)/libtq.so $(BUILD)/lib/libtq.so.$(VERSION); \
+	if [ "$$soname" != "libtq.so.$(VERSION)" ]; then ln -sf libtq.so.$(VERSION) $(BUILD)/lib/$$soname; fi; \
+	ln -sf libtq.so.$(VERSION) $(BUILD)/lib/libtq.so
+	cp -f $(RELEASE)/libtq.a $(BUILD)/lib/libtq.a
+$(BUILD)/tq.pc: tq.pc.in $(BUILD)/lib/libtq.so
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
+		tq.pc.in > $@
+
+example: lib
+	$(MAKE) -C examples/c run TQ_LIBDIR=$(CURDIR)/$(BUILD)/lib TQ_INCLUDEDIR=$(CURDIR)/include
+
+test: test-rust test-symbols test-c
+
+test-rust:
+	$(CARGO) test --locked
+
+# libtq.so must export tq_* functions and nothing else (no SQLite, no Rust).
+test-symbols: lib
+	@leaked=$$(nm -D --defined-only $(BUILD)/lib/libtq.so | awk '{ print $$3 }' | grep -v '^tq_' || true); \
+	if [ -n "$$leaked" ]; then echo "libtq.so exports symbols other than tq_*:"; echo "$$leaked" | head -20; exit 1; fi; \
+	count=$$(nm -D --defined-only $(BUILD)/lib/libtq.so | grep -c ' T tq_'); \
+	echo "libtq.so exports $$count tq_* functions and nothing else"
+
+test-c: lib
+	$(MAKE) -C tests/c all TQ_LIBDIR=$(CURDIR)/$(BUILD)/lib TQ_INCLUDEDIR=$(CURDIR)/include
+
+bench:
+	$(CARGO) bench --locked --bench throughput
+
+install: lib
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
+	cp -P $(BUILD)/lib/libtq.so* $(DESTDIR)$(LIBDIR)/
+	install -m 644 $(BUILD)/lib/libtq.a $(DESTDIR)$(LIBDIR)/libtq.a
+	install -m 644 include/tq.h $(DESTDIR)$(INCLUDEDIR)/tq.h
+	install -m 644 $(BUILD)/tq.pc $(DESTDIR)$(LIBDIR)/pkgconfig/tq.pc
+
+clean:
+	rm -rf $(BUILD)
+	$(CARGO) clean

@@ -1,0 +1,92 @@
+//! The engine's error type: a kind that maps one-to-one onto a C status, and
+//! a message for people.
+
+use std::fmt;
+
+/// What went wrong, in the terms a caller can act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// A NULL or empty argument, bad UTF-8, an out-of-range option, or a
+    /// handle used in a child process after `fork()`.
+    InvalidArgument,
+    /// The payload is not a JSON text.
+    InvalidJson,
+    /// The task's delivery is no longer current: its lease was lost to
+    /// another holder or recovered, or it was already finished.
+    NotHeld,
+    /// The database stayed locked by others past the busy timeout.
+    Busy,
+    /// The operating system refused: disk full, read-only, permissions,
+    /// an I/O error.
+    Io,
+    /// The file is not an SQLite database, is corrupt, or carries a tq
+    /// schema newer than this library.
+    NotADatabase,
+    /// A bug in tq, including a caught panic.
+    Internal,
+}
+
+/// An error from the queue: its [`ErrorKind`] and a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+}
+
+/// The result type of every fallible call.
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// An error of `kind` with a message for people.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Error {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// Shorthand for an [`ErrorKind::InvalidArgument`] error.
+    pub fn invalid_argument(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::InvalidArgument, message)
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The message, without the kind.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<rusqlite::Error> for Error {
+    fn from(err: rusqlite::Error) -> Self {
+        use rusqlite::ffi::ErrorCode;
+        let kind = match err.sqlite_error_code() {
+            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => ErrorKind::Busy,
+            Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => ErrorKind::NotADatabase,
+            Some(
+                ErrorCode::SystemIoFailure
+                | ErrorCode::DiskFull
+                | ErrorCode::ReadOnly
+                | ErrorCode::CannotOpen
+                | ErrorCode::PermissionDenied
+                | ErrorCode::FileLockingProtocolFailed
+                | ErrorCode::NoLargeFileSupport,
+            ) => ErrorKind::Io,
+            Some(ErrorCode::TooBig) => ErrorKind::InvalidArgument,
+            _ => ErrorKind::Internal,
+        };
+        Error::new(kind, format!("sqlite: {err}"))
+    }
+}

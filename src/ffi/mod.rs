@@ -1,0 +1,219 @@
+//! The C ABI: a thin layer that checks pointers, converts, catches panics,
+//! records the thread's last error, and calls the engine.
+//!
+//! Every exported function wraps its body in [`guard`] (status-returning
+//! functions) or [`guard_or`] (accessors), so no panic crosses into C.
+//! Pointers from C are reached only through [`borrow`], which turns NULL
+//! into an error. Handles are allocated with `Box` and freed with `Box`, in
+//! the `_free`/`_close` function of their type.
+#![allow(non_camel_case_types)]
+// Exported functions are called from C, where `unsafe fn` means nothing;
+// each states its pointer contract in its doc comment instead.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
+mod options;
+mod queue;
+
+use std::any::Any;
+use std::cell::RefCell;
+use std::ffi::{c_char, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::error::{Error, ErrorKind, Result};
+
+pub use options::*;
+pub use queue::*;
+
+/// The outcome of a call. 0 is success, positive values are non-error
+/// outcomes, negative values are errors (the thread's `tq_last_error()` then
+/// says more). Values are never renumbered; a retired one stays reserved.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum tq_status {
+    /// Success.
+    TQ_OK = 0,
+    /// `tq_pull` found no ready task. Not an error.
+    TQ_EMPTY = 1,
+    /// A NULL or invalid pointer, bad UTF-8, an out-of-range option, or a
+    /// handle used in a child process after `fork()`.
+    TQ_ERR_INVALID_ARGUMENT = -1,
+    /// The payload is not a JSON text; nothing was stored.
+    TQ_ERR_INVALID_JSON = -2,
+    /// The task's delivery is no longer current (its lease was recovered or
+    /// taken by another worker), or it was already finished.
+    TQ_ERR_NOT_HELD = -3,
+    /// The file stayed locked by other writers past the busy timeout;
+    /// nothing was done. The call may be tried again.
+    TQ_ERR_BUSY = -4,
+    /// The operating system refused: disk full, read-only file or
+    /// directory, permissions, an I/O error. A write that fails this way may
+    /// or may not have reached the disk.
+    TQ_ERR_IO = -5,
+    /// The file is not an SQLite database, is corrupt, or has a tq schema
+    /// newer than this library; it was left untouched.
+    TQ_ERR_NOT_A_DATABASE = -6,
+    /// A bug in tq, including a caught panic. The handle remains usable.
+    TQ_ERR_INTERNAL = -7,
+}
+
+impl From<ErrorKind> for tq_status {
+    fn from(kind: ErrorKind) -> Self {
+        match kind {
+            ErrorKind::InvalidArgument => tq_status::TQ_ERR_INVALID_ARGUMENT,
+            ErrorKind::InvalidJson => tq_status::TQ_ERR_INVALID_JSON,
+            ErrorKind::NotHeld => tq_status::TQ_ERR_NOT_HELD,
+            ErrorKind::Busy => tq_status::TQ_ERR_BUSY,
+            ErrorKind::Io => tq_status::TQ_ERR_IO,
+            ErrorKind::NotADatabase => tq_status::TQ_ERR_NOT_A_DATABASE,
+            ErrorKind::Internal => tq_status::TQ_ERR_INTERNAL,
+        }
+    }
+}
+
+thread_local! {
+    /// The message of the last failed call on this thread.
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn set_last_error(message: &str) {
+    let message = CString::new(message.replace('\0', "\\0")).expect("NULs were replaced");
+    LAST_ERROR.with(|last| *last.borrow_mut() = message);
+}
+
+/// Returns the message of the last failed call on the calling thread, or
+/// `""` when no call on this thread has failed. Never NULL.
+///
+/// Ownership: the string belongs to tq and stays valid until the next tq
+/// call on the same thread. Thread safety: each thread has its own message.
+#[no_mangle]
+pub extern "C" fn tq_last_error() -> *const c_char {
+    guard_or(std::ptr::null(), || LAST_ERROR.with(|last| last.borrow().as_ptr()))
+}
+
+/// Returns a static, human-readable description of `status` (any integer;
+/// values tq does not know get `"unknown status"`). Never NULL.
+///
+/// Thread safety: may be called from any thread.
+#[no_mangle]
+pub extern "C" fn tq_status_str(status: i32) -> *const c_char {
+    let text: &'static str = match status {
+        0 => "ok\0",
+        1 => "empty: no task is ready\0",
+        -1 => "invalid argument\0",
+        -2 => "invalid JSON\0",
+        -3 => "not held: the delivery is no longer current\0",
+        -4 => "busy: the database stayed locked past the busy timeout\0",
+        -5 => "I/O error\0",
+        -6 => "not a tq database\0",
+        -7 => "internal error\0",
+        _ => "unknown status\0",
+    };
+    text.as_ptr().cast()
+}
+
+/// Returns the library's version as "MAJOR.MINOR.PATCH", a static string.
+/// Compare with the header's `TQ_VERSION` to detect a mismatch.
+///
+/// Thread safety: may be called from any thread.
+#[no_mangle]
+pub extern "C" fn tq_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}
+
+/// Returns the library's version as MAJOR * 10000 + MINOR * 100 + PATCH,
+/// the same encoding as the header's `TQ_VERSION_NUMBER`.
+///
+/// Thread safety: may be called from any thread.
+#[no_mangle]
+pub extern "C" fn tq_version_number() -> u32 {
+    const fn parse(digits: &str) -> u32 {
+        let bytes = digits.as_bytes();
+        let mut value = 0;
+        let mut i = 0;
+        while i < bytes.len() {
+            value = value * 10 + (bytes[i] - b'0') as u32;
+            i += 1;
+        }
+        value
+    }
+    const NUMBER: u32 = parse(env!("CARGO_PKG_VERSION_MAJOR")) * 10_000
+        + parse(env!("CARGO_PKG_VERSION_MINOR")) * 100
+        + parse(env!("CARGO_PKG_VERSION_PATCH"));
+    NUMBER
+}
+
+/// Runs the body of a status-returning function: a returned error becomes
+/// its status with the message recorded for `tq_last_error()`, and a panic
+/// becomes `TQ_ERR_INTERNAL`.
+fn guard(body: impl FnOnce() -> Result<tq_status>) -> tq_status {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(status)) => status,
+        Ok(Err(err)) => fail(&err),
+        Err(panic) => fail(&panic_error(panic)),
+    }
+}
+
+/// Runs the body of a function that returns a value rather than a status:
+/// a panic returns `fallback`, with the message recorded.
+fn guard_or<T>(fallback: T, body: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|panic| {
+        fail(&panic_error(panic));
+        fallback
+    })
+}
+
+fn fail(err: &Error) -> tq_status {
+    set_last_error(err.message());
+    err.kind().into()
+}
+
+fn panic_error(panic: Box<dyn Any + Send>) -> Error {
+    let what = panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic without a message");
+    Error::new(ErrorKind::Internal, format!("internal error in tq: {what}"))
+}
+
+/// The object behind a pointer from C, or an error naming the argument when
+/// the pointer is NULL.
+///
+/// Safety: a non-NULL `ptr` must point to a live `T` that tq allocated, as
+/// every function's contract requires of its caller.
+unsafe fn borrow<'a, T>(ptr: *const T, name: &str) -> Result<&'a T> {
+    // SAFETY: non-NULL pointers are valid per the caller's contract.
+    unsafe { ptr.as_ref() }.ok_or_else(|| Error::invalid_argument(format!("{name} is NULL")))
+}
+
+/// Mutable variant of [`borrow`], for the option setters.
+unsafe fn borrow_mut<'a, T>(ptr: *mut T, name: &str) -> Result<&'a mut T> {
+    // SAFETY: as for `borrow`; the caller does not share options across
+    // threads while setting them, as their contract says.
+    unsafe { ptr.as_mut() }.ok_or_else(|| Error::invalid_argument(format!("{name} is NULL")))
+}
+
+/// A required out-pointer, or an error naming the argument when it is NULL.
+fn out_pointer<T>(ptr: *mut T, name: &str) -> Result<*mut T> {
+    if ptr.is_null() {
+        return Err(Error::invalid_argument(format!("{name} is NULL")));
+    }
+    Ok(ptr)
+}
+
+/// Stores `value` through an optional out-pointer.
+unsafe fn write_optional<T>(out: *mut T, value: T) {
+    if !out.is_null() {
+        // SAFETY: a non-NULL out-pointer is writable per the caller's contract.
+        unsafe { out.write(value) }
+    }
+}
+
+/// Frees a `Box`-allocated object handed to C; NULL is a no-op.
+unsafe fn free_boxed<T>(ptr: *mut T) {
+    if !ptr.is_null() {
+        // SAFETY: tq allocated it with `Box::into_raw`; freed at most once
+        // per the caller's contract.
+        drop(unsafe { Box::from_raw(ptr) });
+    }
+}

@@ -1,0 +1,193 @@
+//! The SQLite backend: one file, WAL mode, one connection per handle.
+//!
+//! Threads sharing a handle are ordered by the handle's mutex, not by
+//! SQLite's busy loop; processes sharing a file are ordered by SQLite's
+//! write lock, which tq waits for with bounded back-off (see
+//! [`SqliteStore::write`]). Every write path starts with `BEGIN IMMEDIATE`,
+//! so a transaction never has to upgrade a read lock (which fails at once
+//! in WAL mode, whatever the busy timeout).
+
+mod schema;
+mod tasks;
+
+use std::sync::{Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, OpenFlags};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::holder::ProcessId;
+use crate::options::{Durability, OpenOptions};
+
+/// The oldest SQLite accepted: 3.7.0 to 3.51.2 have a WAL race between
+/// concurrent writers and checkpointers that can corrupt the database.
+const MIN_SQLITE_VERSION: i32 = 3_051_003;
+
+/// After a checkpoint, SQLite truncates the WAL back to this size, so one
+/// burst of writes does not leave a large file behind.
+const JOURNAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
+
+/// Longest pause between two tries for the write lock.
+const MAX_BACKOFF: Duration = Duration::from_millis(20);
+
+pub(crate) struct SqliteStore {
+    conn: Mutex<Connection>,
+    busy_timeout: Duration,
+    keep_history: bool,
+    /// This process's row in `tq_holders`.
+    holder_id: i64,
+    process: ProcessId,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the queue in the SQLite file at `path`.
+    ///
+    /// A file that is not an SQLite database, or carries a newer tq schema,
+    /// is refused before anything is written to it.
+    pub(crate) fn open(path: &str, options: &OpenOptions) -> Result<SqliteStore> {
+        check_sqlite_version(rusqlite::version_number())?;
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags)
+            .map_err(|e| with_context(e.into(), &format!("cannot open '{path}'")))?;
+        conn.busy_timeout(options.busy_timeout)?;
+        // A stray pointer in the host process must not be able to write
+        // into the file through a memory map.
+        conn.pragma_update(None, "mmap_size", 0)?;
+
+        // Read-only checks first: a refused file stays byte-for-byte as it was.
+        let version = schema::version(&conn)
+            .map_err(|e| with_context(e, &format!("cannot use '{path}'")))?;
+        schema::check_supported(version)?;
+
+        let store = SqliteStore {
+            conn: Mutex::new(conn),
+            busy_timeout: options.busy_timeout,
+            keep_history: options.keep_history,
+            holder_id: 0,
+            process: ProcessId::current(),
+        };
+        retry_busy(&store.lock(), options.busy_timeout, |conn| {
+            enable_wal(conn, options.durability)
+        })?;
+        let holder_id = store.write(|conn| {
+            schema::migrate(conn)?;
+            tasks::register_holder(conn, &store.process)
+        })?;
+        Ok(SqliteStore { holder_id, ..store })
+    }
+
+    /// The handle's connection. A panic in an earlier call may have left a
+    /// transaction open; it is rolled back here so the next call starts clean.
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        let conn = self.conn.lock().unwrap_or_else(|poisoned| {
+            self.conn.clear_poison();
+            poisoned.into_inner()
+        });
+        if !conn.is_autocommit() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        conn
+    }
+
+    /// Runs `body` in one `BEGIN IMMEDIATE` transaction: committed when it
+    /// returns `Ok`, rolled back (leaving nothing behind) when it returns an
+    /// error or the commit fails. Only taking the write lock is retried, so
+    /// `body` runs at most once.
+    fn write<T>(&self, body: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let conn = self.lock();
+        retry_busy(&conn, self.busy_timeout, |conn| {
+            conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+            Ok(())
+        })?;
+        let result = body(&conn).and_then(|value| {
+            conn.prepare_cached("COMMIT")?.execute([])?;
+            Ok(value)
+        });
+        if result.is_err() && !conn.is_autocommit() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        result
+    }
+}
+
+/// Runs `op`, trying again with growing pauses while it fails with "busy",
+/// until `timeout` has passed. SQLite's own busy handler waits inside each
+/// try; this loop also covers the answers it does not wait for (a WAL being
+/// recovered by another connection).
+fn retry_busy<T>(
+    conn: &Connection,
+    timeout: Duration,
+    mut op: impl FnMut(&Connection) -> Result<T>,
+) -> Result<T> {
+    let deadline = Instant::now() + timeout;
+    let mut backoff = Duration::from_millis(1);
+    loop {
+        match op(conn) {
+            Err(err) if err.kind() == ErrorKind::Busy => {
+                let now = Instant::now();
+                if now >= deadline {
+                    return Err(Error::new(
+                        ErrorKind::Busy,
+                        format!(
+                            "the database stayed locked past the busy timeout ({} ms): {}",
+                            timeout.as_millis(),
+                            err.message()
+                        ),
+                    ));
+                }
+                thread::sleep(backoff.min(deadline - now));
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+            result => return result,
+        }
+    }
+}
+
+fn check_sqlite_version(version: i32) -> Result<()> {
+    if version < MIN_SQLITE_VERSION {
+        return Err(Error::new(
+            ErrorKind::Internal,
+            format!(
+                "SQLite {version} is too old: tq needs 3.51.3 or later \
+                 (earlier versions can corrupt a WAL database under concurrent writers)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn enable_wal(conn: &Connection, durability: Durability) -> Result<()> {
+    let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(Error::invalid_argument(format!(
+            "tq needs a database file in WAL mode, but SQLite chose journal mode '{mode}' \
+             (an in-memory or temporary database cannot hold a queue)"
+        )));
+    }
+    let synchronous = match durability {
+        Durability::Full => "FULL",
+        Durability::Normal => "NORMAL",
+    };
+    conn.pragma_update(None, "synchronous", synchronous)?;
+    conn.pragma_update(None, "journal_size_limit", JOURNAL_SIZE_LIMIT)?;
+    Ok(())
+}
+
+fn with_context(err: Error, context: &str) -> Error {
+    Error::new(err.kind(), format!("{context}: {}", err.message()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_sqlite_older_than_3_51_3() {
+        assert_eq!(check_sqlite_version(3_051_002).unwrap_err().kind(), ErrorKind::Internal);
+        assert!(check_sqlite_version(3_051_003).is_ok());
+        assert!(check_sqlite_version(rusqlite::version_number()).is_ok());
+    }
+}

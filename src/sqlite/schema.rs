@@ -1,0 +1,112 @@
+//! tq's tables and their migrations.
+//!
+//! The schema version lives in tq's own `tq_meta` table (not `PRAGMA
+//! user_version`, which belongs to the application when tq shares its
+//! file). Every tq table is prefixed `tq_`; tq never touches another.
+
+use rusqlite::{Connection, OptionalExtension};
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// Migrations in order: `MIGRATIONS[n]` brings a file from version `n` to
+/// `n + 1`. Never edit a released entry; append a new one.
+const MIGRATIONS: &[&str] = &[
+    // 1: tasks, their holders, and the metadata table.
+    "CREATE TABLE tq_meta (
+        key   TEXT PRIMARY KEY,
+        value INTEGER NOT NULL
+    ) WITHOUT ROWID;
+
+    -- One row per process that has opened the file; leased tasks point here.
+    CREATE TABLE tq_holders (
+        id            INTEGER PRIMARY KEY,
+        boot_id       TEXT NOT NULL,
+        pid_namespace TEXT NOT NULL,
+        pid           INTEGER NOT NULL,
+        start_time    INTEGER NOT NULL,
+        UNIQUE (boot_id, pid_namespace, pid, start_time)
+    );
+
+    -- Times are milliseconds since the Unix epoch. state: 0 pending,
+    -- 1 leased, 2 done. AUTOINCREMENT: an id is never reused, even after
+    -- the newest task is deleted.
+    CREATE TABLE tq_tasks (
+        id               INTEGER PRIMARY KEY AUTOINCREMENT,
+        state            INTEGER NOT NULL,
+        payload          TEXT NOT NULL,
+        created_at       INTEGER NOT NULL,
+        run_at           INTEGER NOT NULL,
+        attempts         INTEGER NOT NULL DEFAULT 0,
+        lease_token      INTEGER,
+        lease_expires_at INTEGER,
+        holder_id        INTEGER,
+        finished_at      INTEGER
+    );
+
+    -- Partial indexes keep each lookup proportional to its own state:
+    -- history and held tasks never slow down a claim.
+    CREATE INDEX tq_tasks_ready  ON tq_tasks (run_at, id)       WHERE state = 0;
+    CREATE INDEX tq_tasks_leased ON tq_tasks (lease_expires_at) WHERE state = 1;
+    CREATE INDEX tq_tasks_done   ON tq_tasks (finished_at)      WHERE state = 2;",
+];
+
+/// The schema version this library writes.
+pub(crate) const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// The file's tq schema version: 0 when tq has never used it. Only reads,
+/// so a file that is refused is left as it was.
+pub(crate) fn version(conn: &Connection) -> Result<i64> {
+    let has_meta: bool = conn.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'tq_meta'",
+        [],
+        |row| row.get(0),
+    )?;
+    if !has_meta {
+        return Ok(0);
+    }
+    let version: Option<i64> = conn
+        .query_row(
+            "SELECT value FROM tq_meta WHERE key = 'schema_version'",
+            [],
+            |row| row.get(0),
+        )
+        .optional()?;
+    version.ok_or_else(|| {
+        Error::new(
+            ErrorKind::NotADatabase,
+            "the file has a tq_meta table without a schema version: not a tq database",
+        )
+    })
+}
+
+/// Refuses a file whose schema is newer than this library's.
+pub(crate) fn check_supported(version: i64) -> Result<()> {
+    if version > CURRENT_VERSION {
+        return Err(Error::new(
+            ErrorKind::NotADatabase,
+            format!(
+                "the file has tq schema version {version}, newer than this library's \
+                 {CURRENT_VERSION}: upgrade tq to open it"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Brings the schema up to date. Must run inside a write transaction, so
+/// that processes opening the file at once apply each migration once.
+pub(crate) fn migrate(conn: &Connection) -> Result<()> {
+    let from = version(conn)?;
+    check_supported(from)?;
+    for migration in &MIGRATIONS[from as usize..] {
+        conn.execute_batch(migration)?;
+    }
+    if from < CURRENT_VERSION {
+        conn.execute(
+            "INSERT INTO tq_meta (key, value) VALUES ('schema_version', ?1)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [CURRENT_VERSION],
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,174 @@
+//! Every statement on tasks: push, claim, finish, recover, counts, purge.
+//! This is where a task is claimed ([`SqliteStore::claim`]).
+//!
+//! States are stored as integers (0 pending, 1 leased, 2 done) and written
+//! as literals in the SQL so that SQLite can use the partial index of each
+//! state (see `schema.rs`).
+
+use rusqlite::{params, Connection};
+
+use super::SqliteStore;
+use crate::error::{Error, ErrorKind, Result};
+use crate::holder::{Liveness, ProcessId};
+use crate::store::Store;
+use crate::task::{Receipt, Task, TaskState};
+
+/// Records `process` in `tq_holders` (once per process) and returns its row id.
+pub(super) fn register_holder(conn: &Connection, process: &ProcessId) -> Result<i64> {
+    let id = conn
+        .prepare_cached(
+            "INSERT INTO tq_holders (boot_id, pid_namespace, pid, start_time)
+             VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT DO UPDATE SET pid = excluded.pid
+             RETURNING id",
+        )?
+        .query_row(
+            params![process.boot_id, process.pid_namespace, process.pid, process.start_time],
+            |row| row.get(0),
+        )?;
+    Ok(id)
+}
+
+/// Puts every leased task matching `condition` back to pending. Its attempt
+/// stays counted: it was claimed.
+const RELEASE: &str = "UPDATE tq_tasks
+    SET state = 0, lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
+    WHERE state = 1 AND ";
+
+impl Store for SqliteStore {
+    fn push(&self, payload: &str, now: i64, run_at: i64) -> Result<i64> {
+        self.write(|conn| {
+            conn.prepare_cached(
+                "INSERT INTO tq_tasks (state, payload, created_at, run_at) VALUES (0, ?1, ?2, ?3)",
+            )?
+            .execute(params![payload, now, run_at])?;
+            Ok(conn.last_insert_rowid())
+        })
+    }
+
+    fn claim(&self, now: i64, lease_expires_at: i64) -> Result<Option<Task>> {
+        self.write(|conn| {
+            // Expired leases first become pending again; they keep their
+            // place in line (their run_at), so they are taken before newer work.
+            conn.prepare_cached(&format!("{RELEASE} lease_expires_at <= ?1"))?
+                .execute([now])?;
+            // One statement finds and takes the task: one lookup in the
+            // ready index, whose order is the claim order. The lease token is
+            // drawn here, so each delivery has a receipt of its own.
+            let mut claim = conn.prepare_cached(
+                "UPDATE tq_tasks
+                 SET state = 1, attempts = attempts + 1, lease_token = random(),
+                     lease_expires_at = ?2, holder_id = ?3
+                 WHERE id = (SELECT id FROM tq_tasks
+                             WHERE state = 0 AND run_at <= ?1
+                             ORDER BY run_at, id LIMIT 1)
+                 RETURNING id, lease_token, attempts, payload",
+            )?;
+            let mut rows = claim.query(params![now, lease_expires_at, self.holder_id])?;
+            let Some(row) = rows.next()? else {
+                return Ok(None);
+            };
+            Ok(Some(Task {
+                receipt: Receipt {
+                    id: row.get(0)?,
+                    token: row.get(1)?,
+                },
+                attempts: row.get(2)?,
+                payload: row.get(3)?,
+            }))
+        })
+    }
+
+    fn finish(&self, receipt: Receipt, now: i64) -> Result<()> {
+        let changed = self.write(|conn| {
+            let changed = if self.keep_history {
+                conn.prepare_cached(
+                    "UPDATE tq_tasks
+                     SET state = 2, finished_at = ?3,
+                         lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
+                     WHERE id = ?1 AND state = 1 AND lease_token = ?2",
+                )?
+                .execute(params![receipt.id, receipt.token, now])?
+            } else {
+                conn.prepare_cached(
+                    "DELETE FROM tq_tasks WHERE id = ?1 AND state = 1 AND lease_token = ?2",
+                )?
+                .execute(params![receipt.id, receipt.token])?
+            };
+            Ok(changed)
+        })?;
+        if changed == 0 {
+            return Err(Error::new(
+                ErrorKind::NotHeld,
+                format!(
+                    "task {} is not held by this delivery: it was already finished, \
+                     or its lease was recovered or taken by another worker",
+                    receipt.id
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn recover(&self, now: i64) -> Result<u64> {
+        self.write(|conn| {
+            let dead = dead_holders(conn, &self.process, self.holder_id)?;
+            let dead_json = serde_json::to_string(&dead).expect("a list of integers serializes");
+            let recovered = conn
+                .prepare_cached(&format!(
+                    "{RELEASE} (lease_expires_at <= ?1
+                                OR holder_id IN (SELECT value FROM json_each(?2)))"
+                ))?
+                .execute(params![now, dead_json])?;
+            conn.prepare_cached("DELETE FROM tq_holders WHERE id IN (SELECT value FROM json_each(?1))")?
+                .execute([dead_json])?;
+            Ok(recovered as u64)
+        })
+    }
+
+    fn count(&self, state: TaskState) -> Result<u64> {
+        let sql = match state {
+            TaskState::Pending => "SELECT count(*) FROM tq_tasks WHERE state = 0",
+            TaskState::Leased => "SELECT count(*) FROM tq_tasks WHERE state = 1",
+            TaskState::Done => "SELECT count(*) FROM tq_tasks WHERE state = 2",
+        };
+        let conn = self.lock();
+        let count: i64 = conn.prepare_cached(sql)?.query_row([], |row| row.get(0))?;
+        Ok(count as u64)
+    }
+
+    fn purge_done(&self, finished_before: i64) -> Result<u64> {
+        self.write(|conn| {
+            let purged = conn
+                .prepare_cached("DELETE FROM tq_tasks WHERE state = 2 AND finished_at < ?1")?
+                .execute([finished_before])?;
+            Ok(purged as u64)
+        })
+    }
+}
+
+/// The recorded holders, other than `own_id`, whose process is gone.
+fn dead_holders(conn: &Connection, observer: &ProcessId, own_id: i64) -> Result<Vec<i64>> {
+    let mut statement = conn.prepare_cached(
+        "SELECT id, boot_id, pid_namespace, pid, start_time FROM tq_holders WHERE id != ?1",
+    )?;
+    let holders = statement.query_map([own_id], |row| {
+        Ok((
+            row.get::<_, i64>(0)?,
+            ProcessId {
+                boot_id: row.get(1)?,
+                pid_namespace: row.get(2)?,
+                pid: row.get(3)?,
+                start_time: row.get(4)?,
+            },
+        ))
+    })?;
+    let mut dead = Vec::new();
+    for holder in holders {
+        let (id, process) = holder?;
+        if process.liveness(observer) == Liveness::Dead {
+            dead.push(id);
+        }
+    }
+    Ok(dead)
+}
