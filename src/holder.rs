@@ -102,7 +102,8 @@ mod tests {
 
     #[test]
     fn parses_stat_with_awkward_command_name() {
-        let line = "1234 (a) b (c) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 100";
+        let line =
+            "1234 (a) b (c) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 100";
         let stat = parse_stat(line).unwrap();
         assert_eq!(stat.start_time, 987654);
         assert!(!stat.zombie);

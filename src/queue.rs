@@ -139,7 +139,12 @@ fn check_payload(payload: &str) -> Result<()> {
     }
     serde_json::from_str::<IgnoredAny>(payload)
         .map(|_| ())
-        .map_err(|err| Error::new(ErrorKind::InvalidJson, format!("the payload is not JSON: {err}")))
+        .map_err(|err| {
+            Error::new(
+                ErrorKind::InvalidJson,
+                format!("the payload is not JSON: {err}"),
+            )
+        })
 }
 
 /// Wall-clock time in milliseconds since the Unix epoch: leases and due

@@ -57,4 +57,3 @@ pub enum TaskState {
     /// Finished and kept as history (only on queues opened with history).
     Done,
 }
-

@@ -87,7 +87,9 @@ fn set_last_error(message: &str) {
 /// call on the same thread. Thread safety: each thread has its own message.
 #[no_mangle]
 pub extern "C" fn tq_last_error() -> *const c_char {
-    guard_or(std::ptr::null(), || LAST_ERROR.with(|last| last.borrow().as_ptr()))
+    guard_or(std::ptr::null(), || {
+        LAST_ERROR.with(|last| last.borrow().as_ptr())
+    })
 }
 
 /// Returns a static, human-readable description of `status` (any integer;
@@ -215,5 +217,57 @@ unsafe fn free_boxed<T>(ptr: *mut T) {
         // SAFETY: tq allocated it with `Box::into_raw`; freed at most once
         // per the caller's contract.
         drop(unsafe { Box::from_raw(ptr) });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn last_error() -> String {
+        // SAFETY: tq_last_error never returns NULL.
+        unsafe { std::ffi::CStr::from_ptr(tq_last_error()) }
+            .to_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    #[test]
+    fn a_panic_becomes_the_internal_error_status_with_its_message() {
+        assert_eq!(guard(|| panic!("boom")), tq_status::TQ_ERR_INTERNAL);
+        assert!(last_error().contains("boom"), "{}", last_error());
+        assert_eq!(guard_or(7, || panic!("{}", String::from("bang"))), 7);
+        assert!(last_error().contains("bang"), "{}", last_error());
+    }
+
+    #[test]
+    fn errors_become_their_status_and_messages_are_per_thread() {
+        let status = guard(|| Err(Error::new(ErrorKind::Busy, "locked\0here")));
+        assert_eq!(status, tq_status::TQ_ERR_BUSY);
+        assert_eq!(
+            last_error(),
+            "locked\\0here",
+            "an inner NUL cannot cut the message"
+        );
+        let other_thread = std::thread::spawn(last_error).join().unwrap();
+        assert_eq!(other_thread, "");
+        assert_eq!(guard(|| Ok(tq_status::TQ_EMPTY)), tq_status::TQ_EMPTY);
+        assert_eq!(
+            last_error(),
+            "locked\\0here",
+            "a success keeps the last failure's message"
+        );
+    }
+
+    #[test]
+    fn version_number_matches_the_version_string() {
+        let parts: Vec<u32> = crate::VERSION
+            .split('.')
+            .map(|p| p.parse().unwrap())
+            .collect();
+        assert_eq!(
+            tq_version_number(),
+            parts[0] * 10_000 + parts[1] * 100 + parts[2]
+        );
     }
 }

@@ -58,7 +58,10 @@ pub extern "C" fn tq_options_free(options: *mut tq_options) {
 /// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, unknown value;
 /// the object is then unchanged).
 #[no_mangle]
-pub extern "C" fn tq_options_set_durability(options: *mut tq_options, durability: i32) -> tq_status {
+pub extern "C" fn tq_options_set_durability(
+    options: *mut tq_options,
+    durability: i32,
+) -> tq_status {
     guard(|| {
         let options = unsafe { borrow_mut(options, "options") }?;
         let durability = match durability {
@@ -81,7 +84,10 @@ pub extern "C" fn tq_options_set_durability(options: *mut tq_options, durability
 ///
 /// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
 #[no_mangle]
-pub extern "C" fn tq_options_set_busy_timeout_ms(options: *mut tq_options, timeout_ms: u64) -> tq_status {
+pub extern "C" fn tq_options_set_busy_timeout_ms(
+    options: *mut tq_options,
+    timeout_ms: u64,
+) -> tq_status {
     guard(|| {
         let options = unsafe { borrow_mut(options, "options") }?;
         options.0.busy_timeout(Duration::from_millis(timeout_ms))?;
@@ -97,7 +103,9 @@ pub extern "C" fn tq_options_set_busy_timeout_ms(options: *mut tq_options, timeo
 #[no_mangle]
 pub extern "C" fn tq_options_set_keep_history(options: *mut tq_options, keep: bool) -> tq_status {
     guard(|| {
-        unsafe { borrow_mut(options, "options") }?.0.keep_history(keep);
+        unsafe { borrow_mut(options, "options") }?
+            .0
+            .keep_history(keep);
         Ok(tq_status::TQ_OK)
     })
 }
@@ -126,7 +134,10 @@ pub extern "C" fn tq_push_options_free(options: *mut tq_push_options) {
 ///
 /// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
 #[no_mangle]
-pub extern "C" fn tq_push_options_set_delay_ms(options: *mut tq_push_options, delay_ms: u64) -> tq_status {
+pub extern "C" fn tq_push_options_set_delay_ms(
+    options: *mut tq_push_options,
+    delay_ms: u64,
+) -> tq_status {
     guard(|| {
         let options = unsafe { borrow_mut(options, "options") }?;
         options.0.delay(Duration::from_millis(delay_ms))?;
@@ -140,7 +151,10 @@ pub extern "C" fn tq_push_options_set_delay_ms(options: *mut tq_push_options, de
 ///
 /// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, negative time).
 #[no_mangle]
-pub extern "C" fn tq_push_options_set_run_at_unix_ms(options: *mut tq_push_options, unix_ms: i64) -> tq_status {
+pub extern "C" fn tq_push_options_set_run_at_unix_ms(
+    options: *mut tq_push_options,
+    unix_ms: i64,
+) -> tq_status {
     guard(|| {
         let options = unsafe { borrow_mut(options, "options") }?;
         options.0.run_at_unix_ms(unix_ms)?;
@@ -172,11 +186,13 @@ pub extern "C" fn tq_pull_options_free(options: *mut tq_pull_options) {
 ///
 /// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
 #[no_mangle]
-pub extern "C" fn tq_pull_options_set_lease_ms(options: *mut tq_pull_options, lease_ms: u64) -> tq_status {
+pub extern "C" fn tq_pull_options_set_lease_ms(
+    options: *mut tq_pull_options,
+    lease_ms: u64,
+) -> tq_status {
     guard(|| {
         let options = unsafe { borrow_mut(options, "options") }?;
         options.0.lease(Duration::from_millis(lease_ms))?;
         Ok(tq_status::TQ_OK)
     })
 }
-

@@ -3,8 +3,8 @@
 use std::ffi::{c_char, CStr, CString};
 
 use super::{
-    borrow, free_boxed, guard, guard_or, out_pointer, tq_options, tq_pull_options, tq_push_options, tq_status,
-    write_optional,
+    borrow, free_boxed, guard, guard_or, out_pointer, tq_options, tq_pull_options, tq_push_options,
+    tq_status, write_optional,
 };
 use crate::error::{Error, ErrorKind};
 use crate::options::{OpenOptions, PullOptions, PushOptions};
@@ -47,7 +47,11 @@ pub enum tq_state {
 /// Thread safety: may be called from any thread; the handle may then be
 /// used from any number of threads at once, in the process that opened it.
 #[no_mangle]
-pub extern "C" fn tq_open(path: *const c_char, options: *const tq_options, out: *mut *mut tq_queue) -> tq_status {
+pub extern "C" fn tq_open(
+    path: *const c_char,
+    options: *const tq_options,
+    out: *mut *mut tq_queue,
+) -> tq_status {
     guard(|| {
         let out = out_pointer(out, "out")?;
         // SAFETY: `out` is non-NULL and writable per the contract.
@@ -107,10 +111,10 @@ pub extern "C" fn tq_push(
             )));
         }
         // SAFETY: `payload` points to `len` readable bytes per the contract.
-        let bytes = unsafe { std::slice::from_raw_parts(std::ptr::from_ref(payload).cast::<u8>(), len) };
-        let payload = std::str::from_utf8(bytes).map_err(|err| {
-            Error::invalid_argument(format!("payload is not valid UTF-8: {err}"))
-        })?;
+        let bytes =
+            unsafe { std::slice::from_raw_parts(std::ptr::from_ref(payload).cast::<u8>(), len) };
+        let payload = std::str::from_utf8(bytes)
+            .map_err(|err| Error::invalid_argument(format!("payload is not valid UTF-8: {err}")))?;
         let defaults = PushOptions::default();
         let options = unsafe { options.as_ref() }.map_or(&defaults, |o| &o.0);
         let id = queue.0.push(payload, options)?;
@@ -131,7 +135,11 @@ pub extern "C" fn tq_push(
 /// Ownership: the caller owns `*out` and frees it with `tq_task_free`.
 /// Thread safety: any number of threads may pull on one handle at once.
 #[no_mangle]
-pub extern "C" fn tq_pull(queue: *mut tq_queue, options: *const tq_pull_options, out: *mut *mut tq_task) -> tq_status {
+pub extern "C" fn tq_pull(
+    queue: *mut tq_queue,
+    options: *const tq_pull_options,
+    out: *mut *mut tq_task,
+) -> tq_status {
     guard(|| {
         let out = out_pointer(out, "out")?;
         // SAFETY: `out` is non-NULL and writable per the contract.
@@ -146,10 +154,19 @@ pub extern "C" fn tq_pull(queue: *mut tq_queue, options: *const tq_pull_options,
         let attempts = task.attempts();
         let payload = CString::new(task.payload).map_err(|_| {
             // Valid JSON has no NUL byte: this row was changed outside tq.
-            Error::new(ErrorKind::NotADatabase, format!("task {} has a NUL byte in its payload", receipt.id()))
+            Error::new(
+                ErrorKind::NotADatabase,
+                format!("task {} has a NUL byte in its payload", receipt.id()),
+            )
         })?;
         // SAFETY: as above.
-        unsafe { out.write(Box::into_raw(Box::new(tq_task { receipt, attempts, payload }))) };
+        unsafe {
+            out.write(Box::into_raw(Box::new(tq_task {
+                receipt,
+                attempts,
+                payload,
+            })))
+        };
         Ok(tq_status::TQ_OK)
     })
 }
@@ -263,7 +280,11 @@ pub extern "C" fn tq_count(queue: *const tq_queue, state: i32, out_count: *mut i
             0 => TaskState::Pending,
             1 => TaskState::Leased,
             2 => TaskState::Done,
-            other => return Err(Error::invalid_argument(format!("unknown task state {other}"))),
+            other => {
+                return Err(Error::invalid_argument(format!(
+                    "unknown task state {other}"
+                )))
+            }
         };
         let count = queue.0.count(state)?;
         // SAFETY: non-NULL and writable per the contract.
@@ -280,7 +301,11 @@ pub extern "C" fn tq_count(queue: *const tq_queue, state: i32, out_count: *mut i
 /// INT64_MAX), TQ_ERR_BUSY, TQ_ERR_IO.
 /// Thread safety: may run concurrently with any other call.
 #[no_mangle]
-pub extern "C" fn tq_purge_done(queue: *mut tq_queue, older_than_ms: u64, out_purged: *mut i64) -> tq_status {
+pub extern "C" fn tq_purge_done(
+    queue: *mut tq_queue,
+    older_than_ms: u64,
+    out_purged: *mut i64,
+) -> tq_status {
     guard(|| {
         let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
         let purged = queue.0.purge_done(older_than_ms)?;
@@ -292,4 +317,3 @@ pub extern "C" fn tq_purge_done(queue: *mut tq_queue, older_than_ms: u64, out_pu
 fn saturate(count: u64) -> i64 {
     i64::try_from(count).unwrap_or(i64::MAX)
 }
-

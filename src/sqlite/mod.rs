@@ -58,8 +58,8 @@ impl SqliteStore {
         conn.pragma_update(None, "mmap_size", 0)?;
 
         // Read-only checks first: a refused file stays byte-for-byte as it was.
-        let version = schema::version(&conn)
-            .map_err(|e| with_context(e, &format!("cannot use '{path}'")))?;
+        let version =
+            schema::version(&conn).map_err(|e| with_context(e, &format!("cannot use '{path}'")))?;
         schema::check_supported(version)?;
 
         let store = SqliteStore {
@@ -186,7 +186,10 @@ mod tests {
 
     #[test]
     fn refuses_sqlite_older_than_3_51_3() {
-        assert_eq!(check_sqlite_version(3_051_002).unwrap_err().kind(), ErrorKind::Internal);
+        assert_eq!(
+            check_sqlite_version(3_051_002).unwrap_err().kind(),
+            ErrorKind::Internal
+        );
         assert!(check_sqlite_version(3_051_003).is_ok());
         assert!(check_sqlite_version(rusqlite::version_number()).is_ok());
     }

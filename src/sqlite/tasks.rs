@@ -23,7 +23,12 @@ pub(super) fn register_holder(conn: &Connection, process: &ProcessId) -> Result<
              RETURNING id",
         )?
         .query_row(
-            params![process.boot_id, process.pid_namespace, process.pid, process.start_time],
+            params![
+                process.boot_id,
+                process.pid_namespace,
+                process.pid,
+                process.start_time
+            ],
             |row| row.get(0),
         )?;
     Ok(id)
@@ -34,6 +39,17 @@ pub(super) fn register_holder(conn: &Connection, process: &ProcessId) -> Result<
 const RELEASE: &str = "UPDATE tq_tasks
     SET state = 0, lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
     WHERE state = 1 AND ";
+
+/// Finds and takes the oldest ready task in one statement: one lookup in the
+/// ready index, whose order is the claim order. The lease token is drawn
+/// here, so each delivery has a receipt of its own.
+const CLAIM: &str = "UPDATE tq_tasks
+    SET state = 1, attempts = attempts + 1, lease_token = random(),
+        lease_expires_at = ?2, holder_id = ?3
+    WHERE id = (SELECT id FROM tq_tasks
+                WHERE state = 0 AND run_at <= ?1
+                ORDER BY run_at, id LIMIT 1)
+    RETURNING id, lease_token, attempts, payload";
 
 impl Store for SqliteStore {
     fn push(&self, payload: &str, now: i64, run_at: i64) -> Result<i64> {
@@ -52,18 +68,7 @@ impl Store for SqliteStore {
             // place in line (their run_at), so they are taken before newer work.
             conn.prepare_cached(&format!("{RELEASE} lease_expires_at <= ?1"))?
                 .execute([now])?;
-            // One statement finds and takes the task: one lookup in the
-            // ready index, whose order is the claim order. The lease token is
-            // drawn here, so each delivery has a receipt of its own.
-            let mut claim = conn.prepare_cached(
-                "UPDATE tq_tasks
-                 SET state = 1, attempts = attempts + 1, lease_token = random(),
-                     lease_expires_at = ?2, holder_id = ?3
-                 WHERE id = (SELECT id FROM tq_tasks
-                             WHERE state = 0 AND run_at <= ?1
-                             ORDER BY run_at, id LIMIT 1)
-                 RETURNING id, lease_token, attempts, payload",
-            )?;
+            let mut claim = conn.prepare_cached(CLAIM)?;
             let mut rows = claim.query(params![now, lease_expires_at, self.holder_id])?;
             let Some(row) = rows.next()? else {
                 return Ok(None);
@@ -120,8 +125,10 @@ impl Store for SqliteStore {
                                 OR holder_id IN (SELECT value FROM json_each(?2)))"
                 ))?
                 .execute(params![now, dead_json])?;
-            conn.prepare_cached("DELETE FROM tq_holders WHERE id IN (SELECT value FROM json_each(?1))")?
-                .execute([dead_json])?;
+            conn.prepare_cached(
+                "DELETE FROM tq_holders WHERE id IN (SELECT value FROM json_each(?1))",
+            )?
+            .execute([dead_json])?;
             Ok(recovered as u64)
         })
     }
@@ -171,4 +178,36 @@ fn dead_holders(conn: &Connection, observer: &ProcessId, own_id: i64) -> Result<
         }
     }
     Ok(dead)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The query plan of `sql` (its parameters left unbound), one line per step.
+    fn plan(conn: &Connection, sql: &str) -> String {
+        let mut statement = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let mut rows = statement.raw_query();
+        let mut steps = Vec::new();
+        while let Some(row) = rows.next().unwrap() {
+            steps.push(row.get::<_, String>(3).unwrap());
+        }
+        steps.join("\n")
+    }
+
+    #[test]
+    fn claim_and_lease_expiry_are_index_lookups_without_a_sort() {
+        let conn = Connection::open_in_memory().unwrap();
+        super::super::schema::migrate(&conn).unwrap();
+        let claim = plan(&conn, CLAIM);
+        assert!(claim.contains("tq_tasks_ready"), "{claim}");
+        assert!(!claim.contains("TEMP B-TREE"), "no sort per claim: {claim}");
+        let expiry = plan(&conn, &format!("{RELEASE} lease_expires_at <= 1"));
+        assert!(expiry.contains("tq_tasks_leased"), "{expiry}");
+        let purge = plan(
+            &conn,
+            "DELETE FROM tq_tasks WHERE state = 2 AND finished_at < 1",
+        );
+        assert!(purge.contains("tq_tasks_done"), "{purge}");
+    }
 }

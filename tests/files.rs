@@ -1,0 +1,188 @@
+//! What tq does with the file itself: foreign files, newer schemas, shared
+//! application files, locks held by others.
+
+mod common;
+
+use std::fs;
+use std::time::{Duration, Instant};
+
+use common::{push, Scratch};
+use rusqlite::Connection;
+use tq::{ErrorKind, OpenOptions, PullOptions, PushOptions, Queue, TaskState};
+
+fn side_files_exist(path: &str) -> bool {
+    fs::metadata(format!("{path}-wal")).is_ok() || fs::metadata(format!("{path}-shm")).is_ok()
+}
+
+#[test]
+fn a_file_that_is_not_a_database_is_refused_and_left_untouched() {
+    let scratch = Scratch::new();
+    let path = scratch.queue_path();
+    let text = "this is not a database\n".repeat(200);
+    fs::write(&path, &text).unwrap();
+    let err = Queue::open(&path, &OpenOptions::new())
+        .err()
+        .expect("refused");
+    assert_eq!(err.kind(), ErrorKind::NotADatabase, "{err}");
+    assert!(err.message().contains(&path), "names the file: {err}");
+    assert_eq!(fs::read_to_string(&path).unwrap(), text);
+    assert!(!side_files_exist(&path));
+}
+
+#[test]
+fn a_newer_schema_is_refused_and_left_untouched() {
+    let scratch = Scratch::new();
+    let path = scratch.queue_path();
+    push(&scratch.open(), "1");
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute(
+            "UPDATE tq_meta SET value = 99 WHERE key = 'schema_version'",
+            [],
+        )
+        .unwrap();
+        conn.pragma_update(None, "wal_checkpoint", "TRUNCATE")
+            .unwrap();
+    }
+    let before = fs::read(&path).unwrap();
+    let err = Queue::open(&path, &OpenOptions::new())
+        .err()
+        .expect("refused");
+    assert_eq!(err.kind(), ErrorKind::NotADatabase);
+    assert!(err.message().contains("99"), "{err}");
+    assert_eq!(fs::read(&path).unwrap(), before, "byte-for-byte untouched");
+}
+
+#[test]
+fn a_tq_meta_table_without_a_version_is_refused() {
+    let scratch = Scratch::new();
+    let path = scratch.queue_path();
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch("CREATE TABLE tq_meta (key TEXT PRIMARY KEY, value INTEGER)")
+        .unwrap();
+    let err = Queue::open(&path, &OpenOptions::new())
+        .err()
+        .expect("refused");
+    assert_eq!(err.kind(), ErrorKind::NotADatabase);
+}
+
+#[test]
+fn tq_shares_an_application_file_without_touching_its_tables() {
+    let scratch = Scratch::new();
+    let path = scratch.queue_path();
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT);
+             INSERT INTO orders (item) VALUES ('tea'), ('cake');
+             PRAGMA user_version = 7;",
+        )
+        .unwrap();
+    }
+    let queue = Queue::open(&path, &OpenOptions::new()).unwrap();
+    push(&queue, "{\"order\": 1}");
+    drop(queue);
+    let conn = Connection::open(&path).unwrap();
+    let items: Vec<String> = conn
+        .prepare("SELECT item FROM orders ORDER BY id")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(items, ["tea", "cake"]);
+    let user_version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(
+        user_version, 7,
+        "PRAGMA user_version belongs to the application"
+    );
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT IN ('orders', 'sqlite_sequence') ORDER BY name")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(tables.iter().all(|t| t.starts_with("tq_")), "{tables:?}");
+}
+
+#[test]
+fn bad_paths_give_clear_errors() {
+    let scratch = Scratch::new();
+    let err = Queue::open("", &OpenOptions::new()).err().unwrap();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    let err = Queue::open(":memory:", &OpenOptions::new()).err().unwrap();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.message().contains("WAL"), "{err}");
+    let missing_dir = scratch.path("no/such/dir/queue.db");
+    let err = Queue::open(missing_dir.to_str().unwrap(), &OpenOptions::new())
+        .err()
+        .unwrap();
+    assert_eq!(err.kind(), ErrorKind::Io, "{err}");
+    let dir = scratch.path("");
+    let err = Queue::open(dir.to_str().unwrap(), &OpenOptions::new())
+        .err()
+        .unwrap();
+    assert_eq!(err.kind(), ErrorKind::Io, "{err}");
+}
+
+#[test]
+fn a_writer_holding_the_lock_past_the_busy_timeout_gives_busy_and_changes_nothing() {
+    let scratch = Scratch::new();
+    let mut options = OpenOptions::new();
+    options.busy_timeout(Duration::from_millis(200)).unwrap();
+    let queue = scratch.open_with(&options);
+    push(&queue, "1");
+    let task = queue.pull(&PullOptions::new()).unwrap().unwrap();
+
+    let blocker = Connection::open(scratch.queue_path()).unwrap();
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let started = Instant::now();
+    let err = queue.push("2", &PushOptions::new()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Busy, "{err}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "waited the busy timeout first"
+    );
+    assert_eq!(
+        queue.finish(task.receipt()).unwrap_err().kind(),
+        ErrorKind::Busy
+    );
+    assert_eq!(
+        queue.pull(&PullOptions::new()).unwrap_err().kind(),
+        ErrorKind::Busy
+    );
+    assert_eq!(queue.recover().unwrap_err().kind(), ErrorKind::Busy);
+    blocker.execute_batch("COMMIT").unwrap();
+
+    assert_eq!(
+        queue.count(TaskState::Pending).unwrap(),
+        0,
+        "the failed push stored nothing"
+    );
+    assert_eq!(
+        queue.count(TaskState::Leased).unwrap(),
+        1,
+        "the failed finish changed nothing"
+    );
+    queue.finish(task.receipt()).unwrap();
+    push(&queue, "2");
+}
+
+#[test]
+fn a_writer_that_lets_go_within_the_busy_timeout_is_waited_for() {
+    let scratch = Scratch::new();
+    let queue = scratch.open();
+    let blocker = Connection::open(scratch.queue_path()).unwrap();
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        blocker.execute_batch("COMMIT").unwrap();
+    });
+    push(&queue, "1");
+    release.join().unwrap();
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 1);
+}

@@ -1,0 +1,279 @@
+//! The queue's semantics through the Rust API, in one process.
+
+mod common;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{lease, push, Scratch};
+use tq::{Durability, ErrorKind, OpenOptions, PullOptions, PushOptions, Queue, TaskState};
+
+fn counts(queue: &Queue) -> [u64; 3] {
+    [TaskState::Pending, TaskState::Leased, TaskState::Done].map(|s| queue.count(s).unwrap())
+}
+
+#[test]
+fn push_pull_finish_in_fifo_order() {
+    let scratch = Scratch::new();
+    let queue = scratch.open();
+    let ids: Vec<i64> = (0..5)
+        .map(|i| push(&queue, &format!("{{\"n\": {i}}}")))
+        .collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids increase: {ids:?}");
+    assert_eq!(counts(&queue), [5, 0, 0]);
+
+    for (i, id) in ids.iter().enumerate() {
+        let task = queue
+            .pull(&PullOptions::new())
+            .unwrap()
+            .expect("a ready task");
+        assert_eq!(task.id(), *id);
+        assert_eq!(task.payload(), format!("{{\"n\": {i}}}"));
+        assert_eq!(task.attempts(), 1);
+        assert_eq!(counts(&queue), [4 - i as u64, 1, 0]);
+        queue.finish(task.receipt()).unwrap();
+    }
+    assert!(queue.pull(&PullOptions::new()).unwrap().is_none());
+    assert_eq!(counts(&queue), [0, 0, 0]);
+}
+
+#[test]
+fn payload_is_stored_byte_for_byte() {
+    let scratch = Scratch::new();
+    let queue = scratch.open();
+    for payload in [
+        " {\"a\" : [1, 2.50, \"é\\u00e9\"]}\n",
+        "null",
+        "\"text\"",
+        "[ ]",
+        "-0.0e+1",
+    ] {
+        push(&queue, payload);
+        let task = queue.pull(&PullOptions::new()).unwrap().unwrap();
+        assert_eq!(task.payload(), payload);
+        queue.finish(task.receipt()).unwrap();
+    }
+}
+
+#[test]
+fn invalid_json_stores_nothing() {
+    let scratch = Scratch::new();
+    let queue = scratch.open();
+    for payload in ["", " ", "{", "{\"a\":}", "nope", "1 2", "[1,]", "{'a': 1}"] {
+        let err = queue.push(payload, &PushOptions::new()).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidJson, "{payload:?}");
+        assert!(err.message().contains("not JSON"), "{}", err.message());
+    }
+    assert_eq!(counts(&queue), [0, 0, 0]);
+}
+
+#[test]
+fn ids_are_never_reused() {
+    let scratch = Scratch::new();
+    let queue = scratch.open();
+    let first = push(&queue, "1");
+    let task = queue.pull(&PullOptions::new()).unwrap().unwrap();
+    queue.finish(task.receipt()).unwrap();
+    assert!(push(&queue, "2") > first);
+}
+
+#[test]
+fn delayed_and_scheduled_tasks_wait_for_their_time() {
+    let scratch = Scratch::new();
+    let queue = scratch.open();
+    let mut delayed = PushOptions::new();
+    delayed.delay(Duration::from_millis(300)).unwrap();
+    let later = queue.push("\"later\"", &delayed).unwrap();
+    let mut past = PushOptions::new();
+    past.run_at_unix_ms(1).unwrap();
+    let now = queue.push("\"past\"", &past).unwrap();
+
+    let task = queue.pull(&PullOptions::new()).unwrap().unwrap();
+    assert_eq!(task.id(), now);
+    assert!(
+        queue.pull(&PullOptions::new()).unwrap().is_none(),
+        "not due yet"
+    );
+    thread::sleep(Duration::from_millis(350));
+    assert_eq!(
+        queue.pull(&PullOptions::new()).unwrap().unwrap().id(),
+        later
+    );
+}
+
+#[test]
+fn ready_tasks_come_out_by_due_time_then_id() {
+    let scratch = Scratch::new();
+    let queue = scratch.open();
+    let mut at = PushOptions::new();
+    at.run_at_unix_ms(2_000).unwrap();
+    let second = queue.push("2", &at).unwrap();
+    at.run_at_unix_ms(1_000).unwrap();
+    let first = queue.push("1", &at).unwrap();
+    let third = push(&queue, "3");
+    let order: Vec<i64> = (0..3)
+        .map(|_| queue.pull(&PullOptions::new()).unwrap().unwrap().id())
+        .collect();
+    assert_eq!(order, [first, second, third]);
+}
+
+#[test]
+fn an_expired_lease_makes_the_task_ready_again() {
+    let scratch = Scratch::new();
+    let queue = scratch.open();
+    let id = push(&queue, "{}");
+    let first = queue.pull(&lease(50)).unwrap().unwrap();
+    assert!(queue.pull(&lease(50)).unwrap().is_none(), "held, not ready");
+    thread::sleep(Duration::from_millis(80));
+
+    let second = queue.pull(&lease(60_000)).unwrap().expect("ready again");
+    assert_eq!(second.id(), id);
+    assert_eq!(second.attempts(), 2);
+    let err = queue.finish(first.receipt()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotHeld);
+    assert_eq!(counts(&queue), [0, 1, 0], "a stale finish changes nothing");
+    queue.finish(second.receipt()).unwrap();
+    assert_eq!(
+        queue.finish(second.receipt()).unwrap_err().kind(),
+        ErrorKind::NotHeld
+    );
+}
+
+#[test]
+fn finish_after_lease_expiry_succeeds_while_nobody_took_the_task() {
+    let scratch = Scratch::new();
+    let queue = scratch.open();
+    push(&queue, "{}");
+    let task = queue.pull(&lease(10)).unwrap().unwrap();
+    thread::sleep(Duration::from_millis(30));
+    queue.finish(task.receipt()).unwrap();
+    assert_eq!(counts(&queue), [0, 0, 0]);
+}
+
+#[test]
+fn recover_returns_expired_leases_but_not_live_ones() {
+    let scratch = Scratch::new();
+    let queue = scratch.open();
+    push(&queue, "1");
+    push(&queue, "2");
+    let short = queue.pull(&lease(10)).unwrap().unwrap();
+    let long = queue.pull(&lease(60_000)).unwrap().unwrap();
+    thread::sleep(Duration::from_millis(30));
+    assert_eq!(queue.recover().unwrap(), 1);
+    assert_eq!(counts(&queue), [1, 1, 0]);
+    assert_eq!(
+        queue.finish(short.receipt()).unwrap_err().kind(),
+        ErrorKind::NotHeld
+    );
+    queue.finish(long.receipt()).unwrap();
+    let again = queue.pull(&PullOptions::new()).unwrap().unwrap();
+    assert_eq!((again.id(), again.attempts()), (short.id(), 2));
+}
+
+#[test]
+fn history_keeps_done_tasks_until_purged() {
+    let scratch = Scratch::new();
+    let queue = scratch.open_with(
+        OpenOptions::new()
+            .durability(Durability::Normal)
+            .keep_history(true),
+    );
+    for i in 0..3 {
+        push(&queue, &i.to_string());
+        let task = queue.pull(&PullOptions::new()).unwrap().unwrap();
+        queue.finish(task.receipt()).unwrap();
+        assert_eq!(
+            queue.finish(task.receipt()).unwrap_err().kind(),
+            ErrorKind::NotHeld
+        );
+    }
+    assert_eq!(counts(&queue), [0, 0, 3]);
+    assert_eq!(queue.purge_done(3_600_000).unwrap(), 0, "finished just now");
+    thread::sleep(Duration::from_millis(5));
+    assert_eq!(queue.purge_done(0).unwrap(), 3);
+    assert_eq!(counts(&queue), [0, 0, 0]);
+    assert_eq!(
+        queue.purge_done(u64::MAX).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+}
+
+#[test]
+fn options_refuse_out_of_range_values() {
+    let year = Duration::from_secs(366 * 24 * 3600);
+    assert!(PullOptions::new().lease(Duration::ZERO).is_err());
+    assert!(PullOptions::new()
+        .lease(year + Duration::from_millis(1))
+        .is_err());
+    assert!(PullOptions::new().lease(year).is_ok());
+    assert!(PushOptions::new()
+        .delay(year + Duration::from_millis(1))
+        .is_err());
+    assert!(PushOptions::new().run_at_unix_ms(-1).is_err());
+    assert!(OpenOptions::new()
+        .busy_timeout(year + Duration::from_millis(1))
+        .is_err());
+    assert!(OpenOptions::new().busy_timeout(Duration::ZERO).is_ok());
+}
+
+#[test]
+fn a_reopened_queue_keeps_its_tasks_and_handles_share_the_file() {
+    let scratch = Scratch::new();
+    let id = push(&scratch.open(), "\"kept\"");
+    let (a, b) = (scratch.open(), scratch.open());
+    let task = a.pull(&PullOptions::new()).unwrap().unwrap();
+    assert_eq!((task.id(), task.payload()), (id, "\"kept\""));
+    assert!(b.pull(&PullOptions::new()).unwrap().is_none());
+    b.finish(task.receipt())
+        .expect("any handle may finish a delivery");
+    assert_eq!(counts(&a), [0, 0, 0]);
+}
+
+#[test]
+fn threads_sharing_a_handle_never_get_the_same_task() {
+    const PRODUCERS: usize = 4;
+    const PER_PRODUCER: usize = 250;
+    let scratch = Scratch::new();
+    let queue = Arc::new(scratch.open());
+    let finished = Arc::new(Mutex::new(Vec::new()));
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|p| {
+            let queue = Arc::clone(&queue);
+            thread::spawn(move || {
+                for i in 0..PER_PRODUCER {
+                    push(&queue, &format!("[{p}, {i}]"));
+                }
+            })
+        })
+        .collect();
+    let total = PRODUCERS * PER_PRODUCER;
+    let consumers: Vec<_> = (0..4)
+        .map(|_| {
+            let (queue, finished) = (Arc::clone(&queue), Arc::clone(&finished));
+            thread::spawn(move || {
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while finished.lock().unwrap().len() < total {
+                    assert!(Instant::now() < deadline, "tasks went missing");
+                    match queue.pull(&PullOptions::new()).unwrap() {
+                        Some(task) => {
+                            queue.finish(task.receipt()).unwrap();
+                            finished.lock().unwrap().push(task.payload().to_owned());
+                        }
+                        None => thread::sleep(Duration::from_millis(1)),
+                    }
+                }
+            })
+        })
+        .collect();
+    producers
+        .into_iter()
+        .chain(consumers)
+        .for_each(|t| t.join().unwrap());
+    let finished = finished.lock().unwrap();
+    let distinct: HashSet<&String> = finished.iter().collect();
+    assert_eq!(finished.len(), total, "each task finished once");
+    assert_eq!(distinct.len(), finished.len(), "no task finished twice");
+    assert_eq!(counts(&queue), [0, 0, 0]);
+}
