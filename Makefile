@@ -1,9 +1,10 @@
 # Builds libtq, installs it, runs the C example and every test.
 #
-#   make                 build build/lib/{libtq.so*,libtq.a} and build/tq.pc
+#   make                 build build/lib/{libtq.so*,libtq.a}
 #   make example         build and run examples/c
-#   make test            every test: Rust, header, exported symbols, C (plain,
-#                        static, C++, AddressSanitizer/UBSan, valgrind)
+#   make test            every test: Rust, header, exported symbols, install
+#                        and pkg-config, C (plain, static, C++,
+#                        AddressSanitizer/UBSan, valgrind)
 #   make install PREFIX=/usr/local DESTDIR=
 #   make bench           the throughput benchmark (see bench/README.md)
 
@@ -16,13 +17,13 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 BUILD := build
 RELEASE := target/release
 
-.PHONY: all lib example test test-rust test-symbols test-c bench install clean FORCE
+.PHONY: all lib example test test-rust test-symbols test-install test-c bench install clean FORCE
 
 all: lib
 
 # The libraries under build/lib with the usual names: libtq.so.VERSION, the
 # SONAME link the loader looks for, and the libtq.so link the linker uses.
-lib: $(BUILD)/tq.pc
+lib: $(BUILD)/lib/libtq.so
 $(RELEASE)/libtq.so $(RELEASE)/libtq.a: FORCE
 	$(CARGO) build --release --locked --lib
 $(BUILD)/lib/libtq.so: $(RELEASE)/libtq.so $(RELEASE)/libtq.a
@@ -33,14 +34,11 @@ $(BUILD)/lib/libtq.so: $(RELEASE)/libtq.so $(RELEASE)/libtq.a
 	if [ "$$soname" != "libtq.so.$(VERSION)" ]; then ln -sf libtq.so.$(VERSION) $(BUILD)/lib/$$soname; fi; \
 	ln -sf libtq.so.$(VERSION) $(BUILD)/lib/libtq.so
 	cp -f $(RELEASE)/libtq.a $(BUILD)/lib/libtq.a
-$(BUILD)/tq.pc: tq.pc.in $(BUILD)/lib/libtq.so
-	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
-		tq.pc.in > $@
 
 example: lib
 	$(MAKE) -C examples/c run TQ_LIBDIR=$(CURDIR)/$(BUILD)/lib TQ_INCLUDEDIR=$(CURDIR)/include
 
-test: test-rust test-symbols test-c
+test: test-rust test-symbols test-install test-c
 
 test-rust:
 	$(CARGO) test --locked
@@ -51,6 +49,19 @@ test-symbols: lib
 	if [ -n "$$leaked" ]; then echo "libtq.so exports symbols other than tq_*:"; echo "$$leaked" | head -20; exit 1; fi; \
 	count=$$(nm -D --defined-only $(BUILD)/lib/libtq.so | grep -c ' T tq_'); \
 	echo "libtq.so exports $$count tq_* functions and nothing else"
+
+# Installs into a staging directory and builds the example from there
+# through pkg-config alone, as a user of an installed libtq would.
+STAGING := $(CURDIR)/$(BUILD)/staging
+STAGED_PKG_CONFIG := PKG_CONFIG_SYSROOT_DIR=$(STAGING) PKG_CONFIG_LIBDIR=$(STAGING)/usr/lib/pkgconfig pkg-config
+test-install: lib
+	rm -rf $(STAGING) $(BUILD)/installed.db*
+	$(MAKE) --no-print-directory install DESTDIR=$(STAGING) PREFIX=/usr
+	soname=$$(objdump -p $(STAGING)/usr/lib/libtq.so | awk '$$1 == "SONAME" { print $$2 }'); \
+	test -e $(STAGING)/usr/lib/$$soname && test -e $(STAGING)/usr/include/tq.h && test -e $(STAGING)/usr/lib/libtq.a
+	$(CC) -Wall -Wextra -Werror -pedantic -std=c11 -o $(BUILD)/workers-installed examples/c/workers.c \
+		$$($(STAGED_PKG_CONFIG) --cflags --libs tq) -pthread
+	LD_LIBRARY_PATH=$(STAGING)/usr/lib $(BUILD)/workers-installed $(BUILD)/installed.db
 
 test-c: lib
 	$(MAKE) -C tests/c all TQ_LIBDIR=$(CURDIR)/$(BUILD)/lib TQ_INCLUDEDIR=$(CURDIR)/include
@@ -63,7 +74,8 @@ install: lib
 	cp -P $(BUILD)/lib/libtq.so* $(DESTDIR)$(LIBDIR)/
 	install -m 644 $(BUILD)/lib/libtq.a $(DESTDIR)$(LIBDIR)/libtq.a
 	install -m 644 include/tq.h $(DESTDIR)$(INCLUDEDIR)/tq.h
-	install -m 644 $(BUILD)/tq.pc $(DESTDIR)$(LIBDIR)/pkgconfig/tq.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
+		tq.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/tq.pc
 
 clean:
 	rm -rf $(BUILD)
