@@ -58,25 +58,25 @@ impl SqliteStore {
         conn.pragma_update(None, "mmap_size", 0)?;
 
         // Read-only checks first: a refused file stays byte-for-byte as it was.
-        let version =
-            schema::version(&conn).map_err(|e| with_context(e, &format!("cannot use '{path}'")))?;
+        let version = retry_busy(&conn, options.busy_timeout, schema::version)
+            .map_err(|e| with_context(e, &format!("cannot use '{path}'")))?;
         schema::check_supported(version)?;
 
-        let store = SqliteStore {
+        retry_busy(&conn, options.busy_timeout, |conn| {
+            enable_wal(conn, options.durability)
+        })?;
+        let process = ProcessId::current();
+        let holder_id = write_transaction(&conn, options.busy_timeout, |conn| {
+            schema::migrate(conn)?;
+            tasks::register_holder(conn, &process)
+        })?;
+        Ok(SqliteStore {
             conn: Mutex::new(conn),
             busy_timeout: options.busy_timeout,
             keep_history: options.keep_history,
-            holder_id: 0,
-            process: ProcessId::current(),
-        };
-        retry_busy(&store.lock(), options.busy_timeout, |conn| {
-            enable_wal(conn, options.durability)
-        })?;
-        let holder_id = store.write(|conn| {
-            schema::migrate(conn)?;
-            tasks::register_holder(conn, &store.process)
-        })?;
-        Ok(SqliteStore { holder_id, ..store })
+            holder_id,
+            process,
+        })
     }
 
     /// The handle's connection. A panic in an earlier call may have left a
@@ -92,25 +92,34 @@ impl SqliteStore {
         conn
     }
 
-    /// Runs `body` in one `BEGIN IMMEDIATE` transaction: committed when it
-    /// returns `Ok`, rolled back (leaving nothing behind) when it returns an
-    /// error or the commit fails. Only taking the write lock is retried, so
-    /// `body` runs at most once.
+    /// Runs `body` in one write transaction on the handle's connection
+    /// (see [`write_transaction`]).
     fn write<T>(&self, body: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        let conn = self.lock();
-        retry_busy(&conn, self.busy_timeout, |conn| {
-            conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-            Ok(())
-        })?;
-        let result = body(&conn).and_then(|value| {
-            conn.prepare_cached("COMMIT")?.execute([])?;
-            Ok(value)
-        });
-        if result.is_err() && !conn.is_autocommit() {
-            let _ = conn.execute_batch("ROLLBACK");
-        }
-        result
+        write_transaction(&self.lock(), self.busy_timeout, body)
     }
+}
+
+/// Runs `body` in one `BEGIN IMMEDIATE` transaction: committed when it
+/// returns `Ok`, rolled back (leaving nothing behind) when it returns an
+/// error or the commit fails. Only taking the write lock is retried, so
+/// `body` runs at most once.
+fn write_transaction<T>(
+    conn: &Connection,
+    busy_timeout: Duration,
+    body: impl FnOnce(&Connection) -> Result<T>,
+) -> Result<T> {
+    retry_busy(conn, busy_timeout, |conn| {
+        conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+        Ok(())
+    })?;
+    let result = body(conn).and_then(|value| {
+        conn.prepare_cached("COMMIT")?.execute([])?;
+        Ok(value)
+    });
+    if result.is_err() && !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    result
 }
 
 /// Runs `op`, trying again with growing pauses while it fails with "busy",
