@@ -335,8 +335,9 @@ enum tq_status tq_open(const char *path, const struct tq_options *options, struc
  pulled through the handle stay valid (free them with `tq_task_free`) and
  may be finished through another handle.
 
- In a child process after `fork()` the handle's connection is left alone
- (it belongs to the parent) and only its memory is given up.
+ In a child process after `fork()`, closing the parent's handle closes
+ only the child's copy of its connection and releases nothing of the
+ parent's.
  */
 void tq_close(struct tq_queue *queue);
 

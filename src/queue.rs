@@ -2,7 +2,6 @@
 //! against use after `fork()`, and hands each operation to its storage
 //! backend.
 
-use std::mem::ManuallyDrop;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::de::IgnoredAny;
@@ -21,10 +20,12 @@ pub const MAX_PAYLOAD_LEN: usize = 1_000_000_000;
 /// processes on one host may open the same file.
 ///
 /// A handle belongs to the process that opened it: after `fork()`, every
-/// call in the child fails with [`ErrorKind::InvalidArgument`], and dropping
-/// it there leaves the parent's connection untouched.
+/// call in the child fails with [`ErrorKind::InvalidArgument`]. The child
+/// may open handles of its own; the first one it opens closes the child's
+/// copies of its parent's connections, which releases nothing of the
+/// parent's (see `sqlite/inherited.rs`).
 pub struct Queue {
-    store: ManuallyDrop<Box<dyn Store>>,
+    store: Box<dyn Store>,
     opened_by_pid: u32,
 }
 
@@ -42,7 +43,7 @@ impl Queue {
         }
         let store = SqliteStore::open(path, options)?;
         Ok(Queue {
-            store: ManuallyDrop::new(Box::new(store)),
+            store: Box::new(store),
             opened_by_pid: std::process::id(),
         })
     }
@@ -115,17 +116,6 @@ impl Queue {
             )));
         }
         Ok(self.store.as_ref())
-    }
-}
-
-impl Drop for Queue {
-    fn drop(&mut self) {
-        // In a child after fork() the connection belongs to the parent:
-        // closing it here could disturb the parent's locks, so it is leaked.
-        if std::process::id() == self.opened_by_pid {
-            // SAFETY: `store` is dropped once, here, and never used after.
-            unsafe { ManuallyDrop::drop(&mut self.store) }
-        }
     }
 }
 

@@ -3,7 +3,9 @@
 //! refused after fork().
 //!
 //! Child processes are this test binary run again with `TQ_TEST_CHILD` set:
-//! the `child_process` test then plays the role named there and exits.
+//! the `child_process` test then plays the role named there and exits. The
+//! fork() scenarios run in such a child too: forking the test harness itself,
+//! while other tests' threads may hold locks, could hang the forked process.
 
 mod common;
 
@@ -55,6 +57,8 @@ fn child_process() {
                 std::io::stdin().read_to_end(&mut Vec::new()).unwrap();
             }
         }
+        "fork-refused" => fork_refused(queue),
+        "fork-parent-closes-first" => fork_parent_closes_first(queue),
         other => panic!("unknown child role {other}"),
     }
     // Exit without running destructors, as a crashed process would.
@@ -167,35 +171,118 @@ fn tasks_of_a_live_process_are_not_recovered_until_it_dies() {
     assert_eq!(queue.count(TaskState::Pending).unwrap(), 1);
 }
 
-#[test]
-fn a_handle_is_refused_in_a_child_after_fork() {
+/// Runs a fork() scenario in a fresh process and checks that it succeeded.
+fn run_fork_scenario(role: &str) {
     let scratch = Scratch::new();
-    let path = scratch.queue_path();
-    let queue = open(&path);
-    push(&queue, "1");
+    let output = spawn(role, &scratch.queue_path())
+        .wait_with_output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{role} failed:\n{stdout}");
+    assert!(
+        stdout.contains("scenario passed"),
+        "{role} did not finish:\n{stdout}"
+    );
+}
 
-    // SAFETY: the child only calls tq and exits with _exit.
+/// Forks and runs `child` in the forked process; returns whether it exited
+/// with status 0.
+fn in_forked_child(child: impl FnOnce() -> bool, parent: impl FnOnce(libc::pid_t)) -> bool {
+    // SAFETY: only this thread runs tq code in this process (see the module
+    // comment); the child exits with _exit.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork failed");
     if pid == 0 {
-        let refused = |kind: Option<ErrorKind>| kind == Some(ErrorKind::InvalidArgument);
-        let mut ok = refused(queue.push("2", &Default::default()).err().map(|e| e.kind()));
-        ok &= queue.pull(&PullOptions::new()).err().is_some_and(|e| {
-            e.kind() == ErrorKind::InvalidArgument && e.message().contains("fork")
-        });
-        ok &= refused(queue.count(TaskState::Pending).err().map(|e| e.kind()));
-        // A new handle opened in the child works.
-        ok &= open(&path).count(TaskState::Pending).ok() == Some(1);
-        drop(queue); // leaves the parent's connection alone
+        let ok = child();
         unsafe { libc::_exit(if ok { 0 } else { 1 }) };
     }
+    parent(pid);
     let mut status = 0;
     assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "child saw a wrong answer"
+    libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+}
+
+fn fork_refused(queue: Queue) {
+    let path = std::env::var("TQ_TEST_PATH").unwrap();
+    push(&queue, "1");
+    let child_ok = in_forked_child(
+        || {
+            let refused = |err: Option<tq::Error>| {
+                err.is_some_and(|e| {
+                    e.kind() == ErrorKind::InvalidArgument && e.message().contains("fork")
+                })
+            };
+            let mut ok = refused(queue.push("2", &Default::default()).err());
+            ok &= refused(queue.pull(&PullOptions::new()).err());
+            ok &= refused(queue.count(TaskState::Pending).err());
+            // A handle opened in the child works.
+            ok &= open(&path).count(TaskState::Pending).ok() == Some(1);
+            ok
+        },
+        |_| {},
     );
+    assert!(child_ok, "the child saw a wrong answer");
     // The parent's handle is unharmed.
     push(&queue, "3");
     assert_eq!(queue.count(TaskState::Pending).unwrap(), 2);
+    println!("scenario passed");
+}
+
+fn fork_parent_closes_first(parent_queue: Queue) {
+    let path = std::env::var("TQ_TEST_PATH").unwrap();
+    push(&parent_queue, "\"from the parent\"");
+    let (to_parent, to_child) = (pipe(), pipe());
+    let mut parent_queue = Some(parent_queue);
+    let child_ok = in_forked_child(
+        || {
+            let child_queue = open(&path);
+            signal(to_parent[1]);
+            wait_for(to_child[0]); // the parent has closed its handle
+            child_queue
+                .push("\"from the child\"", &Default::default())
+                .is_ok()
+        },
+        |_| {
+            wait_for(to_parent[0]);
+            drop(parent_queue.take());
+            signal(to_child[1]);
+        },
+    );
+    assert!(child_ok, "the child's push failed");
+    let after = open(&path);
+    assert_eq!(
+        after.count(TaskState::Pending).unwrap(),
+        2,
+        "the child's push was kept"
+    );
+    println!("scenario passed");
+}
+
+#[test]
+fn a_handle_is_refused_in_a_child_after_fork() {
+    run_fork_scenario("fork-refused");
+}
+
+#[test]
+fn a_child_handle_keeps_its_writes_when_the_parent_closes_first() {
+    run_fork_scenario("fork-parent-closes-first");
+}
+
+/// Blocks until one byte arrives on `fd`.
+fn wait_for(fd: libc::c_int) {
+    let mut byte = 0u8;
+    assert_eq!(
+        unsafe { libc::read(fd, (&mut byte as *mut u8).cast(), 1) },
+        1
+    );
+}
+
+fn signal(fd: libc::c_int) {
+    assert_eq!(unsafe { libc::write(fd, b"x".as_ptr().cast(), 1) }, 1);
+}
+
+fn pipe() -> [libc::c_int; 2] {
+    let mut fds = [0; 2];
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    fds
 }

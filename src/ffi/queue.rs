@@ -75,8 +75,9 @@ pub extern "C" fn tq_open(
 /// pulled through the handle stay valid (free them with `tq_task_free`) and
 /// may be finished through another handle.
 ///
-/// In a child process after `fork()` the handle's connection is left alone
-/// (it belongs to the parent) and only its memory is given up.
+/// In a child process after `fork()`, closing the parent's handle closes
+/// only the child's copy of its connection and releases nothing of the
+/// parent's.
 #[no_mangle]
 pub extern "C" fn tq_close(queue: *mut tq_queue) {
     guard_or((), || unsafe { free_boxed(queue) })

@@ -7,10 +7,11 @@
 //! so a transaction never has to upgrade a read lock (which fails at once
 //! in WAL mode, whatever the busy timeout).
 
+mod inherited;
 mod schema;
 mod tasks;
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, TryLockError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -32,7 +33,8 @@ const JOURNAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
 const MAX_BACKOFF: Duration = Duration::from_millis(20);
 
 pub(crate) struct SqliteStore {
-    conn: Mutex<Connection>,
+    /// The handle's connection; `None` once closed in a child after fork.
+    slot: Arc<inherited::Slot>,
     busy_timeout: Duration,
     keep_history: bool,
     /// This process's row in `tq_holders`.
@@ -47,31 +49,13 @@ impl SqliteStore {
     /// is refused before anything is written to it.
     pub(crate) fn open(path: &str, options: &OpenOptions) -> Result<SqliteStore> {
         check_sqlite_version(rusqlite::version_number())?;
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags)
-            .map_err(|e| with_context(e.into(), &format!("cannot open '{path}'")))?;
-        conn.busy_timeout(options.busy_timeout)?;
-        // A stray pointer in the host process must not be able to write
-        // into the file through a memory map.
-        conn.pragma_update(None, "mmap_size", 0)?;
-
-        // Read-only checks first: a refused file stays byte-for-byte as it was.
-        let version = retry_busy(&conn, options.busy_timeout, schema::version)
-            .map_err(|e| with_context(e, &format!("cannot use '{path}'")))?;
-        schema::check_supported(version)?;
-
-        retry_busy(&conn, options.busy_timeout, |conn| {
-            enable_wal(conn, options.durability)
-        })?;
+        // Before connecting: a new connection would join the lock records
+        // of connections copied from a parent process (see inherited.rs).
+        inherited::close_inherited()?;
         let process = ProcessId::current();
-        let holder_id = write_transaction(&conn, options.busy_timeout, |conn| {
-            schema::migrate(conn)?;
-            tasks::register_holder(conn, &process)
-        })?;
+        let (conn, holder_id) = connect(path, options, &process)?;
         Ok(SqliteStore {
-            conn: Mutex::new(conn),
+            slot: inherited::register(conn)?,
             busy_timeout: options.busy_timeout,
             keep_history: options.keep_history,
             holder_id,
@@ -79,23 +63,40 @@ impl SqliteStore {
         })
     }
 
-    /// The handle's connection. A panic in an earlier call may have left a
-    /// transaction open; it is rolled back here so the next call starts clean.
-    fn lock(&self) -> MutexGuard<'_, Connection> {
-        let conn = self.conn.lock().unwrap_or_else(|poisoned| {
-            self.conn.clear_poison();
+    /// Runs `op` on the handle's connection. A panic in an earlier call may
+    /// have left a transaction open; it is rolled back first so every call
+    /// starts clean.
+    fn with_connection<T>(&self, op: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let guard = self.slot.conn.lock().unwrap_or_else(|poisoned| {
+            self.slot.conn.clear_poison();
             poisoned.into_inner()
         });
+        let conn = guard.as_ref().ok_or_else(|| {
+            Error::invalid_argument(
+                "this handle's connection was closed in a child process after fork()",
+            )
+        })?;
         if !conn.is_autocommit() {
             let _ = conn.execute_batch("ROLLBACK");
         }
-        conn
+        op(conn)
     }
 
     /// Runs `body` in one write transaction on the handle's connection
     /// (see [`write_transaction`]).
     fn write<T>(&self, body: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        write_transaction(&self.lock(), self.busy_timeout, body)
+        self.with_connection(|conn| write_transaction(conn, self.busy_timeout, body))
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        // A connection still locked here is mid-use by a thread that is
+        // either misusing the handle or, in a child after fork(), does not
+        // exist: closing it could fail half-way, so it is left open.
+        if let Err(TryLockError::WouldBlock) = self.slot.conn.try_lock() {
+            std::mem::forget(Arc::clone(&self.slot));
+        }
     }
 }
 
@@ -153,6 +154,34 @@ fn retry_busy<T>(
             result => return result,
         }
     }
+}
+
+/// Opens the connection, checks the file, sets it up and migrates it, and
+/// records `process` as a holder. Returns the connection and the holder id.
+fn connect(path: &str, options: &OpenOptions, process: &ProcessId) -> Result<(Connection, i64)> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags)
+        .map_err(|e| with_context(e.into(), &format!("cannot open '{path}'")))?;
+    conn.busy_timeout(options.busy_timeout)?;
+    // A stray pointer in the host process must not be able to write into
+    // the file through a memory map.
+    conn.pragma_update(None, "mmap_size", 0)?;
+
+    // Read-only checks first: a refused file stays byte-for-byte as it was.
+    let version = retry_busy(&conn, options.busy_timeout, schema::version)
+        .map_err(|e| with_context(e, &format!("cannot use '{path}'")))?;
+    schema::check_supported(version)?;
+
+    retry_busy(&conn, options.busy_timeout, |conn| {
+        enable_wal(conn, options.durability)
+    })?;
+    let holder_id = write_transaction(&conn, options.busy_timeout, |conn| {
+        schema::migrate(conn)?;
+        tasks::register_holder(conn, process)
+    })?;
+    Ok((conn, holder_id))
 }
 
 fn check_sqlite_version(version: i32) -> Result<()> {

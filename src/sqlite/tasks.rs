@@ -146,8 +146,9 @@ impl Store for SqliteStore {
             TaskState::Leased => "SELECT count(*) FROM tq_tasks WHERE state = 1",
             TaskState::Done => "SELECT count(*) FROM tq_tasks WHERE state = 2",
         };
-        let conn = self.lock();
-        let count: i64 = conn.prepare_cached(sql)?.query_row([], |row| row.get(0))?;
+        let count: i64 = self.with_connection(|conn| {
+            Ok(conn.prepare_cached(sql)?.query_row([], |row| row.get(0))?)
+        })?;
         Ok(count as u64)
     }
 
