@@ -1,0 +1,2078 @@
+/*
+ * The C test suite of libtq: every exported function, every error path.
+ *
+ *   test_tq          run every case
+ *   test_tq NAME     run the case NAME alone
+ *
+ * Each case runs in a fresh temporary directory under $TMPDIR (or /tmp).
+ * One line is printed per failed check; the last line is "N passed, N
+ * failed", counting cases. Children forked by a case report through their
+ * exit status and leave with _exit(), so that no atexit handler (stdio
+ * buffers, LeakSanitizer) runs twice.
+ */
+#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700
+#define _DEFAULT_SOURCE
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <tq.h>
+
+/* valgrind's leak check also runs when a forked child exits; see
+ * child_exit(). Without the header, nothing changes outside valgrind. */
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
+#endif
+#ifndef VALGRIND_CLO_CHANGE
+#define VALGRIND_CLO_CHANGE(option) ((void)(option))
+#endif
+
+/* ------------------------------------------------------------------------
+ * Harness
+ * --------------------------------------------------------------------- */
+
+static const char *case_name = "";
+static int case_failed;
+/* What a loop is at, added to the line of a failed check (or NULL). */
+static const char *check_note;
+
+static void report(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void report(const char *file, int line, const char *fmt, ...)
+{
+    printf("%s:%d: %s: ", file, line, case_name);
+    va_list args;
+    va_start(args, fmt);
+    vprintf(fmt, args);
+    va_end(args);
+    if (check_note)
+        printf(" [%s]", check_note);
+    printf("\n");
+    fflush(stdout);
+    case_failed = 1;
+}
+
+static bool check_(bool ok, const char *file, int line, const char *what)
+{
+    if (!ok)
+        report(file, line, "check failed: %s", what);
+    return ok;
+}
+
+static bool check_status_(tq_status got, tq_status want, const char *file, int line, const char *what)
+{
+    if (got != want) {
+        /* Copied first: the message is only valid until the next tq call. */
+        char message[512];
+        snprintf(message, sizeof message, "%s", tq_last_error());
+        report(file, line, "%s returned %d (%s), expected %d (%s); last error: \"%s\"", what, (int)got,
+               tq_status_str(got), (int)want, tq_status_str(want), message);
+    }
+    return got == want;
+}
+
+static bool check_int_(long long got, long long want, const char *file, int line, const char *what)
+{
+    if (got != want)
+        report(file, line, "%s is %lld, expected %lld", what, got, want);
+    return got == want;
+}
+
+static bool check_contains_(const char *text, const char *part, const char *file, int line, const char *what)
+{
+    bool ok = text != NULL && strstr(text, part) != NULL;
+    if (!ok)
+        report(file, line, "%s is \"%s\", expected it to contain \"%s\"", what, text ? text : "(NULL)", part);
+    return ok;
+}
+
+#define CHECK(cond) check_((cond), __FILE__, __LINE__, #cond)
+#define CHECK_STATUS(call, want) check_status_((call), (want), __FILE__, __LINE__, #call)
+#define CHECK_INT(got, want) check_int_((long long)(got), (long long)(want), __FILE__, __LINE__, #got)
+#define CHECK_CONTAINS(text, part) check_contains_((text), (part), __FILE__, __LINE__, #text)
+/* A check the rest of the case depends on: the case stops when it fails. */
+#define REQUIRE(cond) do { if (!CHECK(cond)) return; } while (0)
+#define REQUIRE_STATUS(call, want) do { if (!CHECK_STATUS(call, want)) return; } while (0)
+
+/* The last error, checked to contain `part` (a copy is not needed: nothing
+ * calls tq between the failing call and this one). */
+#define CHECK_LAST_ERROR(part) CHECK_CONTAINS(tq_last_error(), part)
+
+static int64_t now_ms(void)
+{
+    /* tq compares due times and leases with the wall clock. */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static void path_in(char *buf, size_t size, const char *dir, const char *name)
+{
+    int n = snprintf(buf, size, "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= size) {
+        fprintf(stderr, "path too long: %s/%s\n", dir, name);
+        abort();
+    }
+}
+
+static bool file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* Ends a forked child with its verdict as exit status. _exit() skips the
+ * atexit handlers inherited from the parent (stdio buffers, LeakSanitizer).
+ * Under valgrind the child's exit still runs a leak check, which finds the
+ * parent's objects: the child cannot free them (tq_close in a child leaves
+ * the parent's connection alone by design), so that check is turned off
+ * here. Memory errors found while the child ran still count. */
+static _Noreturn void child_exit(void)
+{
+    fflush(stdout);
+    VALGRIND_CLO_CHANGE("--leak-check=no");
+    _exit(case_failed ? 1 : 0);
+}
+
+/* Runs `body` in a forked child and returns its exit status (-1 when it did
+ * not exit normally). The child's failed checks are printed by the child. */
+static int run_child(void (*body)(void *), void *arg)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("fork");
+        return -1;
+    }
+    if (pid == 0) {
+        case_failed = 0;
+        body(arg);
+        child_exit();
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR)
+            return -1;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Opens `name` in `dir` with the given durability and history settings. */
+static tq_queue *open_queue(const char *dir, const char *name, int durability, bool history)
+{
+    char path[4096];
+    path_in(path, sizeof path, dir, name);
+    tq_options *opts = tq_options_new();
+    if (!CHECK(opts != NULL))
+        return NULL;
+    CHECK_STATUS(tq_options_set_durability(opts, durability), TQ_OK);
+    CHECK_STATUS(tq_options_set_keep_history(opts, history), TQ_OK);
+    tq_queue *q = NULL;
+    CHECK_STATUS(tq_open(path, opts, &q), TQ_OK);
+    tq_options_free(opts);
+    return q;
+}
+
+static int64_t count(const tq_queue *q, int state)
+{
+    int64_t n = -1;
+    CHECK_STATUS(tq_count(q, state, &n), TQ_OK);
+    return n;
+}
+
+static int64_t push_text(tq_queue *q, const char *json)
+{
+    int64_t id = 0;
+    CHECK_STATUS(tq_push(q, json, strlen(json), NULL, &id), TQ_OK);
+    return id;
+}
+
+/* Pulls with the default lease; NULL (and a failed check) when nothing came. */
+static tq_task *pull_one(tq_queue *q)
+{
+    tq_task *task = NULL;
+    CHECK_STATUS(tq_pull(q, NULL, &task), TQ_OK);
+    return task;
+}
+
+static tq_task *pull_with_lease(tq_queue *q, uint64_t lease_ms)
+{
+    tq_pull_options *opts = tq_pull_options_new();
+    if (!CHECK(opts != NULL))
+        return NULL;
+    CHECK_STATUS(tq_pull_options_set_lease_ms(opts, lease_ms), TQ_OK);
+    tq_task *task = NULL;
+    CHECK_STATUS(tq_pull(q, opts, &task), TQ_OK);
+    tq_pull_options_free(opts);
+    return task;
+}
+
+static bool payload_is(const tq_task *task, const char *json)
+{
+    size_t len = 0;
+    const char *text = tq_task_payload(task, &len);
+    return text != NULL && len == strlen(json) && memcmp(text, json, len) == 0 && text[len] == '\0';
+}
+
+static const int64_t ONE_YEAR_MS = 365LL * 24 * 3600 * 1000;
+/* Over one year even if "one year" means a leap year. */
+static const uint64_t OVER_ONE_YEAR_MS = 366ULL * 24 * 3600 * 1000 + 1;
+
+/* ------------------------------------------------------------------------
+ * Versions, status strings, last error
+ * --------------------------------------------------------------------- */
+
+static void test_version(const char *dir)
+{
+    (void)dir;
+    REQUIRE(tq_version() != NULL);
+    CHECK(strcmp(tq_version(), TQ_VERSION) == 0);
+    CHECK_INT(tq_version_number(), TQ_VERSION_NUMBER);
+    CHECK_INT(TQ_VERSION_NUMBER, TQ_VERSION_MAJOR * 10000 + TQ_VERSION_MINOR * 100 + TQ_VERSION_PATCH);
+    char text[64];
+    snprintf(text, sizeof text, "%d.%d.%d", TQ_VERSION_MAJOR, TQ_VERSION_MINOR, TQ_VERSION_PATCH);
+    CHECK(strcmp(text, TQ_VERSION) == 0);
+    /* Static: the same string every time. */
+    CHECK(tq_version() == tq_version());
+}
+
+static void test_status_str(const char *dir)
+{
+    (void)dir;
+    const int known[] = {TQ_OK, TQ_EMPTY, TQ_ERR_INVALID_ARGUMENT, TQ_ERR_INVALID_JSON, TQ_ERR_NOT_HELD,
+                         TQ_ERR_BUSY, TQ_ERR_IO, TQ_ERR_NOT_A_DATABASE, TQ_ERR_INTERNAL};
+    const size_t n = sizeof known / sizeof known[0];
+    for (size_t i = 0; i < n; i++) {
+        const char *s = tq_status_str(known[i]);
+        if (!CHECK(s != NULL))
+            continue;
+        CHECK(s[0] != '\0');
+        CHECK(strcmp(s, "unknown status") != 0);
+        for (size_t j = 0; j < i; j++)
+            CHECK(strcmp(s, tq_status_str(known[j])) != 0);
+    }
+    const int32_t unknown[] = {2, 3, 100, -8, -100, INT32_MAX, INT32_MIN};
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+        const char *s = tq_status_str(unknown[i]);
+        if (CHECK(s != NULL))
+            CHECK(strcmp(s, "unknown status") == 0);
+    }
+}
+
+struct thread_error {
+    char seen_at_start[256];
+    char seen_after_empty[256];
+    char seen_after_failure[256];
+    const char *path;
+};
+
+static void copy_text(char *dst, size_t size, const char *src)
+{
+    snprintf(dst, size, "%s", src ? src : "(NULL)");
+}
+
+static void *fresh_thread(void *arg)
+{
+    struct thread_error *t = arg;
+    copy_text(t->seen_at_start, sizeof t->seen_at_start, tq_last_error());
+    /* TQ_EMPTY is not a failure: it leaves the message alone. */
+    tq_queue *q = NULL;
+    if (tq_open(t->path, NULL, &q) == TQ_OK) {
+        tq_task *task = NULL;
+        if (tq_pull(q, NULL, &task) == TQ_EMPTY)
+            copy_text(t->seen_after_empty, sizeof t->seen_after_empty, tq_last_error());
+        tq_close(q);
+    }
+    tq_options *opts = tq_options_new();
+    if (tq_options_set_durability(opts, 7) == TQ_ERR_INVALID_ARGUMENT)
+        copy_text(t->seen_after_failure, sizeof t->seen_after_failure, tq_last_error());
+    tq_options_free(opts);
+    return NULL;
+}
+
+static void test_last_error_fresh_thread(const char *dir)
+{
+    char path[4096];
+    path_in(path, sizeof path, dir, "q.db");
+    struct thread_error t = {"unset", "unset", "unset", path};
+    pthread_t thread;
+    REQUIRE(pthread_create(&thread, NULL, fresh_thread, &t) == 0);
+    pthread_join(thread, NULL);
+    CHECK(strcmp(t.seen_at_start, "") == 0);
+    CHECK(strcmp(t.seen_after_empty, "") == 0);
+    CHECK_CONTAINS(t.seen_after_failure, "7");
+}
+
+static void test_last_error_after_failure(const char *dir)
+{
+    (void)dir;
+    CHECK_STATUS(tq_count(NULL, TQ_STATE_PENDING, NULL), TQ_ERR_INVALID_ARGUMENT);
+    const char *message = tq_last_error();
+    REQUIRE(message != NULL);
+    CHECK(message[0] != '\0');
+    CHECK_CONTAINS(message, "NULL");
+    CHECK_CONTAINS(message, "queue");
+    char copy[256];
+    copy_text(copy, sizeof copy, message);
+
+    /* It is the message of the last *failed* call: a success keeps it. */
+    CHECK(strcmp(tq_version(), TQ_VERSION) == 0);
+    tq_options *opts = tq_options_new();
+    CHECK_STATUS(tq_options_set_durability(opts, TQ_DURABILITY_NORMAL), TQ_OK);
+    CHECK(strcmp(tq_last_error(), copy) == 0);
+
+    /* A later failure replaces it. */
+    CHECK_STATUS(tq_options_set_durability(opts, 2), TQ_ERR_INVALID_ARGUMENT);
+    CHECK(strcmp(tq_last_error(), copy) != 0);
+    CHECK_LAST_ERROR("2");
+    tq_options_free(opts);
+}
+
+struct two_threads {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int step;
+    char seen[2][256];
+};
+
+static void wait_step(struct two_threads *t, int step)
+{
+    pthread_mutex_lock(&t->lock);
+    while (t->step < step)
+        pthread_cond_wait(&t->cond, &t->lock);
+    pthread_mutex_unlock(&t->lock);
+}
+
+static void set_step(struct two_threads *t, int step)
+{
+    pthread_mutex_lock(&t->lock);
+    t->step = step;
+    pthread_cond_broadcast(&t->cond);
+    pthread_mutex_unlock(&t->lock);
+}
+
+static void *thread_b(void *arg)
+{
+    struct two_threads *t = arg;
+    wait_step(t, 1); /* thread A has failed */
+    copy_text(t->seen[0], sizeof t->seen[0], tq_last_error());
+    tq_push_options *opts = tq_push_options_new();
+    tq_push_options_set_run_at_unix_ms(opts, -5);
+    tq_push_options_free(opts);
+    copy_text(t->seen[1], sizeof t->seen[1], tq_last_error());
+    set_step(t, 2);
+    return NULL;
+}
+
+static void test_last_error_per_thread(const char *dir)
+{
+    (void)dir;
+    struct two_threads t;
+    memset(&t, 0, sizeof t);
+    pthread_mutex_init(&t.lock, NULL);
+    pthread_cond_init(&t.cond, NULL);
+    pthread_t b;
+    REQUIRE(pthread_create(&b, NULL, thread_b, &t) == 0);
+
+    CHECK_STATUS(tq_push(NULL, "1", 1, NULL, NULL), TQ_ERR_INVALID_ARGUMENT);
+    char mine[256];
+    copy_text(mine, sizeof mine, tq_last_error());
+    CHECK_CONTAINS(mine, "NULL");
+    set_step(&t, 1);
+    wait_step(&t, 2);
+    pthread_join(b, NULL);
+
+    /* B never saw A's message, and B's failure did not change A's. */
+    CHECK(strcmp(t.seen[0], "") == 0);
+    CHECK_CONTAINS(t.seen[1], "-5");
+    CHECK(strcmp(tq_last_error(), mine) == 0);
+    pthread_mutex_destroy(&t.lock);
+    pthread_cond_destroy(&t.cond);
+}
+
+/* ------------------------------------------------------------------------
+ * Options
+ * --------------------------------------------------------------------- */
+
+static void test_options_new_free(const char *dir)
+{
+    (void)dir;
+    tq_options *o = tq_options_new();
+    tq_push_options *push = tq_push_options_new();
+    tq_pull_options *pull = tq_pull_options_new();
+    CHECK(o != NULL);
+    CHECK(push != NULL);
+    CHECK(pull != NULL);
+    tq_options_free(o);
+    tq_push_options_free(push);
+    tq_pull_options_free(pull);
+    tq_options_free(NULL);
+    tq_push_options_free(NULL);
+    tq_pull_options_free(NULL);
+}
+
+static void test_options_null_object(const char *dir)
+{
+    (void)dir;
+    CHECK_STATUS(tq_options_set_durability(NULL, TQ_DURABILITY_FULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("NULL");
+    CHECK_STATUS(tq_options_set_busy_timeout_ms(NULL, 1000), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("NULL");
+    CHECK_STATUS(tq_options_set_keep_history(NULL, true), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("NULL");
+    CHECK_STATUS(tq_push_options_set_delay_ms(NULL, 10), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("NULL");
+    CHECK_STATUS(tq_push_options_set_run_at_unix_ms(NULL, 10), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("NULL");
+    CHECK_STATUS(tq_pull_options_set_lease_ms(NULL, 10), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("NULL");
+}
+
+static void test_options_ranges(const char *dir)
+{
+    (void)dir;
+    tq_options *o = tq_options_new();
+    tq_push_options *push = tq_push_options_new();
+    tq_pull_options *pull = tq_pull_options_new();
+    REQUIRE(o && push && pull);
+
+    CHECK_STATUS(tq_options_set_durability(o, TQ_DURABILITY_FULL), TQ_OK);
+    CHECK_STATUS(tq_options_set_durability(o, TQ_DURABILITY_NORMAL), TQ_OK);
+    CHECK_STATUS(tq_options_set_durability(o, 2), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_options_set_durability(o, -1), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_options_set_durability(o, INT32_MIN), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_options_set_durability(o, INT32_MAX), TQ_ERR_INVALID_ARGUMENT);
+
+    CHECK_STATUS(tq_options_set_busy_timeout_ms(o, 0), TQ_OK);
+    CHECK_STATUS(tq_options_set_busy_timeout_ms(o, 5000), TQ_OK);
+    CHECK_STATUS(tq_options_set_busy_timeout_ms(o, (uint64_t)ONE_YEAR_MS), TQ_OK);
+    CHECK_STATUS(tq_options_set_busy_timeout_ms(o, OVER_ONE_YEAR_MS), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_options_set_busy_timeout_ms(o, UINT64_MAX), TQ_ERR_INVALID_ARGUMENT);
+
+    CHECK_STATUS(tq_options_set_keep_history(o, true), TQ_OK);
+    CHECK_STATUS(tq_options_set_keep_history(o, false), TQ_OK);
+
+    CHECK_STATUS(tq_push_options_set_delay_ms(push, 0), TQ_OK);
+    CHECK_STATUS(tq_push_options_set_delay_ms(push, 1000), TQ_OK);
+    CHECK_STATUS(tq_push_options_set_delay_ms(push, (uint64_t)ONE_YEAR_MS), TQ_OK);
+    CHECK_STATUS(tq_push_options_set_delay_ms(push, OVER_ONE_YEAR_MS), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_push_options_set_delay_ms(push, UINT64_MAX), TQ_ERR_INVALID_ARGUMENT);
+
+    CHECK_STATUS(tq_push_options_set_run_at_unix_ms(push, 0), TQ_OK);
+    CHECK_STATUS(tq_push_options_set_run_at_unix_ms(push, now_ms()), TQ_OK);
+    CHECK_STATUS(tq_push_options_set_run_at_unix_ms(push, INT64_MAX), TQ_OK);
+    CHECK_STATUS(tq_push_options_set_run_at_unix_ms(push, -1), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_push_options_set_run_at_unix_ms(push, INT64_MIN), TQ_ERR_INVALID_ARGUMENT);
+
+    CHECK_STATUS(tq_pull_options_set_lease_ms(pull, 0), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_pull_options_set_lease_ms(pull, 1), TQ_OK);
+    CHECK_STATUS(tq_pull_options_set_lease_ms(pull, 30000), TQ_OK);
+    CHECK_STATUS(tq_pull_options_set_lease_ms(pull, (uint64_t)ONE_YEAR_MS), TQ_OK);
+    CHECK_STATUS(tq_pull_options_set_lease_ms(pull, OVER_ONE_YEAR_MS), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_pull_options_set_lease_ms(pull, UINT64_MAX), TQ_ERR_INVALID_ARGUMENT);
+
+    tq_options_free(o);
+    tq_push_options_free(push);
+    tq_pull_options_free(pull);
+}
+
+/* A refused value leaves the object as it was: here, a refused lease of 0
+ * after a valid 1 ms lease still gives a 1 ms lease. */
+static void test_options_unchanged_after_refusal(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(q != NULL);
+    tq_pull_options *pull = tq_pull_options_new();
+    REQUIRE(pull != NULL);
+    CHECK_STATUS(tq_pull_options_set_lease_ms(pull, 1), TQ_OK);
+    CHECK_STATUS(tq_pull_options_set_lease_ms(pull, 0), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_pull_options_set_lease_ms(pull, OVER_ONE_YEAR_MS), TQ_ERR_INVALID_ARGUMENT);
+    push_text(q, "1");
+    tq_task *first = NULL;
+    CHECK_STATUS(tq_pull(q, pull, &first), TQ_OK);
+    sleep_ms(20);
+    tq_task *again = NULL;
+    CHECK_STATUS(tq_pull(q, NULL, &again), TQ_OK);
+    CHECK_INT(tq_task_attempts(again), 2);
+    CHECK_STATUS(tq_finish(q, again), TQ_OK);
+    tq_task_free(first);
+    tq_task_free(again);
+    tq_pull_options_free(pull);
+    tq_close(q);
+}
+
+/* ------------------------------------------------------------------------
+ * Opening and closing
+ * --------------------------------------------------------------------- */
+
+/* A non-NULL pointer to store in an out-parameter before a call that must
+ * overwrite it with NULL. Never dereferenced. */
+static void *sentinel(void)
+{
+    static int object;
+    return &object;
+}
+
+static void test_open_invalid_arguments(const char *dir)
+{
+    char path[4096];
+    path_in(path, sizeof path, dir, "q.db");
+    tq_queue *q = sentinel();
+
+    CHECK_STATUS(tq_open(NULL, NULL, &q), TQ_ERR_INVALID_ARGUMENT);
+    CHECK(q == NULL);
+    CHECK_LAST_ERROR("NULL");
+
+    CHECK_STATUS(tq_open(path, NULL, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("NULL");
+    CHECK(!file_exists(path));
+
+    CHECK_STATUS(tq_open(NULL, NULL, NULL), TQ_ERR_INVALID_ARGUMENT);
+
+    q = sentinel();
+    CHECK_STATUS(tq_open("", NULL, &q), TQ_ERR_INVALID_ARGUMENT);
+    CHECK(q == NULL);
+    CHECK_LAST_ERROR("empty");
+
+    char bad[4096];
+    path_in(bad, sizeof bad, dir, "\xff\xfe");
+    q = sentinel();
+    CHECK_STATUS(tq_open("\xff\xfe", NULL, &q), TQ_ERR_INVALID_ARGUMENT);
+    CHECK(q == NULL);
+    CHECK_LAST_ERROR("UTF-8");
+    q = sentinel();
+    CHECK_STATUS(tq_open(bad, NULL, &q), TQ_ERR_INVALID_ARGUMENT);
+    CHECK(q == NULL);
+    CHECK(!file_exists(bad));
+
+    /* An in-memory database has no WAL: tq refuses it. */
+    q = sentinel();
+    CHECK_STATUS(tq_open(":memory:", NULL, &q), TQ_ERR_INVALID_ARGUMENT);
+    CHECK(q == NULL);
+    CHECK_LAST_ERROR("WAL");
+}
+
+static void test_open_missing_directory(const char *dir)
+{
+    char path[4096];
+    path_in(path, sizeof path, dir, "no/such/dir/q.db");
+    tq_queue *q = sentinel();
+    CHECK_STATUS(tq_open(path, NULL, &q), TQ_ERR_IO);
+    CHECK(q == NULL);
+    CHECK(tq_last_error()[0] != '\0');
+}
+
+static void test_open_directory_as_file(const char *dir)
+{
+    tq_queue *q = sentinel();
+    CHECK_STATUS(tq_open(dir, NULL, &q), TQ_ERR_IO);
+    CHECK(q == NULL);
+}
+
+static void test_open_not_a_database(const char *dir)
+{
+    char path[4096], side[4200];
+    path_in(path, sizeof path, dir, "notes.txt");
+    char text[4096];
+    for (size_t i = 0; i < sizeof text; i++)
+        text[i] = (i % 64 == 63) ? '\n' : (char)('a' + i % 26);
+    FILE *f = fopen(path, "wb");
+    REQUIRE(f != NULL);
+    REQUIRE(fwrite(text, 1, sizeof text, f) == sizeof text);
+    REQUIRE(fclose(f) == 0);
+
+    tq_queue *q = sentinel();
+    CHECK_STATUS(tq_open(path, NULL, &q), TQ_ERR_NOT_A_DATABASE);
+    CHECK(q == NULL);
+    CHECK(tq_last_error()[0] != '\0');
+
+    char after[sizeof text + 16];
+    f = fopen(path, "rb");
+    REQUIRE(f != NULL);
+    size_t got = fread(after, 1, sizeof after, f);
+    fclose(f);
+    CHECK_INT(got, sizeof text);
+    CHECK(memcmp(after, text, sizeof text) == 0);
+    snprintf(side, sizeof side, "%s-wal", path);
+    CHECK(!file_exists(side));
+    snprintf(side, sizeof side, "%s-shm", path);
+    CHECK(!file_exists(side));
+    snprintf(side, sizeof side, "%s-journal", path);
+    CHECK(!file_exists(side));
+}
+
+static void test_open_reopen_keeps_tasks(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_FULL, false);
+    REQUIRE(q != NULL);
+    int64_t a = push_text(q, "{\"n\":1}");
+    int64_t b = push_text(q, "{\"n\":2}");
+    tq_close(q);
+
+    q = open_queue(dir, "q.db", TQ_DURABILITY_FULL, false);
+    REQUIRE(q != NULL);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 2);
+    tq_task *task = pull_one(q);
+    REQUIRE(task != NULL);
+    CHECK_INT(tq_task_id(task), a);
+    CHECK(payload_is(task, "{\"n\":1}"));
+    CHECK_STATUS(tq_finish(q, task), TQ_OK);
+    tq_task_free(task);
+    task = pull_one(q);
+    REQUIRE(task != NULL);
+    CHECK_INT(tq_task_id(task), b);
+    CHECK_STATUS(tq_finish(q, task), TQ_OK);
+    tq_task_free(task);
+    tq_close(q);
+
+    /* Ids are never reused, not even the newest one once it is gone. */
+    q = open_queue(dir, "q.db", TQ_DURABILITY_FULL, false);
+    REQUIRE(q != NULL);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 0);
+    int64_t c = push_text(q, "3");
+    CHECK(c > b);
+    tq_close(q);
+}
+
+static void test_open_two_handles(const char *dir)
+{
+    tq_queue *a = open_queue(dir, "q.db", TQ_DURABILITY_FULL, false);
+    tq_queue *b = open_queue(dir, "q.db", TQ_DURABILITY_FULL, false);
+    REQUIRE(a != NULL && b != NULL);
+    int64_t id = push_text(a, "\"from a\"");
+    CHECK_INT(count(b, TQ_STATE_PENDING), 1);
+    tq_task *task = pull_one(b);
+    REQUIRE(task != NULL);
+    CHECK_INT(tq_task_id(task), id);
+    CHECK(payload_is(task, "\"from a\""));
+    CHECK_INT(count(a, TQ_STATE_LEASED), 1);
+    tq_task *none = NULL;
+    CHECK_STATUS(tq_pull(a, NULL, &none), TQ_EMPTY);
+    CHECK_STATUS(tq_finish(b, task), TQ_OK);
+    tq_task_free(task);
+    CHECK_INT(count(a, TQ_STATE_LEASED), 0);
+    push_text(b, "\"from b\"");
+    task = pull_one(a);
+    REQUIRE(task != NULL);
+    CHECK(payload_is(task, "\"from b\""));
+    CHECK_STATUS(tq_finish(a, task), TQ_OK);
+    tq_task_free(task);
+    tq_close(a);
+    tq_close(b);
+}
+
+static void test_close_and_free_null(const char *dir)
+{
+    (void)dir;
+    tq_close(NULL);
+    tq_task_free(NULL);
+    CHECK(true);
+}
+
+/* ------------------------------------------------------------------------
+ * Push
+ * --------------------------------------------------------------------- */
+
+/* Pushes `len` bytes of `payload`, expecting `want`, the message to contain
+ * `part`, `*out_id` untouched and the pending count unchanged. */
+#define CHECK_PUSH_FAILS(q, payload, len, want, part) \
+    check_push_fails_((q), (payload), (len), (want), (part), __FILE__, __LINE__)
+
+static void check_push_fails_(tq_queue *q, const char *payload, size_t len, tq_status want, const char *part,
+                              const char *file, int line)
+{
+    int64_t before = -1, after = -1;
+    if (q != NULL)
+        tq_count(q, TQ_STATE_PENDING, &before);
+    int64_t id = -42;
+    tq_status got = tq_push(q, payload, len, NULL, &id);
+    char message[512];
+    snprintf(message, sizeof message, "%s", tq_last_error());
+    if (check_status_(got, want, file, line, "tq_push") && !strstr(message, part))
+        report(file, line, "tq_push's message \"%s\" does not contain \"%s\"", message, part);
+    check_int_(id, -42, file, line, "the id after a failed push");
+    if (q != NULL) {
+        tq_count(q, TQ_STATE_PENDING, &after);
+        check_int_(after, before, file, line, "the pending count after a failed push");
+    }
+}
+
+static void test_push_invalid_arguments(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(q != NULL);
+    push_text(q, "\"already there\"");
+    CHECK_PUSH_FAILS(NULL, "1", 1, TQ_ERR_INVALID_ARGUMENT, "NULL");
+    CHECK_PUSH_FAILS(q, NULL, 1, TQ_ERR_INVALID_ARGUMENT, "NULL");
+    CHECK_PUSH_FAILS(q, NULL, 0, TQ_ERR_INVALID_ARGUMENT, "NULL");
+    CHECK_PUSH_FAILS(q, "1", 0, TQ_ERR_INVALID_JSON, "JSON");
+    /* The length is checked before the buffer is read: a short buffer with
+     * a huge length is safe. */
+    CHECK_PUSH_FAILS(q, "1", SIZE_MAX, TQ_ERR_INVALID_ARGUMENT, "1000000000");
+    CHECK_PUSH_FAILS(q, "1", (size_t)TQ_MAX_PAYLOAD_LEN + 1, TQ_ERR_INVALID_ARGUMENT, "1000000000");
+    CHECK_PUSH_FAILS(q, "1", (size_t)1000000001, TQ_ERR_INVALID_ARGUMENT, "1000000000");
+    CHECK_INT(count(q, TQ_STATE_PENDING), 1);
+    tq_close(q);
+}
+
+static void test_push_invalid_utf8(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(q != NULL);
+    push_text(q, "\"already there\"");
+    const char *bad[] = {
+        "\"\xff\"",             /* never valid in UTF-8 */
+        "\"\xff\xfe\"",
+        "\"\xc3\"",             /* truncated sequence */
+        "\"\xc0\xaf\"",         /* overlong encoding */
+        "\"\xed\xa0\x80\"",     /* UTF-16 surrogate */
+        "\"\xf4\x90\x80\x80\"", /* above U+10FFFF */
+        "{\"k\":\"\xe2\x82\"}", /* truncated inside an object */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char note[32];
+        snprintf(note, sizeof note, "payload %zu", i);
+        check_note = note;
+        CHECK_PUSH_FAILS(q, bad[i], strlen(bad[i]), TQ_ERR_INVALID_ARGUMENT, "UTF-8");
+        check_note = NULL;
+    }
+    CHECK_INT(count(q, TQ_STATE_PENDING), 1);
+    tq_close(q);
+}
+
+static void test_push_invalid_json(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(q != NULL);
+    push_text(q, "\"already there\"");
+    const char *bad[] = {"{", "{\"a\":}", "nope", "1 2", "[1,]", "{\"a\" 1}", "'x'", "tru", "\"open",
+                         "   ", "{}}", "01", "NaN", "[1] x", "\"a\tb\"", "\xef\xbb\xbf{}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        check_note = bad[i];
+        CHECK_PUSH_FAILS(q, bad[i], strlen(bad[i]), TQ_ERR_INVALID_JSON, "JSON");
+        check_note = NULL;
+    }
+    /* A NUL byte within the given length is not JSON either. */
+    const char with_nul[] = "\"a\0b\"";
+    CHECK_PUSH_FAILS(q, with_nul, sizeof with_nul - 1, TQ_ERR_INVALID_JSON, "JSON");
+    const char nul_after[] = "{}\0";
+    CHECK_PUSH_FAILS(q, nul_after, sizeof nul_after - 1, TQ_ERR_INVALID_JSON, "JSON");
+    CHECK_INT(count(q, TQ_STATE_PENDING), 1);
+    tq_close(q);
+}
+
+static void test_push_valid_roundtrip(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(q != NULL);
+    const char *good[] = {
+        "{\"a\":1,\"b\":[true,false,null],\"c\":{\"d\":\"e\"}}",
+        "[1, 2.5, -3e10, \"x\", [], {}]",
+        "\"just a string\"",
+        "42",
+        "-0.125e-3",
+        "true",
+        "null",
+        " \t\r\n {\"spaced\" :  [ 1 , 2 ] } \n\t ",
+        "\"caf\\u00e9 \\ud83d\\ude00 \\\"quoted\\\" \\\\ \\/ \\n\"",
+        "\"caf\xc3\xa9 \xf0\x9f\x98\x80 \xe6\x97\xa5\xe6\x9c\xac\"",
+        "{\"\xce\xbb\":\"\\u0000 is escaped\"}",
+    };
+    const size_t n = sizeof good / sizeof good[0];
+    int64_t last = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t id = 0;
+        check_note = good[i];
+        bool pushed = CHECK_STATUS(tq_push(q, good[i], strlen(good[i]), NULL, &id), TQ_OK);
+        check_note = NULL;
+        if (!pushed)
+            continue;
+        CHECK(id > last);
+        last = id;
+    }
+    CHECK_STATUS(tq_push(q, "{}", 2, NULL, NULL), TQ_OK);
+    CHECK_INT(count(q, TQ_STATE_PENDING), n + 1);
+
+    for (size_t i = 0; i < n; i++) {
+        tq_task *task = pull_one(q);
+        if (!task)
+            break;
+        size_t len = 12345;
+        const char *text = tq_task_payload(task, &len);
+        if (CHECK(text != NULL)) {
+            CHECK_INT(len, strlen(good[i]));
+            CHECK(len == strlen(good[i]) && memcmp(text, good[i], len) == 0);
+            CHECK(text[len] == '\0');
+        }
+        CHECK(tq_task_payload(task, NULL) == text);
+        CHECK_INT(tq_task_attempts(task), 1);
+        CHECK_STATUS(tq_finish(q, task), TQ_OK);
+        tq_task_free(task);
+    }
+    tq_task *task = pull_one(q);
+    if (task) {
+        CHECK(payload_is(task, "{}"));
+        CHECK(tq_task_id(task) > last);
+        tq_task_free(task);
+    }
+    tq_close(q);
+}
+
+/* The payload is read up to `len` and no further: it ends right before a
+ * page the process may not read, with no terminator. */
+static void test_push_unterminated_prefix(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(q != NULL);
+    long page = sysconf(_SC_PAGESIZE);
+    REQUIRE(page > 0);
+    char *map = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(map != MAP_FAILED);
+    REQUIRE(mprotect(map + page, (size_t)page, PROT_NONE) == 0);
+    const char json[] = "[1,2,3]";
+    const size_t len = sizeof json - 1;
+    char *payload = map + page - len;
+    memcpy(payload, json, len);
+    CHECK_STATUS(tq_push(q, payload, len, NULL, NULL), TQ_OK);
+
+    /* Only a prefix of a larger buffer. */
+    const char buffer[] = "{\"k\":\"v\"}{\"ignored\":true}";
+    CHECK_STATUS(tq_push(q, buffer, 9, NULL, NULL), TQ_OK);
+    munmap(map, (size_t)page * 2);
+
+    tq_task *task = pull_one(q);
+    if (task) {
+        CHECK(payload_is(task, "[1,2,3]"));
+        tq_task_free(task);
+    }
+    task = pull_one(q);
+    if (task) {
+        CHECK(payload_is(task, "{\"k\":\"v\"}"));
+        tq_task_free(task);
+    }
+    tq_close(q);
+}
+
+/* ------------------------------------------------------------------------
+ * Pull
+ * --------------------------------------------------------------------- */
+
+static void test_pull_invalid_and_empty(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(q != NULL);
+    tq_task *task = sentinel();
+    CHECK_STATUS(tq_pull(NULL, NULL, &task), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("NULL");
+    CHECK_STATUS(tq_pull(q, NULL, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("NULL");
+
+    task = sentinel();
+    CHECK_STATUS(tq_pull(q, NULL, &task), TQ_EMPTY);
+    CHECK(task == NULL);
+
+    tq_pull_options *opts = tq_pull_options_new();
+    task = sentinel();
+    CHECK_STATUS(tq_pull(q, opts, &task), TQ_EMPTY);
+    CHECK(task == NULL);
+    tq_pull_options_free(opts);
+
+    /* A NULL pull does not lose a task that is there. */
+    push_text(q, "1");
+    CHECK_STATUS(tq_pull(q, NULL, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 1);
+    CHECK_INT(count(q, TQ_STATE_LEASED), 0);
+    tq_close(q);
+}
+
+static void test_pull_fifo(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(q != NULL);
+    int64_t ids[5];
+    char json[32];
+    for (int i = 0; i < 5; i++) {
+        snprintf(json, sizeof json, "{\"i\":%d}", i);
+        ids[i] = push_text(q, json);
+    }
+    for (int i = 0; i < 5; i++) {
+        tq_task *task = pull_one(q);
+        REQUIRE(task != NULL);
+        snprintf(json, sizeof json, "{\"i\":%d}", i);
+        CHECK_INT(tq_task_id(task), ids[i]);
+        CHECK(payload_is(task, json));
+        CHECK_INT(tq_task_attempts(task), 1);
+        tq_task_free(task);
+    }
+    tq_task *none = NULL;
+    CHECK_STATUS(tq_pull(q, NULL, &none), TQ_EMPTY);
+    CHECK_INT(count(q, TQ_STATE_LEASED), 5);
+    tq_close(q);
+}
+
+static void test_pull_delay(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(q != NULL);
+    tq_push_options *opts = tq_push_options_new();
+    REQUIRE(opts != NULL);
+    CHECK_STATUS(tq_push_options_set_delay_ms(opts, 300), TQ_OK);
+
+    int64_t before = now_ms();
+    int64_t late = 0;
+    CHECK_STATUS(tq_push(q, "\"late\"", 6, opts, &late), TQ_OK);
+    int64_t pushed = now_ms();
+    tq_push_options_free(opts);
+    int64_t early = push_text(q, "\"early\"");
+
+    tq_task *task = pull_one(q);
+    REQUIRE(task != NULL);
+    CHECK_INT(tq_task_id(task), early);
+    tq_task_free(task);
+
+    task = NULL;
+    tq_status status = tq_pull(q, NULL, &task);
+    if (status == TQ_EMPTY) {
+        CHECK(task == NULL);
+        CHECK_INT(count(q, TQ_STATE_PENDING), 1);
+        int64_t wait = pushed + 320 - now_ms();
+        if (wait > 0)
+            sleep_ms((long)wait);
+        task = pull_one(q);
+    } else {
+        /* A slow run (valgrind) may get there only after the delay. */
+        CHECK(now_ms() - before >= 300);
+        CHECK_STATUS(status, TQ_OK);
+    }
+    REQUIRE(task != NULL);
+    CHECK_INT(tq_task_id(task), late);
+    CHECK(payload_is(task, "\"late\""));
+    tq_task_free(task);
+    tq_close(q);
+}
+
+static void test_pull_run_at(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(q != NULL);
+    tq_push_options *opts = tq_push_options_new();
+    REQUIRE(opts != NULL);
+
+    /* Due long ago: ready at once, and ahead of tasks due now. */
+    int64_t now_task = push_text(q, "\"now\"");
+    CHECK_STATUS(tq_push_options_set_run_at_unix_ms(opts, now_ms() - 60000), TQ_OK);
+    int64_t past = 0;
+    CHECK_STATUS(tq_push(q, "\"past\"", 6, opts, &past), TQ_OK);
+    CHECK_STATUS(tq_push_options_set_run_at_unix_ms(opts, 0), TQ_OK);
+    int64_t epoch = 0;
+    CHECK_STATUS(tq_push(q, "\"epoch\"", 7, opts, &epoch), TQ_OK);
+    /* Due in an hour: not ready. The delay replaced by run-at and back. */
+    CHECK_STATUS(tq_push_options_set_run_at_unix_ms(opts, now_ms() + 3600000), TQ_OK);
+    CHECK_STATUS(tq_push(q, "\"future\"", 8, opts, NULL), TQ_OK);
+    CHECK_STATUS(tq_push_options_set_delay_ms(opts, 3600000), TQ_OK);
+    CHECK_STATUS(tq_push(q, "\"delayed\"", 9, opts, NULL), TQ_OK);
+    CHECK_STATUS(tq_push_options_set_run_at_unix_ms(opts, 1), TQ_OK);
+    int64_t replaced = 0;
+    CHECK_STATUS(tq_push(q, "\"replaced\"", 10, opts, &replaced), TQ_OK);
+
+    const int64_t order[] = {epoch, replaced, past, now_task};
+    for (size_t i = 0; i < 4; i++) {
+        tq_task *task = pull_one(q);
+        if (!task)
+            break;
+        CHECK_INT(tq_task_id(task), order[i]);
+        tq_task_free(task);
+    }
+    tq_task *none = NULL;
+    CHECK_STATUS(tq_pull(q, NULL, &none), TQ_EMPTY);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 2);
+    tq_push_options_free(opts);
+    tq_close(q);
+}
+
+static void test_pull_lease_expiry(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(q != NULL);
+    int64_t id = push_text(q, "{\"job\":\"lease\"}");
+    int64_t before = now_ms();
+    tq_task *first = pull_with_lease(q, 50);
+    REQUIRE(first != NULL);
+    CHECK_INT(tq_task_attempts(first), 1);
+
+    tq_task *second = NULL;
+    tq_status status = tq_pull(q, NULL, &second);
+    if (status == TQ_EMPTY) {
+        CHECK(second == NULL);
+        sleep_ms(100);
+        CHECK_INT(count(q, TQ_STATE_LEASED), 1); /* expired, not yet taken back */
+        second = pull_one(q);
+    } else {
+        /* A slow run (valgrind) may get there only after the lease. */
+        CHECK(now_ms() - before >= 50);
+        CHECK_STATUS(status, TQ_OK);
+    }
+    REQUIRE(second != NULL);
+    CHECK_INT(tq_task_id(second), id);
+    CHECK_INT(tq_task_attempts(second), 2);
+    CHECK(payload_is(second, "{\"job\":\"lease\"}"));
+    CHECK_STATUS(tq_finish(q, first), TQ_ERR_NOT_HELD);
+    CHECK_LAST_ERROR("not held");
+    CHECK_INT(count(q, TQ_STATE_LEASED), 1);
+    CHECK_STATUS(tq_finish(q, second), TQ_OK);
+    CHECK_INT(count(q, TQ_STATE_LEASED), 0);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 0);
+    tq_task_free(first);
+    tq_task_free(second);
+    tq_close(q);
+}
+
+/* Finishing past the lease succeeds while no one else has taken the task. */
+static void test_finish_after_lease_expired(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(q != NULL);
+    push_text(q, "1");
+    tq_task *task = pull_with_lease(q, 1);
+    REQUIRE(task != NULL);
+    sleep_ms(20);
+    CHECK_STATUS(tq_finish(q, task), TQ_OK);
+    tq_task_free(task);
+    CHECK_INT(count(q, TQ_STATE_LEASED), 0);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 0);
+    tq_close(q);
+}
+
+/* Still past the lease: another worker's pull that takes a *different*
+ * task (one due earlier) has not taken this one, so finishing succeeds and
+ * the task is not delivered again. */
+static void test_finish_after_lease_expired_other_task_pulled(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(q != NULL);
+    int64_t x = push_text(q, "\"x\"");
+    tq_task *task = pull_with_lease(q, 1);
+    REQUIRE(task != NULL);
+    tq_push_options *opts = tq_push_options_new();
+    REQUIRE(opts != NULL);
+    CHECK_STATUS(tq_push_options_set_run_at_unix_ms(opts, 0), TQ_OK);
+    int64_t z = 0;
+    CHECK_STATUS(tq_push(q, "\"z\"", 3, opts, &z), TQ_OK);
+    tq_push_options_free(opts);
+    sleep_ms(20);
+
+    tq_task *other = pull_one(q);
+    REQUIRE(other != NULL);
+    CHECK_INT(tq_task_id(other), z);
+    /* "Claimed under a lease (possibly expired and not yet taken back)". */
+    CHECK_INT(count(q, TQ_STATE_LEASED), 2);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 0);
+    CHECK_STATUS(tq_finish(q, task), TQ_OK);
+    tq_task *again = NULL;
+    CHECK_STATUS(tq_pull(q, NULL, &again), TQ_EMPTY);
+    if (again) {
+        CHECK_INT(tq_task_id(again), x);
+        tq_task_free(again);
+    }
+    CHECK_STATUS(tq_finish(q, other), TQ_OK);
+    tq_task_free(other);
+    tq_task_free(task);
+    tq_close(q);
+}
+
+/* ------------------------------------------------------------------------
+ * Tasks
+ * --------------------------------------------------------------------- */
+
+/* Leaves a last error that does not mention NULL. */
+static void fail_without_null(void)
+{
+    tq_options *o = tq_options_new();
+    CHECK_STATUS(tq_options_set_durability(o, 9), TQ_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(tq_last_error(), "NULL") == NULL);
+    tq_options_free(o);
+}
+
+static void test_task_accessors_null(const char *dir)
+{
+    (void)dir;
+    fail_without_null();
+    CHECK_INT(tq_task_id(NULL), 0);
+    CHECK_LAST_ERROR("NULL");
+
+    fail_without_null();
+    CHECK_INT(tq_task_attempts(NULL), 0);
+    CHECK_LAST_ERROR("NULL");
+
+    fail_without_null();
+    size_t len = 99;
+    CHECK(tq_task_payload(NULL, &len) == NULL);
+    CHECK_INT(len, 0);
+    CHECK_LAST_ERROR("NULL");
+    CHECK(tq_task_payload(NULL, NULL) == NULL);
+}
+
+struct shared_task {
+    const tq_task *task;
+    int64_t id;
+    const char *json;
+    int ok;
+};
+
+static void *read_task(void *arg)
+{
+    struct shared_task *s = arg;
+    int ok = 1;
+    for (int i = 0; i < 200; i++) {
+        size_t len = 0;
+        const char *text = tq_task_payload(s->task, &len);
+        ok &= tq_task_id(s->task) == s->id && tq_task_attempts(s->task) == 1 && text != NULL &&
+              len == strlen(s->json) && memcmp(text, s->json, len) == 0;
+    }
+    s->ok = ok;
+    return NULL;
+}
+
+static void test_task_read_by_threads(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(q != NULL);
+    const char *json = "{\"shared\":[1,2,3]}";
+    int64_t id = push_text(q, json);
+    tq_task *task = pull_one(q);
+    REQUIRE(task != NULL);
+    struct shared_task s[4];
+    pthread_t threads[4];
+    for (int i = 0; i < 4; i++) {
+        s[i] = (struct shared_task){task, id, json, 0};
+        REQUIRE(pthread_create(&threads[i], NULL, read_task, &s[i]) == 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(threads[i], NULL);
+        CHECK(s[i].ok);
+    }
+    CHECK_STATUS(tq_finish(q, task), TQ_OK);
+    tq_task_free(task);
+    tq_close(q);
+}
+
+/* ------------------------------------------------------------------------
+ * Finish
+ * --------------------------------------------------------------------- */
+
+static void test_finish_invalid_and_twice(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(q != NULL);
+    push_text(q, "[\"once\"]");
+    tq_task *task = pull_one(q);
+    REQUIRE(task != NULL);
+    CHECK_STATUS(tq_finish(NULL, task), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("NULL");
+    CHECK_STATUS(tq_finish(q, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("NULL");
+    CHECK_INT(count(q, TQ_STATE_LEASED), 1);
+
+    CHECK_STATUS(tq_finish(q, task), TQ_OK);
+    CHECK_INT(count(q, TQ_STATE_LEASED), 0);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 0);
+    CHECK_INT(count(q, TQ_STATE_DONE), 0);
+    CHECK_STATUS(tq_finish(q, task), TQ_ERR_NOT_HELD);
+    CHECK(tq_last_error()[0] != '\0');
+    /* The task is still readable after finishing, until it is freed. */
+    CHECK(payload_is(task, "[\"once\"]"));
+    tq_task_free(task);
+    tq_close(q);
+}
+
+static void test_finish_through_other_handle(const char *dir)
+{
+    tq_queue *a = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, false);
+    tq_queue *b = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(a != NULL && b != NULL);
+    push_text(a, "1");
+    push_text(a, "2");
+    tq_task *one = pull_one(a);
+    tq_task *two = pull_one(a);
+    REQUIRE(one != NULL && two != NULL);
+    CHECK_STATUS(tq_finish(b, one), TQ_OK);
+    CHECK_STATUS(tq_finish(a, one), TQ_ERR_NOT_HELD);
+    /* A task outlives the handle it was pulled through. */
+    tq_close(a);
+    CHECK(payload_is(two, "2"));
+    CHECK_INT(tq_task_attempts(two), 1);
+    CHECK_STATUS(tq_finish(b, two), TQ_OK);
+    CHECK_INT(count(b, TQ_STATE_LEASED), 0);
+    CHECK_INT(count(b, TQ_STATE_PENDING), 0);
+    tq_task_free(one);
+    tq_task_free(two);
+    tq_close(b);
+}
+
+/* A task from another file's queue is not held there. */
+static void test_finish_task_of_other_file(const char *dir)
+{
+    tq_queue *a = open_queue(dir, "a.db", TQ_DURABILITY_NORMAL, false);
+    tq_queue *b = open_queue(dir, "b.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(a != NULL && b != NULL);
+    push_text(a, "\"a\"");
+    push_text(b, "\"b\"");
+    tq_task *task = pull_one(a);
+    REQUIRE(task != NULL);
+    CHECK_STATUS(tq_finish(b, task), TQ_ERR_NOT_HELD);
+    CHECK_INT(count(b, TQ_STATE_PENDING), 1);
+    CHECK_STATUS(tq_finish(a, task), TQ_OK);
+    tq_task_free(task);
+    tq_close(a);
+    tq_close(b);
+}
+
+/* ------------------------------------------------------------------------
+ * Count, history, purge
+ * --------------------------------------------------------------------- */
+
+static void test_count(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(q != NULL);
+    int64_t n = -7;
+    CHECK_STATUS(tq_count(NULL, TQ_STATE_PENDING, &n), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("NULL");
+    CHECK_STATUS(tq_count(q, TQ_STATE_PENDING, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("NULL");
+    CHECK_STATUS(tq_count(q, 3, &n), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("3");
+    CHECK_STATUS(tq_count(q, -1, &n), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_count(q, INT32_MAX, &n), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_INT(n, -7);
+
+    CHECK_INT(count(q, TQ_STATE_PENDING), 0);
+    CHECK_INT(count(q, TQ_STATE_LEASED), 0);
+    CHECK_INT(count(q, TQ_STATE_DONE), 0);
+    for (int i = 0; i < 3; i++)
+        push_text(q, "{}");
+    CHECK_INT(count(q, TQ_STATE_PENDING), 3);
+    tq_task *a = pull_one(q);
+    tq_task *b = pull_one(q);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 1);
+    CHECK_INT(count(q, TQ_STATE_LEASED), 2);
+    CHECK_STATUS(tq_finish(q, a), TQ_OK);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 1);
+    CHECK_INT(count(q, TQ_STATE_LEASED), 1);
+    CHECK_INT(count(q, TQ_STATE_DONE), 0);
+    CHECK_STATUS(tq_finish(q, b), TQ_OK);
+    CHECK_INT(count(q, TQ_STATE_LEASED), 0);
+    tq_task_free(a);
+    tq_task_free(b);
+    tq_close(q);
+}
+
+static void test_history_and_purge(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, true);
+    tq_queue *plain = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(q != NULL && plain != NULL);
+    for (int i = 0; i < 4; i++)
+        push_text(q, "[]");
+    for (int i = 0; i < 3; i++) {
+        tq_task *task = pull_one(q);
+        REQUIRE(task != NULL);
+        CHECK_STATUS(tq_finish(q, task), TQ_OK);
+        /* Kept as done is still finished: not held any more. */
+        CHECK_STATUS(tq_finish(q, task), TQ_ERR_NOT_HELD);
+        tq_task_free(task);
+    }
+    CHECK_INT(count(q, TQ_STATE_DONE), 3);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 1);
+    CHECK_INT(count(q, TQ_STATE_LEASED), 0);
+
+    /* History belongs to the handle: finishing through one without it deletes. */
+    tq_task *task = pull_one(plain);
+    REQUIRE(task != NULL);
+    CHECK_STATUS(tq_finish(plain, task), TQ_OK);
+    tq_task_free(task);
+    CHECK_INT(count(q, TQ_STATE_DONE), 3);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 0);
+
+    int64_t purged = -1;
+    CHECK_STATUS(tq_purge_done(q, 3600000, &purged), TQ_OK);
+    CHECK_INT(purged, 0);
+    CHECK_STATUS(tq_purge_done(q, (uint64_t)INT64_MAX, &purged), TQ_OK);
+    CHECK_INT(purged, 0);
+    CHECK_INT(count(q, TQ_STATE_DONE), 3);
+
+    /* Through any handle: purging is not tied to history. The pause keeps
+     * finish and purge in distinct milliseconds, the subject of
+     * purge_all_right_after_finish. */
+    sleep_ms(5);
+    CHECK_STATUS(tq_purge_done(plain, 0, &purged), TQ_OK);
+    CHECK_INT(purged, 3);
+    CHECK_INT(count(q, TQ_STATE_DONE), 0);
+    CHECK_STATUS(tq_purge_done(q, 0, NULL), TQ_OK);
+    CHECK_STATUS(tq_purge_done(q, 0, &purged), TQ_OK);
+    CHECK_INT(purged, 0);
+    tq_close(plain);
+    tq_close(q);
+}
+
+/* "0: all of them", including a task finished in the same millisecond. */
+static void test_purge_all_right_after_finish(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, true);
+    REQUIRE(q != NULL);
+    int rounds_with_leftovers = 0;
+    for (int i = 0; i < 10; i++) {
+        push_text(q, "{}");
+        tq_task *task = pull_one(q);
+        REQUIRE(task != NULL);
+        CHECK_STATUS(tq_finish(q, task), TQ_OK);
+        tq_task_free(task);
+        int64_t done = count(q, TQ_STATE_DONE);
+        int64_t purged = -1;
+        CHECK_STATUS(tq_purge_done(q, 0, &purged), TQ_OK);
+        if (purged != done || count(q, TQ_STATE_DONE) != 0)
+            rounds_with_leftovers++;
+    }
+    CHECK_INT(rounds_with_leftovers, 0);
+    CHECK_INT(count(q, TQ_STATE_DONE), 0);
+    tq_close(q);
+}
+
+static void test_purge_invalid(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, true);
+    REQUIRE(q != NULL);
+    int64_t purged = -3;
+    CHECK_STATUS(tq_purge_done(NULL, 0, &purged), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("NULL");
+    CHECK_STATUS(tq_purge_done(q, (uint64_t)INT64_MAX + 1, &purged), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_purge_done(q, UINT64_MAX, &purged), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_INT(purged, -3);
+    tq_close(q);
+}
+
+/* ------------------------------------------------------------------------
+ * Recover
+ * --------------------------------------------------------------------- */
+
+static void test_recover_invalid(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(q != NULL);
+    int64_t n = -1;
+    CHECK_STATUS(tq_recover(NULL, &n), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("NULL");
+    CHECK_INT(n, -1);
+    CHECK_STATUS(tq_recover(q, NULL), TQ_OK);
+    CHECK_STATUS(tq_recover(q, &n), TQ_OK);
+    CHECK_INT(n, 0);
+    tq_close(q);
+}
+
+struct child_args {
+    const char *path;
+    int ready_fd; /* the child writes one byte here once it holds its task */
+    int go_fd;    /* and then waits for one byte here before leaving */
+};
+
+static void child_pulls_and_dies(void *arg)
+{
+    struct child_args *c = arg;
+    tq_queue *q = NULL;
+    REQUIRE_STATUS(tq_open(c->path, NULL, &q), TQ_OK);
+    tq_task *task = pull_with_lease(q, 60000);
+    REQUIRE(task != NULL);
+    CHECK(payload_is(task, "\"crash\""));
+    if (c->ready_fd >= 0) {
+        char byte = 'r';
+        CHECK(write(c->ready_fd, &byte, 1) == 1);
+        CHECK(read(c->go_fd, &byte, 1) == 1);
+    }
+    /* Leaves without finishing, freeing or closing, as a crash would. */
+}
+
+static void test_recover_crashed_holder(const char *dir)
+{
+    char path[4096];
+    path_in(path, sizeof path, dir, "q.db");
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_FULL, false);
+    REQUIRE(q != NULL);
+    int64_t id = push_text(q, "\"crash\"");
+    push_text(q, "\"mine\"");
+
+    struct child_args args = {path, -1, -1};
+    CHECK_INT(run_child(child_pulls_and_dies, &args), 0);
+    CHECK_INT(count(q, TQ_STATE_LEASED), 1);
+
+    /* This process holds the other task under a long lease: untouched. */
+    tq_task *mine = pull_with_lease(q, 60000);
+    REQUIRE(mine != NULL);
+    CHECK(payload_is(mine, "\"mine\""));
+
+    int64_t recovered = -1;
+    CHECK_STATUS(tq_recover(q, &recovered), TQ_OK);
+    CHECK_INT(recovered, 1);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 1);
+    CHECK_INT(count(q, TQ_STATE_LEASED), 1);
+
+    tq_task *again = pull_one(q);
+    REQUIRE(again != NULL);
+    CHECK_INT(tq_task_id(again), id);
+    CHECK_INT(tq_task_attempts(again), 2);
+    CHECK(payload_is(again, "\"crash\""));
+    CHECK_STATUS(tq_finish(q, again), TQ_OK);
+    CHECK_STATUS(tq_finish(q, mine), TQ_OK);
+    tq_task_free(again);
+    tq_task_free(mine);
+
+    CHECK_STATUS(tq_recover(q, &recovered), TQ_OK);
+    CHECK_INT(recovered, 0);
+    tq_close(q);
+}
+
+static void test_recover_live_holders_untouched(const char *dir)
+{
+    char path[4096];
+    path_in(path, sizeof path, dir, "q.db");
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(q != NULL);
+    push_text(q, "\"crash\"");
+    push_text(q, "\"mine\"");
+    tq_task *mine = NULL;
+
+    int ready[2], go[2];
+    REQUIRE(pipe(ready) == 0 && pipe(go) == 0);
+    fflush(stdout);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        close(ready[0]);
+        close(go[1]);
+        struct child_args args = {path, ready[1], go[0]};
+        case_failed = 0;
+        child_pulls_and_dies(&args);
+        child_exit();
+    }
+    close(ready[1]);
+    close(go[0]);
+    char byte = 0;
+    if (CHECK(read(ready[0], &byte, 1) == 1)) {
+        mine = pull_with_lease(q, 60000);
+        CHECK(mine != NULL);
+        int64_t recovered = -1;
+        /* Another live process and this one: neither is touched. */
+        CHECK_STATUS(tq_recover(q, &recovered), TQ_OK);
+        CHECK_INT(recovered, 0);
+        CHECK_INT(count(q, TQ_STATE_LEASED), 2);
+    }
+    CHECK(write(go[1], "g", 1) == 1);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(ready[0]);
+    close(go[1]);
+
+    int64_t recovered = -1;
+    CHECK_STATUS(tq_recover(q, &recovered), TQ_OK);
+    CHECK_INT(recovered, 1);
+    CHECK_INT(count(q, TQ_STATE_LEASED), 1);
+    CHECK_STATUS(tq_finish(q, mine), TQ_OK);
+    tq_task_free(mine);
+    tq_close(q);
+}
+
+static void test_recover_expired_lease(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(q != NULL);
+    int64_t id = push_text(q, "7");
+    tq_task *task = pull_with_lease(q, 1);
+    REQUIRE(task != NULL);
+    sleep_ms(20);
+    int64_t recovered = -1;
+    CHECK_STATUS(tq_recover(q, &recovered), TQ_OK);
+    CHECK_INT(recovered, 1);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 1);
+    CHECK_INT(count(q, TQ_STATE_LEASED), 0);
+    /* Recovered means the delivery is over. */
+    CHECK_STATUS(tq_finish(q, task), TQ_ERR_NOT_HELD);
+    tq_task *again = pull_one(q);
+    REQUIRE(again != NULL);
+    CHECK_INT(tq_task_id(again), id);
+    CHECK_INT(tq_task_attempts(again), 2);
+    CHECK_STATUS(tq_finish(q, again), TQ_OK);
+    tq_task_free(task);
+    tq_task_free(again);
+    tq_close(q);
+}
+
+/* ------------------------------------------------------------------------
+ * fork
+ * --------------------------------------------------------------------- */
+
+struct fork_args {
+    tq_queue *parent_queue;
+    tq_task *parent_task;
+    const char *path;
+};
+
+static void child_uses_parent_handle(void *arg)
+{
+    struct fork_args *f = arg;
+    tq_queue *q = f->parent_queue;
+    int64_t n = -1, id = -1;
+    CHECK_STATUS(tq_push(q, "1", 1, NULL, &id), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("fork");
+    CHECK_INT(id, -1);
+    tq_task *task = NULL;
+    CHECK_STATUS(tq_pull(q, NULL, &task), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("fork");
+    CHECK(task == NULL);
+    CHECK_STATUS(tq_count(q, TQ_STATE_PENDING, &n), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("fork");
+    CHECK_INT(n, -1);
+    CHECK_STATUS(tq_finish(q, f->parent_task), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("fork");
+    CHECK_STATUS(tq_recover(q, &n), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("fork");
+    CHECK_STATUS(tq_purge_done(q, 0, &n), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("fork");
+    /* The task's own data is plain memory: readable in the child. */
+    CHECK(payload_is(f->parent_task, "\"held\""));
+    tq_close(q);
+}
+
+static void test_fork_parent_handle_in_child(const char *dir)
+{
+    char path[4096];
+    path_in(path, sizeof path, dir, "q.db");
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_FULL, false);
+    REQUIRE(q != NULL);
+    push_text(q, "\"held\"");
+    push_text(q, "\"waiting\"");
+    tq_task *held = pull_one(q);
+    REQUIRE(held != NULL);
+
+    struct fork_args args = {q, held, path};
+    CHECK_INT(run_child(child_uses_parent_handle, &args), 0);
+
+    /* The child's tq_close left the parent's connection alone. */
+    CHECK_INT(count(q, TQ_STATE_PENDING), 1);
+    CHECK_INT(count(q, TQ_STATE_LEASED), 1);
+    CHECK_STATUS(tq_finish(q, held), TQ_OK);
+    tq_task_free(held);
+    int64_t id = push_text(q, "\"after\"");
+    CHECK(id > 0);
+    tq_task *task = pull_one(q);
+    if (task) {
+        CHECK(payload_is(task, "\"waiting\""));
+        CHECK_STATUS(tq_finish(q, task), TQ_OK);
+        tq_task_free(task);
+    }
+    task = pull_one(q);
+    if (task) {
+        CHECK_INT(tq_task_id(task), id);
+        CHECK_STATUS(tq_finish(q, task), TQ_OK);
+        tq_task_free(task);
+    }
+    CHECK_INT(count(q, TQ_STATE_PENDING), 0);
+    tq_close(q);
+}
+
+static void child_opens_own_handle(void *arg)
+{
+    struct fork_args *f = arg;
+    tq_queue *mine = NULL;
+    REQUIRE_STATUS(tq_open(f->path, NULL, &mine), TQ_OK);
+    CHECK_INT(count(mine, TQ_STATE_PENDING), 1);
+    tq_task *task = pull_one(mine);
+    if (task) {
+        CHECK(payload_is(task, "\"for the child\""));
+        CHECK_STATUS(tq_finish(mine, task), TQ_OK);
+        tq_task_free(task);
+    }
+    int64_t id = 0;
+    CHECK_STATUS(tq_push(mine, "\"from the child\"", 16, NULL, &id), TQ_OK);
+    CHECK(id > 0);
+    tq_close(mine);
+    /* The parent's handle still refuses, and closing it is harmless. */
+    CHECK_STATUS(tq_push(f->parent_queue, "1", 1, NULL, NULL), TQ_ERR_INVALID_ARGUMENT);
+    tq_close(f->parent_queue);
+}
+
+static void test_fork_child_opens_own_handle(const char *dir)
+{
+    char path[4096];
+    path_in(path, sizeof path, dir, "q.db");
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_FULL, false);
+    REQUIRE(q != NULL);
+    push_text(q, "\"for the child\"");
+
+    struct fork_args args = {q, NULL, path};
+    CHECK_INT(run_child(child_opens_own_handle, &args), 0);
+
+    CHECK_INT(count(q, TQ_STATE_LEASED), 0);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 1);
+    tq_task *task = pull_one(q);
+    if (task) {
+        CHECK(payload_is(task, "\"from the child\""));
+        CHECK_STATUS(tq_finish(q, task), TQ_OK);
+        tq_task_free(task);
+    }
+    int64_t recovered = -1;
+    CHECK_STATUS(tq_recover(q, &recovered), TQ_OK);
+    CHECK_INT(recovered, 0);
+    tq_close(q);
+}
+
+static void child_pushes_after_go(void *arg)
+{
+    struct child_args *c = arg;
+    tq_queue *mine = NULL;
+    REQUIRE_STATUS(tq_open(c->path, NULL, &mine), TQ_OK);
+    char byte = 'r';
+    CHECK(write(c->ready_fd, &byte, 1) == 1);
+    CHECK(read(c->go_fd, &byte, 1) == 1);
+    CHECK_STATUS(tq_push(mine, "\"from the child\"", 16, NULL, NULL), TQ_OK);
+    CHECK_INT(count(mine, TQ_STATE_PENDING), 2);
+    tq_close(mine);
+}
+
+/* The usual pre-fork pattern: the parent opens, forks a worker that opens
+ * its own handle, then closes its own. The worker's acknowledged writes
+ * must stay in the file. */
+static void test_fork_child_handle_survives_parent_close(const char *dir)
+{
+    char path[4096];
+    path_in(path, sizeof path, dir, "q.db");
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_FULL, false);
+    REQUIRE(q != NULL);
+    push_text(q, "\"from the parent\"");
+
+    int ready[2], go[2];
+    REQUIRE(pipe(ready) == 0 && pipe(go) == 0);
+    fflush(stdout);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        close(ready[0]);
+        close(go[1]);
+        struct child_args args = {path, ready[1], go[0]};
+        case_failed = 0;
+        child_pushes_after_go(&args);
+        child_exit();
+    }
+    close(ready[1]);
+    close(go[0]);
+    char byte = 0;
+    CHECK(read(ready[0], &byte, 1) == 1);
+    tq_close(q);
+    CHECK(write(go[1], "g", 1) == 1);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(ready[0]);
+    close(go[1]);
+
+    q = open_queue(dir, "q.db", TQ_DURABILITY_FULL, false);
+    REQUIRE(q != NULL);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 2);
+    tq_close(q);
+}
+
+/* ------------------------------------------------------------------------
+ * Busy: another process holds the write lock
+ * --------------------------------------------------------------------- */
+
+/* In a separate process (fcntl locks are per process), take the WAL write
+ * lock: byte 120 of the -shm file, as documented in SQLite's walformat. */
+static void child_holds_write_lock(void *arg)
+{
+    struct child_args *c = arg;
+    char shm[4200];
+    snprintf(shm, sizeof shm, "%s-shm", c->path);
+    int fd = open(shm, O_RDWR);
+    REQUIRE(fd >= 0);
+    struct flock lock;
+    memset(&lock, 0, sizeof lock);
+    lock.l_type = F_WRLCK;
+    lock.l_whence = SEEK_SET;
+    lock.l_start = 120;
+    lock.l_len = 1;
+    REQUIRE(fcntl(fd, F_SETLK, &lock) == 0);
+    char byte = 'r';
+    CHECK(write(c->ready_fd, &byte, 1) == 1);
+    CHECK(read(c->go_fd, &byte, 1) == 1);
+    close(fd);
+}
+
+static void test_busy(const char *dir)
+{
+    char path[4096];
+    path_in(path, sizeof path, dir, "q.db");
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, true);
+    REQUIRE(q != NULL);
+    tq_options *opts = tq_options_new();
+    REQUIRE(opts != NULL);
+    CHECK_STATUS(tq_options_set_busy_timeout_ms(opts, 0), TQ_OK);
+    tq_queue *impatient = NULL;
+    REQUIRE_STATUS(tq_open(path, opts, &impatient), TQ_OK);
+    push_text(q, "\"held\"");
+    push_text(q, "\"waiting\"");
+    tq_task *held = pull_one(q);
+    REQUIRE(held != NULL);
+
+    int ready[2], go[2];
+    REQUIRE(pipe(ready) == 0 && pipe(go) == 0);
+    fflush(stdout);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        close(ready[0]);
+        close(go[1]);
+        struct child_args args = {path, ready[1], go[0]};
+        case_failed = 0;
+        child_holds_write_lock(&args);
+        child_exit();
+    }
+    close(ready[1]);
+    close(go[0]);
+    char byte = 0;
+    if (CHECK(read(ready[0], &byte, 1) == 1)) {
+        int64_t n = -1;
+        CHECK_STATUS(tq_push(impatient, "1", 1, NULL, &n), TQ_ERR_BUSY);
+        CHECK_INT(n, -1);
+        CHECK(strstr(tq_last_error(), "lock") != NULL || strstr(tq_last_error(), "busy") != NULL);
+        tq_task *task = NULL;
+        CHECK_STATUS(tq_pull(impatient, NULL, &task), TQ_ERR_BUSY);
+        CHECK(task == NULL);
+        CHECK_STATUS(tq_finish(impatient, held), TQ_ERR_BUSY);
+        CHECK_STATUS(tq_recover(impatient, &n), TQ_ERR_BUSY);
+        CHECK_STATUS(tq_purge_done(impatient, 0, &n), TQ_ERR_BUSY);
+        CHECK_INT(n, -1);
+        /* Reading needs no write lock. */
+        CHECK_STATUS(tq_count(impatient, TQ_STATE_PENDING, &n), TQ_OK);
+        CHECK_INT(n, 1);
+
+        /* A handle that waits gives up after its timeout, not before; and
+         * tq_open, which writes tq's tables, is refused the same way. */
+        tq_options *patient = tq_options_new();
+        CHECK_STATUS(tq_options_set_busy_timeout_ms(patient, 150), TQ_OK);
+        tq_queue *third = sentinel();
+        int64_t start = now_ms();
+        CHECK_STATUS(tq_open(path, patient, &third), TQ_ERR_BUSY);
+        CHECK(now_ms() - start >= 140);
+        CHECK(third == NULL);
+        tq_options_free(patient);
+    }
+    CHECK(write(go[1], "g", 1) == 1);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(ready[0]);
+    close(go[1]);
+
+    /* Nothing was done while busy; everything works once the lock is gone. */
+    CHECK_INT(count(q, TQ_STATE_PENDING), 1);
+    CHECK_INT(count(q, TQ_STATE_LEASED), 1);
+    CHECK_INT(count(q, TQ_STATE_DONE), 0);
+    CHECK_STATUS(tq_finish(impatient, held), TQ_OK);
+    CHECK_STATUS(tq_push(impatient, "3", 1, NULL, NULL), TQ_OK);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 2);
+    tq_task_free(held);
+    tq_close(impatient);
+    tq_options_free(opts);
+    tq_close(q);
+}
+
+/* ------------------------------------------------------------------------
+ * Threads
+ * --------------------------------------------------------------------- */
+
+enum { PUSHERS = 4, PULLERS = 4, PER_PUSHER = 250, TOTAL = PUSHERS * PER_PUSHER };
+
+struct shared_queue {
+    tq_queue *q;
+    pthread_mutex_t lock;
+    int finished[TOTAL];   /* times each payload was finished */
+    int64_t ids[TOTAL];    /* the id each payload was pulled with */
+    int total_finished;
+    int errors;
+};
+
+struct pusher {
+    struct shared_queue *s;
+    int first;
+};
+
+static void *push_thread(void *arg)
+{
+    struct pusher *p = arg;
+    for (int i = 0; i < PER_PUSHER; i++) {
+        char json[32];
+        int len = snprintf(json, sizeof json, "{\"n\":%d}", p->first + i);
+        if (tq_push(p->s->q, json, (size_t)len, NULL, NULL) != TQ_OK) {
+            pthread_mutex_lock(&p->s->lock);
+            p->s->errors++;
+            pthread_mutex_unlock(&p->s->lock);
+        }
+    }
+    return NULL;
+}
+
+static void *pull_thread(void *arg)
+{
+    struct shared_queue *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&s->lock);
+        bool all_done = s->total_finished >= TOTAL || s->errors > 0;
+        pthread_mutex_unlock(&s->lock);
+        if (all_done)
+            return NULL;
+        tq_task *task = NULL;
+        tq_status status = tq_pull(s->q, NULL, &task);
+        if (status == TQ_EMPTY) {
+            sleep_ms(1);
+            continue;
+        }
+        int n = -1;
+        const char *text = status == TQ_OK ? tq_task_payload(task, NULL) : NULL;
+        bool ok = text != NULL && sscanf(text, "{\"n\":%d}", &n) == 1 && n >= 0 && n < TOTAL &&
+                  tq_finish(s->q, task) == TQ_OK;
+        pthread_mutex_lock(&s->lock);
+        if (ok) {
+            s->finished[n]++;
+            s->ids[n] = tq_task_id(task);
+            s->total_finished++;
+        } else {
+            s->errors++;
+        }
+        pthread_mutex_unlock(&s->lock);
+        tq_task_free(task);
+    }
+}
+
+static int compare_ids(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void test_threads_share_one_handle(const char *dir)
+{
+    static struct shared_queue s;
+    memset(&s, 0, sizeof s);
+    s.q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(s.q != NULL);
+    pthread_mutex_init(&s.lock, NULL);
+    pthread_t pushers[PUSHERS], pullers[PULLERS];
+    struct pusher args[PUSHERS];
+    for (int i = 0; i < PULLERS; i++)
+        REQUIRE(pthread_create(&pullers[i], NULL, pull_thread, &s) == 0);
+    for (int i = 0; i < PUSHERS; i++) {
+        args[i] = (struct pusher){&s, i * PER_PUSHER};
+        REQUIRE(pthread_create(&pushers[i], NULL, push_thread, &args[i]) == 0);
+    }
+    for (int i = 0; i < PUSHERS; i++)
+        pthread_join(pushers[i], NULL);
+    for (int i = 0; i < PULLERS; i++)
+        pthread_join(pullers[i], NULL);
+
+    CHECK_INT(s.errors, 0);
+    CHECK_INT(s.total_finished, TOTAL);
+    int wrong = 0;
+    for (int i = 0; i < TOTAL; i++)
+        wrong += s.finished[i] != 1;
+    CHECK_INT(wrong, 0);
+    /* Distinct payloads came with distinct ids. */
+    qsort(s.ids, TOTAL, sizeof s.ids[0], compare_ids);
+    int duplicates = 0;
+    for (int i = 1; i < TOTAL; i++)
+        duplicates += s.ids[i] == s.ids[i - 1];
+    CHECK_INT(duplicates, 0);
+    CHECK(s.ids[0] > 0);
+    CHECK_INT(count(s.q, TQ_STATE_PENDING), 0);
+    CHECK_INT(count(s.q, TQ_STATE_LEASED), 0);
+    pthread_mutex_destroy(&s.lock);
+    tq_close(s.q);
+}
+
+/* ------------------------------------------------------------------------
+ * Durability
+ * --------------------------------------------------------------------- */
+
+static void test_durability_normal(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(q != NULL);
+    push_text(q, "{\"normal\":true}");
+    tq_close(q);
+    /* The same file through a FULL handle, and back. */
+    q = open_queue(dir, "q.db", TQ_DURABILITY_FULL, false);
+    REQUIRE(q != NULL);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 1);
+    push_text(q, "{\"full\":true}");
+    tq_close(q);
+    q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(q != NULL);
+    tq_task *task = pull_one(q);
+    if (task) {
+        CHECK(payload_is(task, "{\"normal\":true}"));
+        CHECK_STATUS(tq_finish(q, task), TQ_OK);
+        tq_task_free(task);
+    }
+    CHECK_INT(count(q, TQ_STATE_PENDING), 1);
+    tq_close(q);
+}
+
+/* ------------------------------------------------------------------------
+ * Driver
+ * --------------------------------------------------------------------- */
+
+typedef void (*case_fn)(const char *dir);
+
+struct test_case {
+    const char *name;
+    case_fn fn;
+};
+
+#define CASE(name) {#name, test_##name}
+
+static const struct test_case cases[] = {
+    CASE(version),
+    CASE(status_str),
+    CASE(last_error_fresh_thread),
+    CASE(last_error_after_failure),
+    CASE(last_error_per_thread),
+    CASE(options_new_free),
+    CASE(options_null_object),
+    CASE(options_ranges),
+    CASE(options_unchanged_after_refusal),
+    CASE(open_invalid_arguments),
+    CASE(open_missing_directory),
+    CASE(open_directory_as_file),
+    CASE(open_not_a_database),
+    CASE(open_reopen_keeps_tasks),
+    CASE(open_two_handles),
+    CASE(close_and_free_null),
+    CASE(push_invalid_arguments),
+    CASE(push_invalid_utf8),
+    CASE(push_invalid_json),
+    CASE(push_valid_roundtrip),
+    CASE(push_unterminated_prefix),
+    CASE(pull_invalid_and_empty),
+    CASE(pull_fifo),
+    CASE(pull_delay),
+    CASE(pull_run_at),
+    CASE(pull_lease_expiry),
+    CASE(finish_after_lease_expired),
+    CASE(finish_after_lease_expired_other_task_pulled),
+    CASE(task_accessors_null),
+    CASE(task_read_by_threads),
+    CASE(finish_invalid_and_twice),
+    CASE(finish_through_other_handle),
+    CASE(finish_task_of_other_file),
+    CASE(count),
+    CASE(history_and_purge),
+    CASE(purge_all_right_after_finish),
+    CASE(purge_invalid),
+    CASE(recover_invalid),
+    CASE(recover_crashed_holder),
+    CASE(recover_live_holders_untouched),
+    CASE(recover_expired_lease),
+    CASE(fork_parent_handle_in_child),
+    CASE(fork_child_opens_own_handle),
+    CASE(fork_child_handle_survives_parent_close),
+    CASE(busy),
+    CASE(threads_share_one_handle),
+    CASE(durability_normal),
+};
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    if (remove(path) != 0)
+        fprintf(stderr, "cannot remove %s: %s\n", path, strerror(errno));
+    return 0;
+}
+
+/* Runs one case in a fresh temporary directory; returns whether it passed. */
+static bool run_case(const struct test_case *c)
+{
+    const char *tmp = getenv("TMPDIR");
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/tq-test-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+    if (mkdtemp(dir) == NULL) {
+        printf("%s: cannot create a temporary directory under %s: %s\n", c->name,
+               tmp && tmp[0] ? tmp : "/tmp", strerror(errno));
+        return false;
+    }
+    case_name = c->name;
+    case_failed = 0;
+    check_note = NULL;
+    c->fn(dir);
+    check_note = NULL;
+    nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    fflush(stdout);
+    return !case_failed;
+}
+
+int main(int argc, char **argv)
+{
+    const size_t n = sizeof cases / sizeof cases[0];
+    if (argc > 2) {
+        fprintf(stderr, "usage: %s [CASE]\n", argv[0]);
+        return 2;
+    }
+    /* A child that fails early closes its pipes; the parent's write to
+     * it must fail with EPIPE (and a failed check), not kill the suite. */
+    signal(SIGPIPE, SIG_IGN);
+    int passed = 0, failed = 0;
+    bool found = false;
+    for (size_t i = 0; i < n; i++) {
+        if (argc == 2 && strcmp(argv[1], cases[i].name) != 0)
+            continue;
+        found = true;
+        if (run_case(&cases[i]))
+            passed++;
+        else
+            failed++;
+    }
+    if (!found) {
+        fprintf(stderr, "no case named %s; cases:\n", argv[1]);
+        for (size_t i = 0; i < n; i++)
+            fprintf(stderr, "  %s\n", cases[i].name);
+        return 2;
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed == 0 ? 0 : 1;
+}
