@@ -1402,6 +1402,58 @@ struct child_args {
     int go_fd;    /* and then waits for one byte here before leaving */
 };
 
+/* A child that signals once it is set up (one byte on ready_fd), then waits
+ * for a byte on go_fd before leaving, so the parent can act in between. */
+struct handshake {
+    pid_t pid;
+    int ready_fd; /* read by the parent */
+    int go_fd;    /* written by the parent */
+};
+
+/* Forks a child running `body` with a struct child_args for `path`, and
+ * waits until it is ready; false if it could not start or never got ready
+ * (finish_handshake_child must still be called when the fork succeeded). */
+static bool start_handshake_child(struct handshake *child, void (*body)(void *), const char *path)
+{
+    int ready[2], go[2];
+    child->pid = -1;
+    if (!CHECK(pipe(ready) == 0 && pipe(go) == 0))
+        return false;
+    fflush(stdout);
+    fflush(stderr);
+    child->pid = fork();
+    if (!CHECK(child->pid >= 0))
+        return false;
+    if (child->pid == 0) {
+        close(ready[0]);
+        close(go[1]);
+        struct child_args args = {path, ready[1], go[0]};
+        case_failed = 0;
+        body(&args);
+        child_exit();
+    }
+    close(ready[1]);
+    close(go[0]);
+    child->ready_fd = ready[0];
+    child->go_fd = go[1];
+    char byte = 0;
+    return CHECK(read(child->ready_fd, &byte, 1) == 1);
+}
+
+/* Lets the child go, waits for it, and returns whether it exited with 0. */
+static bool finish_handshake_child(struct handshake *child)
+{
+    if (child->pid < 0)
+        return false;
+    CHECK(write(child->go_fd, "g", 1) == 1);
+    int status = 0;
+    while (waitpid(child->pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    close(child->ready_fd);
+    close(child->go_fd);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 static void child_pulls_and_dies(void *arg)
 {
     struct child_args *c = arg;
@@ -1467,23 +1519,9 @@ static void test_recover_live_holders_untouched(const char *dir)
     push_text(q, "\"mine\"");
     tq_task *mine = NULL;
 
-    int ready[2], go[2];
-    REQUIRE(pipe(ready) == 0 && pipe(go) == 0);
-    fflush(stdout);
-    pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        close(ready[0]);
-        close(go[1]);
-        struct child_args args = {path, ready[1], go[0]};
-        case_failed = 0;
-        child_pulls_and_dies(&args);
-        child_exit();
-    }
-    close(ready[1]);
-    close(go[0]);
-    char byte = 0;
-    if (CHECK(read(ready[0], &byte, 1) == 1)) {
+    struct handshake child;
+    bool child_ready = start_handshake_child(&child, child_pulls_and_dies, path);
+    if (child_ready) {
         mine = pull_with_lease(q, 60000);
         CHECK(mine != NULL);
         int64_t recovered = -1;
@@ -1492,12 +1530,7 @@ static void test_recover_live_holders_untouched(const char *dir)
         CHECK_INT(recovered, 0);
         CHECK_INT(count(q, TQ_STATE_LEASED), 2);
     }
-    CHECK(write(go[1], "g", 1) == 1);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    close(ready[0]);
-    close(go[1]);
+    CHECK(finish_handshake_child(&child));
 
     int64_t recovered = -1;
     CHECK_STATUS(tq_recover(q, &recovered), TQ_OK);
@@ -1676,30 +1709,11 @@ static void test_fork_child_handle_survives_parent_close(const char *dir)
     REQUIRE(q != NULL);
     push_text(q, "\"from the parent\"");
 
-    int ready[2], go[2];
-    REQUIRE(pipe(ready) == 0 && pipe(go) == 0);
-    fflush(stdout);
-    pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        close(ready[0]);
-        close(go[1]);
-        struct child_args args = {path, ready[1], go[0]};
-        case_failed = 0;
-        child_pushes_after_go(&args);
-        child_exit();
-    }
-    close(ready[1]);
-    close(go[0]);
-    char byte = 0;
-    CHECK(read(ready[0], &byte, 1) == 1);
+    struct handshake child;
+    bool child_ready = start_handshake_child(&child, child_pushes_after_go, path);
+    CHECK(child_ready);
     tq_close(q);
-    CHECK(write(go[1], "g", 1) == 1);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    close(ready[0]);
-    close(go[1]);
+    CHECK(finish_handshake_child(&child));
 
     q = open_queue(dir, "q.db", TQ_DURABILITY_FULL, false);
     REQUIRE(q != NULL);
@@ -1749,23 +1763,9 @@ static void test_busy(const char *dir)
     tq_task *held = pull_one(q);
     REQUIRE(held != NULL);
 
-    int ready[2], go[2];
-    REQUIRE(pipe(ready) == 0 && pipe(go) == 0);
-    fflush(stdout);
-    pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        close(ready[0]);
-        close(go[1]);
-        struct child_args args = {path, ready[1], go[0]};
-        case_failed = 0;
-        child_holds_write_lock(&args);
-        child_exit();
-    }
-    close(ready[1]);
-    close(go[0]);
-    char byte = 0;
-    if (CHECK(read(ready[0], &byte, 1) == 1)) {
+    struct handshake child;
+    bool child_ready = start_handshake_child(&child, child_holds_write_lock, path);
+    if (child_ready) {
         int64_t n = -1;
         CHECK_STATUS(tq_push(impatient, "1", 1, NULL, &n), TQ_ERR_BUSY);
         CHECK_INT(n, -1);
@@ -1792,12 +1792,7 @@ static void test_busy(const char *dir)
         CHECK(third == NULL);
         tq_options_free(patient);
     }
-    CHECK(write(go[1], "g", 1) == 1);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    close(ready[0]);
-    close(go[1]);
+    CHECK(finish_handshake_child(&child));
 
     /* Nothing was done while busy; everything works once the lock is gone. */
     CHECK_INT(count(q, TQ_STATE_PENDING), 1);
