@@ -75,9 +75,12 @@ thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
 }
 
+/// Records `message` for `tq_last_error()`. During thread exit, once the
+/// thread's storage is gone, the message is dropped rather than panicking
+/// outside a guard.
 fn set_last_error(message: &str) {
     let message = CString::new(message.replace('\0', "\\0")).expect("NULs were replaced");
-    LAST_ERROR.with(|last| *last.borrow_mut() = message);
+    let _ = LAST_ERROR.try_with(|last| *last.borrow_mut() = message);
 }
 
 /// Returns the message of the last failed call on the calling thread, or
@@ -87,8 +90,10 @@ fn set_last_error(message: &str) {
 /// call on the same thread. Thread safety: each thread has its own message.
 #[no_mangle]
 pub extern "C" fn tq_last_error() -> *const c_char {
-    guard_or(std::ptr::null(), || {
-        LAST_ERROR.with(|last| last.borrow().as_ptr())
+    guard_or(c"".as_ptr(), || {
+        LAST_ERROR
+            .try_with(|last| last.borrow().as_ptr())
+            .unwrap_or(c"".as_ptr())
     })
 }
 
