@@ -16,6 +16,10 @@
  * Every _free and tq_close accepts NULL and must be called at most once per
  * object. A borrowed result (tq_task_payload) lives exactly as long as its
  * parent. Strings tq returns from tq_status_str and tq_version are static.
+ * tq records the objects it hands out: a pointer already freed or closed,
+ * or an object of the wrong type, is refused with TQ_ERR_INVALID_ARGUMENT
+ * (a second free is ignored, with a message) without being read, unless
+ * the address has since been reused for a new object of the same type.
  *
  * Threads. One tq_queue may be used from any number of threads at once;
  * calls on it are ordered inside tq. A tq_task may be read by several

@@ -3,14 +3,15 @@
 //!
 //! Every exported function wraps its body in [`guard`] (status-returning
 //! functions) or [`guard_or`] (accessors), so no panic crosses into C.
-//! Pointers from C are reached only through [`borrow`], which turns NULL
-//! into an error. Handles are allocated with `Box` and freed with `Box`, in
-//! the `_free`/`_close` function of their type.
+//! Pointers from C are reached only through `objects.rs`, which allocates
+//! every object handed to C, checks each pointer passed back (NULL, freed,
+//! wrong type) and frees it once.
 #![allow(non_camel_case_types)]
 // Exported functions are called from C, where `unsafe fn` means nothing;
 // each states its pointer contract in its doc comment instead.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
+mod objects;
 mod options;
 mod queue;
 
@@ -183,21 +184,13 @@ fn panic_error(panic: Box<dyn Any + Send>) -> Error {
     Error::new(ErrorKind::Internal, format!("internal error in tq: {what}"))
 }
 
-/// The object behind a pointer from C, or an error naming the argument when
-/// the pointer is NULL.
-///
-/// Safety: a non-NULL `ptr` must point to a live `T` that tq allocated, as
-/// every function's contract requires of its caller.
-unsafe fn borrow<'a, T>(ptr: *const T, name: &str) -> Result<&'a T> {
-    // SAFETY: non-NULL pointers are valid per the caller's contract.
-    unsafe { ptr.as_ref() }.ok_or_else(|| Error::invalid_argument(format!("{name} is NULL")))
-}
-
-/// Mutable variant of [`borrow`], for the option setters.
-unsafe fn borrow_mut<'a, T>(ptr: *mut T, name: &str) -> Result<&'a mut T> {
-    // SAFETY: as for `borrow`; the caller does not share options across
-    // threads while setting them, as their contract says.
-    unsafe { ptr.as_mut() }.ok_or_else(|| Error::invalid_argument(format!("{name} is NULL")))
+/// A caller's buffer (a path, a payload), or an error naming the argument
+/// when it is NULL.
+fn non_null<T>(ptr: *const T, name: &str) -> Result<*const T> {
+    if ptr.is_null() {
+        return Err(Error::invalid_argument(format!("{name} is NULL")));
+    }
+    Ok(ptr)
 }
 
 /// A required out-pointer, or an error naming the argument when it is NULL.
@@ -213,15 +206,6 @@ unsafe fn write_optional<T>(out: *mut T, value: T) {
     if !out.is_null() {
         // SAFETY: a non-NULL out-pointer is writable per the caller's contract.
         unsafe { out.write(value) }
-    }
-}
-
-/// Frees a `Box`-allocated object handed to C; NULL is a no-op.
-unsafe fn free_boxed<T>(ptr: *mut T) {
-    if !ptr.is_null() {
-        // SAFETY: tq allocated it with `Box::into_raw`; freed at most once
-        // per the caller's contract.
-        drop(unsafe { Box::from_raw(ptr) });
     }
 }
 

@@ -6,7 +6,8 @@
 
 use std::time::Duration;
 
-use super::{borrow_mut, free_boxed, guard, guard_or, tq_status};
+use super::objects::{borrow_mut, free, hand_out};
+use super::{guard, guard_or, tq_status};
 use crate::error::Error;
 use crate::options::{Durability, OpenOptions, PullOptions, PushOptions};
 
@@ -40,7 +41,7 @@ pub enum tq_durability {
 #[no_mangle]
 pub extern "C" fn tq_options_new() -> *mut tq_options {
     guard_or(std::ptr::null_mut(), || {
-        Box::into_raw(Box::new(tq_options(OpenOptions::default())))
+        hand_out(tq_options(OpenOptions::default()))
     })
 }
 
@@ -48,7 +49,7 @@ pub extern "C" fn tq_options_new() -> *mut tq_options {
 /// most once per object.
 #[no_mangle]
 pub extern "C" fn tq_options_free(options: *mut tq_options) {
-    guard_or((), || unsafe { free_boxed(options) })
+    guard_or((), || free(options, "options"))
 }
 
 /// Sets the durability: `TQ_DURABILITY_FULL` or `TQ_DURABILITY_NORMAL` (a
@@ -118,7 +119,7 @@ pub extern "C" fn tq_options_set_keep_history(options: *mut tq_options, keep: bo
 #[no_mangle]
 pub extern "C" fn tq_push_options_new() -> *mut tq_push_options {
     guard_or(std::ptr::null_mut(), || {
-        Box::into_raw(Box::new(tq_push_options(PushOptions::default())))
+        hand_out(tq_push_options(PushOptions::default()))
     })
 }
 
@@ -126,7 +127,7 @@ pub extern "C" fn tq_push_options_new() -> *mut tq_push_options {
 /// call at most once per object.
 #[no_mangle]
 pub extern "C" fn tq_push_options_free(options: *mut tq_push_options) {
-    guard_or((), || unsafe { free_boxed(options) })
+    guard_or((), || free(options, "options"))
 }
 
 /// The task becomes ready `delay_ms` milliseconds after the push (at most
@@ -170,7 +171,7 @@ pub extern "C" fn tq_push_options_set_run_at_unix_ms(
 #[no_mangle]
 pub extern "C" fn tq_pull_options_new() -> *mut tq_pull_options {
     guard_or(std::ptr::null_mut(), || {
-        Box::into_raw(Box::new(tq_pull_options(PullOptions::default())))
+        hand_out(tq_pull_options(PullOptions::default()))
     })
 }
 
@@ -178,7 +179,7 @@ pub extern "C" fn tq_pull_options_new() -> *mut tq_pull_options {
 /// call at most once per object.
 #[no_mangle]
 pub extern "C" fn tq_pull_options_free(options: *mut tq_pull_options) {
-    guard_or((), || unsafe { free_boxed(options) })
+    guard_or((), || free(options, "options"))
 }
 
 /// Sets the lease of a claimed task, in milliseconds (1 ms to one year):

@@ -2,8 +2,9 @@
 
 use std::ffi::{c_char, CStr, CString};
 
+use super::objects::{borrow, borrow_optional, free, hand_out};
 use super::{
-    borrow, free_boxed, guard, guard_or, out_pointer, tq_options, tq_pull_options, tq_push_options,
+    guard, guard_or, non_null, out_pointer, tq_options, tq_pull_options, tq_push_options,
     tq_status, write_optional,
 };
 use crate::error::{Error, ErrorKind};
@@ -56,16 +57,16 @@ pub extern "C" fn tq_open(
         let out = out_pointer(out, "out")?;
         // SAFETY: `out` is non-NULL and writable per the contract.
         unsafe { out.write(std::ptr::null_mut()) };
-        let path = unsafe { borrow(path, "path") }?;
+        let path = non_null(path, "path")?;
         // SAFETY: a non-NULL path is a NUL-terminated string per the contract.
         let path = unsafe { CStr::from_ptr(path) }
             .to_str()
             .map_err(|_| Error::invalid_argument("path is not valid UTF-8"))?;
         let defaults = OpenOptions::default();
-        let options = unsafe { options.as_ref() }.map_or(&defaults, |o| &o.0);
+        let options = unsafe { borrow_optional(options, "options") }?.map_or(&defaults, |o| &o.0);
         let queue = Queue::open(path, options)?;
         // SAFETY: as above.
-        unsafe { out.write(Box::into_raw(Box::new(tq_queue(queue)))) };
+        unsafe { out.write(hand_out(tq_queue(queue))) };
         Ok(tq_status::TQ_OK)
     })
 }
@@ -80,7 +81,7 @@ pub extern "C" fn tq_open(
 /// parent's.
 #[no_mangle]
 pub extern "C" fn tq_close(queue: *mut tq_queue) {
-    guard_or((), || unsafe { free_boxed(queue) })
+    guard_or((), || free(queue, "queue"))
 }
 
 /// Stores the JSON text `payload[0..len]` (UTF-8, no terminator needed) as
@@ -105,19 +106,18 @@ pub extern "C" fn tq_push(
 ) -> tq_status {
     guard(|| {
         let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
-        let payload = unsafe { borrow(payload, "payload") }?;
+        let payload = non_null(payload, "payload")?;
         if len > MAX_PAYLOAD_LEN {
             return Err(Error::invalid_argument(format!(
                 "payload length {len} is over the limit of {MAX_PAYLOAD_LEN} bytes"
             )));
         }
         // SAFETY: `payload` points to `len` readable bytes per the contract.
-        let bytes =
-            unsafe { std::slice::from_raw_parts(std::ptr::from_ref(payload).cast::<u8>(), len) };
+        let bytes = unsafe { std::slice::from_raw_parts(payload.cast::<u8>(), len) };
         let payload = std::str::from_utf8(bytes)
             .map_err(|err| Error::invalid_argument(format!("payload is not valid UTF-8: {err}")))?;
         let defaults = PushOptions::default();
-        let options = unsafe { options.as_ref() }.map_or(&defaults, |o| &o.0);
+        let options = unsafe { borrow_optional(options, "options") }?.map_or(&defaults, |o| &o.0);
         let id = queue.0.push(payload, options)?;
         unsafe { write_optional(out_id, id) };
         Ok(tq_status::TQ_OK)
@@ -147,7 +147,7 @@ pub extern "C" fn tq_pull(
         unsafe { out.write(std::ptr::null_mut()) };
         let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
         let defaults = PullOptions::default();
-        let options = unsafe { options.as_ref() }.map_or(&defaults, |o| &o.0);
+        let options = unsafe { borrow_optional(options, "options") }?.map_or(&defaults, |o| &o.0);
         let Some(task) = queue.0.pull(options)? else {
             return Ok(tq_status::TQ_EMPTY);
         };
@@ -162,11 +162,11 @@ pub extern "C" fn tq_pull(
         })?;
         // SAFETY: as above.
         unsafe {
-            out.write(Box::into_raw(Box::new(tq_task {
+            out.write(hand_out(tq_task {
                 receipt,
                 attempts,
                 payload,
-            })))
+            }))
         };
         Ok(tq_status::TQ_OK)
     })
@@ -225,7 +225,7 @@ pub extern "C" fn tq_task_attempts(task: *const tq_task) -> u32 {
 /// ready again when its lease expires or its holder is recovered.
 #[no_mangle]
 pub extern "C" fn tq_task_free(task: *mut tq_task) {
-    guard_or((), || unsafe { free_boxed(task) })
+    guard_or((), || free(task, "task"))
 }
 
 /// Completes this delivery of `task`: the task is deleted (or kept as done

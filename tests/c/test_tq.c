@@ -696,6 +696,59 @@ static void test_close_and_free_null(const char *dir)
     CHECK(true);
 }
 
+/* tq records every object it hands out, so a stale or foreign pointer is
+ * refused without being read (sanitizers and valgrind see no access). */
+static void test_stale_and_foreign_pointers(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(q != NULL);
+    push_text(q, "1");
+    push_text(q, "2");
+    tq_task *task = pull_one(q);
+    REQUIRE(task != NULL);
+    tq_task *other = pull_one(q);
+    REQUIRE(other != NULL);
+
+    /* A task where a queue belongs, and a queue where a task belongs. */
+    CHECK_STATUS(tq_finish((tq_queue *)task, task), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("not a tq_queue");
+    CHECK_STATUS(tq_finish(q, (const tq_task *)q), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("not a tq_task");
+
+    /* A task freed twice, then read: refused, never touched. */
+    CHECK_STATUS(tq_finish(q, task), TQ_OK);
+    tq_task_free(task);
+    tq_task_free(task);
+    CHECK_LAST_ERROR("already freed");
+    CHECK_INT(tq_task_id(task), 0);
+    CHECK_LAST_ERROR("already freed");
+    CHECK(tq_task_payload(task, NULL) == NULL);
+    CHECK_STATUS(tq_finish(q, task), TQ_ERR_INVALID_ARGUMENT);
+
+    /* Options used after their free. */
+    tq_pull_options *options = tq_pull_options_new();
+    REQUIRE(options != NULL);
+    tq_pull_options_free(options);
+    tq_task *none = sentinel();
+    CHECK_STATUS(tq_pull(q, options, &none), TQ_ERR_INVALID_ARGUMENT);
+    CHECK(none == NULL);
+    CHECK_STATUS(tq_pull_options_set_lease_ms(options, 1000), TQ_ERR_INVALID_ARGUMENT);
+    tq_pull_options_free(options);
+    CHECK_LAST_ERROR("already freed");
+
+    /* A queue used after close, and closed twice; its task outlives it. */
+    tq_close(q);
+    CHECK_STATUS(tq_push(q, "3", 1, NULL, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("already freed or closed");
+    int64_t n = -1;
+    CHECK_STATUS(tq_count(q, TQ_STATE_PENDING, &n), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_INT(n, -1);
+    tq_close(q);
+    CHECK_LAST_ERROR("already freed or closed");
+    CHECK_INT(tq_task_attempts(other), 1);
+    tq_task_free(other);
+}
+
 /* ------------------------------------------------------------------------
  * Push
  * --------------------------------------------------------------------- */
@@ -1977,6 +2030,7 @@ static const struct test_case cases[] = {
     CASE(open_reopen_keeps_tasks),
     CASE(open_two_handles),
     CASE(close_and_free_null),
+    CASE(stale_and_foreign_pointers),
     CASE(push_invalid_arguments),
     CASE(push_invalid_utf8),
     CASE(push_invalid_json),
