@@ -17,7 +17,7 @@ mod queue;
 
 use std::any::Any;
 use std::cell::RefCell;
-use std::ffi::{c_char, CString};
+use std::ffi::{c_char, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -91,7 +91,7 @@ fn set_last_error(message: &str) {
 /// call on the same thread. Thread safety: each thread has its own message.
 #[no_mangle]
 pub extern "C" fn tq_last_error() -> *const c_char {
-    guard_or(c"".as_ptr(), || {
+    guard_or("tq_last_error", c"".as_ptr(), || {
         LAST_ERROR
             .try_with(|last| last.borrow().as_ptr())
             .unwrap_or(c"".as_ptr())
@@ -104,19 +104,24 @@ pub extern "C" fn tq_last_error() -> *const c_char {
 /// Thread safety: may be called from any thread.
 #[no_mangle]
 pub extern "C" fn tq_status_str(status: i32) -> *const c_char {
-    let text: &'static str = match status {
-        0 => "ok\0",
-        1 => "empty: no task is ready\0",
-        -1 => "invalid argument\0",
-        -2 => "invalid JSON\0",
-        -3 => "not held: the delivery is no longer current\0",
-        -4 => "busy: the database stayed locked past the busy timeout\0",
-        -5 => "I/O error\0",
-        -6 => "not a tq database\0",
-        -7 => "internal error\0",
-        _ => "unknown status\0",
-    };
-    text.as_ptr().cast()
+    guard_or("tq_status_str", c"unknown status".as_ptr(), || {
+        status_text(status).as_ptr().cast()
+    })
+}
+
+fn status_text(status: i32) -> &'static CStr {
+    match status {
+        0 => c"ok",
+        1 => c"empty: no task is ready",
+        -1 => c"invalid argument",
+        -2 => c"invalid JSON",
+        -3 => c"not held: the delivery is no longer current",
+        -4 => c"busy: the database stayed locked past the busy timeout",
+        -5 => c"I/O error",
+        -6 => c"not a tq database",
+        -7 => c"internal error",
+        _ => c"unknown status",
+    }
 }
 
 /// Returns the library's version as "MAJOR.MINOR.PATCH", a static string.
@@ -125,7 +130,9 @@ pub extern "C" fn tq_status_str(status: i32) -> *const c_char {
 /// Thread safety: may be called from any thread.
 #[no_mangle]
 pub extern "C" fn tq_version() -> *const c_char {
-    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+    guard_or("tq_version", c"".as_ptr(), || {
+        concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+    })
 }
 
 /// Returns the library's version as MAJOR * 10000 + MINOR * 100 + PATCH,
@@ -147,41 +154,65 @@ pub extern "C" fn tq_version_number() -> u32 {
     const NUMBER: u32 = parse(env!("CARGO_PKG_VERSION_MAJOR")) * 10_000
         + parse(env!("CARGO_PKG_VERSION_MINOR")) * 100
         + parse(env!("CARGO_PKG_VERSION_PATCH"));
-    NUMBER
+    guard_or("tq_version_number", 0, || NUMBER)
 }
 
-/// Runs the body of a status-returning function: a returned error becomes
-/// its status with the message recorded for `tq_last_error()`, and a panic
-/// becomes `TQ_ERR_INTERNAL`.
-fn guard(body: impl FnOnce() -> Result<tq_status>) -> tq_status {
+/// Runs the body of the status-returning exported `function`: a returned
+/// error becomes its status with the message recorded for
+/// `tq_last_error()`, and a panic becomes `TQ_ERR_INTERNAL`.
+fn guard(function: &str, body: impl FnOnce() -> Result<tq_status>) -> tq_status {
+    let body = || {
+        inject_panic(function);
+        body()
+    };
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(status)) => status,
         Ok(Err(err)) => fail(&err),
-        Err(panic) => fail(&panic_error(panic)),
+        Err(panic) => fail(&panic_error(function, panic)),
     }
 }
 
-/// Runs the body of a function that returns a value rather than a status:
-/// a panic returns `fallback`, with the message recorded.
-fn guard_or<T>(fallback: T, body: impl FnOnce() -> T) -> T {
+/// Runs the body of the exported `function` that returns a value rather
+/// than a status: a panic returns `fallback`, with the message recorded.
+fn guard_or<T>(function: &str, fallback: T, body: impl FnOnce() -> T) -> T {
+    let body = || {
+        inject_panic(function);
+        body()
+    };
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|panic| {
-        fail(&panic_error(panic));
+        fail(&panic_error(function, panic));
         fallback
     })
 }
+
+/// With the test-only `panic-injection` feature, panics when the
+/// `TQ_INJECT_PANIC` environment variable names `function` (or is `*`), so
+/// tests can check that every exported function catches panics.
+#[cfg(feature = "panic-injection")]
+fn inject_panic(function: &str) {
+    if std::env::var("TQ_INJECT_PANIC").is_ok_and(|target| target == function || target == "*") {
+        panic!("injected panic");
+    }
+}
+
+#[cfg(not(feature = "panic-injection"))]
+fn inject_panic(_function: &str) {}
 
 fn fail(err: &Error) -> tq_status {
     set_last_error(err.message());
     err.kind().into()
 }
 
-fn panic_error(panic: Box<dyn Any + Send>) -> Error {
+fn panic_error(function: &str, panic: Box<dyn Any + Send>) -> Error {
     let what = panic
         .downcast_ref::<&str>()
         .copied()
         .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("a panic without a message");
-    Error::new(ErrorKind::Internal, format!("internal error in tq: {what}"))
+    Error::new(
+        ErrorKind::Internal,
+        format!("internal error in {function}: {what}"),
+    )
 }
 
 /// A caller's buffer (a path, a payload), or an error naming the argument
@@ -223,15 +254,23 @@ mod tests {
 
     #[test]
     fn a_panic_becomes_the_internal_error_status_with_its_message() {
-        assert_eq!(guard(|| panic!("boom")), tq_status::TQ_ERR_INTERNAL);
-        assert!(last_error().contains("boom"), "{}", last_error());
-        assert_eq!(guard_or(7, || panic!("{}", String::from("bang"))), 7);
+        assert_eq!(
+            guard("tq_test", || panic!("boom")),
+            tq_status::TQ_ERR_INTERNAL
+        );
+        assert!(last_error().contains("tq_test: boom"), "{}", last_error());
+        assert_eq!(
+            guard_or("tq_test", 7, || panic!("{}", String::from("bang"))),
+            7
+        );
         assert!(last_error().contains("bang"), "{}", last_error());
     }
 
     #[test]
     fn errors_become_their_status_and_messages_are_per_thread() {
-        let status = guard(|| Err(Error::new(ErrorKind::Busy, "locked\0here")));
+        let status = guard("tq_test", || {
+            Err(Error::new(ErrorKind::Busy, "locked\0here"))
+        });
         assert_eq!(status, tq_status::TQ_ERR_BUSY);
         assert_eq!(
             last_error(),
@@ -240,7 +279,10 @@ mod tests {
         );
         let other_thread = std::thread::spawn(last_error).join().unwrap();
         assert_eq!(other_thread, "");
-        assert_eq!(guard(|| Ok(tq_status::TQ_EMPTY)), tq_status::TQ_EMPTY);
+        assert_eq!(
+            guard("tq_test", || Ok(tq_status::TQ_EMPTY)),
+            tq_status::TQ_EMPTY
+        );
         assert_eq!(
             last_error(),
             "locked\\0here",

@@ -40,7 +40,7 @@ pub enum tq_durability {
 /// `tq_options_free`. Returns NULL only if tq failed internally.
 #[no_mangle]
 pub extern "C" fn tq_options_new() -> *mut tq_options {
-    guard_or(std::ptr::null_mut(), || {
+    guard_or("tq_options_new", std::ptr::null_mut(), || {
         hand_out(tq_options(OpenOptions::default()))
     })
 }
@@ -49,7 +49,7 @@ pub extern "C" fn tq_options_new() -> *mut tq_options {
 /// most once per object.
 #[no_mangle]
 pub extern "C" fn tq_options_free(options: *mut tq_options) {
-    guard_or((), || free(options, "options"))
+    guard_or("tq_options_free", (), || free(options, "options"))
 }
 
 /// Sets the durability: `TQ_DURABILITY_FULL` or `TQ_DURABILITY_NORMAL` (a
@@ -63,7 +63,7 @@ pub extern "C" fn tq_options_set_durability(
     options: *mut tq_options,
     durability: i32,
 ) -> tq_status {
-    guard(|| {
+    guard("tq_options_set_durability", || {
         let options = unsafe { borrow_mut(options, "options") }?;
         let durability = match durability {
             0 => Durability::Full,
@@ -89,7 +89,7 @@ pub extern "C" fn tq_options_set_busy_timeout_ms(
     options: *mut tq_options,
     timeout_ms: u64,
 ) -> tq_status {
-    guard(|| {
+    guard("tq_options_set_busy_timeout_ms", || {
         let options = unsafe { borrow_mut(options, "options") }?;
         options.0.busy_timeout(Duration::from_millis(timeout_ms))?;
         Ok(tq_status::TQ_OK)
@@ -103,7 +103,7 @@ pub extern "C" fn tq_options_set_busy_timeout_ms(
 /// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options).
 #[no_mangle]
 pub extern "C" fn tq_options_set_keep_history(options: *mut tq_options, keep: bool) -> tq_status {
-    guard(|| {
+    guard("tq_options_set_keep_history", || {
         unsafe { borrow_mut(options, "options") }?
             .0
             .keep_history(keep);
@@ -118,7 +118,7 @@ pub extern "C" fn tq_options_set_keep_history(options: *mut tq_options, keep: bo
 /// `tq_push_options_free`. Returns NULL only if tq failed internally.
 #[no_mangle]
 pub extern "C" fn tq_push_options_new() -> *mut tq_push_options {
-    guard_or(std::ptr::null_mut(), || {
+    guard_or("tq_push_options_new", std::ptr::null_mut(), || {
         hand_out(tq_push_options(PushOptions::default()))
     })
 }
@@ -127,7 +127,7 @@ pub extern "C" fn tq_push_options_new() -> *mut tq_push_options {
 /// call at most once per object.
 #[no_mangle]
 pub extern "C" fn tq_push_options_free(options: *mut tq_push_options) {
-    guard_or((), || free(options, "options"))
+    guard_or("tq_push_options_free", (), || free(options, "options"))
 }
 
 /// The task becomes ready `delay_ms` milliseconds after the push (at most
@@ -139,7 +139,7 @@ pub extern "C" fn tq_push_options_set_delay_ms(
     options: *mut tq_push_options,
     delay_ms: u64,
 ) -> tq_status {
-    guard(|| {
+    guard("tq_push_options_set_delay_ms", || {
         let options = unsafe { borrow_mut(options, "options") }?;
         options.0.delay(Duration::from_millis(delay_ms))?;
         Ok(tq_status::TQ_OK)
@@ -156,7 +156,7 @@ pub extern "C" fn tq_push_options_set_run_at_unix_ms(
     options: *mut tq_push_options,
     unix_ms: i64,
 ) -> tq_status {
-    guard(|| {
+    guard("tq_push_options_set_run_at_unix_ms", || {
         let options = unsafe { borrow_mut(options, "options") }?;
         options.0.run_at_unix_ms(unix_ms)?;
         Ok(tq_status::TQ_OK)
@@ -170,7 +170,7 @@ pub extern "C" fn tq_push_options_set_run_at_unix_ms(
 /// `tq_pull_options_free`. Returns NULL only if tq failed internally.
 #[no_mangle]
 pub extern "C" fn tq_pull_options_new() -> *mut tq_pull_options {
-    guard_or(std::ptr::null_mut(), || {
+    guard_or("tq_pull_options_new", std::ptr::null_mut(), || {
         hand_out(tq_pull_options(PullOptions::default()))
     })
 }
@@ -179,7 +179,7 @@ pub extern "C" fn tq_pull_options_new() -> *mut tq_pull_options {
 /// call at most once per object.
 #[no_mangle]
 pub extern "C" fn tq_pull_options_free(options: *mut tq_pull_options) {
-    guard_or((), || free(options, "options"))
+    guard_or("tq_pull_options_free", (), || free(options, "options"))
 }
 
 /// Sets the lease of a claimed task, in milliseconds (1 ms to one year):
@@ -191,7 +191,7 @@ pub extern "C" fn tq_pull_options_set_lease_ms(
     options: *mut tq_pull_options,
     lease_ms: u64,
 ) -> tq_status {
-    guard(|| {
+    guard("tq_pull_options_set_lease_ms", || {
         let options = unsafe { borrow_mut(options, "options") }?;
         options.0.lease(Duration::from_millis(lease_ms))?;
         Ok(tq_status::TQ_OK)

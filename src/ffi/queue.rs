@@ -53,7 +53,7 @@ pub extern "C" fn tq_open(
     options: *const tq_options,
     out: *mut *mut tq_queue,
 ) -> tq_status {
-    guard(|| {
+    guard("tq_open", || {
         let out = out_pointer(out, "out")?;
         // SAFETY: `out` is non-NULL and writable per the contract.
         unsafe { out.write(std::ptr::null_mut()) };
@@ -81,7 +81,7 @@ pub extern "C" fn tq_open(
 /// parent's.
 #[no_mangle]
 pub extern "C" fn tq_close(queue: *mut tq_queue) {
-    guard_or((), || free(queue, "queue"))
+    guard_or("tq_close", (), || free(queue, "queue"))
 }
 
 /// Stores the JSON text `payload[0..len]` (UTF-8, no terminator needed) as
@@ -104,7 +104,7 @@ pub extern "C" fn tq_push(
     options: *const tq_push_options,
     out_id: *mut i64,
 ) -> tq_status {
-    guard(|| {
+    guard("tq_push", || {
         let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
         let payload = non_null(payload, "payload")?;
         if len > MAX_PAYLOAD_LEN {
@@ -141,7 +141,7 @@ pub extern "C" fn tq_pull(
     options: *const tq_pull_options,
     out: *mut *mut tq_task,
 ) -> tq_status {
-    guard(|| {
+    guard("tq_pull", || {
         let out = out_pointer(out, "out")?;
         // SAFETY: `out` is non-NULL and writable per the contract.
         unsafe { out.write(std::ptr::null_mut()) };
@@ -176,7 +176,7 @@ pub extern "C" fn tq_pull(
 /// NULL. Thread safety: safe on a task read by several threads.
 #[no_mangle]
 pub extern "C" fn tq_task_id(task: *const tq_task) -> i64 {
-    guard_or(0, || match unsafe { borrow(task, "task") } {
+    guard_or("tq_task_id", 0, || match unsafe { borrow(task, "task") } {
         Ok(task) => task.receipt.id(),
         Err(err) => {
             super::fail(&err);
@@ -193,7 +193,7 @@ pub extern "C" fn tq_task_id(task: *const tq_task) -> i64 {
 /// Thread safety: safe on a task read by several threads.
 #[no_mangle]
 pub extern "C" fn tq_task_payload(task: *const tq_task, len: *mut usize) -> *const c_char {
-    guard_or(std::ptr::null(), || {
+    guard_or("tq_task_payload", std::ptr::null(), || {
         let (text, length) = match unsafe { borrow(task, "task") } {
             Ok(task) => (task.payload.as_ptr(), task.payload.as_bytes().len()),
             Err(err) => {
@@ -211,11 +211,13 @@ pub extern "C" fn tq_task_payload(task: *const tq_task, len: *mut usize) -> *con
 /// Thread safety: safe on a task read by several threads.
 #[no_mangle]
 pub extern "C" fn tq_task_attempts(task: *const tq_task) -> u32 {
-    guard_or(0, || match unsafe { borrow(task, "task") } {
-        Ok(task) => task.attempts,
-        Err(err) => {
-            super::fail(&err);
-            0
+    guard_or("tq_task_attempts", 0, || {
+        match unsafe { borrow(task, "task") } {
+            Ok(task) => task.attempts,
+            Err(err) => {
+                super::fail(&err);
+                0
+            }
         }
     })
 }
@@ -225,7 +227,7 @@ pub extern "C" fn tq_task_attempts(task: *const tq_task) -> u32 {
 /// ready again when its lease expires or its holder is recovered.
 #[no_mangle]
 pub extern "C" fn tq_task_free(task: *mut tq_task) {
-    guard_or((), || free(task, "task"))
+    guard_or("tq_task_free", (), || free(task, "task"))
 }
 
 /// Completes this delivery of `task`: the task is deleted (or kept as done
@@ -241,7 +243,7 @@ pub extern "C" fn tq_task_free(task: *mut tq_task) {
 /// Thread safety: any number of threads may finish on one handle at once.
 #[no_mangle]
 pub extern "C" fn tq_finish(queue: *mut tq_queue, task: *const tq_task) -> tq_status {
-    guard(|| {
+    guard("tq_finish", || {
         let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
         let task = unsafe { borrow(task, "task") }?;
         queue.0.finish(task.receipt)?;
@@ -258,7 +260,7 @@ pub extern "C" fn tq_finish(queue: *mut tq_queue, task: *const tq_task) -> tq_st
 /// TQ_ERR_IO. Thread safety: may run concurrently with any other call.
 #[no_mangle]
 pub extern "C" fn tq_recover(queue: *mut tq_queue, out_recovered: *mut i64) -> tq_status {
-    guard(|| {
+    guard("tq_recover", || {
         let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
         let recovered = queue.0.recover()?;
         unsafe { write_optional(out_recovered, saturate(recovered)) };
@@ -274,7 +276,7 @@ pub extern "C" fn tq_recover(queue: *mut tq_queue, out_recovered: *mut i64) -> t
 /// Thread safety: may run concurrently with any other call.
 #[no_mangle]
 pub extern "C" fn tq_count(queue: *const tq_queue, state: i32, out_count: *mut i64) -> tq_status {
-    guard(|| {
+    guard("tq_count", || {
         let queue = unsafe { borrow(queue, "queue") }?;
         let out_count = out_pointer(out_count, "out_count")?;
         let state = match state {
@@ -307,7 +309,7 @@ pub extern "C" fn tq_purge_done(
     older_than_ms: u64,
     out_purged: *mut i64,
 ) -> tq_status {
-    guard(|| {
+    guard("tq_purge_done", || {
         let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
         let purged = queue.0.purge_done(older_than_ms)?;
         unsafe { write_optional(out_purged, saturate(purged)) };

@@ -1,0 +1,153 @@
+/*
+ * No panic crosses into C. Linked against a libtq built with the test-only
+ * `panic-injection` feature: with TQ_INJECT_PANIC naming a function, that
+ * function panics inside tq. Each exported function must then return
+ * TQ_ERR_INTERNAL (or its neutral value), leave a message naming it, and
+ * leave the process and the queue working.
+ *
+ * Ends with "N passed, N failed", counting functions.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <tq.h>
+
+static int passed, failed;
+
+/* Arms the panic for `function` (NULL: none). */
+static void inject(const char *function)
+{
+    if (function)
+        setenv("TQ_INJECT_PANIC", function, 1);
+    else
+        unsetenv("TQ_INJECT_PANIC");
+}
+
+/* Records whether the injected panic in `function` was caught: `caught` is
+ * the check on its return value, and the thread's message must name it. */
+static void verdict(const char *function, bool caught)
+{
+    inject(NULL);
+    char expected[128];
+    snprintf(expected, sizeof expected, "internal error in %s: injected panic", function);
+    bool named = strstr(tq_last_error(), expected) != NULL;
+    if (caught && named) {
+        passed++;
+    } else {
+        failed++;
+        printf("%s: return value %s, last error \"%s\"\n", function, caught ? "ok" : "WRONG", tq_last_error());
+    }
+}
+
+#define STATUS_CASE(function, call)                                  \
+    do {                                                             \
+        inject(#function);                                           \
+        tq_status status_ = (call);                                  \
+        verdict(#function, status_ == TQ_ERR_INTERNAL);              \
+    } while (0)
+
+#define VALUE_CASE(function, call, neutral)                          \
+    do {                                                             \
+        inject(#function);                                           \
+        bool caught_ = (call) == (neutral);                          \
+        verdict(#function, caught_);                                 \
+    } while (0)
+
+int main(int argc, char **argv)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tq-panics-%ld.db", argc > 1 ? argv[1] : "/tmp", (long)getpid());
+    inject(NULL);
+
+    tq_queue *queue = NULL;
+    if (tq_open(path, NULL, &queue) != TQ_OK) {
+        printf("setup: tq_open: %s\n", tq_last_error());
+        return 1;
+    }
+    tq_push(queue, "1", 1, NULL, NULL);
+    tq_task *task = NULL;
+    tq_pull(queue, NULL, &task);
+    tq_options *options = tq_options_new();
+    tq_push_options *push_options = tq_push_options_new();
+    tq_pull_options *pull_options = tq_pull_options_new();
+    if (!task || !options || !push_options || !pull_options) {
+        printf("setup failed: %s\n", tq_last_error());
+        return 1;
+    }
+    int64_t n = 0;
+    tq_queue *unopened = NULL;
+    tq_task *unpulled = NULL;
+
+    STATUS_CASE(tq_open, tq_open(path, NULL, &unopened));
+    STATUS_CASE(tq_push, tq_push(queue, "2", 1, NULL, NULL));
+    STATUS_CASE(tq_pull, tq_pull(queue, NULL, &unpulled));
+    STATUS_CASE(tq_finish, tq_finish(queue, task));
+    STATUS_CASE(tq_recover, tq_recover(queue, &n));
+    STATUS_CASE(tq_count, tq_count(queue, TQ_STATE_PENDING, &n));
+    STATUS_CASE(tq_purge_done, tq_purge_done(queue, 0, &n));
+    STATUS_CASE(tq_options_set_durability, tq_options_set_durability(options, TQ_DURABILITY_NORMAL));
+    STATUS_CASE(tq_options_set_busy_timeout_ms, tq_options_set_busy_timeout_ms(options, 10));
+    STATUS_CASE(tq_options_set_keep_history, tq_options_set_keep_history(options, true));
+    STATUS_CASE(tq_push_options_set_delay_ms, tq_push_options_set_delay_ms(push_options, 10));
+    STATUS_CASE(tq_push_options_set_run_at_unix_ms, tq_push_options_set_run_at_unix_ms(push_options, 10));
+    STATUS_CASE(tq_pull_options_set_lease_ms, tq_pull_options_set_lease_ms(pull_options, 10));
+    VALUE_CASE(tq_options_new, tq_options_new(), NULL);
+    VALUE_CASE(tq_push_options_new, tq_push_options_new(), NULL);
+    VALUE_CASE(tq_pull_options_new, tq_pull_options_new(), NULL);
+    VALUE_CASE(tq_task_id, tq_task_id(task), 0);
+    VALUE_CASE(tq_task_attempts, tq_task_attempts(task), 0u);
+    VALUE_CASE(tq_version_number, tq_version_number(), 0u);
+    VALUE_CASE(tq_task_payload, tq_task_payload(task, NULL), NULL);
+    VALUE_CASE(tq_version, strcmp(tq_version(), ""), 0);
+    VALUE_CASE(tq_status_str, strcmp(tq_status_str(0), "unknown status"), 0);
+    /* The void functions: the panic is caught (the object stays allocated). */
+    inject("tq_options_free");
+    tq_options_free(options);
+    verdict("tq_options_free", true);
+    inject("tq_push_options_free");
+    tq_push_options_free(push_options);
+    verdict("tq_push_options_free", true);
+    inject("tq_pull_options_free");
+    tq_pull_options_free(pull_options);
+    verdict("tq_pull_options_free", true);
+    inject("tq_task_free");
+    tq_task_free(task);
+    verdict("tq_task_free", true);
+    inject("tq_close");
+    tq_close(queue);
+    verdict("tq_close", true);
+    /* tq_last_error itself: a panic there returns "". */
+    inject("tq_last_error");
+    bool empty = strcmp(tq_last_error(), "") == 0;
+    verdict("tq_last_error", empty);
+
+    /* Nothing was torn down: the same handle, options and task still work. */
+    bool working = tq_push(queue, "3", 1, NULL, NULL) == TQ_OK && tq_finish(queue, task) == TQ_OK &&
+                   tq_options_set_durability(options, TQ_DURABILITY_FULL) == TQ_OK &&
+                   tq_count(queue, TQ_STATE_PENDING, &n) == TQ_OK && n == 1;
+    if (working) {
+        passed++;
+    } else {
+        failed++;
+        printf("after the panics: %s\n", tq_last_error());
+    }
+    tq_task_free(task);
+    tq_options_free(options);
+    tq_push_options_free(push_options);
+    tq_pull_options_free(pull_options);
+    tq_close(queue);
+
+    char side[4200];
+    unlink(path);
+    snprintf(side, sizeof side, "%s-wal", path);
+    unlink(side);
+    snprintf(side, sizeof side, "%s-shm", path);
+    unlink(side);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed == 0 ? 0 : 1;
+}
