@@ -65,7 +65,8 @@
 #define TQ_VERSION_NUMBER 100
 
 /*
- The largest payload accepted, in bytes (SQLite's limit on one value).
+ The largest payload any queue accepts, in bytes (SQLite's limit on one
+ value); [`OpenOptions::max_payload_len`] sets a queue's own limit.
  */
 #define TQ_MAX_PAYLOAD_LEN 1000000000
 
@@ -221,7 +222,8 @@ uint32_t tq_version_number(void);
 
 /*
  Creates an options object for `tq_open` holding the defaults: durability
- `TQ_DURABILITY_FULL`, a 5,000 ms busy timeout, no history.
+ `TQ_DURABILITY_FULL`, a 5,000 ms busy timeout, no history, payloads up
+ to `TQ_MAX_PAYLOAD_LEN` bytes.
 
  Ownership: the caller owns the result and frees it with
  `tq_options_free`. Returns NULL only if tq failed internally.
@@ -261,6 +263,15 @@ enum tq_status tq_options_set_busy_timeout_ms(struct tq_options *options, uint64
  Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options).
  */
 enum tq_status tq_options_set_keep_history(struct tq_options *options, bool keep);
+
+/*
+ Sets the largest payload a handle opened with these options pushes, in
+ bytes: 1 to `TQ_MAX_PAYLOAD_LEN` (the default). A larger push fails with
+ TQ_ERR_INVALID_ARGUMENT and stores nothing.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
+ */
+enum tq_status tq_options_set_max_payload_len(struct tq_options *options, size_t limit);
 
 /*
  Creates an options object for `tq_push` holding the defaults: the task
@@ -352,7 +363,8 @@ void tq_close(struct tq_queue *queue);
  Returns once the task is stored at the handle's durability.
 
  Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or payload, bad
- UTF-8, len over 1,000,000,000), TQ_ERR_INVALID_JSON, TQ_ERR_BUSY,
+ UTF-8, len over the handle's limit, `TQ_MAX_PAYLOAD_LEN` unless set with
+ `tq_options_set_max_payload_len`), TQ_ERR_INVALID_JSON, TQ_ERR_BUSY,
  TQ_ERR_IO. On any error nothing is stored (for TQ_ERR_IO: unless the
  disk took the write before failing).
 

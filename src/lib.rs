@@ -26,7 +26,7 @@ mod task;
 
 pub use error::{Error, ErrorKind, Result};
 pub use options::{Durability, OpenOptions, PullOptions, PushOptions};
-pub use queue::Queue;
+pub use queue::{Queue, MAX_PAYLOAD_LEN};
 pub use task::{Receipt, Task, TaskState};
 
 /// The library's version, from Cargo.toml.

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::queue::MAX_PAYLOAD_LEN;
 
 /// How much a commit survives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -40,6 +41,7 @@ pub struct OpenOptions {
     pub(crate) durability: Durability,
     pub(crate) busy_timeout: Duration,
     pub(crate) keep_history: bool,
+    pub(crate) max_payload_len: usize,
 }
 
 impl Default for OpenOptions {
@@ -48,12 +50,14 @@ impl Default for OpenOptions {
             durability: Durability::Full,
             busy_timeout: Duration::from_secs(5),
             keep_history: false,
+            max_payload_len: MAX_PAYLOAD_LEN,
         }
     }
 }
 
 impl OpenOptions {
-    /// Defaults: [`Durability::Full`], a 5 s busy timeout, no history.
+    /// Defaults: [`Durability::Full`], a 5 s busy timeout, no history, the
+    /// largest payload limit ([`MAX_PAYLOAD_LEN`]).
     pub fn new() -> Self {
         Self::default()
     }
@@ -77,6 +81,21 @@ impl OpenOptions {
     pub fn keep_history(&mut self, keep: bool) -> &mut Self {
         self.keep_history = keep;
         self
+    }
+}
+
+impl OpenOptions {
+    /// Sets the largest payload this handle pushes, in bytes: 1 to
+    /// [`MAX_PAYLOAD_LEN`]. A larger push fails with
+    /// [`crate::ErrorKind::InvalidArgument`] and stores nothing.
+    pub fn max_payload_len(&mut self, limit: usize) -> Result<&mut Self> {
+        if limit == 0 || limit > MAX_PAYLOAD_LEN {
+            return Err(Error::invalid_argument(format!(
+                "the payload limit must be between 1 and {MAX_PAYLOAD_LEN} bytes, got {limit}"
+            )));
+        }
+        self.max_payload_len = limit;
+        Ok(self)
     }
 }
 

@@ -12,7 +12,8 @@ use crate::sqlite::SqliteStore;
 use crate::store::Store;
 use crate::task::{Receipt, Task, TaskState};
 
-/// The largest payload accepted, in bytes (SQLite's limit on one value).
+/// The largest payload any queue accepts, in bytes (SQLite's limit on one
+/// value); [`OpenOptions::max_payload_len`] sets a queue's own limit.
 pub const MAX_PAYLOAD_LEN: usize = 1_000_000_000;
 
 /// A handle on one queue file. `Queue` is `Send + Sync`: share one handle
@@ -27,6 +28,7 @@ pub const MAX_PAYLOAD_LEN: usize = 1_000_000_000;
 pub struct Queue {
     store: Box<dyn Store>,
     opened_by_pid: u32,
+    max_payload_len: usize,
 }
 
 impl Queue {
@@ -45,15 +47,17 @@ impl Queue {
         Ok(Queue {
             store: Box::new(store),
             opened_by_pid: std::process::id(),
+            max_payload_len: options.max_payload_len,
         })
     }
 
     /// Stores `payload`, which must be a JSON text, as a new pending task and
     /// returns its id. The bytes are stored exactly as given. Invalid JSON
-    /// fails with [`ErrorKind::InvalidJson`] and stores nothing.
+    /// fails with [`ErrorKind::InvalidJson`], and a payload over the queue's
+    /// limit with [`ErrorKind::InvalidArgument`]; either stores nothing.
     pub fn push(&self, payload: &str, options: &PushOptions) -> Result<i64> {
         let store = self.store()?;
-        check_payload(payload)?;
+        check_payload(payload, self.max_payload_len)?;
         let now = now_unix_ms();
         let run_at = match options.not_before {
             NotBefore::Now => now,
@@ -119,11 +123,11 @@ impl Queue {
     }
 }
 
-/// Checks that `payload` is one JSON text and within the size limit.
-fn check_payload(payload: &str) -> Result<()> {
-    if payload.len() > MAX_PAYLOAD_LEN {
+/// Checks that `payload` is one JSON text of at most `limit` bytes.
+fn check_payload(payload: &str, limit: usize) -> Result<()> {
+    if payload.len() > limit {
         return Err(Error::invalid_argument(format!(
-            "the payload is {} bytes; the limit is {MAX_PAYLOAD_LEN}",
+            "the payload is {} bytes; this queue's limit is {limit}",
             payload.len()
         )));
     }

@@ -229,6 +229,22 @@ fn history_keeps_done_tasks_until_purged() {
 }
 
 #[test]
+fn a_payload_over_the_queue_limit_is_refused_and_stores_nothing() {
+    let scratch = Scratch::new();
+    let mut options = OpenOptions::new();
+    options
+        .durability(Durability::Normal)
+        .max_payload_len(4)
+        .unwrap();
+    let queue = scratch.open_with(&options);
+    push(&queue, "1234");
+    let err = queue.push("12345", &PushOptions::new()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.message().contains("limit is 4"), "{err}");
+    assert_eq!(counts(&queue), [1, 0, 0]);
+}
+
+#[test]
 fn options_refuse_out_of_range_values() {
     let year = Duration::from_secs(366 * 24 * 3600);
     assert!(PullOptions::new().lease(Duration::ZERO).is_err());
@@ -244,6 +260,13 @@ fn options_refuse_out_of_range_values() {
         .busy_timeout(year + Duration::from_millis(1))
         .is_err());
     assert!(OpenOptions::new().busy_timeout(Duration::ZERO).is_ok());
+    assert!(OpenOptions::new().max_payload_len(0).is_err());
+    assert!(OpenOptions::new()
+        .max_payload_len(tq::MAX_PAYLOAD_LEN + 1)
+        .is_err());
+    assert!(OpenOptions::new()
+        .max_payload_len(tq::MAX_PAYLOAD_LEN)
+        .is_ok());
 }
 
 #[test]

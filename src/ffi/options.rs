@@ -34,7 +34,8 @@ pub enum tq_durability {
 }
 
 /// Creates an options object for `tq_open` holding the defaults: durability
-/// `TQ_DURABILITY_FULL`, a 5,000 ms busy timeout, no history.
+/// `TQ_DURABILITY_FULL`, a 5,000 ms busy timeout, no history, payloads up
+/// to `TQ_MAX_PAYLOAD_LEN` bytes.
 ///
 /// Ownership: the caller owns the result and frees it with
 /// `tq_options_free`. Returns NULL only if tq failed internally.
@@ -107,6 +108,23 @@ pub extern "C" fn tq_options_set_keep_history(options: *mut tq_options, keep: bo
         unsafe { borrow_mut(options, "options") }?
             .0
             .keep_history(keep);
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Sets the largest payload a handle opened with these options pushes, in
+/// bytes: 1 to `TQ_MAX_PAYLOAD_LEN` (the default). A larger push fails with
+/// TQ_ERR_INVALID_ARGUMENT and stores nothing.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
+#[no_mangle]
+pub extern "C" fn tq_options_set_max_payload_len(
+    options: *mut tq_options,
+    limit: usize,
+) -> tq_status {
+    guard("tq_options_set_max_payload_len", || {
+        let options = unsafe { borrow_mut(options, "options") }?;
+        options.0.max_payload_len(limit)?;
         Ok(tq_status::TQ_OK)
     })
 }

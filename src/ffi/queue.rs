@@ -90,7 +90,8 @@ pub extern "C" fn tq_close(queue: *mut tq_queue) {
 /// Returns once the task is stored at the handle's durability.
 ///
 /// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or payload, bad
-/// UTF-8, len over 1,000,000,000), TQ_ERR_INVALID_JSON, TQ_ERR_BUSY,
+/// UTF-8, len over the handle's limit, `TQ_MAX_PAYLOAD_LEN` unless set with
+/// `tq_options_set_max_payload_len`), TQ_ERR_INVALID_JSON, TQ_ERR_BUSY,
 /// TQ_ERR_IO. On any error nothing is stored (for TQ_ERR_IO: unless the
 /// disk took the write before failing).
 ///

@@ -93,6 +93,7 @@ int main(int argc, char **argv)
     STATUS_CASE(tq_options_set_durability, tq_options_set_durability(options, TQ_DURABILITY_NORMAL));
     STATUS_CASE(tq_options_set_busy_timeout_ms, tq_options_set_busy_timeout_ms(options, 10));
     STATUS_CASE(tq_options_set_keep_history, tq_options_set_keep_history(options, true));
+    STATUS_CASE(tq_options_set_max_payload_len, tq_options_set_max_payload_len(options, 10));
     STATUS_CASE(tq_push_options_set_delay_ms, tq_push_options_set_delay_ms(push_options, 10));
     STATUS_CASE(tq_push_options_set_run_at_unix_ms, tq_push_options_set_run_at_unix_ms(push_options, 10));
     STATUS_CASE(tq_pull_options_set_lease_ms, tq_pull_options_set_lease_ms(pull_options, 10));

@@ -696,6 +696,29 @@ static void test_close_and_free_null(const char *dir)
     CHECK(true);
 }
 
+/* A queue's own payload limit: checked before anything is stored. */
+static void test_payload_limit(const char *dir)
+{
+    tq_options *opts = tq_options_new();
+    REQUIRE(opts != NULL);
+    CHECK_STATUS(tq_options_set_max_payload_len(NULL, 10), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_options_set_max_payload_len(opts, 0), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_options_set_max_payload_len(opts, (size_t)TQ_MAX_PAYLOAD_LEN + 1), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_options_set_max_payload_len(opts, TQ_MAX_PAYLOAD_LEN), TQ_OK);
+    CHECK_STATUS(tq_options_set_max_payload_len(opts, 8), TQ_OK);
+    char path[4096];
+    path_in(path, sizeof path, dir, "q.db");
+    tq_queue *q = NULL;
+    REQUIRE_STATUS(tq_open(path, opts, &q), TQ_OK);
+    tq_options_free(opts);
+    CHECK_STATUS(tq_push(q, "[1,2,3]", 7, NULL, NULL), TQ_OK);
+    CHECK_STATUS(tq_push(q, "\"123456\"", 8, NULL, NULL), TQ_OK);
+    CHECK_STATUS(tq_push(q, "[1,2,3,4]", 9, NULL, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("limit is 8");
+    CHECK_INT(count(q, TQ_STATE_PENDING), 2);
+    tq_close(q);
+}
+
 /* tq records every object it hands out, so a stale or foreign pointer is
  * refused without being read (sanitizers and valgrind see no access). */
 static void test_stale_and_foreign_pointers(const char *dir)
@@ -2031,6 +2054,7 @@ static const struct test_case cases[] = {
     CASE(open_two_handles),
     CASE(close_and_free_null),
     CASE(stale_and_foreign_pointers),
+    CASE(payload_limit),
     CASE(push_invalid_arguments),
     CASE(push_invalid_utf8),
     CASE(push_invalid_json),
