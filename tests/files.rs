@@ -76,6 +76,8 @@ fn tq_shares_an_application_file_without_touching_its_tables() {
         conn.execute_batch(
             "CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT);
              INSERT INTO orders (item) VALUES ('tea'), ('cake');
+             CREATE TABLE tasks (name TEXT);
+             CREATE TABLE meta (key TEXT);
              PRAGMA user_version = 7;",
         )
         .unwrap();
@@ -100,7 +102,10 @@ fn tq_shares_an_application_file_without_touching_its_tables() {
         "PRAGMA user_version belongs to the application"
     );
     let tables: Vec<String> = conn
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT IN ('orders', 'sqlite_sequence') ORDER BY name")
+        .prepare(
+            "SELECT name FROM sqlite_master WHERE type = 'table' \
+             AND name NOT IN ('orders', 'tasks', 'meta', 'sqlite_sequence') ORDER BY name",
+        )
         .unwrap()
         .query_map([], |row| row.get(0))
         .unwrap()
@@ -185,4 +190,68 @@ fn a_writer_that_lets_go_within_the_busy_timeout_is_waited_for() {
     push(&queue, "1");
     release.join().unwrap();
     assert_eq!(queue.count(TaskState::Pending).unwrap(), 1);
+}
+
+#[test]
+fn an_empty_file_becomes_a_new_queue() {
+    let scratch = Scratch::new();
+    let path = scratch.queue_path();
+    fs::write(&path, b"").unwrap();
+    let queue = Queue::open(&path, &OpenOptions::new()).unwrap();
+    push(&queue, "1");
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 1);
+}
+
+/// A damaged queue file gives NotADatabase, at open or at the first call
+/// that reads the damage; never a panic, never another kind of answer.
+fn assert_refused_as_damaged(path: &str) {
+    let result = Queue::open(path, &OpenOptions::new()).and_then(|queue| {
+        for _ in 0..200 {
+            if let Some(task) = queue.pull(&PullOptions::new())? {
+                queue.finish(task.receipt())?;
+            }
+        }
+        queue.count(TaskState::Pending)
+    });
+    let err = result.expect_err("the damage was noticed");
+    assert_eq!(err.kind(), ErrorKind::NotADatabase, "{err}");
+}
+
+fn damaged_copy(scratch: &Scratch, damage: impl FnOnce(&mut Vec<u8>)) -> String {
+    let source = scratch.queue_path();
+    {
+        let queue = scratch.open();
+        for i in 0..200 {
+            push(
+                &queue,
+                &format!("{{\"n\": {i}, \"padding\": \"{}\"}}", "x".repeat(200)),
+            );
+        }
+    }
+    let conn = Connection::open(&source).unwrap();
+    conn.pragma_update(None, "wal_checkpoint", "TRUNCATE")
+        .unwrap();
+    drop(conn);
+    let mut bytes = fs::read(&source).unwrap();
+    damage(&mut bytes);
+    let path = scratch.path("damaged.db");
+    fs::write(&path, bytes).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_truncated_queue_file_is_refused() {
+    let scratch = Scratch::new();
+    let path = damaged_copy(&scratch, |bytes| bytes.truncate(bytes.len() / 2));
+    assert_refused_as_damaged(&path);
+}
+
+#[test]
+fn a_queue_file_with_overwritten_pages_is_refused() {
+    let scratch = Scratch::new();
+    let path = damaged_copy(&scratch, |bytes| {
+        let middle = bytes.len() / 2;
+        bytes[middle..middle + 8192].fill(0xA5);
+    });
+    assert_refused_as_damaged(&path);
 }
