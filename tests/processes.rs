@@ -23,13 +23,22 @@ fn open(path: &str) -> Queue {
 
 /// Runs a role in a child process: `worker` drains the queue and prints the
 /// ids it finished; `crash` takes a task and exits without finishing it;
-/// `hold` takes a task and keeps it until its standard input closes.
+/// `hold` takes a task and keeps it until its standard input closes; `open`
+/// only opens the queue and prints the outcome.
 #[test]
 fn child_process() {
     let Ok(role) = std::env::var("TQ_TEST_CHILD") else {
         return; // Not a child: nothing to do in the parent's run.
     };
-    let queue = open(&std::env::var("TQ_TEST_PATH").unwrap());
+    let path = std::env::var("TQ_TEST_PATH").unwrap();
+    if role == "open" {
+        match Queue::open(&path, &OpenOptions::new()) {
+            Ok(_) => println!("opened"),
+            Err(err) => println!("refused: {:?}: {err}", err.kind()),
+        }
+        std::process::exit(0);
+    }
+    let queue = open(&path);
     match role.as_str() {
         "worker" => {
             let mut idle = 0;
@@ -66,7 +75,14 @@ fn child_process() {
 }
 
 fn spawn(role: &str, path: &str) -> Child {
-    Command::new(std::env::current_exe().unwrap())
+    child_command(role, path)
+        .spawn()
+        .expect("spawn a child process")
+}
+
+fn child_command(role: &str, path: &str) -> Command {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
         .args([
             "--exact",
             "child_process",
@@ -76,9 +92,8 @@ fn spawn(role: &str, path: &str) -> Child {
         .env("TQ_TEST_CHILD", role)
         .env("TQ_TEST_PATH", path)
         .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn a child process")
+        .stdout(Stdio::piped());
+    command
 }
 
 /// The task id the child prints after `prefix` (the test harness may have
@@ -285,4 +300,50 @@ fn pipe() -> [libc::c_int; 2] {
     let mut fds = [0; 2];
     assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
     fds
+}
+
+/// What opening `path` gives a process that may not write there: as root
+/// (who may write anywhere), a child running as user `nobody`.
+fn open_without_write_permission(path: &str) -> String {
+    let mut command = child_command("open", path);
+    if unsafe { libc::geteuid() } == 0 {
+        use std::os::unix::process::CommandExt;
+        command.uid(65534).gid(65534);
+    }
+    let output = command.output().expect("run the child");
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8(output.stdout).unwrap()
+}
+
+fn set_mode(path: &std::path::Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+#[test]
+fn a_read_only_file_or_directory_gives_an_io_error_and_is_left_untouched() {
+    let scratch = Scratch::new();
+    let path = scratch.queue_path();
+    push(&open(&path), "1");
+    let dir = std::path::Path::new(&path).parent().unwrap().to_owned();
+    let before = std::fs::read(&path).unwrap();
+    set_mode(&dir, 0o555);
+    set_mode(std::path::Path::new(&path), 0o444);
+
+    let outcome = open_without_write_permission(&path);
+    assert!(outcome.contains("refused: Io"), "read-only file: {outcome}");
+    let new_file = dir.join("new.db");
+    let outcome = open_without_write_permission(new_file.to_str().unwrap());
+    assert!(
+        outcome.contains("refused: Io"),
+        "read-only directory: {outcome}"
+    );
+
+    set_mode(&dir, 0o755);
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        before,
+        "byte-for-byte untouched"
+    );
+    assert!(!new_file.exists());
 }
