@@ -9,7 +9,8 @@
  * positive value for a non-error outcome (TQ_EMPTY), a negative value for an
  * error. After an error, tq_last_error() gives a message for the calling
  * thread; it is owned by tq and valid until the thread's next tq call.
- * A failed call changes nothing.
+ * A failed call changes nothing, except that a write failing with
+ * TQ_ERR_IO while it commits may still have reached the disk (once).
  *
  * Ownership. What tq allocates, tq frees: tq_open's handle with tq_close,
  * tq_pull's task with tq_task_free, each options object with its _free.
@@ -111,7 +112,8 @@ typedef enum tq_status {
   TQ_ERR_IO = -5,
   /*
    The file is not an SQLite database, is corrupt, or has a tq schema
-   newer than this library; it was left untouched.
+   newer than this library; it was left untouched. (SQLite also reports
+   an I/O error while reading the file's header as corruption.)
    */
   TQ_ERR_NOT_A_DATABASE = -6,
   /*

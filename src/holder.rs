@@ -4,7 +4,8 @@
 //! start time). The start time tells a reused pid from the original process;
 //! the boot id tells that the machine restarted since. A holder seen from
 //! another pid namespace (another container sharing the file) cannot be
-//! judged, so it counts as alive and only its lease expiry frees its tasks.
+//! judged, so it counts as alive and only its lease expiry frees its tasks;
+//! so does a holder whose identity could not be read whole from `/proc`.
 
 use std::fs;
 
@@ -43,6 +44,11 @@ impl ProcessId {
 
     /// Whether the process `self` names is still running, judged by `observer`.
     pub fn liveness(&self, observer: &ProcessId) -> Liveness {
+        if !self.is_known() || !observer.is_known() {
+            // A part of either identity could not be read from /proc, so a
+            // mismatch would prove nothing: leave the tasks to their leases.
+            return Liveness::Unknown;
+        }
         if self.boot_id != observer.boot_id {
             // Same file, another boot: every process of that boot is gone.
             return Liveness::Dead;
@@ -56,6 +62,13 @@ impl ProcessId {
             Ok(stat) if stat.start_time != self.start_time || stat.zombie => Liveness::Dead,
             Ok(_) => Liveness::Alive,
         }
+    }
+}
+
+impl ProcessId {
+    /// Whether every part of the identity was read.
+    fn is_known(&self) -> bool {
+        !self.boot_id.is_empty() && !self.pid_namespace.is_empty() && self.start_time != 0
     }
 }
 
@@ -132,5 +145,36 @@ mod tests {
             ..me.clone()
         };
         assert_eq!(other_namespace.liveness(&me), Liveness::Unknown);
+    }
+
+    #[test]
+    fn an_identity_read_only_in_part_is_never_judged_dead() {
+        let me = ProcessId::current();
+        let dead_if_known = ProcessId {
+            start_time: me.start_time + 1,
+            ..me.clone()
+        };
+        assert_eq!(dead_if_known.liveness(&me), Liveness::Dead);
+        for unknown in [
+            ProcessId {
+                boot_id: String::new(),
+                ..dead_if_known.clone()
+            },
+            ProcessId {
+                pid_namespace: String::new(),
+                ..dead_if_known.clone()
+            },
+            ProcessId {
+                start_time: 0,
+                ..dead_if_known.clone()
+            },
+        ] {
+            assert_eq!(unknown.liveness(&me), Liveness::Unknown, "{unknown:?}");
+            assert_eq!(
+                me.liveness(&unknown),
+                Liveness::Unknown,
+                "observer {unknown:?}"
+            );
+        }
     }
 }

@@ -51,7 +51,8 @@ pub enum tq_status {
     /// or may not have reached the disk.
     TQ_ERR_IO = -5,
     /// The file is not an SQLite database, is corrupt, or has a tq schema
-    /// newer than this library; it was left untouched.
+    /// newer than this library; it was left untouched. (SQLite also reports
+    /// an I/O error while reading the file's header as corruption.)
     TQ_ERR_NOT_A_DATABASE = -6,
     /// A bug in tq, including a caught panic. The handle remains usable.
     TQ_ERR_INTERNAL = -7,

@@ -198,7 +198,15 @@ fn check_sqlite_version(version: i32) -> Result<()> {
 }
 
 fn enable_wal(conn: &Connection, durability: Durability) -> Result<()> {
-    let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
+    let mut statement = conn.prepare("PRAGMA journal_mode = WAL")?;
+    let mut rows = statement.query([])?;
+    let mode: String = match rows.next()? {
+        Some(row) => row.get(0)?,
+        None => String::new(),
+    };
+    // The switch is committed when the statement runs to its end, after it
+    // has answered: only stepping to the end reports a failed write.
+    while rows.next()?.is_some() {}
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(Error::invalid_argument(format!(
             "tq needs a database file in WAL mode, but SQLite chose journal mode '{mode}' \
