@@ -4,7 +4,8 @@
 #   make example         build and run examples/c
 #   make test            every test: Rust, header, exported symbols, install
 #                        and pkg-config, C (plain, static, C++,
-#                        AddressSanitizer/UBSan, valgrind)
+#                        AddressSanitizer/UBSan, valgrind, panic injection),
+#                        faults (disk full, I/O errors, descriptors)
 #   make install PREFIX=/usr/local DESTDIR=
 #   make bench           the throughput benchmark (see bench/README.md)
 
@@ -17,7 +18,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 BUILD := build
 RELEASE := target/release
 
-.PHONY: all lib example test test-rust test-symbols test-install test-c bench install clean FORCE
+.PHONY: all lib example test test-rust test-symbols test-install test-c test-faults bench install clean FORCE
 
 all: lib
 
@@ -38,7 +39,7 @@ $(BUILD)/lib/libtq.so: $(RELEASE)/libtq.so $(RELEASE)/libtq.a
 example: lib
 	$(MAKE) -C examples/c run TQ_LIBDIR=$(CURDIR)/$(BUILD)/lib TQ_INCLUDEDIR=$(CURDIR)/include
 
-test: test-rust test-symbols test-install test-c
+test: test-rust test-symbols test-install test-c test-faults
 
 test-rust:
 	$(CARGO) test --locked
@@ -65,6 +66,11 @@ test-install: lib
 
 test-c: lib
 	$(MAKE) -C tests/c all TQ_LIBDIR=$(CURDIR)/$(BUILD)/lib TQ_INCLUDEDIR=$(CURDIR)/include
+
+# Disk full, injected I/O errors (strace), file-descriptor hygiene, and a
+# host program that uses its own SQLite beside libtq.
+test-faults: lib
+	$(MAKE) -C tests/faults all TQ_LIBDIR=$(CURDIR)/$(BUILD)/lib TQ_INCLUDEDIR=$(CURDIR)/include
 
 bench:
 	$(CARGO) bench --locked --bench throughput
