@@ -193,6 +193,30 @@ fn a_writer_that_lets_go_within_the_busy_timeout_is_waited_for() {
 }
 
 #[test]
+fn opening_a_current_queue_file_writes_nothing() {
+    let scratch = Scratch::new();
+    let path = scratch.queue_path();
+    push(&scratch.open(), "1");
+    let conn = Connection::open(&path).unwrap();
+    conn.pragma_update(None, "wal_checkpoint", "TRUNCATE")
+        .unwrap();
+    let before = (
+        fs::read(&path).unwrap(),
+        fs::read(format!("{path}-wal")).unwrap(),
+    );
+    let queue = scratch.open();
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 1);
+    let after = (
+        fs::read(&path).unwrap(),
+        fs::read(format!("{path}-wal")).unwrap(),
+    );
+    assert!(
+        before == after,
+        "open and count wrote to the file or its WAL"
+    );
+}
+
+#[test]
 fn an_empty_file_becomes_a_new_queue() {
     let scratch = Scratch::new();
     let path = scratch.queue_path();
@@ -203,17 +227,31 @@ fn an_empty_file_becomes_a_new_queue() {
 }
 
 /// A damaged queue file gives NotADatabase, at open or at the first call
-/// that reads the damage; never a panic, never another kind of answer.
+/// that reads the damage; never a panic, never another kind of answer. A
+/// file refused at open is left as it was (later calls may have changed
+/// the undamaged part legitimately first).
 fn assert_refused_as_damaged(path: &str) {
-    let result = Queue::open(path, &OpenOptions::new()).and_then(|queue| {
-        for _ in 0..200 {
-            if let Some(task) = queue.pull(&PullOptions::new())? {
-                queue.finish(task.receipt())?;
-            }
+    let before = fs::read(path).unwrap();
+    let err = match Queue::open(path, &OpenOptions::new()) {
+        Err(err) => {
+            assert!(
+                fs::read(path).unwrap() == before,
+                "refused at open, yet changed"
+            );
+            err
         }
-        queue.count(TaskState::Pending)
-    });
-    let err = result.expect_err("the damage was noticed");
+        Ok(queue) => {
+            let drain = || -> tq::Result<u64> {
+                for _ in 0..200 {
+                    if let Some(task) = queue.pull(&PullOptions::new())? {
+                        queue.finish(task.receipt())?;
+                    }
+                }
+                queue.count(TaskState::Pending)
+            };
+            drain().expect_err("the damage was noticed")
+        }
+    };
     assert_eq!(err.kind(), ErrorKind::NotADatabase, "{err}");
 }
 

@@ -11,7 +11,7 @@ mod inherited;
 mod schema;
 mod tasks;
 
-use std::sync::{Arc, TryLockError};
+use std::sync::{Arc, OnceLock, TryLockError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -37,8 +37,8 @@ pub(crate) struct SqliteStore {
     slot: Arc<inherited::Slot>,
     busy_timeout: Duration,
     keep_history: bool,
-    /// This process's row in `tq_holders`.
-    holder_id: i64,
+    /// This process's row in `tq_holders`, recorded by its first claim.
+    holder_id: OnceLock<i64>,
     process: ProcessId,
 }
 
@@ -52,14 +52,13 @@ impl SqliteStore {
         // Before connecting: a new connection would join the lock records
         // of connections copied from a parent process (see inherited.rs).
         inherited::close_inherited()?;
-        let process = ProcessId::current();
-        let (conn, holder_id) = connect(path, options, &process)?;
+        let conn = connect(path, options)?;
         Ok(SqliteStore {
             slot: inherited::register(conn)?,
             busy_timeout: options.busy_timeout,
             keep_history: options.keep_history,
-            holder_id,
-            process,
+            holder_id: OnceLock::new(),
+            process: ProcessId::current(),
         })
     }
 
@@ -156,9 +155,9 @@ fn retry_busy<T>(
     }
 }
 
-/// Opens the connection, checks the file, sets it up and migrates it, and
-/// records `process` as a holder. Returns the connection and the holder id.
-fn connect(path: &str, options: &OpenOptions, process: &ProcessId) -> Result<(Connection, i64)> {
+/// Opens the connection, checks the file, and sets it up and migrates it
+/// when needed. Opening a current tq file writes nothing to it.
+fn connect(path: &str, options: &OpenOptions) -> Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -177,11 +176,10 @@ fn connect(path: &str, options: &OpenOptions, process: &ProcessId) -> Result<(Co
     retry_busy(&conn, options.busy_timeout, |conn| {
         enable_wal(conn, options.durability)
     })?;
-    let holder_id = write_transaction(&conn, options.busy_timeout, |conn| {
-        schema::migrate(conn)?;
-        tasks::register_holder(conn, process)
-    })?;
-    Ok((conn, holder_id))
+    if version < schema::CURRENT_VERSION {
+        write_transaction(&conn, options.busy_timeout, schema::migrate)?;
+    }
+    Ok(conn)
 }
 
 fn check_sqlite_version(version: i32) -> Result<()> {

@@ -14,7 +14,7 @@ use crate::store::Store;
 use crate::task::{Receipt, Task, TaskState};
 
 /// Records `process` in `tq_holders` (once per process) and returns its row id.
-pub(super) fn register_holder(conn: &Connection, process: &ProcessId) -> Result<i64> {
+fn register_holder(conn: &Connection, process: &ProcessId) -> Result<i64> {
     let id = conn
         .prepare_cached(
             "INSERT INTO tq_holders (boot_id, pid_namespace, pid, start_time)
@@ -87,12 +87,18 @@ impl Store for SqliteStore {
     }
 
     fn claim(&self, now: i64, lease_expires_at: i64) -> Result<Option<Task>> {
-        self.write(|conn| {
+        let (task, holder_id) = self.write(|conn| {
+            // This process is recorded as a holder by its first claim, so
+            // opening a queue writes nothing.
+            let holder_id = match self.holder_id.get() {
+                Some(&id) => id,
+                None => register_holder(conn, &self.process)?,
+            };
             let Some(id) = next_ready(conn, now)? else {
-                return Ok(None);
+                return Ok((None, holder_id));
             };
             let task = conn.prepare_cached(TAKE)?.query_row(
-                params![id, lease_expires_at, self.holder_id],
+                params![id, lease_expires_at, holder_id],
                 |row| {
                     Ok(Task {
                         receipt: Receipt {
@@ -104,8 +110,11 @@ impl Store for SqliteStore {
                     })
                 },
             )?;
-            Ok(Some(task))
-        })
+            Ok((Some(task), holder_id))
+        })?;
+        // Only once committed: a rolled-back registration never happened.
+        let _ = self.holder_id.set(holder_id);
+        Ok(task)
     }
 
     fn finish(&self, receipt: Receipt, now: i64) -> Result<()> {
@@ -141,7 +150,7 @@ impl Store for SqliteStore {
 
     fn recover(&self, now: i64) -> Result<u64> {
         self.write(|conn| {
-            let dead = dead_holders(conn, &self.process, self.holder_id)?;
+            let dead = dead_holders(conn, &self.process)?;
             let dead_json = serde_json::to_string(&dead).expect("a list of integers serializes");
             let recovered = conn
                 .prepare_cached(&format!(
@@ -179,12 +188,11 @@ impl Store for SqliteStore {
     }
 }
 
-/// The recorded holders, other than `own_id`, whose process is gone.
-fn dead_holders(conn: &Connection, observer: &ProcessId, own_id: i64) -> Result<Vec<i64>> {
-    let mut statement = conn.prepare_cached(
-        "SELECT id, boot_id, pid_namespace, pid, start_time FROM tq_holders WHERE id != ?1",
-    )?;
-    let holders = statement.query_map([own_id], |row| {
+/// The recorded holders whose process is gone.
+fn dead_holders(conn: &Connection, observer: &ProcessId) -> Result<Vec<i64>> {
+    let mut statement =
+        conn.prepare_cached("SELECT id, boot_id, pid_namespace, pid, start_time FROM tq_holders")?;
+    let holders = statement.query_map([], |row| {
         Ok((
             row.get::<_, i64>(0)?,
             ProcessId {
