@@ -17,7 +17,7 @@ const MIGRATIONS: &[&str] = &[
         value INTEGER NOT NULL
     ) WITHOUT ROWID;
 
-    -- One row per process that has opened the file; leased tasks point here.
+    -- One row per process that has claimed a task; leased tasks point here.
     CREATE TABLE tq_holders (
         id            INTEGER PRIMARY KEY,
         boot_id       TEXT NOT NULL,
