@@ -54,6 +54,24 @@ fn a_newer_schema_is_refused_and_left_untouched() {
 }
 
 #[test]
+fn a_negative_schema_version_is_refused() {
+    let scratch = Scratch::new();
+    let path = scratch.queue_path();
+    push(&scratch.open(), "1");
+    Connection::open(&path)
+        .unwrap()
+        .execute(
+            "UPDATE tq_meta SET value = -5 WHERE key = 'schema_version'",
+            [],
+        )
+        .unwrap();
+    let err = Queue::open(&path, &OpenOptions::new())
+        .err()
+        .expect("refused");
+    assert_eq!(err.kind(), ErrorKind::NotADatabase, "{err}");
+}
+
+#[test]
 fn a_tq_meta_table_without_a_version_is_refused() {
     let scratch = Scratch::new();
     let path = scratch.queue_path();

@@ -79,8 +79,15 @@ pub(crate) fn version(conn: &Connection) -> Result<i64> {
     })
 }
 
-/// Refuses a file whose schema is newer than this library's.
+/// Refuses a file whose schema is newer than this library's, or whose
+/// version is no version at all.
 pub(crate) fn check_supported(version: i64) -> Result<()> {
+    if version < 0 {
+        return Err(Error::new(
+            ErrorKind::NotADatabase,
+            format!("the file has tq schema version {version}, which no tq ever wrote: not a tq database"),
+        ));
+    }
     if version > CURRENT_VERSION {
         return Err(Error::new(
             ErrorKind::NotADatabase,
