@@ -227,10 +227,7 @@ fn non_null<T>(ptr: *const T, name: &str) -> Result<*const T> {
 
 /// A required out-pointer, or an error naming the argument when it is NULL.
 fn out_pointer<T>(ptr: *mut T, name: &str) -> Result<*mut T> {
-    if ptr.is_null() {
-        return Err(Error::invalid_argument(format!("{name} is NULL")));
-    }
-    Ok(ptr)
+    non_null(ptr.cast_const(), name).map(<*const T>::cast_mut)
 }
 
 /// Stores `value` through an optional out-pointer.

@@ -39,9 +39,7 @@ pub(super) fn hand_out<T>(object: T) -> *mut T {
 }
 
 fn check_live<T>(ptr: *const T, name: &str) -> Result<()> {
-    if ptr.is_null() {
-        return Err(Error::invalid_argument(format!("{name} is NULL")));
-    }
+    super::non_null(ptr, name)?;
     match live().get(&(ptr as usize)) {
         Some(&recorded) if recorded == type_name::<T>() => Ok(()),
         Some(_) => Err(Error::invalid_argument(format!(
