@@ -59,17 +59,39 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TQ_VERSION "0.1.0"
+#define TQ_VERSION "0.2.0"
 #define TQ_VERSION_MAJOR 0
-#define TQ_VERSION_MINOR 1
+#define TQ_VERSION_MINOR 2
 #define TQ_VERSION_PATCH 0
-#define TQ_VERSION_NUMBER 100
+#define TQ_VERSION_NUMBER 200
+
+/*
+ How many deliveries a task gets unless its queue or its push says
+ otherwise ([`OpenOptions::max_attempts`], [`PushOptions::max_attempts`]).
+ */
+#define TQ_DEFAULT_MAX_ATTEMPTS 25
+
+/*
+ The longest queue name, in bytes.
+ */
+#define TQ_MAX_QUEUE_NAME_LEN 128
+
+/*
+ The longest unique key, in bytes.
+ */
+#define TQ_MAX_UNIQUE_KEY_LEN 1024
 
 /*
  The largest payload any queue accepts, in bytes (SQLite's limit on one
  value); [`OpenOptions::max_payload_len`] sets a queue's own limit.
  */
 #define TQ_MAX_PAYLOAD_LEN 1000000000
+
+/*
+ The longest failure reason kept, in bytes; a longer one is cut at a
+ character boundary.
+ */
+#define TQ_MAX_REASON_LEN (64 * 1024)
 
 /*
  The outcome of a call. 0 is success, positive values are non-error
@@ -82,9 +104,15 @@ typedef enum tq_status {
    */
   TQ_OK = 0,
   /*
-   `tq_pull` found no ready task. Not an error.
+   `tq_pull` found no ready task (or `tq_oldest_ready_age_ms` no ready
+   task to measure). Not an error.
    */
   TQ_EMPTY = 1,
+  /*
+   `tq_push` with a unique key stored nothing: a task of the queue
+   still holds the key, and its id was returned. Not an error.
+   */
+  TQ_DUPLICATE = 2,
   /*
    A NULL or invalid pointer, bad UTF-8, an out-of-range option, or a
    handle used in a child process after `fork()`.
@@ -120,6 +148,11 @@ typedef enum tq_status {
    A bug in tq, including a caught panic. The handle remains usable.
    */
   TQ_ERR_INTERNAL = -7,
+  /*
+   A pull's wait was ended by `tq_interrupt` on its handle or by its
+   `tq_cancel`; no task was claimed.
+   */
+  TQ_ERR_INTERRUPTED = -8,
 } tq_status;
 
 /*
@@ -141,7 +174,7 @@ typedef enum tq_durability {
 } tq_durability;
 
 /*
- Values for `tq_count`.
+ Values for `tq_count`, `tq_list`, `tq_purge` and `tq_task_state`.
  */
 typedef enum tq_state {
   /*
@@ -156,7 +189,18 @@ typedef enum tq_state {
    Finished and kept as history (handles opened with history).
    */
   TQ_STATE_DONE = 2,
+  /*
+   Used up its attempts; kept with its last failure reason until
+   retried (`tq_retry_dead`) or purged.
+   */
+  TQ_STATE_DEAD = 3,
 } tq_state;
+
+/*
+ Ends the wait of the pulls given it through `tq_pull_options_set_cancel`,
+ from any thread (see `tq_cancel_trigger`).
+ */
+typedef struct tq_cancel tq_cancel;
 
 /*
  Options for `tq_open`.
@@ -174,14 +218,16 @@ typedef struct tq_pull_options tq_pull_options;
 typedef struct tq_push_options tq_push_options;
 
 /*
- A handle on one queue file. Thread-safe: one handle may be used from any
- number of threads at once.
+ A handle on one named queue in one file. Thread-safe: one handle may be
+ used from any number of threads at once.
  */
 typedef struct tq_queue tq_queue;
 
 /*
- One delivery of one task, owned by the caller of `tq_pull`. Reading it
- from several threads at once is safe; freeing it is not.
+ A task owned by the caller: one delivery from `tq_pull` or
+ `tq_pull_batch`, or a snapshot from `tq_list` (which is not held, so
+ finishing it answers TQ_ERR_NOT_HELD). Reading it from several threads
+ at once is safe; freeing it is not.
  */
 typedef struct tq_task tq_task;
 
@@ -225,7 +271,8 @@ uint32_t tq_version_number(void);
 /*
  Creates an options object for `tq_open` holding the defaults: durability
  `TQ_DURABILITY_FULL`, a 5,000 ms busy timeout, no history, payloads up
- to `TQ_MAX_PAYLOAD_LEN` bytes.
+ to `TQ_MAX_PAYLOAD_LEN` bytes, the queue named "default", 25 attempts
+ per task, retries after 1,000 ms doubling up to 3,600,000 ms.
 
  Ownership: the caller owns the result and frees it with
  `tq_options_free`. Returns NULL only if tq failed internally.
@@ -277,7 +324,7 @@ enum tq_status tq_options_set_max_payload_len(struct tq_options *options, size_t
 
 /*
  Creates an options object for `tq_push` holding the defaults: the task
- is ready at once.
+ is ready at once, priority 0, the queue's maximum attempts, no unique key.
 
  Ownership: the caller owns the result and frees it with
  `tq_push_options_free`. Returns NULL only if tq failed internally.
@@ -309,7 +356,7 @@ enum tq_status tq_push_options_set_run_at_unix_ms(struct tq_push_options *option
 
 /*
  Creates an options object for `tq_pull` holding the defaults: a 30,000
- ms lease.
+ ms lease, no waiting, no cancellation.
 
  Ownership: the caller owns the result and frees it with
  `tq_pull_options_free`. Returns NULL only if tq failed internally.
@@ -329,6 +376,126 @@ void tq_pull_options_free(struct tq_pull_options *options);
  Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
  */
 enum tq_status tq_pull_options_set_lease_ms(struct tq_pull_options *options, uint64_t lease_ms);
+
+/*
+ Chooses the queue a handle works on: one file holds any number of
+ independent queues, each named by 1 to `TQ_MAX_QUEUE_NAME_LEN` bytes of
+ UTF-8 (NUL-terminated; copied). Default "default".
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options or name, empty,
+ too long or not UTF-8; the object is then unchanged).
+ */
+enum tq_status tq_options_set_queue(struct tq_options *options, const char *name);
+
+/*
+ Sets how many deliveries each task pushed through the handle gets before
+ a failure makes it dead (at least 1; default 25). A push may override it
+ with `tq_push_options_set_max_attempts`.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, 0).
+ */
+enum tq_status tq_options_set_max_attempts(struct tq_options *options, uint32_t max_attempts);
+
+/*
+ Sets the pauses before a failed task is retried: `min_ms` after the
+ first failure, doubling with each attempt up to `max_ms`, with random
+ jitter taking up to half off each pause. `min_ms` may be 0 (retry at
+ once); `max_ms` must not be below it; both at most one year. Default
+ 1,000 and 3,600,000.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
+ */
+enum tq_status tq_options_set_retry_backoff_ms(struct tq_options *options,
+                                               uint64_t min_ms,
+                                               uint64_t max_ms);
+
+/*
+ Sets the task's priority: a ready task of higher priority is claimed
+ before any of lower priority; equal priorities come out in the order
+ they became ready. Any value; default 0.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options).
+ */
+enum tq_status tq_push_options_set_priority(struct tq_push_options *options, int32_t priority);
+
+/*
+ Sets how many deliveries the task gets before a failure makes it dead
+ (at least 1), instead of the handle's default.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, 0).
+ */
+enum tq_status tq_push_options_set_max_attempts(struct tq_push_options *options,
+                                                uint32_t max_attempts);
+
+/*
+ Gives the task a unique key: 1 to `TQ_MAX_UNIQUE_KEY_LEN` bytes of UTF-8
+ (NUL-terminated; copied), or NULL to remove the key and its window.
+ While a task with the key is pending or leased in the queue, `tq_push`
+ stores nothing and returns TQ_DUPLICATE with that task's id. Only
+ `tq_push` takes a unique key; `tq_push_batch` refuses one.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, empty, too
+ long or not UTF-8; the object is then unchanged).
+ */
+enum tq_status tq_push_options_set_unique_key(struct tq_push_options *options, const char *key);
+
+/*
+ Keeps the unique key reserved for `window_ms` milliseconds after the
+ task is done (at most one year; default 0: the key is free once the
+ task is done). Set the key first.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, no key set,
+ out of range).
+ */
+enum tq_status tq_push_options_set_unique_for_ms(struct tq_push_options *options,
+                                                 uint64_t window_ms);
+
+/*
+ Sets how long `tq_pull` and `tq_pull_batch` wait for a task when none is
+ ready, in milliseconds (at most one year; default 0: answer at once).
+ A push in this process ends the wait at once, a push from another
+ process within about 20 ms, a delayed task at its due time. Waiting
+ uses no CPU to speak of.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
+ */
+enum tq_status tq_pull_options_set_wait_ms(struct tq_pull_options *options, uint64_t wait_ms);
+
+/*
+ Lets `cancel` end the wait of pulls made with these options (NULL
+ removes it). The options keep their own reference: `cancel` may be freed
+ before them.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, `cancel` not a
+ live tq_cancel).
+ */
+enum tq_status tq_pull_options_set_cancel(struct tq_pull_options *options,
+                                          const struct tq_cancel *cancel);
+
+/*
+ Creates a cancellation object, not yet triggered.
+
+ Ownership: the caller owns the result and frees it with
+ `tq_cancel_free`. Returns NULL only if tq failed internally.
+ */
+struct tq_cancel *tq_cancel_new(void);
+
+/*
+ Ends, with TQ_ERR_INTERRUPTED, the wait of every pull made with options
+ holding `cancel`, now and later: triggering is permanent, so use a new
+ object for each operation to cancel. A pull still takes a task that is
+ ready.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL or not a live tq_cancel).
+ Thread safety: safe from any thread, while pulls use it.
+ */
+enum tq_status tq_cancel_trigger(const struct tq_cancel *cancel);
+
+/*
+ Frees a cancellation object from `tq_cancel_new`. NULL is a no-op; call
+ at most once per object. Options holding it keep working.
+ */
+void tq_cancel_free(struct tq_cancel *cancel);
 
 /*
  Opens the queue in the SQLite file at `path` (UTF-8), creating the file
@@ -364,7 +531,9 @@ void tq_close(struct tq_queue *queue);
  when `out_id` is not NULL. `options` may be NULL for the defaults.
  Returns once the task is stored at the handle's durability.
 
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or payload, bad
+ Returns TQ_OK, TQ_DUPLICATE (the options' unique key is held by a task
+ of the queue: nothing is stored, and `*out_id` is that task's id), or
+ TQ_ERR_INVALID_ARGUMENT (NULL queue or payload, bad
  UTF-8, len over the handle's limit, `TQ_MAX_PAYLOAD_LEN` unless set with
  `tq_options_set_max_payload_len`), TQ_ERR_INVALID_JSON, TQ_ERR_BUSY,
  TQ_ERR_IO. On any error nothing is stored (for TQ_ERR_IO: unless the
@@ -380,14 +549,17 @@ enum tq_status tq_push(struct tq_queue *queue,
                        int64_t *out_id);
 
 /*
- Claims the oldest ready task under a lease and stores it in `*out`: a
- pending task that is due, or one whose lease expired. Its attempt count
+ Claims the ready task first in line under a lease and stores it in
+ `*out`: the highest priority first, then the task ready longest (a
+ pending task that is due, or one whose lease expired). Its attempt count
  goes up by one. No two holders ever hold the same task at once.
- `options` may be NULL for the defaults (a 30 s lease).
+ `options` may be NULL for the defaults (a 30 s lease, no waiting).
 
- Returns TQ_OK with `*out` set, TQ_EMPTY with `*out` NULL when no task is
- ready, or TQ_ERR_INVALID_ARGUMENT (NULL queue or out), TQ_ERR_BUSY,
- TQ_ERR_IO, TQ_ERR_NOT_A_DATABASE (the stored task is damaged).
+ Returns TQ_OK with `*out` set, TQ_EMPTY with `*out` NULL when no task
+ was ready by the end of the options' wait, or TQ_ERR_INTERRUPTED (the
+ wait was ended by `tq_interrupt` or the options' `tq_cancel`),
+ TQ_ERR_INVALID_ARGUMENT (NULL queue or out), TQ_ERR_BUSY, TQ_ERR_IO,
+ TQ_ERR_NOT_A_DATABASE (the stored task is damaged).
 
  Ownership: the caller owns `*out` and frees it with `tq_task_free`.
  Thread safety: any number of threads may pull on one handle at once.
@@ -395,6 +567,46 @@ enum tq_status tq_push(struct tq_queue *queue,
 enum tq_status tq_pull(struct tq_queue *queue,
                        const struct tq_pull_options *options,
                        struct tq_task **out);
+
+/*
+ Claims up to `max` ready tasks in one transaction, in the order
+ `tq_pull` would return them, waiting as `tq_pull` does when none is
+ ready. Stores them in `out_tasks[0..*out_count]`; the rest of
+ `out_tasks` is set to NULL. `out_tasks` has room for `max` pointers.
+
+ Returns TQ_OK with `*out_count` at least 1, TQ_EMPTY with `*out_count`
+ 0, or an error as `tq_pull` (with `*out_count` 0; `max` 0 is
+ TQ_ERR_INVALID_ARGUMENT).
+
+ Ownership: the caller owns each task and frees it with `tq_task_free`.
+ Thread safety: as `tq_pull`.
+ */
+enum tq_status tq_pull_batch(struct tq_queue *queue,
+                             const struct tq_pull_options *options,
+                             size_t max,
+                             struct tq_task **out_tasks,
+                             size_t *out_count);
+
+/*
+ Stores `count` JSON texts as new pending tasks in one transaction, in
+ order: all of them or none. `payloads[i]` points to `lens[i]` bytes of
+ UTF-8. `options` (may be NULL) applies to every task and must not have a
+ unique key. Writes the new ids to `out_ids[0..count]` when `out_ids` is
+ not NULL. `count` 0 stores nothing and succeeds.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_JSON or TQ_ERR_INVALID_ARGUMENT (a
+ NULL array or payload, bad UTF-8, a payload over the limit, a unique
+ key) with a message naming the index of the first bad payload;
+ TQ_ERR_BUSY, TQ_ERR_IO. On any error nothing is stored.
+
+ Ownership: tq copies the payloads. Thread safety: as `tq_push`.
+ */
+enum tq_status tq_push_batch(struct tq_queue *queue,
+                             const char *const *payloads,
+                             const size_t *lens,
+                             size_t count,
+                             const struct tq_push_options *options,
+                             int64_t *out_ids);
 
 /*
  Returns the task's id (as returned by `tq_push`), or 0 when `task` is
@@ -420,7 +632,44 @@ const char *tq_task_payload(const struct tq_task *task, size_t *len);
 uint32_t tq_task_attempts(const struct tq_task *task);
 
 /*
- Frees a task from `tq_pull`. NULL is a no-op; call at most once per
+ Returns the task's priority, or 0 when `task` is NULL.
+ Thread safety: safe on a task read by several threads.
+ */
+int32_t tq_task_priority(const struct tq_task *task);
+
+/*
+ Returns how many deliveries the task gets before a failure makes it
+ dead, or 0 when `task` is NULL.
+ Thread safety: safe on a task read by several threads.
+ */
+uint32_t tq_task_max_attempts(const struct tq_task *task);
+
+/*
+ Returns when the task became (or becomes) ready, in milliseconds since
+ the Unix epoch, or 0 when `task` is NULL.
+ Thread safety: safe on a task read by several threads.
+ */
+int64_t tq_task_run_at_unix_ms(const struct tq_task *task);
+
+/*
+ Returns the task's state (a `tq_state` value) when it was pulled
+ (TQ_STATE_LEASED) or listed, or -1 when `task` is NULL.
+ Thread safety: safe on a task read by several threads.
+ */
+int32_t tq_task_state(const struct tq_task *task);
+
+/*
+ Returns why the task's previous delivery ended (the reason given to
+ `tq_fail`, or tq's words for a lost lease or a dead holder), or NULL
+ when none did or `task` is NULL.
+
+ Ownership: the text belongs to the task and lives until `tq_task_free`.
+ Thread safety: safe on a task read by several threads.
+ */
+const char *tq_task_last_error(const struct tq_task *task);
+
+/*
+ Frees a task from `tq_pull`, `tq_pull_batch` or `tq_list`. NULL is a no-op; call at most once per
  task. Freeing does not finish the task: an unfinished task becomes
  ready again when its lease expires or its holder is recovered.
  */
@@ -463,15 +712,147 @@ enum tq_status tq_recover(struct tq_queue *queue, int64_t *out_recovered);
 enum tq_status tq_count(const struct tq_queue *queue, int32_t state, int64_t *out_count);
 
 /*
- Deletes the done tasks finished at least `older_than_ms` milliseconds
- ago (0: all of them) and writes how many to `*out_purged` when it is not
- NULL.
+ Completes `count` deliveries in one transaction. Writes, when
+ `out_statuses` is not NULL, TQ_OK or TQ_ERR_NOT_HELD to
+ `out_statuses[i]` for `tasks[i]`: a task not held changes nothing, as
+ with `tq_finish`, and does not stop the others. The tasks must still be
+ freed with `tq_task_free`. `count` 0 succeeds.
 
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, age over
- INT64_MAX), TQ_ERR_BUSY, TQ_ERR_IO.
+ Returns TQ_OK once the transaction committed (check `out_statuses`), or
+ TQ_ERR_INVALID_ARGUMENT (NULL queue or array, a NULL or freed task:
+ nothing is finished), TQ_ERR_BUSY, TQ_ERR_IO.
+ Thread safety: as `tq_finish`.
+ */
+enum tq_status tq_finish_batch(struct tq_queue *queue,
+                               const struct tq_task *const *tasks,
+                               size_t count,
+                               int32_t *out_statuses);
+
+/*
+ Ends this delivery of `task` as failed, keeping `reason` (NUL-terminated
+ UTF-8, cut to `TQ_MAX_REASON_LEN` bytes; NULL for none) as its last
+ error. The task is pending again after the handle's retry back-off, or,
+ when this delivery was its last attempt, dead. The task must still be
+ freed with `tq_task_free`.
+
+ Returns TQ_OK, or TQ_ERR_NOT_HELD (the delivery is no longer current:
+ nothing changes), TQ_ERR_INVALID_ARGUMENT (NULL queue or task, reason
+ not UTF-8), TQ_ERR_BUSY, TQ_ERR_IO.
+ Thread safety: any number of threads may fail tasks on one handle at once.
+ */
+enum tq_status tq_fail(struct tq_queue *queue, const struct tq_task *task, const char *reason);
+
+/*
+ Renews the lease of a held task: it now expires `lease_ms` milliseconds
+ from now (1 ms to one year). Call it regularly while working on a long
+ task.
+
+ Returns TQ_OK, or TQ_ERR_NOT_HELD (the lease was lost: stop working on
+ the task, another worker may have it), TQ_ERR_INVALID_ARGUMENT (NULL
+ queue or task, out of range), TQ_ERR_BUSY, TQ_ERR_IO.
  Thread safety: may run concurrently with any other call.
  */
-enum tq_status tq_purge_done(struct tq_queue *queue, uint64_t older_than_ms, int64_t *out_purged);
+enum tq_status tq_extend(struct tq_queue *queue, const struct tq_task *task, uint64_t lease_ms);
+
+/*
+ Makes the dead task `id` of the handle's queue pending again, ready now,
+ with all its attempts ahead of it.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue; no dead task
+ `id` in this queue), TQ_ERR_BUSY, TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_retry_dead(struct tq_queue *queue, int64_t id);
+
+/*
+ Makes every dead task of the handle's queue pending again, as
+ `tq_retry_dead` does, and writes how many to `*out_retried` when it is
+ not NULL.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue), TQ_ERR_BUSY,
+ TQ_ERR_IO. Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_retry_all_dead(struct tq_queue *queue, int64_t *out_retried);
+
+/*
+ Deletes the handle's queue's tasks in `state` (TQ_STATE_DONE or
+ TQ_STATE_DEAD) that got there at least `older_than_ms` milliseconds ago
+ (0: all of them), and writes how many to `*out_purged` when it is not
+ NULL.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, another state,
+ age over INT64_MAX), TQ_ERR_BUSY, TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_purge(struct tq_queue *queue,
+                        int32_t state,
+                        uint64_t older_than_ms,
+                        int64_t *out_purged);
+
+/*
+ Writes to `*out_age_ms` how long, in milliseconds, the task of the
+ handle's queue that has been ready longest has waited.
+
+ Returns TQ_OK, TQ_EMPTY (no task is ready; `*out_age_ms` is 0), or
+ TQ_ERR_INVALID_ARGUMENT (NULL queue or out), TQ_ERR_BUSY, TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_oldest_ready_age_ms(const struct tq_queue *queue, int64_t *out_age_ms);
+
+/*
+ Lists a page of the handle's queue's tasks in `state`: up to `max` of
+ them with ids above `after_id`, by id, stored in
+ `out_tasks[0..*out_count]` (the rest set to NULL). Start with `after_id`
+ 0 and pass the last id of each page to get the next; a page shorter
+ than `max` is the last. Listed tasks are snapshots, not held. A page
+ reads the table from `after_id` on: a call for tools, not for a worker's
+ loop.
+
+ Returns TQ_OK (`*out_count` may be 0), or TQ_ERR_INVALID_ARGUMENT (NULL
+ queue, out_tasks or out_count, unknown state), TQ_ERR_BUSY, TQ_ERR_IO.
+
+ Ownership: the caller owns each task and frees it with `tq_task_free`.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_list(const struct tq_queue *queue,
+                       int32_t state,
+                       int64_t after_id,
+                       size_t max,
+                       struct tq_task **out_tasks,
+                       size_t *out_count);
+
+/*
+ Copies the file's write-ahead log into the database and truncates it,
+ waiting up to the busy timeout for readers to move on, and writes the
+ log's size afterwards to `*out_wal_bytes` when it is not NULL. tq also
+ checkpoints by itself when the log grows past 16 MiB; call this at quiet
+ moments to keep the files small.
+
+ Returns TQ_OK, or TQ_ERR_BUSY (a reader still used the log: part of it
+ remains; the size is still written), TQ_ERR_INVALID_ARGUMENT (NULL
+ queue), TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_checkpoint(struct tq_queue *queue, int64_t *out_wal_bytes);
+
+/*
+ Writes the size of the file's write-ahead log (`-wal` file), in bytes,
+ to `*out_wal_bytes`.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or out), TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_wal_size(const struct tq_queue *queue, int64_t *out_wal_bytes);
+
+/*
+ Ends, with TQ_ERR_INTERRUPTED, the wait of every pull on this handle,
+ now and from then on (a pull still takes a task that is ready). To stop
+ worker threads: `tq_interrupt`, join them, then `tq_close`.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue).
+ Thread safety: safe from any thread, while other threads wait in pulls.
+ */
+enum tq_status tq_interrupt(const struct tq_queue *queue);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -19,9 +19,12 @@ pub enum ErrorKind {
     /// The operating system refused: disk full, read-only, permissions,
     /// an I/O error.
     Io,
-    /// The file is not an SQLite database, is corrupt, or carries a tq
-    /// schema newer than this library.
+    /// The file is not an SQLite database, is corrupt, carries a tq schema
+    /// newer than this library, or its tq tables were changed outside tq.
     NotADatabase,
+    /// A waiting pull was ended by [`crate::Queue::interrupt`] or by its
+    /// [`crate::CancelToken`].
+    Interrupted,
     /// A bug in tq, including a caught panic.
     Internal,
 }
@@ -72,6 +75,23 @@ impl std::error::Error for Error {}
 impl From<rusqlite::Error> for Error {
     fn from(err: rusqlite::Error) -> Self {
         use rusqlite::ffi::ErrorCode;
+        use rusqlite::Error as E;
+        // tq reads only its own tables: a value of the wrong type or out of
+        // range, or a missing tq table, means the file was changed outside tq.
+        let damaged = match &err {
+            E::InvalidColumnType(..)
+            | E::FromSqlConversionFailure(..)
+            | E::IntegralValueOutOfRange(..)
+            | E::Utf8Error(..) => true,
+            E::SqliteFailure(_, Some(message)) => message.starts_with("no such table: tq_"),
+            _ => false,
+        };
+        if damaged {
+            return Error::new(
+                ErrorKind::NotADatabase,
+                format!("tq's tables were changed outside tq: {err}"),
+            );
+        }
         let kind = match err.sqlite_error_code() {
             Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => ErrorKind::Busy,
             Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => ErrorKind::NotADatabase,

@@ -9,8 +9,8 @@
 //! The C ABI in [`ffi`] is a thin layer over this API; `include/tq.h` is
 //! generated from it.
 //!
-//! Layout: [`queue`] is the engine's front (argument checks, clock, fork
-//! guard); [`store`] is the narrow interface a storage backend implements;
+//! Layout: `queue.rs` is the engine's front (argument checks, clock, fork
+//! guard, waiting); `wait.rs` wakes waiting pulls; `store.rs` is the narrow interface a storage backend implements;
 //! `sqlite/` is the SQLite backend (schema in `sqlite/schema.rs`, the
 //! claim and every other task statement in `sqlite/tasks.rs`); `holder.rs`
 //! tells whether a process holding tasks is still alive.
@@ -19,15 +19,25 @@ mod error;
 pub mod ffi;
 mod holder;
 mod options;
+pub mod outbox;
 mod queue;
 mod sqlite;
 mod store;
 mod task;
+mod wait;
 
 pub use error::{Error, ErrorKind, Result};
-pub use options::{Durability, OpenOptions, PullOptions, PushOptions};
-pub use queue::{Queue, MAX_PAYLOAD_LEN};
-pub use task::{Receipt, Task, TaskState};
+pub use options::{
+    Durability, OpenOptions, PullOptions, PushOptions, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE,
+    MAX_QUEUE_NAME_LEN, MAX_UNIQUE_KEY_LEN,
+};
+pub use queue::{Queue, MAX_PAYLOAD_LEN, MAX_REASON_LEN};
+/// The SQLite binding tq is built on, for [`outbox`] callers: using this
+/// one keeps one copy of SQLite in the process.
+pub use rusqlite;
+pub use store::Checkpoint;
+pub use task::{Failed, Pushed, Receipt, Task, TaskInfo, TaskState};
+pub use wait::CancelToken;
 
 /// The library's version, from Cargo.toml.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

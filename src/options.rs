@@ -5,6 +5,54 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::queue::MAX_PAYLOAD_LEN;
+use crate::wait::CancelToken;
+
+/// The queue a handle works on unless [`OpenOptions::queue`] names another.
+pub const DEFAULT_QUEUE: &str = "default";
+
+/// How many deliveries a task gets unless its queue or its push says
+/// otherwise ([`OpenOptions::max_attempts`], [`PushOptions::max_attempts`]).
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 25;
+
+/// The longest queue name, in bytes.
+pub const MAX_QUEUE_NAME_LEN: usize = 128;
+
+/// The longest unique key, in bytes.
+pub const MAX_UNIQUE_KEY_LEN: usize = 1024;
+
+/// Checks a name or key given by the caller: 1 to `max` bytes, no NUL (C
+/// callers could not pass it back).
+fn check_text(what: &str, text: &str, max: usize) -> Result<()> {
+    if text.is_empty() || text.len() > max {
+        return Err(Error::invalid_argument(format!(
+            "{what} must be 1 to {max} bytes long, got {} bytes",
+            text.len()
+        )));
+    }
+    if text.contains('\0') {
+        return Err(Error::invalid_argument(format!("{what} contains a NUL byte")));
+    }
+    Ok(())
+}
+
+/// Checks a lease length: 1 ms to one year.
+pub(crate) fn check_lease(lease: Duration) -> Result<Duration> {
+    check_duration("lease", lease, Duration::from_millis(1))
+}
+
+/// Checks a queue name: 1 to [`MAX_QUEUE_NAME_LEN`] bytes, no NUL.
+pub(crate) fn check_queue_name(name: &str) -> Result<()> {
+    check_text("a queue name", name, MAX_QUEUE_NAME_LEN)
+}
+
+fn check_max_attempts(max_attempts: u32) -> Result<u32> {
+    if max_attempts == 0 {
+        return Err(Error::invalid_argument(
+            "max attempts must be at least 1 (the first delivery is an attempt)",
+        ));
+    }
+    Ok(max_attempts)
+}
 
 /// How much a commit survives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -42,6 +90,31 @@ pub struct OpenOptions {
     pub(crate) busy_timeout: Duration,
     pub(crate) keep_history: bool,
     pub(crate) max_payload_len: usize,
+    pub(crate) queue: String,
+    pub(crate) max_attempts: u32,
+    pub(crate) retry_backoff: RetryBackoff,
+}
+
+/// The pause before a failed task is retried: `min` after the first
+/// failure, doubling with each further attempt up to `max`, each pause then
+/// drawn at random between half of it and all of it, so that tasks failing
+/// together do not come back together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RetryBackoff {
+    pub(crate) min: Duration,
+    pub(crate) max: Duration,
+}
+
+impl RetryBackoff {
+    /// The pause before the retry that follows delivery number `attempts`
+    /// (1 for the first), with the jitter drawn from `random`.
+    pub(crate) fn pause(&self, attempts: u32, random: u64) -> Duration {
+        let doublings = attempts.saturating_sub(1).min(63);
+        let full = (self.min.as_millis() as u64)
+            .saturating_mul(1u64 << doublings)
+            .min(self.max.as_millis() as u64);
+        Duration::from_millis(full - random % (full / 2 + 1))
+    }
 }
 
 impl Default for OpenOptions {
@@ -51,13 +124,21 @@ impl Default for OpenOptions {
             busy_timeout: Duration::from_secs(5),
             keep_history: false,
             max_payload_len: MAX_PAYLOAD_LEN,
+            queue: DEFAULT_QUEUE.to_owned(),
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            retry_backoff: RetryBackoff {
+                min: Duration::from_secs(1),
+                max: Duration::from_secs(3600),
+            },
         }
     }
 }
 
 impl OpenOptions {
     /// Defaults: [`Durability::Full`], a 5 s busy timeout, no history, the
-    /// largest payload limit ([`MAX_PAYLOAD_LEN`]).
+    /// largest payload limit ([`MAX_PAYLOAD_LEN`]), the queue named
+    /// [`DEFAULT_QUEUE`], [`DEFAULT_MAX_ATTEMPTS`] deliveries per task, and
+    /// retries after 1 s doubling up to 1 hour.
     pub fn new() -> Self {
         Self::default()
     }
@@ -97,6 +178,41 @@ impl OpenOptions {
         self.max_payload_len = limit;
         Ok(self)
     }
+
+    /// Chooses the queue this handle works on: one file holds any number of
+    /// independent queues, each named by 1 to [`MAX_QUEUE_NAME_LEN`] bytes
+    /// of UTF-8 (no NUL). Default [`DEFAULT_QUEUE`].
+    pub fn queue(&mut self, name: &str) -> Result<&mut Self> {
+        check_queue_name(name)?;
+        self.queue = name.to_owned();
+        Ok(self)
+    }
+
+    /// Sets how many deliveries a task pushed through this handle gets
+    /// before a failure makes it dead (at least 1). A push may override it
+    /// with [`PushOptions::max_attempts`].
+    pub fn max_attempts(&mut self, max_attempts: u32) -> Result<&mut Self> {
+        self.max_attempts = check_max_attempts(max_attempts)?;
+        Ok(self)
+    }
+
+    /// Sets the pauses before retrying a failed task: `min` after the first
+    /// failure, doubling with each attempt up to `max`, with random jitter
+    /// taking up to half of each pause off. `min` may be 0 (retry at once);
+    /// `max` must not be below `min`; both at most one year.
+    pub fn retry_backoff(&mut self, min: Duration, max: Duration) -> Result<&mut Self> {
+        let min = check_duration("the shortest retry pause", min, Duration::ZERO)?;
+        let max = check_duration("the longest retry pause", max, Duration::ZERO)?;
+        if max < min {
+            return Err(Error::invalid_argument(format!(
+                "the longest retry pause ({} ms) is shorter than the shortest ({} ms)",
+                max.as_millis(),
+                min.as_millis()
+            )));
+        }
+        self.retry_backoff = RetryBackoff { min, max };
+        Ok(self)
+    }
 }
 
 /// When a pushed task first becomes ready.
@@ -110,16 +226,80 @@ pub(crate) enum NotBefore {
     UnixMillis(i64),
 }
 
+/// A push's unique key and how long it stays reserved after the task is done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct UniqueKey {
+    pub(crate) key: String,
+    pub(crate) reserved_after_done: Duration,
+}
+
 /// Options for [`crate::Queue::push`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PushOptions {
     pub(crate) not_before: NotBefore,
+    pub(crate) priority: i32,
+    pub(crate) max_attempts: Option<u32>,
+    pub(crate) unique: Option<UniqueKey>,
 }
 
 impl PushOptions {
-    /// Defaults: the task is ready at once.
+    /// Defaults: the task is ready at once, priority 0, the queue's maximum
+    /// attempts, no unique key.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Sets the priority: a ready task of higher priority is claimed before
+    /// any of lower priority; tasks of equal priority come out in the order
+    /// they became ready. Any `i32`; default 0.
+    pub fn priority(&mut self, priority: i32) -> &mut Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Sets how many deliveries this task gets before a failure makes it
+    /// dead (at least 1), instead of the queue's default.
+    pub fn max_attempts(&mut self, max_attempts: u32) -> Result<&mut Self> {
+        self.max_attempts = Some(check_max_attempts(max_attempts)?);
+        Ok(self)
+    }
+
+    /// Gives the task a unique key (1 to [`MAX_UNIQUE_KEY_LEN`] bytes of
+    /// UTF-8, no NUL): while a task with this key is pending or leased in
+    /// the queue, pushing another stores nothing and answers
+    /// [`crate::Pushed::Duplicate`] with the existing task's id.
+    pub fn unique_key(&mut self, key: &str) -> Result<&mut Self> {
+        check_text("a unique key", key, MAX_UNIQUE_KEY_LEN)?;
+        let reserved_after_done = self
+            .unique
+            .as_ref()
+            .map_or(Duration::ZERO, |unique| unique.reserved_after_done);
+        self.unique = Some(UniqueKey {
+            key: key.to_owned(),
+            reserved_after_done,
+        });
+        Ok(self)
+    }
+
+    /// Keeps the unique key reserved for this long after the task is done
+    /// (up to one year; default 0: free once done). Needs a unique key.
+    pub fn unique_for(&mut self, window: Duration) -> Result<&mut Self> {
+        let window = check_duration("the unique window", window, Duration::ZERO)?;
+        match &mut self.unique {
+            Some(unique) => unique.reserved_after_done = window,
+            None => {
+                return Err(Error::invalid_argument(
+                    "a unique window needs a unique key: set the key first",
+                ))
+            }
+        }
+        Ok(self)
+    }
+
+    /// Removes the unique key (and its window).
+    pub fn clear_unique_key(&mut self) -> &mut Self {
+        self.unique = None;
+        self
     }
 
     /// The task becomes ready this long after the push (up to one year).
@@ -147,26 +327,68 @@ impl PushOptions {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PullOptions {
     pub(crate) lease: Duration,
+    pub(crate) wait: Duration,
+    pub(crate) cancel: Option<CancelToken>,
 }
 
 impl Default for PullOptions {
     fn default() -> Self {
         PullOptions {
             lease: Duration::from_secs(30),
+            wait: Duration::ZERO,
+            cancel: None,
         }
     }
 }
 
 impl PullOptions {
-    /// Defaults: a 30 s lease.
+    /// Defaults: a 30 s lease, no waiting, no cancellation token.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// How long a pull waits for a task when none is ready (up to one
+    /// year; default 0: answer at once). The wait ends as soon as a task
+    /// can be claimed, when [`crate::Queue::interrupt`] is called on the
+    /// handle, or when the cancellation token is cancelled.
+    pub fn wait(&mut self, wait: Duration) -> Result<&mut Self> {
+        self.wait = check_duration("the wait", wait, Duration::ZERO)?;
+        Ok(self)
+    }
+
+    /// Lets `token` end this pull's wait from another thread (see
+    /// [`CancelToken::cancel`]); `None` removes it.
+    pub fn cancel_token(&mut self, token: Option<CancelToken>) -> &mut Self {
+        self.cancel = token;
+        self
     }
 
     /// How long the claimed task stays held before it is ready again for
     /// others: 1 ms to one year.
     pub fn lease(&mut self, lease: Duration) -> Result<&mut Self> {
-        self.lease = check_duration("lease", lease, Duration::from_millis(1))?;
+        self.lease = check_lease(lease)?;
         Ok(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_pauses_double_up_to_the_limit_and_jitter_takes_at_most_half() {
+        let backoff = RetryBackoff {
+            min: Duration::from_millis(100),
+            max: Duration::from_millis(1000),
+        };
+        let no_jitter = |attempts| backoff.pause(attempts, 0).as_millis();
+        assert_eq!([1, 2, 3, 4, 5, 60].map(no_jitter), [100, 200, 400, 800, 1000, 1000]);
+        for random in [1, 77, 500, 501, u64::MAX] {
+            let pause = backoff.pause(5, random).as_millis();
+            assert!((500..=1000).contains(&pause), "{pause}");
+        }
+        assert_eq!(backoff.pause(5, 500).as_millis(), 500);
+        let immediate = RetryBackoff { min: Duration::ZERO, max: Duration::ZERO };
+        assert_eq!(immediate.pause(3, u64::MAX), Duration::ZERO);
     }
 }

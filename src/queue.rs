@@ -1,24 +1,31 @@
 //! The engine's front: [`Queue`] checks arguments, reads the clock, guards
-//! against use after `fork()`, and hands each operation to its storage
-//! backend.
+//! against use after `fork()`, waits for tasks, and hands each operation to
+//! its storage backend.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::de::IgnoredAny;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::options::{NotBefore, OpenOptions, PullOptions, PushOptions};
+use crate::options::{check_lease, NotBefore, OpenOptions, PullOptions, PushOptions, RetryBackoff};
 use crate::sqlite::SqliteStore;
-use crate::store::Store;
-use crate::task::{Receipt, Task, TaskState};
+use crate::store::{Checkpoint, NewTask, Store};
+use crate::task::{Failed, Pushed, Receipt, Task, TaskInfo, TaskState};
+use crate::wait::{Bell, POLL_INTERVAL};
 
 /// The largest payload any queue accepts, in bytes (SQLite's limit on one
 /// value); [`OpenOptions::max_payload_len`] sets a queue's own limit.
 pub const MAX_PAYLOAD_LEN: usize = 1_000_000_000;
 
-/// A handle on one queue file. `Queue` is `Send + Sync`: share one handle
-/// among threads (calls are ordered inside it) or open several; any number of
-/// processes on one host may open the same file.
+/// The longest failure reason kept, in bytes; a longer one is cut at a
+/// character boundary.
+pub const MAX_REASON_LEN: usize = 64 * 1024;
+
+/// A handle on one named queue in one SQLite file. `Queue` is `Send +
+/// Sync`: share one handle among threads (calls are ordered inside it) or
+/// open several; any number of processes on one host may open the same file.
 ///
 /// A handle belongs to the process that opened it: after `fork()`, every
 /// call in the child fails with [`ErrorKind::InvalidArgument`]. The child
@@ -27,14 +34,21 @@ pub const MAX_PAYLOAD_LEN: usize = 1_000_000_000;
 /// parent's (see `sqlite/inherited.rs`).
 pub struct Queue {
     store: Box<dyn Store>,
+    /// Rung by every write in this process that may make a task ready.
+    bell: Arc<Bell>,
+    interrupted: AtomicBool,
     opened_by_pid: u32,
     max_payload_len: usize,
+    max_attempts: u32,
+    retry_backoff: RetryBackoff,
+    name: String,
 }
 
 impl Queue {
-    /// Opens the queue in the SQLite file at `path`, creating the file and
-    /// tq's tables as needed. The file may also hold the application's own
-    /// tables; tq only touches tables named `tq_*`.
+    /// Opens the queue named in `options` (default `"default"`) in the
+    /// SQLite file at `path`, creating the file and tq's tables as needed.
+    /// The file may also hold the application's own tables; tq only touches
+    /// tables named `tq_*`.
     ///
     /// Fails with [`ErrorKind::NotADatabase`] (leaving the file as it was)
     /// when it is not an SQLite database or carries a newer tq schema, and
@@ -45,36 +59,161 @@ impl Queue {
         }
         let store = SqliteStore::open(path, options)?;
         Ok(Queue {
+            bell: Bell::for_file(store.file_id()),
             store: Box::new(store),
+            interrupted: AtomicBool::new(false),
             opened_by_pid: std::process::id(),
             max_payload_len: options.max_payload_len,
+            max_attempts: options.max_attempts,
+            retry_backoff: options.retry_backoff,
+            name: options.queue.clone(),
         })
     }
 
-    /// Stores `payload`, which must be a JSON text, as a new pending task and
-    /// returns its id. The bytes are stored exactly as given. Invalid JSON
-    /// fails with [`ErrorKind::InvalidJson`], and a payload over the queue's
-    /// limit with [`ErrorKind::InvalidArgument`]; either stores nothing.
-    pub fn push(&self, payload: &str, options: &PushOptions) -> Result<i64> {
+    /// The name of the queue this handle works on.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Stores `payload`, which must be a JSON text, as a new pending task:
+    /// [`Pushed::Stored`] with its id. With a unique key that a task of this
+    /// queue still holds, stores nothing and answers [`Pushed::Duplicate`]
+    /// with that task's id. The bytes are stored exactly as given. Invalid
+    /// JSON fails with [`ErrorKind::InvalidJson`], and a payload over the
+    /// queue's limit with [`ErrorKind::InvalidArgument`]; either stores
+    /// nothing.
+    pub fn push(&self, payload: &str, options: &PushOptions) -> Result<Pushed> {
         let store = self.store()?;
         check_payload(payload, self.max_payload_len)?;
         let now = now_unix_ms();
+        let pushed = store.push(&[self.new_task(payload, options, now)], now)?;
+        self.bell.ring();
+        Ok(pushed[0])
+    }
+
+    /// Stores every payload as a new task, in order, in one transaction:
+    /// all or none. A payload that is not JSON or is over the limit fails
+    /// the whole batch with an error naming its index, before anything is
+    /// written. Returns the new ids, in order. A unique key names one task,
+    /// so `options` must not have one here.
+    pub fn push_batch<P: AsRef<str>>(&self, payloads: &[P], options: &PushOptions) -> Result<Vec<i64>> {
+        let store = self.store()?;
+        if options.unique.is_some() {
+            return Err(Error::invalid_argument(
+                "a unique key names one task: push tasks with unique keys one at a time",
+            ));
+        }
+        for (index, payload) in payloads.iter().enumerate() {
+            check_payload(payload.as_ref(), self.max_payload_len)
+                .map_err(|err| Error::new(err.kind(), format!("payload {index}: {}", err.message())))?;
+        }
+        if payloads.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = now_unix_ms();
+        let tasks: Vec<NewTask<'_>> = payloads
+            .iter()
+            .map(|payload| self.new_task(payload.as_ref(), options, now))
+            .collect();
+        let pushed = store.push(&tasks, now)?;
+        self.bell.ring();
+        Ok(pushed.into_iter().map(Pushed::id).collect())
+    }
+
+    fn new_task<'a>(&self, payload: &'a str, options: &'a PushOptions, now: i64) -> NewTask<'a> {
         let run_at = match options.not_before {
             NotBefore::Now => now,
             NotBefore::Delay(delay) => now.saturating_add(delay.as_millis() as i64),
             NotBefore::UnixMillis(at) => at,
         };
-        store.push(payload, now, run_at)
+        NewTask {
+            payload,
+            run_at,
+            priority: options.priority,
+            max_attempts: options.max_attempts.unwrap_or(self.max_attempts),
+            unique: options
+                .unique
+                .as_ref()
+                .map(|unique| (unique.key.as_str(), unique.reserved_after_done.as_millis() as i64)),
+        }
     }
 
-    /// Claims the oldest ready task (by due time, then id; tasks pushed
-    /// without delay come out in push order) under a lease, or returns
-    /// `None` when no task is ready. A task whose lease expired is ready
-    /// again. No two holders ever hold the same task at once.
+    /// Claims the ready task first in line under a lease: highest priority
+    /// first, then the one ready longest (tasks pushed without delay and of
+    /// equal priority come out in push order). A task whose lease expired is
+    /// ready again, and keeps its place. No two holders ever hold the same
+    /// task at once.
+    ///
+    /// Returns `None` when no task is ready, after waiting up to the
+    /// options' wait time for one; a wait ended by [`Queue::interrupt`] or
+    /// the options' cancellation token fails with
+    /// [`ErrorKind::Interrupted`].
     pub fn pull(&self, options: &PullOptions) -> Result<Option<Task>> {
+        Ok(self.claim(1, options)?.pop())
+    }
+
+    /// Claims up to `max` ready tasks in one transaction, in the order
+    /// [`Queue::pull`] would return them, waiting as `pull` does when none
+    /// is ready. Empty only when none was ready by the end of the wait.
+    pub fn pull_batch(&self, max: usize, options: &PullOptions) -> Result<Vec<Task>> {
+        if max == 0 {
+            return Err(Error::invalid_argument("a batch pull needs room for at least one task"));
+        }
+        self.claim(max, options)
+    }
+
+    /// Tries to claim, then waits for a reason to try again: a ring of the
+    /// bell (a write in this process), a commit by another process (seen
+    /// through the change counter, every [`POLL_INTERVAL`]), or a delayed
+    /// task or a lease coming due.
+    fn claim(&self, max: usize, options: &PullOptions) -> Result<Vec<Task>> {
         let store = self.store()?;
-        let now = now_unix_ms();
-        store.claim(now, now.saturating_add(options.lease.as_millis() as i64))
+        let lease = options.lease.as_millis() as i64;
+        if options.wait.is_zero() {
+            let now = now_unix_ms();
+            return store.claim(max, now, now.saturating_add(lease));
+        }
+        let deadline = Instant::now() + options.wait;
+        let _watch = options.cancel.as_ref().map(|token| token.watch(&self.bell));
+        let stopped = || {
+            self.interrupted.load(Ordering::SeqCst)
+                || options.cancel.as_ref().is_some_and(|token| token.is_cancelled())
+        };
+        loop {
+            // Read before claiming, so a write that lands between the claim
+            // and the sleep still ends the sleep.
+            let rings = self.bell.rings();
+            let changes = store.change_counter()?;
+            let now = now_unix_ms();
+            let tasks = store.claim(max, now, now.saturating_add(lease))?;
+            if !tasks.is_empty() {
+                return Ok(tasks);
+            }
+            let due = store.next_due(now)?.map(|due| {
+                Instant::now() + Duration::from_millis(due.saturating_sub(now).max(1) as u64)
+            });
+            loop {
+                if stopped() {
+                    return Err(Error::new(
+                        ErrorKind::Interrupted,
+                        "the wait for a task was interrupted",
+                    ));
+                }
+                let now = Instant::now();
+                if now >= deadline {
+                    return Ok(Vec::new());
+                }
+                let until = deadline.min(now + POLL_INTERVAL).min(due.unwrap_or(deadline));
+                self.bell.sleep(rings, until, stopped);
+                if stopped() {
+                    continue;
+                }
+                let came_due = due.is_some_and(|due| Instant::now() >= due);
+                if self.bell.rings() != rings || came_due || store.change_counter()? != changes {
+                    break;
+                }
+            }
+        }
     }
 
     /// Completes the delivery named by `receipt`: the task is deleted, or
@@ -83,29 +222,139 @@ impl Queue {
     /// otherwise, or when the task was already finished, fails with
     /// [`ErrorKind::NotHeld`] and changes nothing.
     pub fn finish(&self, receipt: Receipt) -> Result<()> {
-        self.store()?.finish(receipt, now_unix_ms())
+        let held = self.store()?.finish(&[receipt], now_unix_ms())?;
+        if !held[0] {
+            return Err(crate::sqlite::not_held(receipt.id));
+        }
+        Ok(())
     }
 
-    /// Returns to pending every leased task whose lease expired or whose
-    /// holder process no longer exists on this machine, and says how many.
-    /// Tasks held by live processes (this one included) are untouched, so
-    /// calling this at every start-up is safe with several processes.
+    /// Completes many deliveries in one transaction and says, for each,
+    /// whether it was still held (and is now complete); those not held
+    /// change nothing, as with [`Queue::finish`].
+    pub fn finish_batch(&self, receipts: &[Receipt]) -> Result<Vec<bool>> {
+        let store = self.store()?;
+        if receipts.is_empty() {
+            return Ok(Vec::new());
+        }
+        store.finish(receipts, now_unix_ms())
+    }
+
+    /// Ends the delivery named by `receipt` as failed, keeping `reason`
+    /// (cut to [`MAX_REASON_LEN`] bytes) as the task's last error. The task
+    /// is retried after the queue's back-off ([`Failed::RetryAt`]), or,
+    /// when this delivery was its last attempt, becomes dead
+    /// ([`Failed::Dead`]). Fails with [`ErrorKind::NotHeld`], changing
+    /// nothing, when the delivery is no longer current.
+    pub fn fail(&self, receipt: Receipt, reason: &str) -> Result<Failed> {
+        let store = self.store()?;
+        let failed = store.fail(receipt, cut(reason, MAX_REASON_LEN), now_unix_ms(), &self.retry_backoff)?;
+        if let Failed::RetryAt(_) = failed {
+            self.bell.ring();
+        }
+        Ok(failed)
+    }
+
+    /// Renews the lease of a held task: it now expires `lease` from now (1
+    /// ms to one year). Fails with [`ErrorKind::NotHeld`], changing
+    /// nothing, when the delivery is no longer current.
+    pub fn extend(&self, receipt: Receipt, lease: Duration) -> Result<()> {
+        let store = self.store()?;
+        check_lease(lease)?;
+        store.extend(receipt, now_unix_ms().saturating_add(lease.as_millis() as i64))
+    }
+
+    /// Takes back every leased task of this queue whose lease expired or
+    /// whose holder process no longer exists on this machine, and says how
+    /// many: each is pending again, or dead if that delivery was its last
+    /// attempt. Tasks held by live processes (this one included) are
+    /// untouched, so calling this at every start-up is safe with several
+    /// processes.
     pub fn recover(&self) -> Result<u64> {
-        self.store()?.recover(now_unix_ms())
+        let recovered = self.store()?.recover(now_unix_ms())?;
+        if recovered > 0 {
+            self.bell.ring();
+        }
+        Ok(recovered)
     }
 
-    /// How many tasks are in `state`. A leased task whose lease expired
-    /// counts as leased until it is claimed again or recovered.
+    /// How many tasks of this queue are in `state`. A leased task whose
+    /// lease expired counts as leased until it is claimed again or
+    /// recovered.
     pub fn count(&self, state: TaskState) -> Result<u64> {
         self.store()?.count(state)
     }
 
-    /// Deletes the done tasks finished at least `older_than_ms` milliseconds
-    /// ago and says how many (0 on a handle without history is normal).
-    pub fn purge_done(&self, older_than_ms: u64) -> Result<u64> {
-        let age = i64::try_from(older_than_ms)
+    /// How long the task that has been ready longest has waited, or `None`
+    /// when no task is ready.
+    pub fn oldest_ready_age(&self) -> Result<Option<Duration>> {
+        let now = now_unix_ms();
+        let oldest = self.store()?.oldest_ready(now)?;
+        Ok(oldest.map(|ready_at| Duration::from_millis(now.saturating_sub(ready_at).max(0) as u64)))
+    }
+
+    /// A page of this queue's tasks in `state`: up to `limit` of them with
+    /// ids above `after_id`, by id. Start with `after_id` 0 and pass the
+    /// last id of each page to get the next. A page reads the table from
+    /// `after_id` on, so it is a call for tools, not for a worker's loop.
+    pub fn list(&self, state: TaskState, after_id: i64, limit: usize) -> Result<Vec<TaskInfo>> {
+        self.store()?.list(state, after_id, limit)
+    }
+
+    /// Makes the dead task `id` of this queue pending again, ready now,
+    /// with all its attempts ahead of it. Fails with
+    /// [`ErrorKind::InvalidArgument`] when this queue has no dead task `id`.
+    pub fn retry_dead(&self, id: i64) -> Result<()> {
+        if self.store()?.retry_dead(Some(id), now_unix_ms())? == 0 {
+            return Err(Error::invalid_argument(format!(
+                "queue '{}' has no dead task {id}",
+                self.name
+            )));
+        }
+        self.bell.ring();
+        Ok(())
+    }
+
+    /// Makes every dead task of this queue pending again, as
+    /// [`Queue::retry_dead`] does, and says how many.
+    pub fn retry_all_dead(&self) -> Result<u64> {
+        let retried = self.store()?.retry_dead(None, now_unix_ms())?;
+        if retried > 0 {
+            self.bell.ring();
+        }
+        Ok(retried)
+    }
+
+    /// Deletes this queue's done or dead tasks ([`TaskState::Done`] or
+    /// [`TaskState::Dead`]) that got there at least `older_than` ago, and
+    /// says how many (0 done tasks on a handle without history is normal).
+    pub fn purge(&self, state: TaskState, older_than: Duration) -> Result<u64> {
+        let store = self.store()?;
+        let age = i64::try_from(older_than.as_millis())
             .map_err(|_| Error::invalid_argument("age out of range"))?;
-        self.store()?.purge_done(now_unix_ms().saturating_sub(age))
+        store.purge(state, now_unix_ms().saturating_sub(age))
+    }
+
+    /// Copies the write-ahead log into the database and truncates it,
+    /// waiting up to the busy timeout for readers to move on, and reports
+    /// the log's size afterwards. tq also does this by itself when the log
+    /// grows past 16 MiB; call it at quiet moments to keep the file small.
+    pub fn checkpoint(&self) -> Result<Checkpoint> {
+        self.store()?.checkpoint()
+    }
+
+    /// The size of the write-ahead log (`-wal` file), in bytes.
+    pub fn wal_size(&self) -> Result<u64> {
+        self.store()?.wal_size()
+    }
+
+    /// Ends every wait of a pull on this handle with
+    /// [`ErrorKind::Interrupted`], now and from then on (a pull still takes
+    /// a task that is ready): call it before stopping worker threads. Safe
+    /// from any thread; pulls on other handles are not affected.
+    pub fn interrupt(&self) {
+        self.interrupted.store(true, Ordering::SeqCst);
+        self.bell.ring();
     }
 
     /// The backend, once the caller is known to be the process that opened
@@ -123,8 +372,20 @@ impl Queue {
     }
 }
 
+/// `text` cut to at most `max` bytes at a character boundary.
+fn cut(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// Checks that `payload` is one JSON text of at most `limit` bytes.
-fn check_payload(payload: &str, limit: usize) -> Result<()> {
+pub(crate) fn check_payload(payload: &str, limit: usize) -> Result<()> {
     if payload.len() > limit {
         return Err(Error::invalid_argument(format!(
             "the payload is {} bytes; this queue's limit is {limit}",
@@ -143,7 +404,7 @@ fn check_payload(payload: &str, limit: usize) -> Result<()> {
 
 /// Wall-clock time in milliseconds since the Unix epoch: leases and due
 /// times are compared across processes, so they use the shared clock.
-fn now_unix_ms() -> i64 {
+pub(crate) fn now_unix_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |since| since.as_millis() as i64)

@@ -1,4 +1,5 @@
-//! One delivery of one task.
+//! Tasks as the engine hands them out: one delivery ([`Task`]), or a stored
+//! task seen from outside ([`TaskInfo`]).
 
 /// Proof of one delivery: the task id and the lease token drawn at claim
 /// time. Finishing with a receipt whose delivery is no longer current fails
@@ -21,6 +22,10 @@ impl Receipt {
 pub struct Task {
     pub(crate) receipt: Receipt,
     pub(crate) attempts: u32,
+    pub(crate) max_attempts: u32,
+    pub(crate) priority: i32,
+    pub(crate) run_at_unix_ms: i64,
+    pub(crate) last_error: Option<String>,
     pub(crate) payload: String,
 }
 
@@ -41,9 +46,87 @@ impl Task {
         self.attempts
     }
 
-    /// This delivery's receipt, for [`crate::Queue::finish`].
+    /// How many deliveries the task gets before a failure makes it dead.
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+
+    /// The priority it was pushed with.
+    pub fn priority(&self) -> i32 {
+        self.priority
+    }
+
+    /// When it became ready, in milliseconds since the Unix epoch.
+    pub fn run_at_unix_ms(&self) -> i64 {
+        self.run_at_unix_ms
+    }
+
+    /// Why the previous delivery ended, when it failed or its lease was
+    /// lost: the reason given to [`crate::Queue::fail`], or tq's own words.
+    pub fn last_error(&self) -> Option<&str> {
+        self.last_error.as_deref()
+    }
+
+    /// This delivery's receipt, for [`crate::Queue::finish`] and the other
+    /// calls that act on a held task.
     pub fn receipt(&self) -> Receipt {
         self.receipt
+    }
+}
+
+/// A stored task as [`crate::Queue::list`] shows it. It is not held: it is
+/// a snapshot for monitoring and tools.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskInfo {
+    pub(crate) id: i64,
+    pub(crate) state: TaskState,
+    pub(crate) attempts: u32,
+    pub(crate) max_attempts: u32,
+    pub(crate) priority: i32,
+    pub(crate) run_at_unix_ms: i64,
+    pub(crate) last_error: Option<String>,
+    pub(crate) payload: String,
+}
+
+impl TaskInfo {
+    /// The task's id.
+    pub fn id(&self) -> i64 {
+        self.id
+    }
+
+    /// Its state when it was read.
+    pub fn state(&self) -> TaskState {
+        self.state
+    }
+
+    /// How many times it has been claimed.
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// How many deliveries it gets before a failure makes it dead.
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+
+    /// Its priority.
+    pub fn priority(&self) -> i32 {
+        self.priority
+    }
+
+    /// When it was or will be ready, in milliseconds since the Unix epoch.
+    pub fn run_at_unix_ms(&self) -> i64 {
+        self.run_at_unix_ms
+    }
+
+    /// Why its last delivery ended, if it failed or lost its lease.
+    pub fn last_error(&self) -> Option<&str> {
+        self.last_error.as_deref()
+    }
+
+    /// The JSON text exactly as pushed.
+    pub fn payload(&self) -> &str {
+        &self.payload
     }
 }
 
@@ -56,4 +139,35 @@ pub enum TaskState {
     Leased,
     /// Finished and kept as history (only on queues opened with history).
     Done,
+    /// Used up its attempts: kept with its last failure reason until it is
+    /// retried ([`crate::Queue::retry_dead`]) or purged.
+    Dead,
+}
+
+/// What a push did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Pushed {
+    /// Stored a new task with this id.
+    Stored(i64),
+    /// Stored nothing: a task with the same unique key, whose id this is,
+    /// still holds the key.
+    Duplicate(i64),
+}
+
+impl Pushed {
+    /// The id of the new task, or of the existing one holding the key.
+    pub fn id(self) -> i64 {
+        match self {
+            Pushed::Stored(id) | Pushed::Duplicate(id) => id,
+        }
+    }
+}
+
+/// What a failure did to the task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Failed {
+    /// It will be ready again at this time (milliseconds since the epoch).
+    RetryAt(i64),
+    /// It used its last attempt and is now dead.
+    Dead,
 }

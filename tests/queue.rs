@@ -85,10 +85,10 @@ fn delayed_and_scheduled_tasks_wait_for_their_time() {
     let queue = scratch.open();
     let mut delayed = PushOptions::new();
     delayed.delay(Duration::from_millis(300)).unwrap();
-    let later = queue.push("\"later\"", &delayed).unwrap();
+    let later = queue.push("\"later\"", &delayed).unwrap().id();
     let mut past = PushOptions::new();
     past.run_at_unix_ms(1).unwrap();
-    let now = queue.push("\"past\"", &past).unwrap();
+    let now = queue.push("\"past\"", &past).unwrap().id();
 
     let task = queue.pull(&PullOptions::new()).unwrap().unwrap();
     assert_eq!(task.id(), now);
@@ -109,9 +109,9 @@ fn ready_tasks_come_out_by_due_time_then_id() {
     let queue = scratch.open();
     let mut at = PushOptions::new();
     at.run_at_unix_ms(2_000).unwrap();
-    let second = queue.push("2", &at).unwrap();
+    let second = queue.push("2", &at).unwrap().id();
     at.run_at_unix_ms(1_000).unwrap();
-    let first = queue.push("1", &at).unwrap();
+    let first = queue.push("1", &at).unwrap().id();
     let third = push(&queue, "3");
     let order: Vec<i64> = (0..3)
         .map(|_| queue.pull(&PullOptions::new()).unwrap().unwrap().id())
@@ -160,7 +160,7 @@ fn a_claim_takes_only_the_task_it_delivers_from_an_expired_holder() {
     let held = queue.pull(&lease(1)).unwrap().unwrap();
     let mut earlier = PushOptions::new();
     earlier.run_at_unix_ms(1).unwrap();
-    let due_first = queue.push("\"due first\"", &earlier).unwrap();
+    let due_first = queue.push("\"due first\"", &earlier).unwrap().id();
     thread::sleep(Duration::from_millis(20));
 
     let taken = queue.pull(&PullOptions::new()).unwrap().unwrap();
@@ -215,15 +215,15 @@ fn history_keeps_done_tasks_until_purged() {
         );
     }
     assert_eq!(counts(&queue), [0, 0, 3]);
-    assert_eq!(queue.purge_done(3_600_000).unwrap(), 0, "finished just now");
+    assert_eq!(queue.purge(TaskState::Done, Duration::from_secs(3600)).unwrap(), 0, "finished just now");
     assert_eq!(
-        queue.purge_done(0).unwrap(),
+        queue.purge(TaskState::Done, Duration::ZERO).unwrap(),
         3,
         "0 means all, even this millisecond's"
     );
     assert_eq!(counts(&queue), [0, 0, 0]);
     assert_eq!(
-        queue.purge_done(u64::MAX).unwrap_err().kind(),
+        queue.purge(TaskState::Done, Duration::from_millis(u64::MAX)).unwrap_err().kind(),
         ErrorKind::InvalidArgument
     );
 }

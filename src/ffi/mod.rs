@@ -33,8 +33,12 @@ pub use queue::*;
 pub enum tq_status {
     /// Success.
     TQ_OK = 0,
-    /// `tq_pull` found no ready task. Not an error.
+    /// `tq_pull` found no ready task (or `tq_oldest_ready_age_ms` no ready
+    /// task to measure). Not an error.
     TQ_EMPTY = 1,
+    /// `tq_push` with a unique key stored nothing: a task of the queue
+    /// still holds the key, and its id was returned. Not an error.
+    TQ_DUPLICATE = 2,
     /// A NULL or invalid pointer, bad UTF-8, an out-of-range option, or a
     /// handle used in a child process after `fork()`.
     TQ_ERR_INVALID_ARGUMENT = -1,
@@ -56,6 +60,9 @@ pub enum tq_status {
     TQ_ERR_NOT_A_DATABASE = -6,
     /// A bug in tq, including a caught panic. The handle remains usable.
     TQ_ERR_INTERNAL = -7,
+    /// A pull's wait was ended by `tq_interrupt` on its handle or by its
+    /// `tq_cancel`; no task was claimed.
+    TQ_ERR_INTERRUPTED = -8,
 }
 
 impl From<ErrorKind> for tq_status {
@@ -68,6 +75,7 @@ impl From<ErrorKind> for tq_status {
             ErrorKind::Io => tq_status::TQ_ERR_IO,
             ErrorKind::NotADatabase => tq_status::TQ_ERR_NOT_A_DATABASE,
             ErrorKind::Internal => tq_status::TQ_ERR_INTERNAL,
+            ErrorKind::Interrupted => tq_status::TQ_ERR_INTERRUPTED,
         }
     }
 }
@@ -114,6 +122,7 @@ fn status_text(status: i32) -> &'static CStr {
     match status {
         0 => c"ok",
         1 => c"empty: no task is ready",
+        2 => c"duplicate: a task with this unique key is already queued",
         -1 => c"invalid argument",
         -2 => c"invalid JSON",
         -3 => c"not held: the delivery is no longer current",
@@ -121,6 +130,7 @@ fn status_text(status: i32) -> &'static CStr {
         -5 => c"I/O error",
         -6 => c"not a tq database",
         -7 => c"internal error",
+        -8 => c"interrupted: the wait for a task was ended",
         _ => c"unknown status",
     }
 }
@@ -223,6 +233,32 @@ fn non_null<T>(ptr: *const T, name: &str) -> Result<*const T> {
         return Err(Error::invalid_argument(format!("{name} is NULL")));
     }
     Ok(ptr)
+}
+
+/// A NUL-terminated UTF-8 string from C, or an error naming the argument
+/// when it is NULL or not UTF-8.
+///
+/// Safety: a non-NULL `ptr` points to a NUL-terminated string that lives
+/// through the call, as every function's contract requires.
+unsafe fn utf8_string<'a>(ptr: *const c_char, name: &str) -> Result<&'a str> {
+    let ptr = non_null(ptr, name)?;
+    // SAFETY: per the contract above.
+    unsafe { CStr::from_ptr(ptr) }
+        .to_str()
+        .map_err(|_| Error::invalid_argument(format!("{name} is not valid UTF-8")))
+}
+
+/// A caller's array of `count` elements, or an error naming the argument
+/// when it is NULL (an empty array may be NULL).
+///
+/// Safety: a non-NULL `ptr` points to `count` readable elements.
+unsafe fn array<'a, T>(ptr: *const T, count: usize, name: &str) -> Result<&'a [T]> {
+    if count == 0 {
+        return Ok(&[]);
+    }
+    let ptr = non_null(ptr, name)?;
+    // SAFETY: per the contract above.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, count) })
 }
 
 /// A required out-pointer, or an error naming the argument when it is NULL.

@@ -6,10 +6,13 @@
 
 use std::time::Duration;
 
-use super::objects::{borrow_mut, free, hand_out};
-use super::{guard, guard_or, tq_status};
+use std::ffi::c_char;
+
+use super::objects::{borrow, borrow_mut, borrow_optional, free, hand_out};
+use super::{guard, guard_or, tq_status, utf8_string};
 use crate::error::Error;
 use crate::options::{Durability, OpenOptions, PullOptions, PushOptions};
+use crate::wait::CancelToken;
 
 /// Options for `tq_open`.
 pub struct tq_options(pub(crate) OpenOptions);
@@ -19,6 +22,10 @@ pub struct tq_push_options(pub(crate) PushOptions);
 
 /// Options for `tq_pull`.
 pub struct tq_pull_options(pub(crate) PullOptions);
+
+/// Ends the wait of the pulls given it through `tq_pull_options_set_cancel`,
+/// from any thread (see `tq_cancel_trigger`).
+pub struct tq_cancel(CancelToken);
 
 /// Values for `tq_options_set_durability`.
 #[repr(C)]
@@ -35,7 +42,8 @@ pub enum tq_durability {
 
 /// Creates an options object for `tq_open` holding the defaults: durability
 /// `TQ_DURABILITY_FULL`, a 5,000 ms busy timeout, no history, payloads up
-/// to `TQ_MAX_PAYLOAD_LEN` bytes.
+/// to `TQ_MAX_PAYLOAD_LEN` bytes, the queue named "default", 25 attempts
+/// per task, retries after 1,000 ms doubling up to 3,600,000 ms.
 ///
 /// Ownership: the caller owns the result and frees it with
 /// `tq_options_free`. Returns NULL only if tq failed internally.
@@ -130,7 +138,7 @@ pub extern "C" fn tq_options_set_max_payload_len(
 }
 
 /// Creates an options object for `tq_push` holding the defaults: the task
-/// is ready at once.
+/// is ready at once, priority 0, the queue's maximum attempts, no unique key.
 ///
 /// Ownership: the caller owns the result and frees it with
 /// `tq_push_options_free`. Returns NULL only if tq failed internally.
@@ -182,7 +190,7 @@ pub extern "C" fn tq_push_options_set_run_at_unix_ms(
 }
 
 /// Creates an options object for `tq_pull` holding the defaults: a 30,000
-/// ms lease.
+/// ms lease, no waiting, no cancellation.
 ///
 /// Ownership: the caller owns the result and frees it with
 /// `tq_pull_options_free`. Returns NULL only if tq failed internally.
@@ -214,4 +222,193 @@ pub extern "C" fn tq_pull_options_set_lease_ms(
         options.0.lease(Duration::from_millis(lease_ms))?;
         Ok(tq_status::TQ_OK)
     })
+}
+
+/// Chooses the queue a handle works on: one file holds any number of
+/// independent queues, each named by 1 to `TQ_MAX_QUEUE_NAME_LEN` bytes of
+/// UTF-8 (NUL-terminated; copied). Default "default".
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options or name, empty,
+/// too long or not UTF-8; the object is then unchanged).
+#[no_mangle]
+pub extern "C" fn tq_options_set_queue(options: *mut tq_options, name: *const c_char) -> tq_status {
+    guard("tq_options_set_queue", || {
+        let options = unsafe { borrow_mut(options, "options") }?;
+        let name = unsafe { utf8_string(name, "name") }?;
+        options.0.queue(name)?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Sets how many deliveries each task pushed through the handle gets before
+/// a failure makes it dead (at least 1; default 25). A push may override it
+/// with `tq_push_options_set_max_attempts`.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, 0).
+#[no_mangle]
+pub extern "C" fn tq_options_set_max_attempts(options: *mut tq_options, max_attempts: u32) -> tq_status {
+    guard("tq_options_set_max_attempts", || {
+        let options = unsafe { borrow_mut(options, "options") }?;
+        options.0.max_attempts(max_attempts)?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Sets the pauses before a failed task is retried: `min_ms` after the
+/// first failure, doubling with each attempt up to `max_ms`, with random
+/// jitter taking up to half off each pause. `min_ms` may be 0 (retry at
+/// once); `max_ms` must not be below it; both at most one year. Default
+/// 1,000 and 3,600,000.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
+#[no_mangle]
+pub extern "C" fn tq_options_set_retry_backoff_ms(
+    options: *mut tq_options,
+    min_ms: u64,
+    max_ms: u64,
+) -> tq_status {
+    guard("tq_options_set_retry_backoff_ms", || {
+        let options = unsafe { borrow_mut(options, "options") }?;
+        options
+            .0
+            .retry_backoff(Duration::from_millis(min_ms), Duration::from_millis(max_ms))?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Sets the task's priority: a ready task of higher priority is claimed
+/// before any of lower priority; equal priorities come out in the order
+/// they became ready. Any value; default 0.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options).
+#[no_mangle]
+pub extern "C" fn tq_push_options_set_priority(options: *mut tq_push_options, priority: i32) -> tq_status {
+    guard("tq_push_options_set_priority", || {
+        unsafe { borrow_mut(options, "options") }?.0.priority(priority);
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Sets how many deliveries the task gets before a failure makes it dead
+/// (at least 1), instead of the handle's default.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, 0).
+#[no_mangle]
+pub extern "C" fn tq_push_options_set_max_attempts(
+    options: *mut tq_push_options,
+    max_attempts: u32,
+) -> tq_status {
+    guard("tq_push_options_set_max_attempts", || {
+        let options = unsafe { borrow_mut(options, "options") }?;
+        options.0.max_attempts(max_attempts)?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Gives the task a unique key: 1 to `TQ_MAX_UNIQUE_KEY_LEN` bytes of UTF-8
+/// (NUL-terminated; copied), or NULL to remove the key and its window.
+/// While a task with the key is pending or leased in the queue, `tq_push`
+/// stores nothing and returns TQ_DUPLICATE with that task's id. Only
+/// `tq_push` takes a unique key; `tq_push_batch` refuses one.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, empty, too
+/// long or not UTF-8; the object is then unchanged).
+#[no_mangle]
+pub extern "C" fn tq_push_options_set_unique_key(
+    options: *mut tq_push_options,
+    key: *const c_char,
+) -> tq_status {
+    guard("tq_push_options_set_unique_key", || {
+        let options = unsafe { borrow_mut(options, "options") }?;
+        if key.is_null() {
+            options.0.clear_unique_key();
+        } else {
+            options.0.unique_key(unsafe { utf8_string(key, "key") }?)?;
+        }
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Keeps the unique key reserved for `window_ms` milliseconds after the
+/// task is done (at most one year; default 0: the key is free once the
+/// task is done). Set the key first.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, no key set,
+/// out of range).
+#[no_mangle]
+pub extern "C" fn tq_push_options_set_unique_for_ms(
+    options: *mut tq_push_options,
+    window_ms: u64,
+) -> tq_status {
+    guard("tq_push_options_set_unique_for_ms", || {
+        let options = unsafe { borrow_mut(options, "options") }?;
+        options.0.unique_for(Duration::from_millis(window_ms))?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Sets how long `tq_pull` and `tq_pull_batch` wait for a task when none is
+/// ready, in milliseconds (at most one year; default 0: answer at once).
+/// A push in this process ends the wait at once, a push from another
+/// process within about 20 ms, a delayed task at its due time. Waiting
+/// uses no CPU to speak of.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
+#[no_mangle]
+pub extern "C" fn tq_pull_options_set_wait_ms(options: *mut tq_pull_options, wait_ms: u64) -> tq_status {
+    guard("tq_pull_options_set_wait_ms", || {
+        let options = unsafe { borrow_mut(options, "options") }?;
+        options.0.wait(Duration::from_millis(wait_ms))?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Lets `cancel` end the wait of pulls made with these options (NULL
+/// removes it). The options keep their own reference: `cancel` may be freed
+/// before them.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, `cancel` not a
+/// live tq_cancel).
+#[no_mangle]
+pub extern "C" fn tq_pull_options_set_cancel(
+    options: *mut tq_pull_options,
+    cancel: *const tq_cancel,
+) -> tq_status {
+    guard("tq_pull_options_set_cancel", || {
+        let options = unsafe { borrow_mut(options, "options") }?;
+        let cancel = unsafe { borrow_optional(cancel, "cancel") }?;
+        options.0.cancel_token(cancel.map(|cancel| cancel.0.clone()));
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Creates a cancellation object, not yet triggered.
+///
+/// Ownership: the caller owns the result and frees it with
+/// `tq_cancel_free`. Returns NULL only if tq failed internally.
+#[no_mangle]
+pub extern "C" fn tq_cancel_new() -> *mut tq_cancel {
+    guard_or("tq_cancel_new", std::ptr::null_mut(), || hand_out(tq_cancel(CancelToken::new())))
+}
+
+/// Ends, with TQ_ERR_INTERRUPTED, the wait of every pull made with options
+/// holding `cancel`, now and later: triggering is permanent, so use a new
+/// object for each operation to cancel. A pull still takes a task that is
+/// ready.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL or not a live tq_cancel).
+/// Thread safety: safe from any thread, while pulls use it.
+#[no_mangle]
+pub extern "C" fn tq_cancel_trigger(cancel: *const tq_cancel) -> tq_status {
+    guard("tq_cancel_trigger", || {
+        unsafe { borrow(cancel, "cancel") }?.0.cancel();
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Frees a cancellation object from `tq_cancel_new`. NULL is a no-op; call
+/// at most once per object. Options holding it keep working.
+#[no_mangle]
+pub extern "C" fn tq_cancel_free(cancel: *mut tq_cancel) {
+    guard_or("tq_cancel_free", (), || free(cancel, "cancel"))
 }

@@ -1,30 +1,92 @@
 //! The queue and task functions of the C ABI.
 
-use std::ffi::{c_char, CStr, CString};
+use std::ffi::{c_char, CString};
+use std::time::Duration;
 
 use super::objects::{borrow, borrow_optional, free, hand_out};
 use super::{
-    guard, guard_or, non_null, out_pointer, tq_options, tq_pull_options, tq_push_options,
-    tq_status, write_optional,
+    array, guard, guard_or, non_null, out_pointer, tq_options, tq_pull_options, tq_push_options,
+    tq_status, utf8_string, write_optional,
 };
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorKind, Result};
 use crate::options::{OpenOptions, PullOptions, PushOptions};
 use crate::queue::{Queue, MAX_PAYLOAD_LEN};
-use crate::task::{Receipt, TaskState};
+use crate::task::{Pushed, Receipt, Task, TaskInfo, TaskState};
 
-/// A handle on one queue file. Thread-safe: one handle may be used from any
-/// number of threads at once.
+/// A handle on one named queue in one file. Thread-safe: one handle may be
+/// used from any number of threads at once.
 pub struct tq_queue(Queue);
 
-/// One delivery of one task, owned by the caller of `tq_pull`. Reading it
-/// from several threads at once is safe; freeing it is not.
+/// A task owned by the caller: one delivery from `tq_pull` or
+/// `tq_pull_batch`, or a snapshot from `tq_list` (which is not held, so
+/// finishing it answers TQ_ERR_NOT_HELD). Reading it from several threads
+/// at once is safe; freeing it is not.
 pub struct tq_task {
-    receipt: Receipt,
+    /// Present for a delivery, absent for a listed task.
+    receipt: Option<Receipt>,
+    id: i64,
+    state: TaskState,
     attempts: u32,
+    max_attempts: u32,
+    priority: i32,
+    run_at_unix_ms: i64,
+    last_error: Option<CString>,
     payload: CString,
 }
 
-/// Values for `tq_count`.
+impl tq_task {
+    fn delivered(task: Task) -> Result<tq_task> {
+        Ok(tq_task {
+            receipt: Some(task.receipt),
+            id: task.receipt.id(),
+            state: TaskState::Leased,
+            attempts: task.attempts,
+            max_attempts: task.max_attempts,
+            priority: task.priority,
+            run_at_unix_ms: task.run_at_unix_ms,
+            last_error: task.last_error.map(|text| c_text(task.receipt.id(), text)).transpose()?,
+            payload: c_text(task.receipt.id(), task.payload)?,
+        })
+    }
+
+    fn listed(task: TaskInfo) -> Result<tq_task> {
+        Ok(tq_task {
+            receipt: None,
+            id: task.id,
+            state: task.state,
+            attempts: task.attempts,
+            max_attempts: task.max_attempts,
+            priority: task.priority,
+            run_at_unix_ms: task.run_at_unix_ms,
+            last_error: task.last_error.map(|text| c_text(task.id, text)).transpose()?,
+            payload: c_text(task.id, task.payload)?,
+        })
+    }
+
+    /// The receipt of a delivery; a listed task has none and is not held.
+    fn receipt(&self) -> Result<Receipt> {
+        self.receipt.ok_or_else(|| {
+            Error::new(
+                ErrorKind::NotHeld,
+                format!("task {} was listed, not pulled: it is not held", self.id),
+            )
+        })
+    }
+}
+
+/// Stored text as a C string. JSON and tq's own reasons have no NUL byte,
+/// and reasons from callers are C strings: a NUL means the row was changed
+/// outside tq.
+fn c_text(id: i64, text: String) -> Result<CString> {
+    CString::new(text).map_err(|_| {
+        Error::new(
+            ErrorKind::NotADatabase,
+            format!("task {id} has a NUL byte in a stored text"),
+        )
+    })
+}
+
+/// Values for `tq_count`, `tq_list`, `tq_purge` and `tq_task_state`.
 #[repr(C)]
 pub enum tq_state {
     /// Waiting to be claimed (possibly not yet due).
@@ -33,6 +95,29 @@ pub enum tq_state {
     TQ_STATE_LEASED = 1,
     /// Finished and kept as history (handles opened with history).
     TQ_STATE_DONE = 2,
+    /// Used up its attempts; kept with its last failure reason until
+    /// retried (`tq_retry_dead`) or purged.
+    TQ_STATE_DEAD = 3,
+}
+
+/// A `tq_state` passed from C as a plain integer.
+fn task_state(state: i32) -> Result<TaskState> {
+    match state {
+        0 => Ok(TaskState::Pending),
+        1 => Ok(TaskState::Leased),
+        2 => Ok(TaskState::Done),
+        3 => Ok(TaskState::Dead),
+        other => Err(Error::invalid_argument(format!("unknown task state {other}"))),
+    }
+}
+
+fn state_value(state: TaskState) -> i32 {
+    match state {
+        TaskState::Pending => 0,
+        TaskState::Leased => 1,
+        TaskState::Done => 2,
+        TaskState::Dead => 3,
+    }
 }
 
 /// Opens the queue in the SQLite file at `path` (UTF-8), creating the file
@@ -57,11 +142,7 @@ pub extern "C" fn tq_open(
         let out = out_pointer(out, "out")?;
         // SAFETY: `out` is non-NULL and writable per the contract.
         unsafe { out.write(std::ptr::null_mut()) };
-        let path = non_null(path, "path")?;
-        // SAFETY: a non-NULL path is a NUL-terminated string per the contract.
-        let path = unsafe { CStr::from_ptr(path) }
-            .to_str()
-            .map_err(|_| Error::invalid_argument("path is not valid UTF-8"))?;
+        let path = unsafe { utf8_string(path, "path") }?;
         let defaults = OpenOptions::default();
         let options = unsafe { borrow_optional(options, "options") }?.map_or(&defaults, |o| &o.0);
         let queue = Queue::open(path, options)?;
@@ -89,7 +170,9 @@ pub extern "C" fn tq_close(queue: *mut tq_queue) {
 /// when `out_id` is not NULL. `options` may be NULL for the defaults.
 /// Returns once the task is stored at the handle's durability.
 ///
-/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or payload, bad
+/// Returns TQ_OK, TQ_DUPLICATE (the options' unique key is held by a task
+/// of the queue: nothing is stored, and `*out_id` is that task's id), or
+/// TQ_ERR_INVALID_ARGUMENT (NULL queue or payload, bad
 /// UTF-8, len over the handle's limit, `TQ_MAX_PAYLOAD_LEN` unless set with
 /// `tq_options_set_max_payload_len`), TQ_ERR_INVALID_JSON, TQ_ERR_BUSY,
 /// TQ_ERR_IO. On any error nothing is stored (for TQ_ERR_IO: unless the
@@ -107,32 +190,29 @@ pub extern "C" fn tq_push(
 ) -> tq_status {
     guard("tq_push", || {
         let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
-        let payload = non_null(payload, "payload")?;
-        if len > MAX_PAYLOAD_LEN {
-            return Err(Error::invalid_argument(format!(
-                "payload length {len} is over the limit of {MAX_PAYLOAD_LEN} bytes"
-            )));
-        }
-        // SAFETY: `payload` points to `len` readable bytes per the contract.
-        let bytes = unsafe { std::slice::from_raw_parts(payload.cast::<u8>(), len) };
-        let payload = std::str::from_utf8(bytes)
-            .map_err(|err| Error::invalid_argument(format!("payload is not valid UTF-8: {err}")))?;
+        let payload = unsafe { payload_text(payload, len) }?;
         let defaults = PushOptions::default();
         let options = unsafe { borrow_optional(options, "options") }?.map_or(&defaults, |o| &o.0);
-        let id = queue.0.push(payload, options)?;
-        unsafe { write_optional(out_id, id) };
-        Ok(tq_status::TQ_OK)
+        let pushed = queue.0.push(payload, options)?;
+        unsafe { write_optional(out_id, pushed.id()) };
+        Ok(match pushed {
+            Pushed::Stored(_) => tq_status::TQ_OK,
+            Pushed::Duplicate(_) => tq_status::TQ_DUPLICATE,
+        })
     })
 }
 
-/// Claims the oldest ready task under a lease and stores it in `*out`: a
-/// pending task that is due, or one whose lease expired. Its attempt count
+/// Claims the ready task first in line under a lease and stores it in
+/// `*out`: the highest priority first, then the task ready longest (a
+/// pending task that is due, or one whose lease expired). Its attempt count
 /// goes up by one. No two holders ever hold the same task at once.
-/// `options` may be NULL for the defaults (a 30 s lease).
+/// `options` may be NULL for the defaults (a 30 s lease, no waiting).
 ///
-/// Returns TQ_OK with `*out` set, TQ_EMPTY with `*out` NULL when no task is
-/// ready, or TQ_ERR_INVALID_ARGUMENT (NULL queue or out), TQ_ERR_BUSY,
-/// TQ_ERR_IO, TQ_ERR_NOT_A_DATABASE (the stored task is damaged).
+/// Returns TQ_OK with `*out` set, TQ_EMPTY with `*out` NULL when no task
+/// was ready by the end of the options' wait, or TQ_ERR_INTERRUPTED (the
+/// wait was ended by `tq_interrupt` or the options' `tq_cancel`),
+/// TQ_ERR_INVALID_ARGUMENT (NULL queue or out), TQ_ERR_BUSY, TQ_ERR_IO,
+/// TQ_ERR_NOT_A_DATABASE (the stored task is damaged).
 ///
 /// Ownership: the caller owns `*out` and frees it with `tq_task_free`.
 /// Thread safety: any number of threads may pull on one handle at once.
@@ -152,38 +232,128 @@ pub extern "C" fn tq_pull(
         let Some(task) = queue.0.pull(options)? else {
             return Ok(tq_status::TQ_EMPTY);
         };
-        let receipt = task.receipt();
-        let attempts = task.attempts();
-        let payload = CString::new(task.payload).map_err(|_| {
-            // Valid JSON has no NUL byte: this row was changed outside tq.
-            Error::new(
-                ErrorKind::NotADatabase,
-                format!("task {} has a NUL byte in its payload", receipt.id()),
-            )
-        })?;
+        let task = tq_task::delivered(task)?;
         // SAFETY: as above.
-        unsafe {
-            out.write(hand_out(tq_task {
-                receipt,
-                attempts,
-                payload,
-            }))
-        };
+        unsafe { out.write(hand_out(task)) };
         Ok(tq_status::TQ_OK)
     })
+}
+
+/// Claims up to `max` ready tasks in one transaction, in the order
+/// `tq_pull` would return them, waiting as `tq_pull` does when none is
+/// ready. Stores them in `out_tasks[0..*out_count]`; the rest of
+/// `out_tasks` is set to NULL. `out_tasks` has room for `max` pointers.
+///
+/// Returns TQ_OK with `*out_count` at least 1, TQ_EMPTY with `*out_count`
+/// 0, or an error as `tq_pull` (with `*out_count` 0; `max` 0 is
+/// TQ_ERR_INVALID_ARGUMENT).
+///
+/// Ownership: the caller owns each task and frees it with `tq_task_free`.
+/// Thread safety: as `tq_pull`.
+#[no_mangle]
+pub extern "C" fn tq_pull_batch(
+    queue: *mut tq_queue,
+    options: *const tq_pull_options,
+    max: usize,
+    out_tasks: *mut *mut tq_task,
+    out_count: *mut usize,
+) -> tq_status {
+    guard("tq_pull_batch", || {
+        let out_count = out_pointer(out_count, "out_count")?;
+        // SAFETY: non-NULL and writable per the contract.
+        unsafe { out_count.write(0) };
+        let out_tasks = out_pointer(out_tasks, "out_tasks")?;
+        // SAFETY: `out_tasks` has room for `max` pointers per the contract.
+        let slots = unsafe { std::slice::from_raw_parts_mut(out_tasks, max) };
+        slots.fill(std::ptr::null_mut());
+        let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
+        let defaults = PullOptions::default();
+        let options = unsafe { borrow_optional(options, "options") }?.map_or(&defaults, |o| &o.0);
+        let tasks = queue
+            .0
+            .pull_batch(max, options)?
+            .into_iter()
+            .map(tq_task::delivered)
+            .collect::<Result<Vec<_>>>()?;
+        if tasks.is_empty() {
+            return Ok(tq_status::TQ_EMPTY);
+        }
+        let count = tasks.len();
+        for (slot, task) in slots.iter_mut().zip(tasks) {
+            *slot = hand_out(task);
+        }
+        // SAFETY: as above.
+        unsafe { out_count.write(count) };
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Stores `count` JSON texts as new pending tasks in one transaction, in
+/// order: all of them or none. `payloads[i]` points to `lens[i]` bytes of
+/// UTF-8. `options` (may be NULL) applies to every task and must not have a
+/// unique key. Writes the new ids to `out_ids[0..count]` when `out_ids` is
+/// not NULL. `count` 0 stores nothing and succeeds.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_JSON or TQ_ERR_INVALID_ARGUMENT (a
+/// NULL array or payload, bad UTF-8, a payload over the limit, a unique
+/// key) with a message naming the index of the first bad payload;
+/// TQ_ERR_BUSY, TQ_ERR_IO. On any error nothing is stored.
+///
+/// Ownership: tq copies the payloads. Thread safety: as `tq_push`.
+#[no_mangle]
+pub extern "C" fn tq_push_batch(
+    queue: *mut tq_queue,
+    payloads: *const *const c_char,
+    lens: *const usize,
+    count: usize,
+    options: *const tq_push_options,
+    out_ids: *mut i64,
+) -> tq_status {
+    guard("tq_push_batch", || {
+        let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
+        let pointers = unsafe { array(payloads, count, "payloads") }?;
+        let lens = unsafe { array(lens, count, "lens") }?;
+        let texts = pointers
+            .iter()
+            .zip(lens)
+            .enumerate()
+            .map(|(index, (&pointer, &len))| {
+                unsafe { payload_text(pointer, len) }
+                    .map_err(|err| Error::new(err.kind(), format!("payload {index}: {}", err.message())))
+            })
+            .collect::<Result<Vec<&str>>>()?;
+        let defaults = PushOptions::default();
+        let options = unsafe { borrow_optional(options, "options") }?.map_or(&defaults, |o| &o.0);
+        let ids = queue.0.push_batch(&texts, options)?;
+        if !out_ids.is_null() {
+            // SAFETY: a non-NULL `out_ids` has room for `count` ids.
+            unsafe { std::slice::from_raw_parts_mut(out_ids, count) }.copy_from_slice(&ids);
+        }
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// A payload from C: `len` bytes of UTF-8 at `pointer`.
+///
+/// Safety: a non-NULL `pointer` points to `len` readable bytes.
+unsafe fn payload_text<'a>(pointer: *const c_char, len: usize) -> Result<&'a str> {
+    let pointer = non_null(pointer, "payload")?;
+    if len > MAX_PAYLOAD_LEN {
+        return Err(Error::invalid_argument(format!(
+            "payload length {len} is over the limit of {MAX_PAYLOAD_LEN} bytes"
+        )));
+    }
+    // SAFETY: per the contract above.
+    let bytes = unsafe { std::slice::from_raw_parts(pointer.cast::<u8>(), len) };
+    std::str::from_utf8(bytes)
+        .map_err(|err| Error::invalid_argument(format!("payload is not valid UTF-8: {err}")))
 }
 
 /// Returns the task's id (as returned by `tq_push`), or 0 when `task` is
 /// NULL. Thread safety: safe on a task read by several threads.
 #[no_mangle]
 pub extern "C" fn tq_task_id(task: *const tq_task) -> i64 {
-    guard_or("tq_task_id", 0, || match unsafe { borrow(task, "task") } {
-        Ok(task) => task.receipt.id(),
-        Err(err) => {
-            super::fail(&err);
-            0
-        }
-    })
+    guard_or("tq_task_id", 0, || task_field(task, |task| task.id, 0))
 }
 
 /// Returns the task's payload, the JSON text exactly as pushed, followed by
@@ -212,18 +382,70 @@ pub extern "C" fn tq_task_payload(task: *const tq_task, len: *mut usize) -> *con
 /// Thread safety: safe on a task read by several threads.
 #[no_mangle]
 pub extern "C" fn tq_task_attempts(task: *const tq_task) -> u32 {
-    guard_or("tq_task_attempts", 0, || {
-        match unsafe { borrow(task, "task") } {
-            Ok(task) => task.attempts,
-            Err(err) => {
-                super::fail(&err);
-                0
-            }
-        }
+    guard_or("tq_task_attempts", 0, || task_field(task, |task| task.attempts, 0))
+}
+
+/// Returns the task's priority, or 0 when `task` is NULL.
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_priority(task: *const tq_task) -> i32 {
+    guard_or("tq_task_priority", 0, || task_field(task, |task| task.priority, 0))
+}
+
+/// Returns how many deliveries the task gets before a failure makes it
+/// dead, or 0 when `task` is NULL.
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_max_attempts(task: *const tq_task) -> u32 {
+    guard_or("tq_task_max_attempts", 0, || task_field(task, |task| task.max_attempts, 0))
+}
+
+/// Returns when the task became (or becomes) ready, in milliseconds since
+/// the Unix epoch, or 0 when `task` is NULL.
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_run_at_unix_ms(task: *const tq_task) -> i64 {
+    guard_or("tq_task_run_at_unix_ms", 0, || task_field(task, |task| task.run_at_unix_ms, 0))
+}
+
+/// Returns the task's state (a `tq_state` value) when it was pulled
+/// (TQ_STATE_LEASED) or listed, or -1 when `task` is NULL.
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_state(task: *const tq_task) -> i32 {
+    guard_or("tq_task_state", -1, || task_field(task, |task| state_value(task.state), -1))
+}
+
+/// Returns why the task's previous delivery ended (the reason given to
+/// `tq_fail`, or tq's words for a lost lease or a dead holder), or NULL
+/// when none did or `task` is NULL.
+///
+/// Ownership: the text belongs to the task and lives until `tq_task_free`.
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_last_error(task: *const tq_task) -> *const c_char {
+    guard_or("tq_task_last_error", std::ptr::null(), || {
+        task_field(
+            task,
+            |task| task.last_error.as_ref().map_or(std::ptr::null(), |text| text.as_ptr()),
+            std::ptr::null(),
+        )
     })
 }
 
-/// Frees a task from `tq_pull`. NULL is a no-op; call at most once per
+/// Reads a field of a live task, or records the error and returns
+/// `fallback`.
+fn task_field<T>(task: *const tq_task, field: impl FnOnce(&tq_task) -> T, fallback: T) -> T {
+    match unsafe { borrow(task, "task") } {
+        Ok(task) => field(task),
+        Err(err) => {
+            super::fail(&err);
+            fallback
+        }
+    }
+}
+
+/// Frees a task from `tq_pull`, `tq_pull_batch` or `tq_list`. NULL is a no-op; call at most once per
 /// task. Freeing does not finish the task: an unfinished task becomes
 /// ready again when its lease expires or its holder is recovered.
 #[no_mangle]
@@ -247,7 +469,7 @@ pub extern "C" fn tq_finish(queue: *mut tq_queue, task: *const tq_task) -> tq_st
     guard("tq_finish", || {
         let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
         let task = unsafe { borrow(task, "task") }?;
-        queue.0.finish(task.receipt)?;
+        queue.0.finish(task.receipt()?)?;
         Ok(tq_status::TQ_OK)
     })
 }
@@ -280,40 +502,274 @@ pub extern "C" fn tq_count(queue: *const tq_queue, state: i32, out_count: *mut i
     guard("tq_count", || {
         let queue = unsafe { borrow(queue, "queue") }?;
         let out_count = out_pointer(out_count, "out_count")?;
-        let state = match state {
-            0 => TaskState::Pending,
-            1 => TaskState::Leased,
-            2 => TaskState::Done,
-            other => {
-                return Err(Error::invalid_argument(format!(
-                    "unknown task state {other}"
-                )))
-            }
-        };
-        let count = queue.0.count(state)?;
+        let count = queue.0.count(task_state(state)?)?;
         // SAFETY: non-NULL and writable per the contract.
         unsafe { out_count.write(saturate(count)) };
         Ok(tq_status::TQ_OK)
     })
 }
 
-/// Deletes the done tasks finished at least `older_than_ms` milliseconds
-/// ago (0: all of them) and writes how many to `*out_purged` when it is not
-/// NULL.
+/// Completes `count` deliveries in one transaction. Writes, when
+/// `out_statuses` is not NULL, TQ_OK or TQ_ERR_NOT_HELD to
+/// `out_statuses[i]` for `tasks[i]`: a task not held changes nothing, as
+/// with `tq_finish`, and does not stop the others. The tasks must still be
+/// freed with `tq_task_free`. `count` 0 succeeds.
 ///
-/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, age over
-/// INT64_MAX), TQ_ERR_BUSY, TQ_ERR_IO.
+/// Returns TQ_OK once the transaction committed (check `out_statuses`), or
+/// TQ_ERR_INVALID_ARGUMENT (NULL queue or array, a NULL or freed task:
+/// nothing is finished), TQ_ERR_BUSY, TQ_ERR_IO.
+/// Thread safety: as `tq_finish`.
+#[no_mangle]
+pub extern "C" fn tq_finish_batch(
+    queue: *mut tq_queue,
+    tasks: *const *const tq_task,
+    count: usize,
+    out_statuses: *mut i32,
+) -> tq_status {
+    guard("tq_finish_batch", || {
+        let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
+        let tasks = unsafe { array(tasks, count, "tasks") }?
+            .iter()
+            .enumerate()
+            .map(|(index, &task)| unsafe { borrow(task, &format!("tasks[{index}]")) })
+            .collect::<Result<Vec<&tq_task>>>()?;
+        // Listed tasks have no receipt: they are reported as not held.
+        let receipts: Vec<Receipt> = tasks.iter().filter_map(|task| task.receipt).collect();
+        let mut held = queue.0.finish_batch(&receipts)?.into_iter();
+        let statuses: Vec<i32> = tasks
+            .iter()
+            .map(|task| {
+                let finished = task.receipt.is_some() && held.next() == Some(true);
+                if finished {
+                    tq_status::TQ_OK as i32
+                } else {
+                    tq_status::TQ_ERR_NOT_HELD as i32
+                }
+            })
+            .collect();
+        if !out_statuses.is_null() {
+            // SAFETY: a non-NULL `out_statuses` has room for `count` values.
+            unsafe { std::slice::from_raw_parts_mut(out_statuses, count) }.copy_from_slice(&statuses);
+        }
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Ends this delivery of `task` as failed, keeping `reason` (NUL-terminated
+/// UTF-8, cut to `TQ_MAX_REASON_LEN` bytes; NULL for none) as its last
+/// error. The task is pending again after the handle's retry back-off, or,
+/// when this delivery was its last attempt, dead. The task must still be
+/// freed with `tq_task_free`.
+///
+/// Returns TQ_OK, or TQ_ERR_NOT_HELD (the delivery is no longer current:
+/// nothing changes), TQ_ERR_INVALID_ARGUMENT (NULL queue or task, reason
+/// not UTF-8), TQ_ERR_BUSY, TQ_ERR_IO.
+/// Thread safety: any number of threads may fail tasks on one handle at once.
+#[no_mangle]
+pub extern "C" fn tq_fail(queue: *mut tq_queue, task: *const tq_task, reason: *const c_char) -> tq_status {
+    guard("tq_fail", || {
+        let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
+        let task = unsafe { borrow(task, "task") }?;
+        let reason = if reason.is_null() {
+            ""
+        } else {
+            unsafe { utf8_string(reason, "reason") }?
+        };
+        queue.0.fail(task.receipt()?, reason)?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Renews the lease of a held task: it now expires `lease_ms` milliseconds
+/// from now (1 ms to one year). Call it regularly while working on a long
+/// task.
+///
+/// Returns TQ_OK, or TQ_ERR_NOT_HELD (the lease was lost: stop working on
+/// the task, another worker may have it), TQ_ERR_INVALID_ARGUMENT (NULL
+/// queue or task, out of range), TQ_ERR_BUSY, TQ_ERR_IO.
 /// Thread safety: may run concurrently with any other call.
 #[no_mangle]
-pub extern "C" fn tq_purge_done(
+pub extern "C" fn tq_extend(queue: *mut tq_queue, task: *const tq_task, lease_ms: u64) -> tq_status {
+    guard("tq_extend", || {
+        let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
+        let task = unsafe { borrow(task, "task") }?;
+        queue.0.extend(task.receipt()?, Duration::from_millis(lease_ms))?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Makes the dead task `id` of the handle's queue pending again, ready now,
+/// with all its attempts ahead of it.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue; no dead task
+/// `id` in this queue), TQ_ERR_BUSY, TQ_ERR_IO.
+/// Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_retry_dead(queue: *mut tq_queue, id: i64) -> tq_status {
+    guard("tq_retry_dead", || {
+        unsafe { borrow(queue.cast_const(), "queue") }?.0.retry_dead(id)?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Makes every dead task of the handle's queue pending again, as
+/// `tq_retry_dead` does, and writes how many to `*out_retried` when it is
+/// not NULL.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue), TQ_ERR_BUSY,
+/// TQ_ERR_IO. Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_retry_all_dead(queue: *mut tq_queue, out_retried: *mut i64) -> tq_status {
+    guard("tq_retry_all_dead", || {
+        let retried = unsafe { borrow(queue.cast_const(), "queue") }?.0.retry_all_dead()?;
+        unsafe { write_optional(out_retried, saturate(retried)) };
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Deletes the handle's queue's tasks in `state` (TQ_STATE_DONE or
+/// TQ_STATE_DEAD) that got there at least `older_than_ms` milliseconds ago
+/// (0: all of them), and writes how many to `*out_purged` when it is not
+/// NULL.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, another state,
+/// age over INT64_MAX), TQ_ERR_BUSY, TQ_ERR_IO.
+/// Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_purge(
     queue: *mut tq_queue,
+    state: i32,
     older_than_ms: u64,
     out_purged: *mut i64,
 ) -> tq_status {
-    guard("tq_purge_done", || {
+    guard("tq_purge", || {
         let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
-        let purged = queue.0.purge_done(older_than_ms)?;
+        let purged = queue.0.purge(task_state(state)?, Duration::from_millis(older_than_ms))?;
         unsafe { write_optional(out_purged, saturate(purged)) };
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Writes to `*out_age_ms` how long, in milliseconds, the task of the
+/// handle's queue that has been ready longest has waited.
+///
+/// Returns TQ_OK, TQ_EMPTY (no task is ready; `*out_age_ms` is 0), or
+/// TQ_ERR_INVALID_ARGUMENT (NULL queue or out), TQ_ERR_BUSY, TQ_ERR_IO.
+/// Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_oldest_ready_age_ms(queue: *const tq_queue, out_age_ms: *mut i64) -> tq_status {
+    guard("tq_oldest_ready_age_ms", || {
+        let queue = unsafe { borrow(queue, "queue") }?;
+        let out_age_ms = out_pointer(out_age_ms, "out_age_ms")?;
+        // SAFETY: non-NULL and writable per the contract.
+        unsafe { out_age_ms.write(0) };
+        let Some(age) = queue.0.oldest_ready_age()? else {
+            return Ok(tq_status::TQ_EMPTY);
+        };
+        unsafe { out_age_ms.write(saturate(age.as_millis() as u64)) };
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Lists a page of the handle's queue's tasks in `state`: up to `max` of
+/// them with ids above `after_id`, by id, stored in
+/// `out_tasks[0..*out_count]` (the rest set to NULL). Start with `after_id`
+/// 0 and pass the last id of each page to get the next; a page shorter
+/// than `max` is the last. Listed tasks are snapshots, not held. A page
+/// reads the table from `after_id` on: a call for tools, not for a worker's
+/// loop.
+///
+/// Returns TQ_OK (`*out_count` may be 0), or TQ_ERR_INVALID_ARGUMENT (NULL
+/// queue, out_tasks or out_count, unknown state), TQ_ERR_BUSY, TQ_ERR_IO.
+///
+/// Ownership: the caller owns each task and frees it with `tq_task_free`.
+/// Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_list(
+    queue: *const tq_queue,
+    state: i32,
+    after_id: i64,
+    max: usize,
+    out_tasks: *mut *mut tq_task,
+    out_count: *mut usize,
+) -> tq_status {
+    guard("tq_list", || {
+        let out_count = out_pointer(out_count, "out_count")?;
+        // SAFETY: non-NULL and writable per the contract.
+        unsafe { out_count.write(0) };
+        let out_tasks = out_pointer(out_tasks, "out_tasks")?;
+        // SAFETY: `out_tasks` has room for `max` pointers per the contract.
+        let slots = unsafe { std::slice::from_raw_parts_mut(out_tasks, max) };
+        slots.fill(std::ptr::null_mut());
+        let queue = unsafe { borrow(queue, "queue") }?;
+        let tasks = queue
+            .0
+            .list(task_state(state)?, after_id, max)?
+            .into_iter()
+            .map(tq_task::listed)
+            .collect::<Result<Vec<_>>>()?;
+        let count = tasks.len();
+        for (slot, task) in slots.iter_mut().zip(tasks) {
+            *slot = hand_out(task);
+        }
+        unsafe { out_count.write(count) };
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Copies the file's write-ahead log into the database and truncates it,
+/// waiting up to the busy timeout for readers to move on, and writes the
+/// log's size afterwards to `*out_wal_bytes` when it is not NULL. tq also
+/// checkpoints by itself when the log grows past 16 MiB; call this at quiet
+/// moments to keep the files small.
+///
+/// Returns TQ_OK, or TQ_ERR_BUSY (a reader still used the log: part of it
+/// remains; the size is still written), TQ_ERR_INVALID_ARGUMENT (NULL
+/// queue), TQ_ERR_IO.
+/// Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_checkpoint(queue: *mut tq_queue, out_wal_bytes: *mut i64) -> tq_status {
+    guard("tq_checkpoint", || {
+        let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
+        let checkpoint = queue.0.checkpoint()?;
+        unsafe { write_optional(out_wal_bytes, saturate(checkpoint.wal_bytes)) };
+        if !checkpoint.complete {
+            return Err(Error::new(
+                ErrorKind::Busy,
+                "a reader was still using the write-ahead log: it was only partly checkpointed",
+            ));
+        }
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Writes the size of the file's write-ahead log (`-wal` file), in bytes,
+/// to `*out_wal_bytes`.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or out), TQ_ERR_IO.
+/// Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_wal_size(queue: *const tq_queue, out_wal_bytes: *mut i64) -> tq_status {
+    guard("tq_wal_size", || {
+        let queue = unsafe { borrow(queue, "queue") }?;
+        let out_wal_bytes = out_pointer(out_wal_bytes, "out_wal_bytes")?;
+        let size = queue.0.wal_size()?;
+        // SAFETY: non-NULL and writable per the contract.
+        unsafe { out_wal_bytes.write(saturate(size)) };
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Ends, with TQ_ERR_INTERRUPTED, the wait of every pull on this handle,
+/// now and from then on (a pull still takes a task that is ready). To stop
+/// worker threads: `tq_interrupt`, join them, then `tq_close`.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue).
+/// Thread safety: safe from any thread, while other threads wait in pulls.
+#[no_mangle]
+pub extern "C" fn tq_interrupt(queue: *const tq_queue) -> tq_status {
+    guard("tq_interrupt", || {
+        unsafe { borrow(queue, "queue") }?.0.interrupt();
         Ok(tq_status::TQ_OK)
     })
 }

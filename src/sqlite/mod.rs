@@ -8,9 +8,13 @@
 //! in WAL mode, whatever the busy timeout).
 
 mod inherited;
-mod schema;
-mod tasks;
+pub(crate) mod schema;
+pub(crate) mod tasks;
 
+pub(crate) use tasks::not_held;
+
+use std::os::unix::fs::MetadataExt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, TryLockError};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -32,14 +36,33 @@ const JOURNAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
 /// Longest pause between two tries for the write lock.
 const MAX_BACKOFF: Duration = Duration::from_millis(20);
 
+/// A handle looks at the WAL's size once every this many commits...
+const WAL_CHECK_EVERY: u64 = 256;
+
+/// ...and when it has grown past this (SQLite's own checkpoints, run every
+/// 4 MiB of log, could not restart it because readers were always using
+/// it), runs a checkpoint that waits for those readers to move on.
+const WAL_RESTART_SIZE: u64 = 16 * 1024 * 1024;
+
+/// How long that checkpoint waits for readers before giving up until the
+/// next check: short, because the writer waits with it.
+const WAL_RESTART_WAIT: Duration = Duration::from_millis(100);
+
 pub(crate) struct SqliteStore {
     /// The handle's connection; `None` once closed in a child after fork.
     slot: Arc<inherited::Slot>,
     busy_timeout: Duration,
     keep_history: bool,
+    /// The named queue this handle works on.
+    queue: String,
+    /// The database file's path as SQLite resolved it.
+    path: String,
+    /// The file's device and inode numbers.
+    file_id: (u64, u64),
     /// This process's row in `tq_holders`, recorded by its first claim.
     holder_id: OnceLock<i64>,
     process: ProcessId,
+    commits: AtomicU64,
 }
 
 impl SqliteStore {
@@ -53,13 +76,55 @@ impl SqliteStore {
         // of connections copied from a parent process (see inherited.rs).
         inherited::close_inherited()?;
         let conn = connect(path, options)?;
+        let resolved = conn.path().unwrap_or(path).to_owned();
+        // stat(), never open(): see SQLITE-NOTES on POSIX locks.
+        let metadata = std::fs::metadata(&resolved)
+            .map_err(|err| Error::new(ErrorKind::Io, format!("cannot stat '{resolved}': {err}")))?;
         Ok(SqliteStore {
             slot: inherited::register(conn)?,
             busy_timeout: options.busy_timeout,
             keep_history: options.keep_history,
+            queue: options.queue.clone(),
+            path: resolved,
+            file_id: (metadata.dev(), metadata.ino()),
             holder_id: OnceLock::new(),
             process: ProcessId::current(),
+            commits: AtomicU64::new(0),
         })
+    }
+
+    /// The file's device and inode numbers: handles on one file share them.
+    pub(crate) fn file_id(&self) -> (u64, u64) {
+        self.file_id
+    }
+
+    /// The size of the `-wal` file (0 when there is none), read with
+    /// `stat()`.
+    fn wal_file_size(&self) -> Result<u64> {
+        match std::fs::metadata(format!("{}-wal", self.path)) {
+            Ok(metadata) => Ok(metadata.len()),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(0),
+            Err(err) => Err(Error::new(
+                ErrorKind::Io,
+                format!("cannot stat the WAL of '{}': {err}", self.path),
+            )),
+        }
+    }
+
+    /// Keeps the WAL from growing without bound under readers that always
+    /// overlap (see [`WAL_RESTART_SIZE`]). Best effort: a checkpoint that
+    /// cannot finish now is tried again at a later check.
+    fn wal_upkeep(&self, conn: &Connection) {
+        if self.commits.fetch_add(1, Ordering::Relaxed) % WAL_CHECK_EVERY != WAL_CHECK_EVERY - 1 {
+            return;
+        }
+        if self.wal_file_size().map_or(true, |size| size < WAL_RESTART_SIZE) {
+            return;
+        }
+        if conn.busy_timeout(WAL_RESTART_WAIT).is_ok() {
+            let _ = conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(()));
+        }
+        let _ = conn.busy_timeout(self.busy_timeout);
     }
 
     /// Runs `op` on the handle's connection. A panic in an earlier call may
@@ -84,7 +149,11 @@ impl SqliteStore {
     /// Runs `body` in one write transaction on the handle's connection
     /// (see [`write_transaction`]).
     fn write<T>(&self, body: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        self.with_connection(|conn| write_transaction(conn, self.busy_timeout, body))
+        self.with_connection(|conn| {
+            let value = write_transaction(conn, self.busy_timeout, body)?;
+            self.wal_upkeep(conn);
+            Ok(value)
+        })
     }
 }
 

@@ -48,6 +48,36 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX tq_tasks_ready  ON tq_tasks (run_at, id)       WHERE state = 0;
     CREATE INDEX tq_tasks_leased ON tq_tasks (lease_expires_at) WHERE state = 1;
     CREATE INDEX tq_tasks_done   ON tq_tasks (finished_at)      WHERE state = 2;",
+    // 2: named queues, priorities, retries with a dead state, unique keys.
+    // state gains 3 (dead) and 4 (waiting: pending, not yet due), so that
+    // the ready index holds only due tasks and a claim is one lookup in it.
+    "ALTER TABLE tq_tasks ADD COLUMN queue        TEXT    NOT NULL DEFAULT 'default';
+    ALTER TABLE tq_tasks ADD COLUMN priority     INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE tq_tasks ADD COLUMN max_attempts INTEGER NOT NULL DEFAULT 25;
+    -- The reason given by the last failure, or why the last lease ended.
+    ALTER TABLE tq_tasks ADD COLUMN last_error   TEXT;
+    -- A task's unique key reserves the key in its queue while the task is
+    -- pending or leased, and after it is done until unique_until.
+    ALTER TABLE tq_tasks ADD COLUMN unique_key   TEXT;
+    ALTER TABLE tq_tasks ADD COLUMN unique_for   INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE tq_tasks ADD COLUMN unique_until INTEGER;
+
+    UPDATE tq_tasks SET state = 4
+        WHERE state = 0 AND run_at > CAST(unixepoch('subsec') * 1000 AS INTEGER);
+
+    DROP INDEX tq_tasks_ready;
+    DROP INDEX tq_tasks_leased;
+    DROP INDEX tq_tasks_done;
+    -- The ready index's order is the claim order.
+    CREATE INDEX tq_tasks_ready   ON tq_tasks (queue, priority DESC, run_at, id) WHERE state = 0;
+    CREATE INDEX tq_tasks_waiting ON tq_tasks (queue, run_at)           WHERE state = 4;
+    CREATE INDEX tq_tasks_leased  ON tq_tasks (queue, lease_expires_at) WHERE state = 1;
+    CREATE INDEX tq_tasks_done    ON tq_tasks (queue, finished_at)      WHERE state = 2;
+    CREATE INDEX tq_tasks_dead    ON tq_tasks (queue, finished_at)      WHERE state = 3;
+    CREATE INDEX tq_tasks_reserved ON tq_tasks (queue, unique_until)
+        WHERE state = 2 AND unique_until IS NOT NULL;
+    CREATE UNIQUE INDEX tq_tasks_unique ON tq_tasks (queue, unique_key)
+        WHERE unique_key IS NOT NULL;",
 ];
 
 /// The schema version this library writes.
@@ -71,23 +101,21 @@ pub(crate) fn version(conn: &Connection) -> Result<i64> {
             |row| row.get(0),
         )
         .optional()?;
-    version.ok_or_else(|| {
-        Error::new(
-            ErrorKind::NotADatabase,
-            "the file has a tq_meta table without a schema version: not a tq database",
-        )
-    })
-}
-
-/// Refuses a file whose schema is newer than this library's, or whose
-/// version is no version at all.
-pub(crate) fn check_supported(version: i64) -> Result<()> {
-    if version < 0 {
-        return Err(Error::new(
+    match version {
+        Some(version) if version >= 1 => Ok(version),
+        Some(version) => Err(Error::new(
             ErrorKind::NotADatabase,
             format!("the file has tq schema version {version}, which no tq ever wrote: not a tq database"),
-        ));
+        )),
+        None => Err(Error::new(
+            ErrorKind::NotADatabase,
+            "the file has a tq_meta table without a schema version: not a tq database",
+        )),
     }
+}
+
+/// Refuses a file whose schema is newer than this library's.
+pub(crate) fn check_supported(version: i64) -> Result<()> {
     if version > CURRENT_VERSION {
         return Err(Error::new(
             ErrorKind::NotADatabase,

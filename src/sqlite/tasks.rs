@@ -1,17 +1,30 @@
-//! Every statement on tasks: push, claim, finish, recover, counts, purge.
-//! This is where a task is claimed ([`SqliteStore::claim`]).
+//! Every statement on tasks: push, claim, finish, fail, extend, recover,
+//! and the calls that look at or tidy a queue. This is where a task is
+//! claimed ([`claim`]).
 //!
-//! States are stored as integers (0 pending, 1 leased, 2 done) and written
-//! as literals in the SQL so that SQLite can use the partial index of each
-//! state (see `schema.rs`).
+//! States are stored as integers and written as literals in the SQL so
+//! that SQLite can use the partial index of each state (see `schema.rs`):
+//! 0 ready (pending and due), 1 leased, 2 done, 3 dead, 4 waiting (pending,
+//! not yet due). A waiting task becomes ready at the next claim after its
+//! due time, so the ready index holds only claimable tasks and its order is
+//! the claim order.
+//!
+//! The functions taking a `Connection` run inside a write transaction
+//! opened by the caller: the backend's own, or, for [`crate::outbox`], the
+//! application's.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::SqliteStore;
 use crate::error::{Error, ErrorKind, Result};
 use crate::holder::{Liveness, ProcessId};
-use crate::store::Store;
-use crate::task::{Receipt, Task, TaskState};
+use crate::options::RetryBackoff;
+use crate::store::{Checkpoint, NewTask, Store};
+use crate::task::{Failed, Pushed, Receipt, Task, TaskInfo, TaskState};
+
+/// At most this many waiting tasks become ready per claim, so one claim
+/// after a long pause does not rewrite a large backlog in one transaction.
+const PROMOTE_BATCH: usize = 1000;
 
 /// Records `process` in `tq_holders` (once per process) and returns its row id.
 fn register_holder(conn: &Connection, process: &ProcessId) -> Result<i64> {
@@ -34,116 +47,309 @@ fn register_holder(conn: &Connection, process: &ProcessId) -> Result<i64> {
     Ok(id)
 }
 
-/// Puts every leased task matching `condition` back to pending. Its attempt
-/// stays counted: it was claimed.
-const RELEASE: &str = "UPDATE tq_tasks
-    SET state = 0, lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
-    WHERE state = 1 AND ";
+/// Stores one task in `queue`, or finds the task holding its unique key.
+/// A key is held by a pending or leased task, or by a done one until its
+/// window ends; a task that no longer holds its key gives it up here.
+pub(crate) fn push_one(conn: &Connection, queue: &str, task: &NewTask<'_>, now: i64) -> Result<Pushed> {
+    if let Some((key, _)) = task.unique {
+        let holder: Option<(i64, i64, Option<i64>)> = conn
+            .prepare_cached(
+                "SELECT id, state, unique_until FROM tq_tasks WHERE queue = ?1 AND unique_key = ?2",
+            )?
+            .query_row(params![queue, key], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+            })
+            .optional()?;
+        if let Some((id, state, unique_until)) = holder {
+            let holds_key = match state {
+                0 | 1 | 4 => true,
+                2 => unique_until.is_some_and(|until| until > now),
+                _ => false,
+            };
+            if holds_key {
+                return Ok(Pushed::Duplicate(id));
+            }
+            conn.prepare_cached("UPDATE tq_tasks SET unique_key = NULL WHERE id = ?1")?
+                .execute([id])?;
+        }
+    }
+    let state = if task.run_at <= now { 0 } else { 4 };
+    let (key, reserved_for) = task.unique.map_or((None, 0), |(key, ms)| (Some(key), ms));
+    conn.prepare_cached(
+        "INSERT INTO tq_tasks
+            (queue, state, payload, created_at, run_at, priority, max_attempts, unique_key, unique_for)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )?
+    .execute(params![
+        queue,
+        state,
+        task.payload,
+        now,
+        task.run_at,
+        task.priority,
+        task.max_attempts,
+        key,
+        reserved_for
+    ])?;
+    Ok(Pushed::Stored(conn.last_insert_rowid()))
+}
 
-/// The pending task due first: one lookup in the ready index, whose order
-/// is the claim order.
-const DUE_FIRST: &str = "SELECT run_at, id FROM tq_tasks
-    WHERE state = 0 AND run_at <= ?1 ORDER BY run_at, id LIMIT 1";
+/// Makes ready the waiting tasks of `?1` due by `?2`, oldest first, at most `?3`.
+const PROMOTE: &str = "UPDATE tq_tasks SET state = 0
+    WHERE id IN (SELECT id FROM tq_tasks
+                 WHERE queue = ?1 AND state = 4 AND run_at <= ?2
+                 ORDER BY run_at LIMIT ?3)";
+
+/// The ready task to claim first: one lookup in the ready index.
+const READY_FIRST: &str = "SELECT id, priority, run_at, 0 FROM tq_tasks
+    WHERE queue = ?1 AND state = 0
+    ORDER BY priority DESC, run_at, id LIMIT 1";
 
 /// The leased task whose lease expired first: one lookup in the lease index.
-const EXPIRED_FIRST: &str = "SELECT run_at, id FROM tq_tasks
-    WHERE state = 1 AND lease_expires_at <= ?1 ORDER BY lease_expires_at LIMIT 1";
+/// The last column says whether that delivery was its last attempt.
+const EXPIRED_FIRST: &str = "SELECT id, priority, run_at, attempts >= max_attempts FROM tq_tasks
+    WHERE queue = ?1 AND state = 1 AND lease_expires_at <= ?2
+    ORDER BY lease_expires_at LIMIT 1";
 
 /// Takes the chosen task under a new lease and counts the attempt. The
 /// lease token is drawn here, so each delivery has a receipt of its own.
+/// `?4` is why the previous delivery ended, when this claim ends it.
 const TAKE: &str = "UPDATE tq_tasks
     SET state = 1, attempts = attempts + 1, lease_token = random(),
-        lease_expires_at = ?2, holder_id = ?3
+        lease_expires_at = ?2, holder_id = ?3, last_error = coalesce(?4, last_error)
     WHERE id = ?1
-    RETURNING id, lease_token, attempts, payload";
+    RETURNING id, lease_token, attempts, max_attempts, priority, run_at, last_error, payload";
 
-/// The task to deliver next, if any: of the pending task due first and the
-/// leased task whose lease expired first, the older by due time, so a task
-/// whose holder vanished keeps its place in line. Only that task changes
+/// Ends, as dead, the expired delivery of task `?1` that was its last attempt.
+const BURY_EXPIRED: &str = "UPDATE tq_tasks
+    SET state = 3, finished_at = ?2, lease_token = NULL, lease_expires_at = NULL,
+        holder_id = NULL,
+        last_error = 'the lease of delivery ' || attempts || ' expired before it finished'
+    WHERE id = ?1";
+
+/// A claim candidate: id, priority, run-at, and whether it is an expired
+/// last attempt.
+type Candidate = (i64, i32, i64, bool);
+
+/// Claims up to `max` tasks of `queue` for `holder_id`. Each is the better,
+/// by priority and then by how long it has been ready, of the ready task
+/// first in line and the task whose lease expired first, so a task whose
+/// holder vanished keeps its place in line. Only the tasks delivered change
 /// hands: another expired lease stays with its holder, who may still finish
-/// it. (Two lookups and a comparison here run faster than one statement
-/// merging them, which SQLite plans with a sort.)
-fn next_ready(conn: &Connection, now: i64) -> Result<Option<i64>> {
-    let candidate = |sql: &str| -> Result<Option<(i64, i64)>> {
-        Ok(conn
-            .prepare_cached(sql)?
-            .query_row([now], |row| Ok((row.get(0)?, row.get(1)?)))
-            .optional()?)
+/// it. (Two lookups and a comparison run faster than one statement merging
+/// them, which SQLite plans with a sort.)
+fn claim(
+    conn: &Connection,
+    queue: &str,
+    max: usize,
+    now: i64,
+    lease_expires_at: i64,
+    holder_id: i64,
+) -> Result<Vec<Task>> {
+    conn.prepare_cached(PROMOTE)?
+        .execute(params![queue, now, PROMOTE_BATCH.max(max) as i64])?;
+    let candidate = |sql: &str| -> Result<Option<Candidate>> {
+        let mut statement = conn.prepare_cached(sql)?;
+        let row = if sql == READY_FIRST {
+            statement.query_row(params![queue], candidate_from_row)
+        } else {
+            statement.query_row(params![queue, now], candidate_from_row)
+        };
+        Ok(row.optional()?)
     };
-    let due = candidate(DUE_FIRST)?;
-    let expired = candidate(EXPIRED_FIRST)?;
-    Ok(due.into_iter().chain(expired).min().map(|(_, id)| id))
+    let mut tasks = Vec::new();
+    while tasks.len() < max {
+        let ready = candidate(READY_FIRST)?;
+        let expired = candidate(EXPIRED_FIRST)?;
+        let best = ready
+            .into_iter()
+            .chain(expired)
+            .min_by_key(|&(id, priority, run_at, _)| (std::cmp::Reverse(priority), run_at, id));
+        let Some((id, _, _, last_attempt_expired)) = best else {
+            break;
+        };
+        let from_expired = expired.is_some_and(|(expired_id, ..)| expired_id == id);
+        if from_expired && last_attempt_expired {
+            conn.prepare_cached(BURY_EXPIRED)?.execute(params![id, now])?;
+            continue;
+        }
+        let reason = from_expired.then(|| "the lease of the previous delivery expired");
+        let task = conn.prepare_cached(TAKE)?.query_row(
+            params![id, lease_expires_at, holder_id, reason],
+            |row| {
+                Ok(Task {
+                    receipt: Receipt {
+                        id: row.get(0)?,
+                        token: row.get(1)?,
+                    },
+                    attempts: row.get(2)?,
+                    max_attempts: row.get(3)?,
+                    priority: row.get(4)?,
+                    run_at_unix_ms: row.get(5)?,
+                    last_error: row.get(6)?,
+                    payload: row.get(7)?,
+                })
+            },
+        )?;
+        tasks.push(task);
+    }
+    Ok(tasks)
+}
+
+fn candidate_from_row(row: &Row<'_>) -> rusqlite::Result<Candidate> {
+    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+}
+
+/// Completes the delivery named by `receipt`, if it is current: the task
+/// is deleted, or kept as done with history. A task whose unique key stays
+/// reserved after it is done is kept as done either way, until its window
+/// passes. Returns whether the delivery was current.
+pub(crate) fn finish_one(conn: &Connection, receipt: Receipt, now: i64, keep_history: bool) -> Result<bool> {
+    if !keep_history {
+        let deleted = conn
+            .prepare_cached(
+                "DELETE FROM tq_tasks
+                 WHERE id = ?1 AND state = 1 AND lease_token = ?2
+                   AND (unique_key IS NULL OR unique_for = 0)",
+            )?
+            .execute(params![receipt.id, receipt.token])?;
+        if deleted > 0 {
+            return Ok(true);
+        }
+    }
+    let kept = conn
+        .prepare_cached(
+            "UPDATE tq_tasks
+             SET state = 2, finished_at = ?3,
+                 lease_token = NULL, lease_expires_at = NULL, holder_id = NULL,
+                 unique_key = CASE WHEN unique_for > 0 THEN unique_key END,
+                 unique_until = CASE WHEN unique_for > 0 AND unique_key IS NOT NULL
+                                     THEN ?3 + unique_for END
+             WHERE id = ?1 AND state = 1 AND lease_token = ?2",
+        )?
+        .execute(params![receipt.id, receipt.token, now])?;
+    Ok(kept > 0)
+}
+
+/// Deletes, on a handle without history, the done tasks kept only for a
+/// unique window that has now passed.
+fn sweep_reserved(conn: &Connection, queue: &str, now: i64) -> Result<()> {
+    conn.prepare_cached(
+        "DELETE FROM tq_tasks WHERE id IN
+            (SELECT id FROM tq_tasks
+             WHERE queue = ?1 AND state = 2 AND unique_until IS NOT NULL AND unique_until <= ?2
+             LIMIT 100)",
+    )?
+    .execute(params![queue, now])?;
+    Ok(())
+}
+
+pub(crate) fn not_held(id: i64) -> Error {
+    Error::new(
+        ErrorKind::NotHeld,
+        format!(
+            "task {id} is not held by this delivery: it was already finished or failed, \
+             or its lease was recovered or taken by another worker"
+        ),
+    )
+}
+
+/// The `state IN (...)` condition of a visible state.
+fn state_condition(state: TaskState) -> &'static str {
+    match state {
+        TaskState::Pending => "state IN (0, 4)",
+        TaskState::Leased => "state = 1",
+        TaskState::Done => "state = 2",
+        TaskState::Dead => "state = 3",
+    }
 }
 
 impl Store for SqliteStore {
-    fn push(&self, payload: &str, now: i64, run_at: i64) -> Result<i64> {
+    fn push(&self, tasks: &[NewTask<'_>], now: i64) -> Result<Vec<Pushed>> {
         self.write(|conn| {
-            conn.prepare_cached(
-                "INSERT INTO tq_tasks (state, payload, created_at, run_at) VALUES (0, ?1, ?2, ?3)",
-            )?
-            .execute(params![payload, now, run_at])?;
-            Ok(conn.last_insert_rowid())
+            tasks
+                .iter()
+                .map(|task| push_one(conn, &self.queue, task, now))
+                .collect()
         })
     }
 
-    fn claim(&self, now: i64, lease_expires_at: i64) -> Result<Option<Task>> {
-        let (task, holder_id) = self.write(|conn| {
+    fn claim(&self, max: usize, now: i64, lease_expires_at: i64) -> Result<Vec<Task>> {
+        let (tasks, holder_id) = self.write(|conn| {
             // This process is recorded as a holder by its first claim, so
             // opening a queue writes nothing.
             let holder_id = match self.holder_id.get() {
                 Some(&id) => id,
                 None => register_holder(conn, &self.process)?,
             };
-            let Some(id) = next_ready(conn, now)? else {
-                return Ok((None, holder_id));
-            };
-            let task = conn.prepare_cached(TAKE)?.query_row(
-                params![id, lease_expires_at, holder_id],
-                |row| {
-                    Ok(Task {
-                        receipt: Receipt {
-                            id: row.get(0)?,
-                            token: row.get(1)?,
-                        },
-                        attempts: row.get(2)?,
-                        payload: row.get(3)?,
-                    })
-                },
-            )?;
-            Ok((Some(task), holder_id))
+            let tasks = claim(conn, &self.queue, max, now, lease_expires_at, holder_id)?;
+            Ok((tasks, holder_id))
         })?;
         // Only once committed: a rolled-back registration never happened.
         let _ = self.holder_id.set(holder_id);
-        Ok(task)
+        Ok(tasks)
     }
 
-    fn finish(&self, receipt: Receipt, now: i64) -> Result<()> {
-        let changed = self.write(|conn| {
-            let changed = if self.keep_history {
-                conn.prepare_cached(
-                    "UPDATE tq_tasks
-                     SET state = 2, finished_at = ?3,
-                         lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
+    fn finish(&self, receipts: &[Receipt], now: i64) -> Result<Vec<bool>> {
+        self.write(|conn| {
+            let held = receipts
+                .iter()
+                .map(|&receipt| finish_one(conn, receipt, now, self.keep_history))
+                .collect::<Result<Vec<bool>>>()?;
+            if !self.keep_history {
+                sweep_reserved(conn, &self.queue, now)?;
+            }
+            Ok(held)
+        })
+    }
+
+    fn fail(&self, receipt: Receipt, reason: &str, now: i64, backoff: &RetryBackoff) -> Result<Failed> {
+        self.write(|conn| {
+            let delivery: Option<(u32, u32, i64)> = conn
+                .prepare_cached(
+                    "SELECT attempts, max_attempts, random() FROM tq_tasks
                      WHERE id = ?1 AND state = 1 AND lease_token = ?2",
                 )?
-                .execute(params![receipt.id, receipt.token, now])?
-            } else {
+                .query_row(params![receipt.id, receipt.token], |row| {
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+                })
+                .optional()?;
+            let (attempts, max_attempts, random) = delivery.ok_or_else(|| not_held(receipt.id))?;
+            let reason = (!reason.is_empty()).then_some(reason);
+            if attempts >= max_attempts {
                 conn.prepare_cached(
-                    "DELETE FROM tq_tasks WHERE id = ?1 AND state = 1 AND lease_token = ?2",
+                    "UPDATE tq_tasks
+                     SET state = 3, finished_at = ?2, last_error = ?3,
+                         lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
+                     WHERE id = ?1",
                 )?
-                .execute(params![receipt.id, receipt.token])?
-            };
-            Ok(changed)
+                .execute(params![receipt.id, now, reason])?;
+                return Ok(Failed::Dead);
+            }
+            let pause = backoff.pause(attempts, random as u64);
+            let retry_at = now.saturating_add(pause.as_millis() as i64);
+            conn.prepare_cached(
+                "UPDATE tq_tasks
+                 SET state = ?2, run_at = ?3, last_error = ?4,
+                     lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
+                 WHERE id = ?1",
+            )?
+            .execute(params![receipt.id, if retry_at <= now { 0 } else { 4 }, retry_at, reason])?;
+            Ok(Failed::RetryAt(retry_at))
+        })
+    }
+
+    fn extend(&self, receipt: Receipt, lease_expires_at: i64) -> Result<()> {
+        let extended = self.write(|conn| {
+            Ok(conn
+                .prepare_cached(
+                    "UPDATE tq_tasks SET lease_expires_at = ?3
+                     WHERE id = ?1 AND state = 1 AND lease_token = ?2",
+                )?
+                .execute(params![receipt.id, receipt.token, lease_expires_at])?)
         })?;
-        if changed == 0 {
-            return Err(Error::new(
-                ErrorKind::NotHeld,
-                format!(
-                    "task {} is not held by this delivery: it was already finished, \
-                     or its lease was recovered or taken by another worker",
-                    receipt.id
-                ),
-            ));
+        if extended == 0 {
+            return Err(not_held(receipt.id));
         }
         Ok(())
     }
@@ -153,13 +359,27 @@ impl Store for SqliteStore {
             let dead = dead_holders(conn, &self.process)?;
             let dead_json = serde_json::to_string(&dead).expect("a list of integers serializes");
             let recovered = conn
-                .prepare_cached(&format!(
-                    "{RELEASE} (lease_expires_at <= ?1
-                                OR holder_id IN (SELECT value FROM json_each(?2)))"
-                ))?
-                .execute(params![now, dead_json])?;
+                .prepare_cached(
+                    "UPDATE tq_tasks
+                     SET state = CASE WHEN attempts >= max_attempts THEN 3 ELSE 0 END,
+                         finished_at = CASE WHEN attempts >= max_attempts THEN ?1 END,
+                         last_error = CASE
+                             WHEN holder_id IN (SELECT value FROM json_each(?2))
+                             THEN 'the process holding delivery ' || attempts || ' died'
+                             ELSE 'the lease of delivery ' || attempts || ' expired before it finished'
+                         END,
+                         lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
+                     WHERE queue = ?3 AND state = 1
+                       AND (lease_expires_at <= ?1
+                            OR holder_id IN (SELECT value FROM json_each(?2)))",
+                )?
+                .execute(params![now, dead_json, self.queue])?;
+            // A dead holder's row goes once no queue has its tasks.
             conn.prepare_cached(
-                "DELETE FROM tq_holders WHERE id IN (SELECT value FROM json_each(?1))",
+                "DELETE FROM tq_holders
+                 WHERE id IN (SELECT value FROM json_each(?1))
+                   AND NOT EXISTS (SELECT 1 FROM tq_tasks
+                                   WHERE state = 1 AND holder_id = tq_holders.id)",
             )?
             .execute([dead_json])?;
             Ok(recovered as u64)
@@ -167,24 +387,134 @@ impl Store for SqliteStore {
     }
 
     fn count(&self, state: TaskState) -> Result<u64> {
-        let sql = match state {
-            TaskState::Pending => "SELECT count(*) FROM tq_tasks WHERE state = 0",
-            TaskState::Leased => "SELECT count(*) FROM tq_tasks WHERE state = 1",
-            TaskState::Done => "SELECT count(*) FROM tq_tasks WHERE state = 2",
-        };
+        let sql = format!(
+            "SELECT count(*) FROM tq_tasks WHERE queue = ?1 AND {}",
+            state_condition(state)
+        );
         let count: i64 = self.with_connection(|conn| {
-            Ok(conn.prepare_cached(sql)?.query_row([], |row| row.get(0))?)
+            Ok(conn.prepare_cached(&sql)?.query_row([&self.queue], |row| row.get(0))?)
         })?;
         Ok(count as u64)
     }
 
-    fn purge_done(&self, finished_before: i64) -> Result<u64> {
-        self.write(|conn| {
-            let purged = conn
-                .prepare_cached("DELETE FROM tq_tasks WHERE state = 2 AND finished_at <= ?1")?
-                .execute([finished_before])?;
-            Ok(purged as u64)
+    fn oldest_ready(&self, now: i64) -> Result<Option<i64>> {
+        // The ready index is ordered by priority first: the oldest ready
+        // task is the first of one of its priorities, found by skipping
+        // from priority to priority rather than reading every entry.
+        self.with_connection(|conn| {
+            let ready: Option<i64> = conn
+                .prepare_cached(
+                    "WITH RECURSIVE level(priority) AS (
+                         SELECT max(priority) FROM tq_tasks WHERE queue = ?1 AND state = 0
+                         UNION ALL
+                         SELECT (SELECT max(priority) FROM tq_tasks
+                                 WHERE queue = ?1 AND state = 0 AND priority < level.priority)
+                         FROM level WHERE level.priority IS NOT NULL
+                     )
+                     SELECT min((SELECT run_at FROM tq_tasks
+                                 WHERE queue = ?1 AND state = 0 AND priority = level.priority
+                                 ORDER BY run_at LIMIT 1))
+                     FROM level WHERE level.priority IS NOT NULL",
+                )?
+                .query_row([&self.queue], |row| row.get(0))?;
+            let due: Option<i64> = conn
+                .prepare_cached(
+                    "SELECT min(run_at) FROM tq_tasks WHERE queue = ?1 AND state = 4 AND run_at <= ?2",
+                )?
+                .query_row(params![self.queue, now], |row| row.get(0))?;
+            Ok(ready.into_iter().chain(due).min())
         })
+    }
+
+    fn list(&self, state: TaskState, after_id: i64, limit: usize) -> Result<Vec<TaskInfo>> {
+        let sql = format!(
+            "SELECT id, state, attempts, max_attempts, priority, run_at, last_error, payload
+             FROM tq_tasks WHERE queue = ?1 AND {} AND id > ?2 ORDER BY id LIMIT ?3",
+            state_condition(state)
+        );
+        self.with_connection(|conn| {
+            let mut statement = conn.prepare_cached(&sql)?;
+            let rows = statement.query_map(
+                params![self.queue, after_id, limit.min(i64::MAX as usize) as i64],
+                |row| {
+                    Ok(TaskInfo {
+                        id: row.get(0)?,
+                        state: match row.get::<_, i64>(1)? {
+                            1 => TaskState::Leased,
+                            2 => TaskState::Done,
+                            3 => TaskState::Dead,
+                            _ => TaskState::Pending,
+                        },
+                        attempts: row.get(2)?,
+                        max_attempts: row.get(3)?,
+                        priority: row.get(4)?,
+                        run_at_unix_ms: row.get(5)?,
+                        last_error: row.get(6)?,
+                        payload: row.get(7)?,
+                    })
+                },
+            )?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+    }
+
+    fn retry_dead(&self, id: Option<i64>, now: i64) -> Result<u64> {
+        self.write(|conn| {
+            let retried = conn
+                .prepare_cached(
+                    "UPDATE tq_tasks SET state = 0, attempts = 0, run_at = ?2, finished_at = NULL
+                     WHERE queue = ?1 AND state = 3 AND (?3 IS NULL OR id = ?3)",
+                )?
+                .execute(params![self.queue, now, id])?;
+            Ok(retried as u64)
+        })
+    }
+
+    fn purge(&self, state: TaskState, before: i64) -> Result<u64> {
+        let sql = match state {
+            TaskState::Done => "DELETE FROM tq_tasks WHERE queue = ?1 AND state = 2 AND finished_at <= ?2",
+            TaskState::Dead => "DELETE FROM tq_tasks WHERE queue = ?1 AND state = 3 AND finished_at <= ?2",
+            TaskState::Pending | TaskState::Leased => {
+                return Err(Error::invalid_argument(
+                    "only done and dead tasks can be purged",
+                ))
+            }
+        };
+        self.write(|conn| Ok(conn.prepare_cached(sql)?.execute(params![self.queue, before])? as u64))
+    }
+
+    fn checkpoint(&self) -> Result<Checkpoint> {
+        let busy = self.with_connection(|conn| {
+            let busy: i64 =
+                conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| row.get(0))?;
+            Ok(busy != 0)
+        })?;
+        Ok(Checkpoint {
+            wal_bytes: self.wal_size()?,
+            complete: !busy,
+        })
+    }
+
+    fn wal_size(&self) -> Result<u64> {
+        self.wal_file_size()
+    }
+
+    fn next_due(&self, now: i64) -> Result<Option<i64>> {
+        self.with_connection(|conn| {
+            let due: Option<i64> = conn
+                .prepare_cached(
+                    "SELECT min(t) FROM (
+                        SELECT min(run_at) AS t FROM tq_tasks WHERE queue = ?1 AND state = 4
+                        UNION ALL
+                        SELECT min(lease_expires_at) FROM tq_tasks WHERE queue = ?1 AND state = 1)",
+                )?
+                .query_row([&self.queue], |row| row.get(0))?;
+            Ok(due.map(|due| due.max(now)))
+        })
+    }
+
+    fn change_counter(&self) -> Result<i64> {
+        self.with_connection(|conn| Ok(conn.query_row("PRAGMA data_version", [], |row| row.get(0))?))
     }
 }
 
@@ -229,19 +559,24 @@ mod tests {
     }
 
     #[test]
-    fn claim_recover_and_purge_are_index_lookups() {
+    fn claims_and_upkeep_are_index_lookups() {
         let conn = Connection::open_in_memory().unwrap();
         super::super::schema::migrate(&conn).unwrap();
         for (sql, index) in [
-            (DUE_FIRST, "tq_tasks_ready"),
+            (READY_FIRST, "tq_tasks_ready"),
             (EXPIRED_FIRST, "tq_tasks_leased"),
+            (PROMOTE, "tq_tasks_waiting"),
             (
-                &format!("{RELEASE} lease_expires_at <= 1"),
-                "tq_tasks_leased",
+                "DELETE FROM tq_tasks WHERE queue = ?1 AND state = 2 AND finished_at <= ?2",
+                "tq_tasks_done",
             ),
             (
-                "DELETE FROM tq_tasks WHERE state = 2 AND finished_at <= 1",
-                "tq_tasks_done",
+                "DELETE FROM tq_tasks WHERE queue = ?1 AND state = 3 AND finished_at <= ?2",
+                "tq_tasks_dead",
+            ),
+            (
+                "SELECT id FROM tq_tasks WHERE queue = ?1 AND unique_key = ?2",
+                "tq_tasks_unique",
             ),
         ] {
             let plan = plan(&conn, sql);

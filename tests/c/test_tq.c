@@ -266,8 +266,9 @@ static void test_version(const char *dir)
 static void test_status_str(const char *dir)
 {
     (void)dir;
-    const int known[] = {TQ_OK, TQ_EMPTY, TQ_ERR_INVALID_ARGUMENT, TQ_ERR_INVALID_JSON, TQ_ERR_NOT_HELD,
-                         TQ_ERR_BUSY, TQ_ERR_IO, TQ_ERR_NOT_A_DATABASE, TQ_ERR_INTERNAL};
+    const int known[] = {TQ_OK,           TQ_EMPTY,   TQ_DUPLICATE, TQ_ERR_INVALID_ARGUMENT,
+                         TQ_ERR_INVALID_JSON, TQ_ERR_NOT_HELD, TQ_ERR_BUSY, TQ_ERR_IO,
+                         TQ_ERR_NOT_A_DATABASE, TQ_ERR_INTERNAL, TQ_ERR_INTERRUPTED};
     const size_t n = sizeof known / sizeof known[0];
     for (size_t i = 0; i < n; i++) {
         const char *s = tq_status_str(known[i]);
@@ -278,7 +279,7 @@ static void test_status_str(const char *dir)
         for (size_t j = 0; j < i; j++)
             CHECK(strcmp(s, tq_status_str(known[j])) != 0);
     }
-    const int32_t unknown[] = {2, 3, 100, -8, -100, INT32_MAX, INT32_MIN};
+    const int32_t unknown[] = {3, 100, -9, -100, INT32_MAX, INT32_MIN};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         const char *s = tq_status_str(unknown[i]);
         if (CHECK(s != NULL))
@@ -1343,8 +1344,8 @@ static void test_count(const char *dir)
     CHECK_LAST_ERROR("NULL");
     CHECK_STATUS(tq_count(q, TQ_STATE_PENDING, NULL), TQ_ERR_INVALID_ARGUMENT);
     CHECK_LAST_ERROR("NULL");
-    CHECK_STATUS(tq_count(q, 3, &n), TQ_ERR_INVALID_ARGUMENT);
-    CHECK_LAST_ERROR("3");
+    CHECK_STATUS(tq_count(q, 4, &n), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("4");
     CHECK_STATUS(tq_count(q, -1, &n), TQ_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(tq_count(q, INT32_MAX, &n), TQ_ERR_INVALID_ARGUMENT);
     CHECK_INT(n, -7);
@@ -1398,9 +1399,9 @@ static void test_history_and_purge(const char *dir)
     CHECK_INT(count(q, TQ_STATE_PENDING), 0);
 
     int64_t purged = -1;
-    CHECK_STATUS(tq_purge_done(q, 3600000, &purged), TQ_OK);
+    CHECK_STATUS(tq_purge(q, TQ_STATE_DONE, 3600000, &purged), TQ_OK);
     CHECK_INT(purged, 0);
-    CHECK_STATUS(tq_purge_done(q, (uint64_t)INT64_MAX, &purged), TQ_OK);
+    CHECK_STATUS(tq_purge(q, TQ_STATE_DONE, (uint64_t)INT64_MAX, &purged), TQ_OK);
     CHECK_INT(purged, 0);
     CHECK_INT(count(q, TQ_STATE_DONE), 3);
 
@@ -1408,11 +1409,11 @@ static void test_history_and_purge(const char *dir)
      * finish and purge in distinct milliseconds, the subject of
      * purge_all_right_after_finish. */
     sleep_ms(5);
-    CHECK_STATUS(tq_purge_done(plain, 0, &purged), TQ_OK);
+    CHECK_STATUS(tq_purge(plain, TQ_STATE_DONE, 0, &purged), TQ_OK);
     CHECK_INT(purged, 3);
     CHECK_INT(count(q, TQ_STATE_DONE), 0);
-    CHECK_STATUS(tq_purge_done(q, 0, NULL), TQ_OK);
-    CHECK_STATUS(tq_purge_done(q, 0, &purged), TQ_OK);
+    CHECK_STATUS(tq_purge(q, TQ_STATE_DONE, 0, NULL), TQ_OK);
+    CHECK_STATUS(tq_purge(q, TQ_STATE_DONE, 0, &purged), TQ_OK);
     CHECK_INT(purged, 0);
     tq_close(plain);
     tq_close(q);
@@ -1432,7 +1433,7 @@ static void test_purge_all_right_after_finish(const char *dir)
         tq_task_free(task);
         int64_t done = count(q, TQ_STATE_DONE);
         int64_t purged = -1;
-        CHECK_STATUS(tq_purge_done(q, 0, &purged), TQ_OK);
+        CHECK_STATUS(tq_purge(q, TQ_STATE_DONE, 0, &purged), TQ_OK);
         if (purged != done || count(q, TQ_STATE_DONE) != 0)
             rounds_with_leftovers++;
     }
@@ -1446,10 +1447,10 @@ static void test_purge_invalid(const char *dir)
     tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, true);
     REQUIRE(q != NULL);
     int64_t purged = -3;
-    CHECK_STATUS(tq_purge_done(NULL, 0, &purged), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_purge(NULL, TQ_STATE_DONE, 0, &purged), TQ_ERR_INVALID_ARGUMENT);
     CHECK_LAST_ERROR("NULL");
-    CHECK_STATUS(tq_purge_done(q, (uint64_t)INT64_MAX + 1, &purged), TQ_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(tq_purge_done(q, UINT64_MAX, &purged), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_purge(q, TQ_STATE_DONE, (uint64_t)INT64_MAX + 1, &purged), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_purge(q, TQ_STATE_DONE, UINT64_MAX, &purged), TQ_ERR_INVALID_ARGUMENT);
     CHECK_INT(purged, -3);
     tq_close(q);
 }
@@ -1671,7 +1672,7 @@ static void child_uses_parent_handle(void *arg)
     CHECK_LAST_ERROR("fork");
     CHECK_STATUS(tq_recover(q, &n), TQ_ERR_INVALID_ARGUMENT);
     CHECK_LAST_ERROR("fork");
-    CHECK_STATUS(tq_purge_done(q, 0, &n), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_purge(q, TQ_STATE_DONE, 0, &n), TQ_ERR_INVALID_ARGUMENT);
     CHECK_LAST_ERROR("fork");
     /* The task's own data is plain memory: readable in the child. */
     CHECK(payload_is(f->parent_task, "\"held\""));
@@ -1851,7 +1852,7 @@ static void test_busy(const char *dir)
         CHECK(task == NULL);
         CHECK_STATUS(tq_finish(impatient, held), TQ_ERR_BUSY);
         CHECK_STATUS(tq_recover(impatient, &n), TQ_ERR_BUSY);
-        CHECK_STATUS(tq_purge_done(impatient, 0, &n), TQ_ERR_BUSY);
+        CHECK_STATUS(tq_purge(impatient, TQ_STATE_DONE, 0, &n), TQ_ERR_BUSY);
         CHECK_INT(n, -1);
         /* Reading needs no write lock. */
         CHECK_STATUS(tq_count(impatient, TQ_STATE_PENDING, &n), TQ_OK);

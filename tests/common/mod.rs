@@ -40,7 +40,7 @@ impl Scratch {
 }
 
 pub fn push(queue: &Queue, payload: &str) -> i64 {
-    queue.push(payload, &PushOptions::new()).expect("push")
+    queue.push(payload, &PushOptions::new()).expect("push").id()
 }
 
 pub fn lease(ms: u64) -> PullOptions {

@@ -14,6 +14,7 @@ const char *status_name(tq_status status)
     switch (status) {
     case TQ_OK: return "TQ_OK";
     case TQ_EMPTY: return "TQ_EMPTY";
+    case TQ_DUPLICATE: return "TQ_DUPLICATE";
     case TQ_ERR_INVALID_ARGUMENT: return "TQ_ERR_INVALID_ARGUMENT";
     case TQ_ERR_INVALID_JSON: return "TQ_ERR_INVALID_JSON";
     case TQ_ERR_NOT_HELD: return "TQ_ERR_NOT_HELD";
@@ -21,6 +22,7 @@ const char *status_name(tq_status status)
     case TQ_ERR_IO: return "TQ_ERR_IO";
     case TQ_ERR_NOT_A_DATABASE: return "TQ_ERR_NOT_A_DATABASE";
     case TQ_ERR_INTERNAL: return "TQ_ERR_INTERNAL";
+    case TQ_ERR_INTERRUPTED: return "TQ_ERR_INTERRUPTED";
     }
     return "unknown-status";
 }

@@ -1,0 +1,204 @@
+//! Waking pulls that wait for a task.
+//!
+//! Every handle on one file in this process shares one [`Bell`]. A write
+//! that makes a task ready rings it, waking the process's waiters at once.
+//! Writes from other processes ring nothing, so a waiter also looks at the
+//! file's change counter (`PRAGMA data_version`) every [`POLL_INTERVAL`];
+//! a delayed task or an expiring lease wakes it at its due time.
+//! [`crate::Queue::interrupt`] and [`CancelToken::cancel`] ring too, so
+//! stopping a waiter never waits for a timeout.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+/// How often a waiter checks for writes from other processes: a push from
+/// another process wakes a waiter within this time.
+pub(crate) const POLL_INTERVAL: Duration = Duration::from_millis(20);
+
+/// Wakes the threads of this process waiting on one file.
+#[derive(Debug, Default)]
+pub(crate) struct Bell {
+    /// Bumped by every ring, so a waiter can tell it was rung while it was
+    /// busy trying to claim.
+    rings: Mutex<u64>,
+    rung: Condvar,
+}
+
+/// The bells of the files open in this process, by device and inode: two
+/// paths to one file share a bell. (A B-tree rather than a hash table, so
+/// that leak checkers see its nodes as reachable at exit.)
+static BELLS: Mutex<BTreeMap<(u64, u64), Weak<Bell>>> = Mutex::new(BTreeMap::new());
+
+impl Bell {
+    /// The bell of the file with this device and inode number.
+    pub(crate) fn for_file(file_id: (u64, u64)) -> Arc<Bell> {
+        let mut bells = BELLS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        bells.retain(|_, bell| bell.strong_count() > 0);
+        if let Some(bell) = bells.get(&file_id).and_then(Weak::upgrade) {
+            return bell;
+        }
+        let bell = Arc::new(Bell::default());
+        bells.insert(file_id, Arc::downgrade(&bell));
+        bell
+    }
+
+    fn lock(&self) -> MutexGuard<'_, u64> {
+        // Only a counter is guarded: a panic cannot leave it half-changed.
+        self.rings.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Wakes every waiter.
+    pub(crate) fn ring(&self) {
+        *self.lock() += 1;
+        self.rung.notify_all();
+    }
+
+    /// How many times the bell has rung so far.
+    pub(crate) fn rings(&self) -> u64 {
+        *self.lock()
+    }
+
+    /// Sleeps until the bell rings after `seen` rings, `stop` says to stop,
+    /// or `until` passes. Checking under the bell's lock means a ring or a
+    /// stop that comes just before the sleep is not missed.
+    pub(crate) fn sleep(&self, seen: u64, until: Instant, stop: impl Fn() -> bool) {
+        let mut rings = self.lock();
+        while *rings == seen && !stop() {
+            let now = Instant::now();
+            if now >= until {
+                return;
+            }
+            rings = self
+                .rung
+                .wait_timeout(rings, until - now)
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .0;
+        }
+    }
+}
+
+/// Ends the waits of the pulls it is given to (see
+/// [`crate::PullOptions::cancel_token`]), from any thread. Clones share one
+/// token. Cancelling is permanent: a cancelled token ends every later wait
+/// at once too, so use a new token for each operation to cancel.
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken(Arc<CancelState>);
+
+#[derive(Debug, Default)]
+struct CancelState {
+    cancelled: AtomicBool,
+    /// The bells of the pulls waiting with this token.
+    waiting_on: Mutex<Vec<Arc<Bell>>>,
+}
+
+impl CancelToken {
+    /// A token not yet cancelled.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Ends every wait using this token, now and later: the pull returns
+    /// [`crate::ErrorKind::Interrupted`].
+    pub fn cancel(&self) {
+        self.0.cancelled.store(true, Ordering::SeqCst);
+        let bells = self
+            .0
+            .waiting_on
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone();
+        for bell in bells {
+            bell.ring();
+        }
+    }
+
+    /// Whether [`CancelToken::cancel`] has been called.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// Makes `cancel` ring `bell` while the returned guard lives.
+    pub(crate) fn watch(&self, bell: &Arc<Bell>) -> impl Drop + '_ {
+        self.waiting_on().push(Arc::clone(bell));
+        Watch { token: self, bell: Arc::clone(bell) }
+    }
+
+    fn waiting_on(&self) -> MutexGuard<'_, Vec<Arc<Bell>>> {
+        self.0.waiting_on.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+struct Watch<'a> {
+    token: &'a CancelToken,
+    bell: Arc<Bell>,
+}
+
+impl Drop for Watch<'_> {
+    fn drop(&mut self) {
+        let mut bells = self.token.waiting_on();
+        if let Some(at) = bells.iter().position(|bell| Arc::ptr_eq(bell, &self.bell)) {
+            bells.swap_remove(at);
+        }
+    }
+}
+
+impl PartialEq for CancelToken {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for CancelToken {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::thread;
+
+    #[test]
+    fn a_ring_wakes_a_sleeper_and_an_early_ring_is_not_missed() {
+        let bell = Arc::new(Bell::default());
+        let seen = bell.rings();
+        bell.ring();
+        let started = Instant::now();
+        bell.sleep(seen, started + Duration::from_secs(10), || false);
+        assert!(started.elapsed() < Duration::from_secs(5));
+
+        let seen = bell.rings();
+        let ringer = {
+            let bell = Arc::clone(&bell);
+            thread::spawn(move || {
+                thread::sleep(Duration::from_millis(50));
+                bell.ring();
+            })
+        };
+        bell.sleep(seen, Instant::now() + Duration::from_secs(10), || false);
+        assert!(started.elapsed() < Duration::from_secs(5));
+        ringer.join().unwrap();
+    }
+
+    #[test]
+    fn cancel_wakes_the_sleepers_watching_the_token() {
+        let bell = Bell::for_file((u64::MAX, 1));
+        let token = CancelToken::new();
+        let canceller = {
+            let token = token.clone();
+            thread::spawn(move || {
+                thread::sleep(Duration::from_millis(50));
+                token.cancel();
+            })
+        };
+        let started = Instant::now();
+        {
+            let _watch = token.watch(&bell);
+            let seen = bell.rings();
+            bell.sleep(seen, started + Duration::from_secs(10), || token.is_cancelled());
+        }
+        assert!(token.is_cancelled());
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(token.waiting_on().is_empty());
+        canceller.join().unwrap();
+    }
+}

@@ -1,0 +1,641 @@
+//! Job semantics: failures and retries, dead tasks, priorities, named
+//! queues, batches, blocking pulls, heartbeats, unique keys, the outbox,
+//! visibility and WAL upkeep.
+
+mod common;
+
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{lease, push, Scratch};
+use tq::rusqlite::{self, Connection};
+use tq::{
+    CancelToken, Durability, ErrorKind, Failed, OpenOptions, PullOptions, PushOptions, Pushed,
+    Queue, TaskState,
+};
+
+fn normal() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    options.durability(Durability::Normal);
+    options
+}
+
+/// A queue whose failed tasks are retried at once.
+fn retry_at_once(scratch: &Scratch, max_attempts: u32) -> Queue {
+    let mut options = normal();
+    options
+        .retry_backoff(Duration::ZERO, Duration::ZERO)
+        .unwrap()
+        .max_attempts(max_attempts)
+        .unwrap();
+    scratch.open_with(&options)
+}
+
+fn pull(queue: &Queue) -> Option<tq::Task> {
+    queue.pull(&PullOptions::new()).unwrap()
+}
+
+fn waiting(ms: u64) -> PullOptions {
+    let mut options = PullOptions::new();
+    options.wait(Duration::from_millis(ms)).unwrap();
+    options
+}
+
+#[test]
+fn a_failed_task_comes_back_with_its_reason_until_its_attempts_run_out() {
+    let scratch = Scratch::new();
+    let queue = retry_at_once(&scratch, 3);
+    let id = push(&queue, "\"flaky\"");
+    for attempt in 1..=3 {
+        let task = pull(&queue).expect("the task is retried");
+        assert_eq!((task.id(), task.attempts(), task.max_attempts()), (id, attempt, 3));
+        let previous = (attempt > 1).then(|| format!("failure {}", attempt - 1));
+        assert_eq!(task.last_error(), previous.as_deref());
+        let failed = queue.fail(task.receipt(), &format!("failure {attempt}")).unwrap();
+        assert_eq!(failed == Failed::Dead, attempt == 3);
+        assert_eq!(
+            queue.fail(task.receipt(), "again").unwrap_err().kind(),
+            ErrorKind::NotHeld
+        );
+    }
+    assert!(pull(&queue).is_none(), "a dead task is never delivered");
+    assert_eq!(queue.count(TaskState::Dead).unwrap(), 1);
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 0);
+    let dead = queue.list(TaskState::Dead, 0, 10).unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!((dead[0].id(), dead[0].attempts()), (id, 3));
+    assert_eq!(dead[0].last_error(), Some("failure 3"));
+    assert_eq!(dead[0].payload(), "\"flaky\"");
+}
+
+#[test]
+fn a_failure_waits_for_the_back_off_and_a_push_can_set_its_own_attempts() {
+    let scratch = Scratch::new();
+    let mut options = normal();
+    options
+        .retry_backoff(Duration::from_secs(60), Duration::from_secs(120))
+        .unwrap();
+    let queue = scratch.open_with(&options);
+    let mut once = PushOptions::new();
+    once.max_attempts(1).unwrap();
+    let single = queue.push("1", &once).unwrap().id();
+    let patient = push(&queue, "2");
+
+    let task = pull(&queue).unwrap();
+    assert_eq!((task.id(), task.max_attempts()), (single, 1));
+    assert_eq!(queue.fail(task.receipt(), "no").unwrap(), Failed::Dead);
+
+    let task = pull(&queue).unwrap();
+    assert_eq!((task.id(), task.max_attempts()), (patient, 25));
+    let before = now_ms();
+    let Failed::RetryAt(at) = queue.fail(task.receipt(), "later").unwrap() else {
+        panic!("the task has attempts left");
+    };
+    // 60 s with up to half taken off by jitter.
+    assert!(at >= before + 30_000 && at <= now_ms() + 60_000, "{at} vs {before}");
+    assert!(pull(&queue).is_none(), "not before its back-off");
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 1);
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+#[test]
+fn dead_tasks_can_be_retried_one_or_all_and_purged() {
+    let scratch = Scratch::new();
+    let queue = retry_at_once(&scratch, 1);
+    let ids: Vec<i64> = (0..4).map(|i| push(&queue, &i.to_string())).collect();
+    while let Some(task) = pull(&queue) {
+        queue.fail(task.receipt(), "boom").unwrap();
+    }
+    assert_eq!(queue.count(TaskState::Dead).unwrap(), 4);
+
+    queue.retry_dead(ids[2]).unwrap();
+    let task = pull(&queue).unwrap();
+    assert_eq!((task.id(), task.attempts()), (ids[2], 1), "attempts start over");
+    queue.finish(task.receipt()).unwrap();
+    assert_eq!(
+        queue.retry_dead(ids[2]).unwrap_err().kind(),
+        ErrorKind::InvalidArgument,
+        "no longer dead"
+    );
+
+    assert_eq!(queue.purge(TaskState::Dead, Duration::from_secs(3600)).unwrap(), 0);
+    assert_eq!(queue.retry_all_dead().unwrap(), 3);
+    let mut back = Vec::new();
+    while let Some(task) = pull(&queue) {
+        back.push(task.id());
+        queue.fail(task.receipt(), "boom").unwrap();
+    }
+    back.sort();
+    assert_eq!(back, [ids[0], ids[1], ids[3]]);
+    assert_eq!(queue.purge(TaskState::Dead, Duration::ZERO).unwrap(), 3);
+    assert_eq!(queue.count(TaskState::Dead).unwrap(), 0);
+    assert_eq!(
+        queue.purge(TaskState::Pending, Duration::ZERO).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+}
+
+#[test]
+fn a_delivery_whose_lease_expires_counts_and_its_last_one_ends_dead() {
+    let scratch = Scratch::new();
+    let queue = retry_at_once(&scratch, 2);
+    let id = push(&queue, "\"poison\"");
+    let first = queue.pull(&lease(1)).unwrap().unwrap();
+    thread::sleep(Duration::from_millis(5));
+    let second = queue.pull(&lease(1)).unwrap().unwrap();
+    assert_eq!((second.id(), second.attempts()), (id, 2));
+    assert_eq!(
+        second.last_error(),
+        Some("the lease of the previous delivery expired")
+    );
+    assert_eq!(queue.finish(first.receipt()).unwrap_err().kind(), ErrorKind::NotHeld);
+    thread::sleep(Duration::from_millis(5));
+    assert!(pull(&queue).is_none(), "the expired last attempt is not delivered again");
+    let dead = queue.list(TaskState::Dead, 0, 10).unwrap();
+    assert_eq!(dead.len(), 1);
+    assert!(dead[0].last_error().unwrap().contains("expired"), "{dead:?}");
+
+    // Recover does the same for a lease that expired on its last attempt.
+    let id = push(&queue, "\"slow\"");
+    queue.pull(&lease(1)).unwrap().unwrap();
+    thread::sleep(Duration::from_millis(5));
+    queue.pull(&lease(1)).unwrap().unwrap();
+    thread::sleep(Duration::from_millis(5));
+    assert_eq!(queue.recover().unwrap(), 1);
+    assert_eq!(queue.list(TaskState::Dead, 0, 10).unwrap()[1].id(), id);
+}
+
+#[test]
+fn higher_priorities_come_first_and_equal_ones_in_push_order() {
+    let scratch = Scratch::new();
+    let queue = scratch.open();
+    let mut pushed = Vec::new();
+    for (payload, priority) in [("1", 0), ("2", 5), ("3", -1), ("4", 5), ("5", 0), ("6", i32::MAX)] {
+        let mut options = PushOptions::new();
+        options.priority(priority);
+        pushed.push((queue.push(payload, &options).unwrap().id(), priority));
+    }
+    let order: Vec<String> = std::iter::from_fn(|| pull(&queue))
+        .map(|task| task.payload().to_owned())
+        .collect();
+    assert_eq!(order, ["6", "2", "4", "1", "5", "3"]);
+}
+
+#[test]
+fn a_retried_task_keeps_its_priority_but_waits_behind_ready_peers() {
+    let scratch = Scratch::new();
+    let queue = retry_at_once(&scratch, 5);
+    let mut urgent = PushOptions::new();
+    urgent.priority(9);
+    queue.push("\"urgent\"", &urgent).unwrap();
+    let task = pull(&queue).unwrap();
+    push(&queue, "\"normal\"");
+    queue.fail(task.receipt(), "retry").unwrap();
+    let next = pull(&queue).unwrap();
+    assert_eq!(next.payload(), "\"urgent\"", "priority still comes first");
+    assert_eq!(next.priority(), 9);
+}
+
+#[test]
+fn named_queues_in_one_file_are_independent() {
+    let scratch = Scratch::new();
+    let mut options = normal();
+    options.queue("emails").unwrap();
+    let emails = scratch.open_with(&options);
+    let default = scratch.open();
+    assert_eq!((emails.name(), default.name()), ("emails", "default"));
+    push(&emails, "\"mail\"");
+    push(&default, "\"job\"");
+    push(&default, "\"job\"");
+    assert_eq!(emails.count(TaskState::Pending).unwrap(), 1);
+    assert_eq!(default.count(TaskState::Pending).unwrap(), 2);
+    let held = emails.pull(&lease(300)).unwrap().unwrap();
+    assert_eq!(held.payload(), "\"mail\"");
+    assert!(emails.pull(&PullOptions::new()).unwrap().is_none());
+    thread::sleep(Duration::from_millis(310));
+    assert_eq!(default.recover().unwrap(), 0, "recover is per queue");
+    assert_eq!(emails.recover().unwrap(), 1);
+    for name in ["", &"x".repeat(129), "a\0b"] {
+        assert_eq!(
+            OpenOptions::new().queue(name).unwrap_err().kind(),
+            ErrorKind::InvalidArgument,
+            "{name:?}"
+        );
+    }
+    assert!(OpenOptions::new().queue(&"é".repeat(64)).is_ok(), "128 bytes");
+}
+
+#[test]
+fn a_batch_push_stores_all_or_nothing_and_names_the_bad_payload() {
+    let scratch = Scratch::new();
+    let queue = scratch.open();
+    let ids = queue.push_batch(&["1", "2", "3"], &PushOptions::new()).unwrap();
+    assert_eq!(ids.len(), 3);
+    assert!(ids.windows(2).all(|pair| pair[1] > pair[0]));
+    let err = queue
+        .push_batch(&["4", "{oops", "6"], &PushOptions::new())
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidJson);
+    assert!(err.message().starts_with("payload 1:"), "{err}");
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 3, "none of the bad batch");
+    let mut unique = PushOptions::new();
+    unique.unique_key("k").unwrap();
+    assert_eq!(
+        queue.push_batch(&["7"], &unique).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    assert!(queue.push_batch::<&str>(&[], &PushOptions::new()).unwrap().is_empty());
+}
+
+#[test]
+fn a_batch_pull_claims_in_order_and_a_batch_finish_reports_each_task() {
+    let scratch = Scratch::new();
+    let queue = scratch.open();
+    let ids = queue
+        .push_batch(&(0..10).map(|i| i.to_string()).collect::<Vec<_>>(), &PushOptions::new())
+        .unwrap();
+    let first = queue.pull_batch(4, &PullOptions::new()).unwrap();
+    assert_eq!(first.iter().map(|t| t.id()).collect::<Vec<_>>(), ids[..4]);
+    let rest = queue.pull_batch(100, &lease(100)).unwrap();
+    assert_eq!(rest.len(), 6);
+    assert!(queue.pull_batch(5, &PullOptions::new()).unwrap().is_empty());
+    assert_eq!(
+        queue.pull_batch(0, &PullOptions::new()).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+
+    // One of the first four was finished already; one of the rest lost its
+    // lease to another claim.
+    queue.finish(first[1].receipt()).unwrap();
+    thread::sleep(Duration::from_millis(110));
+    let retaken = queue.pull(&PullOptions::new()).unwrap().unwrap();
+    assert_eq!(retaken.id(), rest[0].id());
+    let receipts: Vec<_> = first.iter().chain(&rest).map(|t| t.receipt()).collect();
+    let held = queue.finish_batch(&receipts).unwrap();
+    let expected: Vec<bool> = (0..10).map(|i| i != 1 && i != 4).collect();
+    assert_eq!(held, expected);
+    queue.finish(retaken.receipt()).unwrap();
+    assert_eq!(queue.count(TaskState::Leased).unwrap(), 0);
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 0);
+}
+
+#[test]
+fn a_waiting_pull_wakes_for_a_push_from_this_process() {
+    let scratch = Scratch::new();
+    let queue = Arc::new(scratch.open());
+    let waiter = {
+        let queue = Arc::clone(&queue);
+        thread::spawn(move || {
+            let started = Instant::now();
+            let task = queue.pull(&waiting(30_000)).unwrap();
+            (task.map(|t| t.id()), started.elapsed())
+        })
+    };
+    thread::sleep(Duration::from_millis(100));
+    // Another handle on the same file rings the same bell.
+    let id = push(&scratch.open(), "\"wake\"");
+    let (got, waited) = waiter.join().unwrap();
+    assert_eq!(got, Some(id));
+    assert!(waited < Duration::from_secs(20), "woken by the push, not the timeout");
+}
+
+#[test]
+fn a_waiting_pull_wakes_when_a_delayed_task_comes_due_and_times_out_otherwise() {
+    let scratch = Scratch::new();
+    let queue = scratch.open();
+    let started = Instant::now();
+    assert!(queue.pull(&waiting(50)).unwrap().is_none());
+    assert!(started.elapsed() >= Duration::from_millis(50));
+
+    let mut later = PushOptions::new();
+    later.delay(Duration::from_millis(200)).unwrap();
+    let id = queue.push("\"later\"", &later).unwrap().id();
+    let started = Instant::now();
+    let task = queue.pull(&waiting(30_000)).unwrap().unwrap();
+    assert_eq!(task.id(), id);
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(150), "{waited:?}");
+    assert!(waited < Duration::from_secs(20), "{waited:?}");
+}
+
+#[test]
+fn interrupt_and_cancel_end_waits_at_once() {
+    let scratch = Scratch::new();
+    let queue = Arc::new(scratch.open());
+    let token = CancelToken::new();
+    let waiters: Vec<_> = [None, Some(token.clone())]
+        .into_iter()
+        .map(|token| {
+            let queue = Arc::clone(&queue);
+            thread::spawn(move || {
+                let mut options = waiting(60_000);
+                options.cancel_token(token);
+                let started = Instant::now();
+                (queue.pull(&options).map(|t| t.is_some()), started.elapsed())
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(100));
+    token.cancel();
+    let mut waiters = waiters.into_iter();
+    let cancelled_one = waiters.nth(1).unwrap();
+    let (result, waited) = cancelled_one.join().unwrap();
+    assert_eq!(result.unwrap_err().kind(), ErrorKind::Interrupted);
+    assert!(waited < Duration::from_secs(30));
+
+    queue.interrupt();
+    let (result, waited) = waiters_first(&queue);
+    assert_eq!(result.unwrap_err().kind(), ErrorKind::Interrupted);
+    assert!(waited < Duration::from_secs(30));
+
+    // Interrupted for good, but a ready task is still taken.
+    push(&queue, "1");
+    assert!(queue.pull(&waiting(60_000)).unwrap().is_some());
+    assert_eq!(
+        queue.pull(&waiting(60_000)).unwrap_err().kind(),
+        ErrorKind::Interrupted
+    );
+    assert!(queue.pull(&PullOptions::new()).unwrap().is_none(), "no wait, no interruption");
+
+    fn waiters_first(queue: &Arc<Queue>) -> (tq::Result<bool>, Duration) {
+        let started = Instant::now();
+        (queue.pull(&waiting(60_000)).map(|t| t.is_some()), started.elapsed())
+    }
+}
+
+#[test]
+fn extend_keeps_a_lease_and_a_lost_lease_answers_not_held() {
+    let scratch = Scratch::new();
+    let queue = scratch.open();
+    push(&queue, "\"long\"");
+    let task = queue.pull(&lease(100)).unwrap().unwrap();
+    for _ in 0..3 {
+        thread::sleep(Duration::from_millis(60));
+        queue.extend(task.receipt(), Duration::from_millis(500)).unwrap();
+    }
+    assert!(pull(&queue).is_none(), "the renewed lease still holds");
+    thread::sleep(Duration::from_millis(510));
+    let thief = pull(&queue).expect("the lease ran out");
+    assert_eq!(
+        queue.extend(task.receipt(), Duration::from_secs(1)).unwrap_err().kind(),
+        ErrorKind::NotHeld
+    );
+    assert_eq!(
+        queue.extend(thief.receipt(), Duration::ZERO).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    queue.finish(thief.receipt()).unwrap();
+}
+
+#[test]
+fn a_unique_key_admits_one_live_task_at_a_time() {
+    let scratch = Scratch::new();
+    let queue = retry_at_once(&scratch, 1);
+    let mut key = PushOptions::new();
+    key.unique_key("report:42").unwrap();
+    let Pushed::Stored(id) = queue.push("1", &key).unwrap() else {
+        panic!("the first push stores");
+    };
+    assert_eq!(queue.push("2", &key).unwrap(), Pushed::Duplicate(id));
+    let task = pull(&queue).unwrap();
+    assert_eq!(queue.push("3", &key).unwrap(), Pushed::Duplicate(id), "while leased");
+    queue.finish(task.receipt()).unwrap();
+    let Pushed::Stored(second) = queue.push("4", &key).unwrap() else {
+        panic!("the key is free once the task is done");
+    };
+    let task = pull(&queue).unwrap();
+    assert_eq!(queue.fail(task.receipt(), "x").unwrap(), Failed::Dead);
+    assert!(matches!(queue.push("5", &key).unwrap(), Pushed::Stored(_)), "a dead task frees it");
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 1);
+    // The dead task, retried, comes back without the key it gave up.
+    queue.retry_dead(second).unwrap();
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 2);
+
+    let mut other_queue = normal();
+    other_queue.queue("other").unwrap();
+    let other = scratch.open_with(&other_queue);
+    assert!(matches!(other.push("6", &key).unwrap(), Pushed::Stored(_)), "keys are per queue");
+}
+
+#[test]
+fn a_unique_window_keeps_the_key_after_the_task_is_done() {
+    for keep_history in [false, true] {
+        let scratch = Scratch::new();
+        let mut options = normal();
+        options.keep_history(keep_history);
+        let queue = scratch.open_with(&options);
+        let mut key = PushOptions::new();
+        key.unique_key("daily").unwrap().unique_for(Duration::from_millis(300)).unwrap();
+        let id = queue.push("1", &key).unwrap().id();
+        let task = pull(&queue).unwrap();
+        queue.finish(task.receipt()).unwrap();
+        assert_eq!(queue.push("2", &key).unwrap(), Pushed::Duplicate(id));
+        thread::sleep(Duration::from_millis(350));
+        assert!(matches!(queue.push("3", &key).unwrap(), Pushed::Stored(_)));
+        let task = pull(&queue).unwrap();
+        queue.finish(task.receipt()).unwrap();
+        let done = queue.count(TaskState::Done).unwrap();
+        if keep_history {
+            assert_eq!(done, 2);
+        } else {
+            assert_eq!(done, 1, "only the task still inside its window is kept");
+        }
+    }
+    assert_eq!(
+        PushOptions::new().unique_for(Duration::from_secs(1)).unwrap_err().kind(),
+        ErrorKind::InvalidArgument,
+        "a window needs a key"
+    );
+    for key in ["", &"k".repeat(1025), "a\0b"] {
+        assert_eq!(
+            PushOptions::new().unique_key(key).unwrap_err().kind(),
+            ErrorKind::InvalidArgument
+        );
+    }
+}
+
+#[test]
+fn an_outbox_push_commits_or_rolls_back_with_the_application_rows() {
+    let scratch = Scratch::new();
+    let queue = scratch.open();
+    let mut app = Connection::open(scratch.queue_path()).unwrap();
+    app.execute_batch("CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT)")
+        .unwrap();
+
+    let tx = app.transaction().unwrap();
+    tx.execute("INSERT INTO orders (item) VALUES ('book')", []).unwrap();
+    tq::outbox::push(&tx, "default", "{\"order\": 1}", &PushOptions::new()).unwrap();
+    tx.rollback().unwrap();
+    assert!(pull(&queue).is_none());
+
+    let tx = app.transaction().unwrap();
+    tx.execute("INSERT INTO orders (item) VALUES ('pen')", []).unwrap();
+    let pushed = tq::outbox::push(&tx, "default", "{\"order\": 2}", &PushOptions::new()).unwrap();
+    assert_eq!(
+        tq::outbox::push(&tx, "default", "nope", &PushOptions::new()).unwrap_err().kind(),
+        ErrorKind::InvalidJson
+    );
+    tx.commit().unwrap();
+    let task = pull(&queue).unwrap();
+    assert_eq!((task.id(), task.payload()), (pushed.id(), "{\"order\": 2}"));
+
+    let tx = app.transaction().unwrap();
+    tx.execute("UPDATE orders SET item = 'shipped'", []).unwrap();
+    tq::outbox::finish(&tx, task.receipt(), false).unwrap();
+    tx.commit().unwrap();
+    assert_eq!(queue.finish(task.receipt()).unwrap_err().kind(), ErrorKind::NotHeld);
+    let orders: i64 = app
+        .query_row("SELECT count(*) FROM orders WHERE item = 'shipped'", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(orders, 1);
+
+    let mut bare = Connection::open(scratch.path("bare.db")).unwrap();
+    let tx = bare.transaction().unwrap();
+    assert_eq!(
+        tq::outbox::push(&tx, "default", "1", &PushOptions::new()).unwrap_err().kind(),
+        ErrorKind::InvalidArgument,
+        "a file tq never opened has no tq tables"
+    );
+}
+
+#[test]
+fn a_waiting_pull_sees_an_outbox_push_from_another_connection() {
+    let scratch = Scratch::new();
+    let queue = Arc::new(scratch.open());
+    let waiter = {
+        let queue = Arc::clone(&queue);
+        thread::spawn(move || queue.pull(&waiting(30_000)).unwrap().map(|t| t.id()))
+    };
+    thread::sleep(Duration::from_millis(100));
+    let mut app = Connection::open(scratch.queue_path()).unwrap();
+    let tx = app.transaction().unwrap();
+    let id = tq::outbox::push(&tx, "default", "1", &PushOptions::new()).unwrap().id();
+    tx.commit().unwrap();
+    assert_eq!(waiter.join().unwrap(), Some(id));
+}
+
+#[test]
+fn the_oldest_ready_age_and_pages_of_tasks_show_the_backlog() {
+    let scratch = Scratch::new();
+    let queue = scratch.open();
+    assert_eq!(queue.oldest_ready_age().unwrap(), None);
+    let mut old = PushOptions::new();
+    old.run_at_unix_ms(now_ms() - 60_000).unwrap().priority(-5);
+    queue.push("\"old\"", &old).unwrap();
+    let mut future = PushOptions::new();
+    future.delay(Duration::from_secs(600)).unwrap();
+    queue.push("\"future\"", &future).unwrap();
+    for i in 0..5 {
+        let mut options = PushOptions::new();
+        options.priority(i);
+        queue.push(&i.to_string(), &options).unwrap();
+    }
+    let age = queue.oldest_ready_age().unwrap().unwrap();
+    assert!(age >= Duration::from_secs(60) && age < Duration::from_secs(120), "{age:?}");
+
+    let mut seen = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = queue.list(TaskState::Pending, after, 3).unwrap();
+        seen.extend(page.iter().map(|t| t.payload().to_owned()));
+        if page.len() < 3 {
+            break;
+        }
+        after = page.last().unwrap().id();
+    }
+    assert_eq!(seen, ["\"old\"", "\"future\"", "0", "1", "2", "3", "4"]);
+    assert!(queue.list(TaskState::Leased, 0, 10).unwrap().is_empty());
+}
+
+#[test]
+fn a_checkpoint_empties_the_wal() {
+    let scratch = Scratch::new();
+    let queue = scratch.open();
+    queue
+        .push_batch(&vec!["\"some payload to fill pages\""; 2000], &PushOptions::new())
+        .unwrap();
+    assert!(queue.wal_size().unwrap() > 0);
+    let checkpoint = queue.checkpoint().unwrap();
+    assert!(checkpoint.complete);
+    assert_eq!(checkpoint.wal_bytes, 0);
+    assert_eq!(queue.wal_size().unwrap(), 0);
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 2000);
+}
+
+#[test]
+fn a_version_1_file_is_upgraded_with_its_tasks() {
+    let scratch = Scratch::new();
+    let conn = Connection::open(scratch.queue_path()).unwrap();
+    conn.execute_batch(VERSION_1_SCHEMA).unwrap();
+    let now = now_ms();
+    conn.execute(
+        "INSERT INTO tq_tasks (state, payload, created_at, run_at) VALUES
+            (0, '\"due\"', ?1, ?1), (0, '\"later\"', ?1, ?1 + 600000), (2, '\"done\"', ?1, ?1)",
+        [now],
+    )
+    .unwrap();
+    drop(conn);
+    let queue = scratch.open();
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 2);
+    assert_eq!(queue.count(TaskState::Done).unwrap(), 1);
+    let task = pull(&queue).unwrap();
+    assert_eq!((task.payload(), task.max_attempts()), ("\"due\"", 25));
+    assert!(pull(&queue).is_none(), "the delayed task still waits");
+}
+
+/// The schema tq 0.1 wrote, to test the upgrade from it.
+const VERSION_1_SCHEMA: &str = "
+    CREATE TABLE tq_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+    CREATE TABLE tq_holders (
+        id INTEGER PRIMARY KEY, boot_id TEXT NOT NULL, pid_namespace TEXT NOT NULL,
+        pid INTEGER NOT NULL, start_time INTEGER NOT NULL,
+        UNIQUE (boot_id, pid_namespace, pid, start_time));
+    CREATE TABLE tq_tasks (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, state INTEGER NOT NULL, payload TEXT NOT NULL,
+        created_at INTEGER NOT NULL, run_at INTEGER NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0, lease_token INTEGER, lease_expires_at INTEGER,
+        holder_id INTEGER, finished_at INTEGER);
+    CREATE INDEX tq_tasks_ready  ON tq_tasks (run_at, id)       WHERE state = 0;
+    CREATE INDEX tq_tasks_leased ON tq_tasks (lease_expires_at) WHERE state = 1;
+    CREATE INDEX tq_tasks_done   ON tq_tasks (finished_at)      WHERE state = 2;
+    INSERT INTO tq_meta VALUES ('schema_version', 1);
+    PRAGMA journal_mode = WAL;";
+
+#[test]
+fn rows_changed_outside_tq_are_reported_as_not_a_database() {
+    let damage = [
+        "UPDATE tq_tasks SET payload = x'00ff'",
+        "UPDATE tq_tasks SET payload = CAST(x'ff22' AS TEXT)",
+        "UPDATE tq_tasks SET attempts = 5000000000",
+        "DROP TABLE tq_tasks",
+    ];
+    for sql in damage {
+        let scratch = Scratch::new();
+        let queue = scratch.open();
+        push(&queue, "\"fine\"");
+        Connection::open(scratch.queue_path())
+            .unwrap()
+            .execute_batch(sql)
+            .unwrap();
+        let err = queue.pull(&PullOptions::new()).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::NotADatabase, "{sql}: {err}");
+    }
+    for version in ["0", "1.5", "'one'"] {
+        let scratch = Scratch::new();
+        drop(scratch.open());
+        Connection::open(scratch.queue_path())
+            .unwrap()
+            .execute(&format!("UPDATE tq_meta SET value = {version}"), [])
+            .unwrap();
+        let err = Queue::open(&scratch.queue_path(), &normal()).err().unwrap();
+        assert_eq!(err.kind(), ErrorKind::NotADatabase, "version {version}: {err}");
+    }
+    let _ = rusqlite::version();
+}
