@@ -30,7 +30,9 @@ fn check_text(what: &str, text: &str, max: usize) -> Result<()> {
         )));
     }
     if text.contains('\0') {
-        return Err(Error::invalid_argument(format!("{what} contains a NUL byte")));
+        return Err(Error::invalid_argument(format!(
+            "{what} contains a NUL byte"
+        )));
     }
     Ok(())
 }
@@ -382,13 +384,19 @@ mod tests {
             max: Duration::from_millis(1000),
         };
         let no_jitter = |attempts| backoff.pause(attempts, 0).as_millis();
-        assert_eq!([1, 2, 3, 4, 5, 60].map(no_jitter), [100, 200, 400, 800, 1000, 1000]);
+        assert_eq!(
+            [1, 2, 3, 4, 5, 60].map(no_jitter),
+            [100, 200, 400, 800, 1000, 1000]
+        );
         for random in [1, 77, 500, 501, u64::MAX] {
             let pause = backoff.pause(5, random).as_millis();
             assert!((500..=1000).contains(&pause), "{pause}");
         }
         assert_eq!(backoff.pause(5, 500).as_millis(), 500);
-        let immediate = RetryBackoff { min: Duration::ZERO, max: Duration::ZERO };
+        let immediate = RetryBackoff {
+            min: Duration::ZERO,
+            max: Duration::ZERO,
+        };
         assert_eq!(immediate.pause(3, u64::MAX), Duration::ZERO);
     }
 }

@@ -24,7 +24,12 @@ use crate::task::{Pushed, Receipt};
 /// caller's transaction `tx`: the task exists once `tx` commits, and never
 /// if it rolls back. Answers as [`crate::Queue::push`] does; the task gets
 /// [`DEFAULT_MAX_ATTEMPTS`] unless `options` says otherwise.
-pub fn push(tx: &Transaction<'_>, queue: &str, payload: &str, options: &PushOptions) -> Result<Pushed> {
+pub fn push(
+    tx: &Transaction<'_>,
+    queue: &str,
+    payload: &str,
+    options: &PushOptions,
+) -> Result<Pushed> {
     check_queue_name(queue)?;
     check_payload(payload, MAX_PAYLOAD_LEN)?;
     check_schema(tx)?;
@@ -39,10 +44,12 @@ pub fn push(tx: &Transaction<'_>, queue: &str, payload: &str, options: &PushOpti
         run_at,
         priority: options.priority,
         max_attempts: options.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
-        unique: options
-            .unique
-            .as_ref()
-            .map(|unique| (unique.key.as_str(), unique.reserved_after_done.as_millis() as i64)),
+        unique: options.unique.as_ref().map(|unique| {
+            (
+                unique.key.as_str(),
+                unique.reserved_after_done.as_millis() as i64,
+            )
+        }),
     };
     tasks::push_one(tx, queue, &task, now)
 }

@@ -96,7 +96,11 @@ impl Queue {
     /// the whole batch with an error naming its index, before anything is
     /// written. Returns the new ids, in order. A unique key names one task,
     /// so `options` must not have one here.
-    pub fn push_batch<P: AsRef<str>>(&self, payloads: &[P], options: &PushOptions) -> Result<Vec<i64>> {
+    pub fn push_batch<P: AsRef<str>>(
+        &self,
+        payloads: &[P],
+        options: &PushOptions,
+    ) -> Result<Vec<i64>> {
         let store = self.store()?;
         if options.unique.is_some() {
             return Err(Error::invalid_argument(
@@ -104,8 +108,9 @@ impl Queue {
             ));
         }
         for (index, payload) in payloads.iter().enumerate() {
-            check_payload(payload.as_ref(), self.max_payload_len)
-                .map_err(|err| Error::new(err.kind(), format!("payload {index}: {}", err.message())))?;
+            check_payload(payload.as_ref(), self.max_payload_len).map_err(|err| {
+                Error::new(err.kind(), format!("payload {index}: {}", err.message()))
+            })?;
         }
         if payloads.is_empty() {
             return Ok(Vec::new());
@@ -131,10 +136,12 @@ impl Queue {
             run_at,
             priority: options.priority,
             max_attempts: options.max_attempts.unwrap_or(self.max_attempts),
-            unique: options
-                .unique
-                .as_ref()
-                .map(|unique| (unique.key.as_str(), unique.reserved_after_done.as_millis() as i64)),
+            unique: options.unique.as_ref().map(|unique| {
+                (
+                    unique.key.as_str(),
+                    unique.reserved_after_done.as_millis() as i64,
+                )
+            }),
         }
     }
 
@@ -157,7 +164,9 @@ impl Queue {
     /// is ready. Empty only when none was ready by the end of the wait.
     pub fn pull_batch(&self, max: usize, options: &PullOptions) -> Result<Vec<Task>> {
         if max == 0 {
-            return Err(Error::invalid_argument("a batch pull needs room for at least one task"));
+            return Err(Error::invalid_argument(
+                "a batch pull needs room for at least one task",
+            ));
         }
         self.claim(max, options)
     }
@@ -177,7 +186,10 @@ impl Queue {
         let _watch = options.cancel.as_ref().map(|token| token.watch(&self.bell));
         let stopped = || {
             self.interrupted.load(Ordering::SeqCst)
-                || options.cancel.as_ref().is_some_and(|token| token.is_cancelled())
+                || options
+                    .cancel
+                    .as_ref()
+                    .is_some_and(|token| token.is_cancelled())
         };
         loop {
             // Read before claiming, so a write that lands between the claim
@@ -203,7 +215,9 @@ impl Queue {
                 if now >= deadline {
                     return Ok(Vec::new());
                 }
-                let until = deadline.min(now + POLL_INTERVAL).min(due.unwrap_or(deadline));
+                let until = deadline
+                    .min(now + POLL_INTERVAL)
+                    .min(due.unwrap_or(deadline));
                 self.bell.sleep(rings, until, stopped);
                 if stopped() {
                     continue;
@@ -248,7 +262,12 @@ impl Queue {
     /// nothing, when the delivery is no longer current.
     pub fn fail(&self, receipt: Receipt, reason: &str) -> Result<Failed> {
         let store = self.store()?;
-        let failed = store.fail(receipt, cut(reason, MAX_REASON_LEN), now_unix_ms(), &self.retry_backoff)?;
+        let failed = store.fail(
+            receipt,
+            cut(reason, MAX_REASON_LEN),
+            now_unix_ms(),
+            &self.retry_backoff,
+        )?;
         if let Failed::RetryAt(_) = failed {
             self.bell.ring();
         }
@@ -261,7 +280,10 @@ impl Queue {
     pub fn extend(&self, receipt: Receipt, lease: Duration) -> Result<()> {
         let store = self.store()?;
         check_lease(lease)?;
-        store.extend(receipt, now_unix_ms().saturating_add(lease.as_millis() as i64))
+        store.extend(
+            receipt,
+            now_unix_ms().saturating_add(lease.as_millis() as i64),
+        )
     }
 
     /// Takes back every leased task of this queue whose lease expired or
@@ -290,7 +312,10 @@ impl Queue {
     pub fn oldest_ready_age(&self) -> Result<Option<Duration>> {
         let now = now_unix_ms();
         let oldest = self.store()?.oldest_ready(now)?;
-        Ok(oldest.map(|ready_at| Duration::from_millis(now.saturating_sub(ready_at).max(0) as u64)))
+        Ok(
+            oldest
+                .map(|ready_at| Duration::from_millis(now.saturating_sub(ready_at).max(0) as u64)),
+        )
     }
 
     /// A page of this queue's tasks in `state`: up to `limit` of them with

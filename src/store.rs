@@ -51,8 +51,13 @@ pub(crate) trait Store: Send + Sync {
     /// Ends a delivery as failed: the task is retried after a pause drawn
     /// from `backoff`, or is dead once it used its attempts. `NotHeld` when
     /// the delivery is no longer current.
-    fn fail(&self, receipt: Receipt, reason: &str, now: i64, backoff: &RetryBackoff)
-        -> Result<Failed>;
+    fn fail(
+        &self,
+        receipt: Receipt,
+        reason: &str,
+        now: i64,
+        backoff: &RetryBackoff,
+    ) -> Result<Failed>;
 
     /// Moves the lease of a current delivery to `lease_expires_at`;
     /// `NotHeld` when the delivery is no longer current.

@@ -34,7 +34,9 @@ static BELLS: Mutex<BTreeMap<(u64, u64), Weak<Bell>>> = Mutex::new(BTreeMap::new
 impl Bell {
     /// The bell of the file with this device and inode number.
     pub(crate) fn for_file(file_id: (u64, u64)) -> Arc<Bell> {
-        let mut bells = BELLS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut bells = BELLS
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         bells.retain(|_, bell| bell.strong_count() > 0);
         if let Some(bell) = bells.get(&file_id).and_then(Weak::upgrade) {
             return bell;
@@ -46,7 +48,9 @@ impl Bell {
 
     fn lock(&self) -> MutexGuard<'_, u64> {
         // Only a counter is guarded: a panic cannot leave it half-changed.
-        self.rings.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.rings
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Wakes every waiter.
@@ -122,11 +126,17 @@ impl CancelToken {
     /// Makes `cancel` ring `bell` while the returned guard lives.
     pub(crate) fn watch(&self, bell: &Arc<Bell>) -> impl Drop + '_ {
         self.waiting_on().push(Arc::clone(bell));
-        Watch { token: self, bell: Arc::clone(bell) }
+        Watch {
+            token: self,
+            bell: Arc::clone(bell),
+        }
     }
 
     fn waiting_on(&self) -> MutexGuard<'_, Vec<Arc<Bell>>> {
-        self.0.waiting_on.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.0
+            .waiting_on
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -194,7 +204,9 @@ mod tests {
         {
             let _watch = token.watch(&bell);
             let seen = bell.rings();
-            bell.sleep(seen, started + Duration::from_secs(10), || token.is_cancelled());
+            bell.sleep(seen, started + Duration::from_secs(10), || {
+                token.is_cancelled()
+            });
         }
         assert!(token.is_cancelled());
         assert!(started.elapsed() < Duration::from_secs(5));

@@ -49,10 +49,15 @@ fn a_failed_task_comes_back_with_its_reason_until_its_attempts_run_out() {
     let id = push(&queue, "\"flaky\"");
     for attempt in 1..=3 {
         let task = pull(&queue).expect("the task is retried");
-        assert_eq!((task.id(), task.attempts(), task.max_attempts()), (id, attempt, 3));
+        assert_eq!(
+            (task.id(), task.attempts(), task.max_attempts()),
+            (id, attempt, 3)
+        );
         let previous = (attempt > 1).then(|| format!("failure {}", attempt - 1));
         assert_eq!(task.last_error(), previous.as_deref());
-        let failed = queue.fail(task.receipt(), &format!("failure {attempt}")).unwrap();
+        let failed = queue
+            .fail(task.receipt(), &format!("failure {attempt}"))
+            .unwrap();
         assert_eq!(failed == Failed::Dead, attempt == 3);
         assert_eq!(
             queue.fail(task.receipt(), "again").unwrap_err().kind(),
@@ -93,7 +98,10 @@ fn a_failure_waits_for_the_back_off_and_a_push_can_set_its_own_attempts() {
         panic!("the task has attempts left");
     };
     // 60 s with up to half taken off by jitter.
-    assert!(at >= before + 30_000 && at <= now_ms() + 60_000, "{at} vs {before}");
+    assert!(
+        at >= before + 30_000 && at <= now_ms() + 60_000,
+        "{at} vs {before}"
+    );
     assert!(pull(&queue).is_none(), "not before its back-off");
     assert_eq!(queue.count(TaskState::Pending).unwrap(), 1);
 }
@@ -117,7 +125,11 @@ fn dead_tasks_can_be_retried_one_or_all_and_purged() {
 
     queue.retry_dead(ids[2]).unwrap();
     let task = pull(&queue).unwrap();
-    assert_eq!((task.id(), task.attempts()), (ids[2], 1), "attempts start over");
+    assert_eq!(
+        (task.id(), task.attempts()),
+        (ids[2], 1),
+        "attempts start over"
+    );
     queue.finish(task.receipt()).unwrap();
     assert_eq!(
         queue.retry_dead(ids[2]).unwrap_err().kind(),
@@ -125,7 +137,12 @@ fn dead_tasks_can_be_retried_one_or_all_and_purged() {
         "no longer dead"
     );
 
-    assert_eq!(queue.purge(TaskState::Dead, Duration::from_secs(3600)).unwrap(), 0);
+    assert_eq!(
+        queue
+            .purge(TaskState::Dead, Duration::from_secs(3600))
+            .unwrap(),
+        0
+    );
     assert_eq!(queue.retry_all_dead().unwrap(), 3);
     let mut back = Vec::new();
     while let Some(task) = pull(&queue) {
@@ -137,7 +154,10 @@ fn dead_tasks_can_be_retried_one_or_all_and_purged() {
     assert_eq!(queue.purge(TaskState::Dead, Duration::ZERO).unwrap(), 3);
     assert_eq!(queue.count(TaskState::Dead).unwrap(), 0);
     assert_eq!(
-        queue.purge(TaskState::Pending, Duration::ZERO).unwrap_err().kind(),
+        queue
+            .purge(TaskState::Pending, Duration::ZERO)
+            .unwrap_err()
+            .kind(),
         ErrorKind::InvalidArgument
     );
 }
@@ -155,12 +175,21 @@ fn a_delivery_whose_lease_expires_counts_and_its_last_one_ends_dead() {
         second.last_error(),
         Some("the lease of the previous delivery expired")
     );
-    assert_eq!(queue.finish(first.receipt()).unwrap_err().kind(), ErrorKind::NotHeld);
+    assert_eq!(
+        queue.finish(first.receipt()).unwrap_err().kind(),
+        ErrorKind::NotHeld
+    );
     thread::sleep(Duration::from_millis(5));
-    assert!(pull(&queue).is_none(), "the expired last attempt is not delivered again");
+    assert!(
+        pull(&queue).is_none(),
+        "the expired last attempt is not delivered again"
+    );
     let dead = queue.list(TaskState::Dead, 0, 10).unwrap();
     assert_eq!(dead.len(), 1);
-    assert!(dead[0].last_error().unwrap().contains("expired"), "{dead:?}");
+    assert!(
+        dead[0].last_error().unwrap().contains("expired"),
+        "{dead:?}"
+    );
 
     // Recover does the same for a lease that expired on its last attempt.
     let id = push(&queue, "\"slow\"");
@@ -177,7 +206,14 @@ fn higher_priorities_come_first_and_equal_ones_in_push_order() {
     let scratch = Scratch::new();
     let queue = scratch.open();
     let mut pushed = Vec::new();
-    for (payload, priority) in [("1", 0), ("2", 5), ("3", -1), ("4", 5), ("5", 0), ("6", i32::MAX)] {
+    for (payload, priority) in [
+        ("1", 0),
+        ("2", 5),
+        ("3", -1),
+        ("4", 5),
+        ("5", 0),
+        ("6", i32::MAX),
+    ] {
         let mut options = PushOptions::new();
         options.priority(priority);
         pushed.push((queue.push(payload, &options).unwrap().id(), priority));
@@ -229,14 +265,19 @@ fn named_queues_in_one_file_are_independent() {
             "{name:?}"
         );
     }
-    assert!(OpenOptions::new().queue(&"é".repeat(64)).is_ok(), "128 bytes");
+    assert!(
+        OpenOptions::new().queue(&"é".repeat(64)).is_ok(),
+        "128 bytes"
+    );
 }
 
 #[test]
 fn a_batch_push_stores_all_or_nothing_and_names_the_bad_payload() {
     let scratch = Scratch::new();
     let queue = scratch.open();
-    let ids = queue.push_batch(&["1", "2", "3"], &PushOptions::new()).unwrap();
+    let ids = queue
+        .push_batch(&["1", "2", "3"], &PushOptions::new())
+        .unwrap();
     assert_eq!(ids.len(), 3);
     assert!(ids.windows(2).all(|pair| pair[1] > pair[0]));
     let err = queue
@@ -244,14 +285,21 @@ fn a_batch_push_stores_all_or_nothing_and_names_the_bad_payload() {
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidJson);
     assert!(err.message().starts_with("payload 1:"), "{err}");
-    assert_eq!(queue.count(TaskState::Pending).unwrap(), 3, "none of the bad batch");
+    assert_eq!(
+        queue.count(TaskState::Pending).unwrap(),
+        3,
+        "none of the bad batch"
+    );
     let mut unique = PushOptions::new();
     unique.unique_key("k").unwrap();
     assert_eq!(
         queue.push_batch(&["7"], &unique).unwrap_err().kind(),
         ErrorKind::InvalidArgument
     );
-    assert!(queue.push_batch::<&str>(&[], &PushOptions::new()).unwrap().is_empty());
+    assert!(queue
+        .push_batch::<&str>(&[], &PushOptions::new())
+        .unwrap()
+        .is_empty());
 }
 
 #[test]
@@ -259,7 +307,10 @@ fn a_batch_pull_claims_in_order_and_a_batch_finish_reports_each_task() {
     let scratch = Scratch::new();
     let queue = scratch.open();
     let ids = queue
-        .push_batch(&(0..10).map(|i| i.to_string()).collect::<Vec<_>>(), &PushOptions::new())
+        .push_batch(
+            &(0..10).map(|i| i.to_string()).collect::<Vec<_>>(),
+            &PushOptions::new(),
+        )
         .unwrap();
     let first = queue.pull_batch(4, &PullOptions::new()).unwrap();
     assert_eq!(first.iter().map(|t| t.id()).collect::<Vec<_>>(), ids[..4]);
@@ -303,7 +354,10 @@ fn a_waiting_pull_wakes_for_a_push_from_this_process() {
     let id = push(&scratch.open(), "\"wake\"");
     let (got, waited) = waiter.join().unwrap();
     assert_eq!(got, Some(id));
-    assert!(waited < Duration::from_secs(20), "woken by the push, not the timeout");
+    assert!(
+        waited < Duration::from_secs(20),
+        "woken by the push, not the timeout"
+    );
 }
 
 #[test]
@@ -362,11 +416,17 @@ fn interrupt_and_cancel_end_waits_at_once() {
         queue.pull(&waiting(60_000)).unwrap_err().kind(),
         ErrorKind::Interrupted
     );
-    assert!(queue.pull(&PullOptions::new()).unwrap().is_none(), "no wait, no interruption");
+    assert!(
+        queue.pull(&PullOptions::new()).unwrap().is_none(),
+        "no wait, no interruption"
+    );
 
     fn waiters_first(queue: &Arc<Queue>) -> (tq::Result<bool>, Duration) {
         let started = Instant::now();
-        (queue.pull(&waiting(60_000)).map(|t| t.is_some()), started.elapsed())
+        (
+            queue.pull(&waiting(60_000)).map(|t| t.is_some()),
+            started.elapsed(),
+        )
     }
 }
 
@@ -378,17 +438,25 @@ fn extend_keeps_a_lease_and_a_lost_lease_answers_not_held() {
     let task = queue.pull(&lease(100)).unwrap().unwrap();
     for _ in 0..3 {
         thread::sleep(Duration::from_millis(60));
-        queue.extend(task.receipt(), Duration::from_millis(500)).unwrap();
+        queue
+            .extend(task.receipt(), Duration::from_millis(500))
+            .unwrap();
     }
     assert!(pull(&queue).is_none(), "the renewed lease still holds");
     thread::sleep(Duration::from_millis(510));
     let thief = pull(&queue).expect("the lease ran out");
     assert_eq!(
-        queue.extend(task.receipt(), Duration::from_secs(1)).unwrap_err().kind(),
+        queue
+            .extend(task.receipt(), Duration::from_secs(1))
+            .unwrap_err()
+            .kind(),
         ErrorKind::NotHeld
     );
     assert_eq!(
-        queue.extend(thief.receipt(), Duration::ZERO).unwrap_err().kind(),
+        queue
+            .extend(thief.receipt(), Duration::ZERO)
+            .unwrap_err()
+            .kind(),
         ErrorKind::InvalidArgument
     );
     queue.finish(thief.receipt()).unwrap();
@@ -405,14 +473,21 @@ fn a_unique_key_admits_one_live_task_at_a_time() {
     };
     assert_eq!(queue.push("2", &key).unwrap(), Pushed::Duplicate(id));
     let task = pull(&queue).unwrap();
-    assert_eq!(queue.push("3", &key).unwrap(), Pushed::Duplicate(id), "while leased");
+    assert_eq!(
+        queue.push("3", &key).unwrap(),
+        Pushed::Duplicate(id),
+        "while leased"
+    );
     queue.finish(task.receipt()).unwrap();
     let Pushed::Stored(second) = queue.push("4", &key).unwrap() else {
         panic!("the key is free once the task is done");
     };
     let task = pull(&queue).unwrap();
     assert_eq!(queue.fail(task.receipt(), "x").unwrap(), Failed::Dead);
-    assert!(matches!(queue.push("5", &key).unwrap(), Pushed::Stored(_)), "a dead task frees it");
+    assert!(
+        matches!(queue.push("5", &key).unwrap(), Pushed::Stored(_)),
+        "a dead task frees it"
+    );
     assert_eq!(queue.count(TaskState::Pending).unwrap(), 1);
     // The dead task, retried, comes back without the key it gave up.
     queue.retry_dead(second).unwrap();
@@ -421,7 +496,10 @@ fn a_unique_key_admits_one_live_task_at_a_time() {
     let mut other_queue = normal();
     other_queue.queue("other").unwrap();
     let other = scratch.open_with(&other_queue);
-    assert!(matches!(other.push("6", &key).unwrap(), Pushed::Stored(_)), "keys are per queue");
+    assert!(
+        matches!(other.push("6", &key).unwrap(), Pushed::Stored(_)),
+        "keys are per queue"
+    );
 }
 
 #[test]
@@ -432,7 +510,10 @@ fn a_unique_window_keeps_the_key_after_the_task_is_done() {
         options.keep_history(keep_history);
         let queue = scratch.open_with(&options);
         let mut key = PushOptions::new();
-        key.unique_key("daily").unwrap().unique_for(Duration::from_millis(300)).unwrap();
+        key.unique_key("daily")
+            .unwrap()
+            .unique_for(Duration::from_millis(300))
+            .unwrap();
         let id = queue.push("1", &key).unwrap().id();
         let task = pull(&queue).unwrap();
         queue.finish(task.receipt()).unwrap();
@@ -449,7 +530,10 @@ fn a_unique_window_keeps_the_key_after_the_task_is_done() {
         }
     }
     assert_eq!(
-        PushOptions::new().unique_for(Duration::from_secs(1)).unwrap_err().kind(),
+        PushOptions::new()
+            .unique_for(Duration::from_secs(1))
+            .unwrap_err()
+            .kind(),
         ErrorKind::InvalidArgument,
         "a window needs a key"
     );
@@ -470,16 +554,20 @@ fn an_outbox_push_commits_or_rolls_back_with_the_application_rows() {
         .unwrap();
 
     let tx = app.transaction().unwrap();
-    tx.execute("INSERT INTO orders (item) VALUES ('book')", []).unwrap();
+    tx.execute("INSERT INTO orders (item) VALUES ('book')", [])
+        .unwrap();
     tq::outbox::push(&tx, "default", "{\"order\": 1}", &PushOptions::new()).unwrap();
     tx.rollback().unwrap();
     assert!(pull(&queue).is_none());
 
     let tx = app.transaction().unwrap();
-    tx.execute("INSERT INTO orders (item) VALUES ('pen')", []).unwrap();
+    tx.execute("INSERT INTO orders (item) VALUES ('pen')", [])
+        .unwrap();
     let pushed = tq::outbox::push(&tx, "default", "{\"order\": 2}", &PushOptions::new()).unwrap();
     assert_eq!(
-        tq::outbox::push(&tx, "default", "nope", &PushOptions::new()).unwrap_err().kind(),
+        tq::outbox::push(&tx, "default", "nope", &PushOptions::new())
+            .unwrap_err()
+            .kind(),
         ErrorKind::InvalidJson
     );
     tx.commit().unwrap();
@@ -487,19 +575,29 @@ fn an_outbox_push_commits_or_rolls_back_with_the_application_rows() {
     assert_eq!((task.id(), task.payload()), (pushed.id(), "{\"order\": 2}"));
 
     let tx = app.transaction().unwrap();
-    tx.execute("UPDATE orders SET item = 'shipped'", []).unwrap();
+    tx.execute("UPDATE orders SET item = 'shipped'", [])
+        .unwrap();
     tq::outbox::finish(&tx, task.receipt(), false).unwrap();
     tx.commit().unwrap();
-    assert_eq!(queue.finish(task.receipt()).unwrap_err().kind(), ErrorKind::NotHeld);
+    assert_eq!(
+        queue.finish(task.receipt()).unwrap_err().kind(),
+        ErrorKind::NotHeld
+    );
     let orders: i64 = app
-        .query_row("SELECT count(*) FROM orders WHERE item = 'shipped'", [], |r| r.get(0))
+        .query_row(
+            "SELECT count(*) FROM orders WHERE item = 'shipped'",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(orders, 1);
 
     let mut bare = Connection::open(scratch.path("bare.db")).unwrap();
     let tx = bare.transaction().unwrap();
     assert_eq!(
-        tq::outbox::push(&tx, "default", "1", &PushOptions::new()).unwrap_err().kind(),
+        tq::outbox::push(&tx, "default", "1", &PushOptions::new())
+            .unwrap_err()
+            .kind(),
         ErrorKind::InvalidArgument,
         "a file tq never opened has no tq tables"
     );
@@ -516,7 +614,9 @@ fn a_waiting_pull_sees_an_outbox_push_from_another_connection() {
     thread::sleep(Duration::from_millis(100));
     let mut app = Connection::open(scratch.queue_path()).unwrap();
     let tx = app.transaction().unwrap();
-    let id = tq::outbox::push(&tx, "default", "1", &PushOptions::new()).unwrap().id();
+    let id = tq::outbox::push(&tx, "default", "1", &PushOptions::new())
+        .unwrap()
+        .id();
     tx.commit().unwrap();
     assert_eq!(waiter.join().unwrap(), Some(id));
 }
@@ -538,7 +638,10 @@ fn the_oldest_ready_age_and_pages_of_tasks_show_the_backlog() {
         queue.push(&i.to_string(), &options).unwrap();
     }
     let age = queue.oldest_ready_age().unwrap().unwrap();
-    assert!(age >= Duration::from_secs(60) && age < Duration::from_secs(120), "{age:?}");
+    assert!(
+        age >= Duration::from_secs(60) && age < Duration::from_secs(120),
+        "{age:?}"
+    );
 
     let mut seen = Vec::new();
     let mut after = 0;
@@ -559,7 +662,10 @@ fn a_checkpoint_empties_the_wal() {
     let scratch = Scratch::new();
     let queue = scratch.open();
     queue
-        .push_batch(&vec!["\"some payload to fill pages\""; 2000], &PushOptions::new())
+        .push_batch(
+            &vec!["\"some payload to fill pages\""; 2000],
+            &PushOptions::new(),
+        )
         .unwrap();
     assert!(queue.wal_size().unwrap() > 0);
     let checkpoint = queue.checkpoint().unwrap();
@@ -635,7 +741,11 @@ fn rows_changed_outside_tq_are_reported_as_not_a_database() {
             .execute(&format!("UPDATE tq_meta SET value = {version}"), [])
             .unwrap();
         let err = Queue::open(&scratch.queue_path(), &normal()).err().unwrap();
-        assert_eq!(err.kind(), ErrorKind::NotADatabase, "version {version}: {err}");
+        assert_eq!(
+            err.kind(),
+            ErrorKind::NotADatabase,
+            "version {version}: {err}"
+        );
     }
     let _ = rusqlite::version();
 }

@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::{lease, push, Scratch};
-use tq::{Durability, ErrorKind, OpenOptions, PullOptions, Queue, TaskState};
+use tq::{Durability, ErrorKind, OpenOptions, PullOptions, PushOptions, Queue, TaskState};
 
 fn open(path: &str) -> Queue {
     Queue::open(path, OpenOptions::new().durability(Durability::Normal)).expect("open")
@@ -24,7 +24,8 @@ fn open(path: &str) -> Queue {
 /// Runs a role in a child process: `worker` drains the queue and prints the
 /// ids it finished; `crash` takes a task and exits without finishing it;
 /// `hold` takes a task and keeps it until its standard input closes; `open`
-/// only opens the queue and prints the outcome.
+/// only opens the queue and prints the outcome; `push` pushes one task
+/// after a pause and prints its id.
 #[test]
 fn child_process() {
     let Ok(role) = std::env::var("TQ_TEST_CHILD") else {
@@ -65,6 +66,10 @@ fn child_process() {
             if role == "hold" {
                 std::io::stdin().read_to_end(&mut Vec::new()).unwrap();
             }
+        }
+        "push" => {
+            std::thread::sleep(Duration::from_millis(300));
+            println!("pushed {}", push(&queue, "\"from another process\""));
         }
         "fork-refused" => fork_refused(queue),
         "fork-parent-closes-first" => fork_parent_closes_first(queue),
@@ -184,6 +189,56 @@ fn tasks_of_a_live_process_are_not_recovered_until_it_dies() {
     child.wait().unwrap();
     assert_eq!(queue.recover().unwrap(), 1);
     assert_eq!(queue.count(TaskState::Pending).unwrap(), 1);
+}
+
+#[test]
+fn a_push_from_another_process_wakes_a_waiting_pull() {
+    let scratch = Scratch::new();
+    let path = scratch.queue_path();
+    let queue = open(&path);
+    let mut child = spawn("push", &path);
+    let mut waiting = PullOptions::new();
+    waiting.wait(Duration::from_secs(60)).unwrap();
+    let started = std::time::Instant::now();
+    let task = queue
+        .pull(&waiting)
+        .unwrap()
+        .expect("woken by the other process's push");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "not by the timeout"
+    );
+    assert_eq!(task.id(), read_id(&mut child, "pushed "));
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn a_task_that_crashes_every_worker_ends_dead() {
+    let scratch = Scratch::new();
+    let path = scratch.queue_path();
+    let queue = open(&path);
+    let mut three = PushOptions::new();
+    three.max_attempts(3).unwrap();
+    let id = queue.push("\"poison\"", &three).unwrap().id();
+    for crash in 1..=3 {
+        let mut child = spawn("crash", &path);
+        assert_eq!(read_id(&mut child, "holding "), id);
+        assert!(child.wait().unwrap().success());
+        assert_eq!(queue.recover().unwrap(), 1);
+        let state = if crash < 3 {
+            TaskState::Pending
+        } else {
+            TaskState::Dead
+        };
+        assert_eq!(queue.count(state).unwrap(), 1, "after crash {crash}");
+    }
+    let dead = queue.list(TaskState::Dead, 0, 1).unwrap();
+    assert_eq!((dead[0].id(), dead[0].attempts()), (id, 3));
+    assert_eq!(
+        dead[0].last_error(),
+        Some("the process holding delivery 3 died")
+    );
+    assert!(queue.pull(&PullOptions::new()).unwrap().is_none());
 }
 
 /// Runs a fork() scenario in a fresh process and checks that it succeeded.

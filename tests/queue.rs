@@ -215,7 +215,13 @@ fn history_keeps_done_tasks_until_purged() {
         );
     }
     assert_eq!(counts(&queue), [0, 0, 3]);
-    assert_eq!(queue.purge(TaskState::Done, Duration::from_secs(3600)).unwrap(), 0, "finished just now");
+    assert_eq!(
+        queue
+            .purge(TaskState::Done, Duration::from_secs(3600))
+            .unwrap(),
+        0,
+        "finished just now"
+    );
     assert_eq!(
         queue.purge(TaskState::Done, Duration::ZERO).unwrap(),
         3,
@@ -223,7 +229,10 @@ fn history_keeps_done_tasks_until_purged() {
     );
     assert_eq!(counts(&queue), [0, 0, 0]);
     assert_eq!(
-        queue.purge(TaskState::Done, Duration::from_millis(u64::MAX)).unwrap_err().kind(),
+        queue
+            .purge(TaskState::Done, Duration::from_millis(u64::MAX))
+            .unwrap_err()
+            .kind(),
         ErrorKind::InvalidArgument
     );
 }

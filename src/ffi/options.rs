@@ -246,7 +246,10 @@ pub extern "C" fn tq_options_set_queue(options: *mut tq_options, name: *const c_
 ///
 /// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, 0).
 #[no_mangle]
-pub extern "C" fn tq_options_set_max_attempts(options: *mut tq_options, max_attempts: u32) -> tq_status {
+pub extern "C" fn tq_options_set_max_attempts(
+    options: *mut tq_options,
+    max_attempts: u32,
+) -> tq_status {
     guard("tq_options_set_max_attempts", || {
         let options = unsafe { borrow_mut(options, "options") }?;
         options.0.max_attempts(max_attempts)?;
@@ -282,9 +285,14 @@ pub extern "C" fn tq_options_set_retry_backoff_ms(
 ///
 /// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options).
 #[no_mangle]
-pub extern "C" fn tq_push_options_set_priority(options: *mut tq_push_options, priority: i32) -> tq_status {
+pub extern "C" fn tq_push_options_set_priority(
+    options: *mut tq_push_options,
+    priority: i32,
+) -> tq_status {
     guard("tq_push_options_set_priority", || {
-        unsafe { borrow_mut(options, "options") }?.0.priority(priority);
+        unsafe { borrow_mut(options, "options") }?
+            .0
+            .priority(priority);
         Ok(tq_status::TQ_OK)
     })
 }
@@ -355,7 +363,10 @@ pub extern "C" fn tq_push_options_set_unique_for_ms(
 ///
 /// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
 #[no_mangle]
-pub extern "C" fn tq_pull_options_set_wait_ms(options: *mut tq_pull_options, wait_ms: u64) -> tq_status {
+pub extern "C" fn tq_pull_options_set_wait_ms(
+    options: *mut tq_pull_options,
+    wait_ms: u64,
+) -> tq_status {
     guard("tq_pull_options_set_wait_ms", || {
         let options = unsafe { borrow_mut(options, "options") }?;
         options.0.wait(Duration::from_millis(wait_ms))?;
@@ -377,7 +388,9 @@ pub extern "C" fn tq_pull_options_set_cancel(
     guard("tq_pull_options_set_cancel", || {
         let options = unsafe { borrow_mut(options, "options") }?;
         let cancel = unsafe { borrow_optional(cancel, "cancel") }?;
-        options.0.cancel_token(cancel.map(|cancel| cancel.0.clone()));
+        options
+            .0
+            .cancel_token(cancel.map(|cancel| cancel.0.clone()));
         Ok(tq_status::TQ_OK)
     })
 }
@@ -388,7 +401,9 @@ pub extern "C" fn tq_pull_options_set_cancel(
 /// `tq_cancel_free`. Returns NULL only if tq failed internally.
 #[no_mangle]
 pub extern "C" fn tq_cancel_new() -> *mut tq_cancel {
-    guard_or("tq_cancel_new", std::ptr::null_mut(), || hand_out(tq_cancel(CancelToken::new())))
+    guard_or("tq_cancel_new", std::ptr::null_mut(), || {
+        hand_out(tq_cancel(CancelToken::new()))
+    })
 }
 
 /// Ends, with TQ_ERR_INTERRUPTED, the wait of every pull made with options

@@ -44,7 +44,10 @@ impl tq_task {
             max_attempts: task.max_attempts,
             priority: task.priority,
             run_at_unix_ms: task.run_at_unix_ms,
-            last_error: task.last_error.map(|text| c_text(task.receipt.id(), text)).transpose()?,
+            last_error: task
+                .last_error
+                .map(|text| c_text(task.receipt.id(), text))
+                .transpose()?,
             payload: c_text(task.receipt.id(), task.payload)?,
         })
     }
@@ -58,7 +61,10 @@ impl tq_task {
             max_attempts: task.max_attempts,
             priority: task.priority,
             run_at_unix_ms: task.run_at_unix_ms,
-            last_error: task.last_error.map(|text| c_text(task.id, text)).transpose()?,
+            last_error: task
+                .last_error
+                .map(|text| c_text(task.id, text))
+                .transpose()?,
             payload: c_text(task.id, task.payload)?,
         })
     }
@@ -107,7 +113,9 @@ fn task_state(state: i32) -> Result<TaskState> {
         1 => Ok(TaskState::Leased),
         2 => Ok(TaskState::Done),
         3 => Ok(TaskState::Dead),
-        other => Err(Error::invalid_argument(format!("unknown task state {other}"))),
+        other => Err(Error::invalid_argument(format!(
+            "unknown task state {other}"
+        ))),
     }
 }
 
@@ -318,8 +326,9 @@ pub extern "C" fn tq_push_batch(
             .zip(lens)
             .enumerate()
             .map(|(index, (&pointer, &len))| {
-                unsafe { payload_text(pointer, len) }
-                    .map_err(|err| Error::new(err.kind(), format!("payload {index}: {}", err.message())))
+                unsafe { payload_text(pointer, len) }.map_err(|err| {
+                    Error::new(err.kind(), format!("payload {index}: {}", err.message()))
+                })
             })
             .collect::<Result<Vec<&str>>>()?;
         let defaults = PushOptions::default();
@@ -382,14 +391,18 @@ pub extern "C" fn tq_task_payload(task: *const tq_task, len: *mut usize) -> *con
 /// Thread safety: safe on a task read by several threads.
 #[no_mangle]
 pub extern "C" fn tq_task_attempts(task: *const tq_task) -> u32 {
-    guard_or("tq_task_attempts", 0, || task_field(task, |task| task.attempts, 0))
+    guard_or("tq_task_attempts", 0, || {
+        task_field(task, |task| task.attempts, 0)
+    })
 }
 
 /// Returns the task's priority, or 0 when `task` is NULL.
 /// Thread safety: safe on a task read by several threads.
 #[no_mangle]
 pub extern "C" fn tq_task_priority(task: *const tq_task) -> i32 {
-    guard_or("tq_task_priority", 0, || task_field(task, |task| task.priority, 0))
+    guard_or("tq_task_priority", 0, || {
+        task_field(task, |task| task.priority, 0)
+    })
 }
 
 /// Returns how many deliveries the task gets before a failure makes it
@@ -397,7 +410,9 @@ pub extern "C" fn tq_task_priority(task: *const tq_task) -> i32 {
 /// Thread safety: safe on a task read by several threads.
 #[no_mangle]
 pub extern "C" fn tq_task_max_attempts(task: *const tq_task) -> u32 {
-    guard_or("tq_task_max_attempts", 0, || task_field(task, |task| task.max_attempts, 0))
+    guard_or("tq_task_max_attempts", 0, || {
+        task_field(task, |task| task.max_attempts, 0)
+    })
 }
 
 /// Returns when the task became (or becomes) ready, in milliseconds since
@@ -405,7 +420,9 @@ pub extern "C" fn tq_task_max_attempts(task: *const tq_task) -> u32 {
 /// Thread safety: safe on a task read by several threads.
 #[no_mangle]
 pub extern "C" fn tq_task_run_at_unix_ms(task: *const tq_task) -> i64 {
-    guard_or("tq_task_run_at_unix_ms", 0, || task_field(task, |task| task.run_at_unix_ms, 0))
+    guard_or("tq_task_run_at_unix_ms", 0, || {
+        task_field(task, |task| task.run_at_unix_ms, 0)
+    })
 }
 
 /// Returns the task's state (a `tq_state` value) when it was pulled
@@ -413,7 +430,9 @@ pub extern "C" fn tq_task_run_at_unix_ms(task: *const tq_task) -> i64 {
 /// Thread safety: safe on a task read by several threads.
 #[no_mangle]
 pub extern "C" fn tq_task_state(task: *const tq_task) -> i32 {
-    guard_or("tq_task_state", -1, || task_field(task, |task| state_value(task.state), -1))
+    guard_or("tq_task_state", -1, || {
+        task_field(task, |task| state_value(task.state), -1)
+    })
 }
 
 /// Returns why the task's previous delivery ended (the reason given to
@@ -427,7 +446,11 @@ pub extern "C" fn tq_task_last_error(task: *const tq_task) -> *const c_char {
     guard_or("tq_task_last_error", std::ptr::null(), || {
         task_field(
             task,
-            |task| task.last_error.as_ref().map_or(std::ptr::null(), |text| text.as_ptr()),
+            |task| {
+                task.last_error
+                    .as_ref()
+                    .map_or(std::ptr::null(), |text| text.as_ptr())
+            },
             std::ptr::null(),
         )
     })
@@ -549,7 +572,8 @@ pub extern "C" fn tq_finish_batch(
             .collect();
         if !out_statuses.is_null() {
             // SAFETY: a non-NULL `out_statuses` has room for `count` values.
-            unsafe { std::slice::from_raw_parts_mut(out_statuses, count) }.copy_from_slice(&statuses);
+            unsafe { std::slice::from_raw_parts_mut(out_statuses, count) }
+                .copy_from_slice(&statuses);
         }
         Ok(tq_status::TQ_OK)
     })
@@ -566,7 +590,11 @@ pub extern "C" fn tq_finish_batch(
 /// not UTF-8), TQ_ERR_BUSY, TQ_ERR_IO.
 /// Thread safety: any number of threads may fail tasks on one handle at once.
 #[no_mangle]
-pub extern "C" fn tq_fail(queue: *mut tq_queue, task: *const tq_task, reason: *const c_char) -> tq_status {
+pub extern "C" fn tq_fail(
+    queue: *mut tq_queue,
+    task: *const tq_task,
+    reason: *const c_char,
+) -> tq_status {
     guard("tq_fail", || {
         let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
         let task = unsafe { borrow(task, "task") }?;
@@ -589,11 +617,17 @@ pub extern "C" fn tq_fail(queue: *mut tq_queue, task: *const tq_task, reason: *c
 /// queue or task, out of range), TQ_ERR_BUSY, TQ_ERR_IO.
 /// Thread safety: may run concurrently with any other call.
 #[no_mangle]
-pub extern "C" fn tq_extend(queue: *mut tq_queue, task: *const tq_task, lease_ms: u64) -> tq_status {
+pub extern "C" fn tq_extend(
+    queue: *mut tq_queue,
+    task: *const tq_task,
+    lease_ms: u64,
+) -> tq_status {
     guard("tq_extend", || {
         let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
         let task = unsafe { borrow(task, "task") }?;
-        queue.0.extend(task.receipt()?, Duration::from_millis(lease_ms))?;
+        queue
+            .0
+            .extend(task.receipt()?, Duration::from_millis(lease_ms))?;
         Ok(tq_status::TQ_OK)
     })
 }
@@ -607,7 +641,9 @@ pub extern "C" fn tq_extend(queue: *mut tq_queue, task: *const tq_task, lease_ms
 #[no_mangle]
 pub extern "C" fn tq_retry_dead(queue: *mut tq_queue, id: i64) -> tq_status {
     guard("tq_retry_dead", || {
-        unsafe { borrow(queue.cast_const(), "queue") }?.0.retry_dead(id)?;
+        unsafe { borrow(queue.cast_const(), "queue") }?
+            .0
+            .retry_dead(id)?;
         Ok(tq_status::TQ_OK)
     })
 }
@@ -621,7 +657,9 @@ pub extern "C" fn tq_retry_dead(queue: *mut tq_queue, id: i64) -> tq_status {
 #[no_mangle]
 pub extern "C" fn tq_retry_all_dead(queue: *mut tq_queue, out_retried: *mut i64) -> tq_status {
     guard("tq_retry_all_dead", || {
-        let retried = unsafe { borrow(queue.cast_const(), "queue") }?.0.retry_all_dead()?;
+        let retried = unsafe { borrow(queue.cast_const(), "queue") }?
+            .0
+            .retry_all_dead()?;
         unsafe { write_optional(out_retried, saturate(retried)) };
         Ok(tq_status::TQ_OK)
     })
@@ -644,7 +682,9 @@ pub extern "C" fn tq_purge(
 ) -> tq_status {
     guard("tq_purge", || {
         let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
-        let purged = queue.0.purge(task_state(state)?, Duration::from_millis(older_than_ms))?;
+        let purged = queue
+            .0
+            .purge(task_state(state)?, Duration::from_millis(older_than_ms))?;
         unsafe { write_optional(out_purged, saturate(purged)) };
         Ok(tq_status::TQ_OK)
     })
@@ -657,7 +697,10 @@ pub extern "C" fn tq_purge(
 /// TQ_ERR_INVALID_ARGUMENT (NULL queue or out), TQ_ERR_BUSY, TQ_ERR_IO.
 /// Thread safety: may run concurrently with any other call.
 #[no_mangle]
-pub extern "C" fn tq_oldest_ready_age_ms(queue: *const tq_queue, out_age_ms: *mut i64) -> tq_status {
+pub extern "C" fn tq_oldest_ready_age_ms(
+    queue: *const tq_queue,
+    out_age_ms: *mut i64,
+) -> tq_status {
     guard("tq_oldest_ready_age_ms", || {
         let queue = unsafe { borrow(queue, "queue") }?;
         let out_age_ms = out_pointer(out_age_ms, "out_age_ms")?;

@@ -118,7 +118,10 @@ impl SqliteStore {
         if self.commits.fetch_add(1, Ordering::Relaxed) % WAL_CHECK_EVERY != WAL_CHECK_EVERY - 1 {
             return;
         }
-        if self.wal_file_size().map_or(true, |size| size < WAL_RESTART_SIZE) {
+        if self
+            .wal_file_size()
+            .map_or(true, |size| size < WAL_RESTART_SIZE)
+        {
             return;
         }
         if conn.busy_timeout(WAL_RESTART_WAIT).is_ok() {

@@ -50,7 +50,12 @@ fn register_holder(conn: &Connection, process: &ProcessId) -> Result<i64> {
 /// Stores one task in `queue`, or finds the task holding its unique key.
 /// A key is held by a pending or leased task, or by a done one until its
 /// window ends; a task that no longer holds its key gives it up here.
-pub(crate) fn push_one(conn: &Connection, queue: &str, task: &NewTask<'_>, now: i64) -> Result<Pushed> {
+pub(crate) fn push_one(
+    conn: &Connection,
+    queue: &str,
+    task: &NewTask<'_>,
+    now: i64,
+) -> Result<Pushed> {
     if let Some((key, _)) = task.unique {
         let holder: Option<(i64, i64, Option<i64>)> = conn
             .prepare_cached(
@@ -170,10 +175,11 @@ fn claim(
         };
         let from_expired = expired.is_some_and(|(expired_id, ..)| expired_id == id);
         if from_expired && last_attempt_expired {
-            conn.prepare_cached(BURY_EXPIRED)?.execute(params![id, now])?;
+            conn.prepare_cached(BURY_EXPIRED)?
+                .execute(params![id, now])?;
             continue;
         }
-        let reason = from_expired.then(|| "the lease of the previous delivery expired");
+        let reason = from_expired.then_some("the lease of the previous delivery expired");
         let task = conn.prepare_cached(TAKE)?.query_row(
             params![id, lease_expires_at, holder_id, reason],
             |row| {
@@ -204,7 +210,12 @@ fn candidate_from_row(row: &Row<'_>) -> rusqlite::Result<Candidate> {
 /// is deleted, or kept as done with history. A task whose unique key stays
 /// reserved after it is done is kept as done either way, until its window
 /// passes. Returns whether the delivery was current.
-pub(crate) fn finish_one(conn: &Connection, receipt: Receipt, now: i64, keep_history: bool) -> Result<bool> {
+pub(crate) fn finish_one(
+    conn: &Connection,
+    receipt: Receipt,
+    now: i64,
+    keep_history: bool,
+) -> Result<bool> {
     if !keep_history {
         let deleted = conn
             .prepare_cached(
@@ -303,7 +314,13 @@ impl Store for SqliteStore {
         })
     }
 
-    fn fail(&self, receipt: Receipt, reason: &str, now: i64, backoff: &RetryBackoff) -> Result<Failed> {
+    fn fail(
+        &self,
+        receipt: Receipt,
+        reason: &str,
+        now: i64,
+        backoff: &RetryBackoff,
+    ) -> Result<Failed> {
         self.write(|conn| {
             let delivery: Option<(u32, u32, i64)> = conn
                 .prepare_cached(
@@ -334,7 +351,12 @@ impl Store for SqliteStore {
                      lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
                  WHERE id = ?1",
             )?
-            .execute(params![receipt.id, if retry_at <= now { 0 } else { 4 }, retry_at, reason])?;
+            .execute(params![
+                receipt.id,
+                if retry_at <= now { 0 } else { 4 },
+                retry_at,
+                reason
+            ])?;
             Ok(Failed::RetryAt(retry_at))
         })
     }
@@ -392,7 +414,9 @@ impl Store for SqliteStore {
             state_condition(state)
         );
         let count: i64 = self.with_connection(|conn| {
-            Ok(conn.prepare_cached(&sql)?.query_row([&self.queue], |row| row.get(0))?)
+            Ok(conn
+                .prepare_cached(&sql)?
+                .query_row([&self.queue], |row| row.get(0))?)
         })?;
         Ok(count as u64)
     }
@@ -472,15 +496,23 @@ impl Store for SqliteStore {
 
     fn purge(&self, state: TaskState, before: i64) -> Result<u64> {
         let sql = match state {
-            TaskState::Done => "DELETE FROM tq_tasks WHERE queue = ?1 AND state = 2 AND finished_at <= ?2",
-            TaskState::Dead => "DELETE FROM tq_tasks WHERE queue = ?1 AND state = 3 AND finished_at <= ?2",
+            TaskState::Done => {
+                "DELETE FROM tq_tasks WHERE queue = ?1 AND state = 2 AND finished_at <= ?2"
+            }
+            TaskState::Dead => {
+                "DELETE FROM tq_tasks WHERE queue = ?1 AND state = 3 AND finished_at <= ?2"
+            }
             TaskState::Pending | TaskState::Leased => {
                 return Err(Error::invalid_argument(
                     "only done and dead tasks can be purged",
                 ))
             }
         };
-        self.write(|conn| Ok(conn.prepare_cached(sql)?.execute(params![self.queue, before])? as u64))
+        self.write(|conn| {
+            Ok(conn
+                .prepare_cached(sql)?
+                .execute(params![self.queue, before])? as u64)
+        })
     }
 
     fn checkpoint(&self) -> Result<Checkpoint> {
@@ -514,7 +546,9 @@ impl Store for SqliteStore {
     }
 
     fn change_counter(&self) -> Result<i64> {
-        self.with_connection(|conn| Ok(conn.query_row("PRAGMA data_version", [], |row| row.get(0))?))
+        self.with_connection(
+            |conn| Ok(conn.query_row("PRAGMA data_version", [], |row| row.get(0))?),
+        )
     }
 }
 

@@ -2032,6 +2032,448 @@ static void test_durability_normal(const char *dir)
 
 typedef void (*case_fn)(const char *dir);
 
+
+/* ------------------------------------------------------------------------
+ * Job semantics: failures, dead tasks, priorities, named queues, batches,
+ * blocking pulls, heartbeats, unique keys, visibility, checkpoints
+ * --------------------------------------------------------------------- */
+
+/* A handle on queue `name` of q.db whose failed tasks are retried at once. */
+static tq_queue *open_named(const char *dir, const char *name, uint32_t max_attempts)
+{
+    char path[4096];
+    path_in(path, sizeof path, dir, "q.db");
+    tq_options *opts = tq_options_new();
+    if (!CHECK(opts != NULL))
+        return NULL;
+    CHECK_STATUS(tq_options_set_durability(opts, TQ_DURABILITY_NORMAL), TQ_OK);
+    CHECK_STATUS(tq_options_set_queue(opts, name), TQ_OK);
+    CHECK_STATUS(tq_options_set_max_attempts(opts, max_attempts), TQ_OK);
+    CHECK_STATUS(tq_options_set_retry_backoff_ms(opts, 0, 0), TQ_OK);
+    tq_queue *q = NULL;
+    CHECK_STATUS(tq_open(path, opts, &q), TQ_OK);
+    tq_options_free(opts);
+    return q;
+}
+
+static void test_job_options_invalid(const char *dir)
+{
+    (void)dir;
+    tq_options *opts = tq_options_new();
+    tq_push_options *push = tq_push_options_new();
+    tq_pull_options *pull = tq_pull_options_new();
+    REQUIRE(opts && push && pull);
+    char long_name[TQ_MAX_QUEUE_NAME_LEN + 2];
+    memset(long_name, 'q', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = '\0';
+    CHECK_STATUS(tq_options_set_queue(NULL, "q"), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_options_set_queue(opts, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("name is NULL");
+    CHECK_STATUS(tq_options_set_queue(opts, ""), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_options_set_queue(opts, long_name), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_options_set_queue(opts, "\xff"), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("UTF-8");
+    long_name[TQ_MAX_QUEUE_NAME_LEN] = '\0';
+    CHECK_STATUS(tq_options_set_queue(opts, long_name), TQ_OK);
+    CHECK_STATUS(tq_options_set_max_attempts(opts, 0), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_options_set_retry_backoff_ms(opts, 10, 5), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("shorter");
+    CHECK_STATUS(tq_options_set_retry_backoff_ms(opts, 0, OVER_ONE_YEAR_MS), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_push_options_set_priority(NULL, 1), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_push_options_set_max_attempts(push, 0), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_push_options_set_unique_for_ms(push, 10), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("key");
+    CHECK_STATUS(tq_push_options_set_unique_key(push, ""), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_push_options_set_unique_key(push, "k"), TQ_OK);
+    CHECK_STATUS(tq_push_options_set_unique_for_ms(push, OVER_ONE_YEAR_MS), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_push_options_set_unique_key(push, NULL), TQ_OK);
+    CHECK_STATUS(tq_push_options_set_unique_for_ms(push, 10), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_pull_options_set_wait_ms(pull, OVER_ONE_YEAR_MS), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_pull_options_set_wait_ms(NULL, 1), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_pull_options_set_cancel(pull, (const tq_cancel *)opts), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_pull_options_set_cancel(pull, NULL), TQ_OK);
+    CHECK_STATUS(tq_cancel_trigger(NULL), TQ_ERR_INVALID_ARGUMENT);
+    tq_cancel_free(NULL);
+    tq_options_free(opts);
+    tq_push_options_free(push);
+    tq_pull_options_free(pull);
+}
+
+static void test_fail_retry_and_dead(const char *dir)
+{
+    tq_queue *q = open_named(dir, "default", 2);
+    REQUIRE(q != NULL);
+    int64_t id = push_text(q, "\"flaky\"");
+    tq_task *first = pull_one(q);
+    REQUIRE(first != NULL);
+    CHECK(tq_task_last_error(first) == NULL);
+    CHECK_INT(tq_task_max_attempts(first), 2);
+    CHECK_INT(tq_task_state(first), TQ_STATE_LEASED);
+    CHECK_STATUS(tq_fail(NULL, first, "x"), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_fail(q, NULL, "x"), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_fail(q, first, "\xff"), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_fail(q, first, "timed out"), TQ_OK);
+    CHECK_STATUS(tq_fail(q, first, "again"), TQ_ERR_NOT_HELD);
+    tq_task *second = pull_one(q);
+    REQUIRE(second != NULL);
+    CHECK_INT(tq_task_id(second), id);
+    CHECK_INT(tq_task_attempts(second), 2);
+    CHECK_CONTAINS(tq_task_last_error(second), "timed out");
+    CHECK_STATUS(tq_fail(q, second, NULL), TQ_OK);
+    CHECK_INT(count(q, TQ_STATE_DEAD), 1);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 0);
+
+    tq_task *listed[2] = {NULL, NULL};
+    size_t n = 9;
+    CHECK_STATUS(tq_list(q, TQ_STATE_DEAD, 0, 2, listed, &n), TQ_OK);
+    REQUIRE(n == 1 && listed[0] != NULL);
+    CHECK(listed[1] == NULL);
+    CHECK_INT(tq_task_state(listed[0]), TQ_STATE_DEAD);
+    CHECK_INT(tq_task_attempts(listed[0]), 2);
+    CHECK(tq_task_last_error(listed[0]) == NULL); /* a NULL reason */
+    CHECK(payload_is(listed[0], "\"flaky\""));
+    CHECK_STATUS(tq_fail(q, listed[0], "x"), TQ_ERR_NOT_HELD);
+    CHECK_LAST_ERROR("listed");
+    CHECK_STATUS(tq_extend(q, listed[0], 1000), TQ_ERR_NOT_HELD);
+    CHECK_STATUS(tq_finish(q, listed[0]), TQ_ERR_NOT_HELD);
+
+    CHECK_STATUS(tq_retry_dead(NULL, id), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_retry_dead(q, id + 1), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_retry_dead(q, id), TQ_OK);
+    CHECK_STATUS(tq_retry_dead(q, id), TQ_ERR_INVALID_ARGUMENT);
+    tq_task *third = pull_one(q);
+    REQUIRE(third != NULL);
+    CHECK_INT(tq_task_attempts(third), 1);
+    CHECK_STATUS(tq_fail(q, third, "a"), TQ_OK);
+    tq_task *fourth = pull_one(q);
+    REQUIRE(fourth != NULL);
+    CHECK_STATUS(tq_fail(q, fourth, "b"), TQ_OK);
+    int64_t retried = -1, purged = -1;
+    CHECK_STATUS(tq_retry_all_dead(q, &retried), TQ_OK);
+    CHECK_INT(retried, 1);
+    CHECK_STATUS(tq_retry_all_dead(q, NULL), TQ_OK);
+    CHECK_STATUS(tq_purge(q, TQ_STATE_PENDING, 0, &purged), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_purge(q, 7, 0, &purged), TQ_ERR_INVALID_ARGUMENT);
+    tq_task *fifth = pull_one(q);
+    REQUIRE(fifth != NULL);
+    CHECK_STATUS(tq_fail(q, fifth, "c"), TQ_OK);
+    tq_task *sixth = pull_one(q);
+    REQUIRE(sixth != NULL);
+    CHECK_STATUS(tq_fail(q, sixth, "d"), TQ_OK);
+    tq_task_free(sixth);
+    CHECK_STATUS(tq_purge(q, TQ_STATE_DEAD, 0, &purged), TQ_OK);
+    CHECK_INT(purged, 1);
+    CHECK_INT(count(q, TQ_STATE_DEAD), 0);
+    tq_task_free(first);
+    tq_task_free(second);
+    tq_task_free(third);
+    tq_task_free(fourth);
+    tq_task_free(fifth);
+    tq_task_free(listed[0]);
+    tq_close(q);
+}
+
+static void test_priorities(const char *dir)
+{
+    tq_queue *q = open_named(dir, "default", 5);
+    REQUIRE(q != NULL);
+    tq_push_options *opts = tq_push_options_new();
+    REQUIRE(opts != NULL);
+    const int32_t priorities[] = {0, 7, -3, 7, INT32_MIN, INT32_MAX};
+    for (int i = 0; i < 6; i++) {
+        char json[16];
+        snprintf(json, sizeof json, "%d", i);
+        CHECK_STATUS(tq_push_options_set_priority(opts, priorities[i]), TQ_OK);
+        CHECK_STATUS(tq_push(q, json, strlen(json), opts, NULL), TQ_OK);
+    }
+    const char *order[] = {"5", "1", "3", "0", "2", "4"};
+    for (int i = 0; i < 6; i++) {
+        tq_task *task = pull_one(q);
+        REQUIRE(task != NULL);
+        CHECK(payload_is(task, order[i]));
+        CHECK_INT(tq_task_priority(task), priorities[atoi(order[i])]);
+        tq_task_free(task);
+    }
+    tq_push_options_free(opts);
+    tq_close(q);
+}
+
+static void test_named_queues(const char *dir)
+{
+    tq_queue *mail = open_named(dir, "mail", 5);
+    tq_queue *jobs = open_named(dir, "jobs", 5);
+    REQUIRE(mail && jobs);
+    push_text(mail, "\"m\"");
+    push_text(jobs, "\"j1\"");
+    push_text(jobs, "\"j2\"");
+    CHECK_INT(count(mail, TQ_STATE_PENDING), 1);
+    CHECK_INT(count(jobs, TQ_STATE_PENDING), 2);
+    tq_task *task = pull_one(mail);
+    REQUIRE(task != NULL);
+    CHECK(payload_is(task, "\"m\""));
+    tq_task *none = NULL;
+    CHECK_STATUS(tq_pull(mail, NULL, &none), TQ_EMPTY);
+    /* A task is finished through any handle on the file. */
+    CHECK_STATUS(tq_finish(jobs, task), TQ_OK);
+    CHECK_INT(count(jobs, TQ_STATE_PENDING), 2);
+    tq_task_free(task);
+    tq_close(mail);
+    tq_close(jobs);
+}
+
+static void test_batch_push(const char *dir)
+{
+    tq_queue *q = open_named(dir, "default", 5);
+    REQUIRE(q != NULL);
+    const char *good[] = {"1", "[2]", "{\"three\": 3}"};
+    size_t lens[] = {1, 3, 12};
+    int64_t ids[3] = {0, 0, 0};
+    CHECK_STATUS(tq_push_batch(q, good, lens, 3, NULL, ids), TQ_OK);
+    CHECK(ids[0] > 0 && ids[1] == ids[0] + 1 && ids[2] == ids[1] + 1);
+    CHECK_STATUS(tq_push_batch(q, good, lens, 3, NULL, NULL), TQ_OK);
+    CHECK_STATUS(tq_push_batch(q, NULL, NULL, 0, NULL, NULL), TQ_OK);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 6);
+
+    const char *bad_json[] = {"1", "{oops", "3"};
+    size_t bad_lens[] = {1, 5, 1};
+    CHECK_STATUS(tq_push_batch(q, bad_json, bad_lens, 3, NULL, ids), TQ_ERR_INVALID_JSON);
+    CHECK_LAST_ERROR("payload 1");
+    const char *with_null[] = {"1", "2", NULL};
+    CHECK_STATUS(tq_push_batch(q, with_null, lens, 3, NULL, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("payload 2");
+    const char *bad_utf8[] = {"\"\xff\""};
+    size_t three[] = {3};
+    CHECK_STATUS(tq_push_batch(q, bad_utf8, three, 1, NULL, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("payload 0");
+    CHECK_STATUS(tq_push_batch(q, NULL, lens, 3, NULL, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_push_batch(q, good, NULL, 3, NULL, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_push_batch(NULL, good, lens, 3, NULL, NULL), TQ_ERR_INVALID_ARGUMENT);
+    tq_push_options *unique = tq_push_options_new();
+    REQUIRE(unique != NULL);
+    CHECK_STATUS(tq_push_options_set_unique_key(unique, "k"), TQ_OK);
+    CHECK_STATUS(tq_push_batch(q, good, lens, 3, unique, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("unique");
+    tq_push_options_free(unique);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 6);
+    tq_close(q);
+}
+
+static void test_batch_pull_and_finish(const char *dir)
+{
+    tq_queue *q = open_named(dir, "default", 5);
+    REQUIRE(q != NULL);
+    for (int i = 0; i < 5; i++)
+        push_text(q, "{}");
+    tq_task *tasks[4] = {NULL, NULL, NULL, NULL};
+    size_t n = 99;
+    CHECK_STATUS(tq_pull_batch(q, NULL, 0, tasks, &n), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_pull_batch(q, NULL, 3, NULL, &n), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_pull_batch(q, NULL, 3, tasks, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_pull_batch(q, NULL, 3, tasks, &n), TQ_OK);
+    REQUIRE(n == 3);
+    CHECK(tasks[0] && tasks[1] && tasks[2]);
+    CHECK(tq_task_id(tasks[0]) < tq_task_id(tasks[1]) && tq_task_id(tasks[1]) < tq_task_id(tasks[2]));
+    tq_task *rest[4] = {NULL, NULL, NULL, NULL};
+    CHECK_STATUS(tq_pull_batch(q, NULL, 4, rest, &n), TQ_OK);
+    REQUIRE(n == 2);
+    CHECK(rest[2] == NULL && rest[3] == NULL);
+    tq_task *none[1] = {NULL};
+    CHECK_STATUS(tq_pull_batch(q, NULL, 1, none, &n), TQ_EMPTY);
+    CHECK_INT(n, 0);
+
+    CHECK_STATUS(tq_finish(q, tasks[1]), TQ_OK);
+    const tq_task *batch[5] = {tasks[0], tasks[1], tasks[2], rest[0], rest[1]};
+    int32_t statuses[5] = {9, 9, 9, 9, 9};
+    const tq_task *with_null[2] = {tasks[0], NULL};
+    CHECK_STATUS(tq_finish_batch(q, with_null, 2, statuses), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("tasks[1]");
+    CHECK_INT(statuses[0], 9);
+    CHECK_STATUS(tq_finish_batch(q, batch, 5, statuses), TQ_OK);
+    const int32_t expected[5] = {TQ_OK, TQ_ERR_NOT_HELD, TQ_OK, TQ_OK, TQ_OK};
+    for (int i = 0; i < 5; i++)
+        CHECK_INT(statuses[i], expected[i]);
+    CHECK_STATUS(tq_finish_batch(q, NULL, 0, NULL), TQ_OK);
+    CHECK_INT(count(q, TQ_STATE_LEASED), 0);
+    for (int i = 0; i < 3; i++)
+        tq_task_free(tasks[i]);
+    tq_task_free(rest[0]);
+    tq_task_free(rest[1]);
+    tq_close(q);
+}
+
+struct waiter {
+    tq_queue *q;
+    tq_pull_options *opts;
+    tq_status status;
+    tq_task *task;
+};
+
+static void *wait_for_task(void *arg)
+{
+    struct waiter *w = arg;
+    w->status = tq_pull(w->q, w->opts, &w->task);
+    return NULL;
+}
+
+static void test_blocking_pull(const char *dir)
+{
+    tq_queue *q = open_named(dir, "default", 5);
+    REQUIRE(q != NULL);
+    tq_pull_options *opts = tq_pull_options_new();
+    REQUIRE(opts != NULL);
+    CHECK_STATUS(tq_pull_options_set_wait_ms(opts, 30), TQ_OK);
+    tq_task *task = NULL;
+    int64_t started = now_ms();
+    CHECK_STATUS(tq_pull(q, opts, &task), TQ_EMPTY);
+    CHECK(now_ms() - started >= 30);
+
+    /* A push wakes the waiter long before its 60 s are up. */
+    CHECK_STATUS(tq_pull_options_set_wait_ms(opts, 60000), TQ_OK);
+    struct waiter w = {q, opts, TQ_ERR_INTERNAL, NULL};
+    pthread_t thread;
+    REQUIRE(pthread_create(&thread, NULL, wait_for_task, &w) == 0);
+    usleep(50000);
+    int64_t id = push_text(q, "\"wake\"");
+    pthread_join(thread, NULL);
+    CHECK_STATUS(w.status, TQ_OK);
+    CHECK_INT(tq_task_id(w.task), id);
+    tq_task_free(w.task);
+
+    /* A cancel object ends one wait; it may be freed while options hold it. */
+    tq_cancel *cancel = tq_cancel_new();
+    REQUIRE(cancel != NULL);
+    CHECK_STATUS(tq_pull_options_set_cancel(opts, cancel), TQ_OK);
+    w = (struct waiter){q, opts, TQ_ERR_INTERNAL, NULL};
+    REQUIRE(pthread_create(&thread, NULL, wait_for_task, &w) == 0);
+    usleep(50000);
+    started = now_ms();
+    CHECK_STATUS(tq_cancel_trigger(cancel), TQ_OK);
+    tq_cancel_free(cancel);
+    pthread_join(thread, NULL);
+    CHECK_STATUS(w.status, TQ_ERR_INTERRUPTED);
+    CHECK(w.task == NULL);
+    CHECK(now_ms() - started < 30000);
+    CHECK_STATUS(tq_pull(q, opts, &task), TQ_ERR_INTERRUPTED); /* for good */
+    CHECK_STATUS(tq_pull_options_set_cancel(opts, NULL), TQ_OK);
+
+    /* tq_interrupt ends every wait on the handle, now and later. */
+    w = (struct waiter){q, opts, TQ_ERR_INTERNAL, NULL};
+    REQUIRE(pthread_create(&thread, NULL, wait_for_task, &w) == 0);
+    usleep(50000);
+    CHECK_STATUS(tq_interrupt(q), TQ_OK);
+    pthread_join(thread, NULL);
+    CHECK_STATUS(w.status, TQ_ERR_INTERRUPTED);
+    CHECK_STATUS(tq_pull(q, opts, &task), TQ_ERR_INTERRUPTED);
+    CHECK_STATUS(tq_pull(q, NULL, &task), TQ_EMPTY);
+    CHECK_STATUS(tq_interrupt(NULL), TQ_ERR_INVALID_ARGUMENT);
+    tq_pull_options_free(opts);
+    tq_close(q);
+}
+
+static void test_extend(const char *dir)
+{
+    tq_queue *q = open_named(dir, "default", 5);
+    REQUIRE(q != NULL);
+    push_text(q, "1");
+    tq_task *task = pull_with_lease(q, 100);
+    REQUIRE(task != NULL);
+    CHECK_STATUS(tq_extend(q, task, 0), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_extend(q, task, OVER_ONE_YEAR_MS), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_extend(NULL, task, 1000), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_extend(q, NULL, 1000), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_extend(q, task, 600000), TQ_OK);
+    usleep(150000);
+    tq_task *none = NULL;
+    CHECK_STATUS(tq_pull(q, NULL, &none), TQ_EMPTY);
+    CHECK_STATUS(tq_extend(q, task, 1), TQ_OK);
+    usleep(5000);
+    tq_task *thief = pull_one(q);
+    REQUIRE(thief != NULL);
+    CHECK_STATUS(tq_extend(q, task, 1000), TQ_ERR_NOT_HELD);
+    CHECK_STATUS(tq_finish(q, thief), TQ_OK);
+    tq_task_free(task);
+    tq_task_free(thief);
+    tq_close(q);
+}
+
+static void test_unique_keys(const char *dir)
+{
+    tq_queue *q = open_named(dir, "default", 5);
+    REQUIRE(q != NULL);
+    tq_push_options *opts = tq_push_options_new();
+    REQUIRE(opts != NULL);
+    CHECK_STATUS(tq_push_options_set_unique_key(opts, "invoice-7"), TQ_OK);
+    int64_t first = 0, again = 0;
+    CHECK_STATUS(tq_push(q, "1", 1, opts, &first), TQ_OK);
+    CHECK_STATUS(tq_push(q, "2", 1, opts, &again), TQ_DUPLICATE);
+    CHECK_INT(again, first);
+    tq_task *task = pull_one(q);
+    REQUIRE(task != NULL);
+    CHECK_STATUS(tq_push(q, "3", 1, opts, NULL), TQ_DUPLICATE);
+    CHECK_STATUS(tq_finish(q, task), TQ_OK);
+    CHECK_STATUS(tq_push(q, "4", 1, opts, &again), TQ_OK);
+    CHECK(again > first);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 1);
+    tq_task_free(task);
+    tq_push_options_free(opts);
+    tq_close(q);
+}
+
+static void test_visibility(const char *dir)
+{
+    tq_queue *q = open_named(dir, "default", 5);
+    REQUIRE(q != NULL);
+    int64_t age = -1;
+    CHECK_STATUS(tq_oldest_ready_age_ms(q, &age), TQ_EMPTY);
+    CHECK_INT(age, 0);
+    CHECK_STATUS(tq_oldest_ready_age_ms(q, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_oldest_ready_age_ms(NULL, &age), TQ_ERR_INVALID_ARGUMENT);
+    tq_push_options *opts = tq_push_options_new();
+    REQUIRE(opts != NULL);
+    CHECK_STATUS(tq_push_options_set_run_at_unix_ms(opts, now_ms() - 5000), TQ_OK);
+    CHECK_STATUS(tq_push(q, "\"old\"", 5, opts, NULL), TQ_OK);
+    tq_push_options_free(opts);
+    for (int i = 0; i < 4; i++)
+        push_text(q, "{}");
+    CHECK_STATUS(tq_oldest_ready_age_ms(q, &age), TQ_OK);
+    CHECK(age >= 5000 && age < 60000);
+
+    tq_task *page[2] = {NULL, NULL};
+    size_t n = 0, seen = 0;
+    int64_t after = 0;
+    do {
+        CHECK_STATUS(tq_list(q, TQ_STATE_PENDING, after, 2, page, &n), TQ_OK);
+        for (size_t i = 0; i < n; i++) {
+            CHECK(tq_task_id(page[i]) > after);
+            CHECK_INT(tq_task_state(page[i]), TQ_STATE_PENDING);
+            CHECK(tq_task_run_at_unix_ms(page[i]) > 0);
+            after = tq_task_id(page[i]);
+            tq_task_free(page[i]);
+            seen++;
+        }
+    } while (n == 2);
+    CHECK_INT(seen, 5);
+    CHECK_STATUS(tq_list(q, 9, 0, 2, page, &n), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_list(q, TQ_STATE_PENDING, 0, 2, NULL, &n), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_list(q, TQ_STATE_PENDING, 0, 2, page, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_list(q, TQ_STATE_PENDING, 0, 0, page, &n), TQ_OK);
+    CHECK_INT(n, 0);
+    CHECK_INT(tq_task_state(NULL), -1);
+    CHECK(tq_task_last_error(NULL) == NULL);
+    CHECK_INT(tq_task_priority(NULL), 0);
+
+    int64_t wal = -1;
+    CHECK_STATUS(tq_wal_size(q, &wal), TQ_OK);
+    CHECK(wal > 0);
+    CHECK_STATUS(tq_checkpoint(q, &wal), TQ_OK);
+    CHECK_INT(wal, 0);
+    CHECK_STATUS(tq_checkpoint(q, NULL), TQ_OK);
+    CHECK_STATUS(tq_wal_size(q, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_checkpoint(NULL, &wal), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 5);
+    tq_close(q);
+}
+
 struct test_case {
     const char *name;
     case_fn fn;
@@ -2089,6 +2531,16 @@ static const struct test_case cases[] = {
     CASE(busy),
     CASE(threads_share_one_handle),
     CASE(durability_normal),
+    CASE(job_options_invalid),
+    CASE(fail_retry_and_dead),
+    CASE(priorities),
+    CASE(named_queues),
+    CASE(batch_push),
+    CASE(batch_pull_and_finish),
+    CASE(blocking_pull),
+    CASE(extend),
+    CASE(unique_keys),
+    CASE(visibility),
 };
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
