@@ -4,8 +4,11 @@
 //! One thread, one operation per transaction. tq is compared with the same
 //! statements run through rusqlite directly ("bare": what tq's design can
 //! reach on this disk) and with the Python prototype it replaces; then its
-//! claim rate is measured as the table grows. Every figure is the median of
-//! several runs on fresh files, the runs of compared cases interleaved.
+//! claim rate is measured as the table grows; then batches and the wake-up
+//! of waiting pulls (`batches.rs`). Every figure is the median of several
+//! runs on fresh files, the runs of compared cases interleaved.
+
+mod batches;
 
 use std::cell::Cell;
 use std::env;
@@ -33,6 +36,16 @@ const PYTHON: &str = "python3";
 const DURABILITIES: [Durability; 2] = [Durability::Full, Durability::Normal];
 
 fn main() {
+    // This binary run again as the waiting process of the wake-up figures.
+    if let Ok(role) = env::var(batches::WAITER_ROLE) {
+        let (samples, path) = role.split_once(':').expect("samples:path");
+        let result = batches::run_waiter(path, samples.parse().expect("a count"));
+        if let Err(err) = result {
+            eprintln!("waiting process failed: {err}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if let Err(err) = run() {
         eprintln!("benchmark failed: {err}");
         std::process::exit(1);
@@ -56,6 +69,11 @@ fn run() -> Result<()> {
     let scaling = measure_scaling(&config, &dir)?;
     print_scaling(&config, &scaling);
 
+    let batch_rows = batches::measure(&config, &dir)?;
+    batches::print(&config, &batch_rows);
+    let latencies = batches::measure_latency(&config, &dir)?;
+    batches::print_latency(&latencies);
+
     let duration = started.elapsed();
     println!("\ntotal time: {:.0} s", duration.as_secs_f64());
     let report = json!({
@@ -68,6 +86,8 @@ fn run() -> Result<()> {
             .map(|row| row.to_json())
             .collect::<Vec<_>>(),
         "scaling": scaling.iter().map(ScalingRow::to_json).collect::<Vec<_>>(),
+        "batches": batch_rows.iter().map(batches::BatchRow::to_json).collect::<Vec<_>>(),
+        "wakeups": latencies.iter().map(batches::Latency::to_json).collect::<Vec<_>>(),
         "duration_s": duration.as_secs_f64(),
     });
     fs::write(
@@ -94,6 +114,10 @@ struct Config {
     scaling_rounds: u64,
     /// Rows in the large tables of the scaling runs.
     large_table: u64,
+    /// Batches of `batches::BATCH` tasks per run of the batch figures.
+    batches: u64,
+    /// Pushes that wake a waiting pull, per wake-up figure.
+    wakeups: u64,
     /// Each run of the benchmark makes a fresh directory in here. It must be
     /// on the disk to measure: the default is under target/, as /tmp may be
     /// held in memory, where a flush costs nothing.
@@ -130,6 +154,8 @@ impl Config {
             small_queue,
             scaling_rounds,
             large_table,
+            batches: env_count("TQ_BENCH_BATCHES")?.unwrap_or(if quick { 3 } else { 100 }),
+            wakeups: env_count("TQ_BENCH_WAKEUPS")?.unwrap_or(if quick { 10 } else { 200 }),
             parent_dir: env::var_os("TQ_BENCH_DIR")
                 .map_or_else(|| repo.join("target/bench-tmp"), PathBuf::from),
             json_path: env::var_os("TQ_BENCH_JSON")
@@ -154,6 +180,8 @@ impl Config {
             "small_queue": self.small_queue,
             "scaling_rounds": self.scaling_rounds,
             "large_table": self.large_table,
+            "batches": self.batches,
+            "wakeups": self.wakeups,
         })
     }
 }

@@ -33,6 +33,9 @@ const MIN_SQLITE_VERSION: i32 = 3_051_003;
 /// burst of writes does not leave a large file behind.
 const JOURNAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
 
+/// Prepared statements kept per connection: more than tq has.
+const STATEMENT_CACHE: usize = 64;
+
 /// Longest pause between two tries for the write lock.
 const MAX_BACKOFF: Duration = Duration::from_millis(20);
 
@@ -236,6 +239,8 @@ fn connect(path: &str, options: &OpenOptions) -> Result<Connection> {
     let conn = Connection::open_with_flags(path, flags)
         .map_err(|e| with_context(e.into(), &format!("cannot open '{path}'")))?;
     conn.busy_timeout(options.busy_timeout)?;
+    // Room for every statement tq runs, so none is compiled twice.
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     // A stray pointer in the host process must not be able to write into
     // the file through a memory map.
     conn.pragma_update(None, "mmap_size", 0)?;

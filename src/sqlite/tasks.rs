@@ -99,6 +99,11 @@ pub(crate) fn push_one(
     Ok(Pushed::Stored(conn.last_insert_rowid()))
 }
 
+/// Whether queue `?1` has a waiting task due by `?2`: a cheap look before
+/// [`PROMOTE`], whose `IN (SELECT ...)` costs more even when it finds nothing.
+const ANY_DUE: &str =
+    "SELECT 1 FROM tq_tasks WHERE queue = ?1 AND state = 4 AND run_at <= ?2 LIMIT 1";
+
 /// Makes ready the waiting tasks of `?1` due by `?2`, oldest first, at most `?3`.
 const PROMOTE: &str = "UPDATE tq_tasks SET state = 0
     WHERE id IN (SELECT id FROM tq_tasks
@@ -116,14 +121,40 @@ const EXPIRED_FIRST: &str = "SELECT id, priority, run_at, attempts >= max_attemp
     WHERE queue = ?1 AND state = 1 AND lease_expires_at <= ?2
     ORDER BY lease_expires_at LIMIT 1";
 
-/// Takes the chosen task under a new lease and counts the attempt. The
-/// lease token is drawn here, so each delivery has a receipt of its own.
-/// `?4` is why the previous delivery ended, when this claim ends it.
-const TAKE: &str = "UPDATE tq_tasks
+/// What every claim sets: a new lease, whose token is drawn here so each
+/// delivery has a receipt of its own, and one more attempt.
+const LEASE: &str = "UPDATE tq_tasks
     SET state = 1, attempts = attempts + 1, lease_token = random(),
-        lease_expires_at = ?2, holder_id = ?3, last_error = coalesce(?4, last_error)
-    WHERE id = ?1
-    RETURNING id, lease_token, attempts, max_attempts, priority, run_at, last_error, payload";
+        lease_expires_at = ?2, holder_id = ?3";
+
+/// What every claim returns, in the order [`task_from_row`] reads it.
+const RETURNING: &str =
+    "RETURNING id, lease_token, attempts, max_attempts, priority, run_at, last_error, payload";
+
+/// Takes task `?1`; `?4`, when not NULL, is why its previous delivery ended
+/// (an expired lease).
+fn take_one_sql() -> String {
+    format!("{LEASE}, last_error = coalesce(?4, last_error) WHERE id = ?1 {RETURNING}")
+}
+
+/// Takes the first `?4` ready tasks of queue `?1` in one statement.
+fn take_ready_sql() -> String {
+    format!(
+        "{LEASE} WHERE id IN (SELECT id FROM tq_tasks WHERE queue = ?1 AND state = 0
+                              ORDER BY priority DESC, run_at, id LIMIT ?4)
+         {RETURNING}"
+    )
+}
+
+/// Takes the first ready task of queue `?1`: as [`take_ready_sql`] for one
+/// task, without the cost of a list subquery.
+fn take_first_ready_sql() -> String {
+    format!(
+        "{LEASE} WHERE id = (SELECT id FROM tq_tasks WHERE queue = ?1 AND state = 0
+                             ORDER BY priority DESC, run_at, id LIMIT 1)
+         {RETURNING}"
+    )
+}
 
 /// Ends, as dead, the expired delivery of task `?1` that was its last attempt.
 const BURY_EXPIRED: &str = "UPDATE tq_tasks
@@ -136,13 +167,18 @@ const BURY_EXPIRED: &str = "UPDATE tq_tasks
 /// last attempt.
 type Candidate = (i64, i32, i64, bool);
 
-/// Claims up to `max` tasks of `queue` for `holder_id`. Each is the better,
-/// by priority and then by how long it has been ready, of the ready task
-/// first in line and the task whose lease expired first, so a task whose
-/// holder vanished keeps its place in line. Only the tasks delivered change
-/// hands: another expired lease stays with its holder, who may still finish
-/// it. (Two lookups and a comparison run faster than one statement merging
-/// them, which SQLite plans with a sort.)
+/// The claim order: higher priority first, then the task ready longest.
+fn claim_order(&(id, priority, run_at, _): &Candidate) -> (std::cmp::Reverse<i32>, i64, i64) {
+    (std::cmp::Reverse(priority), run_at, id)
+}
+
+/// Claims up to `max` tasks of `queue` for `holder_id`, best first. While a
+/// leased task's lease has expired, each task is the better, in claim
+/// order, of the ready task first in line and the task whose lease expired
+/// first, so a task whose holder vanished keeps its place in line; only the
+/// tasks delivered change hands (another expired lease stays with its
+/// holder, who may still finish it). With no expired lease, the ready tasks
+/// are taken in one statement.
 fn claim(
     conn: &Connection,
     queue: &str,
@@ -151,55 +187,88 @@ fn claim(
     lease_expires_at: i64,
     holder_id: i64,
 ) -> Result<Vec<Task>> {
-    conn.prepare_cached(PROMOTE)?
-        .execute(params![queue, now, PROMOTE_BATCH.max(max) as i64])?;
-    let candidate = |sql: &str| -> Result<Option<Candidate>> {
-        let mut statement = conn.prepare_cached(sql)?;
-        let row = if sql == READY_FIRST {
-            statement.query_row(params![queue], candidate_from_row)
-        } else {
-            statement.query_row(params![queue, now], candidate_from_row)
-        };
-        Ok(row.optional()?)
-    };
+    let any_due = conn
+        .prepare_cached(ANY_DUE)?
+        .query_row(params![queue, now], |_| Ok(()))
+        .optional()?;
+    if any_due.is_some() {
+        conn.prepare_cached(PROMOTE)?.execute(params![
+            queue,
+            now,
+            PROMOTE_BATCH.max(max) as i64
+        ])?;
+    }
     let mut tasks = Vec::new();
     while tasks.len() < max {
-        let ready = candidate(READY_FIRST)?;
-        let expired = candidate(EXPIRED_FIRST)?;
-        let best = ready
-            .into_iter()
-            .chain(expired)
-            .min_by_key(|&(id, priority, run_at, _)| (std::cmp::Reverse(priority), run_at, id));
-        let Some((id, _, _, last_attempt_expired)) = best else {
+        let expired = conn
+            .prepare_cached(EXPIRED_FIRST)?
+            .query_row(params![queue, now], candidate_from_row)
+            .optional()?;
+        let Some(expired) = expired else {
+            let left = max - tasks.len();
+            let mut batch = if left == 1 {
+                conn.prepare_cached(&take_first_ready_sql())?
+                    .query_row(params![queue, lease_expires_at, holder_id], task_from_row)
+                    .optional()?
+                    .into_iter()
+                    .collect()
+            } else {
+                let mut statement = conn.prepare_cached(&take_ready_sql())?;
+                let rows = statement.query_map(
+                    params![queue, lease_expires_at, holder_id, left as i64],
+                    task_from_row,
+                )?;
+                rows.collect::<rusqlite::Result<Vec<Task>>>()?
+            };
+            // RETURNING gives rows in the order they were changed.
+            batch.sort_by_key(|task| {
+                (
+                    std::cmp::Reverse(task.priority),
+                    task.run_at_unix_ms,
+                    task.id(),
+                )
+            });
+            tasks.extend(batch);
             break;
         };
-        let from_expired = expired.is_some_and(|(expired_id, ..)| expired_id == id);
-        if from_expired && last_attempt_expired {
-            conn.prepare_cached(BURY_EXPIRED)?
-                .execute(params![id, now])?;
-            continue;
-        }
-        let reason = from_expired.then_some("the lease of the previous delivery expired");
-        let task = conn.prepare_cached(TAKE)?.query_row(
+        let ready = conn
+            .prepare_cached(READY_FIRST)?
+            .query_row(params![queue], candidate_from_row)
+            .optional()?;
+        let (id, reason) = match ready {
+            Some(ready) if claim_order(&ready) < claim_order(&expired) => (ready.0, None),
+            _ if expired.3 => {
+                conn.prepare_cached(BURY_EXPIRED)?
+                    .execute(params![expired.0, now])?;
+                continue;
+            }
+            _ => (
+                expired.0,
+                Some("the lease of the previous delivery expired"),
+            ),
+        };
+        let task = conn.prepare_cached(&take_one_sql())?.query_row(
             params![id, lease_expires_at, holder_id, reason],
-            |row| {
-                Ok(Task {
-                    receipt: Receipt {
-                        id: row.get(0)?,
-                        token: row.get(1)?,
-                    },
-                    attempts: row.get(2)?,
-                    max_attempts: row.get(3)?,
-                    priority: row.get(4)?,
-                    run_at_unix_ms: row.get(5)?,
-                    last_error: row.get(6)?,
-                    payload: row.get(7)?,
-                })
-            },
+            task_from_row,
         )?;
         tasks.push(task);
     }
     Ok(tasks)
+}
+
+fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
+    Ok(Task {
+        receipt: Receipt {
+            id: row.get(0)?,
+            token: row.get(1)?,
+        },
+        attempts: row.get(2)?,
+        max_attempts: row.get(3)?,
+        priority: row.get(4)?,
+        run_at_unix_ms: row.get(5)?,
+        last_error: row.get(6)?,
+        payload: row.get(7)?,
+    })
 }
 
 fn candidate_from_row(row: &Row<'_>) -> rusqlite::Result<Candidate> {
@@ -245,6 +314,17 @@ pub(crate) fn finish_one(
 /// Deletes, on a handle without history, the done tasks kept only for a
 /// unique window that has now passed.
 fn sweep_reserved(conn: &Connection, queue: &str, now: i64) -> Result<()> {
+    let any = conn
+        .prepare_cached(
+            "SELECT 1 FROM tq_tasks
+             WHERE queue = ?1 AND state = 2 AND unique_until IS NOT NULL AND unique_until <= ?2
+             LIMIT 1",
+        )?
+        .query_row(params![queue, now], |_| Ok(()))
+        .optional()?;
+    if any.is_none() {
+        return Ok(());
+    }
     conn.prepare_cached(
         "DELETE FROM tq_tasks WHERE id IN
             (SELECT id FROM tq_tasks
@@ -598,6 +678,9 @@ mod tests {
         super::super::schema::migrate(&conn).unwrap();
         for (sql, index) in [
             (READY_FIRST, "tq_tasks_ready"),
+            (ANY_DUE, "tq_tasks_waiting"),
+            (&take_ready_sql(), "tq_tasks_ready"),
+            (&take_first_ready_sql(), "tq_tasks_ready"),
             (EXPIRED_FIRST, "tq_tasks_leased"),
             (PROMOTE, "tq_tasks_waiting"),
             (
@@ -617,7 +700,7 @@ mod tests {
             assert!(plan.contains(index), "{sql}: {plan}");
             assert!(!plan.contains("TEMP B-TREE"), "{sql} sorts: {plan}");
         }
-        let take = plan(&conn, TAKE);
+        let take = plan(&conn, &take_one_sql());
         assert!(take.contains("INTEGER PRIMARY KEY"), "{take}");
     }
 }

@@ -1,0 +1,354 @@
+//! Batches and wake-ups: batch push and batch pull+finish against the same
+//! work done with rusqlite alone, and how soon a waiting pull sees a push
+//! from its own process and from another one.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use rusqlite::{params, Connection};
+use serde_json::{json, Value};
+use tq::{Durability, OpenOptions, PullOptions, PushOptions, Queue, TaskState};
+
+use super::{
+    bare_transaction, check, interleave, label, now_ms, print_line, show_stats, thousands, timed,
+    BenchDir, Config, Stats, Timing, BARE_SCHEMA, PAYLOAD,
+};
+
+/// Tasks per batch.
+pub const BATCH: usize = 1000;
+
+/// The batch push rate the design aims for at `normal`, tasks per second.
+const BATCH_PUSH_TARGET: f64 = 500_000.0;
+
+/// Batches are measured at `normal`: at `full` a batch costs one flush,
+/// which the single-operation figures already show.
+const DURABILITY: Durability = Durability::Normal;
+
+/// The environment variable that makes this binary a waiting child.
+pub const WAITER_ROLE: &str = "TQ_BENCH_WAITER";
+
+pub struct BatchRow {
+    operation: &'static str,
+    bare: Stats,
+    tq: Stats,
+}
+
+pub fn measure(config: &Config, dir: &BenchDir) -> super::Result<Vec<BatchRow>> {
+    let batches = config.batches;
+    let cases: Vec<super::Case<'_, (Timing, Timing)>> = vec![
+        ("bare".into(), Box::new(|| bare_batches(dir, batches))),
+        ("tq".into(), Box::new(|| tq_batches(dir, batches))),
+    ];
+    let mut results = interleave("batches", config.runs, cases)?.into_iter();
+    let (bare, tq) = (results.next().unwrap(), results.next().unwrap());
+    let split = |runs: &[(Timing, Timing)]| {
+        (
+            Stats::of(runs.iter().map(|run| run.0)),
+            Stats::of(runs.iter().map(|run| run.1)),
+        )
+    };
+    let ((bare_push, bare_pull), (tq_push, tq_pull)) = (split(&bare), split(&tq));
+    Ok(vec![
+        BatchRow {
+            operation: "push",
+            bare: bare_push,
+            tq: tq_push,
+        },
+        BatchRow {
+            operation: "pull+finish",
+            bare: bare_pull,
+            tq: tq_pull,
+        },
+    ])
+}
+
+/// `batches` batches pushed, then claimed and deleted, one transaction per
+/// batch and step, with rusqlite alone.
+fn bare_batches(dir: &BenchDir, batches: u64) -> super::Result<(Timing, Timing)> {
+    let file = dir.fresh("bare-batch");
+    let conn = Connection::open(file.path())?;
+    conn.pragma_update(None, "journal_mode", "wal")?;
+    conn.pragma_update(None, "synchronous", label(DURABILITY))?;
+    conn.execute_batch(BARE_SCHEMA)?;
+    let tasks = batches * BATCH as u64;
+    let push = timed(tasks, || {
+        for _ in 0..batches {
+            let now = now_ms();
+            bare_transaction(&conn, || {
+                let mut insert = conn.prepare_cached(
+                    "INSERT INTO tasks (state, payload, created_at, run_at) VALUES (0, ?1, ?2, ?2)",
+                )?;
+                for _ in 0..BATCH {
+                    insert.execute(params![PAYLOAD, now])?;
+                }
+                Ok(())
+            })?;
+        }
+        Ok(())
+    })?;
+    let pull_finish = timed(tasks, || {
+        for _ in 0..batches {
+            let now = now_ms();
+            let ids: Vec<i64> = bare_transaction(&conn, || {
+                let mut claim = conn.prepare_cached(
+                    "UPDATE tasks SET state = 1
+                     WHERE id IN (SELECT id FROM tasks WHERE state = 0 AND run_at <= ?1
+                                  ORDER BY run_at, id LIMIT ?2)
+                     RETURNING id, payload",
+                )?;
+                let rows = claim.query_map(params![now, BATCH as i64], |row| {
+                    Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+                })?;
+                Ok(rows
+                    .map(|row| row.map(|(id, _)| id))
+                    .collect::<Result<_, _>>()?)
+            })?;
+            check(ids.len() == BATCH, "bare batch claim came back short")?;
+            bare_transaction(&conn, || {
+                let mut delete = conn.prepare_cached("DELETE FROM tasks WHERE id = ?1")?;
+                for id in &ids {
+                    delete.execute([id])?;
+                }
+                Ok(())
+            })?;
+        }
+        Ok(())
+    })?;
+    Ok((push, pull_finish))
+}
+
+fn tq_batches(dir: &BenchDir, batches: u64) -> super::Result<(Timing, Timing)> {
+    let file = dir.fresh("tq-batch");
+    let queue = Queue::open(file.path(), OpenOptions::new().durability(DURABILITY))?;
+    let payloads = vec![PAYLOAD; BATCH];
+    let options = PushOptions::new();
+    let tasks = batches * BATCH as u64;
+    let push = timed(tasks, || {
+        for _ in 0..batches {
+            queue.push_batch(&payloads, &options)?;
+        }
+        Ok(())
+    })?;
+    check(
+        queue.count(TaskState::Pending)? == tasks,
+        "tq batch push lost tasks",
+    )?;
+    let pull_options = PullOptions::new();
+    let pull_finish = timed(tasks, || {
+        for _ in 0..batches {
+            let claimed = queue.pull_batch(BATCH, &pull_options)?;
+            check(claimed.len() == BATCH, "tq batch pull came back short")?;
+            let receipts: Vec<_> = claimed.iter().map(|task| task.receipt()).collect();
+            let held = queue.finish_batch(&receipts)?;
+            check(held.iter().all(|&held| held), "tq batch finish lost a task")?;
+        }
+        Ok(())
+    })?;
+    check(
+        queue.count(TaskState::Pending)? == 0,
+        "tq batches left tasks",
+    )?;
+    Ok((push, pull_finish))
+}
+
+pub fn print(config: &Config, rows: &[BatchRow]) {
+    println!(
+        "\nBatches of {} at {} ({} tasks per run; bare pulls with one UPDATE ... LIMIT and deletes in one transaction)",
+        thousands(BATCH as u64),
+        label(DURABILITY),
+        thousands(config.batches * BATCH as u64)
+    );
+    let widths = [13, 33, 33, 0];
+    print_line(&widths, &["operation", "bare SQLite", "tq", "tq/bare"]);
+    for row in rows {
+        print_line(
+            &widths,
+            &[
+                row.operation,
+                &show_stats(&row.bare),
+                &show_stats(&row.tq),
+                &format!("{:.2}", row.tq.median / row.bare.median),
+            ],
+        );
+    }
+    if let Some(push) = rows.iter().find(|row| row.operation == "push") {
+        let verdict = if push.tq.median >= BATCH_PUSH_TARGET {
+            "reached"
+        } else {
+            "NOT reached"
+        };
+        println!(
+            "batch push target of {} tasks/s: {verdict}",
+            thousands(BATCH_PUSH_TARGET as u64)
+        );
+    }
+}
+
+impl BatchRow {
+    pub fn to_json(&self) -> Value {
+        json!({
+            "operation": self.operation,
+            "batch": BATCH,
+            "durability": label(DURABILITY),
+            "bare": self.bare.to_json(),
+            "tq": self.tq.to_json(),
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Wake-up latency
+
+/// Milliseconds from the start of a push to the return of the pull it woke.
+pub struct Latency {
+    pub label: &'static str,
+    pub samples: Vec<f64>,
+}
+
+impl Latency {
+    fn percentile(&self, p: f64) -> f64 {
+        let mut sorted = self.samples.clone();
+        sorted.sort_by(f64::total_cmp);
+        let index = ((sorted.len() - 1) as f64 * p).round() as usize;
+        sorted[index]
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "case": self.label,
+            "p50_ms": self.percentile(0.50),
+            "p99_ms": self.percentile(0.99),
+            "max_ms": self.percentile(1.0),
+            "samples": self.samples.len(),
+        })
+    }
+}
+
+/// How long a waiting pull waits before giving up: far beyond any wake-up.
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A pause before each push, so that the waiter is asleep when it comes.
+const SETTLE: Duration = Duration::from_millis(5);
+
+pub fn measure_latency(config: &Config, dir: &BenchDir) -> super::Result<Vec<Latency>> {
+    eprintln!("  wake-ups: {} pushes each way", config.wakeups);
+    Ok(vec![
+        same_process(dir, config.wakeups)?,
+        other_process(dir, config.wakeups)?,
+    ])
+}
+
+fn waiting() -> PullOptions {
+    let mut options = PullOptions::new();
+    options.wait(WAIT).expect("a valid wait");
+    options
+}
+
+fn same_process(dir: &BenchDir, samples: u64) -> super::Result<Latency> {
+    let file = dir.fresh("wake");
+    let options = OpenOptions::new().durability(DURABILITY).clone();
+    let queue = Queue::open(file.path(), &options)?;
+    let (woke, wakes) = mpsc::channel::<Instant>();
+    let waiter_queue = Queue::open(file.path(), &options)?;
+    let waiter = thread::spawn(move || -> tq::Result<()> {
+        let options = waiting();
+        for _ in 0..samples {
+            if let Some(task) = waiter_queue.pull(&options)? {
+                let _ = woke.send(Instant::now());
+                waiter_queue.finish(task.receipt())?;
+            }
+        }
+        Ok(())
+    });
+    let mut latencies = Vec::new();
+    for _ in 0..samples {
+        thread::sleep(SETTLE);
+        let pushed = Instant::now();
+        queue.push(PAYLOAD, &PushOptions::new())?;
+        let woke = wakes
+            .recv_timeout(WAIT)
+            .map_err(|_| "the waiter never woke")?;
+        latencies.push(woke.duration_since(pushed).as_secs_f64() * 1000.0);
+    }
+    waiter.join().map_err(|_| "the waiter panicked")??;
+    Ok(Latency {
+        label: "same process",
+        samples: latencies,
+    })
+}
+
+/// The child's side of [`other_process`]: pulls `samples` tasks, waiting
+/// for each, and prints the wall-clock time (ns) at which each pull returned.
+pub fn run_waiter(path: &str, samples: u64) -> super::Result<()> {
+    let queue = Queue::open(path, OpenOptions::new().durability(DURABILITY))?;
+    let options = waiting();
+    println!("ready");
+    let mut out = std::io::stdout().lock();
+    for _ in 0..samples {
+        let task = queue.pull(&options)?.ok_or("no task within the wait")?;
+        writeln!(out, "{}", wall_ns())?;
+        out.flush()?;
+        queue.finish(task.receipt())?;
+    }
+    Ok(())
+}
+
+fn wall_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos())
+}
+
+fn other_process(dir: &BenchDir, samples: u64) -> super::Result<Latency> {
+    let file = dir.fresh("wake-other");
+    let queue = Queue::open(file.path(), OpenOptions::new().durability(DURABILITY))?;
+    let mut child = Command::new(std::env::current_exe()?)
+        .env(WAITER_ROLE, format!("{samples}:{}", file.path()))
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let mut lines = BufReader::new(child.stdout.take().ok_or("no pipe")?).lines();
+    let mut next_line = move || -> super::Result<String> {
+        Ok(lines.next().ok_or("the waiting process ended early")??)
+    };
+    check(next_line()? == "ready", "the waiting process did not start")?;
+    let mut latencies = Vec::new();
+    for _ in 0..samples {
+        thread::sleep(SETTLE);
+        let pushed = wall_ns();
+        queue.push(PAYLOAD, &PushOptions::new())?;
+        let woke: u128 = next_line()?.parse()?;
+        latencies.push(woke.saturating_sub(pushed) as f64 / 1e6);
+    }
+    check(child.wait()?.success(), "the waiting process failed")?;
+    Ok(Latency {
+        label: "another process",
+        samples: latencies,
+    })
+}
+
+pub fn print_latency(rows: &[Latency]) {
+    println!(
+        "\nWake-up of a waiting pull, from the start of a push to the pull's return ({})",
+        label(DURABILITY)
+    );
+    let widths = [17, 11, 11, 11, 0];
+    print_line(
+        &widths,
+        &["pushed from", "p50 ms", "p99 ms", "max ms", "samples"],
+    );
+    for row in rows {
+        print_line(
+            &widths,
+            &[
+                row.label,
+                &format!("{:.2}", row.percentile(0.50)),
+                &format!("{:.2}", row.percentile(0.99)),
+                &format!("{:.2}", row.percentile(1.0)),
+                &row.samples.len().to_string(),
+            ],
+        );
+    }
+}
