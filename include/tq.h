@@ -1,19 +1,24 @@
 /*
  * tq: a persistent task queue in one SQLite file.
  *
- * tq_push stores a JSON task; tq_pull atomically claims the oldest ready one
- * under a lease; tq_finish completes it; tq_recover brings back the tasks of
- * crashed workers without touching those of live ones.
+ * tq_push stores a JSON task; tq_pull atomically claims the ready task first
+ * in line (by priority, then readiness) under a lease, waiting for one if
+ * asked to; tq_finish completes it, tq_fail retries it later or, once its
+ * attempts are used, makes it dead; tq_recover brings back the tasks of
+ * crashed workers without touching those of live ones. One file holds any
+ * number of named queues; a handle works on one of them.
  *
  * Errors. Every fallible call returns a tq_status: TQ_OK (0) on success, a
- * positive value for a non-error outcome (TQ_EMPTY), a negative value for an
- * error. After an error, tq_last_error() gives a message for the calling
- * thread; it is owned by tq and valid until the thread's next tq call.
- * A failed call changes nothing, except that a write failing with
- * TQ_ERR_IO while it commits may still have reached the disk (once).
+ * positive value for a non-error outcome (TQ_EMPTY, TQ_DUPLICATE), a
+ * negative value for an error. After an error, tq_last_error() gives a
+ * message for the calling thread; it is owned by tq and valid until the
+ * thread's next tq call. A failed call changes nothing, except that a write
+ * failing with TQ_ERR_IO while it commits may still have reached the disk
+ * (once).
  *
  * Ownership. What tq allocates, tq frees: tq_open's handle with tq_close,
- * tq_pull's task with tq_task_free, each options object with its _free.
+ * each task from tq_pull, tq_pull_batch or tq_list with tq_task_free, each
+ * options or cancel object with its _free.
  * Every _free and tq_close accepts NULL and must be called at most once per
  * object. A borrowed result (tq_task_payload) lives exactly as long as its
  * parent. Strings tq returns from tq_status_str and tq_version are static.
@@ -23,9 +28,11 @@
  * the address has since been reused for a new object of the same type.
  *
  * Threads. One tq_queue may be used from any number of threads at once;
- * calls on it are ordered inside tq. A tq_task may be read by several
- * threads, but freed by one. An options object is read only during the call
- * it is passed to; do not set it while another thread passes it to a call.
+ * calls on it are ordered inside tq. To stop threads waiting in tq_pull,
+ * call tq_interrupt, join them, then tq_close. A tq_task may be read by
+ * several threads, but freed by one. An options object is read only during
+ * the call it is passed to; do not set it while another thread passes it to
+ * a call.
  *
  * Processes. Any number of processes on one host may open the same file
  * (it must be on a local filesystem: WAL mode needs shared memory). A handle
@@ -306,7 +313,7 @@ enum tq_status tq_options_set_busy_timeout_ms(struct tq_options *options, uint64
 
 /*
  When `keep` is true, tasks finished through this handle are kept as
- done with their finish time (`tq_count`, `tq_purge_done`); when false
+ done with their finish time (`tq_count`, `tq_purge`); when false
  (the default) they are deleted.
 
  Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options).

@@ -159,7 +159,7 @@ impl OpenOptions {
     }
 
     /// When true, finished tasks are kept as `done` with their finish time
-    /// (see [`crate::Queue::purge_done`]); when false (the default) they are
+    /// (see [`crate::Queue::purge`]); when false (the default) they are
     /// deleted.
     pub fn keep_history(&mut self, keep: bool) -> &mut Self {
         self.keep_history = keep;

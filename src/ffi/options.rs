@@ -106,7 +106,7 @@ pub extern "C" fn tq_options_set_busy_timeout_ms(
 }
 
 /// When `keep` is true, tasks finished through this handle are kept as
-/// done with their finish time (`tq_count`, `tq_purge_done`); when false
+/// done with their finish time (`tq_count`, `tq_purge`); when false
 /// (the default) they are deleted.
 ///
 /// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options).
