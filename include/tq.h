@@ -719,6 +719,29 @@ enum tq_status tq_recover(struct tq_queue *queue, int64_t *out_recovered);
 enum tq_status tq_count(const struct tq_queue *queue, int32_t state, int64_t *out_count);
 
 /*
+ Completes this delivery of `task` and claims the next ready task in the
+ same transaction, storing it in `*out`: a worker draining a backlog
+ pays one commit (one flush at TQ_DURABILITY_FULL) per task instead of
+ two. When no task is ready it waits as `tq_pull` does (the finish is
+ already committed); a wait ended by `tq_interrupt` or a `tq_cancel`
+ returns TQ_EMPTY, and the next waiting `tq_pull` reports the
+ interruption. `options` may be NULL for the defaults. `task` must still
+ be freed with `tq_task_free`.
+
+ Returns TQ_OK (finished, and `*out` set), TQ_EMPTY (finished; `*out`
+ NULL), or TQ_ERR_NOT_HELD (the delivery is no longer current: nothing
+ finished or claimed), TQ_ERR_INVALID_ARGUMENT (NULL queue, task or out),
+ TQ_ERR_BUSY, TQ_ERR_IO.
+
+ Ownership: the caller owns `*out` and frees it with `tq_task_free`.
+ Thread safety: as `tq_pull`.
+ */
+enum tq_status tq_finish_and_pull(struct tq_queue *queue,
+                                  const struct tq_task *task,
+                                  const struct tq_pull_options *options,
+                                  struct tq_task **out);
+
+/*
  Completes `count` deliveries in one transaction. Writes, when
  `out_statuses` is not NULL, TQ_OK or TQ_ERR_NOT_HELD to
  `out_statuses[i]` for `tasks[i]`: a task not held changes nothing, as

@@ -57,7 +57,7 @@ fn check_max_attempts(max_attempts: u32) -> Result<u32> {
 }
 
 /// How much a commit survives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub enum Durability {
     /// Every commit is flushed to the disk before the call returns: an
     /// acknowledged write survives a process crash and a power loss. Costs

@@ -40,13 +40,13 @@ pub fn push(
         NotBefore::UnixMillis(at) => at,
     };
     let task = NewTask {
-        payload,
+        payload: payload.to_owned(),
         run_at,
         priority: options.priority,
         max_attempts: options.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
         unique: options.unique.as_ref().map(|unique| {
             (
-                unique.key.as_str(),
+                unique.key.clone(),
                 unique.reserved_after_done.as_millis() as i64,
             )
         }),

@@ -86,7 +86,7 @@ impl Queue {
         let store = self.store()?;
         check_payload(payload, self.max_payload_len)?;
         let now = now_unix_ms();
-        let pushed = store.push(&[self.new_task(payload, options, now)], now)?;
+        let pushed = store.push(vec![self.new_task(payload, options, now)], now)?;
         self.bell.ring();
         Ok(pushed[0])
     }
@@ -116,29 +116,29 @@ impl Queue {
             return Ok(Vec::new());
         }
         let now = now_unix_ms();
-        let tasks: Vec<NewTask<'_>> = payloads
+        let tasks: Vec<NewTask> = payloads
             .iter()
             .map(|payload| self.new_task(payload.as_ref(), options, now))
             .collect();
-        let pushed = store.push(&tasks, now)?;
+        let pushed = store.push(tasks, now)?;
         self.bell.ring();
         Ok(pushed.into_iter().map(Pushed::id).collect())
     }
 
-    fn new_task<'a>(&self, payload: &'a str, options: &'a PushOptions, now: i64) -> NewTask<'a> {
+    fn new_task(&self, payload: &str, options: &PushOptions, now: i64) -> NewTask {
         let run_at = match options.not_before {
             NotBefore::Now => now,
             NotBefore::Delay(delay) => now.saturating_add(delay.as_millis() as i64),
             NotBefore::UnixMillis(at) => at,
         };
         NewTask {
-            payload,
+            payload: payload.to_owned(),
             run_at,
             priority: options.priority,
             max_attempts: options.max_attempts.unwrap_or(self.max_attempts),
             unique: options.unique.as_ref().map(|unique| {
                 (
-                    unique.key.as_str(),
+                    unique.key.clone(),
                     unique.reserved_after_done.as_millis() as i64,
                 )
             }),
@@ -241,6 +241,29 @@ impl Queue {
             return Err(crate::sqlite::not_held(receipt.id));
         }
         Ok(())
+    }
+
+    /// Completes the delivery named by `receipt` and claims the next ready
+    /// task in the same transaction: a worker draining a backlog pays one
+    /// commit (one flush at [`crate::Durability::Full`]) per task instead
+    /// of two. When no task is ready it waits as [`Queue::pull`] does, the
+    /// finish already committed; a wait ended by an interruption returns
+    /// `None` (the next waiting pull reports the interruption). Fails with
+    /// [`ErrorKind::NotHeld`], finishing and claiming nothing, when the
+    /// delivery is no longer current.
+    pub fn finish_and_pull(&self, receipt: Receipt, options: &PullOptions) -> Result<Option<Task>> {
+        let store = self.store()?;
+        let now = now_unix_ms();
+        let lease = options.lease.as_millis() as i64;
+        let next = store.finish_and_claim(receipt, now, now.saturating_add(lease))?;
+        if next.is_some() || options.wait.is_zero() {
+            return Ok(next);
+        }
+        match self.claim(1, options) {
+            Ok(mut tasks) => Ok(tasks.pop()),
+            Err(err) if err.kind() == ErrorKind::Interrupted => Ok(None),
+            Err(err) => Err(err),
+        }
     }
 
     /// Completes many deliveries in one transaction and says, for each,

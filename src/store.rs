@@ -10,15 +10,16 @@ use crate::error::Result;
 use crate::options::RetryBackoff;
 use crate::task::{Failed, Pushed, Receipt, Task, TaskInfo, TaskState};
 
-/// A task to store, checked by the engine.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct NewTask<'a> {
-    pub(crate) payload: &'a str,
+/// A task to store, checked by the engine. It owns its payload: the write
+/// may be committed by another thread (see `sqlite/group.rs`).
+#[derive(Debug, Clone)]
+pub(crate) struct NewTask {
+    pub(crate) payload: String,
     pub(crate) run_at: i64,
     pub(crate) priority: i32,
     pub(crate) max_attempts: u32,
     /// The unique key and how long (ms) it stays reserved once done.
-    pub(crate) unique: Option<(&'a str, i64)>,
+    pub(crate) unique: Option<(String, i64)>,
 }
 
 /// The write-ahead log after a checkpoint.
@@ -36,7 +37,7 @@ pub struct Checkpoint {
 /// number of threads at once.
 pub(crate) trait Store: Send + Sync {
     /// Stores the tasks, all or none, and says what happened to each.
-    fn push(&self, tasks: &[NewTask<'_>], now: i64) -> Result<Vec<Pushed>>;
+    fn push(&self, tasks: Vec<NewTask>, now: i64) -> Result<Vec<Pushed>>;
 
     /// Claims up to `max` ready tasks (pending and due at `now`, or leased
     /// with a lease expired at `now`), best first, for this process until
@@ -47,6 +48,16 @@ pub(crate) trait Store: Send + Sync {
     /// Completes the deliveries named by `receipts`; says for each whether
     /// it was still current (and is now complete).
     fn finish(&self, receipts: &[Receipt], now: i64) -> Result<Vec<bool>>;
+
+    /// Completes the delivery named by `receipt` and claims the next ready
+    /// task, in one transaction; `NotHeld`, changing nothing, when the
+    /// delivery is no longer current.
+    fn finish_and_claim(
+        &self,
+        receipt: Receipt,
+        now: i64,
+        lease_expires_at: i64,
+    ) -> Result<Option<Task>>;
 
     /// Ends a delivery as failed: the task is retried after a pause drawn
     /// from `backoff`, or is dead once it used its attempts. `NotHeld` when

@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -748,4 +749,95 @@ fn rows_changed_outside_tq_are_reported_as_not_a_database() {
         );
     }
     let _ = rusqlite::version();
+}
+
+#[test]
+fn finish_and_pull_completes_one_task_and_claims_the_next_in_one_step() {
+    let scratch = Scratch::new();
+    let queue = scratch.open();
+    let ids: Vec<i64> = (0..3).map(|i| push(&queue, &i.to_string())).collect();
+    let mut task = pull(&queue).unwrap();
+    let mut seen = vec![task.id()];
+    while let Some(next) = queue
+        .finish_and_pull(task.receipt(), &PullOptions::new())
+        .unwrap()
+    {
+        seen.push(next.id());
+        task = next;
+    }
+    assert_eq!(seen, ids);
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 0);
+    assert_eq!(
+        queue.count(TaskState::Leased).unwrap(),
+        0,
+        "the last finish committed"
+    );
+
+    // A stale receipt finishes nothing and claims nothing.
+    push(&queue, "\"waiting\"");
+    let err = queue
+        .finish_and_pull(task.receipt(), &PullOptions::new())
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotHeld);
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 1);
+
+    // With a wait, it waits for the next task after committing the finish.
+    let held = pull(&queue).unwrap();
+    let queue = Arc::new(queue);
+    let pusher = {
+        let queue = Arc::clone(&queue);
+        thread::spawn(move || {
+            thread::sleep(Duration::from_millis(100));
+            push(&queue, "\"later\"")
+        })
+    };
+    let next = queue
+        .finish_and_pull(held.receipt(), &waiting(30_000))
+        .unwrap();
+    assert_eq!(next.map(|t| t.id()), Some(pusher.join().unwrap()));
+}
+
+#[test]
+fn threads_writing_at_once_each_get_their_own_result() {
+    let scratch = Scratch::new();
+    let mut options = OpenOptions::new();
+    options.durability(Durability::Full);
+    let queue = Arc::new(scratch.open_with(&options));
+    let stale = {
+        push(&queue, "\"to be finished\"");
+        let task = pull(&queue).unwrap();
+        queue.finish(task.receipt()).unwrap();
+        task.receipt()
+    };
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let queue = Arc::clone(&queue);
+            thread::spawn(move || {
+                let mut ids = Vec::new();
+                for i in 0..50 {
+                    // Failing writes in the same groups as the pushes.
+                    if t % 2 == 0 {
+                        let err = queue.extend(stale, Duration::from_secs(1)).unwrap_err();
+                        assert_eq!(err.kind(), ErrorKind::NotHeld);
+                    }
+                    ids.push(push(&queue, &format!("[{t}, {i}]")));
+                }
+                ids
+            })
+        })
+        .collect();
+    let mut ids: Vec<i64> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 400);
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 400);
+    let mut payloads = HashSet::new();
+    while let Some(task) = pull(&queue) {
+        assert!(payloads.insert(task.payload().to_owned()));
+        queue.finish(task.receipt()).unwrap();
+    }
+    assert_eq!(payloads.len(), 400);
 }

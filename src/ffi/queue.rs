@@ -532,6 +532,47 @@ pub extern "C" fn tq_count(queue: *const tq_queue, state: i32, out_count: *mut i
     })
 }
 
+/// Completes this delivery of `task` and claims the next ready task in the
+/// same transaction, storing it in `*out`: a worker draining a backlog
+/// pays one commit (one flush at TQ_DURABILITY_FULL) per task instead of
+/// two. When no task is ready it waits as `tq_pull` does (the finish is
+/// already committed); a wait ended by `tq_interrupt` or a `tq_cancel`
+/// returns TQ_EMPTY, and the next waiting `tq_pull` reports the
+/// interruption. `options` may be NULL for the defaults. `task` must still
+/// be freed with `tq_task_free`.
+///
+/// Returns TQ_OK (finished, and `*out` set), TQ_EMPTY (finished; `*out`
+/// NULL), or TQ_ERR_NOT_HELD (the delivery is no longer current: nothing
+/// finished or claimed), TQ_ERR_INVALID_ARGUMENT (NULL queue, task or out),
+/// TQ_ERR_BUSY, TQ_ERR_IO.
+///
+/// Ownership: the caller owns `*out` and frees it with `tq_task_free`.
+/// Thread safety: as `tq_pull`.
+#[no_mangle]
+pub extern "C" fn tq_finish_and_pull(
+    queue: *mut tq_queue,
+    task: *const tq_task,
+    options: *const tq_pull_options,
+    out: *mut *mut tq_task,
+) -> tq_status {
+    guard("tq_finish_and_pull", || {
+        let out = out_pointer(out, "out")?;
+        // SAFETY: `out` is non-NULL and writable per the contract.
+        unsafe { out.write(std::ptr::null_mut()) };
+        let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
+        let task = unsafe { borrow(task, "task") }?;
+        let defaults = PullOptions::default();
+        let options = unsafe { borrow_optional(options, "options") }?.map_or(&defaults, |o| &o.0);
+        let Some(next) = queue.0.finish_and_pull(task.receipt()?, options)? else {
+            return Ok(tq_status::TQ_EMPTY);
+        };
+        let next = tq_task::delivered(next)?;
+        // SAFETY: as above.
+        unsafe { out.write(hand_out(next)) };
+        Ok(tq_status::TQ_OK)
+    })
+}
+
 /// Completes `count` deliveries in one transaction. Writes, when
 /// `out_statuses` is not NULL, TQ_OK or TQ_ERR_NOT_HELD to
 /// `out_statuses[i]` for `tasks[i]`: a task not held changes nothing, as

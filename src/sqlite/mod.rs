@@ -1,21 +1,28 @@
-//! The SQLite backend: one file, WAL mode, one connection per handle.
+//! The SQLite backend: one file, WAL mode, shared by the handles of a
+//! process.
 //!
-//! Threads sharing a handle are ordered by the handle's mutex, not by
-//! SQLite's busy loop; processes sharing a file are ordered by SQLite's
+//! Every handle on one file (with the same durability and busy timeout) in
+//! a process shares one [`SharedFile`]: a connection for writes, one for
+//! reads, and a [`group::Group`] that commits the writes of threads that
+//! arrive together in one transaction. Threads are thus ordered by the
+//! library, not by SQLite's busy loop, and reads never wait for a write of
+//! their own process. Processes sharing a file are ordered by SQLite's
 //! write lock, which tq waits for with bounded back-off (see
-//! [`SqliteStore::write`]). Every write path starts with `BEGIN IMMEDIATE`,
-//! so a transaction never has to upgrade a read lock (which fails at once
-//! in WAL mode, whatever the busy timeout).
+//! [`retry_busy`]). Every write starts with `BEGIN IMMEDIATE`, so a
+//! transaction never has to upgrade a read lock (which fails at once in WAL
+//! mode, whatever the busy timeout).
 
+mod group;
 mod inherited;
 pub(crate) mod schema;
 pub(crate) mod tasks;
 
 pub(crate) use tasks::not_held;
 
+use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, TryLockError};
+use std::sync::{Arc, Mutex, OnceLock, TryLockError, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -24,6 +31,7 @@ use rusqlite::{Connection, OpenFlags};
 use crate::error::{Error, ErrorKind, Result};
 use crate::holder::ProcessId;
 use crate::options::{Durability, OpenOptions};
+use tasks::{Op, Output};
 
 /// The oldest SQLite accepted: 3.7.0 to 3.51.2 have a WAL race between
 /// concurrent writers and checkpointers that can corrupt the database.
@@ -39,7 +47,7 @@ const STATEMENT_CACHE: usize = 64;
 /// Longest pause between two tries for the write lock.
 const MAX_BACKOFF: Duration = Duration::from_millis(20);
 
-/// A handle looks at the WAL's size once every this many commits...
+/// The writer looks at the WAL's size once every this many commits...
 const WAL_CHECK_EVERY: u64 = 256;
 
 /// ...and when it has grown past this (SQLite's own checkpoints, run every
@@ -51,13 +59,23 @@ const WAL_RESTART_SIZE: u64 = 16 * 1024 * 1024;
 /// next check: short, because the writer waits with it.
 const WAL_RESTART_WAIT: Duration = Duration::from_millis(100);
 
+/// A handle on one named queue: the file it shares, and its own settings.
 pub(crate) struct SqliteStore {
-    /// The handle's connection; `None` once closed in a child after fork.
-    slot: Arc<inherited::Slot>,
-    busy_timeout: Duration,
-    keep_history: bool,
+    file: Arc<SharedFile>,
     /// The named queue this handle works on.
     queue: String,
+    keep_history: bool,
+}
+
+/// What the handles of this process on one file share.
+pub(crate) struct SharedFile {
+    /// The connection every write goes through; `None` once closed in a
+    /// child after fork.
+    writer: Arc<inherited::Slot>,
+    /// The connection for reads, which never write.
+    reader: Arc<inherited::Slot>,
+    group: group::Group<Op, Output>,
+    busy_timeout: Duration,
     /// The database file's path as SQLite resolved it.
     path: String,
     /// The file's device and inode numbers.
@@ -67,6 +85,14 @@ pub(crate) struct SqliteStore {
     process: ProcessId,
     commits: AtomicU64,
 }
+
+/// Which handles share a [`SharedFile`]: those on the same file (device and
+/// inode), with the same durability and busy timeout, in the same process.
+type FileKey = (u64, u64, Durability, Duration, u32);
+
+/// The shared files of this process. (A B-tree rather than a hash table, so
+/// that leak checkers see its nodes as reachable at exit.)
+static FILES: Mutex<BTreeMap<FileKey, Weak<SharedFile>>> = Mutex::new(BTreeMap::new());
 
 impl SqliteStore {
     /// Opens (creating if needed) the queue in the SQLite file at `path`.
@@ -78,27 +104,129 @@ impl SqliteStore {
         // Before connecting: a new connection would join the lock records
         // of connections copied from a parent process (see inherited.rs).
         inherited::close_inherited()?;
-        let conn = connect(path, options)?;
-        let resolved = conn.path().unwrap_or(path).to_owned();
+        let key = |metadata: &std::fs::Metadata| -> FileKey {
+            (
+                metadata.dev(),
+                metadata.ino(),
+                options.durability,
+                options.busy_timeout,
+                std::process::id(),
+            )
+        };
+        let mut files = FILES
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        files.retain(|_, file| file.strong_count() > 0);
         // stat(), never open(): see SQLITE-NOTES on POSIX locks.
-        let metadata = std::fs::metadata(&resolved)
-            .map_err(|err| Error::new(ErrorKind::Io, format!("cannot stat '{resolved}': {err}")))?;
+        let shared = std::fs::metadata(path)
+            .ok()
+            .and_then(|metadata| files.get(&key(&metadata)))
+            .and_then(Weak::upgrade);
+        let file = match shared {
+            Some(file) => file,
+            None => {
+                let writer = connect(path, options)?;
+                let resolved = writer.path().unwrap_or(path).to_owned();
+                let metadata = std::fs::metadata(&resolved).map_err(|err| {
+                    Error::new(ErrorKind::Io, format!("cannot stat '{resolved}': {err}"))
+                })?;
+                let key = key(&metadata);
+                let reader = connect_reader(&resolved, options)?;
+                let file = Arc::new(SharedFile {
+                    writer: inherited::register(writer)?,
+                    reader: inherited::register(reader)?,
+                    group: group::Group::default(),
+                    busy_timeout: options.busy_timeout,
+                    path: resolved,
+                    file_id: (key.0, key.1),
+                    holder_id: OnceLock::new(),
+                    process: ProcessId::current(),
+                    commits: AtomicU64::new(0),
+                });
+                files.insert(key, Arc::downgrade(&file));
+                file
+            }
+        };
         Ok(SqliteStore {
-            slot: inherited::register(conn)?,
-            busy_timeout: options.busy_timeout,
-            keep_history: options.keep_history,
+            file,
             queue: options.queue.clone(),
-            path: resolved,
-            file_id: (metadata.dev(), metadata.ino()),
-            holder_id: OnceLock::new(),
-            process: ProcessId::current(),
-            commits: AtomicU64::new(0),
+            keep_history: options.keep_history,
         })
     }
 
     /// The file's device and inode numbers: handles on one file share them.
     pub(crate) fn file_id(&self) -> (u64, u64) {
-        self.file_id
+        self.file.file_id
+    }
+
+    /// Runs `op` in the next group commit (see [`group`]).
+    fn submit(&self, op: Op) -> Result<Output> {
+        self.file
+            .group
+            .submit(op, |ops| self.file.commit_group(ops))
+    }
+
+    /// Runs `body` in a write transaction of its own.
+    fn write<T>(&self, body: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        self.file.with_writer(|conn| {
+            let value = write_transaction(conn, self.file.busy_timeout, body)?;
+            self.file.wal_upkeep(conn);
+            Ok(value)
+        })
+    }
+
+    /// Runs `op` on the reading connection.
+    fn read<T>(&self, op: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        with_slot(&self.file.reader, op)
+    }
+}
+
+impl SharedFile {
+    /// Runs a group of operations in one write transaction, each in a
+    /// savepoint of its own, so that one that fails leaves nothing behind
+    /// and does not fail the others. If the transaction cannot start or
+    /// commit, every operation gets that error.
+    fn commit_group(&self, ops: Vec<Op>) -> Vec<Result<Output>> {
+        let count = ops.len();
+        let outcome = self.with_writer(|conn| {
+            let mut holder = self.holder_id.get().copied();
+            let results = write_transaction(conn, self.busy_timeout, |conn| {
+                let results = ops
+                    .into_iter()
+                    .map(|op| -> Result<Result<Output>> {
+                        if count == 1 {
+                            return Ok(tasks::run(conn, op, &mut holder, &self.process));
+                        }
+                        conn.prepare_cached("SAVEPOINT tq_write")?.execute([])?;
+                        let result = tasks::run(conn, op, &mut holder, &self.process);
+                        if result.is_err() {
+                            conn.prepare_cached("ROLLBACK TO tq_write")?.execute([])?;
+                        }
+                        conn.prepare_cached("RELEASE tq_write")?.execute([])?;
+                        Ok(result)
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                // A lone operation's error rolls the transaction back.
+                if count == 1 {
+                    if let Some(Err(err)) = results.first() {
+                        return Err(err.clone());
+                    }
+                }
+                Ok(results)
+            })?;
+            // Only once committed: a rolled-back registration never happened.
+            if let Some(id) = holder {
+                let _ = self.holder_id.set(id);
+            }
+            self.wal_upkeep(conn);
+            Ok(results)
+        });
+        outcome.unwrap_or_else(|err| (0..count).map(|_| Err(err.clone())).collect())
+    }
+
+    /// Runs `op` on the writing connection.
+    fn with_writer<T>(&self, op: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        with_slot(&self.writer, op)
     }
 
     /// The size of the `-wal` file (0 when there is none), read with
@@ -132,44 +260,36 @@ impl SqliteStore {
         }
         let _ = conn.busy_timeout(self.busy_timeout);
     }
-
-    /// Runs `op` on the handle's connection. A panic in an earlier call may
-    /// have left a transaction open; it is rolled back first so every call
-    /// starts clean.
-    fn with_connection<T>(&self, op: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        let guard = self.slot.conn.lock().unwrap_or_else(|poisoned| {
-            self.slot.conn.clear_poison();
-            poisoned.into_inner()
-        });
-        let conn = guard.as_ref().ok_or_else(|| {
-            Error::invalid_argument(
-                "this handle's connection was closed in a child process after fork()",
-            )
-        })?;
-        if !conn.is_autocommit() {
-            let _ = conn.execute_batch("ROLLBACK");
-        }
-        op(conn)
-    }
-
-    /// Runs `body` in one write transaction on the handle's connection
-    /// (see [`write_transaction`]).
-    fn write<T>(&self, body: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        self.with_connection(|conn| {
-            let value = write_transaction(conn, self.busy_timeout, body)?;
-            self.wal_upkeep(conn);
-            Ok(value)
-        })
-    }
 }
 
-impl Drop for SqliteStore {
+/// Runs `op` on the connection of `slot`. A panic in an earlier call may
+/// have left a transaction open; it is rolled back first so every call
+/// starts clean.
+fn with_slot<T>(slot: &inherited::Slot, op: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    let guard = slot.conn.lock().unwrap_or_else(|poisoned| {
+        slot.conn.clear_poison();
+        poisoned.into_inner()
+    });
+    let conn = guard.as_ref().ok_or_else(|| {
+        Error::invalid_argument(
+            "this handle's connection was closed in a child process after fork()",
+        )
+    })?;
+    if !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    op(conn)
+}
+
+impl Drop for SharedFile {
     fn drop(&mut self) {
         // A connection still locked here is mid-use by a thread that is
         // either misusing the handle or, in a child after fork(), does not
         // exist: closing it could fail half-way, so it is left open.
-        if let Err(TryLockError::WouldBlock) = self.slot.conn.try_lock() {
-            std::mem::forget(Arc::clone(&self.slot));
+        for slot in [&self.writer, &self.reader] {
+            if let Err(TryLockError::WouldBlock) = slot.conn.try_lock() {
+                std::mem::forget(Arc::clone(slot));
+            }
         }
     }
 }
@@ -256,6 +376,18 @@ fn connect(path: &str, options: &OpenOptions) -> Result<Connection> {
     if version < schema::CURRENT_VERSION {
         write_transaction(&conn, options.busy_timeout, schema::migrate)?;
     }
+    Ok(conn)
+}
+
+/// Opens the reading connection on a file `connect` has checked and set up.
+fn connect_reader(path: &str, options: &OpenOptions) -> Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags)
+        .map_err(|e| with_context(e.into(), &format!("cannot open '{path}'")))?;
+    conn.busy_timeout(options.busy_timeout)?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    conn.pragma_update(None, "mmap_size", 0)?;
+    conn.pragma_update(None, "query_only", true)?;
     Ok(conn)
 }
 

@@ -50,13 +50,8 @@ fn register_holder(conn: &Connection, process: &ProcessId) -> Result<i64> {
 /// Stores one task in `queue`, or finds the task holding its unique key.
 /// A key is held by a pending or leased task, or by a done one until its
 /// window ends; a task that no longer holds its key gives it up here.
-pub(crate) fn push_one(
-    conn: &Connection,
-    queue: &str,
-    task: &NewTask<'_>,
-    now: i64,
-) -> Result<Pushed> {
-    if let Some((key, _)) = task.unique {
+pub(crate) fn push_one(conn: &Connection, queue: &str, task: &NewTask, now: i64) -> Result<Pushed> {
+    if let Some((key, _)) = &task.unique {
         let holder: Option<(i64, i64, Option<i64>)> = conn
             .prepare_cached(
                 "SELECT id, state, unique_until FROM tq_tasks WHERE queue = ?1 AND unique_key = ?2",
@@ -79,7 +74,10 @@ pub(crate) fn push_one(
         }
     }
     let state = if task.run_at <= now { 0 } else { 4 };
-    let (key, reserved_for) = task.unique.map_or((None, 0), |(key, ms)| (Some(key), ms));
+    let (key, reserved_for) = task
+        .unique
+        .as_ref()
+        .map_or((None, 0), |(key, ms)| (Some(key.as_str()), *ms));
     conn.prepare_cached(
         "INSERT INTO tq_tasks
             (queue, state, payload, created_at, run_at, priority, max_attempts, unique_key, unique_for)
@@ -355,43 +353,254 @@ fn state_condition(state: TaskState) -> &'static str {
     }
 }
 
-impl Store for SqliteStore {
-    fn push(&self, tasks: &[NewTask<'_>], now: i64) -> Result<Vec<Pushed>> {
-        self.write(|conn| {
+/// A write that may share a transaction with others (see `group.rs`).
+pub(crate) enum Op {
+    Push {
+        queue: String,
+        tasks: Vec<NewTask>,
+        now: i64,
+    },
+    Claim(ClaimArgs),
+    Finish {
+        queue: String,
+        receipts: Vec<Receipt>,
+        now: i64,
+        keep_history: bool,
+    },
+    FinishAndClaim {
+        receipt: Receipt,
+        keep_history: bool,
+        claim: ClaimArgs,
+    },
+    Fail {
+        receipt: Receipt,
+        reason: String,
+        now: i64,
+        backoff: RetryBackoff,
+    },
+    Extend {
+        receipt: Receipt,
+        lease_expires_at: i64,
+    },
+}
+
+pub(crate) struct ClaimArgs {
+    queue: String,
+    max: usize,
+    now: i64,
+    lease_expires_at: i64,
+}
+
+/// What an [`Op`] returns.
+pub(crate) enum Output {
+    Pushed(Vec<Pushed>),
+    Tasks(Vec<Task>),
+    Held(Vec<bool>),
+    Failed(Failed),
+    Extended,
+}
+
+/// Runs one operation in the caller's transaction. `holder` is this
+/// process's row in `tq_holders` once known; the first claim records it.
+pub(super) fn run(
+    conn: &Connection,
+    op: Op,
+    holder: &mut Option<i64>,
+    process: &ProcessId,
+) -> Result<Output> {
+    match op {
+        Op::Push { queue, tasks, now } => Ok(Output::Pushed(
             tasks
                 .iter()
-                .map(|task| push_one(conn, &self.queue, task, now))
-                .collect()
+                .map(|task| push_one(conn, &queue, task, now))
+                .collect::<Result<_>>()?,
+        )),
+        Op::Claim(args) => Ok(Output::Tasks(claim_for(conn, &args, holder, process)?)),
+        Op::Finish {
+            queue,
+            receipts,
+            now,
+            keep_history,
+        } => {
+            let held = receipts
+                .iter()
+                .map(|&receipt| finish_one(conn, receipt, now, keep_history))
+                .collect::<Result<Vec<bool>>>()?;
+            if !keep_history {
+                sweep_reserved(conn, &queue, now)?;
+            }
+            Ok(Output::Held(held))
+        }
+        Op::FinishAndClaim {
+            receipt,
+            keep_history,
+            claim,
+        } => {
+            if !finish_one(conn, receipt, claim.now, keep_history)? {
+                return Err(not_held(receipt.id));
+            }
+            Ok(Output::Tasks(claim_for(conn, &claim, holder, process)?))
+        }
+        Op::Fail {
+            receipt,
+            reason,
+            now,
+            backoff,
+        } => Ok(Output::Failed(fail_one(
+            conn, receipt, &reason, now, &backoff,
+        )?)),
+        Op::Extend {
+            receipt,
+            lease_expires_at,
+        } => {
+            let extended = conn
+                .prepare_cached(
+                    "UPDATE tq_tasks SET lease_expires_at = ?3
+                     WHERE id = ?1 AND state = 1 AND lease_token = ?2",
+                )?
+                .execute(params![receipt.id, receipt.token, lease_expires_at])?;
+            if extended == 0 {
+                return Err(not_held(receipt.id));
+            }
+            Ok(Output::Extended)
+        }
+    }
+}
+
+fn claim_for(
+    conn: &Connection,
+    args: &ClaimArgs,
+    holder: &mut Option<i64>,
+    process: &ProcessId,
+) -> Result<Vec<Task>> {
+    // This process is recorded as a holder by its first claim, so opening
+    // a queue writes nothing.
+    let holder_id = match *holder {
+        Some(id) => id,
+        None => *holder.insert(register_holder(conn, process)?),
+    };
+    claim(
+        conn,
+        &args.queue,
+        args.max,
+        args.now,
+        args.lease_expires_at,
+        holder_id,
+    )
+}
+
+/// Ends the delivery named by `receipt` as failed: retried after a pause
+/// from `backoff`, or dead if it was the last attempt.
+fn fail_one(
+    conn: &Connection,
+    receipt: Receipt,
+    reason: &str,
+    now: i64,
+    backoff: &RetryBackoff,
+) -> Result<Failed> {
+    let delivery: Option<(u32, u32, i64)> = conn
+        .prepare_cached(
+            "SELECT attempts, max_attempts, random() FROM tq_tasks
+             WHERE id = ?1 AND state = 1 AND lease_token = ?2",
+        )?
+        .query_row(params![receipt.id, receipt.token], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
         })
+        .optional()?;
+    let (attempts, max_attempts, random) = delivery.ok_or_else(|| not_held(receipt.id))?;
+    let reason = (!reason.is_empty()).then_some(reason);
+    if attempts >= max_attempts {
+        conn.prepare_cached(
+            "UPDATE tq_tasks
+             SET state = 3, finished_at = ?2, last_error = ?3,
+                 lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
+             WHERE id = ?1",
+        )?
+        .execute(params![receipt.id, now, reason])?;
+        return Ok(Failed::Dead);
+    }
+    let pause = backoff.pause(attempts, random as u64);
+    let retry_at = now.saturating_add(pause.as_millis() as i64);
+    conn.prepare_cached(
+        "UPDATE tq_tasks
+         SET state = ?2, run_at = ?3, last_error = ?4,
+             lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
+         WHERE id = ?1",
+    )?
+    .execute(params![
+        receipt.id,
+        if retry_at <= now { 0 } else { 4 },
+        retry_at,
+        reason
+    ])?;
+    Ok(Failed::RetryAt(retry_at))
+}
+
+/// The output of an operation that returns `Output::Tasks`, and so on: a
+/// mismatch is a bug.
+fn mismatch() -> Error {
+    Error::new(
+        ErrorKind::Internal,
+        "a write returned the wrong kind of result",
+    )
+}
+
+impl SqliteStore {
+    fn claim_args(&self, max: usize, now: i64, lease_expires_at: i64) -> ClaimArgs {
+        ClaimArgs {
+            queue: self.queue.clone(),
+            max,
+            now,
+            lease_expires_at,
+        }
+    }
+}
+
+impl Store for SqliteStore {
+    fn push(&self, tasks: Vec<NewTask>, now: i64) -> Result<Vec<Pushed>> {
+        match self.submit(Op::Push {
+            queue: self.queue.clone(),
+            tasks,
+            now,
+        })? {
+            Output::Pushed(pushed) => Ok(pushed),
+            _ => Err(mismatch()),
+        }
     }
 
     fn claim(&self, max: usize, now: i64, lease_expires_at: i64) -> Result<Vec<Task>> {
-        let (tasks, holder_id) = self.write(|conn| {
-            // This process is recorded as a holder by its first claim, so
-            // opening a queue writes nothing.
-            let holder_id = match self.holder_id.get() {
-                Some(&id) => id,
-                None => register_holder(conn, &self.process)?,
-            };
-            let tasks = claim(conn, &self.queue, max, now, lease_expires_at, holder_id)?;
-            Ok((tasks, holder_id))
-        })?;
-        // Only once committed: a rolled-back registration never happened.
-        let _ = self.holder_id.set(holder_id);
-        Ok(tasks)
+        match self.submit(Op::Claim(self.claim_args(max, now, lease_expires_at)))? {
+            Output::Tasks(tasks) => Ok(tasks),
+            _ => Err(mismatch()),
+        }
     }
 
     fn finish(&self, receipts: &[Receipt], now: i64) -> Result<Vec<bool>> {
-        self.write(|conn| {
-            let held = receipts
-                .iter()
-                .map(|&receipt| finish_one(conn, receipt, now, self.keep_history))
-                .collect::<Result<Vec<bool>>>()?;
-            if !self.keep_history {
-                sweep_reserved(conn, &self.queue, now)?;
-            }
-            Ok(held)
-        })
+        match self.submit(Op::Finish {
+            queue: self.queue.clone(),
+            receipts: receipts.to_vec(),
+            now,
+            keep_history: self.keep_history,
+        })? {
+            Output::Held(held) => Ok(held),
+            _ => Err(mismatch()),
+        }
+    }
+
+    fn finish_and_claim(
+        &self,
+        receipt: Receipt,
+        now: i64,
+        lease_expires_at: i64,
+    ) -> Result<Option<Task>> {
+        match self.submit(Op::FinishAndClaim {
+            receipt,
+            keep_history: self.keep_history,
+            claim: self.claim_args(1, now, lease_expires_at),
+        })? {
+            Output::Tasks(mut tasks) => Ok(tasks.pop()),
+            _ => Err(mismatch()),
+        }
     }
 
     fn fail(
@@ -401,64 +610,30 @@ impl Store for SqliteStore {
         now: i64,
         backoff: &RetryBackoff,
     ) -> Result<Failed> {
-        self.write(|conn| {
-            let delivery: Option<(u32, u32, i64)> = conn
-                .prepare_cached(
-                    "SELECT attempts, max_attempts, random() FROM tq_tasks
-                     WHERE id = ?1 AND state = 1 AND lease_token = ?2",
-                )?
-                .query_row(params![receipt.id, receipt.token], |row| {
-                    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
-                })
-                .optional()?;
-            let (attempts, max_attempts, random) = delivery.ok_or_else(|| not_held(receipt.id))?;
-            let reason = (!reason.is_empty()).then_some(reason);
-            if attempts >= max_attempts {
-                conn.prepare_cached(
-                    "UPDATE tq_tasks
-                     SET state = 3, finished_at = ?2, last_error = ?3,
-                         lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
-                     WHERE id = ?1",
-                )?
-                .execute(params![receipt.id, now, reason])?;
-                return Ok(Failed::Dead);
-            }
-            let pause = backoff.pause(attempts, random as u64);
-            let retry_at = now.saturating_add(pause.as_millis() as i64);
-            conn.prepare_cached(
-                "UPDATE tq_tasks
-                 SET state = ?2, run_at = ?3, last_error = ?4,
-                     lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
-                 WHERE id = ?1",
-            )?
-            .execute(params![
-                receipt.id,
-                if retry_at <= now { 0 } else { 4 },
-                retry_at,
-                reason
-            ])?;
-            Ok(Failed::RetryAt(retry_at))
-        })
+        match self.submit(Op::Fail {
+            receipt,
+            reason: reason.to_owned(),
+            now,
+            backoff: *backoff,
+        })? {
+            Output::Failed(failed) => Ok(failed),
+            _ => Err(mismatch()),
+        }
     }
 
     fn extend(&self, receipt: Receipt, lease_expires_at: i64) -> Result<()> {
-        let extended = self.write(|conn| {
-            Ok(conn
-                .prepare_cached(
-                    "UPDATE tq_tasks SET lease_expires_at = ?3
-                     WHERE id = ?1 AND state = 1 AND lease_token = ?2",
-                )?
-                .execute(params![receipt.id, receipt.token, lease_expires_at])?)
-        })?;
-        if extended == 0 {
-            return Err(not_held(receipt.id));
+        match self.submit(Op::Extend {
+            receipt,
+            lease_expires_at,
+        })? {
+            Output::Extended => Ok(()),
+            _ => Err(mismatch()),
         }
-        Ok(())
     }
 
     fn recover(&self, now: i64) -> Result<u64> {
         self.write(|conn| {
-            let dead = dead_holders(conn, &self.process)?;
+            let dead = dead_holders(conn, &self.file.process)?;
             let dead_json = serde_json::to_string(&dead).expect("a list of integers serializes");
             let recovered = conn
                 .prepare_cached(
@@ -493,7 +668,7 @@ impl Store for SqliteStore {
             "SELECT count(*) FROM tq_tasks WHERE queue = ?1 AND {}",
             state_condition(state)
         );
-        let count: i64 = self.with_connection(|conn| {
+        let count: i64 = self.read(|conn| {
             Ok(conn
                 .prepare_cached(&sql)?
                 .query_row([&self.queue], |row| row.get(0))?)
@@ -505,7 +680,7 @@ impl Store for SqliteStore {
         // The ready index is ordered by priority first: the oldest ready
         // task is the first of one of its priorities, found by skipping
         // from priority to priority rather than reading every entry.
-        self.with_connection(|conn| {
+        self.read(|conn| {
             let ready: Option<i64> = conn
                 .prepare_cached(
                     "WITH RECURSIVE level(priority) AS (
@@ -536,7 +711,7 @@ impl Store for SqliteStore {
              FROM tq_tasks WHERE queue = ?1 AND {} AND id > ?2 ORDER BY id LIMIT ?3",
             state_condition(state)
         );
-        self.with_connection(|conn| {
+        self.read(|conn| {
             let mut statement = conn.prepare_cached(&sql)?;
             let rows = statement.query_map(
                 params![self.queue, after_id, limit.min(i64::MAX as usize) as i64],
@@ -596,7 +771,7 @@ impl Store for SqliteStore {
     }
 
     fn checkpoint(&self) -> Result<Checkpoint> {
-        let busy = self.with_connection(|conn| {
+        let busy = self.file.with_writer(|conn| {
             let busy: i64 =
                 conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| row.get(0))?;
             Ok(busy != 0)
@@ -608,11 +783,11 @@ impl Store for SqliteStore {
     }
 
     fn wal_size(&self) -> Result<u64> {
-        self.wal_file_size()
+        self.file.wal_file_size()
     }
 
     fn next_due(&self, now: i64) -> Result<Option<i64>> {
-        self.with_connection(|conn| {
+        self.read(|conn| {
             let due: Option<i64> = conn
                 .prepare_cached(
                     "SELECT min(t) FROM (
@@ -626,9 +801,7 @@ impl Store for SqliteStore {
     }
 
     fn change_counter(&self) -> Result<i64> {
-        self.with_connection(
-            |conn| Ok(conn.query_row("PRAGMA data_version", [], |row| row.get(0))?),
-        )
+        self.read(|conn| Ok(conn.query_row("PRAGMA data_version", [], |row| row.get(0))?))
     }
 }
 

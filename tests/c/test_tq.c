@@ -2396,6 +2396,37 @@ static void test_extend(const char *dir)
     tq_close(q);
 }
 
+static void test_finish_and_pull(const char *dir)
+{
+    tq_queue *q = open_named(dir, "default", 5);
+    REQUIRE(q != NULL);
+    int64_t first = push_text(q, "1");
+    int64_t second = push_text(q, "2");
+    tq_task *task = pull_one(q);
+    REQUIRE(task != NULL);
+    tq_task *next = (tq_task *)&next; /* overwritten with NULL on every path */
+    CHECK_STATUS(tq_finish_and_pull(NULL, task, NULL, &next), TQ_ERR_INVALID_ARGUMENT);
+    CHECK(next == NULL);
+    CHECK_STATUS(tq_finish_and_pull(q, NULL, NULL, &next), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_finish_and_pull(q, task, NULL, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_INT(count(q, TQ_STATE_LEASED), 1);
+    CHECK_STATUS(tq_finish_and_pull(q, task, NULL, &next), TQ_OK);
+    REQUIRE(next != NULL);
+    CHECK_INT(tq_task_id(task), first);
+    CHECK_INT(tq_task_id(next), second);
+    tq_task *none = NULL;
+    CHECK_STATUS(tq_finish_and_pull(q, task, NULL, &none), TQ_ERR_NOT_HELD);
+    CHECK(none == NULL);
+    CHECK_INT(count(q, TQ_STATE_LEASED), 1);
+    CHECK_STATUS(tq_finish_and_pull(q, next, NULL, &none), TQ_EMPTY);
+    CHECK(none == NULL);
+    CHECK_INT(count(q, TQ_STATE_LEASED), 0);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 0);
+    tq_task_free(task);
+    tq_task_free(next);
+    tq_close(q);
+}
+
 static void test_unique_keys(const char *dir)
 {
     tq_queue *q = open_named(dir, "default", 5);
@@ -2539,6 +2570,7 @@ static const struct test_case cases[] = {
     CASE(batch_pull_and_finish),
     CASE(blocking_pull),
     CASE(extend),
+    CASE(finish_and_pull),
     CASE(unique_keys),
     CASE(visibility),
 };

@@ -2,7 +2,7 @@
 # queue file DB and its companions (DB-wal, DB-shm, DB-journal).
 #
 #   strace -f -k -y -e trace=openat,open,close,fcntl -o LOG PROGRAM ...
-#   awk -v db=/abs/DB -v handles=2 -v stacks=1 -f fdcheck.awk LOG
+#   awk -v db=/abs/DB -v connections=2 -v stacks=1 -f fdcheck.awk LOG
 #
 # Reports, per file: opens, closes, the most descriptors open at once, and
 # the function that called open/close (with -k). Fails (exit 1) when:
@@ -10,7 +10,7 @@
 #     descriptor of it stays open: the close drops every lock the process
 #     holds on the file, including those another connection relies on;
 #   - DB-shm is opened while already open (SQLite shares one per process);
-#   - DB or DB-wal has more descriptors open at once than there are handles
+#   - DB or DB-wal has more descriptors open at once than there are connections
 #     (SQLite opens at most one of each per connection);
 #   - a descriptor is left open at exit;
 #   - with stacks=1: one of these files is opened or closed by anything but
@@ -146,8 +146,8 @@ END {
             locks_taken[k], (stacks ? substr(open_callers[k], 2) " / " substr(close_callers[k], 2) : "")
         if (open_now[k] != 0)
             violation("DB" (k == "db" ? "" : "-" k) ": " open_now[k] " descriptor(s) still open at exit")
-        if ((k == "db" || k == "wal") && max_open[k] > handles)
-            violation("DB" (k == "db" ? "" : "-" k) ": " max_open[k] " descriptors open at once for " handles " handles")
+        if ((k == "db" || k == "wal") && max_open[k] > connections)
+            violation("DB" (k == "db" ? "" : "-" k) ": " max_open[k] " descriptors open at once for " connections " connections")
     }
     for (i = 1; i <= nviolations; i++) print "  VIOLATION: " violations[i]
     exit nviolations > 0

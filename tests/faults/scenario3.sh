@@ -27,7 +27,7 @@ trace_hygiene() {
         "$BIN/hygiene" "$db" "$@" >"$DIR/$tag.out" 2>&1
     local rc=$?
     sed 's/^/  program: /' "$DIR/$tag.out"
-    awk -v db="$db" -v handles=2 -v stacks="$stacks" -f "$(dirname "$0")/fdcheck.awk" "$DIR/$tag.strace" \
+    awk -v db="$db" -v connections=2 -v stacks="$stacks" -f "$(dirname "$0")/fdcheck.awk" "$DIR/$tag.strace" \
         >"$DIR/$tag.check"
     local check=$?
     cat "$DIR/$tag.check"
@@ -51,11 +51,12 @@ scenario_3a() {
         stacks=0
         echo "  note: this strace has no -k (stack traces): callers of open/close are not checked"
     fi
-    echo "SQLite opens DB and DB-wal once per connection (two handles: two descriptors each, and it"
-    echo "defers closing a DB descriptor while the process holds locks on the file); DB-shm once per"
-    echo "process. Checked: no close drops locks while another descriptor of the file stays open,"
-    echo "DB-shm is never opened while open, at most one DB and one DB-wal descriptor per handle,"
-    echo "nothing left open, and every open/close comes from SQLite's unix VFS."
+    echo "SQLite opens DB and DB-wal once per connection (two handles on one file share a writing"
+    echo "and a reading connection, and SQLite defers closing a DB descriptor while the process"
+    echo "holds locks on the file); DB-shm once per process. Checked: no close drops locks while"
+    echo "another descriptor of the file stays open, DB-shm is never opened while open, at most two"
+    echo "DB and two DB-wal descriptors, nothing left open, and every open/close comes from SQLite's"
+    echo "unix VFS."
     echo "\$ strace -f -k -y -e trace=openat,open,close,fcntl hygiene DB"
     local good=0 control=0
     trace_hygiene hygiene "$stacks" || good=1
