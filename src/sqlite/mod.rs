@@ -16,6 +16,7 @@ mod group;
 mod inherited;
 pub(crate) mod schema;
 pub(crate) mod tasks;
+mod turns;
 
 pub(crate) use tasks::not_held;
 
@@ -75,6 +76,9 @@ pub(crate) struct SharedFile {
     /// The connection for reads, which never write.
     reader: Arc<inherited::Slot>,
     group: group::Group<Op, Output>,
+    /// Fair turns at the write lock among processes; `None` when the turn
+    /// file could not be made.
+    turns: Option<turns::Turns>,
     busy_timeout: Duration,
     /// The database file's path as SQLite resolved it.
     path: String,
@@ -136,6 +140,7 @@ impl SqliteStore {
                     writer: inherited::register(writer)?,
                     reader: inherited::register(reader)?,
                     group: group::Group::default(),
+                    turns: turns::Turns::open(&resolved),
                     busy_timeout: options.busy_timeout,
                     path: resolved,
                     file_id: (key.0, key.1),
@@ -169,7 +174,7 @@ impl SqliteStore {
     /// Runs `body` in a write transaction of its own.
     fn write<T>(&self, body: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         self.file.with_writer(|conn| {
-            let value = write_transaction(conn, self.file.busy_timeout, body)?;
+            let value = self.file.transaction(conn, body)?;
             self.file.wal_upkeep(conn);
             Ok(value)
         })
@@ -190,7 +195,7 @@ impl SharedFile {
         let count = ops.len();
         let outcome = self.with_writer(|conn| {
             let mut holder = self.holder_id.get().copied();
-            let results = write_transaction(conn, self.busy_timeout, |conn| {
+            let results = self.transaction(conn, |conn| {
                 let results = ops
                     .into_iter()
                     .map(|op| -> Result<Result<Output>> {
@@ -222,6 +227,22 @@ impl SharedFile {
             Ok(results)
         });
         outcome.unwrap_or_else(|err| (0..count).map(|_| Err(err.clone())).collect())
+    }
+
+    /// Runs `body` in a write transaction (see [`write_transaction`]),
+    /// after this process's turn at the write lock (see `turns.rs`). Each
+    /// wait is bounded by the busy timeout; the turn's is short unless the
+    /// processes ahead are slow, since a stalled turn is skipped.
+    fn transaction<T>(
+        &self,
+        conn: &Connection,
+        body: impl FnOnce(&Connection) -> Result<T>,
+    ) -> Result<T> {
+        let _turn = self
+            .turns
+            .as_ref()
+            .map(|turns| turns.wait(Instant::now() + self.busy_timeout));
+        write_transaction(conn, self.busy_timeout, body)
     }
 
     /// Runs `op` on the writing connection.
