@@ -67,6 +67,26 @@ fn child_process() {
                 std::io::stdin().read_to_end(&mut Vec::new()).unwrap();
             }
         }
+        "push-many" => {
+            // Eight threads push until killed, printing each acknowledged id.
+            let queue = std::sync::Arc::new(
+                Queue::open(&path, OpenOptions::new().durability(Durability::Full)).unwrap(),
+            );
+            let threads: Vec<_> = (0..8)
+                .map(|t| {
+                    let queue = std::sync::Arc::clone(&queue);
+                    std::thread::spawn(move || {
+                        for i in 0.. {
+                            let id = push(&queue, &format!("[{t}, {i}]"));
+                            println!("acknowledged {id}");
+                        }
+                    })
+                })
+                .collect();
+            for thread in threads {
+                thread.join().unwrap();
+            }
+        }
         "push" => {
             std::thread::sleep(Duration::from_millis(300));
             println!("pushed {}", push(&queue, "\"from another process\""));
@@ -239,6 +259,54 @@ fn a_task_that_crashes_every_worker_ends_dead() {
         Some("the process holding delivery 3 died")
     );
     assert!(queue.pull(&PullOptions::new()).unwrap().is_none());
+}
+
+#[test]
+fn a_crash_during_group_commits_loses_no_acknowledged_push() {
+    let scratch = Scratch::new();
+    let path = scratch.queue_path();
+    drop(open(&path));
+    for round in 0..3 {
+        let mut child = spawn("push-many", &path);
+        let stdout = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            BufReader::new(stdout)
+                .lines()
+                .map_while(|line| line.ok())
+                .filter_map(|line| {
+                    line.split_once("acknowledged ")
+                        .map(|(_, id)| id.trim().parse::<i64>().unwrap())
+                })
+                .collect::<Vec<i64>>()
+        });
+        std::thread::sleep(Duration::from_millis(300 + 100 * round));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let acknowledged = reader.join().unwrap();
+        assert!(
+            acknowledged.len() > 8,
+            "round {round}: the child pushed while killed"
+        );
+        let queue = open(&path);
+        let mut stored = HashSet::new();
+        let mut after = 0;
+        loop {
+            let page = queue.list(TaskState::Pending, after, 1000).unwrap();
+            stored.extend(page.iter().map(|task| task.id()));
+            match page.last() {
+                Some(last) => after = last.id(),
+                None => break,
+            }
+        }
+        let lost: Vec<_> = acknowledged
+            .iter()
+            .filter(|id| !stored.contains(id))
+            .collect();
+        assert!(
+            lost.is_empty(),
+            "round {round}: acknowledged but lost: {lost:?}"
+        );
+    }
 }
 
 /// Runs a fork() scenario in a fresh process and checks that it succeeded.
