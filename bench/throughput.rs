@@ -9,6 +9,7 @@
 //! runs on fresh files, the runs of compared cases interleaved.
 
 mod batches;
+mod concurrency;
 
 use std::cell::Cell;
 use std::env;
@@ -37,6 +38,13 @@ const DURABILITIES: [Durability; 2] = [Durability::Full, Durability::Normal];
 
 fn main() {
     // This binary run again as the waiting process of the wake-up figures.
+    if let Ok(spec) = env::var(concurrency::WRITER_ROLE) {
+        if let Err(err) = concurrency::run_writer(&spec) {
+            eprintln!("writing process failed: {err}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if let Ok(role) = env::var(batches::WAITER_ROLE) {
         let (samples, path) = role.split_once(':').expect("samples:path");
         let result = batches::run_waiter(path, samples.parse().expect("a count"));
@@ -74,6 +82,13 @@ fn run() -> Result<()> {
     let latencies = batches::measure_latency(&config, &dir)?;
     batches::print_latency(&latencies);
 
+    let threads = concurrency::measure_threads(&config, &dir)?;
+    concurrency::print_threads(&threads);
+    let processes = concurrency::measure_processes(&config, &dir)?;
+    concurrency::print_processes(&processes);
+    let fairness = concurrency::measure_fairness(&config, &dir)?;
+    concurrency::print_fairness(&fairness);
+
     let duration = started.elapsed();
     println!("\ntotal time: {:.0} s", duration.as_secs_f64());
     let report = json!({
@@ -88,6 +103,9 @@ fn run() -> Result<()> {
         "scaling": scaling.iter().map(ScalingRow::to_json).collect::<Vec<_>>(),
         "batches": batch_rows.iter().map(batches::BatchRow::to_json).collect::<Vec<_>>(),
         "wakeups": latencies.iter().map(batches::Latency::to_json).collect::<Vec<_>>(),
+        "threads": threads.iter().map(concurrency::ThreadRow::to_json).collect::<Vec<_>>(),
+        "processes": processes.iter().map(concurrency::ProcessRow::to_json).collect::<Vec<_>>(),
+        "fairness": fairness.iter().map(concurrency::Fairness::to_json).collect::<Vec<_>>(),
         "duration_s": duration.as_secs_f64(),
     });
     fs::write(
