@@ -241,6 +241,41 @@ pub fn measure_latency(config: &Config, dir: &BenchDir) -> super::Result<Vec<Lat
     ])
 }
 
+/// The CPU time a pull waiting on an empty queue uses, in milliseconds per
+/// second of waiting.
+pub fn idle_cpu(config: &Config, dir: &BenchDir) -> super::Result<f64> {
+    let file = dir.fresh("idle");
+    let queue = Queue::open(file.path(), OpenOptions::new().durability(DURABILITY))?;
+    let wait = Duration::from_secs(if config.quick { 1 } else { 5 });
+    let mut options = PullOptions::new();
+    options.wait(wait)?;
+    // On a thread of its own, so that its CPU clock counts only the wait.
+    let cpu_ms = thread::scope(|scope| {
+        scope
+            .spawn(|| -> tq::Result<(f64, bool)> {
+                let before = thread_cpu_ms();
+                let pulled = queue.pull(&options)?.is_some();
+                Ok((thread_cpu_ms() - before, pulled))
+            })
+            .join()
+    })
+    .map_err(|_| "the waiting thread panicked")?;
+    let (cpu_ms, pulled) = cpu_ms?;
+    check(!pulled, "a task came out of an empty queue")?;
+    Ok(cpu_ms / wait.as_secs_f64())
+}
+
+/// CPU time used by the calling thread so far, in milliseconds.
+fn thread_cpu_ms() -> f64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    now.tv_sec as f64 * 1000.0 + now.tv_nsec as f64 / 1e6
+}
+
 fn waiting() -> PullOptions {
     let mut options = PullOptions::new();
     options.wait(WAIT).expect("a valid wait");
@@ -329,7 +364,7 @@ fn other_process(dir: &BenchDir, samples: u64) -> super::Result<Latency> {
     })
 }
 
-pub fn print_latency(rows: &[Latency]) {
+pub fn print_latency(rows: &[Latency], idle_cpu_ms_per_s: f64) {
     println!(
         "\nWake-up of a waiting pull, from the start of a push to the pull's return ({})",
         label(DURABILITY)
@@ -351,4 +386,5 @@ pub fn print_latency(rows: &[Latency]) {
             ],
         );
     }
+    println!("CPU used by a pull waiting on an empty queue: {idle_cpu_ms_per_s:.3} ms per second of waiting");
 }

@@ -80,7 +80,8 @@ fn run() -> Result<()> {
     let batch_rows = batches::measure(&config, &dir)?;
     batches::print(&config, &batch_rows);
     let latencies = batches::measure_latency(&config, &dir)?;
-    batches::print_latency(&latencies);
+    let idle_cpu = batches::idle_cpu(&config, &dir)?;
+    batches::print_latency(&latencies, idle_cpu);
 
     let threads = concurrency::measure_threads(&config, &dir)?;
     concurrency::print_threads(&threads);
@@ -103,6 +104,7 @@ fn run() -> Result<()> {
         "scaling": scaling.iter().map(ScalingRow::to_json).collect::<Vec<_>>(),
         "batches": batch_rows.iter().map(batches::BatchRow::to_json).collect::<Vec<_>>(),
         "wakeups": latencies.iter().map(batches::Latency::to_json).collect::<Vec<_>>(),
+        "idle_wait_cpu_ms_per_s": idle_cpu,
         "threads": threads.iter().map(concurrency::ThreadRow::to_json).collect::<Vec<_>>(),
         "processes": processes.iter().map(concurrency::ProcessRow::to_json).collect::<Vec<_>>(),
         "fairness": fairness.iter().map(concurrency::Fairness::to_json).collect::<Vec<_>>(),

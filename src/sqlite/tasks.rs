@@ -801,7 +801,11 @@ impl Store for SqliteStore {
     }
 
     fn change_counter(&self) -> Result<i64> {
-        self.read(|conn| Ok(conn.query_row("PRAGMA data_version", [], |row| row.get(0))?))
+        self.read(|conn| {
+            Ok(conn
+                .prepare_cached("PRAGMA data_version")?
+                .query_row([], |row| row.get(0))?)
+        })
     }
 }
 
