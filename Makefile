@@ -1,15 +1,19 @@
-# Builds libtq, installs it, runs the C example and every test.
+# Builds libtq and the tq command, installs them, runs the C example and
+# every test.
 #
 #   make                 build build/lib/{libtq.so*,libtq.a}
+#   make cli             build the tq command (target/release/tq, from cli/)
 #   make example         build and run examples/c
-#   make test            every test: Rust, header, exported symbols, install
-#                        and pkg-config, C (plain, static, C++,
-#                        AddressSanitizer/UBSan, valgrind, panic injection),
-#                        faults (disk full, I/O errors, descriptors)
+#   make test            every test: Rust, the tq command, header, exported
+#                        symbols, install and pkg-config, C (plain, static,
+#                        C++, AddressSanitizer/UBSan, valgrind, panic
+#                        injection), faults (disk full, I/O errors, descriptors)
+#   make test-cli        the tq command's tests alone
 #   make install PREFIX=/usr/local DESTDIR=
 #   make bench           the throughput benchmark (see bench/README.md)
 
 PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 CARGO ?= cargo
@@ -18,7 +22,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 BUILD := build
 RELEASE := target/release
 
-.PHONY: all lib example test test-rust test-symbols test-install test-c test-faults bench install clean FORCE
+.PHONY: all lib cli example test test-rust test-cli test-symbols test-install test-c test-faults bench install clean FORCE
 
 all: lib
 
@@ -36,13 +40,22 @@ $(BUILD)/lib/libtq.so: $(RELEASE)/libtq.so $(RELEASE)/libtq.a
 	ln -sf libtq.so.$(VERSION) $(BUILD)/lib/libtq.so
 	cp -f $(RELEASE)/libtq.a $(BUILD)/lib/libtq.a
 
+# The tq command, a crate of its own in cli/ built on the Rust API.
+cli: $(RELEASE)/tq
+$(RELEASE)/tq: FORCE
+	$(CARGO) build --release --locked -p tq-cli
+
 example: lib
 	$(MAKE) -C examples/c run TQ_LIBDIR=$(CURDIR)/$(BUILD)/lib TQ_INCLUDEDIR=$(CURDIR)/include
 
-test: test-rust test-symbols test-install test-c test-faults
+test: test-rust test-cli test-symbols test-install test-c test-faults
 
 test-rust:
 	$(CARGO) test --locked
+
+# Runs the built tq binary through every command.
+test-cli:
+	$(CARGO) test --locked -p tq-cli
 
 # libtq.so must export tq_* functions and nothing else (no SQLite, no Rust).
 test-symbols: lib
@@ -63,6 +76,8 @@ test-install: lib
 	$(CC) -Wall -Wextra -Werror -pedantic -std=c11 -o $(BUILD)/workers-installed examples/c/workers.c \
 		$$($(STAGED_PKG_CONFIG) --cflags --libs tq) -pthread
 	LD_LIBRARY_PATH=$(STAGING)/usr/lib $(BUILD)/workers-installed $(BUILD)/installed.db
+	$(STAGING)/usr/bin/tq --version
+	$(STAGING)/usr/bin/tq stats $(BUILD)/installed.db
 
 test-c: lib
 	$(MAKE) -C tests/c all TQ_LIBDIR=$(CURDIR)/$(BUILD)/lib TQ_INCLUDEDIR=$(CURDIR)/include
@@ -75,8 +90,9 @@ test-faults: lib
 bench:
 	$(CARGO) bench --locked --bench throughput
 
-install: lib
-	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
+install: lib cli
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
+	install -m 755 $(RELEASE)/tq $(DESTDIR)$(BINDIR)/tq
 	cp -P $(BUILD)/lib/libtq.so* $(DESTDIR)$(LIBDIR)/
 	install -m 644 $(BUILD)/lib/libtq.a $(DESTDIR)$(LIBDIR)/libtq.a
 	install -m 644 include/tq.h $(DESTDIR)$(INCLUDEDIR)/tq.h

@@ -1,0 +1,180 @@
+//! Repairs and upkeep: `tq retry`, `tq purge`, `tq recover` and
+//! `tq checkpoint`.
+
+use std::time::Duration;
+
+use indicatif::HumanBytes;
+use serde_json::json;
+use tq::{TaskState, DEFAULT_QUEUE};
+
+use crate::output::{
+    open_existing, parse_duration, parse_queue_name, print, print_json, CommandResult, Failure,
+    Outcome,
+};
+
+/// Arguments of a command that acts on the whole file.
+#[derive(clap::Args)]
+pub struct FileArgs {
+    /// The queue file.
+    file: String,
+}
+
+/// Arguments of a command that acts on one queue.
+#[derive(clap::Args)]
+pub struct QueueArgs {
+    /// The queue file.
+    file: String,
+
+    /// The queue to act on.
+    #[arg(long, short, default_value = DEFAULT_QUEUE, value_parser = parse_queue_name)]
+    queue: String,
+}
+
+/// Arguments of `tq retry`.
+#[derive(clap::Args)]
+pub struct RetryArgs {
+    /// The queue file.
+    file: String,
+
+    /// The ids of the dead tasks to put back.
+    #[arg(required_unless_present = "all_dead", conflicts_with = "all_dead")]
+    ids: Vec<i64>,
+
+    /// Put back every dead task of the queue.
+    #[arg(long)]
+    all_dead: bool,
+
+    /// The queue the tasks are in.
+    #[arg(long, short, default_value = DEFAULT_QUEUE, value_parser = parse_queue_name)]
+    queue: String,
+}
+
+/// Runs `tq retry`: each task that is not dead is reported and the others
+/// are still retried.
+pub fn run_retry(args: RetryArgs, json: bool) -> CommandResult {
+    let queue = open_existing(&args.file, &args.queue, |_| Ok(()))?;
+    if args.all_dead {
+        let retried = queue.retry_all_dead()?;
+        report(json, "retried", retried, "dead task", "put back")?;
+        return Ok(if retried == 0 {
+            Outcome::Nothing
+        } else {
+            Outcome::Done
+        });
+    }
+    let mut retried = Vec::new();
+    let mut refused = Vec::new();
+    for &id in &args.ids {
+        match queue.retry_dead(id) {
+            Ok(()) => retried.push(id),
+            Err(err) if err.kind() == tq::ErrorKind::InvalidArgument => {
+                eprintln!("tq: {err}");
+                refused.push(id);
+            }
+            Err(err) => return Err(err.into()),
+        }
+    }
+    if json {
+        print_json(&json!({ "retried": retried, "not_dead": refused }))?;
+    } else if !retried.is_empty() {
+        let ids: Vec<String> = retried.iter().map(i64::to_string).collect();
+        print(format!(
+            "put back task{} {}",
+            if ids.len() == 1 { "" } else { "s" },
+            ids.join(", ")
+        ))?;
+    }
+    if refused.is_empty() {
+        Ok(Outcome::Done)
+    } else {
+        Err(Failure::new(format!(
+            "{} of {} tasks were not dead in queue {:?}",
+            refused.len(),
+            args.ids.len(),
+            args.queue
+        )))
+    }
+}
+
+/// Arguments of `tq purge`.
+#[derive(clap::Args)]
+#[command(group = clap::ArgGroup::new("what").required(true).args(["done_older_than", "dead"]))]
+pub struct PurgeArgs {
+    /// The queue file.
+    file: String,
+
+    /// Delete done tasks finished at least this long ago (e.g. 7d; 0s for all).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    done_older_than: Option<Duration>,
+
+    /// Delete dead tasks.
+    #[arg(long)]
+    dead: bool,
+
+    /// With --dead: only those dead for at least this long.
+    #[arg(long, value_name = "DURATION", requires = "dead", value_parser = parse_duration)]
+    older_than: Option<Duration>,
+
+    /// The queue to purge.
+    #[arg(long, short, default_value = DEFAULT_QUEUE, value_parser = parse_queue_name)]
+    queue: String,
+}
+
+/// Runs `tq purge`.
+pub fn run_purge(args: PurgeArgs, json: bool) -> CommandResult {
+    let queue = open_existing(&args.file, &args.queue, |_| Ok(()))?;
+    let (state, age, what) = match args.done_older_than {
+        Some(age) => (TaskState::Done, age, "done task"),
+        None => (
+            TaskState::Dead,
+            args.older_than.unwrap_or(Duration::ZERO),
+            "dead task",
+        ),
+    };
+    let purged = queue.purge(state, age)?;
+    report(json, "purged", purged, what, "deleted")?;
+    Ok(Outcome::Done)
+}
+
+/// Runs `tq recover`.
+pub fn run_recover(args: QueueArgs, json: bool) -> CommandResult {
+    let queue = open_existing(&args.file, &args.queue, |_| Ok(()))?;
+    let recovered = queue.recover()?;
+    report(json, "recovered", recovered, "task", "took back")?;
+    Ok(Outcome::Done)
+}
+
+/// Runs `tq checkpoint`.
+pub fn run_checkpoint(args: FileArgs, json: bool) -> CommandResult {
+    let queue = open_existing(&args.file, DEFAULT_QUEUE, |_| Ok(()))?;
+    let checkpoint = queue.checkpoint()?;
+    if json {
+        print_json(&json!({
+            "wal_bytes": checkpoint.wal_bytes,
+            "complete": checkpoint.complete,
+        }))?;
+    } else if checkpoint.complete {
+        print(format!(
+            "write-ahead log copied into the database; now {}",
+            HumanBytes(checkpoint.wal_bytes)
+        ))?;
+    } else {
+        print(format!(
+            "write-ahead log partly copied: a reader still uses the rest ({} left)",
+            HumanBytes(checkpoint.wal_bytes)
+        ))?;
+    }
+    Ok(Outcome::Done)
+}
+
+/// Prints a count: `{"<key>": n}` in JSON, else `<verb> n <noun>s`.
+fn report(json: bool, key: &str, count: u64, noun: &str, verb: &str) -> Result<(), Failure> {
+    if json {
+        print_json(&json!({ key: count }))
+    } else {
+        print(format!(
+            "{verb} {count} {noun}{}",
+            if count == 1 { "" } else { "s" }
+        ))
+    }
+}

@@ -1,0 +1,166 @@
+//! The `tq` command: inspect, repair and work a tq queue file from the
+//! shell. Each subcommand lives in its own module; `output` holds what they
+//! share (opening a file, tables, JSON, errors), and `peek` the few reads of
+//! tq's tables that the tq crate does not offer.
+
+mod admin;
+mod list;
+mod output;
+mod peek;
+mod push;
+mod stats;
+mod work;
+
+use std::process::ExitCode;
+
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+
+use output::{Failure, Outcome};
+
+const EXIT_STATUS_HELP: &str = "\
+Exit status:
+  0  done
+  1  error (the message is on standard error)
+  2  usage error (a bad option or argument)
+  3  nothing to do: `work --until-empty` found no task, `retry --all-dead` found no dead task
+
+Every command takes the queue file first. Commands that act on one queue
+take --queue NAME (default: \"default\"); `stats` and `show` look at every
+queue in the file unless --queue is given.";
+
+/// Inspect, repair and work a tq queue file.
+#[derive(Parser)]
+#[command(name = "tq", after_help = EXIT_STATUS_HELP)]
+struct Cli {
+    /// Print JSON for scripts instead of tables and sentences.
+    #[arg(long, global = true)]
+    json: bool,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Count tasks by state in each queue, with the oldest ready task's age
+    /// and the size of the write-ahead log.
+    #[command(after_help = "\
+Examples:
+  tq stats jobs.db
+  tq stats jobs.db --queue emails --json
+  tq stats jobs.db --watch 2s     # refresh every 2 s, with pushed/finished/dead rates")]
+    Stats(stats::Args),
+
+    /// Push one task given as an argument, or one task per line of
+    /// standard input.
+    #[command(after_help = "\
+Standard input is pushed in batches (--batch lines each), each batch all or
+nothing; blank lines are skipped. A line that is not JSON stops the import
+with its line number; the batches before it stay stored.
+
+Examples:
+  tq push jobs.db '{\"file\": \"a.mp4\"}'
+  tq push jobs.db '{\"invoice\": 1042}' --unique-key invoice:1042 --priority 10
+  tq push jobs.db --delay 10m < tasks.jsonl
+  ls *.wav | jq -R -c '{file: .}' | tq push jobs.db")]
+    Push(push::Args),
+
+    /// Show a page of tasks in one state.
+    #[command(after_help = "\
+Examples:
+  tq list jobs.db --state dead
+  tq list jobs.db --state pending --limit 100 --after 4200
+  tq list jobs.db --state dead --json | jq -r '.[].id'")]
+    List(list::ListArgs),
+
+    /// Show one task whole: its state, attempts, last failure and payload.
+    #[command(after_help = "\
+Examples:
+  tq show jobs.db 42
+  tq show jobs.db 42 --json | jq .payload")]
+    Show(list::ShowArgs),
+
+    /// Put dead tasks back to pending, with all their attempts ahead of them.
+    #[command(after_help = "\
+Examples:
+  tq retry jobs.db 17 23
+  tq retry jobs.db --all-dead --queue emails")]
+    Retry(admin::RetryArgs),
+
+    /// Delete old done tasks, or dead tasks.
+    #[command(after_help = "\
+Done tasks are kept only by workers that keep history (`tq work --keep-history`).
+
+Examples:
+  tq purge jobs.db --done-older-than 7d
+  tq purge jobs.db --dead --older-than 30d
+  tq purge jobs.db --dead")]
+    Purge(admin::PurgeArgs),
+
+    /// Take back tasks whose lease expired or whose worker process is gone.
+    #[command(after_help = "\
+Tasks held by live processes are untouched, so this is safe at any time.
+
+Example:
+  tq recover jobs.db")]
+    Recover(admin::QueueArgs),
+
+    /// Copy the write-ahead log into the database and truncate it.
+    #[command(after_help = "\
+A good call at a quiet moment, or before copying the file.
+
+Example:
+  tq checkpoint jobs.db")]
+    Checkpoint(admin::FileArgs),
+
+    /// Run a command for each task, with N workers in parallel.
+    #[command(after_help = "\
+Each task's payload goes to the command's standard input, and its id and
+attempt number to TQ_TASK_ID and TQ_TASK_ATTEMPTS (TQ_QUEUE names the
+queue). Exit status 0 finishes the task; anything else fails it with the
+status and the last lines of the command's standard error as the reason,
+and the task is retried after a back-off or, after its last attempt, dead.
+The lease is extended while the command runs. Tasks of workers that died
+are recovered at start. At the end a summary goes to standard output (with
+--json, its last line; the commands' own output goes there too).
+
+Ctrl-C (or SIGTERM) stops taking tasks and waits for the running commands;
+a second one kills them and leaves their tasks to `tq recover`. Commands
+run in their own process group, so Ctrl-C at a terminal reaches only tq.
+
+Examples:
+  tq work jobs.db -j 4 -- sh -c 'ffmpeg -nostdin -i \"$(jq -r .file)\" \"out/$TQ_TASK_ID.opus\"'
+  tq work jobs.db --until-empty --timeout 10m -- ./process-one.sh
+  tq work jobs.db -j 8 --max-tasks 1000 --lease 2m -- python3 handle.py")]
+    Work(work::Args),
+}
+
+fn main() -> ExitCode {
+    let version = format!("{} (library {})", env!("CARGO_PKG_VERSION"), tq::VERSION);
+    let matches = Cli::command().version(version).get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(err) => err.exit(),
+    };
+    let result = match cli.command {
+        Command::Stats(args) => stats::run(args, cli.json),
+        Command::Push(args) => push::run(args, cli.json),
+        Command::List(args) => list::run_list(args, cli.json),
+        Command::Show(args) => list::run_show(args, cli.json),
+        Command::Retry(args) => admin::run_retry(args, cli.json),
+        Command::Purge(args) => admin::run_purge(args, cli.json),
+        Command::Recover(args) => admin::run_recover(args, cli.json),
+        Command::Checkpoint(args) => admin::run_checkpoint(args, cli.json),
+        Command::Work(args) => work::run(args, cli.json),
+    };
+    match result {
+        Ok(Outcome::Done) => ExitCode::SUCCESS,
+        Ok(Outcome::Nothing) => ExitCode::from(3),
+        // A reader that stopped reading (`tq list ... | head`) is no error.
+        Err(Failure::ClosedOutput) => ExitCode::SUCCESS,
+        Err(Failure::Message(message)) => {
+            eprintln!("tq: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

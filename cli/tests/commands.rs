@@ -1,0 +1,523 @@
+//! Every command but `tq work`, run as a user would: output as tables and
+//! as JSON, exit statuses, and bad input.
+
+mod common;
+
+use assert_cmd::Command;
+use common::Fixture;
+use predicates::prelude::*;
+use serde_json::json;
+
+#[test]
+fn version_names_the_command_and_the_library() {
+    let version = env!("CARGO_PKG_VERSION");
+    Command::cargo_bin("tq")
+        .unwrap()
+        .arg("--version")
+        .assert()
+        .success()
+        .stdout(format!("tq {version} (library {})\n", tq::VERSION));
+}
+
+#[test]
+fn every_command_has_help_with_examples() {
+    for command in [
+        "stats",
+        "push",
+        "list",
+        "show",
+        "retry",
+        "purge",
+        "recover",
+        "checkpoint",
+        "work",
+    ] {
+        Command::cargo_bin("tq")
+            .unwrap()
+            .args([command, "--help"])
+            .assert()
+            .success()
+            .stdout(predicate::str::contains("Example"));
+    }
+}
+
+#[test]
+fn a_missing_file_is_a_clear_error_and_is_not_created() {
+    let fixture = Fixture::new();
+    for (command, args) in [
+        ("stats", &[][..]),
+        ("list", &[][..]),
+        ("show", &["1"][..]),
+        ("retry", &["--all-dead"][..]),
+        ("purge", &["--dead"][..]),
+        ("recover", &[][..]),
+        ("checkpoint", &[][..]),
+        ("work", &["--until-empty", "true"][..]),
+    ] {
+        fixture
+            .tq(command, args)
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains("jobs.db: no such file"));
+    }
+    assert!(!fixture.file.exists());
+}
+
+#[test]
+fn a_file_that_is_not_a_queue_is_refused() {
+    let fixture = Fixture::new();
+    std::fs::write(&fixture.file, "not a database, just text").unwrap();
+    fixture
+        .tq("stats", &[])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("jobs.db:"));
+    assert_eq!(
+        std::fs::read(&fixture.file).unwrap(),
+        b"not a database, just text"
+    );
+}
+
+#[test]
+fn usage_errors_exit_with_2() {
+    let fixture = Fixture::new();
+    fixture.tq("push", &["{}"]).assert().success();
+    for (command, args) in [
+        ("list", &["--state", "sleeping"][..]),
+        ("list", &["--limit", "0"][..]),
+        ("retry", &[][..]),
+        ("retry", &["3", "--all-dead"][..]),
+        ("purge", &[][..]),
+        ("purge", &["--older-than", "1d"][..]),
+        ("push", &["{}", "--delay", "soon"][..]),
+        ("push", &["--unique-key", "k"][..]),
+        ("push", &["{}", "--max-attempts", "0"][..]),
+        ("stats", &["--queue", ""][..]),
+        ("work", &[][..]),
+    ] {
+        fixture
+            .tq(command, args)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("error:"));
+    }
+    fixture
+        .tq("list", &["--state", "sleeping"])
+        .assert()
+        .stderr(predicate::str::contains("pending, leased, dead, done"));
+}
+
+#[test]
+fn push_one_task_and_see_it_in_stats_list_and_show() {
+    let fixture = Fixture::new();
+    fixture
+        .tq("push", &[r#"{"file": "a.mp4",  "spaced": true}"#])
+        .assert()
+        .success()
+        .stdout("pushed task 1\n");
+    let pushed = fixture.json("push", &[r#"{"file":"b.mp4"}"#, "--priority", "-5"]);
+    assert_eq!(pushed, json!({"id": 2, "duplicate": false}));
+
+    let stats = fixture.json("stats", &[]);
+    assert_eq!(stats["queues"].as_array().unwrap().len(), 1);
+    let default = &stats["queues"][0];
+    assert_eq!(default["queue"], "default");
+    assert_eq!(default["pending"], 2);
+    assert_eq!(default["leased"], 0);
+    assert_eq!(default["dead"], 0);
+    assert_eq!(default["done"], 0);
+    assert!(default["oldest_ready_age_ms"].as_u64().is_some());
+    assert!(stats["wal_bytes"].as_u64().is_some());
+    fixture
+        .tq("stats", &[])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::is_match(r"(?m)^QUEUE +PENDING +LEASED +DEAD +DONE +OLDEST READY$")
+                .unwrap(),
+        )
+        .stdout(predicate::str::is_match(r"(?m)^default +2 +0 +0 +0 +\d+s$").unwrap())
+        .stdout(predicate::str::contains("write-ahead log: "));
+
+    let listed = fixture.json("list", &[]);
+    assert_eq!(listed.as_array().unwrap().len(), 2);
+    assert_eq!(
+        listed[0]["payload"],
+        json!({"file": "a.mp4", "spaced": true})
+    );
+    assert_eq!(listed[1]["priority"], -5);
+    assert_eq!(listed[1]["state"], "pending");
+    assert_eq!(listed[1]["attempts"], 0);
+    assert_eq!(listed[1]["max_attempts"], 25);
+    fixture
+        .tq("list", &[])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::is_match(r"(?m)^ID +STATE +ATTEMPTS +RUN AT +LAST REASON +PAYLOAD$")
+                .unwrap(),
+        )
+        .stdout(
+            predicate::str::is_match(
+                r#"(?m)^1 +pending +0/25 +now +\{"file": "a.mp4", "spaced": true\}$"#,
+            )
+            .unwrap(),
+        );
+
+    // show prints the payload byte for byte, and finds a task in any queue.
+    fixture
+        .tq("show", &["1"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("state       pending\n"))
+        .stdout(predicate::str::ends_with(
+            "payload\n{\"file\": \"a.mp4\",  \"spaced\": true}\n",
+        ));
+    fixture
+        .tq("push", &["[3]", "-q", "emails"])
+        .assert()
+        .success();
+    let shown = fixture.json("show", &["3"]);
+    assert_eq!(shown["queue"], "emails");
+    assert_eq!(shown["payload"], json!([3]));
+    fixture
+        .tq("show", &["3", "--queue", "default"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("queue \"default\" has no task 3"));
+    // --json keeps the payload's text: key order, numbers, spacing.
+    fixture
+        .tq("push", &[r#"{"b": 1.0, "a": [1e3]}"#])
+        .assert()
+        .stdout("pushed task 4\n");
+    fixture
+        .tq("show", &["4", "--json"])
+        .assert()
+        .stdout(predicate::str::ends_with(
+            r#","payload":{"b": 1.0, "a": [1e3]}}
+"#,
+        ));
+    fixture
+        .tq("show", &["99"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("no task 99"));
+}
+
+#[test]
+fn stats_lists_every_queue_or_the_one_asked_for() {
+    let fixture = Fixture::new();
+    fixture.push_numbers(3, "emails", &[]);
+    fixture.push_numbers(2, "videos", &["--delay", "1h"]);
+    let stats = fixture.json("stats", &[]);
+    let queues: Vec<&str> = stats["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|queue| queue["queue"].as_str().unwrap())
+        .collect();
+    assert_eq!(queues, ["emails", "videos"]);
+    // Delayed tasks are pending but not ready: no oldest ready age.
+    assert_eq!(stats["queues"][1]["pending"], 2);
+    assert_eq!(stats["queues"][1]["oldest_ready_age_ms"], json!(null));
+
+    let only = fixture.json("stats", &["--queue", "nothing-here"]);
+    assert_eq!(
+        only["queues"],
+        json!([{
+            "queue": "nothing-here", "pending": 0, "leased": 0, "dead": 0, "done": 0,
+            "oldest_ready_age_ms": null,
+        }])
+    );
+}
+
+#[test]
+fn stats_watch_refreshes_with_rates() {
+    let fixture = Fixture::new();
+    fixture.push_numbers(1, "default", &[]);
+    let mut watch = std::process::Command::new(env!("CARGO_BIN_EXE_tq"))
+        .args(["stats", fixture.file(), "--watch", "300ms", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(watch.stdout.take().unwrap()));
+    let first: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert!(first.get("rates").is_none());
+    fixture.push_numbers(30, "default", &[]);
+    // The pushes land within one of the next intervals.
+    let mut pushed = 0.0;
+    let mut finished = 0.0;
+    for _ in 0..3 {
+        let sample: serde_json::Value =
+            serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        let rates = &sample["rates"];
+        let seconds = rates["interval_s"].as_f64().unwrap();
+        assert!(seconds > 0.2, "{sample}");
+        pushed += rates["pushed_per_s"].as_f64().unwrap() * seconds;
+        finished += rates["finished_per_s"].as_f64().unwrap() * seconds;
+        assert_eq!(rates["dead_per_s"], 0.0);
+    }
+    watch.kill().unwrap();
+    watch.wait().unwrap();
+    assert!((pushed - 30.0).abs() < 0.01, "pushed {pushed}");
+    assert!(finished.abs() < 0.01, "finished {finished}");
+}
+
+#[test]
+fn push_from_standard_input_in_batches() {
+    let fixture = Fixture::new();
+    let mut input: String = (1..=2500).map(|n| format!("{{\"n\":{n}}}\n")).collect();
+    input.push_str("\n   \n"); // blank lines are skipped
+    fixture
+        .tq(
+            "push",
+            &["--batch", "1000", "--priority", "3", "--max-attempts", "4"],
+        )
+        .write_stdin(input)
+        .assert()
+        .success()
+        // No progress bar when standard error is not a terminal.
+        .stderr("")
+        .stdout("pushed 2500 tasks\n");
+    let first = fixture.json("show", &["1"]);
+    assert_eq!(first["priority"], 3);
+    assert_eq!(first["max_attempts"], 4);
+    let pushed = fixture
+        .tq("push", &[])
+        .arg("--json")
+        .write_stdin("{\"a\":1}\r\n[2]\n")
+        .assert()
+        .success();
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&pushed.get_output().stdout).unwrap(),
+        json!({"pushed": 2})
+    );
+    // A line ending in CRLF is stored without the CR.
+    assert_eq!(fixture.json("show", &["2501"])["payload"], json!({"a": 1}));
+    fixture
+        .tq("show", &["2501"])
+        .assert()
+        .stdout(predicate::str::ends_with("payload\n{\"a\":1}\n"));
+}
+
+#[test]
+fn a_bad_line_names_its_number_and_earlier_batches_stay() {
+    let fixture = Fixture::new();
+    let input = "{\"n\":1}\n{\"n\":2}\n\n{\"n\":3}\n{\"n\": oops}\n{\"n\":5}\n";
+    fixture
+        .tq("push", &["--batch", "2"])
+        .write_stdin(input)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "line 5: the payload is not JSON: expected value at line 1 column 7 \
+             (the 2 tasks before line 4 were stored, nothing from it on)",
+        ));
+    assert_eq!(fixture.ids("pending"), [1, 2]);
+
+    let fresh = Fixture::new();
+    fresh
+        .tq("push", &[])
+        .write_stdin("{}\n{\"truncated\": \n")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("line 2: the payload is not JSON"))
+        .stderr(predicate::str::contains("(nothing was stored)"));
+    assert_eq!(fresh.counts("default")["pending"], 0);
+
+    fresh
+        .tq("push", &[])
+        .write_stdin(b"{}\n\"\xff\"\n".to_vec())
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("line 2: not UTF-8"));
+    fresh
+        .tq("push", &["not json"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("the payload is not JSON"));
+}
+
+#[test]
+fn push_with_delay_and_unique_key() {
+    let fixture = Fixture::new();
+    fixture
+        .tq("push", &["{}", "--delay", "1h"])
+        .assert()
+        .success();
+    let task = fixture.json("show", &["1"]);
+    let due_in = task["run_at_unix_ms"].as_i64().unwrap() - now_unix_ms();
+    assert!((3_590_000..=3_600_000).contains(&due_in), "{due_in}");
+    fixture
+        .tq("list", &[])
+        .assert()
+        .stdout(predicate::str::contains("in 59m 59s").or(predicate::str::contains("in 1h")));
+
+    let first = fixture.json("push", &["{\"i\":1}", "--unique-key", "invoice:7"]);
+    assert_eq!(first, json!({"id": 2, "duplicate": false}));
+    let again = fixture.json("push", &["{\"i\":2}", "--unique-key", "invoice:7"]);
+    assert_eq!(again, json!({"id": 2, "duplicate": true}));
+    fixture
+        .tq("push", &["{\"i\":3}", "--unique-key", "invoice:7"])
+        .assert()
+        .success()
+        .stdout("pushed nothing: task 2 holds the key \"invoice:7\"\n");
+    assert_eq!(fixture.ids("pending"), [1, 2]);
+}
+
+#[test]
+fn list_pages_and_cuts_rows_to_the_width() {
+    let fixture = Fixture::new();
+    let long = format!("{{\"text\":\"{}\"}}", "x".repeat(300));
+    for _ in 0..5 {
+        fixture.tq("push", &[&long]).assert().success();
+    }
+    let page = fixture.json("list", &["--limit", "2", "--after", "1"]);
+    let ids: Vec<i64> = page
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, [2, 3]);
+    fixture
+        .tq("list", &["--limit", "2"])
+        .assert()
+        .stderr("more may follow: add --after 2\n");
+
+    let output = fixture
+        .tq("list", &[])
+        .env("COLUMNS", "60")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert_eq!(text.lines().count(), 6, "{text}");
+    for line in text.lines() {
+        assert!(line.chars().count() <= 60, "too wide: {line}");
+    }
+    assert!(text.lines().nth(1).unwrap().ends_with('…'), "{text}");
+
+    fixture
+        .tq("list", &["--state", "dead"])
+        .assert()
+        .success()
+        .stdout("")
+        .stderr("no dead tasks in queue \"default\"\n");
+    assert_eq!(fixture.json("list", &["--state", "done"]), json!([]));
+}
+
+#[test]
+fn retry_purge_recover_and_checkpoint() {
+    let fixture = Fixture::new();
+    fixture.push_numbers(3, "default", &["--max-attempts", "1"]);
+    fixture
+        .tq("work", &["--until-empty", "--", "sh", "-c", "exit 7"])
+        .assert()
+        .success();
+    assert_eq!(fixture.ids("dead"), [1, 2, 3]);
+    let dead = fixture.json("show", &["2"]);
+    assert_eq!(dead["state"], "dead");
+    assert_eq!(dead["last_error"], "exit status 7");
+
+    fixture
+        .tq("retry", &["1"])
+        .assert()
+        .success()
+        .stdout("put back task 1\n");
+    let retried = fixture
+        .tq("retry", &["2", "1"])
+        .arg("--json")
+        .assert()
+        .code(1);
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&retried.get_output().stdout).unwrap(),
+        json!({"retried": [2], "not_dead": [1]})
+    );
+    fixture
+        .tq("retry", &["1"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("no dead task 1"));
+    assert_eq!(fixture.ids("pending"), [1, 2]);
+    assert_eq!(fixture.json("show", &["1"])["attempts"], 0);
+
+    fixture
+        .tq("retry", &["--all-dead"])
+        .assert()
+        .success()
+        .stdout("put back 1 dead task\n");
+    fixture
+        .tq("retry", &["--all-dead"])
+        .assert()
+        .code(3)
+        .stdout("put back 0 dead tasks\n");
+    let none = fixture
+        .tq("retry", &["--all-dead", "--json"])
+        .assert()
+        .code(3);
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&none.get_output().stdout).unwrap(),
+        json!({"retried": 0})
+    );
+
+    // Three failures again, then purge: old enough or not.
+    fixture
+        .tq("work", &["--until-empty", "--", "false"])
+        .assert()
+        .success();
+    assert_eq!(
+        fixture.json("purge", &["--dead", "--older-than", "1h"]),
+        json!({"purged": 0})
+    );
+    fixture
+        .tq("purge", &["--dead"])
+        .assert()
+        .success()
+        .stdout("deleted 3 dead tasks\n");
+    assert_eq!(fixture.json("stats", &[])["queues"], json!([]));
+
+    assert_eq!(fixture.json("recover", &[]), json!({"recovered": 0}));
+    fixture
+        .tq("recover", &[])
+        .assert()
+        .success()
+        .stdout("took back 0 tasks\n");
+    assert_eq!(
+        fixture.json("checkpoint", &[]),
+        json!({"wal_bytes": 0, "complete": true})
+    );
+    fixture
+        .tq("checkpoint", &[])
+        .assert()
+        .success()
+        .stdout("write-ahead log copied into the database; now 0 B\n");
+}
+
+#[test]
+fn done_tasks_are_kept_with_history_and_purged_by_age() {
+    let fixture = Fixture::new();
+    fixture.push_numbers(4, "default", &[]);
+    fixture
+        .tq("work", &["--until-empty", "--keep-history", "--", "true"])
+        .assert()
+        .success();
+    assert_eq!(fixture.counts("default")["done"], 4);
+    assert_eq!(fixture.ids("done"), [1, 2, 3, 4]);
+    assert_eq!(
+        fixture.json("purge", &["--done-older-than", "1h"]),
+        json!({"purged": 0})
+    );
+    fixture
+        .tq("purge", &["--done-older-than", "0s"])
+        .assert()
+        .success()
+        .stdout("deleted 4 done tasks\n");
+    assert_eq!(fixture.json("stats", &[])["queues"], json!([]));
+}
+
+fn now_unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
