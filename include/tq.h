@@ -12,9 +12,10 @@
  * positive value for a non-error outcome (TQ_EMPTY, TQ_DUPLICATE), a
  * negative value for an error. After an error, tq_last_error() gives a
  * message for the calling thread; it is owned by tq and valid until the
- * thread's next tq call. A failed call changes nothing, except that a write
- * failing with TQ_ERR_IO while it commits may still have reached the disk
- * (once).
+ * thread's next failed call (calls that succeed, including every _free of a
+ * live object, leave it alone). A failed call changes nothing, except that
+ * a write failing with TQ_ERR_IO while it commits may still have reached
+ * the disk (once).
  *
  * Ownership. What tq allocates, tq frees: tq_open's handle with tq_close,
  * each task from tq_pull, tq_pull_batch or tq_list with tq_task_free, each
@@ -246,8 +247,10 @@ extern "C" {
  Returns the message of the last failed call on the calling thread, or
  `""` when no call on this thread has failed. Never NULL.
 
- Ownership: the string belongs to tq and stays valid until the next tq
- call on the same thread. Thread safety: each thread has its own message.
+ Ownership: the string belongs to tq and stays valid until the next
+ failed tq call on the same thread (a call that succeeds, including a
+ `_free` of a live object, leaves it alone). Thread safety: each thread
+ has its own message.
  */
 const char *tq_last_error(void);
 

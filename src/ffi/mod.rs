@@ -96,8 +96,10 @@ fn set_last_error(message: &str) {
 /// Returns the message of the last failed call on the calling thread, or
 /// `""` when no call on this thread has failed. Never NULL.
 ///
-/// Ownership: the string belongs to tq and stays valid until the next tq
-/// call on the same thread. Thread safety: each thread has its own message.
+/// Ownership: the string belongs to tq and stays valid until the next
+/// failed tq call on the same thread (a call that succeeds, including a
+/// `_free` of a live object, leaves it alone). Thread safety: each thread
+/// has its own message.
 #[no_mangle]
 pub extern "C" fn tq_last_error() -> *const c_char {
     guard_or("tq_last_error", c"".as_ptr(), || {
