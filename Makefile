@@ -3,14 +3,20 @@
 #
 #   make                 build build/lib/{libtq.so*,libtq.a}
 #   make cli             build the tq command (target/release/tq, from cli/)
-#   make example         build and run examples/c
+#   make example         build and run examples/c and examples/go
 #   make test            every test: Rust, the tq command, header, exported
 #                        symbols, install and pkg-config, C (plain, static,
 #                        C++, AddressSanitizer/UBSan, valgrind, panic
-#                        injection), faults (disk full, I/O errors, descriptors)
+#                        injection), faults (disk full, I/O errors,
+#                        descriptors), Go
 #   make test-cli        the tq command's tests alone
 #   make install PREFIX=/usr/local DESTDIR=
 #   make bench           the throughput benchmark (see bench/README.md)
+#   make test-go         the Go binding (bindings/go) and its examples:
+#                        vet, tests under the race detector, a build
+#                        through pkg-config against an installed libtq
+#   make example-go      run the Go examples (examples/go)
+#   make bench-go        the Go binding's benchmarks against the same loops in C
 
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
@@ -22,7 +28,8 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 BUILD := build
 RELEASE := target/release
 
-.PHONY: all lib cli example test test-rust test-cli test-symbols test-install test-c test-faults bench install clean FORCE
+.PHONY: all lib cli example test test-rust test-cli test-symbols test-install test-c test-faults bench install clean FORCE \
+	test-go example-go bench-go
 
 all: lib
 
@@ -47,8 +54,9 @@ $(RELEASE)/tq: FORCE
 
 example: lib
 	$(MAKE) -C examples/c run TQ_LIBDIR=$(CURDIR)/$(BUILD)/lib TQ_INCLUDEDIR=$(CURDIR)/include
+	$(MAKE) --no-print-directory example-go
 
-test: test-rust test-cli test-symbols test-install test-c test-faults
+test: test-rust test-cli test-symbols test-install test-c test-faults test-go
 
 test-rust:
 	$(CARGO) test --locked
@@ -89,6 +97,38 @@ test-faults: lib
 
 bench:
 	$(CARGO) bench --locked --bench throughput
+
+# The Go binding links the in-tree static library under the tq_intree tag.
+# Go does not notice when libtq.a or tq.h change, so their hash goes into
+# CGO_CFLAGS (as a macro nobody reads), which Go does key its cache on.
+GO ?= go
+GO_INTREE = cd $(1) && CGO_CFLAGS="-O2 -g -DTQ_BUILD_HASH=$$(cat $(CURDIR)/$(RELEASE)/libtq.a $(CURDIR)/include/tq.h | sha256sum | cut -c1-16)" \
+	$(GO) $(2) -tags tq_intree
+GO_STAGING := $(CURDIR)/$(BUILD)/go-staging
+
+# Every run is under the race detector (the benchmarks too, 50 operations
+# each, to keep them working), so the standard library is built once for it.
+test-go: lib
+	$(call GO_INTREE,bindings/go,vet) ./...
+	$(call GO_INTREE,bindings/go,test) -race -count=1 -bench . -benchtime 50x ./...
+	$(call GO_INTREE,examples/go,vet) ./...
+	$(call GO_INTREE,examples/go,test) -race -count=1 ./...
+	@# Without the tag: pkg-config finds libtq installed in a staging directory.
+	rm -rf $(GO_STAGING)
+	$(MAKE) --no-print-directory install DESTDIR=$(GO_STAGING) PREFIX=/usr
+	cd bindings/go && PKG_CONFIG_SYSROOT_DIR=$(GO_STAGING) PKG_CONFIG_LIBDIR=$(GO_STAGING)/usr/lib/pkgconfig \
+		LD_LIBRARY_PATH=$(GO_STAGING)/usr/lib $(GO) test -race -count=1 -run 'TestVersion|TestPushPullFinish|TestProcessesShareOneFile|TestPullReturnsPromptlyWhenCancelled' .
+
+# The workers' queue file goes to build/, with its -wal, -shm and -tqturn.
+example-go: lib
+	rm -f $(BUILD)/go-workers.db*
+	$(call GO_INTREE,examples/go,run) ./workers $(CURDIR)/$(BUILD)/go-workers.db
+	$(call GO_INTREE,examples/go,run) ./httpservice -selftest
+
+# Runs of 3 s, three of each, on files under TQ_BENCH_DIR (as for `make bench`).
+bench-go: export TQ_BENCH_DIR ?= $(CURDIR)/target/bench-tmp
+bench-go: lib
+	$(call GO_INTREE,bindings/go,test) -run '^$$' -bench . -benchtime 3s -count 3 .
 
 install: lib cli
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)

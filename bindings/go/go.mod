@@ -1,0 +1,3 @@
+module tq.dev/tq
+
+go 1.25

@@ -1,0 +1,339 @@
+package tq
+
+// #include <stdlib.h>
+// #include <tq.h>
+import "C"
+
+import (
+	"strings"
+	"time"
+	"unsafe"
+)
+
+// Durability says when a write counts as stored. See WithDurability.
+type Durability int32
+
+const (
+	// DurabilityFull (the default): a call returns once its write is
+	// flushed to disk, so it survives a power loss. One flush per commit.
+	DurabilityFull Durability = C.TQ_DURABILITY_FULL
+	// DurabilityNormal: a write survives a crash of the process; a power
+	// loss or OS crash may lose the latest commits, never corrupting the
+	// file. Several times faster than DurabilityFull.
+	DurabilityNormal Durability = C.TQ_DURABILITY_NORMAL
+)
+
+// An Option configures Open.
+type Option struct {
+	apply func(*optionSetter[*C.tq_options])
+}
+
+// A PushOption configures one Push, PushJSON or PushBatch.
+type PushOption struct {
+	apply func(*optionSetter[*C.tq_push_options])
+}
+
+// A PullOption configures one pull: Pull, TryPull, PullBatch or
+// FinishAndPull.
+type PullOption struct {
+	apply func(*optionSetter[*C.tq_pull_options])
+}
+
+// applyTo applies the option; the zero Option does nothing.
+func (o Option) applyTo(s *optionSetter[*C.tq_options]) {
+	if o.apply != nil {
+		o.apply(s)
+	}
+}
+
+// applyTo applies the option; the zero PushOption does nothing.
+func (o PushOption) applyTo(s *optionSetter[*C.tq_push_options]) {
+	if o.apply != nil {
+		o.apply(s)
+	}
+}
+
+// applyTo applies the option; the zero PullOption does nothing.
+func (o PullOption) applyTo(s *optionSetter[*C.tq_pull_options]) {
+	if o.apply != nil {
+		o.apply(s)
+	}
+}
+
+// WithDurability sets when a write counts as stored (default
+// DurabilityFull). Any other value than the constants is an
+// ErrInvalidArgument from Open.
+func WithDurability(d Durability) Option {
+	return Option{func(s *optionSetter[*C.tq_options]) {
+		s.set(func(o *C.tq_options) C.enum_tq_status { return C.tq_options_set_durability(o, C.int32_t(d)) })
+	}}
+}
+
+// WithBusyTimeout sets how long a call waits for other writers on the file
+// before it fails with ErrBusy (default 5 s; 0 fails at once; at most one
+// year), rounded up to whole milliseconds.
+func WithBusyTimeout(d time.Duration) Option {
+	return Option{func(s *optionSetter[*C.tq_options]) {
+		ms := s.millis("busy timeout", d)
+		s.set(func(o *C.tq_options) C.enum_tq_status { return C.tq_options_set_busy_timeout_ms(o, ms) })
+	}}
+}
+
+// WithHistory keeps the tasks finished through this queue as done, with
+// their finish time, instead of deleting them: Count(Done) counts them and
+// Purge removes them.
+func WithHistory() Option {
+	return Option{func(s *optionSetter[*C.tq_options]) {
+		s.set(func(o *C.tq_options) C.enum_tq_status { return C.tq_options_set_keep_history(o, true) })
+	}}
+}
+
+// WithMaxPayloadLen sets the largest payload this queue pushes, in bytes,
+// from 1 to MaxPayloadLen (the default). A larger Push fails with
+// ErrInvalidArgument.
+func WithMaxPayloadLen(n int) Option {
+	return Option{func(s *optionSetter[*C.tq_options]) {
+		if n < 0 {
+			s.fail("the payload limit %d is negative", n)
+			return
+		}
+		s.set(func(o *C.tq_options) C.enum_tq_status { return C.tq_options_set_max_payload_len(o, C.size_t(n)) })
+	}}
+}
+
+// MaxPayloadLen is the largest payload any queue accepts, in bytes
+// (1,000,000,000).
+const MaxPayloadLen = C.TQ_MAX_PAYLOAD_LEN
+
+// WithQueue chooses the queue the Queue works on (default "default"): one
+// file holds any number of independent queues, and pushes, pulls, counts,
+// lists, Recover, retries and purges act on this one. A name is 1 to
+// MaxQueueNameLen bytes of UTF-8 without NUL.
+func WithQueue(name string) Option {
+	return Option{func(s *optionSetter[*C.tq_options]) {
+		s.setString("queue name", name, func(o *C.tq_options, name *C.char) C.enum_tq_status {
+			return C.tq_options_set_queue(o, name)
+		})
+	}}
+}
+
+// MaxQueueNameLen is the longest queue name, in bytes.
+const MaxQueueNameLen = C.TQ_MAX_QUEUE_NAME_LEN
+
+// DefaultMaxAttempts is how many deliveries a task gets unless WithMaxAttempts
+// or WithTaskMaxAttempts says otherwise.
+const DefaultMaxAttempts = C.TQ_DEFAULT_MAX_ATTEMPTS
+
+// WithMaxAttempts sets how many deliveries each task pushed through the
+// Queue gets (at least 1; default DefaultMaxAttempts): the failure of its
+// last one, by Fail, a lost lease or a dead holder, makes the task dead.
+// WithTaskMaxAttempts overrides it for one push.
+func WithMaxAttempts(n int) Option {
+	return Option{func(s *optionSetter[*C.tq_options]) {
+		n := s.uint32("maximum attempts", n)
+		s.set(func(o *C.tq_options) C.enum_tq_status { return C.tq_options_set_max_attempts(o, n) })
+	}}
+}
+
+// WithRetryBackoff sets the pauses before a failed task is pulled again:
+// min after the first failure, doubling with each attempt up to max, with
+// random jitter taking up to half off each pause (default 1 s and 1 h).
+// min may be 0 (retry at once); max must not be below min; both at most
+// one year, rounded up to whole milliseconds.
+func WithRetryBackoff(min, max time.Duration) Option {
+	return Option{func(s *optionSetter[*C.tq_options]) {
+		minMS, maxMS := s.millis("minimum back-off", min), s.millis("maximum back-off", max)
+		s.set(func(o *C.tq_options) C.enum_tq_status { return C.tq_options_set_retry_backoff_ms(o, minMS, maxMS) })
+	}}
+}
+
+// WithDelay makes the task ready d after the push (at most one year),
+// rounded up to whole milliseconds. It replaces an earlier WithRunAt.
+func WithDelay(d time.Duration) PushOption {
+	return PushOption{func(s *optionSetter[*C.tq_push_options]) {
+		ms := s.millis("delay", d)
+		s.set(func(o *C.tq_push_options) C.enum_tq_status { return C.tq_push_options_set_delay_ms(o, ms) })
+	}}
+}
+
+// WithRunAt makes the task ready at t (a time in the past means at once;
+// before 1970 is an ErrInvalidArgument). It replaces an earlier WithDelay.
+func WithRunAt(t time.Time) PushOption {
+	return PushOption{func(s *optionSetter[*C.tq_push_options]) {
+		ms := C.int64_t(t.UnixMilli())
+		s.set(func(o *C.tq_push_options) C.enum_tq_status { return C.tq_push_options_set_run_at_unix_ms(o, ms) })
+	}}
+}
+
+// WithPriority sets the task's priority: a ready task of higher priority
+// is pulled before any of lower priority, and equal priorities come out in
+// the order they became ready. Any value; default 0.
+func WithPriority(priority int32) PushOption {
+	return PushOption{func(s *optionSetter[*C.tq_push_options]) {
+		s.set(func(o *C.tq_push_options) C.enum_tq_status {
+			return C.tq_push_options_set_priority(o, C.int32_t(priority))
+		})
+	}}
+}
+
+// WithTaskMaxAttempts sets how many deliveries the task gets (at least 1),
+// instead of the Queue's WithMaxAttempts.
+func WithTaskMaxAttempts(n int) PushOption {
+	return PushOption{func(s *optionSetter[*C.tq_push_options]) {
+		n := s.uint32("maximum attempts", n)
+		s.set(func(o *C.tq_push_options) C.enum_tq_status { return C.tq_push_options_set_max_attempts(o, n) })
+	}}
+}
+
+// WithUniqueKey gives the task a unique key, 1 to MaxUniqueKeyLen bytes of
+// UTF-8 without NUL: while a task of the queue with that key is pending or
+// leased (or within its WithUniqueFor window once done), Push stores
+// nothing and returns that task's id with ErrDuplicate. PushBatch takes no
+// unique key.
+func WithUniqueKey(key string) PushOption {
+	return PushOption{func(s *optionSetter[*C.tq_push_options]) {
+		s.setString("unique key", key, func(o *C.tq_push_options, key *C.char) C.enum_tq_status {
+			return C.tq_push_options_set_unique_key(o, key)
+		})
+	}}
+}
+
+// MaxUniqueKeyLen is the longest unique key, in bytes.
+const MaxUniqueKeyLen = C.TQ_MAX_UNIQUE_KEY_LEN
+
+// WithUniqueFor keeps the task's unique key reserved for d after the task
+// is done (at most one year, rounded up to whole milliseconds; default 0:
+// the key is free once the task is done). It needs WithUniqueKey, given
+// before or after it.
+func WithUniqueFor(d time.Duration) PushOption {
+	return PushOption{func(s *optionSetter[*C.tq_push_options]) {
+		ms := s.millis("unique window", d)
+		// libtq takes the window once the key is set.
+		s.last = append(s.last, func() {
+			s.set(func(o *C.tq_push_options) C.enum_tq_status { return C.tq_push_options_set_unique_for_ms(o, ms) })
+		})
+	}}
+}
+
+// WithLease sets how long the pulled task is held (default 30 s; 1 ms to
+// one year), rounded up to whole milliseconds: past it, the task is ready
+// again for other workers and this delivery can no longer be finished once
+// one of them has taken it.
+func WithLease(d time.Duration) PullOption {
+	return PullOption{func(s *optionSetter[*C.tq_pull_options]) {
+		ms := s.millis("lease", d)
+		s.set(func(o *C.tq_pull_options) C.enum_tq_status { return C.tq_pull_options_set_lease_ms(o, ms) })
+	}}
+}
+
+// optionSetter applies options to one C options object of pointer type P,
+// remembering the first error.
+type optionSetter[P comparable] struct {
+	op   string
+	obj  P
+	err  error
+	last []func() // applied after every option
+}
+
+// set calls one setter of the C object unless an earlier option failed.
+func (s *optionSetter[P]) set(setter func(P) C.enum_tq_status) {
+	if s.err == nil {
+		_, s.err = lockedCall(s.op, func() C.enum_tq_status { return setter(s.obj) })
+	}
+}
+
+// setString calls a setter that takes a C string, refusing a Go string
+// with a NUL byte, which C would read as its end.
+func (s *optionSetter[P]) setString(what, value string, setter func(P, *C.char) C.enum_tq_status) {
+	if strings.IndexByte(value, 0) >= 0 {
+		s.fail("the %s %q has a NUL byte", what, value)
+		return
+	}
+	cvalue := C.CString(value)
+	defer C.free(unsafe.Pointer(cvalue))
+	s.set(func(o P) C.enum_tq_status { return setter(o, cvalue) })
+}
+
+// fail records an option the binding refuses before libtq sees it.
+func (s *optionSetter[P]) fail(format string, args ...any) {
+	if s.err == nil {
+		s.err = bindingError(s.op, ErrInvalidArgument, format, args...)
+	}
+}
+
+// millis converts d to whole milliseconds with ceilMillis; a negative d is
+// refused.
+func (s *optionSetter[P]) millis(what string, d time.Duration) C.uint64_t {
+	if d < 0 {
+		s.fail("the %s %v is negative", what, d)
+		return 0
+	}
+	return ceilMillis(d)
+}
+
+// uint32 converts a count for libtq, refusing one out of its range (0 is
+// left for libtq to refuse).
+func (s *optionSetter[P]) uint32(what string, n int) C.uint32_t {
+	if n < 0 || uint64(n) > 1<<32-1 {
+		s.fail("the %s %d is out of range", what, n)
+		return 0
+	}
+	return C.uint32_t(n)
+}
+
+// ceilMillis converts a duration that is not negative to whole
+// milliseconds, rounding up so that any positive duration stays positive.
+func ceilMillis(d time.Duration) C.uint64_t {
+	ms := d / time.Millisecond
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return C.uint64_t(ms)
+}
+
+// cOptions is a C options object (of pointer type P) with its free
+// function; the zero value stands for the defaults (NULL).
+type cOptions[P comparable] struct {
+	obj  P
+	free func(P)
+}
+
+// newOptions creates the C options object for opts with create, applies
+// them, and returns it; with no options it returns the zero cOptions,
+// whose NULL object libtq reads as the defaults. The caller frees it with
+// release.
+func newOptions[P comparable, O interface{ applyTo(*optionSetter[P]) }](op string, opts []O,
+	create func() P, free func(P)) (cOptions[P], error) {
+	if len(opts) == 0 {
+		return cOptions[P]{}, nil
+	}
+	var obj, null P
+	_, err := lockedCall(op, func() C.enum_tq_status {
+		if obj = create(); obj == null {
+			return C.TQ_ERR_INTERNAL
+		}
+		return C.TQ_OK
+	})
+	if err != nil {
+		return cOptions[P]{}, err
+	}
+	setter := optionSetter[P]{op: op, obj: obj}
+	for _, opt := range opts {
+		opt.applyTo(&setter)
+	}
+	for _, fn := range setter.last {
+		fn()
+	}
+	if setter.err != nil {
+		free(obj)
+		return cOptions[P]{}, setter.err
+	}
+	return cOptions[P]{obj: obj, free: free}, nil
+}
+
+// release frees the C object, if any.
+func (o cOptions[P]) release() {
+	if o.free != nil {
+		o.free(o.obj)
+	}
+}

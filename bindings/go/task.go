@@ -1,0 +1,522 @@
+package tq
+
+// #include <stdlib.h>
+// #include <tq.h>
+import "C"
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// taskFields is what Go reads of a task, copied when the task is pulled or
+// listed: a Task and a TaskInfo share its accessors.
+type taskFields struct {
+	id           int64
+	attempts     int
+	maxAttempts  int
+	priority     int32
+	runAt        time.Time
+	lastError    string
+	hasLastError bool
+	payload      []byte
+}
+
+// readTask copies the fields of a C task.
+func readTask(c *C.tq_task) taskFields {
+	var n C.size_t
+	text := C.tq_task_payload(c, &n)
+	f := taskFields{
+		id:          int64(C.tq_task_id(c)),
+		attempts:    int(C.tq_task_attempts(c)),
+		maxAttempts: int(C.tq_task_max_attempts(c)),
+		priority:    int32(C.tq_task_priority(c)),
+		runAt:       time.UnixMilli(int64(C.tq_task_run_at_unix_ms(c))),
+		payload:     C.GoBytes(unsafe.Pointer(text), C.int(n)),
+	}
+	if reason := C.tq_task_last_error(c); reason != nil {
+		f.lastError, f.hasLastError = C.GoString(reason), true
+	}
+	return f
+}
+
+// ID returns the task's id, as Push returned it.
+func (f taskFields) ID() int64 { return f.id }
+
+// Attempts returns how many times the task has been delivered: for a
+// Task, this delivery included (1 the first time, 2 and up for a
+// redelivery); for a TaskInfo, so far.
+func (f taskFields) Attempts() int { return f.attempts }
+
+// MaxAttempts returns how many deliveries the task gets before a failure
+// makes it dead.
+func (f taskFields) MaxAttempts() int { return f.maxAttempts }
+
+// Priority returns the task's priority (see WithPriority).
+func (f taskFields) Priority() int32 { return f.priority }
+
+// RunAt returns when the task became, or becomes, ready, to the
+// millisecond.
+func (f taskFields) RunAt() time.Time { return f.runAt }
+
+// LastError returns why the task's previous delivery ended (the reason
+// given to Fail, or libtq's words for a lost lease or a dead holder), and
+// false when no delivery has ended that way.
+func (f taskFields) LastError() (string, bool) { return f.lastError, f.hasLastError }
+
+// Payload returns the task's JSON text exactly as pushed. The slice is the
+// task's own copy, valid at any time; do not modify it.
+func (f taskFields) Payload() []byte { return f.payload }
+
+// Decode decodes the payload into v with encoding/json.
+func (f taskFields) Decode(v any) error {
+	return json.Unmarshal(f.payload, v)
+}
+
+// Task is one delivery of one task, held under a lease until it is
+// finished or failed. Its accessors may be called from any goroutine at
+// any time; Finish, Fail, Extend, FinishAndPull and Close may be called
+// concurrently with each other.
+//
+// Finish a task when its work is done, or Fail it. A task that is neither
+// (closed, or dropped) stays leased and is delivered again once its lease
+// runs out (or, once this process has exited, at the next Recover); Close
+// frees its memory at once, and the garbage collector frees a dropped one
+// eventually.
+type Task struct {
+	taskFields
+	q   *Queue
+	seq uint64 // the order in which FinishBatch locks tasks
+
+	mu      sync.Mutex
+	c       *C.tq_task // nil once finished, failed, lost or closed
+	gone    *Error     // why c is nil: what later calls return
+	cleanup runtime.Cleanup
+}
+
+// taskSeq numbers the tasks wrapped by this process.
+var taskSeq atomic.Uint64
+
+// TaskInfo is a task as List saw it: a snapshot, not a delivery. It cannot
+// be finished, and listing a task does not hold it.
+type TaskInfo struct {
+	taskFields
+	state State
+}
+
+// State returns the task's state when it was listed.
+func (i TaskInfo) State() State { return i.state }
+
+// TryPull claims the ready task first in line under a lease without
+// waiting, or returns ErrEmpty when no task is ready. The first in line
+// is the ready task of highest priority, and among those the one ready
+// longest.
+//
+// Errors match ErrInvalidArgument (a bad option), ErrBusy, ErrIO,
+// ErrNotADatabase (the stored task is damaged) or ErrClosed.
+func (q *Queue) TryPull(opts ...PullOption) (*Task, error) {
+	options, err := newPullOptions("pull", opts)
+	if err != nil {
+		return nil, err
+	}
+	defer options.release()
+	var task *Task
+	status, err := q.call("pull", func(c *C.tq_queue) C.enum_tq_status {
+		var ct *C.tq_task
+		status := C.tq_pull(c, options.obj, &ct)
+		if status == C.TQ_OK {
+			task = q.wrap(ct)
+		}
+		return status
+	})
+	if err != nil {
+		return nil, err
+	}
+	if status == C.TQ_EMPTY {
+		return nil, ErrEmpty
+	}
+	return task, nil
+}
+
+// Pull claims the ready task first in line under a lease, as TryPull does,
+// waiting until one is ready when none is: a push through this process
+// wakes it at once, a push from another process within about 20 ms, a
+// delayed task at its due time. The wait uses no CPU to speak of, but
+// keeps an OS thread in libtq.
+//
+// When ctx ends first, Pull returns ctx.Err() itself; when the queue is
+// closed, an error matching ErrClosed; when Interrupt ends the wait, one
+// matching ErrInterrupted. A ctx that has already ended claims nothing.
+// Other errors are those of TryPull.
+func (q *Queue) Pull(ctx context.Context, opts ...PullOption) (*Task, error) {
+	var task *Task
+	err := q.wait(ctx, "pull", opts, func(c *C.tq_queue, options *C.tq_pull_options) C.enum_tq_status {
+		var ct *C.tq_task
+		status := C.tq_pull(c, options, &ct)
+		if status == C.TQ_OK {
+			task = q.wrap(ct)
+		}
+		return status
+	})
+	return task, err
+}
+
+// PullBatch claims up to max ready tasks in one transaction, in the order
+// Pull would return them, waiting as Pull does while none is ready. It
+// returns at least one task, or an error as Pull does; max below 1 is an
+// ErrInvalidArgument.
+func (q *Queue) PullBatch(ctx context.Context, max int, opts ...PullOption) ([]*Task, error) {
+	if max < 1 {
+		return nil, bindingError("pull", ErrInvalidArgument, "a batch of %d tasks is empty", max)
+	}
+	out := make([]*C.tq_task, max)
+	var tasks []*Task
+	err := q.wait(ctx, "pull", opts, func(c *C.tq_queue, options *C.tq_pull_options) C.enum_tq_status {
+		var n C.size_t
+		status := C.tq_pull_batch(c, options, C.size_t(max), &out[0], &n)
+		for _, ct := range out[:n] {
+			tasks = append(tasks, q.wrap(ct))
+		}
+		return status
+	})
+	if err != nil {
+		return nil, err
+	}
+	return tasks, nil
+}
+
+// newPullOptions makes the C options of a pull.
+func newPullOptions(op string, opts []PullOption) (cOptions[*C.tq_pull_options], error) {
+	return newOptions(op, opts,
+		func() *C.tq_pull_options { return C.tq_pull_options_new() },
+		func(o *C.tq_pull_options) { C.tq_pull_options_free(o) })
+}
+
+// maxWait is how long one C call of a waiting pull waits: within libtq's
+// limit of a year, after which the pull calls again.
+const maxWait = 365 * 24 * time.Hour
+
+// waitFor makes a pull wait up to maxWait for a task, unless cancel is
+// triggered.
+func waitFor(cancel *C.tq_cancel) PullOption {
+	return PullOption{func(s *optionSetter[*C.tq_pull_options]) {
+		s.set(func(o *C.tq_pull_options) C.enum_tq_status {
+			return C.tq_pull_options_set_wait_ms(o, ceilMillis(maxWait))
+		})
+		s.set(func(o *C.tq_pull_options) C.enum_tq_status { return C.tq_pull_options_set_cancel(o, cancel) })
+	}}
+}
+
+// wait runs pull, a C pull given options that wait, until it claims a
+// task, ctx ends, or the queue is closed or interrupted. The wait ends
+// when ctx does through a tq_cancel of this call's own, which
+// context.AfterFunc triggers: libtq wakes the pull at once, without any
+// polling.
+func (q *Queue) wait(ctx context.Context, op string, opts []PullOption,
+	pull func(*C.tq_queue, *C.tq_pull_options) C.enum_tq_status) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	cancel := C.tq_cancel_new()
+	if cancel == nil {
+		return bindingError(op, ErrInternal, "libtq could not create a cancellation")
+	}
+	defer C.tq_cancel_free(cancel)
+	options, err := newPullOptions(op, append(slices.Clip(opts), waitFor(cancel)))
+	if err != nil {
+		return err
+	}
+	defer options.release()
+	// The cancellation is freed once the function that triggers it has
+	// run, or can no longer start.
+	triggered := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		C.tq_cancel_trigger(cancel)
+		close(triggered)
+	})
+	defer func() {
+		if !stop() {
+			<-triggered
+		}
+	}()
+	for {
+		status, err := q.call(op, func(c *C.tq_queue) C.enum_tq_status { return pull(c, options.obj) })
+		switch {
+		case errors.Is(err, ErrInterrupted):
+			if q.h.closing.Load() {
+				return bindingError(op, ErrClosed, "the queue was closed while waiting")
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		case err != nil:
+			return err
+		case status == C.TQ_OK:
+			return nil
+		}
+		// TQ_EMPTY: maxWait passed without a task.
+	}
+}
+
+// wrap copies what Go reads of a new C task and records it in the queue.
+// It runs under the queue's read lock, so Close cannot miss the task.
+func (q *Queue) wrap(c *C.tq_task) *Task {
+	t := &Task{taskFields: readTask(c), q: q, seq: taskSeq.Add(1), c: c}
+	h := q.h
+	h.tasksMu.Lock()
+	h.tasks[c] = struct{}{}
+	h.tasksMu.Unlock()
+	t.cleanup = runtime.AddCleanup(t, h.freeTask, c)
+	return t
+}
+
+// freeTask frees c unless Close or another owner already did.
+func (h *handle) freeTask(c *C.tq_task) {
+	h.tasksMu.Lock()
+	_, live := h.tasks[c]
+	delete(h.tasks, c)
+	h.tasksMu.Unlock()
+	if live {
+		C.tq_task_free(c)
+	}
+}
+
+// release frees the C task, after which calls return gone. Called with
+// t.mu held.
+func (t *Task) release(gone *Error) {
+	t.cleanup.Stop()
+	t.q.h.freeTask(t.c)
+	t.c = nil
+	t.gone = gone
+}
+
+// use returns the error for a call on a task that is no longer held, or
+// never was (a Task not from a pull).
+func (t *Task) use(op string) error {
+	if t.gone == nil {
+		return bindingError(op, ErrClosed, "the task was not pulled with Pull, TryPull or PullBatch")
+	}
+	return &Error{Op: op, Kind: t.gone.Kind, Message: t.gone.Message}
+}
+
+// end runs call, a C call on the held task, with t.mu held. When the
+// delivery is no longer held, and when call succeeded and ended it
+// (ended is not empty: how later calls word it), the C task is released.
+func (t *Task) end(op, ended string, call func(*C.tq_queue, *C.tq_task) C.enum_tq_status) (C.enum_tq_status, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.c == nil {
+		return 0, t.use(op)
+	}
+	status, err := t.q.call(op, func(c *C.tq_queue) C.enum_tq_status { return call(c, t.c) })
+	runtime.KeepAlive(t)
+	switch {
+	case err == nil && ended != "":
+		t.release(bindingError("", ErrNotHeld, "task %d %s", t.id, ended))
+	case errors.Is(err, ErrNotHeld):
+		t.release(bindingError("", ErrNotHeld, "task %d is no longer held", t.id))
+	}
+	return status, err
+}
+
+// Finish completes this delivery: the task is deleted, or kept as done on
+// a queue opened WithHistory. It succeeds as long as nobody else has taken
+// the task since it was pulled, even past its lease.
+//
+// Errors match ErrNotHeld (finished or failed already, or the lease was
+// taken by another worker or by Recover: nothing changed), ErrBusy or
+// ErrIO (the task is still held and Finish may be tried again), or
+// ErrClosed.
+func (t *Task) Finish() error {
+	_, err := t.end("finish", "was already finished", func(c *C.tq_queue, task *C.tq_task) C.enum_tq_status {
+		return C.tq_finish(c, task)
+	})
+	return err
+}
+
+// FinishAndPull finishes t and pulls the next task, as Finish then Pull
+// do, but in one commit when a task is ready: a worker draining a backlog
+// pays one commit (one flush at DurabilityFull) per task instead of two.
+// When no task is ready, t is finished and FinishAndPull waits as Pull
+// does. When ctx has already ended, it only finishes t.
+//
+//	task, err := q.Pull(ctx)
+//	for err == nil {
+//		... work on task ...
+//		task, err = task.FinishAndPull(ctx)
+//	}
+//
+// An error of the finish, an *Error whose Op is "finish" (ErrNotHeld,
+// ErrBusy, ErrIO, ErrClosed, or ErrInvalidArgument for a bad option),
+// leaves t as Finish would and claims nothing. Any other error, ctx.Err()
+// or an *Error whose Op is "pull", came after t was finished. Either way,
+// calling Finish again on t finishes it or reports ErrNotHeld.
+func (t *Task) FinishAndPull(ctx context.Context, opts ...PullOption) (*Task, error) {
+	if ctx.Err() != nil {
+		if err := t.Finish(); err != nil {
+			return nil, err
+		}
+		return nil, ctx.Err()
+	}
+	// libtq's finish-and-pull waits too, but then cannot tell a failed
+	// finish from a failed wait. Without a wait it is one transaction, and
+	// the wait, when no task was ready, is an ordinary Pull.
+	options, err := newPullOptions("finish", opts)
+	if err != nil {
+		return nil, err
+	}
+	defer options.release()
+	var next *Task
+	status, err := t.end("finish", "was already finished", func(c *C.tq_queue, task *C.tq_task) C.enum_tq_status {
+		var ct *C.tq_task
+		status := C.tq_finish_and_pull(c, task, options.obj, &ct)
+		if status == C.TQ_OK {
+			next = t.q.wrap(ct)
+		}
+		return status
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case status == C.TQ_EMPTY:
+		return t.q.Pull(ctx, opts...)
+	}
+	return next, nil
+}
+
+// Fail ends this delivery as failed, keeping reason (cut to 64 KiB; an
+// empty one records none) as the task's last error: the task is pulled again after the queue's retry
+// back-off (WithRetryBackoff), or, when this delivery was its last attempt
+// (WithMaxAttempts, WithTaskMaxAttempts), it becomes dead.
+//
+// Errors match ErrNotHeld (finished or failed already, or the lease was
+// taken: nothing changed), ErrInvalidArgument (a reason that is not UTF-8
+// or has a NUL byte), ErrBusy or ErrIO (the task is still held), or
+// ErrClosed.
+func (t *Task) Fail(reason string) error {
+	if strings.IndexByte(reason, 0) >= 0 {
+		return bindingError("fail", ErrInvalidArgument, "the reason %q has a NUL byte", reason)
+	}
+	creason := C.CString(reason)
+	defer C.free(unsafe.Pointer(creason))
+	_, err := t.end("fail", "was already failed", func(c *C.tq_queue, task *C.tq_task) C.enum_tq_status {
+		return C.tq_fail(c, task, creason)
+	})
+	return err
+}
+
+// Extend renews the task's lease: it now runs out lease from now (1 ms to
+// one year, rounded up to whole milliseconds). Call it well before the
+// lease runs out while working on a long task.
+//
+// Errors match ErrNotHeld (the lease was lost and another worker may have
+// the task: stop working on it), ErrInvalidArgument (a lease out of
+// range), ErrBusy, ErrIO or ErrClosed.
+func (t *Task) Extend(lease time.Duration) error {
+	if lease < 0 {
+		return bindingError("extend", ErrInvalidArgument, "the lease %v is negative", lease)
+	}
+	ms := ceilMillis(lease)
+	_, err := t.end("extend", "", func(c *C.tq_queue, task *C.tq_task) C.enum_tq_status {
+		return C.tq_extend(c, task, ms)
+	})
+	return err
+}
+
+// Close frees the delivery without finishing it: the task stays leased and
+// is delivered again once its lease runs out (or, once this process has
+// exited, at the next Recover).
+// Later calls return errors matching ErrClosed. Close after Finish, or a
+// second Close, does nothing.
+func (t *Task) Close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.c != nil {
+		t.release(bindingError("", ErrClosed, "task %d was closed", t.id))
+	}
+}
+
+// FinishBatch finishes the deliveries of tasks, pulled through q, in one
+// transaction. errs[i] says how tasks[i] fared: nil when it was finished,
+// else what Finish would have returned for it (ErrNotHeld: finished
+// already or its lease was taken; ErrClosed: closed), or an
+// ErrInvalidArgument when it was pulled through another Queue. A task not
+// finished does not stop the others.
+//
+// err is the failure of the whole batch (ErrBusy, ErrIO, ErrClosed): then
+// errs is nil, nothing was finished, and the tasks may be finished again.
+func (q *Queue) FinishBatch(tasks []*Task) (errs []error, err error) {
+	// Each distinct task is locked once, in one order for every batch, so
+	// that batches sharing tasks cannot deadlock. A Task not from a pull
+	// (seq 0) never changes and is not locked.
+	seen := make(map[*Task]bool, len(tasks))
+	var distinct []*Task
+	for _, t := range tasks {
+		if !seen[t] {
+			seen[t] = true
+			distinct = append(distinct, t)
+		}
+	}
+	slices.SortFunc(distinct, func(a, b *Task) int { return cmp.Compare(a.seq, b.seq) })
+	for _, t := range distinct {
+		if t.seq != 0 {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+		}
+	}
+
+	outcome := make(map[*Task]error, len(distinct))
+	var batch []*Task
+	for _, t := range distinct {
+		switch {
+		case t.c == nil:
+			outcome[t] = t.use("finish")
+		case t.q != q:
+			outcome[t] = bindingError("finish", ErrInvalidArgument, "task %d was pulled through another Queue", t.id)
+		default:
+			batch = append(batch, t)
+		}
+	}
+	ctasks := make([]*C.tq_task, max(len(batch), 1))
+	statuses := make([]C.int32_t, max(len(batch), 1))
+	for i, t := range batch {
+		ctasks[i] = t.c
+	}
+	_, err = q.call("finish", func(c *C.tq_queue) C.enum_tq_status {
+		return C.tq_finish_batch(c, &ctasks[0], C.size_t(len(batch)), &statuses[0])
+	})
+	runtime.KeepAlive(batch)
+	if err != nil {
+		return nil, err
+	}
+	for i, t := range batch {
+		if statuses[i] == C.TQ_OK {
+			outcome[t] = nil
+			t.release(bindingError("", ErrNotHeld, "task %d was already finished", t.id))
+		} else {
+			t.release(bindingError("", ErrNotHeld, "task %d is no longer held", t.id))
+			outcome[t] = t.use("finish")
+		}
+	}
+
+	errs = make([]error, len(tasks))
+	clear(seen)
+	for i, t := range tasks {
+		errs[i] = outcome[t]
+		if seen[t] && errs[i] == nil {
+			errs[i] = t.use("finish") // finished by its first occurrence
+		}
+		seen[t] = true
+	}
+	return errs, nil
+}

@@ -1,0 +1,460 @@
+// Package tq is a persistent task queue in one SQLite file, for Go programs,
+// through libtq's C ABI.
+//
+// Programs push JSON tasks; workers in any number of goroutines and
+// processes on the same host pull them, each task claimed by one worker at
+// a time under a lease, and finish them. A push that returned is stored;
+// a worker that dies before Finish leaves its task to be delivered again
+// (at least once delivery), once its lease runs out or Recover takes it back.
+//
+//	q, err := tq.Open("jobs.db")
+//	if err != nil { ... }
+//	defer q.Close()
+//	q.Recover() // take back what crashed workers held
+//	q.PushJSON(map[string]string{"file": "a.mp4"})
+//	task, err := q.Pull(ctx) // waits for a task
+//	if err != nil { ... }
+//	defer task.Close()
+//	var job struct{ File string }
+//	task.Decode(&job)
+//	if err := work(job); err != nil {
+//		task.Fail(err.Error()) // retried after a back-off, or dead
+//	} else {
+//		task.Finish()
+//	}
+//
+// A task that keeps failing stops: once it has used its attempts it is
+// dead, kept with its last error until RetryDead or Purge. Tasks carry a
+// priority, may be unique by key, and are pushed, pulled and finished in
+// batches; one file holds any number of named queues (WithQueue).
+//
+// A Queue may be used by any number of goroutines at once. Close it when
+// done: Close wakes the pulls waiting on it, waits for the calls in
+// progress, and every later call returns an error matching ErrClosed.
+package tq
+
+/*
+#include <stdlib.h>
+#include <tq.h>
+
+// This binding is written for this ABI version: before 1.0 a minor release
+// may change the ABI, so both numbers must match.
+#if TQ_VERSION_MAJOR != 0 || TQ_VERSION_MINOR != 2
+#error "tq.h is not the 0.2 ABI this Go binding is written for"
+#endif
+*/
+import "C"
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// Queue is an open queue: one of the named queues of a file (WithQueue).
+// Its methods may be called from any number of goroutines at once.
+type Queue struct {
+	h       *handle
+	cleanup runtime.Cleanup
+}
+
+// handle owns the C queue and the tasks pulled through it. It is apart from
+// Queue so that the safety-net cleanup of an unreachable Queue can close it.
+type handle struct {
+	// mu is held for reading by every call on c, waiting pulls included,
+	// and for writing by close, so a close waits for the calls in progress
+	// and no call starts after.
+	mu sync.RWMutex
+	c  *C.tq_queue // nil once closed
+	// closing is set by close before it interrupts the waiting pulls, so
+	// that they report ErrClosed.
+	closing atomic.Bool
+
+	// tasks holds the C tasks not yet freed. Whoever removes a task from
+	// it frees that task: Finish, Task.Close, a task's cleanup, or close,
+	// which frees them all.
+	tasksMu sync.Mutex
+	tasks   map[*C.tq_task]struct{}
+}
+
+// Version returns the version of the libtq loaded at run time,
+// "MAJOR.MINOR.PATCH".
+func Version() string {
+	return C.GoString(C.tq_version())
+}
+
+// checkVersion refuses a loaded library whose ABI differs from the header's.
+var checkVersion = sync.OnceValue(func() error {
+	if C.tq_version_number()/100 != C.TQ_VERSION_NUMBER/100 {
+		return bindingError("open", ErrInternal, "the loaded libtq is %s, but this binding needs %s",
+			Version(), C.TQ_VERSION)
+	}
+	return nil
+})
+
+// Open opens the queue in the SQLite file at path, creating the file and
+// tq's tables as needed. The file must be on a local filesystem. Several
+// Queues and processes may open the same file.
+//
+// Errors match ErrInvalidArgument (an empty path or a bad option),
+// ErrNotADatabase (not an SQLite file, corrupt, or a newer tq schema; the
+// file is left untouched), ErrIO (cannot open or create) or ErrBusy.
+func Open(path string, opts ...Option) (*Queue, error) {
+	if err := checkVersion(); err != nil {
+		return nil, err
+	}
+	if strings.IndexByte(path, 0) >= 0 {
+		return nil, bindingError("open", ErrInvalidArgument, "the path %q has a NUL byte", path)
+	}
+	options, err := newOptions("open", opts,
+		func() *C.tq_options { return C.tq_options_new() },
+		func(o *C.tq_options) { C.tq_options_free(o) })
+	if err != nil {
+		return nil, err
+	}
+	defer options.release()
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	var c *C.tq_queue
+	if _, err := lockedCall("open", func() C.enum_tq_status { return C.tq_open(cpath, options.obj, &c) }); err != nil {
+		return nil, err
+	}
+	h := &handle{c: c, tasks: make(map[*C.tq_task]struct{})}
+	q := &Queue{h: h}
+	q.cleanup = runtime.AddCleanup(q, (*handle).close, h)
+	return q, nil
+}
+
+// Close closes the queue. It wakes the pulls waiting on it (which return
+// errors matching ErrClosed), waits for the calls in progress on other
+// goroutines, and frees the tasks pulled through the queue that were
+// neither finished, failed nor closed: they are delivered again once their
+// lease runs out (or, once this process has exited, at the next Recover).
+// Later calls on the queue and its tasks return errors matching ErrClosed.
+// Calling Close again does nothing. The error is always nil.
+func (q *Queue) Close() error {
+	if q.h != nil {
+		q.cleanup.Stop()
+		q.h.close()
+	}
+	return nil
+}
+
+// close closes the C queue and frees its remaining tasks, once.
+func (h *handle) close() {
+	// Waiting pulls hold the read lock: wake them, for good, before
+	// waiting for the write lock.
+	h.closing.Store(true)
+	h.mu.RLock()
+	if h.c != nil {
+		C.tq_interrupt(h.c)
+	}
+	h.mu.RUnlock()
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.c == nil {
+		return
+	}
+	h.tasksMu.Lock()
+	tasks := h.tasks
+	h.tasks = nil
+	h.tasksMu.Unlock()
+	for c := range tasks {
+		C.tq_task_free(c)
+	}
+	C.tq_close(h.c)
+	h.c = nil
+}
+
+// call runs one C call on the open queue: under the read lock, so that
+// Close waits for it, and through lockedCall, so that a failure carries its
+// message. On a closed queue it returns ErrClosed without calling.
+func (q *Queue) call(op string, fn func(c *C.tq_queue) C.enum_tq_status) (C.enum_tq_status, error) {
+	h := q.h
+	if h == nil {
+		return 0, bindingError(op, ErrClosed, "the queue was not opened with Open")
+	}
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.c == nil {
+		return 0, bindingError(op, ErrClosed, "the queue is closed")
+	}
+	status, err := lockedCall(op, func() C.enum_tq_status { return fn(h.c) })
+	runtime.KeepAlive(q)
+	return status, err
+}
+
+// noBytes stands in for an empty payload, which libtq must still receive as
+// a non-NULL pointer to report it as invalid JSON.
+var noBytes [1]byte
+
+// Push stores payload, one JSON text in UTF-8, as a new pending task,
+// exactly as given, and returns its id. It returns once the task is stored
+// at the queue's durability. The queue keeps no reference to payload.
+//
+// With WithUniqueKey, when a task of the queue holds the key, Push stores
+// nothing and returns that task's id with ErrDuplicate itself, which is not
+// a failure:
+//
+//	id, err := q.Push(payload, tq.WithUniqueKey("invoice:1042"))
+//	if err != nil && !errors.Is(err, tq.ErrDuplicate) {
+//		return err
+//	}
+//	// id is the task that will do the work, new or not
+//
+// Errors match ErrInvalidJSON, ErrInvalidArgument (not UTF-8, longer than
+// the queue's limit, a bad option), ErrBusy, ErrIO or ErrClosed; on any of
+// them nothing is stored (for ErrIO: unless the disk took the write) and
+// the id is 0.
+func (q *Queue) Push(payload []byte, opts ...PushOption) (int64, error) {
+	options, err := newOptions("push", opts,
+		func() *C.tq_push_options { return C.tq_push_options_new() },
+		func(o *C.tq_push_options) { C.tq_push_options_free(o) })
+	if err != nil {
+		return 0, err
+	}
+	defer options.release()
+	data := &noBytes[0]
+	if len(payload) > 0 {
+		data = &payload[0]
+	}
+	var id C.int64_t
+	status, err := q.call("push", func(c *C.tq_queue) C.enum_tq_status {
+		return C.tq_push(c, (*C.char)(unsafe.Pointer(data)), C.size_t(len(payload)), options.obj, &id)
+	})
+	switch {
+	case err != nil:
+		return 0, err
+	case status == C.TQ_DUPLICATE:
+		return int64(id), ErrDuplicate
+	}
+	return int64(id), nil
+}
+
+// PushBatch stores payloads as new pending tasks in one transaction, in
+// order, and returns their ids: all of them or none. Options apply to
+// every task; a unique key is refused. No payloads stores nothing.
+//
+// Errors are those of Push; for a bad payload, the message names its index
+// ("payload 17: ...").
+func (q *Queue) PushBatch(payloads [][]byte, opts ...PushOption) ([]int64, error) {
+	options, err := newOptions("push", opts,
+		func() *C.tq_push_options { return C.tq_push_options_new() },
+		func(o *C.tq_push_options) { C.tq_push_options_free(o) })
+	if err != nil {
+		return nil, err
+	}
+	defer options.release()
+	// libtq takes an array of pointers to the payloads. An array in Go
+	// memory holding pointers to the payloads' Go memory would break cgo's
+	// rule that memory passed to C holds no (unpinned) Go pointers, so the
+	// payloads are copied into one C buffer and the array of pointers into
+	// it is C memory too. libtq copies the payloads as it reads them, and
+	// neither allocation outlives the call.
+	n := max(len(payloads), 1) // never a zero-sized allocation
+	total := 1
+	for _, p := range payloads {
+		total += len(p)
+	}
+	buf := C.malloc(C.size_t(total))
+	defer C.free(buf)
+	array := C.malloc(C.size_t(n) * C.size_t(unsafe.Sizeof((*C.char)(nil))))
+	defer C.free(array)
+	data := unsafe.Slice((*byte)(buf), total)
+	pointers := unsafe.Slice((**C.char)(array), n)
+	lens := make([]C.size_t, n)
+	offset := 0
+	for i, p := range payloads {
+		copy(data[offset:], p)
+		pointers[i] = (*C.char)(unsafe.Pointer(&data[offset]))
+		lens[i] = C.size_t(len(p))
+		offset += len(p)
+	}
+	ids := make([]C.int64_t, n)
+	_, err = q.call("push", func(c *C.tq_queue) C.enum_tq_status {
+		return C.tq_push_batch(c, &pointers[0], &lens[0], C.size_t(len(payloads)), options.obj, &ids[0])
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, len(payloads))
+	for i := range out {
+		out[i] = int64(ids[i])
+	}
+	return out, nil
+}
+
+// PushJSON stores v, encoded with encoding/json, as a new task: Push of
+// json.Marshal(v), with the same results. A value that encoding/json cannot encode is an error
+// wrapping json's.
+//
+// Push and PushJSON are separate because a []byte given to encoding/json
+// becomes a base64 string: Push stores bytes that already are JSON as they
+// are, PushJSON encodes a Go value.
+func (q *Queue) PushJSON(v any, opts ...PushOption) (int64, error) {
+	payload, err := json.Marshal(v)
+	if err != nil {
+		return 0, fmt.Errorf("tq: push: %w", err)
+	}
+	return q.Push(payload, opts...)
+}
+
+// Recover returns to pending every leased task of the queue whose lease
+// expired or whose holder process no longer exists on this host, and
+// returns how many; a task whose lost delivery was its last attempt becomes
+// dead instead. Tasks of live processes, this one included, are untouched,
+// so calling Recover at every start-up is safe with several processes.
+func (q *Queue) Recover() (int64, error) {
+	var n C.int64_t
+	_, err := q.call("recover", func(c *C.tq_queue) C.enum_tq_status { return C.tq_recover(c, &n) })
+	return int64(n), err
+}
+
+// Interrupt ends the wait of every Pull, PullBatch and FinishAndPull on
+// the queue with an error matching ErrInterrupted, now and from then on: a
+// later pull still claims a task that is ready, and returns ErrInterrupted
+// at once when none is. Pulls through other Queues are not affected. Close
+// does this itself; Interrupt is for stopping workers that share no
+// context while the queue stays open for other calls.
+func (q *Queue) Interrupt() error {
+	_, err := q.call("interrupt", func(c *C.tq_queue) C.enum_tq_status { return C.tq_interrupt(c) })
+	return err
+}
+
+// State is a task's state, for Count, List and Purge.
+type State int32
+
+const (
+	// Pending: waiting to be pulled (possibly not yet due).
+	Pending State = C.TQ_STATE_PENDING
+	// Leased: pulled and held under a lease (possibly expired and not yet
+	// taken back).
+	Leased State = C.TQ_STATE_LEASED
+	// Done: finished and kept as history (queues opened WithHistory).
+	Done State = C.TQ_STATE_DONE
+	// Dead: used up its attempts; kept with its last error until RetryDead,
+	// RetryAllDead or Purge.
+	Dead State = C.TQ_STATE_DEAD
+)
+
+// String returns the state's name.
+func (s State) String() string {
+	switch s {
+	case Pending:
+		return "pending"
+	case Leased:
+		return "leased"
+	case Done:
+		return "done"
+	case Dead:
+		return "dead"
+	}
+	return fmt.Sprintf("State(%d)", int32(s))
+}
+
+// Count returns how many tasks of the queue are in state. A leased task
+// whose lease expired counts as leased until it is pulled again or
+// recovered.
+func (q *Queue) Count(state State) (int64, error) {
+	var n C.int64_t
+	_, err := q.call("count", func(c *C.tq_queue) C.enum_tq_status { return C.tq_count(c, C.int32_t(state), &n) })
+	return int64(n), err
+}
+
+// Purge deletes the queue's tasks in state, Done or Dead, that reached it
+// at least olderThan ago (0: all of them), and returns how many. Another
+// state is an ErrInvalidArgument.
+func (q *Queue) Purge(state State, olderThan time.Duration) (int64, error) {
+	if olderThan < 0 {
+		return 0, bindingError("purge", ErrInvalidArgument, "the age %v is negative", olderThan)
+	}
+	ms := ceilMillis(olderThan)
+	var n C.int64_t
+	_, err := q.call("purge", func(c *C.tq_queue) C.enum_tq_status {
+		return C.tq_purge(c, C.int32_t(state), ms, &n)
+	})
+	return int64(n), err
+}
+
+// List returns a page of the queue's tasks in state: up to limit of them
+// with ids above afterID, by id. Start with afterID 0 and pass the last id
+// of each page to get the next; a page shorter than limit is the last.
+// Listed tasks are snapshots: listing holds nothing. A page reads the
+// table from afterID on: a call for tools and monitoring, not for a
+// worker's loop. A limit below 1 is an ErrInvalidArgument.
+func (q *Queue) List(state State, afterID int64, limit int) ([]TaskInfo, error) {
+	if limit < 1 {
+		return nil, bindingError("list", ErrInvalidArgument, "a page of %d tasks is empty", limit)
+	}
+	out := make([]*C.tq_task, limit)
+	var infos []TaskInfo
+	_, err := q.call("list", func(c *C.tq_queue) C.enum_tq_status {
+		var n C.size_t
+		status := C.tq_list(c, C.int32_t(state), C.int64_t(afterID), C.size_t(limit), &out[0], &n)
+		infos = make([]TaskInfo, n)
+		for i, ct := range out[:n] {
+			infos[i] = TaskInfo{taskFields: readTask(ct), state: State(C.tq_task_state(ct))}
+			C.tq_task_free(ct)
+		}
+		return status
+	})
+	if err != nil {
+		return nil, err
+	}
+	return infos, nil
+}
+
+// RetryDead makes the dead task id of the queue pending again, ready now,
+// with all its attempts ahead of it. An id that is not a dead task of the
+// queue is an ErrInvalidArgument.
+func (q *Queue) RetryDead(id int64) error {
+	_, err := q.call("retry dead", func(c *C.tq_queue) C.enum_tq_status { return C.tq_retry_dead(c, C.int64_t(id)) })
+	return err
+}
+
+// RetryAllDead makes every dead task of the queue pending again, as
+// RetryDead does, and returns how many.
+func (q *Queue) RetryAllDead() (int64, error) {
+	var n C.int64_t
+	_, err := q.call("retry dead", func(c *C.tq_queue) C.enum_tq_status { return C.tq_retry_all_dead(c, &n) })
+	return int64(n), err
+}
+
+// OldestReadyAge returns how long the task of the queue that has been
+// ready longest has waited, and false when no task is ready.
+func (q *Queue) OldestReadyAge() (time.Duration, bool, error) {
+	var ms C.int64_t
+	status, err := q.call("oldest ready age", func(c *C.tq_queue) C.enum_tq_status {
+		return C.tq_oldest_ready_age_ms(c, &ms)
+	})
+	if err != nil || status == C.TQ_EMPTY {
+		return 0, false, err
+	}
+	return time.Duration(ms) * time.Millisecond, true, nil
+}
+
+// Checkpoint copies the file's write-ahead log into the database and
+// truncates it, waiting up to the busy timeout for readers to move on, and
+// returns the log's size afterwards, in bytes. libtq also checkpoints by
+// itself when the log grows past 16 MiB; call this at quiet moments, or
+// before copying the file. An ErrBusy (a reader still used the log) comes
+// with the size of what remains.
+func (q *Queue) Checkpoint() (int64, error) {
+	var n C.int64_t
+	_, err := q.call("checkpoint", func(c *C.tq_queue) C.enum_tq_status { return C.tq_checkpoint(c, &n) })
+	return int64(n), err
+}
+
+// WALSize returns the size of the file's write-ahead log (the -wal file),
+// in bytes.
+func (q *Queue) WALSize() (int64, error) {
+	var n C.int64_t
+	_, err := q.call("wal size", func(c *C.tq_queue) C.enum_tq_status { return C.tq_wal_size(c, &n) })
+	return int64(n), err
+}
