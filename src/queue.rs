@@ -246,24 +246,21 @@ impl Queue {
     /// Completes the delivery named by `receipt` and claims the next ready
     /// task in the same transaction: a worker draining a backlog pays one
     /// commit (one flush at [`crate::Durability::Full`]) per task instead
-    /// of two. When no task is ready it waits as [`Queue::pull`] does, the
-    /// finish already committed; a wait ended by an interruption returns
-    /// `None` (the next waiting pull reports the interruption). Fails with
+    /// of two. It never waits: when it returns `None` (the finish done, no
+    /// task ready), wait with [`Queue::pull`]. Options with a wait are
+    /// refused, so that an error always means nothing was done. Fails with
     /// [`ErrorKind::NotHeld`], finishing and claiming nothing, when the
     /// delivery is no longer current.
     pub fn finish_and_pull(&self, receipt: Receipt, options: &PullOptions) -> Result<Option<Task>> {
         let store = self.store()?;
+        if !options.wait.is_zero() {
+            return Err(Error::invalid_argument(
+                "finish-and-pull does not wait: when it finds no task, wait with pull",
+            ));
+        }
         let now = now_unix_ms();
         let lease = options.lease.as_millis() as i64;
-        let next = store.finish_and_claim(receipt, now, now.saturating_add(lease))?;
-        if next.is_some() || options.wait.is_zero() {
-            return Ok(next);
-        }
-        match self.claim(1, options) {
-            Ok(mut tasks) => Ok(tasks.pop()),
-            Err(err) if err.kind() == ErrorKind::Interrupted => Ok(None),
-            Err(err) => Err(err),
-        }
+        store.finish_and_claim(receipt, now, now.saturating_add(lease))
     }
 
     /// Completes many deliveries in one transaction and says, for each,

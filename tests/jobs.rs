@@ -781,20 +781,18 @@ fn finish_and_pull_completes_one_task_and_claims_the_next_in_one_step() {
     assert_eq!(err.kind(), ErrorKind::NotHeld);
     assert_eq!(queue.count(TaskState::Pending).unwrap(), 1);
 
-    // With a wait, it waits for the next task after committing the finish.
+    // It never waits: a wait is refused, and nothing is finished.
     let held = pull(&queue).unwrap();
-    let queue = Arc::new(queue);
-    let pusher = {
-        let queue = Arc::clone(&queue);
-        thread::spawn(move || {
-            thread::sleep(Duration::from_millis(100));
-            push(&queue, "\"later\"")
-        })
-    };
-    let next = queue
-        .finish_and_pull(held.receipt(), &waiting(30_000))
-        .unwrap();
-    assert_eq!(next.map(|t| t.id()), Some(pusher.join().unwrap()));
+    let err = queue
+        .finish_and_pull(held.receipt(), &waiting(1_000))
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert_eq!(queue.count(TaskState::Leased).unwrap(), 1);
+    assert!(queue
+        .finish_and_pull(held.receipt(), &PullOptions::new())
+        .unwrap()
+        .is_none());
+    assert_eq!(queue.count(TaskState::Leased).unwrap(), 0);
 }
 
 #[test]

@@ -535,15 +535,14 @@ pub extern "C" fn tq_count(queue: *const tq_queue, state: i32, out_count: *mut i
 /// Completes this delivery of `task` and claims the next ready task in the
 /// same transaction, storing it in `*out`: a worker draining a backlog
 /// pays one commit (one flush at TQ_DURABILITY_FULL) per task instead of
-/// two. When no task is ready it waits as `tq_pull` does (the finish is
-/// already committed); a wait ended by `tq_interrupt` or a `tq_cancel`
-/// returns TQ_EMPTY, and the next waiting `tq_pull` reports the
-/// interruption. `options` may be NULL for the defaults. `task` must still
-/// be freed with `tq_task_free`.
+/// two. It never waits: on TQ_EMPTY, wait for the next task with `tq_pull`.
+/// `options` (NULL for the defaults) sets the next task's lease and must
+/// not set a wait. `task` must still be freed with `tq_task_free`.
 ///
-/// Returns TQ_OK (finished, and `*out` set), TQ_EMPTY (finished; `*out`
-/// NULL), or TQ_ERR_NOT_HELD (the delivery is no longer current: nothing
-/// finished or claimed), TQ_ERR_INVALID_ARGUMENT (NULL queue, task or out),
+/// Returns TQ_OK (finished, and `*out` set), TQ_EMPTY (finished; no task
+/// ready, `*out` NULL), or, with nothing finished or claimed,
+/// TQ_ERR_NOT_HELD (the delivery is no longer current),
+/// TQ_ERR_INVALID_ARGUMENT (NULL queue, task or out; options with a wait),
 /// TQ_ERR_BUSY, TQ_ERR_IO.
 ///
 /// Ownership: the caller owns `*out` and frees it with `tq_task_free`.
@@ -621,7 +620,7 @@ pub extern "C" fn tq_finish_batch(
 }
 
 /// Ends this delivery of `task` as failed, keeping `reason` (NUL-terminated
-/// UTF-8, cut to `TQ_MAX_REASON_LEN` bytes; NULL for none) as its last
+/// UTF-8, cut to `TQ_MAX_REASON_LEN` bytes; NULL or "" for none) as its last
 /// error. The task is pending again after the handle's retry back-off, or,
 /// when this delivery was its last attempt, dead. The task must still be
 /// freed with `tq_task_free`.

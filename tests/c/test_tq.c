@@ -2418,6 +2418,13 @@ static void test_finish_and_pull(const char *dir)
     CHECK_STATUS(tq_finish_and_pull(q, task, NULL, &none), TQ_ERR_NOT_HELD);
     CHECK(none == NULL);
     CHECK_INT(count(q, TQ_STATE_LEASED), 1);
+    tq_pull_options *wait = tq_pull_options_new();
+    REQUIRE(wait != NULL);
+    CHECK_STATUS(tq_pull_options_set_wait_ms(wait, 10), TQ_OK);
+    CHECK_STATUS(tq_finish_and_pull(q, next, wait, &none), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("wait");
+    tq_pull_options_free(wait);
+    CHECK_INT(count(q, TQ_STATE_LEASED), 1);
     CHECK_STATUS(tq_finish_and_pull(q, next, NULL, &none), TQ_EMPTY);
     CHECK(none == NULL);
     CHECK_INT(count(q, TQ_STATE_LEASED), 0);
