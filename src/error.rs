@@ -72,6 +72,16 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// SQLite's messages (start, and a part) for a tq table missing, or
+/// missing a column or index tq made: the file was changed outside tq.
+const DAMAGE_MESSAGES: &[(&str, &str)] = &[
+    ("no such table: tq_", ""),
+    ("no such column: ", ""),
+    ("table tq_", "has no column named"),
+    ("no such index: tq_", ""),
+    ("unsupported file format", ""),
+];
+
 impl From<rusqlite::Error> for Error {
     fn from(err: rusqlite::Error) -> Self {
         use rusqlite::ffi::ErrorCode;
@@ -83,7 +93,18 @@ impl From<rusqlite::Error> for Error {
             | E::FromSqlConversionFailure(..)
             | E::IntegralValueOutOfRange(..)
             | E::Utf8Error(..) => true,
-            E::SqliteFailure(_, Some(message)) => message.starts_with("no such table: tq_"),
+            // tq never breaks a constraint of its own tables: one added
+            // from outside (a trigger, a check) refused the write.
+            E::SqliteFailure(failure, _)
+                if failure.code == rusqlite::ffi::ErrorCode::ConstraintViolation =>
+            {
+                true
+            }
+            E::SqliteFailure(_, Some(message)) | E::SqlInputError { msg: message, .. } => {
+                DAMAGE_MESSAGES
+                    .iter()
+                    .any(|(start, part)| message.starts_with(start) && message.contains(part))
+            }
             _ => false,
         };
         if damaged {

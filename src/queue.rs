@@ -102,11 +102,7 @@ impl Queue {
         options: &PushOptions,
     ) -> Result<Vec<i64>> {
         let store = self.store()?;
-        if options.unique.is_some() {
-            return Err(Error::invalid_argument(
-                "a unique key names one task: push tasks with unique keys one at a time",
-            ));
-        }
+        check_batch_options(options)?;
         for (index, payload) in payloads.iter().enumerate() {
             check_payload(payload.as_ref(), self.max_payload_len).map_err(|err| {
                 Error::new(err.kind(), format!("payload {index}: {}", err.message()))
@@ -123,6 +119,11 @@ impl Queue {
         let pushed = store.push(tasks, now)?;
         self.bell.ring();
         Ok(pushed.into_iter().map(Pushed::id).collect())
+    }
+
+    /// Checks one payload as a push through this handle would.
+    pub(crate) fn check_payload(&self, payload: &str) -> Result<()> {
+        check_payload(payload, self.max_payload_len)
     }
 
     fn new_task(&self, payload: &str, options: &PushOptions, now: i64) -> NewTask {
@@ -279,9 +280,15 @@ impl Queue {
     /// is retried after the queue's back-off ([`Failed::RetryAt`]), or,
     /// when this delivery was its last attempt, becomes dead
     /// ([`Failed::Dead`]). Fails with [`ErrorKind::NotHeld`], changing
-    /// nothing, when the delivery is no longer current.
+    /// nothing, when the delivery is no longer current, and with
+    /// [`ErrorKind::InvalidArgument`] for a reason holding a NUL byte.
     pub fn fail(&self, receipt: Receipt, reason: &str) -> Result<Failed> {
         let store = self.store()?;
+        if reason.contains('\0') {
+            return Err(Error::invalid_argument(
+                "the failure reason contains a NUL byte (C callers could not read it back)",
+            ));
+        }
         let failed = store.fail(
             receipt,
             cut(reason, MAX_REASON_LEN),
@@ -415,6 +422,16 @@ impl Queue {
         }
         Ok(self.store.as_ref())
     }
+}
+
+/// Refuses options a batch cannot take: a unique key names one task.
+pub(crate) fn check_batch_options(options: &PushOptions) -> Result<()> {
+    if options.unique.is_some() {
+        return Err(Error::invalid_argument(
+            "a unique key names one task: push tasks with unique keys one at a time",
+        ));
+    }
+    Ok(())
 }
 
 /// `text` cut to at most `max` bytes at a character boundary.

@@ -64,6 +64,10 @@ fn a_failed_task_comes_back_with_its_reason_until_its_attempts_run_out() {
             queue.fail(task.receipt(), "again").unwrap_err().kind(),
             ErrorKind::NotHeld
         );
+        if attempt == 1 {
+            let nul = queue.fail(task.receipt(), "nul\0byte").unwrap_err();
+            assert_eq!(nul.kind(), ErrorKind::InvalidArgument, "checked first");
+        }
     }
     assert!(pull(&queue).is_none(), "a dead task is never delivered");
     assert_eq!(queue.count(TaskState::Dead).unwrap(), 1);
@@ -223,6 +227,29 @@ fn higher_priorities_come_first_and_equal_ones_in_push_order() {
         .map(|task| task.payload().to_owned())
         .collect();
     assert_eq!(order, ["6", "2", "4", "1", "5", "3"]);
+}
+
+#[test]
+fn an_expired_lease_keeps_its_place_in_line() {
+    let scratch = Scratch::new();
+    let queue = scratch.open();
+    let push_at = |payload: &str, priority| {
+        let mut options = PushOptions::new();
+        options.priority(priority);
+        queue.push(payload, &options).unwrap().id()
+    };
+    let low = push_at("\"low\"", 0);
+    assert_eq!(queue.pull(&lease(1)).unwrap().unwrap().id(), low);
+    thread::sleep(Duration::from_millis(5));
+    let high = push_at("\"high\"", 10);
+    assert_eq!(queue.pull(&lease(1)).unwrap().unwrap().id(), high);
+    thread::sleep(Duration::from_millis(5));
+    push_at("\"middle\"", 5);
+    // Both leases expired; the one first in line is the highest priority.
+    let order: Vec<String> = std::iter::from_fn(|| pull(&queue))
+        .map(|task| task.payload().to_owned())
+        .collect();
+    assert_eq!(order, ["\"high\"", "\"middle\"", "\"low\""]);
 }
 
 #[test]
@@ -718,6 +745,7 @@ const VERSION_1_SCHEMA: &str = "
 #[test]
 fn rows_changed_outside_tq_are_reported_as_not_a_database() {
     let damage = [
+        "ALTER TABLE tq_tasks RENAME COLUMN payload TO body",
         "UPDATE tq_tasks SET payload = x'00ff'",
         "UPDATE tq_tasks SET payload = CAST(x'ff22' AS TEXT)",
         "UPDATE tq_tasks SET attempts = 5000000000",
@@ -732,6 +760,26 @@ fn rows_changed_outside_tq_are_reported_as_not_a_database() {
             .execute_batch(sql)
             .unwrap();
         let err = queue.pull(&PullOptions::new()).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::NotADatabase, "{sql}: {err}");
+    }
+    let scratch = Scratch::new();
+    let queue = scratch.open();
+    Connection::open(scratch.queue_path())
+        .unwrap()
+        .execute_batch(
+            "CREATE TRIGGER refuse BEFORE INSERT ON tq_tasks BEGIN SELECT RAISE(ABORT, 'refused'); END",
+        )
+        .unwrap();
+    let err = queue.push("1", &PushOptions::new()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotADatabase, "a trigger: {err}");
+    for sql in ["DROP TABLE tq_meta", "UPDATE tq_meta SET value = 1"] {
+        let scratch = Scratch::new();
+        drop(scratch.open());
+        Connection::open(scratch.queue_path())
+            .unwrap()
+            .execute_batch(sql)
+            .unwrap();
+        let err = Queue::open(&scratch.queue_path(), &normal()).err().unwrap();
         assert_eq!(err.kind(), ErrorKind::NotADatabase, "{sql}: {err}");
     }
     for version in ["0", "1.5", "'one'"] {

@@ -10,7 +10,7 @@ use super::{
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{OpenOptions, PullOptions, PushOptions};
-use crate::queue::{Queue, MAX_PAYLOAD_LEN};
+use crate::queue::{check_batch_options, Queue, MAX_PAYLOAD_LEN};
 use crate::task::{Pushed, Receipt, Task, TaskInfo, TaskState};
 
 /// A handle on one named queue in one file. Thread-safe: one handle may be
@@ -319,20 +319,26 @@ pub extern "C" fn tq_push_batch(
 ) -> tq_status {
     guard("tq_push_batch", || {
         let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
+        let defaults = PushOptions::default();
+        let options = unsafe { borrow_optional(options, "options") }?.map_or(&defaults, |o| &o.0);
+        // In the order the engine checks: options, then each payload.
+        check_batch_options(options)?;
         let pointers = unsafe { array(payloads, count, "payloads") }?;
         let lens = unsafe { array(lens, count, "lens") }?;
         let texts = pointers
             .iter()
             .zip(lens)
             .enumerate()
+            // Each payload is checked whole (UTF-8, then JSON and length)
+            // before the next, so the error is the first bad payload's.
             .map(|(index, (&pointer, &len))| {
-                unsafe { payload_text(pointer, len) }.map_err(|err| {
-                    Error::new(err.kind(), format!("payload {index}: {}", err.message()))
-                })
+                unsafe { payload_text(pointer, len) }
+                    .and_then(|text| queue.0.check_payload(text).map(|()| text))
+                    .map_err(|err| {
+                        Error::new(err.kind(), format!("payload {index}: {}", err.message()))
+                    })
             })
             .collect::<Result<Vec<&str>>>()?;
-        let defaults = PushOptions::default();
-        let options = unsafe { borrow_optional(options, "options") }?.map_or(&defaults, |o| &o.0);
         let ids = queue.0.push_batch(&texts, options)?;
         if !out_ids.is_null() {
             // SAFETY: a non-NULL `out_ids` has room for `count` ids.

@@ -395,7 +395,21 @@ fn connect(path: &str, options: &OpenOptions) -> Result<Connection> {
         enable_wal(conn, options.durability)
     })?;
     if version < schema::CURRENT_VERSION {
-        write_transaction(&conn, options.busy_timeout, schema::migrate)?;
+        // A migration that fails for any reason but the disk or a lock met
+        // tables tq did not leave that way.
+        write_transaction(&conn, options.busy_timeout, schema::migrate).map_err(|err| match err
+            .kind()
+        {
+            ErrorKind::Io | ErrorKind::Busy | ErrorKind::NotADatabase => err,
+            _ => Error::new(
+                ErrorKind::NotADatabase,
+                format!(
+                    "cannot upgrade tq's tables in '{path}' from version {version}: {} \
+                         (they were changed outside tq)",
+                    err.message()
+                ),
+            ),
+        })?;
     }
     Ok(conn)
 }

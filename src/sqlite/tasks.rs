@@ -113,11 +113,18 @@ const READY_FIRST: &str = "SELECT id, priority, run_at, 0 FROM tq_tasks
     WHERE queue = ?1 AND state = 0
     ORDER BY priority DESC, run_at, id LIMIT 1";
 
-/// The leased task whose lease expired first: one lookup in the lease index.
-/// The last column says whether that delivery was its last attempt.
+/// Whether queue `?1` has a lease expired by `?2`: one lookup in the lease
+/// index, made before every claim.
+const ANY_EXPIRED: &str = "SELECT 1 FROM tq_tasks
+    WHERE queue = ?1 AND state = 1 AND lease_expires_at <= ?2 LIMIT 1";
+
+/// The expired lease first in claim order, so that it keeps its place in
+/// line. It sorts the expired leases only, which are few (and looked for
+/// only when [`ANY_EXPIRED`] found one). The last column says whether that
+/// delivery was its last attempt.
 const EXPIRED_FIRST: &str = "SELECT id, priority, run_at, attempts >= max_attempts FROM tq_tasks
     WHERE queue = ?1 AND state = 1 AND lease_expires_at <= ?2
-    ORDER BY lease_expires_at LIMIT 1";
+    ORDER BY priority DESC, run_at, id LIMIT 1";
 
 /// What every claim sets: a new lease, whose token is drawn here so each
 /// delivery has a receipt of its own, and one more attempt.
@@ -198,10 +205,17 @@ fn claim(
     }
     let mut tasks = Vec::new();
     while tasks.len() < max {
-        let expired = conn
-            .prepare_cached(EXPIRED_FIRST)?
-            .query_row(params![queue, now], candidate_from_row)
+        let any_expired = conn
+            .prepare_cached(ANY_EXPIRED)?
+            .query_row(params![queue, now], |_| Ok(()))
             .optional()?;
+        let expired = match any_expired {
+            Some(()) => conn
+                .prepare_cached(EXPIRED_FIRST)?
+                .query_row(params![queue, now], candidate_from_row)
+                .optional()?,
+            None => None,
+        };
         let Some(expired) = expired else {
             let left = max - tasks.len();
             let mut batch = if left == 1 {
@@ -855,10 +869,10 @@ mod tests {
         super::super::schema::migrate(&conn).unwrap();
         for (sql, index) in [
             (READY_FIRST, "tq_tasks_ready"),
+            (ANY_EXPIRED, "tq_tasks_leased"),
             (ANY_DUE, "tq_tasks_waiting"),
             (&take_ready_sql(), "tq_tasks_ready"),
             (&take_first_ready_sql(), "tq_tasks_ready"),
-            (EXPIRED_FIRST, "tq_tasks_leased"),
             (PROMOTE, "tq_tasks_waiting"),
             (
                 "DELETE FROM tq_tasks WHERE queue = ?1 AND state = 2 AND finished_at <= ?2",

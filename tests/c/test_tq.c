@@ -2239,8 +2239,14 @@ static void test_batch_push(const char *dir)
     CHECK_STATUS(tq_push_batch(q, bad_json, bad_lens, 3, NULL, ids), TQ_ERR_INVALID_JSON);
     CHECK_LAST_ERROR("payload 1");
     const char *with_null[] = {"1", "2", NULL};
-    CHECK_STATUS(tq_push_batch(q, with_null, lens, 3, NULL, NULL), TQ_ERR_INVALID_ARGUMENT);
+    size_t ones[] = {1, 1, 1};
+    CHECK_STATUS(tq_push_batch(q, with_null, ones, 3, NULL, NULL), TQ_ERR_INVALID_ARGUMENT);
     CHECK_LAST_ERROR("payload 2");
+    /* The first bad payload is reported, whatever is wrong with it. */
+    const char *json_then_utf8[] = {"nul", "\xca"};
+    size_t json_then_utf8_lens[] = {3, 1};
+    CHECK_STATUS(tq_push_batch(q, json_then_utf8, json_then_utf8_lens, 2, NULL, NULL), TQ_ERR_INVALID_JSON);
+    CHECK_LAST_ERROR("payload 0");
     const char *bad_utf8[] = {"\"\xff\""};
     size_t three[] = {3};
     CHECK_STATUS(tq_push_batch(q, bad_utf8, three, 1, NULL, NULL), TQ_ERR_INVALID_ARGUMENT);
