@@ -8,8 +8,11 @@
 #                        symbols, install and pkg-config, C (plain, static,
 #                        C++, AddressSanitizer/UBSan, valgrind, panic
 #                        injection), faults (disk full, I/O errors,
-#                        descriptors), Go
+#                        descriptors), Go, torture
 #   make test-cli        the tq command's tests alone
+#   make test-torture    crash, power-loss and concurrency torture tests
+#                        (TQ_TORTURE_SEED=N replays, TQ_TORTURE_SECONDS=N
+#                        runs each scenario N seconds)
 #   make install PREFIX=/usr/local DESTDIR=
 #   make bench           the throughput benchmark (see bench/README.md)
 #   make test-go         the Go binding (bindings/go) and its examples:
@@ -28,7 +31,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 BUILD := build
 RELEASE := target/release
 
-.PHONY: all lib cli example test test-rust test-cli test-symbols test-install test-c test-faults bench install clean FORCE \
+.PHONY: all lib cli example test test-rust test-cli test-symbols test-install test-c test-faults test-torture bench install clean FORCE \
 	test-go example-go bench-go
 
 all: lib
@@ -56,7 +59,7 @@ example: lib
 	$(MAKE) -C examples/c run TQ_LIBDIR=$(CURDIR)/$(BUILD)/lib TQ_INCLUDEDIR=$(CURDIR)/include
 	$(MAKE) --no-print-directory example-go
 
-test: test-rust test-cli test-symbols test-install test-c test-faults test-go
+test: test-rust test-cli test-symbols test-install test-c test-faults test-go test-torture
 
 test-rust:
 	$(CARGO) test --locked
@@ -94,6 +97,15 @@ test-c: lib
 # host program that uses its own SQLite beside libtq.
 test-faults: lib
 	$(MAKE) -C tests/faults all TQ_LIBDIR=$(CURDIR)/$(BUILD)/lib TQ_INCLUDEDIR=$(CURDIR)/include
+
+# tests/torture: producers and workers killed, power loss through a
+# test-only VFS, exclusive delivery with fails, heartbeats and two named
+# queues, zombie workers and clock jumps (libfaketime, Debian package
+# faketime; skipped with the reason when missing), many openers, the WAL's
+# size under readers. One test at a time: the scenarios time leases and
+# fill the machine's two cores themselves.
+test-torture:
+	$(CARGO) test --locked --test torture -- --include-ignored --test-threads=1 --nocapture
 
 bench:
 	$(CARGO) bench --locked --bench throughput

@@ -48,17 +48,29 @@ const STATEMENT_CACHE: usize = 64;
 /// Longest pause between two tries for the write lock.
 const MAX_BACKOFF: Duration = Duration::from_millis(20);
 
-/// The writer looks at the WAL's size once every this many commits...
-const WAL_CHECK_EVERY: u64 = 256;
+/// The writer looks at the WAL's size (a `stat()`) once every this many
+/// commits...
+const WAL_CHECK_EVERY: u64 = 32;
 
 /// ...and when it has grown past this (SQLite's own checkpoints, run every
 /// 4 MiB of log, could not restart it because readers were always using
 /// it), runs a checkpoint that waits for those readers to move on.
 const WAL_RESTART_SIZE: u64 = 16 * 1024 * 1024;
 
-/// How long that checkpoint waits for readers before giving up until the
-/// next check: short, because the writer waits with it.
+/// How long that checkpoint first waits for readers before giving up until
+/// the next check: short, because the writers wait with it. Each attempt
+/// that finds readers still there doubles the wait, up to
+/// [`WAL_RESTART_MAX_WAIT`]; one that restarts the log resets it.
 const WAL_RESTART_WAIT: Duration = Duration::from_millis(100);
+
+/// Readers that follow one another without a gap (monitoring loops) can
+/// keep a log from restarting for a good part of a second...
+const WAL_RESTART_MAX_WAIT: Duration = Duration::from_millis(400);
+
+/// ...but a reader that keeps one transaction open cannot be waited out:
+/// after a failed wait of the longest length, the writer leaves the log
+/// alone this long.
+const WAL_RESTART_COOLDOWN: Duration = Duration::from_secs(10);
 
 /// A handle on one named queue: the file it shares, and its own settings.
 pub(crate) struct SqliteStore {
@@ -88,6 +100,10 @@ pub(crate) struct SharedFile {
     holder_id: OnceLock<i64>,
     process: ProcessId,
     commits: AtomicU64,
+    /// How long the next WAL restart waits for readers, in milliseconds.
+    restart_wait_ms: AtomicU64,
+    /// No WAL restart is tried before this time.
+    restart_not_before: Mutex<Instant>,
 }
 
 /// Which handles share a [`SharedFile`]: those on the same file (device and
@@ -147,6 +163,8 @@ impl SqliteStore {
                     holder_id: OnceLock::new(),
                     process: ProcessId::current(),
                     commits: AtomicU64::new(0),
+                    restart_wait_ms: AtomicU64::new(WAL_RESTART_WAIT.as_millis() as u64),
+                    restart_not_before: Mutex::new(Instant::now()),
                 });
                 files.insert(key, Arc::downgrade(&file));
                 file
@@ -276,9 +294,30 @@ impl SharedFile {
         {
             return;
         }
-        if conn.busy_timeout(WAL_RESTART_WAIT).is_ok() {
-            let _ = conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(()));
+        let mut not_before = self
+            .restart_not_before
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if Instant::now() < *not_before {
+            return;
         }
+        let wait = self.restart_wait_ms.load(Ordering::Relaxed);
+        let restarted = conn.busy_timeout(Duration::from_millis(wait)).is_ok()
+            && conn
+                .query_row("PRAGMA wal_checkpoint(RESTART)", [], |row| {
+                    row.get::<_, i64>(0)
+                })
+                .is_ok_and(|busy| busy == 0);
+        let longest = WAL_RESTART_MAX_WAIT.as_millis() as u64;
+        let next = if restarted {
+            WAL_RESTART_WAIT.as_millis() as u64
+        } else if wait >= longest {
+            *not_before = Instant::now() + WAL_RESTART_COOLDOWN;
+            WAL_RESTART_WAIT.as_millis() as u64
+        } else {
+            (wait * 2).min(longest)
+        };
+        self.restart_wait_ms.store(next, Ordering::Relaxed);
         let _ = conn.busy_timeout(self.busy_timeout);
     }
 }

@@ -1,0 +1,748 @@
+//! The checker every scenario shares: from the histories and the final
+//! rows, the anomalies a queue must never show, named the way Jepsen's
+//! queue checkers name them.
+//!
+//! A task is followed by the unique key in its payload. For each key the
+//! checker counts the task's *copies*: its rows (pending, leased, done or
+//! dead), plus (when finished tasks are deleted) its acknowledged
+//! finishes, each of which removed one. Then:
+//! - **lost**: a task whose push was acknowledged, or that was delivered,
+//!   has no copy (unless a finish of unknown outcome may have removed it);
+//! - **duplicated**: more than one copy (stored twice, or finished and
+//!   still there), or two deliveries with one attempt number;
+//! - **unexpected**: a row no push asked for, a failed push that was
+//!   stored, a task stored under another id, with other bytes or in
+//!   another queue, delivered through another queue's handle or past its
+//!   attempts, dead before its last attempt, or a fail answering "dead"
+//!   and "retry" the wrong way round;
+//! - **ended twice**: two finishes of one task acknowledged, or a finish
+//!   and a fail of one delivery;
+//! - **stale**: a finish, fail or extend acknowledged after another
+//!   delivery of the task had been handed out, or after its own delivery
+//!   had ended;
+//! - **resurrected**: a task delivered after its finish, or after a fail
+//!   that made it dead, was acknowledged;
+//! - **retried early**: a failed task delivered again before the time its
+//!   fail answered;
+//! - **overlapping leases**: a delivery handed out before the previous
+//!   holder's lease could have run out, while that holder was alive. The
+//!   lease runs from the pull for its length, or from the last
+//!   acknowledged extend for the extend's length; a fail ends it;
+//! - **busy**: a call answered "busy" (the busy timeout never ran out in
+//!   these tests, so the caller should never see it);
+//! - **errors**: any other error but "not held";
+//! - **undrained**: tasks left pending or held after a drain.
+//!
+//! So pushed = finished + dead + remaining, for each queue.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::path::Path;
+
+use super::db::{Row, DEAD, DONE, LEASED};
+use super::history::{Histories, Operation, Outcome};
+
+/// What a scenario allows.
+#[derive(Default)]
+pub struct Expect {
+    /// Finished tasks are kept as done rows (a handle opened with history).
+    pub keep_history: bool,
+    /// A process's clock was shifted: a delivery before the previous
+    /// lease's end is counted, not reported.
+    pub early_redelivery_allowed: bool,
+    /// The queue was drained: no task may remain pending or held.
+    pub drained: bool,
+}
+
+#[derive(Default)]
+pub struct Report {
+    pub lost: Vec<String>,
+    pub duplicated: Vec<String>,
+    pub unexpected: Vec<String>,
+    pub ended_twice: Vec<String>,
+    pub stale: Vec<String>,
+    pub resurrected: Vec<String>,
+    pub retried_early: Vec<String>,
+    pub overlapping: Vec<String>,
+    pub busy: Vec<String>,
+    pub errors: Vec<String>,
+    pub undrained: Vec<String>,
+    pub stats: Stats,
+    /// Per queue: tasks that existed, finished, dead, remaining.
+    pub queues: BTreeMap<String, Balance>,
+}
+
+#[derive(Default, Debug)]
+pub struct Stats {
+    /// Pushes acknowledged, and of unknown outcome.
+    pub pushed: usize,
+    pub pushed_unknown: usize,
+    /// Of the unknown pushes, those that took effect.
+    pub pushed_unknown_stored: usize,
+    pub deliveries: usize,
+    pub redeliveries: usize,
+    pub finished: usize,
+    /// Tasks gone with only a finish of unknown outcome to explain it.
+    pub finished_unknown: usize,
+    /// Dead rows.
+    pub dead: usize,
+    /// Fails acknowledged, and of those the ones that made the task dead.
+    pub failed: usize,
+    pub failed_dead: usize,
+    pub extended: usize,
+    /// Finishes and fails refused as not held.
+    pub not_held: usize,
+    pub extends_refused: usize,
+    pub remaining: usize,
+    pub early_redeliveries: usize,
+}
+
+/// One queue's tasks: pushed (acknowledged, or of unknown outcome and
+/// stored) = finished + dead + remaining.
+#[derive(Default, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Balance {
+    pub pushed: usize,
+    pub finished: usize,
+    pub dead: usize,
+    pub remaining: usize,
+}
+
+impl Balance {
+    pub fn holds(&self) -> bool {
+        self.pushed == self.finished + self.dead + self.remaining
+    }
+}
+
+/// One delivery: a pull that returned a task.
+struct Delivery<'a> {
+    attempt: i64,
+    pull: &'a Operation,
+}
+
+/// Calls that act on one delivery (finish, fail, extend), by task id.
+type ByTask<'a> = BTreeMap<i64, Vec<&'a Operation>>;
+
+pub fn check(histories: &Histories, rows: &[Row], expect: &Expect) -> Report {
+    let mut report = Report::default();
+    let kills = histories.kills();
+    let mut pushes: HashMap<&str, &Operation> = HashMap::new();
+    let mut deliveries: BTreeMap<i64, Vec<Delivery>> = BTreeMap::new();
+    let mut ends: ByTask = BTreeMap::new();
+    let mut extends: ByTask = BTreeMap::new();
+
+    for op in &histories.ops {
+        let on_delivery = matches!(op.op.as_str(), "finish" | "fail" | "extend");
+        match &op.outcome {
+            Outcome::Fail(kind) if kind == "Busy" => report.busy.push(describe(op)),
+            Outcome::Fail(kind) if kind == "NotHeld" && op.op == "extend" => {
+                report.stats.extends_refused += 1
+            }
+            Outcome::Fail(kind) if kind == "NotHeld" && on_delivery => report.stats.not_held += 1,
+            Outcome::Fail(_) if op.op == "push" => {} // judged with the push below
+            Outcome::Fail(_) => report.errors.push(describe(op)),
+            _ => {}
+        }
+        match op.op.as_str() {
+            "push" => {
+                let key = op.get("key").expect("a push names its key");
+                assert!(
+                    pushes.insert(key, op).is_none(),
+                    "key {key} pushed twice: a harness bug"
+                );
+                if op.get("duplicate").is_some() {
+                    report.unexpected.push(format!(
+                        "{key} was answered as a duplicate, but it has no unique key: {}",
+                        describe(op)
+                    ));
+                }
+            }
+            "pull" if op.is_ok() => {
+                if let Some(id) = op.num("id") {
+                    let attempt = op.num("attempt").expect("a delivery has an attempt");
+                    deliveries
+                        .entry(id)
+                        .or_default()
+                        .push(Delivery { attempt, pull: op });
+                }
+            }
+            "finish" | "fail" => ends.entry(task_of(op)).or_default().push(op),
+            "extend" => extends.entry(task_of(op)).or_default().push(op),
+            _ => {}
+        }
+        if op.is_ok() {
+            match op.op.as_str() {
+                "fail" => {
+                    report.stats.failed += 1;
+                    report.stats.failed_dead += usize::from(op.get("dead").is_some());
+                }
+                "extend" => report.stats.extended += 1,
+                _ => {}
+            }
+        }
+    }
+
+    // Each task's key, from its push, its deliveries and its rows.
+    let mut key_of_id: HashMap<i64, String> = HashMap::new();
+    for op in pushes.values().filter(|op| op.is_ok()) {
+        key_of_id.insert(
+            op.num("id").expect("an acknowledged push has an id"),
+            op.get("key").unwrap().to_owned(),
+        );
+    }
+    for (id, list) in &deliveries {
+        for delivery in list {
+            let key = delivery.pull.get("key").unwrap_or("?");
+            match key_of_id.get(id) {
+                Some(known) if known != key => report.unexpected.push(format!(
+                    "task {id} was pushed as {known} but delivered as {key} ({})",
+                    describe(delivery.pull)
+                )),
+                Some(_) => {}
+                None => {
+                    key_of_id.insert(*id, key.to_owned());
+                }
+            }
+        }
+    }
+    for row in rows {
+        key_of_id.entry(row.id).or_insert_with(|| row.key.clone());
+    }
+    let mut ids_of_key: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+    for (id, key) in &key_of_id {
+        ids_of_key.entry(key.as_str()).or_default().push(*id);
+    }
+    let mut rows_of_key: BTreeMap<&str, Vec<&Row>> = BTreeMap::new();
+    for row in rows {
+        rows_of_key.entry(row.key.as_str()).or_default().push(row);
+    }
+
+    let mut keys: Vec<&str> = pushes
+        .keys()
+        .copied()
+        .chain(rows_of_key.keys().copied())
+        .collect();
+    keys.sort();
+    keys.dedup();
+    let mut index = Index {
+        pushes,
+        ids_of_key,
+        rows_of_key,
+        deliveries,
+        ends,
+    };
+    for key in keys {
+        check_key(key, &index, expect, &mut report);
+    }
+    for (id, list) in &mut index.deliveries {
+        list.sort_by_key(|d| d.attempt);
+        let calls = Calls {
+            ends: index.ends.get(id).map_or(&[][..], Vec::as_slice),
+            extends: extends.get(id).map_or(&[][..], Vec::as_slice),
+        };
+        check_deliveries(*id, list, &calls, &kills, expect, &mut report);
+        report.stats.deliveries += list.len();
+        report.stats.redeliveries += list.iter().filter(|d| d.attempt > 1).count();
+    }
+    report
+}
+
+fn task_of(op: &Operation) -> i64 {
+    op.num("id").expect("a call on a delivery names its task")
+}
+
+fn attempt_of(op: &Operation) -> i64 {
+    op.num("attempt")
+        .expect("a call on a delivery names its attempt")
+}
+
+/// The histories and rows, indexed by key and by task id.
+struct Index<'a> {
+    pushes: HashMap<&'a str, &'a Operation>,
+    ids_of_key: BTreeMap<&'a str, Vec<i64>>,
+    rows_of_key: BTreeMap<&'a str, Vec<&'a Row>>,
+    deliveries: BTreeMap<i64, Vec<Delivery<'a>>>,
+    ends: ByTask<'a>,
+}
+
+fn check_key(key: &str, index: &Index, expect: &Expect, report: &mut Report) {
+    let rows = index.rows_of_key.get(key).map_or(&[][..], Vec::as_slice);
+    let Some(push) = index.pushes.get(key) else {
+        for row in rows {
+            report.unexpected.push(format!(
+                "row {} with key {key}, which nobody pushed",
+                row.id
+            ));
+        }
+        return;
+    };
+    let queue = push.get("queue").expect("a push logs its queue");
+    let ids = index.ids_of_key.get(key).map_or(&[][..], Vec::as_slice);
+    let delivered: Vec<&Delivery> = ids
+        .iter()
+        .filter_map(|id| index.deliveries.get(id))
+        .flatten()
+        .collect();
+    let task_ends: Vec<&Operation> = ids
+        .iter()
+        .filter_map(|id| index.ends.get(id))
+        .flatten()
+        .copied()
+        .collect();
+    let finishes = || task_ends.iter().filter(|op| op.op == "finish");
+    let finished = finishes().filter(|op| op.is_ok()).count();
+    let finish_unknown = finishes().any(|op| op.outcome == Outcome::Unknown);
+    let failed_dead = task_ends
+        .iter()
+        .find(|op| op.op == "fail" && op.is_ok() && op.get("dead").is_some());
+    let live = rows.iter().filter(|row| row.is_live()).count();
+    let dead = rows.iter().filter(|row| row.state == DEAD).count();
+    let done = rows.iter().filter(|row| row.state == DONE).count();
+    // Without history a finish deletes the row: it stands for the copy.
+    let copies = rows.len() + if expect.keep_history { 0 } else { finished };
+
+    // The bytes and the queue: what was stored and delivered is what was
+    // pushed, where it was pushed.
+    let sum: u64 = push
+        .get("sum")
+        .and_then(|s| s.parse().ok())
+        .expect("a push logs its checksum");
+    if let Some(id) = push.num("id") {
+        for row in rows.iter().filter(|row| row.id != id) {
+            report.unexpected.push(format!(
+                "{key} was acknowledged as task {id} but stored as task {}",
+                row.id
+            ));
+        }
+    }
+    for row in rows {
+        if row.sum != sum {
+            report.unexpected.push(format!(
+                "task {} ({key}) is stored with other bytes than pushed",
+                row.id
+            ));
+        }
+        if row.queue != queue {
+            report.unexpected.push(format!(
+                "task {} ({key}) was pushed to queue {queue} but is stored in queue {}",
+                row.id, row.queue
+            ));
+        }
+        if row.state == DEAD && row.attempts != row.max_attempts {
+            report.unexpected.push(format!(
+                "task {} ({key}) is dead after {} of its {} attempts",
+                row.id, row.attempts, row.max_attempts
+            ));
+        }
+    }
+    for delivery in &delivered {
+        if delivery.pull.get("sum").and_then(|s| s.parse().ok()) != Some(sum) {
+            report.unexpected.push(format!(
+                "{key} was delivered with other bytes: {}",
+                describe(delivery.pull)
+            ));
+        }
+        if delivery.pull.get("queue") != Some(queue) {
+            report.unexpected.push(format!(
+                "{key} was pushed to queue {queue} but delivered through another queue's handle: {}",
+                describe(delivery.pull)
+            ));
+        }
+    }
+
+    let existed = push.is_ok() || !delivered.is_empty() || copies > 0;
+    match &push.outcome {
+        Outcome::Ok => report.stats.pushed += 1,
+        Outcome::Unknown => {
+            report.stats.pushed_unknown += 1;
+            if existed {
+                report.stats.pushed_unknown_stored += 1;
+            }
+        }
+        Outcome::Fail(kind) => {
+            // A failed commit may have reached the disk (README: "present
+            // at most once"); any other failure stores nothing.
+            let allowed = if kind == "Io" { 1 } else { 0 };
+            if copies > allowed || !delivered.is_empty() {
+                report.unexpected.push(format!(
+                    "{key}: the push failed ({kind}) but the task was stored"
+                ));
+            }
+            return;
+        }
+    }
+    if finished > 1 {
+        report
+            .ended_twice
+            .push(format!("{key}: {finished} finishes acknowledged"));
+    }
+    // Without history, a finish of unknown outcome may have deleted the
+    // task; with history it would have left a done row.
+    let gone_by_unknown_finish = finish_unknown && !expect.keep_history;
+    if copies == 0 && existed && !gone_by_unknown_finish {
+        let why = if push.is_ok() {
+            "acknowledged"
+        } else {
+            "delivered"
+        };
+        report.lost.push(format!(
+            "{key} ({why}, task {:?}) is gone without a finish",
+            push.num("id")
+        ));
+    }
+    if copies > 1 {
+        report.duplicated.push(format!(
+            "{key}: {live} live rows, {dead} dead rows, {done} done rows, {finished} finishes acknowledged"
+        ));
+    }
+    if done > 0 && finished == 0 && !finish_unknown {
+        report
+            .unexpected
+            .push(format!("{key} is done, but no finish was called"));
+    }
+    if let Some(fail) = failed_dead {
+        if let Some(row) = rows.iter().find(|row| row.state != DEAD) {
+            report.unexpected.push(format!(
+                "{key} was failed for good ({}), but is stored in state {}",
+                describe(fail),
+                row.state
+            ));
+        }
+    }
+    if copies == 0 && existed && gone_by_unknown_finish {
+        report.stats.finished_unknown += 1;
+    }
+    report.stats.finished += finished;
+    report.stats.dead += dead;
+    report.stats.remaining += live;
+    if existed {
+        let balance = report.queues.entry(queue.to_owned()).or_default();
+        balance.pushed += 1;
+        balance.finished += if expect.keep_history {
+            done
+        } else {
+            finished + usize::from(copies == 0 && gone_by_unknown_finish)
+        };
+        balance.dead += dead;
+        balance.remaining += live;
+    }
+    if expect.drained {
+        for row in rows.iter().filter(|row| row.is_live()) {
+            let state = if row.state == LEASED {
+                "held"
+            } else {
+                "pending"
+            };
+            report
+                .undrained
+                .push(format!("{key} (task {}) is still {state}", row.id));
+        }
+    }
+}
+
+/// The calls on one task's deliveries.
+struct Calls<'a> {
+    /// Finishes and fails.
+    ends: &'a [&'a Operation],
+    extends: &'a [&'a Operation],
+}
+
+fn check_deliveries(
+    id: i64,
+    list: &[Delivery],
+    calls: &Calls,
+    kills: &HashMap<String, i64>,
+    expect: &Expect,
+    report: &mut Report,
+) {
+    let accepted_ends = |attempt: i64| {
+        calls
+            .ends
+            .iter()
+            .filter(move |op| op.is_ok() && attempt_of(op) == attempt)
+    };
+    for delivery in list {
+        if let Some(max) = delivery.pull.num("max") {
+            if delivery.attempt > max {
+                report.unexpected.push(format!(
+                    "task {id} was delivered past its {max} attempts: {}",
+                    describe(delivery.pull)
+                ));
+            }
+        }
+        let ended: Vec<_> = accepted_ends(delivery.attempt).collect();
+        if ended.len() > 1 {
+            report.ended_twice.push(format!(
+                "task {id}: delivery {} was ended {} times: {}",
+                delivery.attempt,
+                ended.len(),
+                ended
+                    .iter()
+                    .map(|op| describe(op))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        for fail in ended.iter().filter(|op| op.op == "fail") {
+            let Some(max) = delivery.pull.num("max") else {
+                continue;
+            };
+            let last = delivery.attempt >= max;
+            if fail.get("dead").is_some() != last {
+                report.unexpected.push(format!(
+                    "task {id}: the fail of attempt {} of {max} answered {}",
+                    delivery.attempt,
+                    if last { "a retry" } else { "dead" }
+                ));
+            }
+        }
+    }
+    for pair in list.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        if a.attempt == b.attempt {
+            report.duplicated.push(format!(
+                "task {id}: two deliveries with attempt {}: {} and {}",
+                a.attempt,
+                describe(a.pull),
+                describe(b.pull)
+            ));
+            continue;
+        }
+        let a_end_ms = lease_end_ms(a, calls);
+        let b_claimed_ms = b.pull.completed.expect("a delivery completed") / 1_000_000;
+        let holder_dead = kills
+            .get(&a.pull.process)
+            .is_some_and(|&t| t < b.pull.completed.unwrap());
+        if b_claimed_ms < a_end_ms && !holder_dead {
+            if expect.early_redelivery_allowed {
+                report.stats.early_redeliveries += 1;
+            } else {
+                report.overlapping.push(format!(
+                    "task {id}: attempt {} was handed out {} ms before attempt {}'s lease ended ({} then {})",
+                    b.attempt,
+                    a_end_ms - b_claimed_ms,
+                    a.attempt,
+                    describe(a.pull),
+                    describe(b.pull)
+                ));
+            }
+        }
+        // tq makes a failed task ready at the time its fail answered: a
+        // claim reads the clock no later than the pull's completion.
+        for fail in accepted_ends(a.attempt).filter(|op| op.op == "fail") {
+            if let Some(retry_at) = fail.num("retry_at") {
+                if b_claimed_ms < retry_at {
+                    report.retried_early.push(format!(
+                        "task {id}: attempt {} came {} ms before the retry time its fail answered ({} then {})",
+                        b.attempt,
+                        retry_at - b_claimed_ms,
+                        describe(fail),
+                        describe(b.pull)
+                    ));
+                }
+            }
+        }
+    }
+    let accepted = calls
+        .ends
+        .iter()
+        .chain(calls.extends)
+        .filter(|op| op.is_ok());
+    for call in accepted {
+        let attempt = attempt_of(call);
+        for later in list.iter().filter(|d| d.attempt > attempt) {
+            if later.pull.completed.unwrap() < call.invoked {
+                report.stale.push(format!(
+                    "task {id}: attempt {attempt}'s {} was accepted after attempt {} was handed out ({} then {})",
+                    call.op,
+                    later.attempt,
+                    describe(later.pull),
+                    describe(call)
+                ));
+            }
+        }
+        for end in accepted_ends(attempt) {
+            if end.completed.unwrap() < call.invoked {
+                report.stale.push(format!(
+                    "task {id}: attempt {attempt}'s {} was accepted after the delivery ended ({} then {})",
+                    call.op,
+                    describe(end),
+                    describe(call)
+                ));
+            }
+        }
+    }
+    let terminal = calls
+        .ends
+        .iter()
+        .filter(|op| op.is_ok() && (op.op == "finish" || op.get("dead").is_some()));
+    for end in terminal {
+        for delivery in list
+            .iter()
+            .filter(|d| d.pull.invoked > end.completed.unwrap())
+        {
+            report.resurrected.push(format!(
+                "task {id} was delivered again after its {}: {} then {}",
+                if end.op == "finish" {
+                    "finish"
+                } else {
+                    "fail for good"
+                },
+                describe(end),
+                describe(delivery.pull)
+            ));
+        }
+    }
+}
+
+/// The earliest time (Unix ms) delivery `a`'s lease can have ended. tq
+/// reads the wall clock in milliseconds after each call's invoke record:
+/// a lease ends no earlier than the invoke of the call that set it plus
+/// its length. The last acknowledged extend sets it; an extend of unknown
+/// outcome after that may have set it too; an acknowledged fail ended it.
+fn lease_end_ms(a: &Delivery, calls: &Calls) -> i64 {
+    let set_by = |op: &Operation| {
+        op.invoked / 1_000_000 + op.num("lease").expect("a pull or extend logs its lease")
+    };
+    let mut end = set_by(a.pull);
+    let mut extends: Vec<&&Operation> = calls
+        .extends
+        .iter()
+        .filter(|op| attempt_of(op) == a.attempt)
+        .collect();
+    extends.sort_by_key(|op| op.invoked);
+    for extend in extends {
+        match extend.outcome {
+            Outcome::Ok => end = set_by(extend),
+            Outcome::Unknown => end = end.min(set_by(extend)),
+            Outcome::Fail(_) => {}
+        }
+    }
+    for fail in calls
+        .ends
+        .iter()
+        .filter(|op| op.op == "fail" && op.is_ok() && attempt_of(op) == a.attempt)
+    {
+        end = end.min(fail.invoked / 1_000_000);
+    }
+    end
+}
+
+fn describe(op: &Operation) -> String {
+    let outcome = match &op.outcome {
+        Outcome::Ok => "ok".to_owned(),
+        Outcome::Fail(kind) => format!("failed {kind}"),
+        Outcome::Unknown => "unknown".to_owned(),
+    };
+    let mut fields: Vec<String> = ["id", "attempt", "key", "lease", "queue", "dead", "retry_at"]
+        .iter()
+        .filter_map(|k| op.get(k).map(|v| format!("{k}={v}")))
+        .collect();
+    fields.sort();
+    format!(
+        "{} {} [{}] by {} at {} ms",
+        op.op,
+        outcome,
+        fields.join(" "),
+        op.process,
+        op.invoked / 1_000_000 % 1_000_000
+    )
+}
+
+impl Report {
+    fn violations(&self) -> [(&'static str, &Vec<String>); 11] {
+        [
+            ("lost", &self.lost),
+            ("duplicated", &self.duplicated),
+            ("unexpected", &self.unexpected),
+            ("ended twice", &self.ended_twice),
+            ("stale", &self.stale),
+            ("resurrected", &self.resurrected),
+            ("retried early", &self.retried_early),
+            ("overlapping leases", &self.overlapping),
+            ("busy", &self.busy),
+            ("errors", &self.errors),
+            ("undrained", &self.undrained),
+        ]
+    }
+
+    pub fn is_clean(&self) -> bool {
+        self.violations().iter().all(|(_, list)| list.is_empty())
+    }
+
+    /// Panics with the report unless it found nothing.
+    pub fn assert_clean(&self, context: &str) {
+        assert!(
+            self.is_clean(),
+            "{context}: the checker found anomalies\n{self}"
+        );
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.stats;
+        writeln!(
+            f,
+            "pushed {} acknowledged + {} unknown ({} of them stored) = finished {} + {} gone by a finish of \
+             unknown outcome + dead {} + remaining {}; {} deliveries ({} redeliveries, {} early by a shifted \
+             clock); {} fails accepted ({} for good); {} extends accepted, {} refused; {} finishes and fails \
+             refused as not held",
+            s.pushed,
+            s.pushed_unknown,
+            s.pushed_unknown_stored,
+            s.finished,
+            s.finished_unknown,
+            s.dead,
+            s.remaining,
+            s.deliveries,
+            s.redeliveries,
+            s.early_redeliveries,
+            s.failed,
+            s.failed_dead,
+            s.extended,
+            s.extends_refused,
+            s.not_held
+        )?;
+        if self.queues.len() > 1 {
+            for (queue, b) in &self.queues {
+                writeln!(
+                    f,
+                    "  queue {queue}: pushed {} = finished {} + dead {} + remaining {}",
+                    b.pushed, b.finished, b.dead, b.remaining
+                )?;
+            }
+        }
+        for (name, list) in self.violations() {
+            if list.is_empty() {
+                continue;
+            }
+            writeln!(f, "{name}: {}", list.len())?;
+            for line in list.iter().take(10) {
+                writeln!(f, "  {line}")?;
+            }
+            if list.len() > 10 {
+                writeln!(f, "  ...")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The end of a run: the file passes `integrity_check`, the checker finds
+/// nothing, and the queue still opens and works. Returns the histories and
+/// the report for the scenario's own assertions.
+pub fn verify_run(
+    db: &str,
+    history_dir: &Path,
+    expect: &Expect,
+    context: &str,
+) -> (Histories, Report) {
+    assert_eq!(super::db::integrity(db), "ok", "{context}: integrity_check");
+    let histories = Histories::read(history_dir);
+    let report = check(&histories, &super::db::rows(db), expect);
+    println!("[{context}] {}", report.to_string().trim_end());
+    report.assert_clean(context);
+    super::roles::reopen_and_use(db)
+        .unwrap_or_else(|err| panic!("{context}: the queue cannot be used after the run: {err}"));
+    (histories, report)
+}

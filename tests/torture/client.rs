@@ -1,0 +1,235 @@
+//! tq calls that write their own history: an invoke record before the call,
+//! its outcome after. Payloads carry a unique key, by which the checker
+//! follows each task from push to finish.
+
+use std::time::Duration;
+
+use tq::{Checkpoint, Failed, OpenOptions, PullOptions, PushOptions, Pushed, Queue, Task};
+
+use super::history::{Call, History};
+
+/// One thread's view: a queue handle (possibly shared with other threads)
+/// and the process's history.
+pub struct Client<'a> {
+    pub queue: &'a Queue,
+    pub history: &'a History,
+    pub thread: u32,
+}
+
+/// Opens `path`, logging the attempt (opening may be interrupted too).
+pub fn open(
+    history: &History,
+    thread: u32,
+    path: &str,
+    options: &OpenOptions,
+) -> tq::Result<Queue> {
+    let call = history.invoke(thread, "open", "");
+    match Queue::open(path, options) {
+        Ok(queue) => {
+            history.ok(call, "");
+            Ok(queue)
+        }
+        Err(err) => {
+            history.fail(call, &err);
+            Err(err)
+        }
+    }
+}
+
+impl Client<'_> {
+    /// `queue=NAME`: every call on a task logs the queue of its handle.
+    fn queue_field(&self) -> String {
+        format!("queue={}", self.queue.name())
+    }
+
+    /// Pushes the payload of `key` (padded with `pad` bytes).
+    pub fn push(&self, key: &str, pad: usize) -> tq::Result<i64> {
+        self.push_with(key, pad, None)
+    }
+
+    /// The same, the task getting `max_attempts` deliveries when given
+    /// (the handle's setting otherwise).
+    pub fn push_with(&self, key: &str, pad: usize, max_attempts: Option<u32>) -> tq::Result<i64> {
+        let payload = payload(key, pad);
+        let mut options = PushOptions::new();
+        let mut fields = format!(
+            "key={key} sum={} {}",
+            checksum(&payload),
+            self.queue_field()
+        );
+        if let Some(max) = max_attempts {
+            options.max_attempts(max).expect("a valid maximum");
+            fields += &format!(" max={max}");
+        }
+        let call = self.history.invoke(self.thread, "push", &fields);
+        let result = self.queue.push(&payload, &options);
+        match &result {
+            Ok(Pushed::Stored(id)) => self.history.ok(call, &format!("id={id}")),
+            // No push here has a unique key: the checker reports this.
+            Ok(Pushed::Duplicate(id)) => self.history.ok(call, &format!("id={id} duplicate=1")),
+            Err(err) => self.history.fail(call, err),
+        }
+        result.map(Pushed::id)
+    }
+
+    /// Pulls under a lease of `lease_ms`; an empty queue is an `ok` with
+    /// no id.
+    pub fn pull(&self, lease_ms: u64) -> tq::Result<Option<Task>> {
+        let call = self.history.invoke(
+            self.thread,
+            "pull",
+            &format!("lease={lease_ms} {}", self.queue_field()),
+        );
+        let result = self.queue.pull(&lease(lease_ms));
+        match &result {
+            Ok(Some(task)) => self.history.ok(call, &delivery_fields(task, "")),
+            Ok(None) => self.history.ok(call, ""),
+            Err(err) => self.history.fail(call, err),
+        }
+        result
+    }
+
+    /// Finishes the delivery `task`; a delivery is named by task id and
+    /// attempt number, which no other delivery of the task shares.
+    pub fn finish(&self, task: &Task) -> tq::Result<()> {
+        let call = self
+            .history
+            .invoke(self.thread, "finish", &self.names(task));
+        let result = self.queue.finish(task.receipt());
+        self.log_unit(call, &result);
+        result
+    }
+
+    /// Finishes `task` and pulls the next under `lease_ms`, in one call
+    /// (logged as `finish_pull`, read back as a finish and a pull).
+    pub fn finish_and_pull(&self, task: &Task, lease_ms: u64) -> tq::Result<Option<Task>> {
+        let call = self.history.invoke(
+            self.thread,
+            "finish_pull",
+            &format!("{} lease={lease_ms}", self.names(task)),
+        );
+        let result = self.queue.finish_and_pull(task.receipt(), &lease(lease_ms));
+        match &result {
+            Ok(Some(next)) => self.history.ok(call, &delivery_fields(next, "next_")),
+            Ok(None) => self.history.ok(call, ""),
+            Err(err) => self.history.fail(call, err),
+        }
+        result
+    }
+
+    /// Ends the delivery `task` as failed: the answer is `dead=1`, or
+    /// `retry_at=MS` (the Unix time from which it may be delivered again).
+    pub fn fail(&self, task: &Task, reason: &str) -> tq::Result<Failed> {
+        let call = self.history.invoke(self.thread, "fail", &self.names(task));
+        let result = self.queue.fail(task.receipt(), reason);
+        match &result {
+            Ok(Failed::Dead) => self.history.ok(call, "dead=1"),
+            Ok(Failed::RetryAt(at)) => self.history.ok(call, &format!("retry_at={at}")),
+            Err(err) => self.history.fail(call, err),
+        }
+        result
+    }
+
+    /// Renews the lease of the delivery `task` to `lease_ms` from now.
+    pub fn extend(&self, task: &Task, lease_ms: u64) -> tq::Result<()> {
+        let call = self.history.invoke(
+            self.thread,
+            "extend",
+            &format!("{} lease={lease_ms}", self.names(task)),
+        );
+        let result = self
+            .queue
+            .extend(task.receipt(), Duration::from_millis(lease_ms));
+        self.log_unit(call, &result);
+        result
+    }
+
+    pub fn recover(&self) -> tq::Result<u64> {
+        let call = self
+            .history
+            .invoke(self.thread, "recover", &self.queue_field());
+        let result = self.queue.recover();
+        match &result {
+            Ok(n) => self.history.ok(call, &format!("n={n}")),
+            Err(err) => self.history.fail(call, err),
+        }
+        result
+    }
+
+    /// Checkpoints the WAL: the answer is the WAL's size afterwards and
+    /// whether the checkpoint was complete.
+    pub fn checkpoint(&self) -> tq::Result<Checkpoint> {
+        let call = self.history.invoke(self.thread, "checkpoint", "");
+        let result = self.queue.checkpoint();
+        match &result {
+            Ok(done) => self.history.ok(
+                call,
+                &format!(
+                    "wal={} complete={}",
+                    done.wal_bytes,
+                    u8::from(done.complete)
+                ),
+            ),
+            Err(err) => self.history.fail(call, err),
+        }
+        result
+    }
+
+    /// The fields that name a delivery and the handle's queue.
+    fn names(&self, task: &Task) -> String {
+        format!(
+            "id={} attempt={} {}",
+            task.id(),
+            task.attempts(),
+            self.queue_field()
+        )
+    }
+
+    fn log_unit(&self, call: Call, result: &tq::Result<()>) {
+        match result {
+            Ok(()) => self.history.ok(call, ""),
+            Err(err) => self.history.fail(call, err),
+        }
+    }
+}
+
+fn lease(lease_ms: u64) -> PullOptions {
+    let mut options = PullOptions::new();
+    options
+        .lease(Duration::from_millis(lease_ms))
+        .expect("a valid lease");
+    options
+}
+
+/// What a delivery answered, each field name after `prefix`.
+fn delivery_fields(task: &Task, prefix: &str) -> String {
+    format!(
+        "{prefix}id={} {prefix}attempt={} {prefix}max={} {prefix}key={} {prefix}sum={}",
+        task.id(),
+        task.attempts(),
+        task.max_attempts(),
+        key_of(task.payload()),
+        checksum(task.payload())
+    )
+}
+
+/// The JSON payload of `key`: `{"key":KEY,"pad":"xxx..."}`.
+pub fn payload(key: &str, pad: usize) -> String {
+    format!("{{\"key\":\"{key}\",\"pad\":\"{}\"}}", "x".repeat(pad))
+}
+
+/// The key in a payload made by [`payload`] ("?" if there is none).
+pub fn key_of(payload: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(payload)
+        .ok()
+        .and_then(|value| value.get("key")?.as_str().map(str::to_owned))
+        .unwrap_or_else(|| "?".to_owned())
+}
+
+/// FNV-1a of the payload's bytes: the checker compares what was stored and
+/// delivered with what was pushed, byte for byte, without logging payloads.
+pub fn checksum(payload: &str) -> u64 {
+    payload.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}

@@ -1,0 +1,117 @@
+//! The final database, read with SQL directly rather than through tq, so
+//! the checker sees every row as stored (held and done ones included).
+//! Opened only once every child has exited.
+
+use rusqlite::{Connection, OpenFlags};
+
+use super::client::{checksum, key_of};
+
+/// One row of `tq_tasks`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    pub id: i64,
+    pub queue: String,
+    /// See [`READY`] and the others.
+    pub state: i64,
+    pub attempts: i64,
+    pub max_attempts: i64,
+    pub last_error: Option<String>,
+    pub key: String,
+    pub sum: u64,
+}
+
+/// The stored states (tq's `sqlite/tasks.rs`): pending and due, leased,
+/// done, dead, and pending but not yet due (a retry after its back-off).
+pub const READY: i64 = 0;
+pub const LEASED: i64 = 1;
+pub const DONE: i64 = 2;
+pub const DEAD: i64 = 3;
+pub const WAITING: i64 = 4;
+
+impl Row {
+    /// Pending (due or not) or leased: not yet at its end.
+    pub fn is_live(&self) -> bool {
+        matches!(self.state, READY | LEASED | WAITING)
+    }
+}
+
+fn connect(path: &str) -> Connection {
+    Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE)
+        .unwrap_or_else(|err| panic!("open {path} with SQLite: {err}"))
+}
+
+/// Every task row; none when tq's table does not exist yet (a file that
+/// lost power before its schema was committed).
+pub fn rows(path: &str) -> Vec<Row> {
+    let conn = connect(path);
+    let exists: bool = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'tq_tasks'",
+            [],
+            |row| row.get(0),
+        )
+        .expect("read the schema");
+    if !exists {
+        return Vec::new();
+    }
+    let mut statement = conn
+        .prepare(
+            "SELECT id, queue, state, attempts, max_attempts, last_error, payload
+             FROM tq_tasks ORDER BY id",
+        )
+        .expect("prepare");
+    let rows = statement
+        .query_map([], |row| {
+            let payload: String = row.get(6)?;
+            Ok(Row {
+                id: row.get(0)?,
+                queue: row.get(1)?,
+                state: row.get(2)?,
+                attempts: row.get(3)?,
+                max_attempts: row.get(4)?,
+                last_error: row.get(5)?,
+                key: key_of(&payload),
+                sum: checksum(&payload),
+            })
+        })
+        .expect("query the tasks");
+    rows.map(|row| row.expect("a task row")).collect()
+}
+
+/// `PRAGMA integrity_check`'s answer: "ok" for a sound file.
+pub fn integrity(path: &str) -> String {
+    let conn = connect(path);
+    let mut statement = conn.prepare("PRAGMA integrity_check").expect("prepare");
+    let lines: Vec<String> = statement
+        .query_map([], |row| row.get(0))
+        .expect("integrity_check")
+        .map(|line| line.expect("a line"))
+        .collect();
+    lines.join("; ")
+}
+
+/// The file's journal mode, its schema (type and name of each object, in
+/// order) and its tq schema version rows.
+pub fn layout(path: &str) -> (String, Vec<String>, Vec<i64>) {
+    let conn = connect(path);
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |row| row.get(0))
+        .expect("journal_mode");
+    let mut statement = conn
+        .prepare("SELECT type || ' ' || name FROM sqlite_master ORDER BY type, name")
+        .expect("prepare");
+    let objects = statement
+        .query_map([], |row| row.get(0))
+        .expect("read the schema")
+        .map(|name| name.expect("a name"))
+        .collect();
+    let mut statement = conn
+        .prepare("SELECT value FROM tq_meta WHERE key = 'schema_version'")
+        .expect("prepare");
+    let versions = statement
+        .query_map([], |row| row.get(0))
+        .expect("read the version")
+        .map(|version| version.expect("a version"))
+        .collect();
+    (mode, objects, versions)
+}

@@ -1,0 +1,49 @@
+//! Crash, power-loss and concurrency torture tests: child processes push,
+//! pull and finish through tq while the driver kills them, stops them,
+//! cuts their power or shifts their clocks; each call is logged to a
+//! history outside the database, and one checker compares the histories
+//! with the final database (see checker.rs, model.rs).
+//!
+//! Run them with `make test-torture` (they are ignored by a plain
+//! `cargo test`, except the checker's own tests). Every scenario prints its
+//! seed; `TQ_TORTURE_SEED=N` replays one, `TQ_TORTURE_SECONDS=N` runs each
+//! scenario for N seconds (see harness.rs).
+//!
+//! | scenario | file |
+//! |---|---|
+//! | 1 producers killed, group commits cut | producers.rs |
+//! | 2 workers killed, poison task ending dead, dead holders | workers.rs |
+//! | 3 power loss (test-only VFS, vfs.rs), checkpoints included | power_loss.rs |
+//! | 4 exclusive delivery on two named queues, with fails, heartbeats and dead tasks; writers not starved past the busy timeout | exclusive.rs |
+//! | 5 zombie workers (late extend and finish) and clock jumps | zombies.rs |
+//! | 6 many openers | openers.rs |
+//! | the checker's own tests | negative.rs |
+//!
+//! Children are this test binary run again with `TQ_TEST_CHILD` naming a
+//! role (roles.rs).
+
+mod checker;
+mod client;
+mod db;
+mod harness;
+mod history;
+mod model;
+mod roles;
+mod vfs;
+
+mod exclusive;
+mod negative;
+mod openers;
+mod power_loss;
+mod producers;
+mod workers;
+mod zombies;
+
+/// In a child, plays the role named by `TQ_TEST_CHILD` and exits; in the
+/// parent's run, does nothing.
+#[test]
+fn child_process() {
+    if let Ok(role) = std::env::var("TQ_TEST_CHILD") {
+        roles::run(&role);
+    }
+}

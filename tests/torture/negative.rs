@@ -1,0 +1,547 @@
+//! The checker's own tests: each anomaly it names must be found in a
+//! history or database made to show it, and a sound one must pass.
+//! Otherwise a torture run that passes would prove nothing. (The power-loss
+//! check has its end-to-end negative test in power_loss.rs: a disk that
+//! ignores syncs.)
+
+use rusqlite::Connection;
+use tq::OpenOptions;
+
+use super::checker::{check, Expect, Report};
+use super::client::{self, checksum, payload, Client};
+use super::db::{self, Row, DEAD, LEASED, READY, WAITING};
+use super::harness::Dir;
+use super::history::{Event, Histories, History, Operation, Outcome};
+use super::model::{self, Durable, Run};
+
+const MS: i64 = 1_000_000;
+
+fn push(key: &str, id: i64, at_ms: i64) -> Operation {
+    push_to("default", key, id, at_ms)
+}
+
+/// A push of a task that gets `max` deliveries.
+fn push_max(key: &str, id: i64, max: i64) -> Operation {
+    let sum = checksum(&payload(key, 0));
+    Operation::new(
+        "p",
+        "push",
+        id * MS,
+        Outcome::Ok,
+        &format!("key={key} sum={sum} id={id} queue=default max={max}"),
+    )
+}
+
+fn push_to(queue: &str, key: &str, id: i64, at_ms: i64) -> Operation {
+    let sum = checksum(&payload(key, 0));
+    Operation::new(
+        "p",
+        "push",
+        at_ms * MS,
+        Outcome::Ok,
+        &format!("key={key} sum={sum} id={id} queue={queue}"),
+    )
+}
+
+/// A delivery of task `id` (key `k{id}`, 25 attempts, the default queue).
+fn pull(process: &str, id: i64, attempt: i64, lease: i64, at_ms: i64) -> Operation {
+    delivered(process, id, attempt, 25, lease, at_ms, "default")
+}
+
+fn delivered(
+    process: &str,
+    id: i64,
+    attempt: i64,
+    max: i64,
+    lease: i64,
+    at_ms: i64,
+    queue: &str,
+) -> Operation {
+    let sum = checksum(&payload(&format!("k{id}"), 0));
+    Operation::new(
+        process,
+        "pull",
+        at_ms * MS,
+        Outcome::Ok,
+        &format!(
+            "lease={lease} queue={queue} id={id} attempt={attempt} max={max} key=k{id} sum={sum}"
+        ),
+    )
+}
+
+fn finish(process: &str, id: i64, attempt: i64, at_ms: i64, outcome: Outcome) -> Operation {
+    Operation::new(
+        process,
+        "finish",
+        at_ms * MS,
+        outcome,
+        &format!("id={id} attempt={attempt}"),
+    )
+}
+
+/// An accepted fail answering `answer` (`dead=1` or `retry_at=MS`).
+fn fail(process: &str, id: i64, attempt: i64, at_ms: i64, answer: &str) -> Operation {
+    Operation::new(
+        process,
+        "fail",
+        at_ms * MS,
+        Outcome::Ok,
+        &format!("id={id} attempt={attempt} {answer}"),
+    )
+}
+
+fn extend(
+    process: &str,
+    id: i64,
+    attempt: i64,
+    lease: i64,
+    at_ms: i64,
+    outcome: Outcome,
+) -> Operation {
+    Operation::new(
+        process,
+        "extend",
+        at_ms * MS,
+        outcome,
+        &format!("id={id} attempt={attempt} lease={lease}"),
+    )
+}
+
+/// Task `id` stored in the default queue with 25 attempts.
+fn row(id: i64, state: i64, attempts: i64) -> Row {
+    let key = format!("k{id}");
+    Row {
+        id,
+        queue: "default".to_owned(),
+        state,
+        attempts,
+        max_attempts: 25,
+        last_error: None,
+        sum: checksum(&payload(&key, 0)),
+        key,
+    }
+}
+
+fn run(ops: Vec<Operation>, events: Vec<Event>, rows: &[Row]) -> Report {
+    check(&Histories { ops, events }, rows, &Expect::default())
+}
+
+#[test]
+fn a_sound_history_passes() {
+    let report = run(
+        vec![
+            push("k1", 1, 0),
+            push("k2", 2, 1),
+            pull("a", 1, 1, 100, 2),
+            // Attempt 1's lease ended at 102 ms: attempt 2 comes after.
+            pull("b", 1, 2, 100, 150),
+            finish("a", 1, 1, 160, Outcome::Fail("NotHeld".into())),
+            finish("b", 1, 2, 170, Outcome::Ok),
+        ],
+        Vec::new(),
+        &[row(2, 0, 0)],
+    );
+    assert!(report.is_clean(), "{report}");
+    assert_eq!(
+        (
+            report.stats.finished,
+            report.stats.remaining,
+            report.stats.not_held
+        ),
+        (1, 1, 1)
+    );
+}
+
+#[test]
+fn an_acknowledged_push_missing_from_the_database_is_lost() {
+    let report = run(vec![push("k1", 1, 0)], Vec::new(), &[]);
+    assert_eq!(report.lost.len(), 1, "{report}");
+}
+
+#[test]
+fn a_push_of_unknown_outcome_may_be_missing_but_not_doubled() {
+    let unknown = Operation::new(
+        "p",
+        "push",
+        0,
+        Outcome::Unknown,
+        &format!("key=k1 sum={} queue=default", checksum(&payload("k1", 0))),
+    );
+    assert!(run(vec![unknown.clone()], Vec::new(), &[]).is_clean());
+    assert!(run(vec![unknown.clone()], Vec::new(), &[row(1, 0, 0)]).is_clean());
+    let report = run(vec![unknown], Vec::new(), &[row(1, 0, 0), row(1, 0, 0)]);
+    assert_eq!(report.duplicated.len(), 1, "{report}");
+}
+
+#[test]
+fn a_task_stored_twice_or_never_pushed_or_with_other_bytes_is_caught() {
+    let twice = run(
+        vec![push("k1", 1, 0)],
+        Vec::new(),
+        &[row(1, 0, 0), row(1, 0, 0)],
+    );
+    assert_eq!(twice.duplicated.len(), 1, "{twice}");
+    let stranger = run(vec![], Vec::new(), &[row(7, 0, 0)]);
+    assert_eq!(stranger.unexpected.len(), 1, "{stranger}");
+    let mut changed = row(1, 0, 0);
+    changed.sum ^= 1;
+    let report = run(vec![push("k1", 1, 0)], Vec::new(), &[changed]);
+    assert_eq!(report.unexpected.len(), 1, "{report}");
+}
+
+#[test]
+fn two_accepted_finishes_and_a_stale_finish_are_caught() {
+    let report = run(
+        vec![
+            push("k1", 1, 0),
+            pull("a", 1, 1, 100, 1),
+            pull("b", 1, 2, 100, 200),
+            finish("a", 1, 1, 300, Outcome::Ok),
+            finish("b", 1, 2, 310, Outcome::Ok),
+        ],
+        Vec::new(),
+        &[],
+    );
+    assert_eq!(report.ended_twice.len(), 1, "{report}");
+    assert_eq!(report.stale.len(), 1, "{report}");
+}
+
+#[test]
+fn a_delivery_after_the_finish_is_a_resurrection() {
+    let report = run(
+        vec![
+            push("k1", 1, 0),
+            pull("a", 1, 1, 100, 1),
+            finish("a", 1, 1, 10, Outcome::Ok),
+            pull("b", 1, 2, 100, 500),
+        ],
+        Vec::new(),
+        &[row(1, 1, 2)],
+    );
+    assert_eq!(report.resurrected.len(), 1, "{report}");
+}
+
+#[test]
+fn a_delivery_inside_a_live_holders_lease_overlaps_unless_the_holder_was_killed() {
+    let ops = || {
+        vec![
+            push("k1", 1, 0),
+            pull("a", 1, 1, 1_000, 1),
+            pull("b", 1, 2, 1_000, 100),
+        ]
+    };
+    let report = run(ops(), Vec::new(), &[row(1, 1, 2)]);
+    assert_eq!(report.overlapping.len(), 1, "{report}");
+    let killed = vec![Event::new(50 * MS, "kill", "target=a")];
+    let report = run(ops(), killed, &[row(1, 1, 2)]);
+    assert!(report.is_clean(), "{report}");
+}
+
+#[test]
+fn busy_and_other_errors_reaching_a_caller_are_reported() {
+    let busy = Operation::new("a", "pull", 0, Outcome::Fail("Busy".into()), "lease=100");
+    let io = Operation::new("a", "recover", 0, Outcome::Fail("Io".into()), "");
+    let report = run(vec![busy, io], Vec::new(), &[]);
+    assert_eq!((report.busy.len(), report.errors.len()), (1, 1), "{report}");
+}
+
+#[test]
+fn a_fail_or_an_extend_accepted_after_another_delivery_is_stale() {
+    let report = run(
+        vec![
+            push("k1", 1, 0),
+            pull("a", 1, 1, 100, 1),
+            pull("b", 1, 2, 100, 200),
+            fail("a", 1, 1, 300, "retry_at=1000"),
+            extend("a", 1, 1, 100, 310, Outcome::Ok),
+        ],
+        Vec::new(),
+        &[row(1, LEASED, 2)],
+    );
+    // Both came after attempt 2 was handed out; the extend also after the
+    // fail had ended its delivery.
+    assert_eq!(report.stale.len(), 3, "{report}");
+}
+
+#[test]
+fn an_extend_or_a_finish_accepted_after_the_delivery_failed_is_stale() {
+    let report = run(
+        vec![
+            push("k1", 1, 0),
+            pull("a", 1, 1, 100, 1),
+            fail("a", 1, 1, 10, "retry_at=5000"),
+            extend("a", 1, 1, 100, 20, Outcome::Ok),
+            finish("a", 1, 1, 30, Outcome::Ok),
+        ],
+        Vec::new(),
+        &[],
+    );
+    assert_eq!(report.stale.len(), 2, "{report}");
+    assert_eq!(report.ended_twice.len(), 1, "{report}");
+}
+
+#[test]
+fn an_accepted_extend_moves_the_end_of_the_lease() {
+    let ops = |extended: Outcome, rival_at: i64| {
+        vec![
+            push("k1", 1, 0),
+            pull("a", 1, 1, 100, 0),
+            // The lease now ends at 80 + 100 ms.
+            extend("a", 1, 1, 100, 80, extended),
+            pull("b", 1, 2, 100, rival_at),
+            finish("b", 1, 2, rival_at + 5, Outcome::Ok),
+            finish("a", 1, 1, 300, Outcome::Fail("NotHeld".into())),
+        ]
+    };
+    let inside = run(ops(Outcome::Ok, 150), Vec::new(), &[]);
+    assert_eq!(inside.overlapping.len(), 1, "{inside}");
+    let after = run(ops(Outcome::Ok, 200), Vec::new(), &[]);
+    assert!(after.is_clean(), "{after}");
+    // Refused, the extend changed nothing: the lease ended at 100 ms.
+    let refused = run(ops(Outcome::Fail("NotHeld".into()), 150), Vec::new(), &[]);
+    assert!(refused.is_clean(), "{refused}");
+    assert_eq!(refused.stats.extends_refused, 1);
+}
+
+#[test]
+fn a_task_that_used_its_attempts_is_counted_dead() {
+    let max = |process, attempt, at_ms| delivered(process, 1, attempt, 2, 100, at_ms, "default");
+    let mut dead = row(1, DEAD, 2);
+    dead.max_attempts = 2;
+    let report = run(
+        vec![
+            push("k1", 1, 0),
+            max("a", 1, 1),
+            fail("a", 1, 1, 10, "retry_at=50"),
+            max("b", 2, 60),
+            fail("b", 1, 2, 70, "dead=1"),
+        ],
+        Vec::new(),
+        std::slice::from_ref(&dead),
+    );
+    assert!(report.is_clean(), "{report}");
+    assert_eq!((report.stats.dead, report.stats.failed_dead), (1, 1));
+    let balance = report.queues["default"];
+    assert_eq!((balance.pushed, balance.dead), (1, 1));
+    assert!(balance.holds());
+}
+
+#[test]
+fn dead_too_early_retried_too_early_or_delivered_past_its_attempts_is_caught() {
+    let max = |process, attempt, at_ms| delivered(process, 1, attempt, 2, 100, at_ms, "default");
+    let mut early = row(1, DEAD, 1);
+    early.max_attempts = 2;
+    let report = run(
+        vec![
+            push("k1", 1, 0),
+            max("a", 1, 1),
+            fail("a", 1, 1, 10, "dead=1"),
+        ],
+        Vec::new(),
+        &[early],
+    );
+    // The fail's answer and the row both say dead after 1 of 2 attempts.
+    assert_eq!(report.unexpected.len(), 2, "{report}");
+
+    let mut waiting = row(1, WAITING, 1);
+    waiting.max_attempts = 2;
+    let report = run(
+        vec![
+            push("k1", 1, 0),
+            max("a", 1, 1),
+            fail("a", 1, 1, 10, "retry_at=500"),
+            max("b", 2, 60),
+            max("c", 3, 700),
+        ],
+        Vec::new(),
+        &[waiting],
+    );
+    assert_eq!(report.retried_early.len(), 1, "{report}");
+    assert_eq!(report.unexpected.len(), 1, "{report}");
+}
+
+#[test]
+fn a_delivery_after_a_fail_for_good_is_a_resurrection() {
+    let mut dead = row(1, DEAD, 1);
+    dead.max_attempts = 1;
+    let report = run(
+        vec![
+            push("k1", 1, 0),
+            delivered("a", 1, 1, 1, 100, 1, "default"),
+            fail("a", 1, 1, 10, "dead=1"),
+            delivered("b", 1, 2, 1, 100, 50, "default"),
+        ],
+        Vec::new(),
+        &[dead],
+    );
+    assert_eq!(report.resurrected.len(), 1, "{report}");
+}
+
+#[test]
+fn a_task_stored_or_delivered_in_another_queue_is_caught() {
+    let mut moved = row(1, READY, 1);
+    moved.queue = "b".to_owned();
+    let report = run(
+        vec![
+            push_to("a", "k1", 1, 0),
+            delivered("w", 1, 1, 25, 100, 1, "b"),
+        ],
+        Vec::new(),
+        &[moved],
+    );
+    assert_eq!(report.unexpected.len(), 2, "{report}");
+}
+
+#[test]
+fn a_finish_and_pull_is_read_as_a_finish_and_a_pull() {
+    let dir = Dir::new();
+    let history_dir = dir.sub("history");
+    let history = History::create(&history_dir, "w");
+    let call = history.invoke(0, "finish_pull", "id=1 attempt=1 queue=q lease=100");
+    history.ok(
+        call,
+        "next_id=2 next_attempt=1 next_max=25 next_key=k2 next_sum=7",
+    );
+    let refused = history.invoke(0, "finish_pull", "id=3 attempt=1 queue=q lease=100");
+    history.fail(refused, &tq::Error::new(tq::ErrorKind::NotHeld, "not held"));
+    let read = Histories::read(&history_dir);
+    let ops: Vec<(&str, Option<i64>, bool)> = read
+        .ops
+        .iter()
+        .map(|op| (op.op.as_str(), op.num("id"), op.is_ok()))
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            ("finish", Some(1), true),
+            ("pull", Some(2), true),
+            ("finish", Some(3), false)
+        ]
+    );
+    assert_eq!(read.ops[1].get("key"), Some("k2"));
+    assert_eq!(read.ops[1].get("lease"), Some("100"));
+}
+
+/// A real queue, then its file broken behind tq's back: one acknowledged
+/// task deleted, another copied. The checker must find both.
+#[test]
+fn a_database_changed_behind_tqs_back_is_caught() {
+    let dir = Dir::new();
+    let db = dir.file("queue.db");
+    let history_dir = dir.sub("history");
+    {
+        let history = History::create(&history_dir, "p");
+        let queue = client::open(&history, 0, &db, &OpenOptions::new()).expect("open");
+        let client = Client {
+            queue: &queue,
+            history: &history,
+            thread: 0,
+        };
+        for n in 0..10 {
+            client.push(&format!("k{n}"), 0).expect("push");
+        }
+    }
+    let histories = Histories::read(&history_dir);
+    assert!(check(&histories, &db::rows(&db), &Expect::default()).is_clean());
+    let conn = Connection::open(&db).expect("open");
+    conn.execute_batch(
+        "DELETE FROM tq_tasks WHERE id = 3;
+         INSERT INTO tq_tasks (state, payload, created_at, run_at)
+             SELECT state, payload, created_at, run_at FROM tq_tasks WHERE id = 5;",
+    )
+    .expect("break the file");
+    let report = check(&histories, &db::rows(&db), &Expect::default());
+    assert_eq!(
+        (report.lost.len(), report.duplicated.len()),
+        (1, 1),
+        "{report}"
+    );
+}
+
+/// The power-loss model: a hole (a commit lost before one kept) is never
+/// a prefix; a lost suffix is one at `normal` but not at `full`.
+#[test]
+fn the_power_loss_model_accepts_a_lost_suffix_only_at_normal_and_never_a_hole() {
+    let ops: Vec<Operation> = (1..=5).map(|id| push(&format!("k{id}"), id, id)).collect();
+    let runs = |durable| {
+        vec![Run {
+            ops: ops.iter().collect(),
+            durable,
+        }]
+    };
+    let rows = |ids: &[i64]| -> Vec<Row> { ids.iter().map(|&id| row(id, 0, 0)).collect() };
+    assert!(model::check(&runs(Durable::All), &rows(&[1, 2, 3, 4, 5]), false).is_ok());
+    let suffix = rows(&[1, 2, 3]);
+    let kept =
+        model::check(&runs(Durable::Prefix), &suffix, false).expect("a lost suffix at normal");
+    assert_eq!((kept[0].kept, kept[0].acked), (3, 5));
+    let full = model::check(&runs(Durable::All), &suffix, false).unwrap_err();
+    assert!(full.contains("lost: task 4"), "{full}");
+    let hole = model::check(&runs(Durable::Prefix), &rows(&[1, 2, 4, 5]), false).unwrap_err();
+    assert!(hole.contains("lost: task 3"), "{hole}");
+}
+
+/// At `normal`, a checkpoint that answered complete flushed every commit
+/// before it: a state without one of them is no longer a valid prefix.
+#[test]
+fn the_power_loss_model_keeps_what_a_checkpoint_flushed_at_normal() {
+    let mut ops: Vec<Operation> = (1..=3).map(|id| push(&format!("k{id}"), id, id)).collect();
+    ops.push(Operation::new(
+        "p",
+        "checkpoint",
+        4 * MS,
+        Outcome::Ok,
+        "wal=0 complete=1",
+    ));
+    ops.extend((4..=5).map(|id| push(&format!("k{id}"), id, id + 1)));
+    let runs = vec![Run {
+        ops: ops.iter().collect(),
+        durable: Durable::Prefix,
+    }];
+    let rows = |ids: &[i64]| -> Vec<Row> { ids.iter().map(|&id| row(id, READY, 0)).collect() };
+    assert!(model::check(&runs, &rows(&[1, 2, 3]), false).is_ok());
+    let lost = model::check(&runs, &rows(&[1, 2]), false).unwrap_err();
+    assert!(lost.contains("lost: task 3"), "{lost}");
+}
+
+/// The model follows a fail to waiting (its back-off outlasts the run)
+/// or, on the last attempt, to dead, and recover makes a gone run's last
+/// attempt dead.
+#[test]
+fn the_power_loss_model_follows_fails_and_recovers_to_dead() {
+    let first = [
+        push_max("k1", 1, 1),
+        push_max("k2", 2, 2),
+        push_max("k3", 3, 1),
+        delivered("p", 1, 1, 1, 3_600_000, 10, "default"),
+        fail("p", 1, 1, 11, "dead=1"),
+        delivered("p", 2, 1, 2, 3_600_000, 12, "default"),
+        fail("p", 2, 1, 13, "retry_at=99999999"),
+        delivered("p", 3, 1, 1, 3_600_000, 14, "default"),
+    ];
+    let second = [Operation::new("q", "recover", 20 * MS, Outcome::Ok, "n=1")];
+    let runs = vec![
+        Run {
+            ops: first.iter().collect(),
+            durable: Durable::All,
+        },
+        Run {
+            ops: second.iter().collect(),
+            durable: Durable::All,
+        },
+    ];
+    let stored = |k2_state| vec![row(1, DEAD, 1), row(2, k2_state, 1), row(3, DEAD, 1)];
+    assert!(model::check(&runs, &stored(WAITING), false).is_ok());
+    assert!(model::check(&runs, &stored(READY), false).is_err());
+    let wrong = [
+        push_max("k1", 1, 2),
+        delivered("p", 1, 1, 2, 3_600_000, 10, "default"),
+        fail("p", 1, 1, 11, "dead=1"),
+    ];
+    let runs = vec![Run {
+        ops: wrong.iter().collect(),
+        durable: Durable::All,
+    }];
+    let why = model::check(&runs, &[row(1, DEAD, 1)], false).unwrap_err();
+    assert!(why.contains("fail of task 1 answered dead"), "{why}");
+}
