@@ -8,7 +8,7 @@
 #                        symbols, install and pkg-config, C (plain, static,
 #                        C++, AddressSanitizer/UBSan, valgrind, panic
 #                        injection), faults (disk full, I/O errors,
-#                        descriptors), Go, torture
+#                        descriptors), Go, torture, the Python binding
 #   make test-cli        the tq command's tests alone
 #   make test-torture    crash, power-loss and concurrency torture tests
 #                        (TQ_TORTURE_SEED=N replays, TQ_TORTURE_SECONDS=N
@@ -20,6 +20,10 @@
 #                        through pkg-config against an installed libtq
 #   make example-go      run the Go examples (examples/go)
 #   make bench-go        the Go binding's benchmarks against the same loops in C
+#   make test-python     the Python binding's tests (bindings/python)
+#   make example-python  build and run examples/python
+#   make bench-python    the Python binding against the prototype
+#   make wheel-python    a wheel of the Python binding with libtq inside
 
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
@@ -33,6 +37,7 @@ RELEASE := target/release
 
 .PHONY: all lib cli example test test-rust test-cli test-symbols test-install test-c test-faults test-torture bench install clean FORCE \
 	test-go example-go bench-go
+.PHONY: test-python example-python bench-python wheel-python
 
 all: lib
 
@@ -59,7 +64,7 @@ example: lib
 	$(MAKE) -C examples/c run TQ_LIBDIR=$(CURDIR)/$(BUILD)/lib TQ_INCLUDEDIR=$(CURDIR)/include
 	$(MAKE) --no-print-directory example-go
 
-test: test-rust test-cli test-symbols test-install test-c test-faults test-go test-torture
+test: test-rust test-cli test-symbols test-install test-c test-faults test-go test-torture test-python
 
 test-rust:
 	$(CARGO) test --locked
@@ -141,6 +146,31 @@ example-go: lib
 bench-go: export TQ_BENCH_DIR ?= $(CURDIR)/target/bench-tmp
 bench-go: lib
 	$(call GO_INTREE,bindings/go,test) -run '^$$' -bench . -benchtime 3s -count 3 .
+
+# The Python binding, run from the source tree against build/lib.
+PYTHON ?= python3
+IN_TREE_PYTHON := TQ_LIBRARY=$(CURDIR)/$(BUILD)/lib/libtq.so PYTHONPATH=$(CURDIR)/bindings/python $(PYTHON)
+
+test-python: lib
+	$(IN_TREE_PYTHON) -m pytest -q -p no:cacheprovider bindings/python/tests
+
+example-python: lib
+	rm -f $(BUILD)/blog_example.db $(BUILD)/blog_example.db-wal $(BUILD)/blog_example.db-shm
+	$(IN_TREE_PYTHON) examples/python/blog_example.py $(BUILD)/blog_example.db
+
+bench-python: lib
+	$(IN_TREE_PYTHON) bench/python_bench.py
+
+# A wheel with libtq.so inside the package, in build/python. pip fetches the
+# build backend (setuptools) from the package index. The copy of the library
+# and setuptools' build folders are removed afterwards, so that a later
+# install from the source tree stays pure Python.
+PYTHON_BUILD_LEFTOVERS := bindings/python/tq/libtq.so bindings/python/build bindings/python/tq.egg-info
+wheel-python: lib
+	rm -rf $(PYTHON_BUILD_LEFTOVERS)
+	cp -f $(BUILD)/lib/libtq.so.$(VERSION) bindings/python/tq/libtq.so
+	$(PYTHON) -m pip wheel --no-deps --wheel-dir $(BUILD)/python bindings/python; \
+	status=$$?; rm -rf $(PYTHON_BUILD_LEFTOVERS); exit $$status
 
 install: lib cli
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)

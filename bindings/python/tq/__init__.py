@@ -1,0 +1,73 @@
+"""tq: a persistent task queue in one SQLite file, through libtq's C ABI.
+
+    import tq
+
+    with tq.Queue("jobs.db") as queue:
+        queue.recover()                      # take back what crashed workers held
+        queue.push({"file": "a.mp4"})
+        task = queue.pull(timeout=1)         # waits up to 1 s for a task
+        while task is not None:
+            print(task.id, task.payload)
+            task = task.finish_and_pull()    # one commit: finish, and claim the next
+
+The library is loaded when this package is imported: from the path in the
+``TQ_LIBRARY`` environment variable, else the copy inside the package (in a
+wheel built with it), else the system's library search path.
+"""
+
+from ._native import (
+    DEFAULT_MAX_ATTEMPTS,
+    MAX_PAYLOAD_LEN,
+    MAX_QUEUE_NAME_LEN,
+    MAX_REASON_LEN,
+    MAX_UNIQUE_KEY_LEN,
+)
+from ._native import LIBRARY_PATH as library_path
+from ._native import lib as _lib
+from .errors import (
+    BusyError,
+    ClosedError,
+    Error,
+    InternalError,
+    Interrupted,
+    InvalidArgumentError,
+    InvalidJSONError,
+    IoError,
+    NotADatabaseError,
+    NotHeldError,
+)
+from .queue import Cancel, Durability, Pushed, Queue, State, Task, TaskSnapshot
+
+__version__ = "0.2.0"
+
+__all__ = [
+    "DEFAULT_MAX_ATTEMPTS",
+    "MAX_PAYLOAD_LEN",
+    "MAX_QUEUE_NAME_LEN",
+    "MAX_REASON_LEN",
+    "MAX_UNIQUE_KEY_LEN",
+    "BusyError",
+    "Cancel",
+    "ClosedError",
+    "Durability",
+    "Error",
+    "InternalError",
+    "Interrupted",
+    "InvalidArgumentError",
+    "InvalidJSONError",
+    "IoError",
+    "NotADatabaseError",
+    "NotHeldError",
+    "Pushed",
+    "Queue",
+    "State",
+    "Task",
+    "TaskSnapshot",
+    "library_path",
+    "library_version",
+]
+
+
+def library_version() -> str:
+    """The version of the loaded libtq (``tq_version()``), such as "0.2.0"."""
+    return _lib.tq_version().decode()

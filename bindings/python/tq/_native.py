@@ -1,0 +1,201 @@
+"""Loads libtq and declares the C functions of include/tq.h for ctypes.
+
+Every function the header declares is listed in ``PROTOTYPES`` with its
+argument and result types; nothing else in the package touches ctypes
+declarations. The opaque C types are empty ``Structure`` subclasses, so a
+``tq_task *`` can never be passed where a ``tq_queue *`` is expected.
+"""
+
+import ctypes
+import os
+from ctypes import POINTER, c_bool, c_char_p, c_int, c_int32, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
+from pathlib import Path
+
+#: The environment variable naming the library to load.
+LIBRARY_ENV = "TQ_LIBRARY"
+#: Where a wheel built with the library places its copy.
+BUNDLED_LIBRARY = Path(__file__).resolve().with_name("libtq.so")
+#: The name the dynamic loader looks for on the system search path: the
+#: shared library's SONAME, which carries the ABI version.
+SONAME = "libtq.so.0.2"
+#: The ABI this package is written for: major and minor version of libtq
+#: (before 1.0 a minor release may change the ABI, so both must match).
+ABI_VERSION = (0, 2)
+
+
+class tq_queue(ctypes.Structure):
+    """Opaque: a handle on one queue file."""
+
+
+class tq_task(ctypes.Structure):
+    """Opaque: one delivery of one task."""
+
+
+class tq_options(ctypes.Structure):
+    """Opaque: options for tq_open."""
+
+
+class tq_push_options(ctypes.Structure):
+    """Opaque: options for tq_push."""
+
+
+class tq_pull_options(ctypes.Structure):
+    """Opaque: options for tq_pull."""
+
+
+class tq_cancel(ctypes.Structure):
+    """Opaque: ends the wait of the pulls whose options hold it."""
+
+
+QUEUE_P = POINTER(tq_queue)
+TASK_P = POINTER(tq_task)
+OPTIONS_P = POINTER(tq_options)
+PUSH_OPTIONS_P = POINTER(tq_push_options)
+PULL_OPTIONS_P = POINTER(tq_pull_options)
+CANCEL_P = POINTER(tq_cancel)
+
+# enum tq_status is returned as a C int; statuses, durabilities and states
+# are passed as int32_t.
+STATUS = c_int
+
+#: name: (result type, argument types), one entry per function of tq.h.
+PROTOTYPES = {
+    "tq_last_error": (c_char_p, []),
+    "tq_status_str": (c_char_p, [c_int32]),
+    "tq_version": (c_char_p, []),
+    "tq_version_number": (c_uint32, []),
+    "tq_options_new": (OPTIONS_P, []),
+    "tq_options_free": (None, [OPTIONS_P]),
+    "tq_options_set_durability": (STATUS, [OPTIONS_P, c_int32]),
+    "tq_options_set_busy_timeout_ms": (STATUS, [OPTIONS_P, c_uint64]),
+    "tq_options_set_keep_history": (STATUS, [OPTIONS_P, c_bool]),
+    "tq_options_set_max_payload_len": (STATUS, [OPTIONS_P, c_size_t]),
+    "tq_options_set_queue": (STATUS, [OPTIONS_P, c_char_p]),
+    "tq_options_set_max_attempts": (STATUS, [OPTIONS_P, c_uint32]),
+    "tq_options_set_retry_backoff_ms": (STATUS, [OPTIONS_P, c_uint64, c_uint64]),
+    "tq_push_options_new": (PUSH_OPTIONS_P, []),
+    "tq_push_options_free": (None, [PUSH_OPTIONS_P]),
+    "tq_push_options_set_delay_ms": (STATUS, [PUSH_OPTIONS_P, c_uint64]),
+    "tq_push_options_set_run_at_unix_ms": (STATUS, [PUSH_OPTIONS_P, c_int64]),
+    "tq_push_options_set_priority": (STATUS, [PUSH_OPTIONS_P, c_int32]),
+    "tq_push_options_set_max_attempts": (STATUS, [PUSH_OPTIONS_P, c_uint32]),
+    "tq_push_options_set_unique_key": (STATUS, [PUSH_OPTIONS_P, c_char_p]),
+    "tq_push_options_set_unique_for_ms": (STATUS, [PUSH_OPTIONS_P, c_uint64]),
+    "tq_pull_options_new": (PULL_OPTIONS_P, []),
+    "tq_pull_options_free": (None, [PULL_OPTIONS_P]),
+    "tq_pull_options_set_lease_ms": (STATUS, [PULL_OPTIONS_P, c_uint64]),
+    "tq_pull_options_set_wait_ms": (STATUS, [PULL_OPTIONS_P, c_uint64]),
+    "tq_pull_options_set_cancel": (STATUS, [PULL_OPTIONS_P, CANCEL_P]),
+    "tq_cancel_new": (CANCEL_P, []),
+    "tq_cancel_trigger": (STATUS, [CANCEL_P]),
+    "tq_cancel_free": (None, [CANCEL_P]),
+    "tq_open": (STATUS, [c_char_p, OPTIONS_P, POINTER(QUEUE_P)]),
+    "tq_close": (None, [QUEUE_P]),
+    "tq_interrupt": (STATUS, [QUEUE_P]),
+    "tq_push": (STATUS, [QUEUE_P, c_char_p, c_size_t, PUSH_OPTIONS_P, POINTER(c_int64)]),
+    "tq_push_batch": (
+        STATUS,
+        [QUEUE_P, POINTER(c_char_p), POINTER(c_size_t), c_size_t, PUSH_OPTIONS_P, POINTER(c_int64)],
+    ),
+    "tq_pull": (STATUS, [QUEUE_P, PULL_OPTIONS_P, POINTER(TASK_P)]),
+    "tq_pull_batch": (STATUS, [QUEUE_P, PULL_OPTIONS_P, c_size_t, POINTER(TASK_P), POINTER(c_size_t)]),
+    "tq_task_id": (c_int64, [TASK_P]),
+    # c_void_p, not c_char_p: the payload is copied with its exact length by
+    # ctypes.string_at, instead of up to the first NUL.
+    "tq_task_payload": (c_void_p, [TASK_P, POINTER(c_size_t)]),
+    "tq_task_attempts": (c_uint32, [TASK_P]),
+    "tq_task_priority": (c_int32, [TASK_P]),
+    "tq_task_max_attempts": (c_uint32, [TASK_P]),
+    "tq_task_run_at_unix_ms": (c_int64, [TASK_P]),
+    "tq_task_state": (c_int32, [TASK_P]),
+    "tq_task_last_error": (c_char_p, [TASK_P]),
+    "tq_task_free": (None, [TASK_P]),
+    "tq_finish": (STATUS, [QUEUE_P, TASK_P]),
+    "tq_finish_and_pull": (STATUS, [QUEUE_P, TASK_P, PULL_OPTIONS_P, POINTER(TASK_P)]),
+    "tq_finish_batch": (STATUS, [QUEUE_P, POINTER(TASK_P), c_size_t, POINTER(c_int32)]),
+    "tq_fail": (STATUS, [QUEUE_P, TASK_P, c_char_p]),
+    "tq_extend": (STATUS, [QUEUE_P, TASK_P, c_uint64]),
+    "tq_recover": (STATUS, [QUEUE_P, POINTER(c_int64)]),
+    "tq_count": (STATUS, [QUEUE_P, c_int32, POINTER(c_int64)]),
+    "tq_oldest_ready_age_ms": (STATUS, [QUEUE_P, POINTER(c_int64)]),
+    "tq_list": (STATUS, [QUEUE_P, c_int32, c_int64, c_size_t, POINTER(TASK_P), POINTER(c_size_t)]),
+    "tq_retry_dead": (STATUS, [QUEUE_P, c_int64]),
+    "tq_retry_all_dead": (STATUS, [QUEUE_P, POINTER(c_int64)]),
+    "tq_purge": (STATUS, [QUEUE_P, c_int32, c_uint64, POINTER(c_int64)]),
+    "tq_checkpoint": (STATUS, [QUEUE_P, POINTER(c_int64)]),
+    "tq_wal_size": (STATUS, [QUEUE_P, POINTER(c_int64)]),
+}
+
+#: The header's limits and defaults (#define constants, which a shared
+#: library does not export), checked against include/tq.h by the tests.
+MAX_PAYLOAD_LEN = 1_000_000_000
+MAX_QUEUE_NAME_LEN = 128
+MAX_UNIQUE_KEY_LEN = 1024
+MAX_REASON_LEN = 64 * 1024
+DEFAULT_MAX_ATTEMPTS = 25
+
+
+def _open_library():
+    """Returns (CDLL, where it came from), trying the three places in order."""
+    places = (
+        f"the {LIBRARY_ENV} environment variable",
+        f"the copy inside the package ({BUNDLED_LIBRARY})",
+        f"the system's library search path ({SONAME})",
+    )
+    named = os.environ.get(LIBRARY_ENV)
+    if named:
+        # A library named explicitly is never silently replaced by another.
+        try:
+            return ctypes.CDLL(named), named
+        except OSError as error:
+            raise ImportError(
+                f"tq: cannot load libtq from {LIBRARY_ENV}={named!r}: {error}. "
+                f"Unset {LIBRARY_ENV} to use {places[1]} or {places[2]}."
+            ) from None
+    reasons = [f"{places[0]}: not set"]
+    if BUNDLED_LIBRARY.exists():
+        try:
+            return ctypes.CDLL(str(BUNDLED_LIBRARY)), str(BUNDLED_LIBRARY)
+        except OSError as error:
+            reasons.append(f"{places[1]}: {error}")
+    else:
+        reasons.append(f"{places[1]}: not present")
+    try:
+        return ctypes.CDLL(SONAME), SONAME
+    except OSError as error:
+        reasons.append(f"{places[2]}: {error}")
+    raise ImportError(
+        "tq: libtq was not found. Looked in " + "; ".join(reasons) + ". "
+        f"Build it with `make lib` and set {LIBRARY_ENV} to build/lib/libtq.so, "
+        "install a wheel that carries it, or install libtq with `make install`."
+    )
+
+
+def _declare(library, where):
+    """Sets the argument and result types of every function of PROTOTYPES."""
+    for name, (restype, argtypes) in PROTOTYPES.items():
+        try:
+            function = getattr(library, name)
+        except AttributeError:
+            major, minor = ABI_VERSION
+            raise ImportError(
+                f"tq: {where} has no function {name}; it is not libtq {major}.{minor}"
+            ) from None
+        function.restype = restype
+        function.argtypes = argtypes
+
+
+def _check_version(library, where):
+    """Refuses a library of another ABI version than ABI_VERSION."""
+    number = library.tq_version_number()
+    found = (number // 10000, number // 100 % 100)
+    if found != ABI_VERSION:
+        raise ImportError(
+            f"tq: the libtq loaded from {where} is version {library.tq_version().decode()}, "
+            f"but this package is written for the ABI of libtq {ABI_VERSION[0]}.{ABI_VERSION[1]}"
+        )
+
+
+lib, LIBRARY_PATH = _open_library()
+_declare(lib, LIBRARY_PATH)
+_check_version(lib, LIBRARY_PATH)
