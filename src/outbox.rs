@@ -14,7 +14,7 @@
 use rusqlite::Transaction;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::options::{check_queue_name, NotBefore, PushOptions, DEFAULT_MAX_ATTEMPTS};
+use crate::options::{check_queue_name, PushOptions, DEFAULT_MAX_ATTEMPTS};
 use crate::queue::{check_payload, now_unix_ms, MAX_PAYLOAD_LEN};
 use crate::sqlite::{not_held, schema, tasks};
 use crate::store::NewTask;
@@ -34,23 +34,7 @@ pub fn push(
     check_payload(payload, MAX_PAYLOAD_LEN)?;
     check_schema(tx)?;
     let now = now_unix_ms();
-    let run_at = match options.not_before {
-        NotBefore::Now => now,
-        NotBefore::Delay(delay) => now.saturating_add(delay.as_millis() as i64),
-        NotBefore::UnixMillis(at) => at,
-    };
-    let task = NewTask {
-        payload: payload.to_owned(),
-        run_at,
-        priority: options.priority,
-        max_attempts: options.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
-        unique: options.unique.as_ref().map(|unique| {
-            (
-                unique.key.clone(),
-                unique.reserved_after_done.as_millis() as i64,
-            )
-        }),
-    };
+    let task = NewTask::new(payload, options, now, DEFAULT_MAX_ATTEMPTS);
     tasks::push_one(tx, queue, &task, now)
 }
 

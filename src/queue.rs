@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::de::IgnoredAny;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::options::{check_lease, NotBefore, OpenOptions, PullOptions, PushOptions, RetryBackoff};
+use crate::options::{check_lease, OpenOptions, PullOptions, PushOptions, RetryBackoff};
 use crate::sqlite::SqliteStore;
 use crate::store::{Checkpoint, NewTask, Store};
 use crate::task::{Failed, Pushed, Receipt, Task, TaskInfo, TaskState};
@@ -86,7 +86,10 @@ impl Queue {
         let store = self.store()?;
         check_payload(payload, self.max_payload_len)?;
         let now = now_unix_ms();
-        let pushed = store.push(vec![self.new_task(payload, options, now)], now)?;
+        let pushed = store.push(
+            vec![NewTask::new(payload, options, now, self.max_attempts)],
+            now,
+        )?;
         self.bell.ring();
         Ok(pushed[0])
     }
@@ -114,7 +117,7 @@ impl Queue {
         let now = now_unix_ms();
         let tasks: Vec<NewTask> = payloads
             .iter()
-            .map(|payload| self.new_task(payload.as_ref(), options, now))
+            .map(|payload| NewTask::new(payload.as_ref(), options, now, self.max_attempts))
             .collect();
         let pushed = store.push(tasks, now)?;
         self.bell.ring();
@@ -124,26 +127,6 @@ impl Queue {
     /// Checks one payload as a push through this handle would.
     pub(crate) fn check_payload(&self, payload: &str) -> Result<()> {
         check_payload(payload, self.max_payload_len)
-    }
-
-    fn new_task(&self, payload: &str, options: &PushOptions, now: i64) -> NewTask {
-        let run_at = match options.not_before {
-            NotBefore::Now => now,
-            NotBefore::Delay(delay) => now.saturating_add(delay.as_millis() as i64),
-            NotBefore::UnixMillis(at) => at,
-        };
-        NewTask {
-            payload: payload.to_owned(),
-            run_at,
-            priority: options.priority,
-            max_attempts: options.max_attempts.unwrap_or(self.max_attempts),
-            unique: options.unique.as_ref().map(|unique| {
-                (
-                    unique.key.clone(),
-                    unique.reserved_after_done.as_millis() as i64,
-                )
-            }),
-        }
     }
 
     /// Claims the ready task first in line under a lease: highest priority

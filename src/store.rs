@@ -7,7 +7,7 @@
 //! queue of its file.
 
 use crate::error::Result;
-use crate::options::RetryBackoff;
+use crate::options::{NotBefore, PushOptions, RetryBackoff};
 use crate::task::{Failed, Pushed, Receipt, Task, TaskInfo, TaskState};
 
 /// A task to store, checked by the engine. It owns its payload: the write
@@ -20,6 +20,35 @@ pub(crate) struct NewTask {
     pub(crate) max_attempts: u32,
     /// The unique key and how long (ms) it stays reserved once done.
     pub(crate) unique: Option<(String, i64)>,
+}
+
+impl NewTask {
+    /// The task `options` describe, pushed at `now`; it gets
+    /// `default_max_attempts` unless the options say otherwise.
+    pub(crate) fn new(
+        payload: &str,
+        options: &PushOptions,
+        now: i64,
+        default_max_attempts: u32,
+    ) -> NewTask {
+        let run_at = match options.not_before {
+            NotBefore::Now => now,
+            NotBefore::Delay(delay) => now.saturating_add(delay.as_millis() as i64),
+            NotBefore::UnixMillis(at) => at,
+        };
+        NewTask {
+            payload: payload.to_owned(),
+            run_at,
+            priority: options.priority,
+            max_attempts: options.max_attempts.unwrap_or(default_max_attempts),
+            unique: options.unique.as_ref().map(|unique| {
+                (
+                    unique.key.clone(),
+                    unique.reserved_after_done.as_millis() as i64,
+                )
+            }),
+        }
+    }
 }
 
 /// The write-ahead log after a checkpoint.

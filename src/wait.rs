@@ -107,12 +107,7 @@ impl CancelToken {
     /// [`crate::ErrorKind::Interrupted`].
     pub fn cancel(&self) {
         self.0.cancelled.store(true, Ordering::SeqCst);
-        let bells = self
-            .0
-            .waiting_on
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone();
+        let bells = self.waiting_on().clone();
         for bell in bells {
             bell.ring();
         }

@@ -267,13 +267,7 @@ pub extern "C" fn tq_pull_batch(
     out_count: *mut usize,
 ) -> tq_status {
     guard("tq_pull_batch", || {
-        let out_count = out_pointer(out_count, "out_count")?;
-        // SAFETY: non-NULL and writable per the contract.
-        unsafe { out_count.write(0) };
-        let out_tasks = out_pointer(out_tasks, "out_tasks")?;
-        // SAFETY: `out_tasks` has room for `max` pointers per the contract.
-        let slots = unsafe { std::slice::from_raw_parts_mut(out_tasks, max) };
-        slots.fill(std::ptr::null_mut());
+        let out = unsafe { TaskArray::new(out_tasks, max, out_count) }?;
         let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
         let defaults = PullOptions::default();
         let options = unsafe { borrow_optional(options, "options") }?.map_or(&defaults, |o| &o.0);
@@ -286,14 +280,46 @@ pub extern "C" fn tq_pull_batch(
         if tasks.is_empty() {
             return Ok(tq_status::TQ_EMPTY);
         }
-        let count = tasks.len();
-        for (slot, task) in slots.iter_mut().zip(tasks) {
-            *slot = hand_out(task);
-        }
-        // SAFETY: as above.
-        unsafe { out_count.write(count) };
+        out.fill(tasks);
         Ok(tq_status::TQ_OK)
     })
+}
+
+/// A caller's array of `max` task pointers and its count, for the calls
+/// that return several tasks: emptied (all NULL, count 0) before any other
+/// check, so that it is in a defined state whatever the outcome.
+struct TaskArray<'a> {
+    slots: &'a mut [*mut tq_task],
+    count: *mut usize,
+}
+
+impl TaskArray<'_> {
+    /// Safety: a non-NULL `tasks` has room for `max` pointers, and a
+    /// non-NULL `count` is writable, per the calls' contracts.
+    unsafe fn new<'a>(
+        tasks: *mut *mut tq_task,
+        max: usize,
+        count: *mut usize,
+    ) -> Result<TaskArray<'a>> {
+        let count = out_pointer(count, "out_count")?;
+        // SAFETY: per the contract above.
+        unsafe { count.write(0) };
+        let tasks = out_pointer(tasks, "out_tasks")?;
+        // SAFETY: per the contract above.
+        let slots = unsafe { std::slice::from_raw_parts_mut(tasks, max) };
+        slots.fill(std::ptr::null_mut());
+        Ok(TaskArray { slots, count })
+    }
+
+    /// Hands `tasks` (at most `max`) to the caller and sets the count.
+    fn fill(self, tasks: Vec<tq_task>) {
+        let count = tasks.len();
+        for (slot, task) in self.slots.iter_mut().zip(tasks) {
+            *slot = hand_out(task);
+        }
+        // SAFETY: checked writable in `new`.
+        unsafe { self.count.write(count) };
+    }
 }
 
 /// Stores `count` JSON texts as new pending tasks in one transaction, in
@@ -783,13 +809,7 @@ pub extern "C" fn tq_list(
     out_count: *mut usize,
 ) -> tq_status {
     guard("tq_list", || {
-        let out_count = out_pointer(out_count, "out_count")?;
-        // SAFETY: non-NULL and writable per the contract.
-        unsafe { out_count.write(0) };
-        let out_tasks = out_pointer(out_tasks, "out_tasks")?;
-        // SAFETY: `out_tasks` has room for `max` pointers per the contract.
-        let slots = unsafe { std::slice::from_raw_parts_mut(out_tasks, max) };
-        slots.fill(std::ptr::null_mut());
+        let out = unsafe { TaskArray::new(out_tasks, max, out_count) }?;
         let queue = unsafe { borrow(queue, "queue") }?;
         let tasks = queue
             .0
@@ -797,11 +817,7 @@ pub extern "C" fn tq_list(
             .into_iter()
             .map(tq_task::listed)
             .collect::<Result<Vec<_>>>()?;
-        let count = tasks.len();
-        for (slot, task) in slots.iter_mut().zip(tasks) {
-            *slot = hand_out(task);
-        }
-        unsafe { out_count.write(count) };
+        out.fill(tasks);
         Ok(tq_status::TQ_OK)
     })
 }
