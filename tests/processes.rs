@@ -106,7 +106,12 @@ fn spawn(role: &str, path: &str) -> Child {
 }
 
 fn child_command(role: &str, path: &str) -> Command {
-    let mut command = Command::new(std::env::current_exe().unwrap());
+    child_command_of(&std::env::current_exe().unwrap(), role, path)
+}
+
+/// As [`child_command`], running the test binary found at `exe`.
+fn child_command_of(exe: &std::path::Path, role: &str, path: &str) -> Command {
+    let mut command = Command::new(exe);
     command
         .args([
             "--exact",
@@ -428,11 +433,20 @@ fn pipe() -> [libc::c_int; 2] {
 /// What opening `path` gives a process that may not write there: as root
 /// (who may write anywhere), a child running as user `nobody`.
 fn open_without_write_permission(path: &str) -> String {
-    let mut command = child_command("open", path);
-    if unsafe { libc::geteuid() } == 0 {
+    // `nobody` may not be able to reach the test binary where it was built
+    // (a checkout in a private directory): it runs a copy everyone can read.
+    let copy = tempfile::tempdir().expect("a directory for the binary");
+    let mut command = if unsafe { libc::geteuid() } == 0 {
         use std::os::unix::process::CommandExt;
+        set_mode(copy.path(), 0o755);
+        let exe = copy.path().join("tq-test");
+        std::fs::copy(std::env::current_exe().unwrap(), &exe).expect("copy the test binary");
+        let mut command = child_command_of(&exe, "open", path);
         command.uid(65534).gid(65534);
-    }
+        command
+    } else {
+        child_command("open", path)
+    };
     let output = command.output().expect("run the child");
     assert!(output.status.success(), "{output:?}");
     String::from_utf8(output.stdout).unwrap()
