@@ -145,7 +145,7 @@ impl SqliteStore {
         let file = match shared {
             Some(file) => file,
             None => {
-                let writer = connect(path, options)?;
+                let (writer, turns) = connect(path, options)?;
                 let resolved = writer.path().unwrap_or(path).to_owned();
                 let metadata = std::fs::metadata(&resolved).map_err(|err| {
                     Error::new(ErrorKind::Io, format!("cannot stat '{resolved}': {err}"))
@@ -156,7 +156,7 @@ impl SqliteStore {
                     writer: inherited::register(writer)?,
                     reader: inherited::register(reader)?,
                     group: group::Group::default(),
-                    turns: turns::Turns::open(&resolved),
+                    turns,
                     busy_timeout: options.busy_timeout,
                     path: resolved,
                     file_id: (key.0, key.1),
@@ -411,8 +411,10 @@ fn retry_busy<T>(
 }
 
 /// Opens the connection, checks the file, and sets it up and migrates it
-/// when needed. Opening a current tq file writes nothing to it.
-fn connect(path: &str, options: &OpenOptions) -> Result<Connection> {
+/// when needed. Opening a current tq file writes nothing to it. Returns the
+/// file's turns with it (see `turns.rs`): a process opening a file that
+/// others are busy writing must not be starved out of its own set-up.
+fn connect(path: &str, options: &OpenOptions) -> Result<(Connection, Option<turns::Turns>)> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -430,6 +432,13 @@ fn connect(path: &str, options: &OpenOptions) -> Result<Connection> {
         .map_err(|e| with_context(e, &format!("cannot use '{path}'")))?;
     schema::check_supported(version)?;
 
+    let turns = turns::Turns::open(conn.path().unwrap_or(path));
+    // Switching a new file to WAL and migrating it are writes: they wait for
+    // a turn like every other write.
+    let setup_turn = (version < schema::CURRENT_VERSION)
+        .then_some(turns.as_ref())
+        .flatten()
+        .map(|turns| turns.wait(Instant::now() + options.busy_timeout));
     retry_busy(&conn, options.busy_timeout, |conn| {
         enable_wal(conn, options.durability)
     })?;
@@ -450,7 +459,8 @@ fn connect(path: &str, options: &OpenOptions) -> Result<Connection> {
             ),
         })?;
     }
-    Ok(conn)
+    drop(setup_turn);
+    Ok((conn, turns))
 }
 
 /// Opens the reading connection on a file `connect` has checked and set up.
