@@ -68,9 +68,20 @@ const WAL_RESTART_WAIT: Duration = Duration::from_millis(100);
 const WAL_RESTART_MAX_WAIT: Duration = Duration::from_millis(400);
 
 /// ...but a reader that keeps one transaction open cannot be waited out:
-/// after a failed wait of the longest length, the writer leaves the log
-/// alone this long.
+/// when two checkpoints in a row stop at the same place in the log, the
+/// writer leaves the log alone this long.
 const WAL_RESTART_COOLDOWN: Duration = Duration::from_secs(10);
+
+/// Where the WAL upkeep stands in this process.
+struct Upkeep {
+    /// How long the next checkpoint waits for readers.
+    wait: Duration,
+    /// No checkpoint is tried before this time.
+    not_before: Instant,
+    /// Where in the log the last checkpoint that could not copy it all
+    /// stopped: a reader's snapshot.
+    stopped_at: Option<i64>,
+}
 
 /// A handle on one named queue: the file it shares, and its own settings.
 pub(crate) struct SqliteStore {
@@ -100,10 +111,7 @@ pub(crate) struct SharedFile {
     holder_id: OnceLock<i64>,
     process: ProcessId,
     commits: AtomicU64,
-    /// How long the next WAL restart waits for readers, in milliseconds.
-    restart_wait_ms: AtomicU64,
-    /// No WAL restart is tried before this time.
-    restart_not_before: Mutex<Instant>,
+    upkeep: Mutex<Upkeep>,
 }
 
 /// Which handles share a [`SharedFile`]: those on the same file (device and
@@ -163,8 +171,11 @@ impl SqliteStore {
                     holder_id: OnceLock::new(),
                     process: ProcessId::current(),
                     commits: AtomicU64::new(0),
-                    restart_wait_ms: AtomicU64::new(WAL_RESTART_WAIT.as_millis() as u64),
-                    restart_not_before: Mutex::new(Instant::now()),
+                    upkeep: Mutex::new(Upkeep {
+                        wait: WAL_RESTART_WAIT,
+                        not_before: Instant::now(),
+                        stopped_at: None,
+                    }),
                 });
                 files.insert(key, Arc::downgrade(&file));
                 file
@@ -294,30 +305,52 @@ impl SharedFile {
         {
             return;
         }
-        let mut not_before = self
-            .restart_not_before
+        let mut upkeep = self
+            .upkeep
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if Instant::now() < *not_before {
+        if Instant::now() < upkeep.not_before {
             return;
         }
-        let wait = self.restart_wait_ms.load(Ordering::Relaxed);
-        let restarted = conn.busy_timeout(Duration::from_millis(wait)).is_ok()
-            && conn
-                .query_row("PRAGMA wal_checkpoint(RESTART)", [], |row| {
-                    row.get::<_, i64>(0)
-                })
-                .is_ok_and(|busy| busy == 0);
-        let longest = WAL_RESTART_MAX_WAIT.as_millis() as u64;
-        let next = if restarted {
-            WAL_RESTART_WAIT.as_millis() as u64
-        } else if wait >= longest {
-            *not_before = Instant::now() + WAL_RESTART_COOLDOWN;
-            WAL_RESTART_WAIT.as_millis() as u64
-        } else {
-            (wait * 2).min(longest)
-        };
-        self.restart_wait_ms.store(next, Ordering::Relaxed);
+        // The checkpoint takes the write lock: it waits for a turn like any
+        // writer, or writers in other processes would keep it out.
+        let _turn = self
+            .turns
+            .as_ref()
+            .map(|turns| turns.wait(Instant::now() + upkeep.wait));
+        // TRUNCATE rather than RESTART: the file's size then measures the
+        // log again, so the next check does not take a reused file for a
+        // long log. The answer: busy, frames in the log, frames copied.
+        let outcome = conn.busy_timeout(upkeep.wait).and_then(|()| {
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+                Ok((
+                    row.get::<_, i64>(0)?,
+                    row.get::<_, i64>(1)?,
+                    row.get::<_, i64>(2)?,
+                ))
+            })
+        });
+        match outcome {
+            Ok((0, _, _)) => {
+                upkeep.wait = WAL_RESTART_WAIT;
+                upkeep.stopped_at = None;
+            }
+            // Two checkpoints in a row stopped where a reader's snapshot
+            // begins: that reader holds its transaction open.
+            Ok((_, log, copied)) if copied < log && upkeep.stopped_at == Some(copied) => {
+                upkeep.not_before = Instant::now() + WAL_RESTART_COOLDOWN;
+                upkeep.wait = WAL_RESTART_WAIT;
+                upkeep.stopped_at = None;
+            }
+            // Readers were still moving on (or only just left the log).
+            Ok((_, log, copied)) if log >= 0 => {
+                upkeep.wait = (upkeep.wait * 2).min(WAL_RESTART_MAX_WAIT);
+                upkeep.stopped_at = (copied < log).then_some(copied);
+            }
+            // Another connection was checkpointing, or the lock was not
+            // had: the next check tries again.
+            _ => {}
+        }
         let _ = conn.busy_timeout(self.busy_timeout);
     }
 }
