@@ -54,6 +54,11 @@ impl Settings {
         self.long.unwrap_or(ci)
     }
 
+    /// Whether this is the long mode.
+    pub fn is_long(&self) -> bool {
+        self.long.is_some()
+    }
+
     /// Rounds: `ci` of them in CI; in long mode, as many as fit in the
     /// budget (at least one).
     pub fn rounds(&self, ci: usize) -> Rounds {

@@ -17,6 +17,7 @@
 //! | 4 exclusive delivery on two named queues, with fails, heartbeats and dead tasks; writers not starved past the busy timeout | exclusive.rs |
 //! | 5 zombie workers (late extend and finish) and clock jumps | zombies.rs |
 //! | 6 many openers | openers.rs |
+//! | 7 WAL size under readers, shrink-back, explicit checkpoint | wal.rs |
 //! | the checker's own tests | negative.rs |
 //!
 //! Children are this test binary run again with `TQ_TEST_CHILD` naming a
@@ -36,6 +37,7 @@ mod negative;
 mod openers;
 mod power_loss;
 mod producers;
+mod wal;
 mod workers;
 mod zombies;
 

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tq::{Durability, OpenOptions, Queue, Task};
+use tq::{Durability, OpenOptions, Queue, Task, TaskState};
 
 use super::client::{self, key_of, Client};
 use super::harness::{arg, arg_opt, now_ns, sleep_ms, Rng};
@@ -33,6 +33,8 @@ pub fn run(role: &str) -> ! {
         "worker" => worker(),
         "clock-worker" => clock_worker(),
         "opener" => opener(),
+        "reader" => reader(),
+        "snapshot" => snapshot(),
         "power" => power(),
         other => panic!("unknown child role {other}"),
     }
@@ -318,6 +320,44 @@ fn opener() {
             thread: 0,
         };
         let _ = client.push(&arg::<String>("key"), 0);
+    }
+}
+
+/// Monitors the queue: counts pending, held and dead tasks in a loop, each
+/// count a read of its own, pausing `pause` ms (default 0) after each
+/// round, until killed or the deadline. Failures are logged; answers are
+/// not.
+fn reader() {
+    let history = history();
+    let pause: u64 = arg_opt("pause").unwrap_or(0);
+    let Ok(queue) = client::open(&history, 0, &arg::<String>("db"), &options(None)) else {
+        return;
+    };
+    while !past_deadline() {
+        for state in [TaskState::Pending, TaskState::Leased, TaskState::Dead] {
+            let call = history.invoke(0, "count", "");
+            match queue.count(state) {
+                Ok(_) => history.ok(call, ""),
+                Err(err) => history.fail(call, &err),
+            }
+        }
+        sleep_ms(pause);
+    }
+}
+
+/// Another program reading the file (say, the sqlite3 shell left inside
+/// a transaction): holds one read snapshot open until killed or the
+/// deadline, which keeps every checkpoint from resetting the WAL.
+fn snapshot() {
+    let history = history();
+    let conn = rusqlite::Connection::open(arg::<String>("db")).expect("open");
+    conn.execute_batch("BEGIN").expect("begin");
+    let tasks: i64 = conn
+        .query_row("SELECT count(*) FROM tq_tasks", [], |row| row.get(0))
+        .expect("read");
+    history.info("snapshot", &format!("tasks={tasks}"));
+    while !past_deadline() {
+        sleep_ms(10);
     }
 }
 
