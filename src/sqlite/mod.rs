@@ -461,7 +461,12 @@ fn connect(path: &str, options: &OpenOptions) -> Result<(Connection, Option<turn
         .map_err(|e| with_context(e, &format!("cannot use '{path}'")))?;
     schema::check_supported(version)?;
 
-    let turns = turns::Turns::open(conn.path().unwrap_or(path));
+    // An in-memory or temporary database has no path, and no turns: it is
+    // refused below, as it cannot be put in WAL mode.
+    let turns = conn
+        .path()
+        .filter(|resolved| !resolved.is_empty())
+        .and_then(turns::Turns::open);
     // Switching a new file to WAL and migrating it are writes: they wait for
     // a turn like every other write.
     let setup_turn = (version < schema::CURRENT_VERSION)
