@@ -4,17 +4,21 @@
 #   make                 build build/lib/{libtq.so*,libtq.a}
 #   make cli             build the tq command (target/release/tq, from cli/)
 #   make example         build and run examples/c and examples/go
-#   make test            every test: Rust, the tq command, header, exported
+#   make test            every test: Rust, PostgreSQL, the tq command, header, exported
 #                        symbols, install and pkg-config, C (plain, static,
 #                        C++, AddressSanitizer/UBSan, valgrind, panic
 #                        injection), faults (disk full, I/O errors,
 #                        descriptors), Go, torture, the Python binding
 #   make test-cli        the tq command's tests alone
+#   make test-postgres   the PostgreSQL backend against a throwaway server
+#                        (the core and job suites, and its own tests)
 #   make test-torture    crash, power-loss and concurrency torture tests
 #                        (TQ_TORTURE_SEED=N replays, TQ_TORTURE_SECONDS=N
 #                        runs each scenario N seconds)
 #   make install PREFIX=/usr/local DESTDIR=
 #   make bench           the throughput benchmark (see bench/README.md)
+#   make bench-postgres  the PostgreSQL backend against SQLite, on a throwaway
+#                        server over loopback (bench/postgres.rs)
 #   make test-go         the Go binding (bindings/go) and its examples:
 #                        vet, tests under the race detector, a build
 #                        through pkg-config against an installed libtq
@@ -35,7 +39,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 BUILD := build
 RELEASE := target/release
 
-.PHONY: all lib cli example test test-rust test-cli test-symbols test-install test-c test-faults test-torture bench install clean FORCE \
+.PHONY: all lib cli example test test-rust test-postgres test-cli bench-postgres test-symbols test-install test-c test-faults test-torture bench install clean FORCE \
 	test-go example-go bench-go
 .PHONY: test-python example-python bench-python wheel-python
 
@@ -64,10 +68,23 @@ example: lib
 	$(MAKE) -C examples/c run TQ_LIBDIR=$(CURDIR)/$(BUILD)/lib TQ_INCLUDEDIR=$(CURDIR)/include
 	$(MAKE) --no-print-directory example-go
 
-test: test-rust test-cli test-symbols test-install test-c test-faults test-go test-torture test-python
+test: test-rust test-postgres test-cli test-symbols test-install test-c test-faults test-go test-torture test-python
 
 test-rust:
 	$(CARGO) test --locked
+
+# tests/postgres/cluster.sh starts a PostgreSQL server of its own on
+# 127.0.0.1 (from the postgresql package), stopped and removed whatever the
+# outcome. The core and job suites run their postgres:: variants on it, in
+# a schema per test; tests/postgres.rs runs what only PostgreSQL does. Same
+# profile as test-rust, so one build serves both.
+test-postgres:
+	@dir=$$(mktemp -d /tmp/tq-postgres.XXXXXX) && \
+	trap 'tests/postgres/cluster.sh stop "'"$$dir"'"' EXIT && \
+	url=$$(tests/postgres/cluster.sh start "$$dir") && \
+	echo "PostgreSQL test server: $$url" && \
+	TQ_TEST_POSTGRES_URL=$$url $(CARGO) test --locked --lib --test queue --test jobs postgres:: && \
+	TQ_TEST_POSTGRES_URL=$$url $(CARGO) test --locked --test postgres
 
 # Runs the built tq binary through every command.
 test-cli:
@@ -114,6 +131,17 @@ test-torture:
 
 bench:
 	$(CARGO) bench --locked --bench throughput
+
+# The server's data lives under /tmp (the server's user must reach it, which
+# a work tree under a private home may not allow): where /tmp is a tmpfs,
+# its flushes cost nothing and the comparison with the SQLite files under
+# TQ_BENCH_DIR favours PostgreSQL.
+bench-postgres: export TQ_BENCH_DIR ?= $(CURDIR)/target/bench-tmp
+bench-postgres:
+	@mkdir -p $(TQ_BENCH_DIR) && dir=$$(mktemp -d /tmp/tq-postgres-bench.XXXXXX) && \
+	trap 'tests/postgres/cluster.sh stop "'"$$dir"'"' EXIT && \
+	url=$$(tests/postgres/cluster.sh start "$$dir") && \
+	TQ_BENCH_POSTGRES_URL=$$url $(CARGO) bench --locked --bench postgres
 
 # The Go binding links the in-tree static library under the tq_intree tag.
 # Go does not notice when libtq.a or tq.h change, so their hash goes into

@@ -52,6 +52,17 @@
  * TQ_DURABILITY_NORMAL: survives a process crash, may lose the last commits
  * on power loss or OS crash; several times faster.
  *
+ * PostgreSQL. A path that is a postgres:// or postgresql:// URL opens the
+ * queue in that database instead (schema "tq" unless
+ * tq_options_set_postgres_schema names another), shared by any number of
+ * machines; tq_options_set_pool_size sizes each handle's connections.
+ * Leases and due times there follow the server's clock. Durability maps
+ * onto synchronous_commit (FULL: on, NORMAL: off) and the busy timeout onto
+ * lock_timeout; tq_checkpoint and tq_wal_size fail with
+ * TQ_ERR_INVALID_ARGUMENT. A write whose connection is lost while it
+ * commits fails with TQ_ERR_UNKNOWN_OUTCOME: it may or may not have been
+ * committed.
+ *
  * Versions. TQ_VERSION_* describe this header; tq_version() and
  * tq_version_number() describe the library loaded at run time.
  */
@@ -83,6 +94,17 @@
  The longest queue name, in bytes.
  */
 #define TQ_MAX_QUEUE_NAME_LEN 128
+
+/*
+ How many connections a PostgreSQL handle keeps at most unless
+ [`OpenOptions::pool_size`] says otherwise.
+ */
+#define TQ_DEFAULT_POOL_SIZE 4
+
+/*
+ The largest connection pool a handle may have.
+ */
+#define TQ_MAX_POOL_SIZE 1024
 
 /*
  The longest unique key, in bytes.
@@ -161,6 +183,13 @@ typedef enum tq_status {
    `tq_cancel`; no task was claimed.
    */
   TQ_ERR_INTERRUPTED = -8,
+  /*
+   PostgreSQL only: the connection to the server was lost while a
+   write was being committed, so the write may or may not have been
+   committed (a push may or may not have stored its task). Look before
+   trying again, or push with a unique key so a retry cannot duplicate.
+   */
+  TQ_ERR_UNKNOWN_OUTCOME = -9,
 } tq_status;
 
 /*
@@ -331,6 +360,28 @@ enum tq_status tq_options_set_keep_history(struct tq_options *options, bool keep
  Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
  */
 enum tq_status tq_options_set_max_payload_len(struct tq_options *options, size_t limit);
+
+/*
+ Sets how many connections to the PostgreSQL server a handle opened with
+ these options keeps at most: 1 to 1,024 (default 4). That many of its
+ calls run at once; further ones wait up to the busy timeout for a free
+ connection. For a `postgres://` URL only: `tq_open` of an SQLite file
+ with this set fails with TQ_ERR_INVALID_ARGUMENT.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
+ */
+enum tq_status tq_options_set_pool_size(struct tq_options *options, uint32_t size);
+
+/*
+ Names the PostgreSQL schema that holds tq's tables (default "tq"): 1 to
+ 63 ASCII letters, digits and '_', not starting with a digit or "pg_".
+ tq creates it when missing. For a `postgres://` URL only: `tq_open` of
+ an SQLite file with this set fails with TQ_ERR_INVALID_ARGUMENT.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options or name, bad
+ UTF-8, a name tq does not accept; the object is then unchanged).
+ */
+enum tq_status tq_options_set_postgres_schema(struct tq_options *options, const char *name);
 
 /*
  Creates an options object for `tq_push` holding the defaults: the task
@@ -511,11 +562,15 @@ void tq_cancel_free(struct tq_cancel *cancel);
  Opens the queue in the SQLite file at `path` (UTF-8), creating the file
  and tq's `tq_*` tables as needed, and stores the handle in `*out`.
  `options` may be NULL for the defaults; it is only read during the call.
+ A `path` that is a `postgres://` or `postgresql://` URL opens the queue
+ in that PostgreSQL database instead, creating or migrating tq's schema.
 
  Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL, empty or non-UTF-8
- path, NULL out), TQ_ERR_NOT_A_DATABASE (not SQLite, corrupt, or a newer
- tq schema; the file is left untouched), TQ_ERR_IO (cannot open or
- create), TQ_ERR_BUSY. On error `*out` is set to NULL.
+ path, NULL out, an option that means nothing for this kind of store, a
+ URL this library cannot open), TQ_ERR_NOT_A_DATABASE (not SQLite,
+ corrupt, or a newer tq schema; the file or schema is left untouched),
+ TQ_ERR_IO (cannot open or create, cannot reach the server),
+ TQ_ERR_BUSY. On error `*out` is set to NULL.
 
  Ownership: the caller owns the handle and frees it with `tq_close`.
  Thread safety: may be called from any thread; the handle may then be
@@ -862,7 +917,8 @@ enum tq_status tq_list(const struct tq_queue *queue,
 
  Returns TQ_OK, or TQ_ERR_BUSY (a reader still used the log: part of it
  remains; the size is still written), TQ_ERR_INVALID_ARGUMENT (NULL
- queue), TQ_ERR_IO.
+ queue; a PostgreSQL queue, which has no log file of tq's own),
+ TQ_ERR_IO.
  Thread safety: may run concurrently with any other call.
  */
 enum tq_status tq_checkpoint(struct tq_queue *queue, int64_t *out_wal_bytes);
@@ -871,7 +927,8 @@ enum tq_status tq_checkpoint(struct tq_queue *queue, int64_t *out_wal_bytes);
  Writes the size of the file's write-ahead log (`-wal` file), in bytes,
  to `*out_wal_bytes`.
 
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or out), TQ_ERR_IO.
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or out; a
+ PostgreSQL queue), TQ_ERR_IO.
  Thread safety: may run concurrently with any other call.
  */
 enum tq_status tq_wal_size(const struct tq_queue *queue, int64_t *out_wal_bytes);

@@ -27,6 +27,9 @@ pub enum ErrorKind {
     Interrupted,
     /// A bug in tq, including a caught panic.
     Internal,
+    /// The connection to a PostgreSQL server was lost while a write was
+    /// being committed: the write may or may not have been committed.
+    UnknownOutcome,
 }
 
 /// An error from the queue: its [`ErrorKind`] and a message.

@@ -13,13 +13,19 @@
 //! guard, waiting); `wait.rs` wakes waiting pulls; `store.rs` is the narrow interface a storage backend implements;
 //! `sqlite/` is the SQLite backend (schema in `sqlite/schema.rs`, the
 //! claim and every other task statement in `sqlite/tasks.rs`); `holder.rs`
-//! tells whether a process holding tasks is still alive.
+//! tells whether a process holding tasks is still alive. `postgres/` is the
+//! PostgreSQL backend, opened for a `postgres://` URL (its schema in
+//! `postgres/schema.rs`, the claim and every other task statement in
+//! `postgres/tasks.rs`, connections in `postgres/pool.rs`, holders and
+//! wake-ups in `postgres/listener.rs`).
 
 mod error;
 pub mod ffi;
 mod holder;
 mod options;
 pub mod outbox;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod queue;
 mod sqlite;
 mod store;
@@ -28,8 +34,8 @@ mod wait;
 
 pub use error::{Error, ErrorKind, Result};
 pub use options::{
-    Durability, OpenOptions, PullOptions, PushOptions, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE,
-    MAX_QUEUE_NAME_LEN, MAX_UNIQUE_KEY_LEN,
+    Durability, OpenOptions, PullOptions, PushOptions, DEFAULT_MAX_ATTEMPTS, DEFAULT_POOL_SIZE,
+    DEFAULT_POSTGRES_SCHEMA, DEFAULT_QUEUE, MAX_POOL_SIZE, MAX_QUEUE_NAME_LEN, MAX_UNIQUE_KEY_LEN,
 };
 pub use queue::{Queue, MAX_PAYLOAD_LEN, MAX_REASON_LEN};
 /// The SQLite binding tq is built on, for [`outbox`] callers: using this

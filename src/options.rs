@@ -17,6 +17,17 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 25;
 /// The longest queue name, in bytes.
 pub const MAX_QUEUE_NAME_LEN: usize = 128;
 
+/// The PostgreSQL schema tq's tables live in unless
+/// [`OpenOptions::postgres_schema`] names another.
+pub const DEFAULT_POSTGRES_SCHEMA: &str = "tq";
+
+/// How many connections a PostgreSQL handle keeps at most unless
+/// [`OpenOptions::pool_size`] says otherwise.
+pub const DEFAULT_POOL_SIZE: usize = 4;
+
+/// The largest connection pool a handle may have.
+pub const MAX_POOL_SIZE: usize = 1024;
+
 /// The longest unique key, in bytes.
 pub const MAX_UNIQUE_KEY_LEN: usize = 1024;
 
@@ -95,6 +106,10 @@ pub struct OpenOptions {
     pub(crate) queue: String,
     pub(crate) max_attempts: u32,
     pub(crate) retry_backoff: RetryBackoff,
+    /// PostgreSQL only; `None` when not set, so SQLite can refuse it.
+    pub(crate) pool_size: Option<usize>,
+    /// PostgreSQL only, as `pool_size`.
+    pub(crate) postgres_schema: Option<String>,
 }
 
 /// The pause before a failed task is retried: `min` after the first
@@ -132,6 +147,8 @@ impl Default for OpenOptions {
                 min: Duration::from_secs(1),
                 max: Duration::from_secs(3600),
             },
+            pool_size: None,
+            postgres_schema: None,
         }
     }
 }
@@ -214,6 +231,61 @@ impl OpenOptions {
         }
         self.retry_backoff = RetryBackoff { min, max };
         Ok(self)
+    }
+}
+
+impl OpenOptions {
+    /// Sets how many connections to the PostgreSQL server a handle opened
+    /// with these options keeps at most (1 to [`MAX_POOL_SIZE`]; default
+    /// [`DEFAULT_POOL_SIZE`]): that many of its calls run at once, and
+    /// further ones wait up to the busy timeout for a free connection. Each
+    /// process also keeps one more connection, shared by its handles on one
+    /// schema, to hear of new tasks and to show it is alive. An SQLite file
+    /// has no pool: opening one with this set fails.
+    pub fn pool_size(&mut self, size: usize) -> Result<&mut Self> {
+        if size == 0 || size > MAX_POOL_SIZE {
+            return Err(Error::invalid_argument(format!(
+                "the pool size must be between 1 and {MAX_POOL_SIZE} connections, got {size}"
+            )));
+        }
+        self.pool_size = Some(size);
+        Ok(self)
+    }
+
+    /// Names the PostgreSQL schema that holds tq's tables (default
+    /// [`DEFAULT_POSTGRES_SCHEMA`]): 1 to 63 bytes of ASCII letters, digits
+    /// and `_`, not starting with a digit or `pg_`. tq creates it when
+    /// missing. An SQLite file has no schemas: opening one with this set
+    /// fails.
+    pub fn postgres_schema(&mut self, name: &str) -> Result<&mut Self> {
+        let valid = !name.is_empty()
+            && name.len() <= 63
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            && !name.as_bytes()[0].is_ascii_digit()
+            && !name.to_ascii_lowercase().starts_with("pg_");
+        if !valid {
+            return Err(Error::invalid_argument(format!(
+                "'{name}' is not a schema name tq uses: 1 to 63 ASCII letters, digits and '_', \
+                 not starting with a digit or 'pg_'"
+            )));
+        }
+        self.postgres_schema = Some(name.to_owned());
+        Ok(self)
+    }
+
+    /// Refuses the options that mean nothing for an SQLite file.
+    pub(crate) fn check_sqlite(&self) -> Result<()> {
+        if self.pool_size.is_some() {
+            return Err(Error::invalid_argument(
+                "a connection pool size applies to PostgreSQL only: an SQLite file has no pool",
+            ));
+        }
+        if self.postgres_schema.is_some() {
+            return Err(Error::invalid_argument(
+                "a PostgreSQL schema applies to PostgreSQL only: an SQLite file has no schemas",
+            ));
+        }
+        Ok(())
     }
 }
 

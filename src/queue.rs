@@ -23,9 +23,11 @@ pub const MAX_PAYLOAD_LEN: usize = 1_000_000_000;
 /// character boundary.
 pub const MAX_REASON_LEN: usize = 64 * 1024;
 
-/// A handle on one named queue in one SQLite file. `Queue` is `Send +
-/// Sync`: share one handle among threads (calls are ordered inside it) or
-/// open several; any number of processes on one host may open the same file.
+/// A handle on one named queue in one SQLite file, or in a PostgreSQL
+/// database. `Queue` is `Send + Sync`: share one handle among threads
+/// (calls are ordered inside it) or open several; any number of processes
+/// on one host may open the same file, and any number of machines the same
+/// PostgreSQL database.
 ///
 /// A handle belongs to the process that opened it: after `fork()`, every
 /// call in the child fails with [`ErrorKind::InvalidArgument`]. The child
@@ -53,14 +55,26 @@ impl Queue {
     /// Fails with [`ErrorKind::NotADatabase`] (leaving the file as it was)
     /// when it is not an SQLite database or carries a newer tq schema, and
     /// with [`ErrorKind::Io`] when it cannot be opened or created.
+    ///
+    /// A `postgres://` or `postgresql://` URL opens the queue in that
+    /// PostgreSQL database instead, in the schema named by
+    /// [`OpenOptions::postgres_schema`] (default `tq`), creating or
+    /// migrating it as needed; see the README's "Outgrowing one machine".
     pub fn open(path: &str, options: &OpenOptions) -> Result<Queue> {
         if path.is_empty() {
             return Err(Error::invalid_argument("the path is empty"));
         }
-        let store = SqliteStore::open(path, options)?;
+        let (store, bell): (Box<dyn Store>, Arc<Bell>) = if is_postgres_url(path) {
+            open_postgres(path, options)?
+        } else {
+            options.check_sqlite()?;
+            let store = SqliteStore::open(path, options)?;
+            let bell = Bell::for_file(store.file_id());
+            (Box::new(store), bell)
+        };
         Ok(Queue {
-            bell: Bell::for_file(store.file_id()),
-            store: Box::new(store),
+            bell,
+            store,
             interrupted: AtomicBool::new(false),
             opened_by_pid: std::process::id(),
             max_payload_len: options.max_payload_len,
@@ -163,8 +177,7 @@ impl Queue {
         let store = self.store()?;
         let lease = options.lease.as_millis() as i64;
         if options.wait.is_zero() {
-            let now = now_unix_ms();
-            return store.claim(max, now, now.saturating_add(lease));
+            return store.claim(max, now_unix_ms(), lease);
         }
         let deadline = Instant::now() + options.wait;
         let _watch = options.cancel.as_ref().map(|token| token.watch(&self.bell));
@@ -181,7 +194,7 @@ impl Queue {
             let rings = self.bell.rings();
             let changes = store.change_counter()?;
             let now = now_unix_ms();
-            let tasks = store.claim(max, now, now.saturating_add(lease))?;
+            let tasks = store.claim(max, now, lease)?;
             if !tasks.is_empty() {
                 return Ok(tasks);
             }
@@ -242,9 +255,8 @@ impl Queue {
                 "finish-and-pull does not wait: when it finds no task, wait with pull",
             ));
         }
-        let now = now_unix_ms();
         let lease = options.lease.as_millis() as i64;
-        store.finish_and_claim(receipt, now, now.saturating_add(lease))
+        store.finish_and_claim(receipt, now_unix_ms(), lease)
     }
 
     /// Completes many deliveries in one transaction and says, for each,
@@ -290,10 +302,7 @@ impl Queue {
     pub fn extend(&self, receipt: Receipt, lease: Duration) -> Result<()> {
         let store = self.store()?;
         check_lease(lease)?;
-        store.extend(
-            receipt,
-            now_unix_ms().saturating_add(lease.as_millis() as i64),
-        )
+        store.extend(receipt, now_unix_ms(), lease.as_millis() as i64)
     }
 
     /// Takes back every leased task of this queue whose lease expired or
@@ -301,7 +310,9 @@ impl Queue {
     /// many: each is pending again, or dead if that delivery was its last
     /// attempt. Tasks held by live processes (this one included) are
     /// untouched, so calling this at every start-up is safe with several
-    /// processes.
+    /// processes. On PostgreSQL, a holder is gone when its session on the
+    /// server ended (its process, machine or connection died), wherever it
+    /// ran.
     pub fn recover(&self) -> Result<u64> {
         let recovered = self.store()?.recover(now_unix_ms())?;
         if recovered > 0 {
@@ -367,18 +378,21 @@ impl Queue {
         let store = self.store()?;
         let age = i64::try_from(older_than.as_millis())
             .map_err(|_| Error::invalid_argument("age out of range"))?;
-        store.purge(state, now_unix_ms().saturating_sub(age))
+        store.purge(state, now_unix_ms(), age)
     }
 
     /// Copies the write-ahead log into the database and truncates it,
     /// waiting up to the busy timeout for readers to move on, and reports
     /// the log's size afterwards. tq also does this by itself when the log
     /// grows past 16 MiB; call it at quiet moments to keep the file small.
+    /// A PostgreSQL queue has no log file of its own: there it fails with
+    /// [`ErrorKind::InvalidArgument`].
     pub fn checkpoint(&self) -> Result<Checkpoint> {
         self.store()?.checkpoint()
     }
 
-    /// The size of the write-ahead log (`-wal` file), in bytes.
+    /// The size of the write-ahead log (`-wal` file), in bytes; refused, as
+    /// [`Queue::checkpoint`] is, on PostgreSQL.
     pub fn wal_size(&self) -> Result<u64> {
         self.store()?.wal_size()
     }
@@ -405,6 +419,27 @@ impl Queue {
         }
         Ok(self.store.as_ref())
     }
+}
+
+/// Whether `path` names a PostgreSQL database rather than an SQLite file.
+fn is_postgres_url(path: &str) -> bool {
+    let lower = path.get(..13).unwrap_or(path).to_ascii_lowercase();
+    lower.starts_with("postgres://") || lower.starts_with("postgresql://")
+}
+
+#[cfg(feature = "postgres")]
+fn open_postgres(url: &str, options: &OpenOptions) -> Result<(Box<dyn Store>, Arc<Bell>)> {
+    let store = crate::postgres::PostgresStore::open(url, options)?;
+    let bell = store.bell();
+    Ok((Box::new(store), bell))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn open_postgres(_url: &str, _options: &OpenOptions) -> Result<(Box<dyn Store>, Arc<Bell>)> {
+    Err(Error::invalid_argument(
+        "this libtq was built without PostgreSQL support (cargo feature `postgres`): \
+         it opens SQLite files only",
+    ))
 }
 
 /// Refuses options a batch cannot take: a unique key names one task.

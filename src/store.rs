@@ -2,9 +2,12 @@
 //!
 //! [`crate::Queue`] checks arguments, reads the clock, guards against use
 //! after `fork()` and waits; a backend only stores and claims. Times are
-//! milliseconds since the Unix epoch, read once per call by the engine, so a
-//! backend never consults a clock of its own. A backend serves one named
-//! queue of its file.
+//! milliseconds since the Unix epoch, read once per call by the engine. The
+//! SQLite backend uses the engine's time; a backend shared by several
+//! machines (PostgreSQL) uses its server's clock instead, which is why
+//! lengths (a lease, an age) are passed beside the time, and why times it
+//! returns for the engine to wait on ([`Store::next_due`]) are translated
+//! into the engine's clock. A backend serves one named queue of its store.
 
 use crate::error::Result;
 use crate::options::{NotBefore, PushOptions, RetryBackoff};
@@ -16,6 +19,11 @@ use crate::task::{Failed, Pushed, Receipt, Task, TaskInfo, TaskState};
 pub(crate) struct NewTask {
     pub(crate) payload: String,
     pub(crate) run_at: i64,
+    /// How long after the push `run_at` is, when the push gave a delay
+    /// (0 for at once) rather than a time: a backend with a clock of its
+    /// own counts it from there.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) delay: Option<i64>,
     pub(crate) priority: i32,
     pub(crate) max_attempts: u32,
     /// The unique key and how long (ms) it stays reserved once done.
@@ -31,14 +39,19 @@ impl NewTask {
         now: i64,
         default_max_attempts: u32,
     ) -> NewTask {
+        let delay = match options.not_before {
+            NotBefore::Now => Some(0),
+            NotBefore::Delay(delay) => Some(delay.as_millis() as i64),
+            NotBefore::UnixMillis(_) => None,
+        };
         let run_at = match options.not_before {
-            NotBefore::Now => now,
-            NotBefore::Delay(delay) => now.saturating_add(delay.as_millis() as i64),
             NotBefore::UnixMillis(at) => at,
+            _ => now.saturating_add(delay.unwrap_or(0)),
         };
         NewTask {
             payload: payload.to_owned(),
             run_at,
+            delay,
             priority: options.priority,
             max_attempts: options.max_attempts.unwrap_or(default_max_attempts),
             unique: options.unique.as_ref().map(|unique| {
@@ -69,10 +82,10 @@ pub(crate) trait Store: Send + Sync {
     fn push(&self, tasks: Vec<NewTask>, now: i64) -> Result<Vec<Pushed>>;
 
     /// Claims up to `max` ready tasks (pending and due at `now`, or leased
-    /// with a lease expired at `now`), best first, for this process until
-    /// `lease_expires_at`, counting an attempt for each. Empty when nothing
-    /// is ready.
-    fn claim(&self, max: usize, now: i64, lease_expires_at: i64) -> Result<Vec<Task>>;
+    /// with a lease expired at `now`), best first, for this process for
+    /// `lease` ms from `now`, counting an attempt for each. Empty when
+    /// nothing is ready.
+    fn claim(&self, max: usize, now: i64, lease: i64) -> Result<Vec<Task>>;
 
     /// Completes the deliveries named by `receipts`; says for each whether
     /// it was still current (and is now complete).
@@ -81,12 +94,7 @@ pub(crate) trait Store: Send + Sync {
     /// Completes the delivery named by `receipt` and claims the next ready
     /// task, in one transaction; `NotHeld`, changing nothing, when the
     /// delivery is no longer current.
-    fn finish_and_claim(
-        &self,
-        receipt: Receipt,
-        now: i64,
-        lease_expires_at: i64,
-    ) -> Result<Option<Task>>;
+    fn finish_and_claim(&self, receipt: Receipt, now: i64, lease: i64) -> Result<Option<Task>>;
 
     /// Ends a delivery as failed: the task is retried after a pause drawn
     /// from `backoff`, or is dead once it used its attempts. `NotHeld` when
@@ -99,9 +107,9 @@ pub(crate) trait Store: Send + Sync {
         backoff: &RetryBackoff,
     ) -> Result<Failed>;
 
-    /// Moves the lease of a current delivery to `lease_expires_at`;
+    /// Moves the lease of a current delivery to `lease` ms after `now`;
     /// `NotHeld` when the delivery is no longer current.
-    fn extend(&self, receipt: Receipt, lease_expires_at: i64) -> Result<()>;
+    fn extend(&self, receipt: Receipt, now: i64, lease: i64) -> Result<()>;
 
     /// Takes back every leased task whose lease expired by `now` or whose
     /// holder process is gone (pending again, or dead if that was its last
@@ -121,9 +129,9 @@ pub(crate) trait Store: Send + Sync {
     /// `id`, or all of them; returns how many.
     fn retry_dead(&self, id: Option<i64>, now: i64) -> Result<u64>;
 
-    /// Deletes the tasks in `state` (done or dead) that got there at or
-    /// before `before`; returns how many.
-    fn purge(&self, state: TaskState, before: i64) -> Result<u64>;
+    /// Deletes the tasks in `state` (done or dead) that got there at least
+    /// `older_than` ms before `now`; returns how many.
+    fn purge(&self, state: TaskState, now: i64, older_than: i64) -> Result<u64>;
 
     /// Copies the log into the database and truncates it.
     fn checkpoint(&self) -> Result<Checkpoint>;
@@ -132,9 +140,11 @@ pub(crate) trait Store: Send + Sync {
     fn wal_size(&self) -> Result<u64>;
 
     /// The earliest time after `now` when a task becomes claimable without
-    /// any write: a delayed task's due time or a lease's expiry.
+    /// any write: a delayed task's due time or a lease's expiry, on the
+    /// engine's clock.
     fn next_due(&self, now: i64) -> Result<Option<i64>>;
 
-    /// A number that changes whenever another connection commits to the file.
+    /// A number that changes whenever another connection commits a write
+    /// that may make a task ready.
     fn change_counter(&self) -> Result<i64>;
 }

@@ -2,6 +2,7 @@
 //! queues, batches, blocking pulls, heartbeats, unique keys, the outbox,
 //! visibility and WAL upkeep.
 
+#[macro_use]
 mod common;
 
 use std::collections::HashSet;
@@ -43,9 +44,7 @@ fn waiting(ms: u64) -> PullOptions {
     options
 }
 
-#[test]
-fn a_failed_task_comes_back_with_its_reason_until_its_attempts_run_out() {
-    let scratch = Scratch::new();
+fn a_failed_task_comes_back_with_its_reason_until_its_attempts_run_out(scratch: Scratch) {
     let queue = retry_at_once(&scratch, 3);
     let id = push(&queue, "\"flaky\"");
     for attempt in 1..=3 {
@@ -79,9 +78,7 @@ fn a_failed_task_comes_back_with_its_reason_until_its_attempts_run_out() {
     assert_eq!(dead[0].payload(), "\"flaky\"");
 }
 
-#[test]
-fn a_failure_waits_for_the_back_off_and_a_push_can_set_its_own_attempts() {
-    let scratch = Scratch::new();
+fn a_failure_waits_for_the_back_off_and_a_push_can_set_its_own_attempts(scratch: Scratch) {
     let mut options = normal();
     options
         .retry_backoff(Duration::from_secs(60), Duration::from_secs(120))
@@ -118,9 +115,7 @@ fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
-#[test]
-fn dead_tasks_can_be_retried_one_or_all_and_purged() {
-    let scratch = Scratch::new();
+fn dead_tasks_can_be_retried_one_or_all_and_purged(scratch: Scratch) {
     let queue = retry_at_once(&scratch, 1);
     let ids: Vec<i64> = (0..4).map(|i| push(&queue, &i.to_string())).collect();
     while let Some(task) = pull(&queue) {
@@ -167,9 +162,7 @@ fn dead_tasks_can_be_retried_one_or_all_and_purged() {
     );
 }
 
-#[test]
-fn a_delivery_whose_lease_expires_counts_and_its_last_one_ends_dead() {
-    let scratch = Scratch::new();
+fn a_delivery_whose_lease_expires_counts_and_its_last_one_ends_dead(scratch: Scratch) {
     let queue = retry_at_once(&scratch, 2);
     let id = push(&queue, "\"poison\"");
     let first = queue.pull(&lease(1)).unwrap().unwrap();
@@ -206,9 +199,7 @@ fn a_delivery_whose_lease_expires_counts_and_its_last_one_ends_dead() {
     assert_eq!(queue.list(TaskState::Dead, 0, 10).unwrap()[1].id(), id);
 }
 
-#[test]
-fn higher_priorities_come_first_and_equal_ones_in_push_order() {
-    let scratch = Scratch::new();
+fn higher_priorities_come_first_and_equal_ones_in_push_order(scratch: Scratch) {
     let queue = scratch.open();
     let mut pushed = Vec::new();
     for (payload, priority) in [
@@ -229,9 +220,7 @@ fn higher_priorities_come_first_and_equal_ones_in_push_order() {
     assert_eq!(order, ["6", "2", "4", "1", "5", "3"]);
 }
 
-#[test]
-fn an_expired_lease_keeps_its_place_in_line() {
-    let scratch = Scratch::new();
+fn an_expired_lease_keeps_its_place_in_line(scratch: Scratch) {
     let queue = scratch.open();
     let push_at = |payload: &str, priority| {
         let mut options = PushOptions::new();
@@ -252,9 +241,7 @@ fn an_expired_lease_keeps_its_place_in_line() {
     assert_eq!(order, ["\"high\"", "\"middle\"", "\"low\""]);
 }
 
-#[test]
-fn a_retried_task_keeps_its_priority_but_waits_behind_ready_peers() {
-    let scratch = Scratch::new();
+fn a_retried_task_keeps_its_priority_but_waits_behind_ready_peers(scratch: Scratch) {
     let queue = retry_at_once(&scratch, 5);
     let mut urgent = PushOptions::new();
     urgent.priority(9);
@@ -267,9 +254,7 @@ fn a_retried_task_keeps_its_priority_but_waits_behind_ready_peers() {
     assert_eq!(next.priority(), 9);
 }
 
-#[test]
-fn named_queues_in_one_file_are_independent() {
-    let scratch = Scratch::new();
+fn named_queues_in_one_file_are_independent(scratch: Scratch) {
     let mut options = normal();
     options.queue("emails").unwrap();
     let emails = scratch.open_with(&options);
@@ -299,9 +284,7 @@ fn named_queues_in_one_file_are_independent() {
     );
 }
 
-#[test]
-fn a_batch_push_stores_all_or_nothing_and_names_the_bad_payload() {
-    let scratch = Scratch::new();
+fn a_batch_push_stores_all_or_nothing_and_names_the_bad_payload(scratch: Scratch) {
     let queue = scratch.open();
     let ids = queue
         .push_batch(&["1", "2", "3"], &PushOptions::new())
@@ -330,9 +313,7 @@ fn a_batch_push_stores_all_or_nothing_and_names_the_bad_payload() {
         .is_empty());
 }
 
-#[test]
-fn a_batch_pull_claims_in_order_and_a_batch_finish_reports_each_task() {
-    let scratch = Scratch::new();
+fn a_batch_pull_claims_in_order_and_a_batch_finish_reports_each_task(scratch: Scratch) {
     let queue = scratch.open();
     let ids = queue
         .push_batch(
@@ -365,9 +346,7 @@ fn a_batch_pull_claims_in_order_and_a_batch_finish_reports_each_task() {
     assert_eq!(queue.count(TaskState::Pending).unwrap(), 0);
 }
 
-#[test]
-fn a_waiting_pull_wakes_for_a_push_from_this_process() {
-    let scratch = Scratch::new();
+fn a_waiting_pull_wakes_for_a_push_from_this_process(scratch: Scratch) {
     let queue = Arc::new(scratch.open());
     let waiter = {
         let queue = Arc::clone(&queue);
@@ -388,9 +367,7 @@ fn a_waiting_pull_wakes_for_a_push_from_this_process() {
     );
 }
 
-#[test]
-fn a_waiting_pull_wakes_when_a_delayed_task_comes_due_and_times_out_otherwise() {
-    let scratch = Scratch::new();
+fn a_waiting_pull_wakes_when_a_delayed_task_comes_due_and_times_out_otherwise(scratch: Scratch) {
     let queue = scratch.open();
     let started = Instant::now();
     assert!(queue.pull(&waiting(50)).unwrap().is_none());
@@ -407,9 +384,7 @@ fn a_waiting_pull_wakes_when_a_delayed_task_comes_due_and_times_out_otherwise() 
     assert!(waited < Duration::from_secs(20), "{waited:?}");
 }
 
-#[test]
-fn interrupt_and_cancel_end_waits_at_once() {
-    let scratch = Scratch::new();
+fn interrupt_and_cancel_end_waits_at_once(scratch: Scratch) {
     let queue = Arc::new(scratch.open());
     let token = CancelToken::new();
     let waiters: Vec<_> = [None, Some(token.clone())]
@@ -458,9 +433,7 @@ fn interrupt_and_cancel_end_waits_at_once() {
     }
 }
 
-#[test]
-fn extend_keeps_a_lease_and_a_lost_lease_answers_not_held() {
-    let scratch = Scratch::new();
+fn extend_keeps_a_lease_and_a_lost_lease_answers_not_held(scratch: Scratch) {
     let queue = scratch.open();
     push(&queue, "\"long\"");
     let task = queue.pull(&lease(100)).unwrap().unwrap();
@@ -490,9 +463,7 @@ fn extend_keeps_a_lease_and_a_lost_lease_answers_not_held() {
     queue.finish(thief.receipt()).unwrap();
 }
 
-#[test]
-fn a_unique_key_admits_one_live_task_at_a_time() {
-    let scratch = Scratch::new();
+fn a_unique_key_admits_one_live_task_at_a_time(scratch: Scratch) {
     let queue = retry_at_once(&scratch, 1);
     let mut key = PushOptions::new();
     key.unique_key("report:42").unwrap();
@@ -530,12 +501,13 @@ fn a_unique_key_admits_one_live_task_at_a_time() {
     );
 }
 
-#[test]
-fn a_unique_window_keeps_the_key_after_the_task_is_done() {
+fn a_unique_window_keeps_the_key_after_the_task_is_done(scratch: Scratch) {
     for keep_history in [false, true] {
-        let scratch = Scratch::new();
         let mut options = normal();
-        options.keep_history(keep_history);
+        options
+            .keep_history(keep_history)
+            .queue(&format!("history {keep_history}"))
+            .unwrap();
         let queue = scratch.open_with(&options);
         let mut key = PushOptions::new();
         key.unique_key("daily")
@@ -649,9 +621,7 @@ fn a_waiting_pull_sees_an_outbox_push_from_another_connection() {
     assert_eq!(waiter.join().unwrap(), Some(id));
 }
 
-#[test]
-fn the_oldest_ready_age_and_pages_of_tasks_show_the_backlog() {
-    let scratch = Scratch::new();
+fn the_oldest_ready_age_and_pages_of_tasks_show_the_backlog(scratch: Scratch) {
     let queue = scratch.open();
     assert_eq!(queue.oldest_ready_age().unwrap(), None);
     let mut old = PushOptions::new();
@@ -799,9 +769,7 @@ fn rows_changed_outside_tq_are_reported_as_not_a_database() {
     let _ = rusqlite::version();
 }
 
-#[test]
-fn finish_and_pull_completes_one_task_and_claims_the_next_in_one_step() {
-    let scratch = Scratch::new();
+fn finish_and_pull_completes_one_task_and_claims_the_next_in_one_step(scratch: Scratch) {
     let queue = scratch.open();
     let ids: Vec<i64> = (0..3).map(|i| push(&queue, &i.to_string())).collect();
     let mut task = pull(&queue).unwrap();
@@ -843,9 +811,7 @@ fn finish_and_pull_completes_one_task_and_claims_the_next_in_one_step() {
     assert_eq!(queue.count(TaskState::Leased).unwrap(), 0);
 }
 
-#[test]
-fn threads_writing_at_once_each_get_their_own_result() {
-    let scratch = Scratch::new();
+fn threads_writing_at_once_each_get_their_own_result(scratch: Scratch) {
     let mut options = OpenOptions::new();
     options.durability(Durability::Full);
     let queue = Arc::new(scratch.open_with(&options));
@@ -887,3 +853,25 @@ fn threads_writing_at_once_each_get_their_own_result() {
     }
     assert_eq!(payloads.len(), 400);
 }
+
+on_both_backends!(
+    a_failed_task_comes_back_with_its_reason_until_its_attempts_run_out,
+    a_failure_waits_for_the_back_off_and_a_push_can_set_its_own_attempts,
+    dead_tasks_can_be_retried_one_or_all_and_purged,
+    a_delivery_whose_lease_expires_counts_and_its_last_one_ends_dead,
+    higher_priorities_come_first_and_equal_ones_in_push_order,
+    an_expired_lease_keeps_its_place_in_line,
+    a_retried_task_keeps_its_priority_but_waits_behind_ready_peers,
+    named_queues_in_one_file_are_independent,
+    a_batch_push_stores_all_or_nothing_and_names_the_bad_payload,
+    a_batch_pull_claims_in_order_and_a_batch_finish_reports_each_task,
+    a_waiting_pull_wakes_for_a_push_from_this_process,
+    a_waiting_pull_wakes_when_a_delayed_task_comes_due_and_times_out_otherwise,
+    interrupt_and_cancel_end_waits_at_once,
+    extend_keeps_a_lease_and_a_lost_lease_answers_not_held,
+    a_unique_key_admits_one_live_task_at_a_time,
+    a_unique_window_keeps_the_key_after_the_task_is_done,
+    the_oldest_ready_age_and_pages_of_tasks_show_the_backlog,
+    finish_and_pull_completes_one_task_and_claims_the_next_in_one_step,
+    threads_writing_at_once_each_get_their_own_result,
+);

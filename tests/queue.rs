@@ -1,5 +1,6 @@
 //! The queue's semantics through the Rust API, in one process.
 
+#[macro_use]
 mod common;
 
 use std::collections::HashSet;
@@ -14,9 +15,7 @@ fn counts(queue: &Queue) -> [u64; 3] {
     [TaskState::Pending, TaskState::Leased, TaskState::Done].map(|s| queue.count(s).unwrap())
 }
 
-#[test]
-fn push_pull_finish_in_fifo_order() {
-    let scratch = Scratch::new();
+fn push_pull_finish_in_fifo_order(scratch: Scratch) {
     let queue = scratch.open();
     let ids: Vec<i64> = (0..5)
         .map(|i| push(&queue, &format!("{{\"n\": {i}}}")))
@@ -39,9 +38,7 @@ fn push_pull_finish_in_fifo_order() {
     assert_eq!(counts(&queue), [0, 0, 0]);
 }
 
-#[test]
-fn payload_is_stored_byte_for_byte() {
-    let scratch = Scratch::new();
+fn payload_is_stored_byte_for_byte(scratch: Scratch) {
     let queue = scratch.open();
     for payload in [
         " {\"a\" : [1, 2.50, \"é\\u00e9\"]}\n",
@@ -57,9 +54,7 @@ fn payload_is_stored_byte_for_byte() {
     }
 }
 
-#[test]
-fn invalid_json_stores_nothing() {
-    let scratch = Scratch::new();
+fn invalid_json_stores_nothing(scratch: Scratch) {
     let queue = scratch.open();
     for payload in ["", " ", "{", "{\"a\":}", "nope", "1 2", "[1,]", "{'a': 1}"] {
         let err = queue.push(payload, &PushOptions::new()).unwrap_err();
@@ -69,9 +64,7 @@ fn invalid_json_stores_nothing() {
     assert_eq!(counts(&queue), [0, 0, 0]);
 }
 
-#[test]
-fn ids_are_never_reused() {
-    let scratch = Scratch::new();
+fn ids_are_never_reused(scratch: Scratch) {
     let queue = scratch.open();
     let first = push(&queue, "1");
     let task = queue.pull(&PullOptions::new()).unwrap().unwrap();
@@ -79,9 +72,7 @@ fn ids_are_never_reused() {
     assert!(push(&queue, "2") > first);
 }
 
-#[test]
-fn delayed_and_scheduled_tasks_wait_for_their_time() {
-    let scratch = Scratch::new();
+fn delayed_and_scheduled_tasks_wait_for_their_time(scratch: Scratch) {
     let queue = scratch.open();
     let mut delayed = PushOptions::new();
     delayed.delay(Duration::from_millis(300)).unwrap();
@@ -103,9 +94,7 @@ fn delayed_and_scheduled_tasks_wait_for_their_time() {
     );
 }
 
-#[test]
-fn ready_tasks_come_out_by_due_time_then_id() {
-    let scratch = Scratch::new();
+fn ready_tasks_come_out_by_due_time_then_id(scratch: Scratch) {
     let queue = scratch.open();
     let mut at = PushOptions::new();
     at.run_at_unix_ms(2_000).unwrap();
@@ -119,9 +108,7 @@ fn ready_tasks_come_out_by_due_time_then_id() {
     assert_eq!(order, [first, second, third]);
 }
 
-#[test]
-fn an_expired_lease_makes_the_task_ready_again() {
-    let scratch = Scratch::new();
+fn an_expired_lease_makes_the_task_ready_again(scratch: Scratch) {
     let queue = scratch.open();
     let id = push(&queue, "{}");
     let first = queue.pull(&lease(50)).unwrap().unwrap();
@@ -141,9 +128,7 @@ fn an_expired_lease_makes_the_task_ready_again() {
     );
 }
 
-#[test]
-fn finish_after_lease_expiry_succeeds_while_nobody_took_the_task() {
-    let scratch = Scratch::new();
+fn finish_after_lease_expiry_succeeds_while_nobody_took_the_task(scratch: Scratch) {
     let queue = scratch.open();
     push(&queue, "{}");
     let task = queue.pull(&lease(10)).unwrap().unwrap();
@@ -152,9 +137,7 @@ fn finish_after_lease_expiry_succeeds_while_nobody_took_the_task() {
     assert_eq!(counts(&queue), [0, 0, 0]);
 }
 
-#[test]
-fn a_claim_takes_only_the_task_it_delivers_from_an_expired_holder() {
-    let scratch = Scratch::new();
+fn a_claim_takes_only_the_task_it_delivers_from_an_expired_holder(scratch: Scratch) {
     let queue = scratch.open();
     let expired = push(&queue, "\"expired\"");
     let held = queue.pull(&lease(1)).unwrap().unwrap();
@@ -177,9 +160,7 @@ fn a_claim_takes_only_the_task_it_delivers_from_an_expired_holder() {
     assert!(queue.pull(&PullOptions::new()).unwrap().is_none());
 }
 
-#[test]
-fn recover_returns_expired_leases_but_not_live_ones() {
-    let scratch = Scratch::new();
+fn recover_returns_expired_leases_but_not_live_ones(scratch: Scratch) {
     let queue = scratch.open();
     push(&queue, "1");
     push(&queue, "2");
@@ -197,9 +178,7 @@ fn recover_returns_expired_leases_but_not_live_ones() {
     assert_eq!((again.id(), again.attempts()), (short.id(), 2));
 }
 
-#[test]
-fn history_keeps_done_tasks_until_purged() {
-    let scratch = Scratch::new();
+fn history_keeps_done_tasks_until_purged(scratch: Scratch) {
     let queue = scratch.open_with(
         OpenOptions::new()
             .durability(Durability::Normal)
@@ -237,9 +216,7 @@ fn history_keeps_done_tasks_until_purged() {
     );
 }
 
-#[test]
-fn a_payload_over_the_queue_limit_is_refused_and_stores_nothing() {
-    let scratch = Scratch::new();
+fn a_payload_over_the_queue_limit_is_refused_and_stores_nothing(scratch: Scratch) {
     let mut options = OpenOptions::new();
     options
         .durability(Durability::Normal)
@@ -278,9 +255,7 @@ fn options_refuse_out_of_range_values() {
         .is_ok());
 }
 
-#[test]
-fn a_reopened_queue_keeps_its_tasks_and_handles_share_the_file() {
-    let scratch = Scratch::new();
+fn a_reopened_queue_keeps_its_tasks_and_handles_share_the_file(scratch: Scratch) {
     let id = push(&scratch.open(), "\"kept\"");
     let (a, b) = (scratch.open(), scratch.open());
     let task = a.pull(&PullOptions::new()).unwrap().unwrap();
@@ -291,11 +266,9 @@ fn a_reopened_queue_keeps_its_tasks_and_handles_share_the_file() {
     assert_eq!(counts(&a), [0, 0, 0]);
 }
 
-#[test]
-fn threads_sharing_a_handle_never_get_the_same_task() {
+fn threads_sharing_a_handle_never_get_the_same_task(scratch: Scratch) {
     const PRODUCERS: usize = 4;
     const PER_PRODUCER: usize = 250;
-    let scratch = Scratch::new();
     let queue = Arc::new(scratch.open());
     let finished = Arc::new(Mutex::new(Vec::new()));
     let producers: Vec<_> = (0..PRODUCERS)
@@ -337,3 +310,20 @@ fn threads_sharing_a_handle_never_get_the_same_task() {
     assert_eq!(distinct.len(), finished.len(), "no task finished twice");
     assert_eq!(counts(&queue), [0, 0, 0]);
 }
+
+on_both_backends!(
+    push_pull_finish_in_fifo_order,
+    payload_is_stored_byte_for_byte,
+    invalid_json_stores_nothing,
+    ids_are_never_reused,
+    delayed_and_scheduled_tasks_wait_for_their_time,
+    ready_tasks_come_out_by_due_time_then_id,
+    an_expired_lease_makes_the_task_ready_again,
+    finish_after_lease_expiry_succeeds_while_nobody_took_the_task,
+    a_claim_takes_only_the_task_it_delivers_from_an_expired_holder,
+    recover_returns_expired_leases_but_not_live_ones,
+    history_keeps_done_tasks_until_purged,
+    a_payload_over_the_queue_limit_is_refused_and_stores_nothing,
+    a_reopened_queue_keeps_its_tasks_and_handles_share_the_file,
+    threads_sharing_a_handle_never_get_the_same_task,
+);

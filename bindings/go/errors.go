@@ -40,6 +40,10 @@ var (
 	// ErrInterrupted: Interrupt ended the wait of a pull. Nothing was
 	// claimed.
 	ErrInterrupted = errors.New("interrupted")
+	// ErrUnknownOutcome: PostgreSQL only. The connection to the server was
+	// lost while a write was being committed: it may or may not have been
+	// committed.
+	ErrUnknownOutcome = errors.New("unknown outcome")
 	// ErrClosed: the Queue was closed, or the Task was closed, before the
 	// call, or the Queue was closed while a pull waited.
 	ErrClosed = errors.New("closed")
@@ -84,6 +88,7 @@ var kinds = map[C.enum_tq_status]error{
 	C.TQ_ERR_NOT_A_DATABASE:   ErrNotADatabase,
 	C.TQ_ERR_INTERNAL:         ErrInternal,
 	C.TQ_ERR_INTERRUPTED:      ErrInterrupted,
+	C.TQ_ERR_UNKNOWN_OUTCOME:  ErrUnknownOutcome,
 }
 
 // statusError is the error for a negative status and its message. A status

@@ -26,6 +26,12 @@ pub struct Peek {
 impl Peek {
     /// Opens `path` for reading.
     pub fn open(path: &str) -> Result<Peek, Failure> {
+        if crate::output::is_postgres_url(path) {
+            return Err(Failure::new(
+                "`tq stats`, and `tq show` without --queue, read an SQLite queue file's \
+                 tables directly: not available for a PostgreSQL URL (give `tq show` a --queue)",
+            ));
+        }
         let conn = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,

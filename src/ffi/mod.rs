@@ -63,6 +63,11 @@ pub enum tq_status {
     /// A pull's wait was ended by `tq_interrupt` on its handle or by its
     /// `tq_cancel`; no task was claimed.
     TQ_ERR_INTERRUPTED = -8,
+    /// PostgreSQL only: the connection to the server was lost while a
+    /// write was being committed, so the write may or may not have been
+    /// committed (a push may or may not have stored its task). Look before
+    /// trying again, or push with a unique key so a retry cannot duplicate.
+    TQ_ERR_UNKNOWN_OUTCOME = -9,
 }
 
 impl From<ErrorKind> for tq_status {
@@ -76,6 +81,7 @@ impl From<ErrorKind> for tq_status {
             ErrorKind::NotADatabase => tq_status::TQ_ERR_NOT_A_DATABASE,
             ErrorKind::Internal => tq_status::TQ_ERR_INTERNAL,
             ErrorKind::Interrupted => tq_status::TQ_ERR_INTERRUPTED,
+            ErrorKind::UnknownOutcome => tq_status::TQ_ERR_UNKNOWN_OUTCOME,
         }
     }
 }
@@ -133,6 +139,7 @@ fn status_text(status: i32) -> &'static CStr {
         -6 => c"not a tq database",
         -7 => c"internal error",
         -8 => c"interrupted: the wait for a task was ended",
+        -9 => c"unknown outcome: the connection was lost while committing; the write may or may not have been committed",
         _ => c"unknown status",
     }
 }

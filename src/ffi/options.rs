@@ -137,6 +137,42 @@ pub extern "C" fn tq_options_set_max_payload_len(
     })
 }
 
+/// Sets how many connections to the PostgreSQL server a handle opened with
+/// these options keeps at most: 1 to 1,024 (default 4). That many of its
+/// calls run at once; further ones wait up to the busy timeout for a free
+/// connection. For a `postgres://` URL only: `tq_open` of an SQLite file
+/// with this set fails with TQ_ERR_INVALID_ARGUMENT.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
+#[no_mangle]
+pub extern "C" fn tq_options_set_pool_size(options: *mut tq_options, size: u32) -> tq_status {
+    guard("tq_options_set_pool_size", || {
+        let options = unsafe { borrow_mut(options, "options") }?;
+        options.0.pool_size(size as usize)?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Names the PostgreSQL schema that holds tq's tables (default "tq"): 1 to
+/// 63 ASCII letters, digits and '_', not starting with a digit or "pg_".
+/// tq creates it when missing. For a `postgres://` URL only: `tq_open` of
+/// an SQLite file with this set fails with TQ_ERR_INVALID_ARGUMENT.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options or name, bad
+/// UTF-8, a name tq does not accept; the object is then unchanged).
+#[no_mangle]
+pub extern "C" fn tq_options_set_postgres_schema(
+    options: *mut tq_options,
+    name: *const c_char,
+) -> tq_status {
+    guard("tq_options_set_postgres_schema", || {
+        let options = unsafe { borrow_mut(options, "options") }?;
+        let name = unsafe { utf8_string(name, "name") }?;
+        options.0.postgres_schema(name)?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
 /// Creates an options object for `tq_push` holding the defaults: the task
 /// is ready at once, priority 0, the queue's maximum attempts, no unique key.
 ///

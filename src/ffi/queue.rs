@@ -131,11 +131,15 @@ fn state_value(state: TaskState) -> i32 {
 /// Opens the queue in the SQLite file at `path` (UTF-8), creating the file
 /// and tq's `tq_*` tables as needed, and stores the handle in `*out`.
 /// `options` may be NULL for the defaults; it is only read during the call.
+/// A `path` that is a `postgres://` or `postgresql://` URL opens the queue
+/// in that PostgreSQL database instead, creating or migrating tq's schema.
 ///
 /// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL, empty or non-UTF-8
-/// path, NULL out), TQ_ERR_NOT_A_DATABASE (not SQLite, corrupt, or a newer
-/// tq schema; the file is left untouched), TQ_ERR_IO (cannot open or
-/// create), TQ_ERR_BUSY. On error `*out` is set to NULL.
+/// path, NULL out, an option that means nothing for this kind of store, a
+/// URL this library cannot open), TQ_ERR_NOT_A_DATABASE (not SQLite,
+/// corrupt, or a newer tq schema; the file or schema is left untouched),
+/// TQ_ERR_IO (cannot open or create, cannot reach the server),
+/// TQ_ERR_BUSY. On error `*out` is set to NULL.
 ///
 /// Ownership: the caller owns the handle and frees it with `tq_close`.
 /// Thread safety: may be called from any thread; the handle may then be
@@ -830,7 +834,8 @@ pub extern "C" fn tq_list(
 ///
 /// Returns TQ_OK, or TQ_ERR_BUSY (a reader still used the log: part of it
 /// remains; the size is still written), TQ_ERR_INVALID_ARGUMENT (NULL
-/// queue), TQ_ERR_IO.
+/// queue; a PostgreSQL queue, which has no log file of tq's own),
+/// TQ_ERR_IO.
 /// Thread safety: may run concurrently with any other call.
 #[no_mangle]
 pub extern "C" fn tq_checkpoint(queue: *mut tq_queue, out_wal_bytes: *mut i64) -> tq_status {
@@ -851,7 +856,8 @@ pub extern "C" fn tq_checkpoint(queue: *mut tq_queue, out_wal_bytes: *mut i64) -
 /// Writes the size of the file's write-ahead log (`-wal` file), in bytes,
 /// to `*out_wal_bytes`.
 ///
-/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or out), TQ_ERR_IO.
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or out; a
+/// PostgreSQL queue), TQ_ERR_IO.
 /// Thread safety: may run concurrently with any other call.
 #[no_mangle]
 pub extern "C" fn tq_wal_size(queue: *const tq_queue, out_wal_bytes: *mut i64) -> tq_status {

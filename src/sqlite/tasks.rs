@@ -581,7 +581,8 @@ impl Store for SqliteStore {
         }
     }
 
-    fn claim(&self, max: usize, now: i64, lease_expires_at: i64) -> Result<Vec<Task>> {
+    fn claim(&self, max: usize, now: i64, lease: i64) -> Result<Vec<Task>> {
+        let lease_expires_at = now.saturating_add(lease);
         match self.submit(Op::Claim(self.claim_args(max, now, lease_expires_at)))? {
             Output::Tasks(tasks) => Ok(tasks),
             _ => Err(mismatch()),
@@ -600,12 +601,8 @@ impl Store for SqliteStore {
         }
     }
 
-    fn finish_and_claim(
-        &self,
-        receipt: Receipt,
-        now: i64,
-        lease_expires_at: i64,
-    ) -> Result<Option<Task>> {
+    fn finish_and_claim(&self, receipt: Receipt, now: i64, lease: i64) -> Result<Option<Task>> {
+        let lease_expires_at = now.saturating_add(lease);
         match self.submit(Op::FinishAndClaim {
             receipt,
             keep_history: self.keep_history,
@@ -634,10 +631,10 @@ impl Store for SqliteStore {
         }
     }
 
-    fn extend(&self, receipt: Receipt, lease_expires_at: i64) -> Result<()> {
+    fn extend(&self, receipt: Receipt, now: i64, lease: i64) -> Result<()> {
         match self.submit(Op::Extend {
             receipt,
-            lease_expires_at,
+            lease_expires_at: now.saturating_add(lease),
         })? {
             Output::Extended => Ok(()),
             _ => Err(mismatch()),
@@ -762,7 +759,8 @@ impl Store for SqliteStore {
         })
     }
 
-    fn purge(&self, state: TaskState, before: i64) -> Result<u64> {
+    fn purge(&self, state: TaskState, now: i64, older_than: i64) -> Result<u64> {
+        let before = now.saturating_sub(older_than);
         let sql = match state {
             TaskState::Done => {
                 "DELETE FROM tq_tasks WHERE queue = ?1 AND state = 2 AND finished_at <= ?2"

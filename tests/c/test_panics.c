@@ -122,6 +122,8 @@ int main(int argc, char **argv)
     STATUS_CASE(tq_options_set_busy_timeout_ms, tq_options_set_busy_timeout_ms(options, 10));
     STATUS_CASE(tq_options_set_keep_history, tq_options_set_keep_history(options, true));
     STATUS_CASE(tq_options_set_max_payload_len, tq_options_set_max_payload_len(options, 10));
+    STATUS_CASE(tq_options_set_pool_size, tq_options_set_pool_size(options, 2));
+    STATUS_CASE(tq_options_set_postgres_schema, tq_options_set_postgres_schema(options, "jobs"));
     STATUS_CASE(tq_push_options_set_delay_ms, tq_push_options_set_delay_ms(push_options, 10));
     STATUS_CASE(tq_push_options_set_run_at_unix_ms, tq_push_options_set_run_at_unix_ms(push_options, 10));
     STATUS_CASE(tq_pull_options_set_lease_ms, tq_pull_options_set_lease_ms(pull_options, 10));

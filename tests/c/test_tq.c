@@ -268,7 +268,8 @@ static void test_status_str(const char *dir)
     (void)dir;
     const int known[] = {TQ_OK,           TQ_EMPTY,   TQ_DUPLICATE, TQ_ERR_INVALID_ARGUMENT,
                          TQ_ERR_INVALID_JSON, TQ_ERR_NOT_HELD, TQ_ERR_BUSY, TQ_ERR_IO,
-                         TQ_ERR_NOT_A_DATABASE, TQ_ERR_INTERNAL, TQ_ERR_INTERRUPTED};
+                         TQ_ERR_NOT_A_DATABASE, TQ_ERR_INTERNAL, TQ_ERR_INTERRUPTED,
+                         TQ_ERR_UNKNOWN_OUTCOME};
     const size_t n = sizeof known / sizeof known[0];
     for (size_t i = 0; i < n; i++) {
         const char *s = tq_status_str(known[i]);
@@ -279,7 +280,7 @@ static void test_status_str(const char *dir)
         for (size_t j = 0; j < i; j++)
             CHECK(strcmp(s, tq_status_str(known[j])) != 0);
     }
-    const int32_t unknown[] = {3, 100, -9, -100, INT32_MAX, INT32_MIN};
+    const int32_t unknown[] = {3, 100, -10, -100, INT32_MAX, INT32_MIN};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         const char *s = tq_status_str(unknown[i]);
         if (CHECK(s != NULL))
@@ -2099,6 +2100,36 @@ static void test_job_options_invalid(const char *dir)
     tq_pull_options_free(pull);
 }
 
+/* The PostgreSQL options: checked when set, and refused for an SQLite file
+ * rather than ignored. */
+static void test_postgres_options_on_a_file(const char *dir)
+{
+    char path[4096];
+    path_in(path, sizeof path, dir, "pg-options.db");
+    tq_options *opts = tq_options_new();
+    REQUIRE(opts);
+    CHECK_STATUS(tq_options_set_pool_size(NULL, 2), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_options_set_pool_size(opts, 0), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_options_set_pool_size(opts, TQ_MAX_POOL_SIZE + 1), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_options_set_postgres_schema(opts, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_options_set_postgres_schema(opts, "pg_catalog"), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_options_set_postgres_schema(opts, "a b"), TQ_ERR_INVALID_ARGUMENT);
+    tq_queue *q = NULL;
+    CHECK_STATUS(tq_open(path, opts, &q), TQ_OK);
+    tq_close(q);
+    CHECK_STATUS(tq_options_set_pool_size(opts, TQ_DEFAULT_POOL_SIZE), TQ_OK);
+    CHECK_STATUS(tq_open(path, opts, &q), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("PostgreSQL only");
+    CHECK(q == NULL);
+    tq_options_free(opts);
+    opts = tq_options_new();
+    REQUIRE(opts);
+    CHECK_STATUS(tq_options_set_postgres_schema(opts, "jobs"), TQ_OK);
+    CHECK_STATUS(tq_open(path, opts, &q), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("PostgreSQL only");
+    tq_options_free(opts);
+}
+
 static void test_fail_retry_and_dead(const char *dir)
 {
     tq_queue *q = open_named(dir, "default", 2);
@@ -2576,6 +2607,7 @@ static const struct test_case cases[] = {
     CASE(threads_share_one_handle),
     CASE(durability_normal),
     CASE(job_options_invalid),
+    CASE(postgres_options_on_a_file),
     CASE(fail_retry_and_dead),
     CASE(priorities),
     CASE(named_queues),

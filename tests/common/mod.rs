@@ -1,28 +1,112 @@
 //! Helpers shared by the Rust integration tests.
-#![allow(dead_code)] // each test binary uses its own subset
+#![allow(dead_code, unused_macros)] // each test binary uses its own subset
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use tq::{Durability, OpenOptions, PullOptions, PushOptions, Queue};
 
-/// A fresh directory for one test's queue file, removed on drop.
+/// A fresh directory for one test's queue file, removed on drop; on
+/// PostgreSQL, a fresh schema of its own instead.
 pub struct Scratch {
     dir: tempfile::TempDir,
+    postgres: Option<Postgres>,
+}
+
+/// The server and the schema of a test on PostgreSQL.
+pub struct Postgres {
+    pub url: String,
+    pub schema: String,
+}
+
+/// The URL of the PostgreSQL server the tests use, from
+/// `TQ_TEST_POSTGRES_URL`; when unset, says on the terminal (past the test
+/// harness's capture) that `test` is skipped, and why.
+pub fn postgres_url(test: &str) -> Option<String> {
+    match std::env::var("TQ_TEST_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipped {test}: TQ_TEST_POSTGRES_URL is not set (`make test-postgres` \
+                 starts a server and sets it)"
+            );
+            None
+        }
+    }
+}
+
+/// A direct connection to the test server, beside tq.
+pub fn postgres_client(url: &str) -> postgres::Client {
+    postgres::Client::connect(url, postgres::NoTls).expect("connect to the test server")
+}
+
+/// A schema name of at most 63 bytes for `test`, distinct per test.
+fn schema_name(test: &str) -> String {
+    let mut hash: u32 = 0x811c_9dc5;
+    for byte in test.bytes() {
+        hash ^= u32::from(byte);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    let short: String = test
+        .rsplit("::")
+        .next()
+        .unwrap_or(test)
+        .chars()
+        .take(40)
+        .collect();
+    format!("t_{short}_{hash:08x}")
 }
 
 impl Scratch {
     pub fn new() -> Scratch {
         Scratch {
             dir: tempfile::tempdir().expect("a temporary directory"),
+            postgres: None,
         }
+    }
+
+    /// A scratch on the PostgreSQL test server, in an empty schema named
+    /// after `test`; `None` (saying why) when no server is set.
+    pub fn postgres(test: &str) -> Option<Scratch> {
+        let url = postgres_url(test)?;
+        let schema = schema_name(test);
+        postgres_client(&url)
+            .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+            .expect("drop the test's schema");
+        Some(Scratch {
+            dir: tempfile::tempdir().expect("a temporary directory"),
+            postgres: Some(Postgres { url, schema }),
+        })
+    }
+
+    /// The server and schema, on PostgreSQL.
+    pub fn server(&self) -> Option<&Postgres> {
+        self.postgres.as_ref()
+    }
+
+    /// The options that open this scratch's queue: the schema on
+    /// PostgreSQL, nothing more on SQLite.
+    pub fn options(&self, options: &OpenOptions) -> OpenOptions {
+        let mut options = options.clone();
+        if let Some(server) = &self.postgres {
+            options
+                .postgres_schema(&server.schema)
+                .expect("a valid schema name");
+        }
+        options
     }
 
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 
+    /// The queue's file, or the server's URL on PostgreSQL.
     pub fn queue_path(&self) -> String {
+        if let Some(server) = &self.postgres {
+            return server.url.clone();
+        }
         self.path("queue.db")
             .to_str()
             .expect("UTF-8 temp path")
@@ -35,7 +119,7 @@ impl Scratch {
     }
 
     pub fn open_with(&self, options: &OpenOptions) -> Queue {
-        Queue::open(&self.queue_path(), options).expect("open the queue")
+        Queue::open(&self.queue_path(), &self.options(options)).expect("open the queue")
     }
 }
 
@@ -49,4 +133,33 @@ pub fn lease(ms: u64) -> PullOptions {
         .lease(Duration::from_millis(ms))
         .expect("valid lease");
     options
+}
+
+/// Runs each named test, a `fn(Scratch)`, on both backends: as
+/// `sqlite::NAME` on a file, and as `postgres::NAME` in a schema of its own
+/// on the server named by `TQ_TEST_POSTGRES_URL` (skipped, saying so, when
+/// it is not set).
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[test]
+                fn $name() {
+                    super::$name(crate::common::Scratch::new());
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[test]
+                fn $name() {
+                    if let Some(scratch) =
+                        crate::common::Scratch::postgres(concat!(module_path!(), "::", stringify!($name)))
+                    {
+                        super::$name(scratch);
+                    }
+                }
+            )*
+        }
+    };
 }

@@ -23,6 +23,7 @@ const char *status_name(tq_status status)
     case TQ_ERR_NOT_A_DATABASE: return "TQ_ERR_NOT_A_DATABASE";
     case TQ_ERR_INTERNAL: return "TQ_ERR_INTERNAL";
     case TQ_ERR_INTERRUPTED: return "TQ_ERR_INTERRUPTED";
+    case TQ_ERR_UNKNOWN_OUTCOME: return "TQ_ERR_UNKNOWN_OUTCOME";
     }
     return "unknown-status";
 }

@@ -35,6 +35,7 @@ from .errors import (
     IoError,
     NotADatabaseError,
     NotHeldError,
+    UnknownOutcomeError,
 )
 from .queue import Cancel, Durability, Pushed, Queue, State, Task, TaskSnapshot
 
@@ -58,6 +59,7 @@ __all__ = [
     "IoError",
     "NotADatabaseError",
     "NotHeldError",
+    "UnknownOutcomeError",
     "Pushed",
     "Queue",
     "State",

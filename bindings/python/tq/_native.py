@@ -71,6 +71,8 @@ PROTOTYPES = {
     "tq_options_set_keep_history": (STATUS, [OPTIONS_P, c_bool]),
     "tq_options_set_max_payload_len": (STATUS, [OPTIONS_P, c_size_t]),
     "tq_options_set_queue": (STATUS, [OPTIONS_P, c_char_p]),
+    "tq_options_set_pool_size": (STATUS, [OPTIONS_P, c_uint32]),
+    "tq_options_set_postgres_schema": (STATUS, [OPTIONS_P, c_char_p]),
     "tq_options_set_max_attempts": (STATUS, [OPTIONS_P, c_uint32]),
     "tq_options_set_retry_backoff_ms": (STATUS, [OPTIONS_P, c_uint64, c_uint64]),
     "tq_push_options_new": (PUSH_OPTIONS_P, []),

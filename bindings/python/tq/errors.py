@@ -89,6 +89,14 @@ class Interrupted(Error):
     status = -8
 
 
+class UnknownOutcomeError(Error):
+    """TQ_ERR_UNKNOWN_OUTCOME: PostgreSQL only. The connection to the server
+    was lost while a write was being committed: it may or may not have been
+    committed."""
+
+    status = -9
+
+
 #: The exception class for each negative status.
 BY_STATUS = {
     cls.status: cls
@@ -101,6 +109,7 @@ BY_STATUS = {
         NotADatabaseError,
         InternalError,
         Interrupted,
+        UnknownOutcomeError,
     )
 }
 

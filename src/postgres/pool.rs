@@ -1,0 +1,355 @@
+//! Connections to the server: how one is made and set up ([`Connector`]),
+//! and the pool of each handle ([`Pool`]).
+//!
+//! The pool is a mutex over idle connections and a count of open ones,
+//! rather than a pool crate: every connection needs the same few session
+//! settings and a cache of prepared statements that lives and dies with
+//! it, a broken connection must be dropped rather than handed out again,
+//! and a wait for a free connection must end at the handle's busy timeout
+//! with tq's own error. That is a few dozen lines here, against a crate
+//! that brings a thread pool of its own for its upkeep.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use postgres::types::ToSql;
+use postgres::{Client, GenericClient, Row, Statement, Transaction};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::options::{Durability, OpenOptions};
+
+/// How long making a connection may take when the URL does not say
+/// (`connect_timeout`): the server may be out of reach.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Makes connections to one server with the settings of one handle.
+pub(super) struct Connector {
+    config: postgres::Config,
+    /// Run on each new connection: the session's durability and lock wait.
+    setup: String,
+    /// Where the server is, for messages (never the password).
+    pub(super) place: String,
+}
+
+impl Connector {
+    /// Reads `url` and the options that become session settings.
+    pub(super) fn new(url: &str, options: &OpenOptions) -> Result<Connector> {
+        let mut config = postgres::Config::from_str(url).map_err(|err| {
+            Error::invalid_argument(format!("the PostgreSQL URL is not valid: {err}"))
+        })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("tq");
+        }
+        check_tls(&config)?;
+        let place = format!(
+            "{}/{}",
+            config
+                .get_hosts()
+                .iter()
+                .zip(config.get_ports().iter().chain(std::iter::repeat(&5432)))
+                .map(|(host, port)| match host {
+                    postgres::config::Host::Tcp(name) => format!("{name}:{port}"),
+                    postgres::config::Host::Unix(path) => format!("{}:{port}", path.display()),
+                })
+                .collect::<Vec<_>>()
+                .join(","),
+            config.get_dbname().unwrap_or("")
+        );
+        // synchronous_commit is PostgreSQL's own durability: `off` acknowledges
+        // a commit before its WAL reaches the disk, losing at most the last
+        // few on a server crash, never corrupting anything.
+        let synchronous_commit = match options.durability {
+            Durability::Full => "on",
+            Durability::Normal => "off",
+        };
+        // The busy timeout bounds waits for locks held by other sessions. 0
+        // means "no limit" to PostgreSQL, so "fail at once" becomes 1 ms.
+        let lock_timeout = options.busy_timeout.as_millis().max(1);
+        Ok(Connector {
+            config,
+            setup: format!(
+                "SET synchronous_commit TO {synchronous_commit}; SET lock_timeout TO {lock_timeout}"
+            ),
+            place,
+        })
+    }
+
+    /// A new connection, set up.
+    pub(super) fn connect(&self) -> Result<Client> {
+        let mut client = self.open()?.map_err(|err| {
+            let (kind, what) = if err.as_db_error().is_some() {
+                (
+                    ErrorKind::InvalidArgument,
+                    "the server refused the connection",
+                )
+            } else {
+                (ErrorKind::Io, "cannot connect")
+            };
+            Error::new(
+                kind,
+                format!(
+                    "PostgreSQL at {}: {what}: {}",
+                    self.place,
+                    super::describe(&err)
+                ),
+            )
+        })?;
+        client.batch_execute(&self.setup)?;
+        Ok(client)
+    }
+
+    #[cfg(not(feature = "postgres-tls"))]
+    fn open(&self) -> Result<std::result::Result<Client, postgres::Error>> {
+        Ok(self.config.connect(postgres::NoTls))
+    }
+
+    #[cfg(feature = "postgres-tls")]
+    fn open(&self) -> Result<std::result::Result<Client, postgres::Error>> {
+        if self.config.get_ssl_mode() == postgres::config::SslMode::Disable {
+            return Ok(self.config.connect(postgres::NoTls));
+        }
+        let connector = native_tls::TlsConnector::new().map_err(|err| {
+            Error::new(
+                ErrorKind::Io,
+                format!("cannot set up TLS for PostgreSQL at {}: {err}", self.place),
+            )
+        })?;
+        Ok(self
+            .config
+            .connect(postgres_native_tls::MakeTlsConnector::new(connector)))
+    }
+}
+
+/// Without TLS support, a URL that demands TLS is refused rather than
+/// connected in the clear.
+#[cfg(not(feature = "postgres-tls"))]
+fn check_tls(config: &postgres::Config) -> Result<()> {
+    if config.get_ssl_mode() == postgres::config::SslMode::Require {
+        return Err(Error::invalid_argument(
+            "the URL asks for TLS (sslmode=require), but this libtq was built without TLS \
+             support (cargo feature `postgres-tls`)",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(feature = "postgres-tls")]
+fn check_tls(_config: &postgres::Config) -> Result<()> {
+    Ok(())
+}
+
+/// A connection and the statements prepared on it.
+pub(super) struct Conn {
+    pub(super) client: Client,
+    statements: HashMap<String, Statement>,
+}
+
+/// Parameters of a statement.
+pub(super) type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
+
+/// `sql` prepared on `client`, once per connection: a prepared statement
+/// outlives the transaction it was prepared in.
+fn prepare(
+    client: &mut impl GenericClient,
+    statements: &mut HashMap<String, Statement>,
+    sql: &str,
+) -> Result<Statement> {
+    if let Some(statement) = statements.get(sql) {
+        return Ok(statement.clone());
+    }
+    let statement = client.prepare(sql)?;
+    statements.insert(sql.to_owned(), statement.clone());
+    Ok(statement)
+}
+
+impl Conn {
+    pub(super) fn new(client: Client) -> Conn {
+        Conn {
+            client,
+            statements: HashMap::new(),
+        }
+    }
+
+    /// Runs `sql` on its own (a read).
+    pub(super) fn query(&mut self, sql: &str, params: Params<'_>) -> Result<Vec<Row>> {
+        let statement = prepare(&mut self.client, &mut self.statements, sql)?;
+        Ok(self.client.query(&statement, params)?)
+    }
+
+    /// Opens a transaction; fails only when the connection is lost.
+    pub(super) fn begin(&mut self) -> std::result::Result<Tx<'_>, postgres::Error> {
+        let Conn { client, statements } = self;
+        Ok(Tx {
+            tx: client.transaction()?,
+            statements,
+        })
+    }
+}
+
+/// A transaction on a pooled connection; rolled back unless committed.
+pub(super) struct Tx<'a> {
+    tx: Transaction<'a>,
+    statements: &'a mut HashMap<String, Statement>,
+}
+
+impl Tx<'_> {
+    pub(super) fn query(&mut self, sql: &str, params: Params<'_>) -> Result<Vec<Row>> {
+        let statement = prepare(&mut self.tx, self.statements, sql)?;
+        Ok(self.tx.query(&statement, params)?)
+    }
+
+    pub(super) fn query_opt(&mut self, sql: &str, params: Params<'_>) -> Result<Option<Row>> {
+        let statement = prepare(&mut self.tx, self.statements, sql)?;
+        Ok(self.tx.query_opt(&statement, params)?)
+    }
+
+    pub(super) fn execute(&mut self, sql: &str, params: Params<'_>) -> Result<u64> {
+        let statement = prepare(&mut self.tx, self.statements, sql)?;
+        Ok(self.tx.execute(&statement, params)?)
+    }
+
+    /// Commits. A connection lost now leaves the outcome unknown: the
+    /// server may have committed before the answer was lost.
+    pub(super) fn commit(self) -> Result<()> {
+        self.tx.commit().map_err(|err| {
+            if super::connection_lost(&err) {
+                super::unknown_outcome(&err)
+            } else {
+                err.into()
+            }
+        })
+    }
+}
+
+/// At most `size` connections, made when first needed and kept.
+pub(super) struct Pool {
+    pub(super) connector: Connector,
+    size: usize,
+    wait: Duration,
+    state: Mutex<PoolState>,
+    freed: Condvar,
+}
+
+#[derive(Default)]
+struct PoolState {
+    idle: Vec<Conn>,
+    /// Connections idle or handed out.
+    open: usize,
+}
+
+/// A connection out of the pool; it goes back when dropped, unless it broke.
+pub(super) struct Pooled<'a> {
+    pool: &'a Pool,
+    conn: Option<Conn>,
+}
+
+impl Pool {
+    pub(super) fn new(connector: Connector, size: usize, wait: Duration) -> Pool {
+        Pool {
+            connector,
+            size,
+            wait,
+            state: Mutex::new(PoolState::default()),
+            freed: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, PoolState> {
+        // A list and a count, each changed in one step: a panic cannot
+        // leave them half-changed.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// An idle connection, a new one while the pool has room, or the first
+    /// one given back within the busy timeout.
+    pub(super) fn get(&self) -> Result<Pooled<'_>> {
+        let deadline = Instant::now() + self.wait;
+        let mut state = self.lock();
+        loop {
+            if let Some(conn) = state.idle.pop() {
+                return Ok(Pooled {
+                    pool: self,
+                    conn: Some(conn),
+                });
+            }
+            if state.open < self.size {
+                state.open += 1;
+                drop(state);
+                return match self.connector.connect() {
+                    Ok(client) => Ok(Pooled {
+                        pool: self,
+                        conn: Some(Conn::new(client)),
+                    }),
+                    Err(err) => {
+                        self.lock().open -= 1;
+                        self.freed.notify_one();
+                        Err(err)
+                    }
+                };
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Error::new(
+                    ErrorKind::Busy,
+                    format!(
+                        "all {} connections of the pool stayed in use past the busy timeout \
+                         (raise the pool size or the busy timeout)",
+                        self.size
+                    ),
+                ));
+            }
+            state = self
+                .freed
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .0;
+        }
+    }
+
+    /// Lets go of the idle connections without closing them (see
+    /// `PostgresStore`'s `Drop`).
+    pub(super) fn forget_idle(&self) {
+        for conn in std::mem::take(&mut self.lock().idle) {
+            std::mem::forget(conn);
+        }
+    }
+
+    /// How many connections the pool keeps at most.
+    pub(super) fn size(&self) -> usize {
+        self.size
+    }
+}
+
+impl std::ops::Deref for Pooled<'_> {
+    type Target = Conn;
+    fn deref(&self) -> &Conn {
+        self.conn.as_ref().expect("present until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Pooled<'_> {
+    fn deref_mut(&mut self) -> &mut Conn {
+        self.conn.as_mut().expect("present until dropped")
+    }
+}
+
+impl Drop for Pooled<'_> {
+    fn drop(&mut self) {
+        let Some(conn) = self.conn.take() else { return };
+        let mut state = self.pool.lock();
+        if conn.client.is_closed() {
+            state.open -= 1;
+        } else {
+            state.idle.push(conn);
+        }
+        drop(state);
+        self.pool.freed.notify_one();
+    }
+}

@@ -1,0 +1,683 @@
+//! Every statement on tasks in PostgreSQL: push, claim, finish, fail,
+//! extend, recover, and the calls that look at or tidy a queue. This is
+//! where a task is claimed ([`CLAIM`]).
+//!
+//! The states and their meaning are SQLite's (see `sqlite/tasks.rs`): 0
+//! ready, 1 leased, 2 done, 3 dead, 4 waiting. Every time is read from
+//! the server's clock (`NOW_MS`, once per statement), never the client's,
+//! so leases and due times mean the same to every machine. Rows being
+//! changed by another transaction are skipped (`FOR UPDATE SKIP LOCKED`),
+//! so claims never wait for one another.
+
+use std::collections::HashSet;
+
+use postgres::Row;
+
+use super::pool::Tx;
+use super::{no_wal_file, PostgresStore};
+use crate::error::{Error, Result};
+use crate::options::RetryBackoff;
+use crate::sqlite::not_held;
+use crate::store::{Checkpoint, NewTask, Store};
+use crate::task::{Failed, Pushed, Receipt, Task, TaskInfo, TaskState};
+
+/// Stores tasks without unique keys, in order, and notifies the schema's
+/// channel (`$7`, payload the queue `$1`). `$3` is each task's delay from
+/// now, or NULL when `$4` gives its time.
+const PUSH: &str = "WITH clock AS (SELECT NOW_MS AS now),
+    ins AS (
+        INSERT INTO @.tasks (queue, state, payload, created_at, run_at, priority, max_attempts)
+        SELECT $1, CASE WHEN x.run_at <= clock.now THEN 0 ELSE 4 END, u.payload, clock.now,
+               x.run_at, u.priority, u.max_attempts
+        FROM unnest($2::text[], $3::int8[], $4::int8[], $5::int4[], $6::int8[])
+                 WITH ORDINALITY AS u(payload, delay, at, priority, max_attempts, ord)
+             CROSS JOIN clock
+             CROSS JOIN LATERAL (SELECT coalesce(clock.now + u.delay, u.at) AS run_at) x
+        ORDER BY u.ord
+        RETURNING id)
+    SELECT id, pg_notify($7, $1)::text FROM ins";
+
+/// The task of queue `$1` holding unique key `$2`, if any.
+const UNIQUE_HOLDER: &str = "SELECT id, state, unique_until, NOW_MS FROM @.tasks
+    WHERE queue = $1 AND unique_key = $2 FOR UPDATE";
+
+/// Stores one task with a unique key, unless a task pushed meanwhile by
+/// another transaction took the key.
+const PUSH_UNIQUE: &str = "WITH clock AS (SELECT NOW_MS AS now),
+    v AS (SELECT coalesce(clock.now + $3::int8, $4::int8) AS run_at, clock.now FROM clock)
+    INSERT INTO @.tasks
+        (queue, state, payload, created_at, run_at, priority, max_attempts, unique_key, unique_for)
+    SELECT $1, CASE WHEN v.run_at <= v.now THEN 0 ELSE 4 END, $2, v.now, v.run_at, $5, $6, $7, $8
+    FROM v
+    ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+    RETURNING id";
+
+const NOTIFY: &str = "SELECT pg_notify($1, $2)::text";
+
+/// Claims up to `$2` tasks of queue `$1` for `$3` ms for holder `$4`, in
+/// one statement. The candidates, each arm skipping rows others have
+/// locked, are: the ready tasks first in claim order, the leased tasks
+/// whose lease expired (so that a task whose holder vanished keeps its
+/// place in line), and the waiting tasks now due. The best `$2` of them are
+/// taken, except that an expired delivery that was its task's last attempt
+/// is buried as dead instead (those rows come back with a NULL token); the
+/// due tasks not taken become ready.
+const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
+    ready AS (
+        SELECT id, priority, run_at, false AS expired, false AS last FROM @.tasks
+        WHERE queue = $1 AND state = 0
+        ORDER BY priority DESC, run_at, id LIMIT $2::int8 FOR UPDATE SKIP LOCKED),
+    expired AS (
+        SELECT id, priority, run_at, true AS expired, attempts >= max_attempts AS last
+        FROM @.tasks
+        WHERE queue = $1 AND state = 1 AND lease_expires_at <= (SELECT now FROM clock)
+        ORDER BY priority DESC, run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED),
+    due AS (
+        SELECT id, priority, run_at, false AS expired, false AS last FROM @.tasks
+        WHERE queue = $1 AND state = 4 AND run_at <= (SELECT now FROM clock)
+        ORDER BY run_at LIMIT greatest($2, 1000) FOR UPDATE SKIP LOCKED),
+    picked AS (
+        SELECT * FROM (SELECT * FROM ready UNION ALL SELECT * FROM expired
+                       UNION ALL SELECT * FROM due) c
+        ORDER BY priority DESC, run_at, id LIMIT $2),
+    promoted AS (
+        UPDATE @.tasks t SET state = 0 FROM due d
+        WHERE t.id = d.id AND d.id NOT IN (SELECT id FROM picked)),
+    buried AS (
+        UPDATE @.tasks t
+        SET state = 3, finished_at = clock.now, lease_token = NULL, lease_expires_at = NULL,
+            holder_id = NULL,
+            last_error = 'the lease of delivery ' || t.attempts || ' expired before it finished'
+        FROM picked p, clock WHERE t.id = p.id AND p.last
+        RETURNING t.id),
+    taken AS (
+        UPDATE @.tasks t
+        SET state = 1, attempts = t.attempts + 1, lease_token = nextval('@.lease_tokens'),
+            lease_expires_at = clock.now + $3::int8, holder_id = $4::int4,
+            last_error = CASE WHEN p.expired THEN 'the lease of the previous delivery expired'
+                              ELSE t.last_error END
+        FROM picked p, clock WHERE t.id = p.id AND NOT p.last
+        RETURNING t.id, t.lease_token, t.attempts, t.max_attempts, t.priority, t.run_at,
+                  t.last_error, t.payload)
+    SELECT id, lease_token, attempts, max_attempts, priority, run_at, last_error, payload
+    FROM taken
+    UNION ALL SELECT id, NULL, 0, 0, 0, 0, NULL, NULL FROM buried";
+
+/// Completes the current deliveries among receipts (`$1` ids, `$2`
+/// tokens): deleted, or kept as done with history (`$3`) or for a unique
+/// window; returns the receipts that were current. On a handle without
+/// history, also deletes a few done tasks of queue `$4` whose unique window
+/// has passed.
+const FINISH: &str = "WITH clock AS (SELECT NOW_MS AS now),
+    r AS (SELECT * FROM unnest($1::int8[], $2::int8[]) AS r(id, token)),
+    deleted AS (
+        DELETE FROM @.tasks t USING r
+        WHERE t.id = r.id AND t.state = 1 AND t.lease_token = r.token AND NOT $3::bool
+          AND (t.unique_key IS NULL OR t.unique_for = 0)
+        RETURNING t.id, r.token),
+    kept AS (
+        UPDATE @.tasks t
+        SET state = 2, finished_at = clock.now,
+            lease_token = NULL, lease_expires_at = NULL, holder_id = NULL,
+            unique_key = CASE WHEN t.unique_for > 0 THEN t.unique_key END,
+            unique_until = CASE WHEN t.unique_for > 0 AND t.unique_key IS NOT NULL
+                                THEN clock.now + t.unique_for END
+        FROM r, clock
+        WHERE t.id = r.id AND t.state = 1 AND t.lease_token = r.token
+          AND ($3 OR (t.unique_key IS NOT NULL AND t.unique_for > 0))
+        RETURNING t.id, r.token),
+    swept AS (
+        DELETE FROM @.tasks WHERE NOT $3 AND id IN (
+            SELECT id FROM @.tasks
+            WHERE queue = $4 AND state = 2 AND unique_until IS NOT NULL
+              AND unique_until <= (SELECT now FROM clock)
+            LIMIT 100 FOR UPDATE SKIP LOCKED))
+    SELECT id, token FROM deleted UNION ALL SELECT id, token FROM kept";
+
+/// The delivery `($1, $2)` if current, locked, with a random number for
+/// the back-off's jitter and the server's time.
+const FAILING: &str = "SELECT attempts, max_attempts,
+        floor(random() * 9007199254740992)::int8, NOW_MS
+    FROM @.tasks WHERE id = $1 AND state = 1 AND lease_token = $2 FOR UPDATE";
+
+const BURY: &str = "UPDATE @.tasks
+    SET state = 3, finished_at = $2, last_error = $3,
+        lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
+    WHERE id = $1";
+
+const RETRY_LATER: &str = "UPDATE @.tasks
+    SET state = $2::int2, run_at = $3, last_error = $4,
+        lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
+    WHERE id = $1";
+
+const EXTEND: &str = "UPDATE @.tasks SET lease_expires_at = NOW_MS + $3::int8
+    WHERE id = $1 AND state = 1 AND lease_token = $2";
+
+/// Takes back the leased tasks of queue `$1` whose lease expired or whose
+/// holder's lock (`($2, holder id)`) no one holds any more: its session
+/// ended, with its process, machine or connection.
+const RECOVER: &str = "WITH clock AS (SELECT NOW_MS AS now),
+    live AS (
+        SELECT objid::int8 AS id FROM pg_locks
+        WHERE locktype = 'advisory' AND classid::int8 = $2::int8 AND objsubid = 2 AND granted
+          AND database = (SELECT oid FROM pg_database WHERE datname = current_database())),
+    gone AS (
+        SELECT t.id, (t.holder_id IS NULL OR t.holder_id NOT IN (SELECT id FROM live)) AS died
+        FROM @.tasks t, clock
+        WHERE t.queue = $1 AND t.state = 1
+          AND (t.lease_expires_at <= clock.now OR t.holder_id IS NULL
+               OR t.holder_id NOT IN (SELECT id FROM live))
+        FOR UPDATE OF t SKIP LOCKED)
+    UPDATE @.tasks t
+    SET state = CASE WHEN t.attempts >= t.max_attempts THEN 3 ELSE 0 END,
+        finished_at = CASE WHEN t.attempts >= t.max_attempts THEN clock.now END,
+        last_error = CASE
+            WHEN g.died THEN 'the process holding delivery ' || t.attempts
+                             || ' died (its session on the server ended)'
+            ELSE 'the lease of delivery ' || t.attempts || ' expired before it finished'
+        END,
+        lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
+    FROM gone g, clock WHERE t.id = g.id";
+
+/// The time the ready task of queue `$1` that has been ready longest
+/// became ready, found as SQLite does (see `sqlite/tasks.rs`), and the
+/// server's time.
+const OLDEST_READY: &str = "WITH RECURSIVE level(priority) AS (
+        SELECT max(priority) FROM @.tasks WHERE queue = $1 AND state = 0
+        UNION ALL
+        SELECT (SELECT max(priority) FROM @.tasks
+                WHERE queue = $1 AND state = 0 AND priority < level.priority)
+        FROM level WHERE level.priority IS NOT NULL)
+    SELECT least(
+        (SELECT min((SELECT run_at FROM @.tasks
+                     WHERE queue = $1 AND state = 0 AND priority = level.priority
+                     ORDER BY run_at LIMIT 1))
+         FROM level WHERE level.priority IS NOT NULL),
+        (SELECT min(run_at) FROM @.tasks WHERE queue = $1 AND state = 4 AND run_at <= NOW_MS)),
+        NOW_MS";
+
+/// How long until queue `$1`'s next delayed task or lease comes due.
+const NEXT_DUE: &str = "SELECT least(
+        (SELECT min(run_at) FROM @.tasks WHERE queue = $1 AND state = 4),
+        (SELECT min(lease_expires_at) FROM @.tasks WHERE queue = $1 AND state = 1)) - NOW_MS";
+
+const RETRY_DEAD: &str = "UPDATE @.tasks
+    SET state = 0, attempts = 0, run_at = NOW_MS, finished_at = NULL
+    WHERE queue = $1 AND state = 3 AND ($2::int8 IS NULL OR id = $2)";
+
+/// The `state IN (...)` condition of a visible state.
+fn state_condition(state: TaskState) -> &'static str {
+    match state {
+        TaskState::Pending => "state IN (0, 4)",
+        TaskState::Leased => "state = 1",
+        TaskState::Done => "state = 2",
+        TaskState::Dead => "state = 3",
+    }
+}
+
+/// A count read from the database as a `u32` (tq writes only those).
+fn count32(row: &Row, column: usize) -> Result<u32> {
+    let value: i64 = row.try_get(column)?;
+    Ok(u32::try_from(value).unwrap_or(u32::MAX))
+}
+
+/// A claimed task, or `None` for a delivery buried as dead (NULL token).
+fn task_from_row(row: &Row) -> Result<Option<Task>> {
+    let Some(token) = row.try_get::<_, Option<i64>>(1)? else {
+        return Ok(None);
+    };
+    Ok(Some(Task {
+        receipt: Receipt {
+            id: row.try_get(0)?,
+            token,
+        },
+        attempts: count32(row, 2)?,
+        max_attempts: count32(row, 3)?,
+        priority: row.try_get(4)?,
+        run_at_unix_ms: row.try_get(5)?,
+        last_error: row.try_get(6)?,
+        payload: row.try_get(7)?,
+    }))
+}
+
+impl PostgresStore {
+    /// Claims up to `max` tasks in `tx` for this process's holder.
+    fn claim_in(&self, tx: &mut Tx<'_>, max: usize, lease: i64) -> Result<Vec<Task>> {
+        let holder = self.listener.holder(self.wait)?;
+        let sql = self.sql(CLAIM);
+        let mut tasks = Vec::new();
+        // Each round either fills the claim or buries some expired last
+        // attempts, which then leave the candidates: it ends.
+        while tasks.len() < max {
+            let left = (max - tasks.len()).min(i64::MAX as usize) as i64;
+            let rows = tx.query(&sql, &[&self.queue, &left, &lease, &holder])?;
+            let mut buried = 0;
+            for row in &rows {
+                match task_from_row(row)? {
+                    Some(task) => tasks.push(task),
+                    None => buried += 1,
+                }
+            }
+            if buried == 0 {
+                break;
+            }
+        }
+        // RETURNING gives rows in the order they were changed.
+        tasks.sort_by_key(|task| {
+            (
+                std::cmp::Reverse(task.priority),
+                task.run_at_unix_ms,
+                task.id(),
+            )
+        });
+        Ok(tasks)
+    }
+
+    /// Completes the current deliveries among `receipts` in `tx`.
+    fn finish_in(&self, tx: &mut Tx<'_>, receipts: &[Receipt]) -> Result<Vec<bool>> {
+        let ids: Vec<i64> = receipts.iter().map(|receipt| receipt.id).collect();
+        let tokens: Vec<i64> = receipts.iter().map(|receipt| receipt.token).collect();
+        let rows = tx.query(
+            &self.sql(FINISH),
+            &[&ids, &tokens, &self.keep_history, &self.queue],
+        )?;
+        let mut done = HashSet::new();
+        for row in &rows {
+            done.insert((row.try_get::<_, i64>(0)?, row.try_get::<_, i64>(1)?));
+        }
+        // A receipt given twice was current the first time only.
+        Ok(receipts
+            .iter()
+            .map(|receipt| done.remove(&(receipt.id, receipt.token)))
+            .collect())
+    }
+
+    fn notify(&self, tx: &mut Tx<'_>) -> Result<()> {
+        tx.query(NOTIFY, &[&self.channel, &self.queue])?;
+        Ok(())
+    }
+
+    /// Stores one task with a unique key, or finds the task holding it. A
+    /// key is held by a pending or leased task, or by a done one until its
+    /// window ends; a task that no longer holds its key gives it up here.
+    fn push_unique(
+        &self,
+        tx: &mut Tx<'_>,
+        task: &NewTask,
+        key: &str,
+        window: i64,
+    ) -> Result<Pushed> {
+        // Two rounds at most: a concurrent push that took the key first is
+        // seen by the second look.
+        for _ in 0..2 {
+            if let Some(row) = tx.query_opt(&self.sql(UNIQUE_HOLDER), &[&self.queue, &key])? {
+                let id: i64 = row.try_get(0)?;
+                let state: i16 = row.try_get(1)?;
+                let unique_until: Option<i64> = row.try_get(2)?;
+                let now: i64 = row.try_get(3)?;
+                let holds_key = match state {
+                    0 | 1 | 4 => true,
+                    2 => unique_until.is_some_and(|until| until > now),
+                    _ => false,
+                };
+                if holds_key {
+                    return Ok(Pushed::Duplicate(id));
+                }
+                tx.execute(
+                    &self.sql("UPDATE @.tasks SET unique_key = NULL WHERE id = $1"),
+                    &[&id],
+                )?;
+            }
+            let max_attempts = i64::from(task.max_attempts);
+            let inserted = tx.query_opt(
+                &self.sql(PUSH_UNIQUE),
+                &[
+                    &self.queue,
+                    &task.payload,
+                    &task.delay,
+                    &task.run_at,
+                    &task.priority,
+                    &max_attempts,
+                    &key,
+                    &window,
+                ],
+            )?;
+            if let Some(row) = inserted {
+                self.notify(tx)?;
+                return Ok(Pushed::Stored(row.try_get(0)?));
+            }
+        }
+        Err(Error::new(
+            crate::ErrorKind::Busy,
+            "the unique key was taken and given up by other pushes meanwhile: try again",
+        ))
+    }
+
+    /// One number from a query returning one row and column.
+    fn read_value<T>(&self, sql: &str, params: super::pool::Params<'_>) -> Result<T>
+    where
+        T: for<'a> postgres::types::FromSql<'a>,
+    {
+        let sql = self.sql(sql);
+        self.read(|conn| {
+            let rows = conn.query(&sql, params)?;
+            let row = rows.first().ok_or_else(|| {
+                Error::new(
+                    crate::ErrorKind::Internal,
+                    "a query for one value returned no row",
+                )
+            })?;
+            Ok(row.try_get(0)?)
+        })
+    }
+}
+
+impl Store for PostgresStore {
+    fn push(&self, tasks: Vec<NewTask>, _now: i64) -> Result<Vec<Pushed>> {
+        if let [task] = tasks.as_slice() {
+            if let Some((key, window)) = &task.unique {
+                return self.write(|tx| self.push_unique(tx, task, key, *window).map(|p| vec![p]));
+            }
+        }
+        let payloads: Vec<&str> = tasks.iter().map(|task| task.payload.as_str()).collect();
+        let delays: Vec<Option<i64>> = tasks.iter().map(|task| task.delay).collect();
+        let times: Vec<i64> = tasks.iter().map(|task| task.run_at).collect();
+        let priorities: Vec<i32> = tasks.iter().map(|task| task.priority).collect();
+        let attempts: Vec<i64> = tasks
+            .iter()
+            .map(|task| i64::from(task.max_attempts))
+            .collect();
+        let sql = self.sql(PUSH);
+        self.write(|tx| {
+            let rows = tx.query(
+                &sql,
+                &[
+                    &self.queue,
+                    &payloads,
+                    &delays,
+                    &times,
+                    &priorities,
+                    &attempts,
+                    &self.channel,
+                ],
+            )?;
+            let mut ids = rows
+                .iter()
+                .map(|row| row.try_get::<_, i64>(0))
+                .collect::<std::result::Result<Vec<i64>, _>>()?;
+            // Ids are drawn in insertion order, which is the tasks' order.
+            ids.sort_unstable();
+            Ok(ids.into_iter().map(Pushed::Stored).collect())
+        })
+    }
+
+    fn claim(&self, max: usize, _now: i64, lease: i64) -> Result<Vec<Task>> {
+        self.write(|tx| self.claim_in(tx, max, lease))
+    }
+
+    fn finish(&self, receipts: &[Receipt], _now: i64) -> Result<Vec<bool>> {
+        self.write(|tx| self.finish_in(tx, receipts))
+    }
+
+    fn finish_and_claim(&self, receipt: Receipt, _now: i64, lease: i64) -> Result<Option<Task>> {
+        self.write(|tx| {
+            if !self.finish_in(tx, &[receipt])?[0] {
+                return Err(not_held(receipt.id));
+            }
+            Ok(self.claim_in(tx, 1, lease)?.pop())
+        })
+    }
+
+    fn fail(
+        &self,
+        receipt: Receipt,
+        reason: &str,
+        _now: i64,
+        backoff: &RetryBackoff,
+    ) -> Result<Failed> {
+        let reason = (!reason.is_empty()).then_some(reason);
+        self.write(|tx| {
+            let row = tx
+                .query_opt(&self.sql(FAILING), &[&receipt.id, &receipt.token])?
+                .ok_or_else(|| not_held(receipt.id))?;
+            let attempts = count32(&row, 0)?;
+            let max_attempts = count32(&row, 1)?;
+            let random: i64 = row.try_get(2)?;
+            let now: i64 = row.try_get(3)?;
+            if attempts >= max_attempts {
+                tx.execute(&self.sql(BURY), &[&receipt.id, &now, &reason])?;
+                return Ok(Failed::Dead);
+            }
+            let pause = backoff.pause(attempts, random as u64);
+            let retry_at = now.saturating_add(pause.as_millis() as i64);
+            let state: i16 = if retry_at <= now { 0 } else { 4 };
+            tx.execute(
+                &self.sql(RETRY_LATER),
+                &[&receipt.id, &state, &retry_at, &reason],
+            )?;
+            self.notify(tx)?;
+            Ok(Failed::RetryAt(retry_at))
+        })
+    }
+
+    fn extend(&self, receipt: Receipt, _now: i64, lease: i64) -> Result<()> {
+        self.write(|tx| {
+            if tx.execute(&self.sql(EXTEND), &[&receipt.id, &receipt.token, &lease])? == 0 {
+                return Err(not_held(receipt.id));
+            }
+            Ok(())
+        })
+    }
+
+    fn recover(&self, _now: i64) -> Result<u64> {
+        let space = i64::from(self.lock_space);
+        self.write(|tx| {
+            let recovered = tx.execute(&self.sql(RECOVER), &[&self.queue, &space])?;
+            if recovered > 0 {
+                self.notify(tx)?;
+            }
+            Ok(recovered)
+        })
+    }
+
+    fn count(&self, state: TaskState) -> Result<u64> {
+        let sql = format!(
+            "SELECT count(*) FROM @.tasks WHERE queue = $1 AND {}",
+            state_condition(state)
+        );
+        let count: i64 = self.read_value(&sql, &[&self.queue])?;
+        Ok(count as u64)
+    }
+
+    fn oldest_ready(&self, now: i64) -> Result<Option<i64>> {
+        let sql = self.sql(OLDEST_READY);
+        let (oldest, server_now): (Option<i64>, i64) = self.read(|conn| {
+            let rows = conn.query(&sql, &[&self.queue])?;
+            let row = &rows[0];
+            Ok((row.try_get(0)?, row.try_get(1)?))
+        })?;
+        // The engine measures the age on its own clock: same age, its time.
+        Ok(oldest.map(|ready_at| now.saturating_sub(server_now.saturating_sub(ready_at))))
+    }
+
+    fn list(&self, state: TaskState, after_id: i64, limit: usize) -> Result<Vec<TaskInfo>> {
+        let sql = self.sql(&format!(
+            "SELECT id, state, attempts, max_attempts, priority, run_at, last_error, payload
+             FROM @.tasks WHERE queue = $1 AND {} AND id > $2 ORDER BY id LIMIT $3",
+            state_condition(state)
+        ));
+        let limit = limit.min(i64::MAX as usize) as i64;
+        self.read(|conn| {
+            conn.query(&sql, &[&self.queue, &after_id, &limit])?
+                .iter()
+                .map(|row| {
+                    Ok(TaskInfo {
+                        id: row.try_get(0)?,
+                        state: match row.try_get::<_, i16>(1)? {
+                            1 => TaskState::Leased,
+                            2 => TaskState::Done,
+                            3 => TaskState::Dead,
+                            _ => TaskState::Pending,
+                        },
+                        attempts: count32(row, 2)?,
+                        max_attempts: count32(row, 3)?,
+                        priority: row.try_get(4)?,
+                        run_at_unix_ms: row.try_get(5)?,
+                        last_error: row.try_get(6)?,
+                        payload: row.try_get(7)?,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn retry_dead(&self, id: Option<i64>, _now: i64) -> Result<u64> {
+        self.write(|tx| {
+            let retried = tx.execute(&self.sql(RETRY_DEAD), &[&self.queue, &id])?;
+            if retried > 0 {
+                self.notify(tx)?;
+            }
+            Ok(retried)
+        })
+    }
+
+    fn purge(&self, state: TaskState, _now: i64, older_than: i64) -> Result<u64> {
+        let sql = match state {
+            TaskState::Done => {
+                "DELETE FROM @.tasks WHERE queue = $1 AND state = 2 AND finished_at <= NOW_MS - $2"
+            }
+            TaskState::Dead => {
+                "DELETE FROM @.tasks WHERE queue = $1 AND state = 3 AND finished_at <= NOW_MS - $2"
+            }
+            TaskState::Pending | TaskState::Leased => {
+                return Err(Error::invalid_argument(
+                    "only done and dead tasks can be purged",
+                ))
+            }
+        };
+        let sql = self.sql(sql);
+        self.write(|tx| tx.execute(&sql, &[&self.queue, &older_than]))
+    }
+
+    fn checkpoint(&self) -> Result<Checkpoint> {
+        Err(no_wal_file())
+    }
+
+    fn wal_size(&self) -> Result<u64> {
+        Err(no_wal_file())
+    }
+
+    fn next_due(&self, now: i64) -> Result<Option<i64>> {
+        let until: Option<i64> = self.read_value(NEXT_DUE, &[&self.queue])?;
+        // The server says how long until then; the engine waits on its clock.
+        Ok(until.map(|until| now.saturating_add(until.max(0))))
+    }
+
+    fn change_counter(&self) -> Result<i64> {
+        Ok(self.listener.changes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    use super::*;
+    use crate::options::{OpenOptions, PushOptions};
+
+    /// The test server's URL, or `None` after saying why the test is skipped.
+    fn server(test: &str) -> Option<String> {
+        let url = std::env::var("TQ_TEST_POSTGRES_URL").ok();
+        if url.is_none() {
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipped {test}: TQ_TEST_POSTGRES_URL is not set (`make test-postgres` sets it)"
+            );
+        }
+        url
+    }
+
+    fn unix_ms() -> i64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    }
+
+    #[test]
+    fn times_come_from_the_server_clock_whatever_the_client_says() {
+        let Some(url) = server("times_come_from_the_server_clock_whatever_the_client_says") else {
+            return;
+        };
+        let schema = format!("unit_clock_{}", std::process::id());
+        let mut options = OpenOptions::new();
+        options.postgres_schema(&schema).unwrap();
+        let store = PostgresStore::open(&url, &options).unwrap();
+        // A client whose clock is off by a day either way.
+        let (past, future) = (unix_ms() - 86_400_000, unix_ms() + 86_400_000);
+        let task = NewTask::new("1", &PushOptions::new(), future, 3);
+        store.push(vec![task], future).unwrap();
+        let claimed = store.claim(1, past, 60_000).unwrap().pop().unwrap();
+        let now = unix_ms();
+        assert!(
+            (claimed.run_at_unix_ms - now).abs() < 10_000,
+            "pushed at the server's time, not the client's: {} vs {now}",
+            claimed.run_at_unix_ms
+        );
+        let lease_ends: i64 = store
+            .read_value(
+                "SELECT lease_expires_at FROM @.tasks WHERE id = $1",
+                &[&claimed.id()],
+            )
+            .unwrap();
+        assert!(
+            (lease_ends - (now + 60_000)).abs() < 10_000,
+            "the lease runs from the server's time"
+        );
+        // The engine waits on its own clock: the due time comes back in it.
+        let due = store.next_due(past).unwrap().unwrap();
+        assert!((due - (past + 60_000)).abs() < 10_000, "{due}");
+        assert_eq!(
+            store.recover(future).unwrap(),
+            0,
+            "the lease has not expired"
+        );
+        drop(store);
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        client
+            .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+            .unwrap();
+    }
+
+    #[test]
+    fn durability_and_busy_timeout_become_session_settings() {
+        let Some(url) = server("durability_and_busy_timeout_become_session_settings") else {
+            return;
+        };
+        for (durability, expected) in [
+            (crate::Durability::Full, "on"),
+            (crate::Durability::Normal, "off"),
+        ] {
+            let mut options = OpenOptions::new();
+            options
+                .durability(durability)
+                .busy_timeout(std::time::Duration::ZERO)
+                .unwrap();
+            let connector = super::super::pool::Connector::new(&url, &options).unwrap();
+            let mut client = connector.connect().unwrap();
+            let setting = |client: &mut postgres::Client, name: &str| -> String {
+                client
+                    .query_one(&format!("SHOW {name}"), &[])
+                    .unwrap()
+                    .get(0)
+            };
+            assert_eq!(setting(&mut client, "synchronous_commit"), expected);
+            assert_eq!(
+                setting(&mut client, "lock_timeout"),
+                "1ms",
+                "0 is no limit there"
+            );
+        }
+    }
+}

@@ -1,0 +1,442 @@
+//! What only the PostgreSQL backend does: holders that lose their session
+//! are recovered at once, notifications wake waiting pulls, lost
+//! connections are replaced, several worker processes share a queue, a
+//! child after `fork()` leaves its parent's sessions alone, and options
+//! that mean nothing there are refused. The queue's semantics on
+//! PostgreSQL are tested by `queue.rs` and `jobs.rs`, which run on both
+//! backends.
+//!
+//! Every test needs `TQ_TEST_POSTGRES_URL` (`make test-postgres` sets it)
+//! and says it is skipped without it. Child processes are this binary run
+//! again with `TQ_TEST_CHILD` set (see `child_process`).
+
+#[macro_use]
+mod common;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{lease, postgres_client, push, Scratch};
+use tq::{Durability, ErrorKind, OpenOptions, PullOptions, PushOptions, Queue, TaskState};
+
+/// `scratch`'s URL with `application_name` set to `name`, so that the
+/// sessions of the handles opened with it can be told apart on the server
+/// (and so that they get a listener of their own in this process).
+fn named_url(scratch: &Scratch, name: &str) -> String {
+    let url = &scratch.server().expect("a PostgreSQL scratch").url;
+    let separator = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{separator}application_name={name}")
+}
+
+fn normal(scratch: &Scratch) -> OpenOptions {
+    scratch.options(OpenOptions::new().durability(Durability::Normal))
+}
+
+/// Ends every session on the server whose application name is `name`.
+fn terminate_sessions(scratch: &Scratch, name: &str) -> usize {
+    let url = &scratch.server().unwrap().url;
+    let rows = postgres_client(url)
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+            &[&name],
+        )
+        .unwrap();
+    rows.len()
+}
+
+/// A scratch on the server, or `None` (said) without one.
+fn scratch(test: &str) -> Option<Scratch> {
+    Scratch::postgres(&format!("postgres::{test}"))
+}
+
+#[test]
+fn a_holder_whose_sessions_end_gives_its_tasks_back_at_once() {
+    let Some(scratch) = scratch("holder_sessions_end") else {
+        return;
+    };
+    let holder_name = "tq_test_holder";
+    let holder = Queue::open(&named_url(&scratch, holder_name), &normal(&scratch)).unwrap();
+    let other = Queue::open(&named_url(&scratch, "tq_test_other"), &normal(&scratch)).unwrap();
+    for i in 0..3 {
+        push(&other, &i.to_string());
+    }
+    let held: Vec<_> = (0..2)
+        .map(|_| holder.pull(&lease(60_000)).unwrap().unwrap())
+        .collect();
+    assert_eq!(other.recover().unwrap(), 0, "a live holder keeps its tasks");
+
+    assert!(
+        terminate_sessions(&scratch, holder_name) >= 2,
+        "pool and listener"
+    );
+    let started = Instant::now();
+    let mut recovered = 0;
+    while recovered < 2 && started.elapsed() < Duration::from_secs(10) {
+        recovered += other.recover().unwrap();
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(recovered, 2, "both tasks came back");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "long before the 60 s leases expire"
+    );
+    assert_eq!(other.count(TaskState::Pending).unwrap(), 3);
+    let again = other.pull(&PullOptions::new()).unwrap().unwrap();
+    assert_eq!(again.id(), held[0].id(), "it keeps its place in line");
+    assert!(
+        again.last_error().unwrap().contains("died"),
+        "{:?}",
+        again.last_error()
+    );
+
+    // The holder's handle works on: its lost connections are replaced, and
+    // its old deliveries are no longer its own.
+    assert_eq!(
+        holder.finish(held[1].receipt()).unwrap_err().kind(),
+        ErrorKind::NotHeld
+    );
+    let next = holder.pull(&lease(60_000)).unwrap().unwrap();
+    assert_eq!(other.recover().unwrap(), 0, "its new holder is alive");
+    holder.finish(next.receipt()).unwrap();
+    other.finish(again.receipt()).unwrap();
+}
+
+#[test]
+fn a_waiting_pull_is_woken_by_a_push_from_another_client() {
+    let Some(scratch) = scratch("woken_by_push") else {
+        return;
+    };
+    let waiter = Queue::open(&named_url(&scratch, "tq_test_waiter"), &normal(&scratch)).unwrap();
+    let pusher = Queue::open(&named_url(&scratch, "tq_test_pusher"), &normal(&scratch)).unwrap();
+    let mut wait = PullOptions::new();
+    wait.wait(Duration::from_secs(20)).unwrap();
+    // Warm up: the first pull prepares its statements.
+    assert!(waiter.pull(&PullOptions::new()).unwrap().is_none());
+    let (sender, pushed_at) = std::sync::mpsc::channel();
+    let pushing = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(300));
+        sender.send(Instant::now()).unwrap();
+        push(&pusher, "\"wake up\"")
+    });
+    let task = waiter.pull(&wait).unwrap().expect("woken by the push");
+    let woken_after = pushed_at.recv().unwrap().elapsed();
+    assert_eq!(task.id(), pushing.join().unwrap());
+    // Without the notification, only the once-a-second retry would find it.
+    assert!(
+        woken_after < Duration::from_millis(500),
+        "woken {woken_after:?} after the push"
+    );
+}
+
+#[test]
+fn a_lost_connection_is_replaced_for_reads_and_writes() {
+    let Some(scratch) = scratch("lost_connection") else {
+        return;
+    };
+    let name = "tq_test_lost";
+    let mut options = normal(&scratch);
+    options.pool_size(2).unwrap();
+    let queue = Queue::open(&named_url(&scratch, name), &options).unwrap();
+    push(&queue, "1");
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 1);
+    terminate_sessions(&scratch, name);
+    thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        queue.count(TaskState::Pending).unwrap(),
+        1,
+        "a read is made again"
+    );
+    terminate_sessions(&scratch, name);
+    thread::sleep(Duration::from_millis(100));
+    push(&queue, "2");
+    let task = queue.pull(&PullOptions::new()).unwrap().unwrap();
+    queue.finish(task.receipt()).unwrap();
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 1);
+}
+
+#[test]
+fn options_without_meaning_are_refused_on_each_backend() {
+    let Some(scratch) = scratch("refused_options") else {
+        return;
+    };
+    let queue = scratch.open();
+    for err in [
+        queue.checkpoint().unwrap_err(),
+        queue.wal_size().unwrap_err(),
+    ] {
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        assert!(err.message().contains("no WAL file"), "{err}");
+    }
+    let file = Scratch::new();
+    for options in [
+        OpenOptions::new().pool_size(2).unwrap().clone(),
+        OpenOptions::new().postgres_schema("jobs").unwrap().clone(),
+    ] {
+        let err = Queue::open(&file.queue_path(), &options).err().unwrap();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        assert!(err.message().contains("PostgreSQL only"), "{err}");
+    }
+    assert!(OpenOptions::new().pool_size(0).is_err());
+    assert!(OpenOptions::new().pool_size(tq::MAX_POOL_SIZE + 1).is_err());
+    for name in ["", "pg_x", "1a", "a-b", "a\"b", &"s".repeat(64)] {
+        assert_eq!(
+            OpenOptions::new().postgres_schema(name).unwrap_err().kind(),
+            ErrorKind::InvalidArgument,
+            "{name:?}"
+        );
+    }
+}
+
+#[test]
+fn a_schema_that_is_newer_or_not_tqs_is_refused_and_left_alone() {
+    let Some(scratch) = scratch("refused_schemas") else {
+        return;
+    };
+    let server = scratch.server().unwrap();
+    drop(scratch.open());
+    let mut client = postgres_client(&server.url);
+    client
+        .batch_execute(&format!(
+            "UPDATE \"{}\".meta SET value = 99 WHERE key = 'schema_version'",
+            server.schema
+        ))
+        .unwrap();
+    let err = Queue::open(&server.url, &normal(&scratch)).err().unwrap();
+    assert_eq!(err.kind(), ErrorKind::NotADatabase);
+    assert!(err.message().contains("newer"), "{err}");
+    let version: i64 = client
+        .query_one(
+            &format!(
+                "SELECT value FROM \"{}\".meta WHERE key = 'schema_version'",
+                server.schema
+            ),
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(version, 99, "left as it was");
+
+    let other = format!("{}_app", server.schema);
+    client
+        .batch_execute(&format!(
+            "DROP SCHEMA IF EXISTS \"{other}\" CASCADE; CREATE SCHEMA \"{other}\";
+             CREATE TABLE \"{other}\".orders (id int)"
+        ))
+        .unwrap();
+    let mut options = normal(&scratch);
+    options.postgres_schema(&other).unwrap();
+    let err = Queue::open(&server.url, &options).err().unwrap();
+    assert_eq!(err.kind(), ErrorKind::NotADatabase);
+    assert!(err.message().contains("not tq's"), "{err}");
+}
+
+#[test]
+fn handles_opening_a_new_schema_at_once_agree() {
+    let Some(scratch) = scratch("concurrent_migrations") else {
+        return;
+    };
+    let url = scratch.server().unwrap().url.clone();
+    let openers: Vec<_> = (0..6)
+        .map(|i| {
+            let url = format!("{url}?application_name=tq_test_opener_{i}");
+            let options = normal(&scratch);
+            thread::spawn(move || {
+                let queue = Queue::open(&url, &options).unwrap();
+                push(&queue, &i.to_string())
+            })
+        })
+        .collect();
+    let ids: Vec<i64> = openers.into_iter().map(|t| t.join().unwrap()).collect();
+    assert_eq!(ids.len(), 6);
+    assert_eq!(scratch.open().count(TaskState::Pending).unwrap(), 6);
+}
+
+/// Plays a worker when run as a child (`TQ_TEST_CHILD=worker`): drains the
+/// queue, printing "claimed ID" and "finished ID" lines, in batches or one
+/// by one, and ends after a quiet second.
+#[test]
+fn child_process() {
+    let Ok(role) = std::env::var("TQ_TEST_CHILD") else {
+        return; // Not a child: nothing to do in the parent's run.
+    };
+    let url = std::env::var("TQ_TEST_URL").unwrap();
+    if role == "fork" {
+        fork_scenario(&url);
+        std::process::exit(0);
+    }
+    assert_eq!(role, "worker");
+    let mut options = OpenOptions::new();
+    options
+        .durability(Durability::Normal)
+        .postgres_schema(&std::env::var("TQ_TEST_SCHEMA").unwrap())
+        .unwrap();
+    let queue = Queue::open(&url, &options).unwrap();
+    let batch = std::env::var("TQ_TEST_BATCH").is_ok();
+    let mut wait = PullOptions::new();
+    wait.wait(Duration::from_secs(1))
+        .unwrap()
+        .lease(Duration::from_secs(120))
+        .unwrap();
+    loop {
+        let tasks = if batch {
+            queue.pull_batch(7, &wait).unwrap()
+        } else {
+            queue.pull(&wait).unwrap().into_iter().collect()
+        };
+        if tasks.is_empty() {
+            break;
+        }
+        for task in &tasks {
+            println!("claimed {}", task.id());
+        }
+        let receipts: Vec<_> = tasks.iter().map(|task| task.receipt()).collect();
+        let held = queue.finish_batch(&receipts).unwrap();
+        for (task, held) in tasks.iter().zip(held) {
+            assert!(held, "task {} was taken from this worker", task.id());
+            println!("finished {}", task.id());
+        }
+    }
+    std::process::exit(0);
+}
+
+/// The server's sessions named `name`, by process id.
+fn sessions(url: &str, name: &str) -> Vec<i32> {
+    postgres_client(url)
+        .query(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = $1 ORDER BY pid",
+            &[&name],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
+}
+
+/// In a child process of its own (forking the test harness could hang):
+/// a forked child that drops its copy of the parent's handle leaves the
+/// parent's sessions, and so its held tasks, alone.
+fn fork_scenario(url: &str) {
+    let schema = std::env::var("TQ_TEST_SCHEMA").unwrap();
+    let mut options = OpenOptions::new();
+    options.postgres_schema(&schema).unwrap();
+    let name = "tq_test_forker";
+    let queue = Queue::open(&format!("{url}?application_name={name}"), &options).unwrap();
+    push(&queue, "1");
+    let task = queue.pull(&lease(60_000)).unwrap().unwrap();
+    let before = sessions(url, name);
+    assert!(before.len() >= 2, "a pooled connection and the listener");
+    // SAFETY: the child only drops the handle and leaves with _exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        drop(queue);
+        unsafe { libc::_exit(0) };
+    }
+    let mut status = 0;
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    thread::sleep(Duration::from_millis(200));
+    assert_eq!(sessions(url, name), before, "the parent's sessions live on");
+    let other = Queue::open(url, &options).unwrap();
+    assert_eq!(other.recover().unwrap(), 0, "its task is still held");
+    queue.finish(task.receipt()).unwrap();
+    println!("scenario passed");
+}
+
+#[test]
+fn a_child_after_fork_leaves_the_parents_sessions_alone() {
+    let Some(scratch) = scratch("fork") else {
+        return;
+    };
+    let server = scratch.server().unwrap();
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_process",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("TQ_TEST_CHILD", "fork")
+        .env("TQ_TEST_URL", &server.url)
+        .env("TQ_TEST_SCHEMA", &server.schema)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.contains("scenario passed"),
+        "{stdout}\n{stderr}"
+    );
+}
+
+#[test]
+fn worker_processes_share_a_queue_and_no_task_goes_to_two() {
+    const TASKS: usize = 1500;
+    let Some(scratch) = scratch("worker_processes") else {
+        return;
+    };
+    let server = scratch.server().unwrap();
+    let queue = scratch.open();
+    let payloads: Vec<String> = (0..TASKS).map(|i| i.to_string()).collect();
+    let mut ids: Vec<i64> = Vec::new();
+    for chunk in payloads.chunks(500) {
+        ids.extend(queue.push_batch(chunk, &PushOptions::new()).unwrap());
+    }
+    let workers: Vec<_> = (0..4)
+        .map(|i| {
+            let mut command = Command::new(std::env::current_exe().unwrap());
+            command
+                .args([
+                    "--exact",
+                    "child_process",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env("TQ_TEST_CHILD", "worker")
+                .env("TQ_TEST_URL", &server.url)
+                .env("TQ_TEST_SCHEMA", &server.schema)
+                .stdout(Stdio::piped());
+            if i % 2 == 1 {
+                command.env("TQ_TEST_BATCH", "1");
+            }
+            command.spawn().unwrap()
+        })
+        .collect();
+    let mut claimed: HashMap<i64, usize> = HashMap::new();
+    let mut finished: HashMap<i64, usize> = HashMap::new();
+    let mut busy_workers = 0;
+    for mut worker in workers {
+        let stdout = worker.stdout.take().unwrap();
+        let mut did_work = false;
+        for line in BufReader::new(stdout).lines() {
+            let line = line.unwrap();
+            // The last two words: the harness's "test child_process ... "
+            // may start the first line.
+            let mut words = line.split_whitespace().rev();
+            let (Some(id), Some(what)) = (words.next(), words.next()) else {
+                continue;
+            };
+            let Ok(id) = id.parse::<i64>() else { continue };
+            match what {
+                "claimed" => *claimed.entry(id).or_default() += 1,
+                "finished" => *finished.entry(id).or_default() += 1,
+                _ => continue,
+            }
+            did_work = true;
+        }
+        assert!(worker.wait().unwrap().success());
+        busy_workers += usize::from(did_work);
+    }
+    assert_eq!(claimed.len(), TASKS, "every task was delivered");
+    assert!(
+        claimed.values().all(|&n| n == 1),
+        "no task was delivered twice"
+    );
+    assert_eq!(finished.len(), TASKS, "every task was finished");
+    assert!(ids.iter().all(|id| finished.get(id) == Some(&1)));
+    assert!(busy_workers >= 2, "the workers shared the queue");
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 0);
+    assert_eq!(queue.count(TaskState::Leased).unwrap(), 0);
+}
