@@ -76,15 +76,19 @@ test-rust:
 # tests/postgres/cluster.sh starts a PostgreSQL server of its own on
 # 127.0.0.1 (from the postgresql package), stopped and removed whatever the
 # outcome. The core and job suites run their postgres:: variants on it, in
-# a schema per test; tests/postgres.rs runs what only PostgreSQL does. Same
-# profile as test-rust, so one build serves both.
+# a schema per test; tests/postgres.rs runs what only PostgreSQL does; the
+# torture scenarios with PostgreSQL variants (workers killed, exclusive
+# delivery) run theirs, one at a time like test-torture. Same profile as
+# test-rust, so one build serves both.
 test-postgres:
 	@dir=$$(mktemp -d /tmp/tq-postgres.XXXXXX) && \
 	trap 'tests/postgres/cluster.sh stop "'"$$dir"'"' EXIT && \
 	url=$$(tests/postgres/cluster.sh start "$$dir") && \
 	echo "PostgreSQL test server: $$url" && \
 	TQ_TEST_POSTGRES_URL=$$url $(CARGO) test --locked --lib --test queue --test jobs postgres:: && \
-	TQ_TEST_POSTGRES_URL=$$url $(CARGO) test --locked --test postgres
+	TQ_TEST_POSTGRES_URL=$$url $(CARGO) test --locked --test postgres && \
+	TQ_TEST_POSTGRES_URL=$$url $(CARGO) test --locked --test torture -- \
+		--include-ignored --test-threads=1 --nocapture on_postgres
 
 # Runs the built tq binary through every command.
 test-cli:

@@ -39,7 +39,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::Path;
 
-use super::db::{Row, DEAD, DONE, LEASED};
+use super::db::{Row, Target, DEAD, DONE, LEASED};
 use super::history::{Histories, Operation, Outcome};
 
 /// What a scenario allows.
@@ -728,21 +728,28 @@ impl fmt::Display for Report {
     }
 }
 
-/// The end of a run: the file passes `integrity_check`, the checker finds
-/// nothing, and the queue still opens and works. Returns the histories and
-/// the report for the scenario's own assertions.
+/// The end of a run: a file passes `integrity_check` (PostgreSQL keeps
+/// its own storage sound), the checker finds nothing, and the queue still
+/// opens and works. Returns the histories and the report for the
+/// scenario's own assertions.
 pub fn verify_run(
-    db: &str,
+    target: &Target,
     history_dir: &Path,
     expect: &Expect,
     context: &str,
 ) -> (Histories, Report) {
-    assert_eq!(super::db::integrity(db), "ok", "{context}: integrity_check");
+    if let Target::File(path) = target {
+        assert_eq!(
+            super::db::integrity(path),
+            "ok",
+            "{context}: integrity_check"
+        );
+    }
     let histories = Histories::read(history_dir);
-    let report = check(&histories, &super::db::rows(db), expect);
+    let report = check(&histories, &target.rows(), expect);
     println!("[{context}] {}", report.to_string().trim_end());
     report.assert_clean(context);
-    super::roles::reopen_and_use(db)
+    super::roles::reopen_and_use(target)
         .unwrap_or_else(|err| panic!("{context}: the queue cannot be used after the run: {err}"));
     (histories, report)
 }

@@ -1,10 +1,75 @@
 //! The final database, read with SQL directly rather than through tq, so
-//! the checker sees every row as stored (held and done ones included).
+//! the checker sees every row as stored (held and done ones included):
+//! with rusqlite from a file, or from a schema on a PostgreSQL server.
 //! Opened only once every child has exited.
 
+use std::path::Path;
+
 use rusqlite::{Connection, OpenFlags};
+use tq::OpenOptions;
 
 use super::client::{checksum, key_of};
+use super::common::{postgres_client, postgres_url};
+use super::harness::{child_args, Args};
+
+/// Where a scenario's queue lives: a file, or a schema of its own on the
+/// PostgreSQL server named by `TQ_TEST_POSTGRES_URL`.
+pub enum Target {
+    File(String),
+    Postgres { url: String, schema: String },
+}
+
+impl Target {
+    /// The server's schema `schema`, emptied of an earlier run's tables;
+    /// `None`, saying that `test` is skipped, when no server is set.
+    pub fn postgres(test: &str, schema: &str) -> Option<Target> {
+        let url = postgres_url(test)?;
+        postgres_client(&url)
+            .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+            .expect("drop the scenario's schema");
+        Some(Target::Postgres {
+            url,
+            schema: schema.to_owned(),
+        })
+    }
+
+    /// What `Queue::open` takes: the file's path, or the server's URL.
+    pub fn db(&self) -> &str {
+        match self {
+            Target::File(path) => path,
+            Target::Postgres { url, .. } => url,
+        }
+    }
+
+    /// `options` with the schema set, on PostgreSQL.
+    pub fn options(&self, options: &OpenOptions) -> OpenOptions {
+        let mut options = options.clone();
+        if let Target::Postgres { schema, .. } = self {
+            options
+                .postgres_schema(schema)
+                .expect("a valid schema name");
+        }
+        options
+    }
+
+    /// A child's common arguments (see [`child_args`]), plus `schema` on
+    /// PostgreSQL.
+    pub fn child_args(&self, history_dir: &Path, label: &str, seed: u64, deadline: i64) -> Args {
+        let mut args = child_args(self.db(), history_dir, label, seed, deadline);
+        if let Target::Postgres { schema, .. } = self {
+            args.push(("schema", schema.clone()));
+        }
+        args
+    }
+
+    /// Every task row, ordered by id.
+    pub fn rows(&self) -> Vec<Row> {
+        match self {
+            Target::File(path) => rows(path),
+            Target::Postgres { url, schema } => postgres_rows(url, schema),
+        }
+    }
+}
 
 /// One row of `tq_tasks`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +141,35 @@ pub fn rows(path: &str) -> Vec<Row> {
         })
         .expect("query the tasks");
     rows.map(|row| row.expect("a task row")).collect()
+}
+
+/// Every row of the schema's `tasks` table (see tq's
+/// `postgres/schema.rs`; the states are SQLite's).
+fn postgres_rows(url: &str, schema: &str) -> Vec<Row> {
+    let rows = postgres_client(url)
+        .query(
+            &format!(
+                "SELECT id, queue, state::int8, attempts, max_attempts, last_error, payload
+                 FROM \"{schema}\".tasks ORDER BY id"
+            ),
+            &[],
+        )
+        .expect("query the tasks");
+    rows.iter()
+        .map(|row| {
+            let payload: String = row.get(6);
+            Row {
+                id: row.get(0),
+                queue: row.get(1),
+                state: row.get(2),
+                attempts: row.get(3),
+                max_attempts: row.get(4),
+                last_error: row.get(5),
+                key: key_of(&payload),
+                sum: checksum(&payload),
+            }
+        })
+        .collect()
 }
 
 /// `PRAGMA integrity_check`'s answer: "ok" for a sound file.

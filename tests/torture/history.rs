@@ -220,6 +220,14 @@ impl Histories {
             .collect()
     }
 
+    /// The ids of the tasks this history's pulls were given, in order.
+    pub fn delivered_ids(&self) -> Vec<i64> {
+        self.delivered()
+            .iter()
+            .map(|op| op.num("id").expect("a delivered id"))
+            .collect()
+    }
+
     fn read_file(&mut self, path: &Path) {
         let text = std::fs::read_to_string(path).expect("read a history file");
         let complete = match text.rfind('\n') {

@@ -20,11 +20,17 @@
 //! | 7 WAL size under readers, shrink-back, explicit checkpoint | wal.rs |
 //! | the checker's own tests | negative.rs |
 //!
+//! Scenarios 2 and 4 also run on PostgreSQL (`..._on_postgres`, with
+//! `TQ_TEST_POSTGRES_URL` set; `make test-postgres` runs them), each in a
+//! schema of its own, the workers being separate clients of the server.
+//!
 //! Children are this test binary run again with `TQ_TEST_CHILD` naming a
 //! role (roles.rs).
 
 mod checker;
 mod client;
+#[path = "../common/mod.rs"]
+mod common;
 mod db;
 mod harness;
 mod history;

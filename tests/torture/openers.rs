@@ -12,7 +12,7 @@ use std::time::Duration;
 use tq::{OpenOptions, Queue};
 
 use super::checker::{verify_run, Expect};
-use super::db;
+use super::db::{self, Target};
 use super::harness::{child_args, now_ns, spawn, Dir, Rng, Settings};
 use super::history::{Histories, History};
 
@@ -65,7 +65,12 @@ fn check_round(
     reference: &(String, Vec<String>, Vec<i64>),
     context: &str,
 ) {
-    let (_, report) = verify_run(db, history_dir, &Expect::default(), context);
+    let (_, report) = verify_run(
+        &Target::File(db.to_owned()),
+        history_dir,
+        &Expect::default(),
+        context,
+    );
     let layout = db::layout(db);
     assert_eq!(
         &layout, reference,

@@ -23,7 +23,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::checker::{check, Expect};
-use super::db;
+use super::db::{self, Target};
 use super::harness::{child_args, now_ns, spawn, Dir, Rng, Settings};
 use super::history::{Histories, History};
 use super::model::{self, Durable, Kept, Run};
@@ -192,7 +192,8 @@ fn run_case(dir: &Path, case: &Case) -> Result<Seen, String> {
             return Err(report.to_string());
         }
     }
-    reopen_and_use(db).map_err(|err| format!("after the power loss: {err}"))?;
+    reopen_and_use(&Target::File(db.to_owned()))
+        .map_err(|err| format!("after the power loss: {err}"))?;
     let mut calls = BTreeMap::new();
     for op in histories.ops.iter().filter(|op| op.is_ok()) {
         *calls.entry(op.op.clone()).or_default() += 1;

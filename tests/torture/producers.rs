@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::checker::{verify_run, Expect};
+use super::db::Target;
 use super::harness::{child_args, now_ns, sleep_ms, spawn, Dir, Proc, Settings};
 use super::history::History;
 
@@ -93,7 +94,12 @@ fn producers_killed_at_random_moments_lose_no_acknowledged_push() {
         running.proc.kill();
     }
 
-    let (histories, report) = verify_run(&db, &history_dir, &Expect::default(), "producers");
+    let (histories, report) = verify_run(
+        &Target::File(db.clone()),
+        &history_dir,
+        &Expect::default(),
+        "producers",
+    );
     let opens_cut = histories
         .ops
         .iter()

@@ -2,7 +2,8 @@
 //! reads its arguments with [`arg`], appends to its own history, and exits
 //! by itself at its deadline, so none outlives its test.
 //!
-//! Common arguments: `db` (the queue file), `dir` (the history directory),
+//! Common arguments: `db` (the queue file, or a PostgreSQL URL with
+//! `schema` naming the schema), `dir` (the history directory),
 //! `label` (this incarnation's unique name), `seed`, `deadline` (Unix ns).
 
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use std::time::{Duration, Instant};
 use tq::{Durability, OpenOptions, Queue, Task, TaskState};
 
 use super::client::{self, key_of, Client};
+use super::db::Target;
 use super::harness::{arg, arg_opt, now_ns, sleep_ms, Rng};
 use super::history::History;
 use super::vfs::{self, Loss, Plan};
@@ -49,10 +51,16 @@ fn history() -> History {
 }
 
 /// The handle's options from the arguments: `durability`, `keep_history`,
-/// `busy_timeout` (ms), `max_attempts`, `backoff` (`MIN:MAX` ms), and the
-/// queue `queue` (the default queue when none).
+/// `busy_timeout` (ms), `max_attempts`, `backoff` (`MIN:MAX` ms),
+/// `schema` (on PostgreSQL), and the queue `queue` (the default queue when
+/// none).
 fn options(queue: Option<&str>) -> OpenOptions {
     let mut options = OpenOptions::new();
+    if let Some(schema) = arg_opt::<String>("schema") {
+        options
+            .postgres_schema(&schema)
+            .expect("a valid schema name");
+    }
     match arg_opt::<String>("durability").as_deref() {
         Some("normal") => options.durability(Durability::Normal),
         _ => options.durability(Durability::Full),
@@ -429,11 +437,12 @@ fn power() {
     history.info("syncs", &format!("n={}", vfs::syncs()));
 }
 
-/// Opens `path` as the parent does after a scenario, and proves the queue
-/// usable: a push, then a pull that gets it (due at the epoch, it comes
-/// before every other task), and a finish.
-pub fn reopen_and_use(path: &str) -> Result<(), String> {
-    let queue = Queue::open(path, &OpenOptions::new()).map_err(|e| format!("open: {e}"))?;
+/// Opens `target` as the parent does after a scenario, and proves the
+/// queue usable: a push, then a pull that gets it (due at the epoch, it
+/// comes before every other task), and a finish.
+pub fn reopen_and_use(target: &Target) -> Result<(), String> {
+    let queue = Queue::open(target.db(), &target.options(&OpenOptions::new()))
+        .map_err(|e| format!("open: {e}"))?;
     let mut first = tq::PushOptions::new();
     first.run_at_unix_ms(0).expect("a valid time");
     let id = queue

@@ -29,6 +29,7 @@ use tq::OpenOptions;
 
 use super::checker::{verify_run, Expect};
 use super::client::{self, Client};
+use super::db::Target;
 use super::harness::{child_args, now_ns, sleep_ms, spawn, Args, Dir, Proc, Rng, Settings};
 use super::history::{Histories, History};
 
@@ -252,7 +253,12 @@ fn the_wal_stays_bounded_under_readers_and_shrinks_back_once_they_stop() {
     );
     drop(queue);
 
-    verify_run(&db, &history_dir, &Expect::default(), "wal");
+    verify_run(
+        &Target::File(db.clone()),
+        &history_dir,
+        &Expect::default(),
+        "wal",
+    );
     println!(
         "[wal] under 4 monitoring readers: {monitored} (bound {} MiB); under a held snapshot: {pinned}; \
          once it ended: {released}, {} MiB at the end; after a checkpoint: {} bytes (complete: {})",

@@ -18,6 +18,7 @@ use tq::{OpenOptions, Task};
 
 use super::checker::{verify_run, Expect};
 use super::client::{self, Client};
+use super::db::Target;
 use super::harness::{child_args, now_ns, repeat, sleep_ms, spawn, spawn_with_clock, Dir, Proc};
 use super::history::{Histories, History, Operation};
 
@@ -132,7 +133,12 @@ impl Run {
             early_redelivery_allowed,
             drained: true,
         };
-        let (histories, _) = verify_run(&self.db, &self.history_dir, &expect, context);
+        let (histories, _) = verify_run(
+            &Target::File(self.db.clone()),
+            &self.history_dir,
+            &expect,
+            context,
+        );
         drop(self.dir);
         histories
     }
