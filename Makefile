@@ -11,14 +11,16 @@
 #                        descriptors), Go, torture, the Python binding
 #   make test-cli        the tq command's tests alone
 #   make test-postgres   the PostgreSQL backend against a throwaway server
-#                        (the core and job suites, and its own tests)
+#                        (the core and job suites, its own tests, and the
+#                        Go and Python bindings' PostgreSQL tests)
 #   make test-torture    crash, power-loss and concurrency torture tests
 #                        (TQ_TORTURE_SEED=N replays, TQ_TORTURE_SECONDS=N
 #                        runs each scenario N seconds)
 #   make install PREFIX=/usr/local DESTDIR=
 #   make bench           the throughput benchmark (see bench/README.md)
 #   make bench-postgres  the PostgreSQL backend against SQLite, on a throwaway
-#                        server over loopback (bench/postgres.rs)
+#                        server over loopback, from one thread and from 1, 4
+#                        and 16 processes (bench/postgres.rs)
 #   make test-go         the Go binding (bindings/go) and its examples:
 #                        vet, tests under the race detector, a build
 #                        through pkg-config against an installed libtq
@@ -79,8 +81,11 @@ test-rust:
 # a schema per test; tests/postgres.rs runs what only PostgreSQL does; the
 # torture scenarios with PostgreSQL variants (workers killed, exclusive
 # delivery) run theirs, one at a time like test-torture. Same profile as
-# test-rust, so one build serves both.
-test-postgres:
+# test-rust, so one build serves both. Then the Go and Python bindings'
+# PostgreSQL tests (their options, a round trip), without the race
+# detector (test-go runs them under it, the round trip skipped there for
+# want of a server).
+test-postgres: lib
 	@dir=$$(mktemp -d /tmp/tq-postgres.XXXXXX) && \
 	trap 'tests/postgres/cluster.sh stop "'"$$dir"'"' EXIT && \
 	url=$$(tests/postgres/cluster.sh start "$$dir") && \
@@ -88,7 +93,10 @@ test-postgres:
 	TQ_TEST_POSTGRES_URL=$$url $(CARGO) test --locked --lib --test queue --test jobs postgres:: && \
 	TQ_TEST_POSTGRES_URL=$$url $(CARGO) test --locked --test postgres && \
 	TQ_TEST_POSTGRES_URL=$$url $(CARGO) test --locked --test torture -- \
-		--include-ignored --test-threads=1 --nocapture on_postgres
+		--include-ignored --test-threads=1 --nocapture on_postgres && \
+	export TQ_TEST_POSTGRES_URL=$$url && \
+	($(call GO_INTREE,bindings/go,test) -count=1 -run Postgres .) && \
+	$(IN_TREE_PYTHON) -m pytest -q -p no:cacheprovider -k postgres bindings/python/tests
 
 # Runs the built tq binary through every command.
 test-cli:

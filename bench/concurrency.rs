@@ -3,7 +3,6 @@
 //! pulling from one file; and how fairly processes writing in tight loops
 //! share the write lock, against bare SQLite doing the same.
 
-use std::process::{Command, Stdio};
 use std::sync::Barrier;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -370,16 +369,15 @@ impl Fairness {
     }
 }
 
-/// The child's side: from `start_at` (ms since the epoch), for `seconds`,
+/// The child's side: once every child is ready, for `seconds`,
 /// pushes in a tight loop (`tq` or `bare`: one push per commit) or pulls
 /// and finishes (`pull-full`, `pull-normal`), then prints how many it did
 /// and how many "busy" errors it got.
 pub fn run_writer(spec: &str) -> super::Result<()> {
-    let mut parts = spec.splitn(4, ':');
-    let (kind, seconds, start_at, path) = (
+    let mut parts = spec.splitn(3, ':');
+    let (kind, seconds, path) = (
         parts.next().ok_or("kind")?,
         parts.next().ok_or("seconds")?.parse::<u64>()?,
-        parts.next().ok_or("start")?.parse::<i64>()?,
         parts.next().ok_or("path")?,
     );
     let mut write: Box<dyn FnMut() -> super::Result<bool>> = if let Some(durability) =
@@ -434,7 +432,7 @@ pub fn run_writer(spec: &str) -> super::Result<()> {
             }
         })
     };
-    thread::sleep(Duration::from_millis((start_at - now_ms()).max(0) as u64));
+    super::children::wait_for_start()?;
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let (mut commits, mut busy) = (0u64, 0u64);
     while Instant::now() < deadline {
@@ -481,21 +479,9 @@ fn run_children(
     seconds: u64,
     path: &str,
 ) -> super::Result<Vec<(u64, u64)>> {
-    let start_at = now_ms() + 500;
-    let children = (0..processes)
-        .map(|_| {
-            Command::new(std::env::current_exe()?)
-                .env(WRITER_ROLE, format!("{kind}:{seconds}:{start_at}:{path}"))
-                .stdout(Stdio::piped())
-                .spawn()
-                .map_err(Into::into)
-        })
-        .collect::<super::Result<Vec<_>>>()?;
+    let specs = vec![format!("{kind}:{seconds}:{path}"); processes];
     let mut counts = Vec::new();
-    for child in children {
-        let output = child.wait_with_output()?;
-        check(output.status.success(), "a child process failed")?;
-        let text = String::from_utf8(output.stdout)?;
+    for text in super::children::run(WRITER_ROLE, &specs)? {
         let mut numbers = text.split_whitespace().map(str::parse::<u64>);
         counts.push((
             numbers.next().ok_or("no count")??,

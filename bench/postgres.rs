@@ -5,12 +5,24 @@
 //! One thread, at both durabilities: pushes one at a time, pull+finish one
 //! at a time, batch pushes of 100, and batch pulls of 100 finished in one
 //! call. Each figure is the median of 3 runs on a fresh file or schema, the
-//! runs of the two backends interleaved. `TQ_BENCH_QUICK=1` makes the runs
-//! small (a smoke test; its figures mean nothing).
+//! runs of the two backends interleaved.
+//!
+//! Then the same four steps from 1, 4 and 16 worker processes (this binary
+//! run again), each with its own handle, on one SQLite file or one
+//! PostgreSQL schema: the tasks are shared out evenly and the rate is all
+//! of them over the time from the first process starting to the last one
+//! ending; each figure the median of 3 runs, the backends interleaved.
+//!
+//! `TQ_BENCH_QUICK=1` makes the runs small, and the processes' ones a
+//! single run at durability full only (a smoke test; its figures mean
+//! nothing).
 
-use std::time::Instant;
+#[path = "children.rs"]
+mod children;
 
-use tq::{Durability, OpenOptions, PullOptions, PushOptions, Queue};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tq::{Durability, OpenOptions, PullOptions, PushOptions, Queue, TaskState};
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -28,7 +40,20 @@ const STEPS: [&str; 4] = [
     "pull+finish, batches of 100",
 ];
 
+/// The environment variable that makes this binary a worker process.
+const WORKER_ROLE: &str = "TQ_BENCH_POSTGRES_WORKER";
+
+/// Worker process counts of the multi-process figures.
+const PROCESSES: [usize; 3] = [1, 4, 16];
+
 fn main() {
+    if let Ok(spec) = std::env::var(WORKER_ROLE) {
+        if let Err(err) = run_worker(&spec) {
+            eprintln!("worker process failed: {err}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if let Err(err) = run() {
         eprintln!("benchmark failed: {err}");
         std::process::exit(1);
@@ -45,15 +70,13 @@ fn run() -> Result<()> {
     let quick = std::env::var("TQ_BENCH_QUICK").is_ok();
     let tasks = if quick { 200 } else { 2000 };
     let dir = tempfile::tempdir_in(std::env::var("TQ_BENCH_DIR").unwrap_or_else(|_| ".".into()))?;
+    let link = if url.contains("127.0.0.1") || url.contains("localhost") {
+        "loopback"
+    } else {
+        "network"
+    };
     println!("{tasks} tasks per run, median of {RUNS} runs, one thread");
-    println!(
-        "| step | durability | SQLite (file) | PostgreSQL ({}) | PostgreSQL / SQLite |",
-        if url.contains("127.0.0.1") || url.contains("localhost") {
-            "loopback"
-        } else {
-            "network"
-        }
-    );
+    println!("| step | durability | SQLite (file) | PostgreSQL ({link}) | PostgreSQL / SQLite |");
     println!("|---|---|---:|---:|---:|");
     for durability in [Durability::Full, Durability::Normal] {
         let mut sqlite = Vec::new();
@@ -84,7 +107,7 @@ fn run() -> Result<()> {
             );
         }
     }
-    Ok(())
+    measure_processes(&url, dir.path(), quick, link)
 }
 
 /// Runs the four steps on an empty queue and returns their rates.
@@ -131,4 +154,187 @@ fn measure(queue: &Queue, tasks: usize) -> Result<Rates> {
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
+}
+
+// ---------------------------------------------------------------------------
+// Worker processes
+
+/// Runs the four steps from 1, 4 and 16 worker processes on both backends,
+/// at both durabilities, and prints a table row per step and count.
+fn measure_processes(url: &str, dir: &std::path::Path, quick: bool, link: &str) -> Result<()> {
+    // Multiples of 16 (and of 16 batches of 100), so every count shares
+    // them out evenly.
+    let (single, batched) = if quick { (320, 1600) } else { (2000, 16000) };
+    let runs = if quick { 1 } else { RUNS };
+    println!(
+        "\nWorker processes, each with its own handle (pool of 1 connection on PostgreSQL): \
+         {single} tasks one at a time, {batched} in batches, shared out evenly; median of {runs} runs"
+    );
+    println!(
+        "| step | durability | processes | SQLite (file) | PostgreSQL ({link}) | PostgreSQL / SQLite |"
+    );
+    println!("|---|---|---:|---:|---:|---:|");
+    // A quick run checks the steps work; one durability is enough for that.
+    let durabilities = if quick {
+        &[Durability::Full][..]
+    } else {
+        &[Durability::Full, Durability::Normal]
+    };
+    for &durability in durabilities {
+        let name = format!("{durability:?}").to_lowercase();
+        for processes in PROCESSES {
+            for (step, step_name) in STEPS.iter().enumerate() {
+                let tasks = if step < 2 { single } else { batched };
+                let (mut sqlite, mut postgres) = (Vec::new(), Vec::new());
+                for run in 0..runs {
+                    let id = format!("{name}_{processes}_{step}_{run}");
+                    let file = dir.join(format!("processes-{id}.db"));
+                    let file = file.to_str().ok_or("a UTF-8 path")?;
+                    sqlite.push(run_workers(file, None, durability, step, processes, tasks)?);
+                    let schema = format!("bench_{}_{id}", std::process::id());
+                    postgres.push(run_workers(
+                        url,
+                        Some(&schema),
+                        durability,
+                        step,
+                        processes,
+                        tasks,
+                    )?);
+                    postgres::Client::connect(url, postgres::NoTls)?
+                        .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))?;
+                }
+                let (lite, pg) = (median(sqlite), median(postgres));
+                println!(
+                    "| {step_name} | {name} | {processes} | {lite:.0}/s | {pg:.0}/s | {:.2} |",
+                    pg / lite
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One figure: creates the queue at `target` (pushing the tasks first when
+/// the step pulls them), runs `processes` workers on it for `tasks` tasks in
+/// all, checks what they left, and returns the tasks per second.
+fn run_workers(
+    target: &str,
+    schema: Option<&str>,
+    durability: Durability,
+    step: usize,
+    processes: usize,
+    tasks: usize,
+) -> Result<f64> {
+    let queue = Queue::open(target, &worker_options(schema, durability)?)?;
+    let pulling = step % 2 == 1;
+    if pulling {
+        for pushed in (0..tasks).step_by(BATCH) {
+            queue.push_batch(
+                &vec![PAYLOAD; BATCH.min(tasks - pushed)],
+                &PushOptions::new(),
+            )?;
+        }
+    }
+    let spec = format!(
+        "{step}:{}:{}:{}:{target}",
+        if durability == Durability::Full {
+            "full"
+        } else {
+            "normal"
+        },
+        tasks / processes,
+        schema.unwrap_or(""),
+    );
+    let mut first = u128::MAX;
+    let mut last = 0;
+    for text in children::run(WORKER_ROLE, &vec![spec; processes])? {
+        let mut times = text.split_whitespace().map(str::parse::<u128>);
+        first = first.min(times.next().ok_or("no start time")??);
+        last = last.max(times.next().ok_or("no end time")??);
+    }
+    let pending = queue.count(TaskState::Pending)? + queue.count(TaskState::Leased)?;
+    if pending != if pulling { 0 } else { tasks as u64 } {
+        return Err(
+            format!("{pending} tasks left where the workers should have left none or all").into(),
+        );
+    }
+    Ok(tasks as f64 / ((last - first) as f64 / 1e6))
+}
+
+/// A worker's options: one pooled connection is enough for one thread.
+fn worker_options(schema: Option<&str>, durability: Durability) -> Result<OpenOptions> {
+    let mut options = OpenOptions::new();
+    options.durability(durability);
+    if let Some(schema) = schema {
+        options.postgres_schema(schema)?.pool_size(1)?;
+    }
+    Ok(options)
+}
+
+/// The worker's side: opens its handle, waits until every worker has, does
+/// its share of one step, and prints when it started and ended (µs since
+/// the Unix epoch).
+fn run_worker(spec: &str) -> Result<()> {
+    let mut parts = spec.splitn(5, ':');
+    let mut next = |what: &'static str| parts.next().ok_or(what);
+    let step: usize = next("step")?.parse()?;
+    let durability = match next("durability")? {
+        "full" => Durability::Full,
+        _ => Durability::Normal,
+    };
+    let tasks: usize = next("tasks")?.parse()?;
+    let schema = Some(next("schema")?).filter(|schema| !schema.is_empty());
+    let queue = Queue::open(next("target")?, &worker_options(schema, durability)?)?;
+    let (push, pull) = (PushOptions::new(), PullOptions::new());
+    children::wait_for_start()?;
+    let started = now_us();
+    let mut done = 0;
+    // A claim can come back empty while other processes' claims hold the
+    // rows it looked at, though tasks are left for this one: it tries
+    // again, unless nothing came for long enough to mean tasks went missing.
+    let mut progress = Instant::now();
+    while done < tasks {
+        let size = BATCH.min(tasks - done);
+        let finished = match step {
+            0 => retrying(|| queue.push(PAYLOAD, &push)).map(|_| 1)?,
+            1 => match retrying(|| queue.pull(&pull))? {
+                Some(task) => retrying(|| queue.finish(task.receipt())).map(|_| 1)?,
+                None => 0,
+            },
+            2 => retrying(|| queue.push_batch(&vec![PAYLOAD; size], &push)).map(|_| size)?,
+            _ => {
+                let batch = retrying(|| queue.pull_batch(size, &pull))?;
+                let receipts: Vec<_> = batch.iter().map(|task| task.receipt()).collect();
+                retrying(|| queue.finish_batch(&receipts))?;
+                batch.len()
+            }
+        };
+        if finished > 0 {
+            progress = Instant::now();
+        } else if progress.elapsed() > Duration::from_secs(10) {
+            return Err("tasks went missing".into());
+        }
+        done += finished;
+    }
+    println!("{started} {}", now_us());
+    Ok(())
+}
+
+/// Makes a call again when it waited longer than the busy timeout for the
+/// SQLite file's write lock (or, on PostgreSQL, for a row lock or a pooled
+/// connection), which many processes writing at once can make it.
+fn retrying<T>(mut call: impl FnMut() -> tq::Result<T>) -> tq::Result<T> {
+    loop {
+        match call() {
+            Err(err) if err.kind() == tq::ErrorKind::Busy => continue,
+            result => return result,
+        }
+    }
+}
+
+/// Microseconds since the Unix epoch, the clock the workers agree on.
+fn now_us() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_micros())
 }

@@ -9,6 +9,7 @@
 //! runs on fresh files, the runs of compared cases interleaved.
 
 mod batches;
+mod children;
 mod concurrency;
 
 use std::cell::Cell;

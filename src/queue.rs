@@ -391,6 +391,22 @@ impl Queue {
         self.store()?.checkpoint()
     }
 
+    /// The names of the queues in this handle's file (or PostgreSQL schema)
+    /// that hold at least one task, in any state, sorted: a few index
+    /// lookups per queue, however many tasks there are.
+    pub fn queue_names(&self) -> Result<Vec<String>> {
+        self.store()?.queue_names()
+    }
+
+    /// The highest task id handed out in this handle's file (or PostgreSQL
+    /// schema), in any queue; 0 before the first push. Ids are never
+    /// reused, so its growth counts the tasks pushed meanwhile. On
+    /// PostgreSQL a push refused as a duplicate, or rolled back, uses an id
+    /// too.
+    pub fn last_id(&self) -> Result<i64> {
+        self.store()?.last_id()
+    }
+
     /// The size of the write-ahead log (`-wal` file), in bytes; refused, as
     /// [`Queue::checkpoint`] is, on PostgreSQL.
     pub fn wal_size(&self) -> Result<u64> {

@@ -147,4 +147,12 @@ pub(crate) trait Store: Send + Sync {
     /// A number that changes whenever another connection commits a write
     /// that may make a task ready.
     fn change_counter(&self) -> Result<i64>;
+
+    /// The names of the queues of the store that hold at least one task,
+    /// in any state, sorted.
+    fn queue_names(&self) -> Result<Vec<String>>;
+
+    /// The highest task id handed out in the store, in any queue (0 before
+    /// the first push).
+    fn last_id(&self) -> Result<i64>;
 }

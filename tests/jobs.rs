@@ -284,6 +284,28 @@ fn named_queues_in_one_file_are_independent(scratch: Scratch) {
     );
 }
 
+fn the_queue_names_and_the_last_id_cover_the_whole_file(scratch: Scratch) {
+    let default = scratch.open();
+    assert_eq!(default.queue_names().unwrap(), Vec::<String>::new());
+    assert_eq!(default.last_id().unwrap(), 0);
+    let mut options = normal();
+    options.queue("zeta").unwrap();
+    let zeta = scratch.open_with(&options);
+    options.queue("alpha").unwrap();
+    let alpha = scratch.open_with(&options);
+    push(&zeta, "1");
+    let last = push(&alpha, "2");
+    assert_eq!(default.queue_names().unwrap(), ["alpha", "zeta"]);
+    assert_eq!(default.last_id().unwrap(), last);
+    // A queue is named while it holds a task in any state, and an id is
+    // never handed out again once its task is gone.
+    let held = alpha.pull(&PullOptions::new()).unwrap().unwrap();
+    assert_eq!(zeta.queue_names().unwrap(), ["alpha", "zeta"]);
+    alpha.finish(held.receipt()).unwrap();
+    assert_eq!(zeta.queue_names().unwrap(), ["zeta"]);
+    assert_eq!(zeta.last_id().unwrap(), last);
+}
+
 fn a_batch_push_stores_all_or_nothing_and_names_the_bad_payload(scratch: Scratch) {
     let queue = scratch.open();
     let ids = queue
@@ -863,6 +885,7 @@ on_both_backends!(
     an_expired_lease_keeps_its_place_in_line,
     a_retried_task_keeps_its_priority_but_waits_behind_ready_peers,
     named_queues_in_one_file_are_independent,
+    the_queue_names_and_the_last_id_cover_the_whole_file,
     a_batch_push_stores_all_or_nothing_and_names_the_bad_payload,
     a_batch_pull_claims_in_order_and_a_batch_finish_reports_each_task,
     a_waiting_pull_wakes_for_a_push_from_this_process,

@@ -147,6 +147,38 @@ func WithRetryBackoff(min, max time.Duration) Option {
 	}}
 }
 
+// WithPoolSize sets how many connections the Queue keeps to a PostgreSQL
+// server at most (1 to MaxPoolSize; default DefaultPoolSize); calls beyond
+// that wait for one up to the busy timeout, then fail with ErrBusy. For a
+// postgres:// URL only: Open of an SQLite file with it fails with
+// ErrInvalidArgument.
+func WithPoolSize(n int) Option {
+	return Option{func(s *optionSetter[*C.tq_options]) {
+		n := s.uint32("pool size", n)
+		s.set(func(o *C.tq_options) C.enum_tq_status { return C.tq_options_set_pool_size(o, n) })
+	}}
+}
+
+// DefaultPoolSize is how many connections a Queue on PostgreSQL keeps at
+// most unless WithPoolSize says otherwise.
+const DefaultPoolSize = C.TQ_DEFAULT_POOL_SIZE
+
+// MaxPoolSize is the largest WithPoolSize.
+const MaxPoolSize = C.TQ_MAX_POOL_SIZE
+
+// WithPostgresSchema names the PostgreSQL schema that holds tq's tables
+// (default "tq"): 1 to 63 ASCII letters, digits and '_', not starting with
+// a digit or "pg_". tq creates it when missing. Several schemas keep
+// independent sets of queues in one database. For a postgres:// URL only:
+// Open of an SQLite file with it fails with ErrInvalidArgument.
+func WithPostgresSchema(name string) Option {
+	return Option{func(s *optionSetter[*C.tq_options]) {
+		s.setString("PostgreSQL schema", name, func(o *C.tq_options, name *C.char) C.enum_tq_status {
+			return C.tq_options_set_postgres_schema(o, name)
+		})
+	}}
+}
+
 // WithDelay makes the task ready d after the push (at most one year),
 // rounded up to whole milliseconds. It replaces an earlier WithRunAt.
 func WithDelay(d time.Duration) PushOption {

@@ -101,6 +101,10 @@ var checkVersion = sync.OnceValue(func() error {
 // tq's tables as needed. The file must be on a local filesystem. Several
 // Queues and processes may open the same file.
 //
+// A path that is a postgres:// or postgresql:// URL opens the queue in that
+// PostgreSQL database instead, shared by any number of machines (see
+// WithPostgresSchema and WithPoolSize).
+//
 // Errors match ErrInvalidArgument (an empty path or a bad option),
 // ErrNotADatabase (not an SQLite file, corrupt, or a newer tq schema; the
 // file is left untouched), ErrIO (cannot open or create) or ErrBusy.

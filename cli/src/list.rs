@@ -7,7 +7,6 @@ use crate::output::{
     self, open_existing, parse_queue_name, print, relative_time, rfc3339, state_name, task_json,
     CommandResult, Failure, Outcome,
 };
-use crate::peek::Peek;
 
 /// A task state as the command line names it.
 #[derive(Clone, Copy, ValueEnum)]
@@ -128,7 +127,7 @@ pub fn run_show(args: ShowArgs, json: bool) -> CommandResult {
     let handle = open_existing(&args.file, first, |_| Ok(()))?;
     let names = match &args.queue {
         Some(name) => vec![name.clone()],
-        None => Peek::open(&args.file)?.queue_names()?,
+        None => handle.queue_names()?,
     };
     for name in names {
         let found = if name == first {

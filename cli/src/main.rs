@@ -1,12 +1,10 @@
 //! The `tq` command: inspect, repair and work a tq queue file from the
 //! shell. Each subcommand lives in its own module; `output` holds what they
-//! share (opening a file, tables, JSON, errors), and `peek` the few reads of
-//! tq's tables that the tq crate does not offer.
+//! share (opening a file, tables, JSON, errors).
 
 mod admin;
 mod list;
 mod output;
-mod peek;
 mod push;
 mod stats;
 mod work;

@@ -15,7 +15,6 @@ use crate::output::{
     self, open_existing, parse_positive_duration, parse_queue_name, print, print_json,
     CommandResult, Failure, Outcome,
 };
-use crate::peek::Peek;
 
 /// Arguments of `tq stats`.
 #[derive(clap::Args)]
@@ -68,8 +67,10 @@ struct Sample {
     taken_at: Instant,
     /// Every queue of the file, by name.
     queues: Vec<QueueStats>,
-    wal_bytes: u64,
-    pushed_total: u64,
+    /// The `-wal` file's size; `None` on PostgreSQL, which has no file.
+    wal_bytes: Option<u64>,
+    /// The highest task id handed out: its growth counts pushes.
+    last_id: i64,
 }
 
 /// Tasks per second between two samples, for the whole file. Pushes come
@@ -159,7 +160,9 @@ fn show(args: &Args, sample: &Sample, rates: Option<Rates>, json: bool) -> Resul
         output::print_table(&table)?;
         lines += shown.len() + 1;
     }
-    print(format!("write-ahead log: {}", HumanBytes(sample.wal_bytes)))?;
+    if let Some(wal_bytes) = sample.wal_bytes {
+        print(format!("write-ahead log: {}", HumanBytes(wal_bytes)))?;
+    }
     lines += 1;
     if let Some(rates) = rates {
         print(format!(
@@ -186,7 +189,7 @@ fn rates(before: &Sample, after: &Sample) -> Rates {
     };
     let dead =
         |sample: &Sample| -> i64 { sample.queues.iter().map(|stats| stats.dead as i64).sum() };
-    let pushed = after.pushed_total.saturating_sub(before.pushed_total) as i64;
+    let pushed = after.last_id.saturating_sub(before.last_id);
     let finished = (pushed - (active(after) - active(before))).max(0);
     let died = (dead(after) - dead(before)).max(0);
     Rates {
@@ -205,7 +208,6 @@ struct Sampler {
     sampled: BTreeSet<String>,
     /// The queue opened first, always open.
     first: String,
-    peek: Peek,
     path: String,
 }
 
@@ -213,26 +215,24 @@ impl Sampler {
     /// Opens the file; `only` is sampled even while it has no task.
     fn open(path: &str, only: Option<&str>) -> Result<Sampler, Failure> {
         let first = only.unwrap_or(DEFAULT_QUEUE);
-        // Open a queue before peeking: it checks the file and its tables.
         let handle = open_existing(path, first, |_| Ok(()))?;
         Ok(Sampler {
             handles: BTreeMap::from([(first.to_owned(), handle)]),
             sampled: only.map(str::to_owned).into_iter().collect(),
             first: first.to_owned(),
-            peek: Peek::open(path)?,
             path: path.to_owned(),
         })
     }
 
     fn sample(&mut self) -> Result<Sample, Failure> {
-        for name in self.peek.queue_names()? {
+        for name in self.handles[&self.first].queue_names()? {
             if !self.handles.contains_key(&name) {
                 let handle = output::open(&self.path, &name, |_| Ok(()))?;
                 self.handles.insert(name.clone(), handle);
             }
             self.sampled.insert(name);
         }
-        let pushed_total = self.peek.pushed_total()?;
+        let last_id = self.handles[&self.first].last_id()?;
         let mut queues = Vec::with_capacity(self.sampled.len());
         for name in &self.sampled {
             let handle = &self.handles[name];
@@ -245,12 +245,16 @@ impl Sampler {
                 oldest_ready_age_ms: handle.oldest_ready_age()?.map(|age| age.as_millis() as u64),
             });
         }
-        let wal_bytes = self.handles[&self.first].wal_size()?;
+        let wal_bytes = if output::is_postgres_url(&self.path) {
+            None
+        } else {
+            Some(self.handles[&self.first].wal_size()?)
+        };
         Ok(Sample {
             taken_at: Instant::now(),
             queues,
             wal_bytes,
-            pushed_total,
+            last_id,
         })
     }
 }

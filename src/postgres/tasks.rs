@@ -576,7 +576,52 @@ impl Store for PostgresStore {
     fn change_counter(&self) -> Result<i64> {
         Ok(self.listener.changes())
     }
+
+    fn queue_names(&self) -> Result<Vec<String>> {
+        let sql = self.sql(&queue_names_sql());
+        self.read(|conn| {
+            conn.query(&sql, &[])?
+                .iter()
+                .map(|row| Ok(row.try_get(0)?))
+                .collect()
+        })
+    }
+
+    fn last_id(&self) -> Result<i64> {
+        self.read_value(LAST_ID, &[])
+    }
 }
+
+/// The queues with a task in any state, sorted: in each state's partial
+/// index (all start with the queue's name), a skip from name to name. The
+/// states are literals, so that each partial index can serve its branch.
+fn queue_names_sql() -> String {
+    let states = [0, 1, 2, 3, 4];
+    let branches: Vec<String> = states
+        .iter()
+        .map(|state| {
+            format!(
+                "n{state}(name) AS (
+                    SELECT min(queue) FROM @.tasks WHERE state = {state}
+                    UNION ALL
+                    SELECT (SELECT min(queue) FROM @.tasks WHERE state = {state} AND queue > n{state}.name)
+                    FROM n{state} WHERE n{state}.name IS NOT NULL)"
+            )
+        })
+        .collect();
+    let names: Vec<String> = states
+        .iter()
+        .map(|state| format!("SELECT name FROM n{state} WHERE name IS NOT NULL"))
+        .collect();
+    format!(
+        "WITH RECURSIVE {} {} ORDER BY 1",
+        branches.join(", "),
+        names.join(" UNION ")
+    )
+}
+
+/// The last value the tasks' id sequence handed out, 0 before the first.
+const LAST_ID: &str = "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM @.tasks_id_seq";
 
 #[cfg(test)]
 mod tests {

@@ -13,6 +13,8 @@
 //! opened by the caller: the backend's own, or, for [`crate::outbox`], the
 //! application's.
 
+use std::collections::BTreeSet;
+
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::SqliteStore;
@@ -818,6 +820,48 @@ impl Store for SqliteStore {
                 .query_row([], |row| row.get(0))?)
         })
     }
+
+    fn queue_names(&self) -> Result<Vec<String>> {
+        self.read(|conn| {
+            let mut names = BTreeSet::new();
+            for state in STORED_STATES {
+                let mut statement = conn.prepare_cached(&queue_names_sql(state))?;
+                let rows = statement.query_map([], |row| row.get::<_, String>(0))?;
+                for name in rows {
+                    names.insert(name?);
+                }
+            }
+            Ok(names.into_iter().collect())
+        })
+    }
+
+    fn last_id(&self) -> Result<i64> {
+        self.read(|conn| {
+            let seq: Option<i64> = conn
+                .prepare_cached("SELECT seq FROM sqlite_sequence WHERE name = 'tq_tasks'")?
+                .query_row([], |row| row.get(0))
+                .optional()?;
+            Ok(seq.unwrap_or(0).max(0))
+        })
+    }
+}
+
+/// Every state a task is stored in: pending (0), leased (1), done (2),
+/// dead (3) and waiting (4); each has a partial index that starts with the
+/// queue's name.
+const STORED_STATES: [u8; 5] = [0, 1, 2, 3, 4];
+
+/// The queues with a task in `state`, skipping from name to name in the
+/// state's index: a few lookups per queue.
+fn queue_names_sql(state: u8) -> String {
+    format!(
+        "WITH RECURSIVE names(name) AS (
+             SELECT min(queue) FROM tq_tasks WHERE state = {state}
+             UNION ALL
+             SELECT (SELECT min(queue) FROM tq_tasks WHERE state = {state} AND queue > names.name)
+             FROM names WHERE names.name IS NOT NULL)
+         SELECT name FROM names WHERE name IS NOT NULL"
+    )
 }
 
 /// The recorded holders whose process is gone.

@@ -138,7 +138,15 @@ def header_define(name):
 
 @pytest.mark.parametrize(
     "name",
-    ["MAX_PAYLOAD_LEN", "MAX_QUEUE_NAME_LEN", "MAX_UNIQUE_KEY_LEN", "MAX_REASON_LEN", "DEFAULT_MAX_ATTEMPTS"],
+    [
+        "MAX_PAYLOAD_LEN",
+        "MAX_QUEUE_NAME_LEN",
+        "MAX_UNIQUE_KEY_LEN",
+        "MAX_REASON_LEN",
+        "DEFAULT_MAX_ATTEMPTS",
+        "DEFAULT_POOL_SIZE",
+        "MAX_POOL_SIZE",
+    ],
 )
 def test_constants_match_the_header(name):
     assert getattr(tq, name) == header_define(f"TQ_{name}")

@@ -17,7 +17,9 @@ wheel built with it), else the system's library search path.
 
 from ._native import (
     DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_POOL_SIZE,
     MAX_PAYLOAD_LEN,
+    MAX_POOL_SIZE,
     MAX_QUEUE_NAME_LEN,
     MAX_REASON_LEN,
     MAX_UNIQUE_KEY_LEN,
@@ -43,7 +45,9 @@ __version__ = "0.2.0"
 
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
+    "DEFAULT_POOL_SIZE",
     "MAX_PAYLOAD_LEN",
+    "MAX_POOL_SIZE",
     "MAX_QUEUE_NAME_LEN",
     "MAX_REASON_LEN",
     "MAX_UNIQUE_KEY_LEN",

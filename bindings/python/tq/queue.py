@@ -373,6 +373,18 @@ class Queue:
       failed task is retried: ``min`` after the first failure, doubling up
       to ``max``, with jitter (default ``(1, 3600)``).
 
+    A ``path`` that is a ``postgres://`` or ``postgresql://`` URL opens the
+    queue in that PostgreSQL database instead, shared by any number of
+    machines. Two options apply to it alone (an SQLite file with either
+    raises ``InvalidArgumentError``):
+
+    - ``pool_size``: connections the handle keeps at most, 1 to
+      ``tq.MAX_POOL_SIZE`` (default ``tq.DEFAULT_POOL_SIZE``, 4); calls
+      beyond that wait for one up to ``busy_timeout``.
+    - ``postgres_schema``: the schema holding tq's tables (default
+      ``"tq"``): 1 to 63 ASCII letters, digits and ``_``, not starting with
+      a digit or ``pg_``; created when missing.
+
     Use it as a context manager, or call ``close()``. Any number of threads
     may share one ``Queue``; several processes may open the same file.
     Raises ``IoError``, ``NotADatabaseError``, ``InvalidArgumentError`` or
@@ -390,6 +402,8 @@ class Queue:
         max_payload_len=None,
         max_attempts=None,
         retry_backoff=None,
+        pool_size=None,
+        postgres_schema=None,
     ):
         self.path = path
         self.name = "default" if queue is None else queue
@@ -425,6 +439,12 @@ class Queue:
                     _milliseconds("retry_backoff", low),
                     _milliseconds("retry_backoff", high),
                 )
+            )
+        if pool_size is not None:
+            settings.append((lib.tq_options_set_pool_size, _integer("pool_size", pool_size, 0, _UINT32_MAX)))
+        if postgres_schema is not None:
+            settings.append(
+                (lib.tq_options_set_postgres_schema, _c_string("postgres_schema", postgres_schema))
             )
         encoded = _path_bytes(path)
         options = _OPEN_OPTIONS.build(settings) if settings else None

@@ -1,0 +1,103 @@
+package tq_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"tq.dev/tq"
+)
+
+func TestPostgresOptionsRefusedOnSQLite(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name string
+		opt  tq.Option
+		text string
+	}{
+		{"pool size", tq.WithPoolSize(2), "pool size applies to PostgreSQL only"},
+		{"schema", tq.WithPostgresSchema("jobs"), "schema applies to PostgreSQL only"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(dir, c.name+".db")
+			q, err := tq.Open(path, c.opt)
+			if q != nil {
+				q.Close()
+				t.Fatal("Open of an SQLite file succeeded")
+			}
+			wantErr(t, err, tq.ErrInvalidArgument, c.text)
+		})
+	}
+}
+
+func TestPostgresOptionValuesRefused(t *testing.T) {
+	cases := []struct {
+		name string
+		opt  tq.Option
+		text string
+	}{
+		{"pool size 0", tq.WithPoolSize(0), "tq: open: "},
+		{"negative pool size", tq.WithPoolSize(-1), "pool size -1 is out of range"},
+		{"pool size over the maximum", tq.WithPoolSize(tq.MaxPoolSize + 1), "tq: open: "},
+		{"schema starting with pg_", tq.WithPostgresSchema("pg_jobs"), "not a schema name"},
+		{"empty schema", tq.WithPostgresSchema(""), "tq: open: "},
+		{"NUL in schema", tq.WithPostgresSchema("a\x00b"), "NUL"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			// Refused before any connection: the URL names no server.
+			q, err := tq.Open("postgres://nobody@127.0.0.1:1/none", c.opt)
+			if q != nil {
+				q.Close()
+				t.Fatal("Open succeeded")
+			}
+			wantErr(t, err, tq.ErrInvalidArgument, c.text)
+		})
+	}
+}
+
+// TestPostgresPushPullFinish runs on the server TQ_TEST_POSTGRES_URL names
+// (`make test-postgres` starts one), in a schema of its own.
+func TestPostgresPushPullFinish(t *testing.T) {
+	url := os.Getenv("TQ_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("TQ_TEST_POSTGRES_URL is not set (`make test-postgres` starts a server)")
+	}
+	schema := fmt.Sprintf("go_test_%d_%d", os.Getpid(), time.Now().UnixNano())
+	q, err := tq.Open(url, tq.WithPostgresSchema(schema), tq.WithPoolSize(1))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer q.Close()
+	// A second handle on another schema of the same database sees none of
+	// the first one's tasks.
+	other, err := tq.Open(url, tq.WithPostgresSchema(schema+"_other"))
+	if err != nil {
+		t.Fatalf("Open of another schema: %v", err)
+	}
+	defer other.Close()
+
+	id := push(t, q, `{"n": 1}`)
+	if n := count(t, other, tq.Pending); n != 0 {
+		t.Fatalf("pending in the other schema = %d, want 0", n)
+	}
+	// With a pool of one connection, calls take turns on it.
+	if n := count(t, q, tq.Pending); n != 1 {
+		t.Fatalf("pending = %d, want 1", n)
+	}
+	task := tryPull(t, q)
+	if task == nil || task.ID() != id || string(task.Payload()) != `{"n": 1}` {
+		t.Fatalf("pulled %v, want task %d", task, id)
+	}
+	if err := task.Finish(); err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+	for _, state := range []tq.State{tq.Pending, tq.Leased} {
+		if n := count(t, q, state); n != 0 {
+			t.Fatalf("%v = %d after Finish, want 0", state, n)
+		}
+	}
+}

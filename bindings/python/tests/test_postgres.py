@@ -1,0 +1,65 @@
+"""The PostgreSQL-only options: refused on an SQLite file, and a round trip
+on the server ``TQ_TEST_POSTGRES_URL`` names (``make test-postgres`` starts
+one)."""
+
+import os
+import time
+
+import pytest
+
+import tq
+
+POSTGRES_URL = os.environ.get("TQ_TEST_POSTGRES_URL")
+
+# Refused before any connection, so no server is needed: nothing listens on
+# port 1.
+NO_SERVER = "postgres://nobody@127.0.0.1:1/none"
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"pool_size": 2}, "pool size applies to PostgreSQL only"),
+        ({"postgres_schema": "jobs"}, "schema applies to PostgreSQL only"),
+    ],
+)
+def test_postgres_options_are_refused_on_an_sqlite_file(path, options, message):
+    with pytest.raises(tq.InvalidArgumentError, match=message):
+        tq.Queue(path, **options)
+    assert not path.exists()
+
+
+@pytest.mark.parametrize(
+    "options, error, message",
+    [
+        ({"pool_size": 0}, tq.InvalidArgumentError, "pool size"),
+        ({"pool_size": tq.MAX_POOL_SIZE + 1}, tq.InvalidArgumentError, "pool size"),
+        ({"pool_size": -1}, tq.InvalidArgumentError, "pool_size must be between"),
+        ({"pool_size": "2"}, TypeError, "pool_size must be an integer"),
+        ({"postgres_schema": "pg_jobs"}, tq.InvalidArgumentError, "not a schema name"),
+        ({"postgres_schema": "a\0b"}, tq.InvalidArgumentError, "contains a NUL character"),
+        ({"postgres_schema": 7}, TypeError, "postgres_schema must be a str"),
+    ],
+)
+def test_bad_postgres_option_values_are_refused(options, error, message):
+    with pytest.raises(error, match=message):
+        tq.Queue(NO_SERVER, **options)
+
+
+@pytest.mark.skipif(
+    POSTGRES_URL is None, reason="TQ_TEST_POSTGRES_URL is not set (`make test-postgres` starts a server)"
+)
+def test_postgres_push_pull_finish():
+    schema = f"py_test_{os.getpid()}_{time.time_ns()}"
+    mine = tq.Queue(POSTGRES_URL, postgres_schema=schema, pool_size=1)
+    other = tq.Queue(POSTGRES_URL, postgres_schema=schema + "_other")
+    with mine as queue, other:
+        first = queue.push({"n": 1})
+        # Another schema of the same database holds other queues.
+        assert other.counts()["pending"] == 0
+        assert queue.counts() == {"pending": 1, "leased": 0, "done": 0, "dead": 0}
+        task = queue.pull()
+        assert (task.id, task.payload) == (first, {"n": 1})
+        task.finish()
+        assert queue.pull() is None
+        assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 0}
