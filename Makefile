@@ -168,6 +168,8 @@ GO_STAGING := $(CURDIR)/$(BUILD)/go-staging
 test-go: lib
 	$(call GO_INTREE,bindings/go,vet) ./...
 	$(call GO_INTREE,bindings/go,test) -race -count=1 -bench . -benchtime 50x ./...
+	@# go test prints skips only with -v: say which test skips and why.
+	@[ -n "$$TQ_TEST_POSTGRES_URL" ] || echo "skipped TestPostgresPushPullFinish: TQ_TEST_POSTGRES_URL is not set (make test-postgres runs it)"
 	$(call GO_INTREE,examples/go,vet) ./...
 	$(call GO_INTREE,examples/go,test) -race -count=1 ./...
 	@# Without the tag: pkg-config finds libtq installed in a staging directory.
@@ -192,7 +194,7 @@ PYTHON ?= python3
 IN_TREE_PYTHON := TQ_LIBRARY=$(CURDIR)/$(BUILD)/lib/libtq.so PYTHONPATH=$(CURDIR)/bindings/python $(PYTHON)
 
 test-python: lib
-	$(IN_TREE_PYTHON) -m pytest -q -p no:cacheprovider bindings/python/tests
+	$(IN_TREE_PYTHON) -m pytest -q -rs -p no:cacheprovider bindings/python/tests
 
 example-python: lib
 	rm -f $(BUILD)/blog_example.db $(BUILD)/blog_example.db-wal $(BUILD)/blog_example.db-shm
