@@ -437,8 +437,10 @@ impl Queue {
     }
 }
 
-/// Whether `path` names a PostgreSQL database rather than an SQLite file.
-fn is_postgres_url(path: &str) -> bool {
+/// Whether [`Queue::open`] takes `path` for a PostgreSQL database (a
+/// `postgres://` or `postgresql://` URL, in any case) rather than an SQLite
+/// file.
+pub fn is_postgres_url(path: &str) -> bool {
     let lower = path.get(..13).unwrap_or(path).to_ascii_lowercase();
     lower.starts_with("postgres://") || lower.starts_with("postgresql://")
 }

@@ -55,13 +55,6 @@ impl From<io::Error> for Failure {
 /// The result of a command.
 pub type CommandResult = Result<Outcome, Failure>;
 
-/// Whether `path` is a PostgreSQL URL rather than a file, as `Queue::open`
-/// tells them apart.
-pub fn is_postgres_url(path: &str) -> bool {
-    let lower = path.get(..13).unwrap_or(path).to_ascii_lowercase();
-    lower.starts_with("postgres://") || lower.starts_with("postgresql://")
-}
-
 /// Opens `queue` in the queue file at `path`, which must exist: only `tq
 /// push` creates a file. `configure` sets options beyond the queue's name.
 /// A PostgreSQL URL is opened as it is (tq creates its schema there).
@@ -70,7 +63,7 @@ pub fn open_existing(
     queue: &str,
     configure: impl FnOnce(&mut OpenOptions) -> tq::Result<()>,
 ) -> Result<Queue, Failure> {
-    if is_postgres_url(path) {
+    if tq::is_postgres_url(path) {
         return open(path, queue, configure);
     }
     match std::fs::metadata(path) {

@@ -245,7 +245,7 @@ impl Sampler {
                 oldest_ready_age_ms: handle.oldest_ready_age()?.map(|age| age.as_millis() as u64),
             });
         }
-        let wal_bytes = if output::is_postgres_url(&self.path) {
+        let wal_bytes = if tq::is_postgres_url(&self.path) {
             None
         } else {
             Some(self.handles[&self.first].wal_size()?)
