@@ -69,27 +69,64 @@ fn run() -> Result<()> {
     let prototype = Prototype::probe(&config.prototype_driver);
     print_header(&config, &machine, &prototype, &dir);
 
-    let comparisons = DURABILITIES
-        .into_iter()
-        .map(|durability| compare(&config, &dir, durability, &prototype))
-        .collect::<Result<Vec<_>>>()?;
-    print_comparisons(&config, &comparisons, &prototype);
+    let part = |name: &str| {
+        config
+            .parts
+            .as_ref()
+            .is_none_or(|parts| parts.iter().any(|part| part == name))
+    };
 
-    let scaling = measure_scaling(&config, &dir)?;
-    print_scaling(&config, &scaling);
+    let comparisons = if part("comparison") {
+        let comparisons = DURABILITIES
+            .into_iter()
+            .map(|durability| compare(&config, &dir, durability, &prototype))
+            .collect::<Result<Vec<_>>>()?;
+        print_comparisons(&config, &comparisons, &prototype);
+        comparisons
+    } else {
+        Vec::new()
+    };
 
-    let batch_rows = batches::measure(&config, &dir)?;
-    batches::print(&config, &batch_rows);
-    let latencies = batches::measure_latency(&config, &dir)?;
-    let idle_cpu = batches::idle_cpu(&config, &dir)?;
-    batches::print_latency(&latencies, idle_cpu);
+    let scaling = if part("scaling") {
+        let scaling = measure_scaling(&config, &dir)?;
+        print_scaling(&config, &scaling);
+        scaling
+    } else {
+        Vec::new()
+    };
 
-    let threads = concurrency::measure_threads(&config, &dir)?;
-    concurrency::print_threads(&threads);
-    let processes = concurrency::measure_processes(&config, &dir)?;
-    concurrency::print_processes(&processes);
-    let fairness = concurrency::measure_fairness(&config, &dir)?;
-    concurrency::print_fairness(&fairness);
+    let (batch_rows, latencies, idle_cpu) = if part("batches") {
+        let batch_rows = batches::measure(&config, &dir)?;
+        batches::print(&config, &batch_rows);
+        let latencies = batches::measure_latency(&config, &dir)?;
+        let idle_cpu = batches::idle_cpu(&config, &dir)?;
+        batches::print_latency(&latencies, idle_cpu);
+        (batch_rows, latencies, Some(idle_cpu))
+    } else {
+        (Vec::new(), Vec::new(), None)
+    };
+
+    let threads = if part("threads") {
+        let threads = concurrency::measure_threads(&config, &dir)?;
+        concurrency::print_threads(&threads);
+        threads
+    } else {
+        Vec::new()
+    };
+    let processes = if part("processes") {
+        let processes = concurrency::measure_processes(&config, &dir)?;
+        concurrency::print_processes(&processes);
+        processes
+    } else {
+        Vec::new()
+    };
+    let fairness = if part("fairness") {
+        let fairness = concurrency::measure_fairness(&config, &dir)?;
+        concurrency::print_fairness(&fairness);
+        fairness
+    } else {
+        Vec::new()
+    };
 
     let duration = started.elapsed();
     println!("\ntotal time: {:.0} s", duration.as_secs_f64());
@@ -145,7 +182,19 @@ struct Config {
     parent_dir: PathBuf,
     json_path: PathBuf,
     prototype_driver: PathBuf,
+    /// The parts of the benchmark to run (`TQ_BENCH_PARTS`); `None`: all.
+    parts: Option<Vec<String>>,
 }
+
+/// The parts of the benchmark, in the order they run.
+const PARTS: [&str; 6] = [
+    "comparison",
+    "scaling",
+    "batches",
+    "threads",
+    "processes",
+    "fairness",
+];
 
 impl Config {
     fn from_env() -> Result<Config> {
@@ -182,6 +231,7 @@ impl Config {
             json_path: env::var_os("TQ_BENCH_JSON")
                 .map_or_else(|| repo.join("target/bench-results.json"), PathBuf::from),
             prototype_driver: repo.join("bench/prototype.py"),
+            parts: env_parts()?,
         })
     }
 
@@ -203,7 +253,24 @@ impl Config {
             "large_table": self.large_table,
             "batches": self.batches,
             "wakeups": self.wakeups,
+            "parts": self.parts,
         })
+    }
+}
+
+/// The parts named in `TQ_BENCH_PARTS` (comma-separated), if set.
+fn env_parts() -> Result<Option<Vec<String>>> {
+    let Ok(text) = env::var("TQ_BENCH_PARTS") else {
+        return Ok(None);
+    };
+    let parts: Vec<String> = text.split(',').map(|part| part.trim().to_owned()).collect();
+    match parts.iter().find(|part| !PARTS.contains(&part.as_str())) {
+        Some(unknown) => Err(format!(
+            "TQ_BENCH_PARTS: unknown part {unknown:?} (the parts: {})",
+            PARTS.join(", ")
+        )
+        .into()),
+        None => Ok(Some(parts)),
     }
 }
 
