@@ -184,10 +184,15 @@ typedef enum tq_status {
    */
   TQ_ERR_INTERRUPTED = -8,
   /*
-   PostgreSQL only: the connection to the server was lost while a
-   write was being committed, so the write may or may not have been
-   committed (a push may or may not have stored its task). Look before
-   trying again, or push with a unique key so a retry cannot duplicate.
+   The write was committed but may not last, or may not have been
+   committed: on an SQLite file at `TQ_DURABILITY_FULL`, flushing the
+   committed write to the disk failed, so it may or may not survive a
+   power loss (and this process then refuses writes to the file with
+   `TQ_ERR_IO` until every handle on it is closed); on PostgreSQL, the
+   connection to the server was lost while the write was being
+   committed. Either way a push may or may not have stored its task.
+   Look before trying again, or push with a unique key so a retry
+   cannot duplicate.
    */
   TQ_ERR_UNKNOWN_OUTCOME = -9,
 } tq_status;
@@ -198,8 +203,9 @@ typedef enum tq_status {
 typedef enum tq_durability {
   /*
    The default. A call returns only once its write is flushed to the
-   disk: it survives a process crash and a power loss. One flush per
-   commit (about 10,000 commits/s on a fast SSD).
+   disk: it survives a process crash and a power loss. Writes that
+   arrive together share a flush, which runs while the next writes
+   commit (about 10,000 flushes/s on a fast SSD).
    */
   TQ_DURABILITY_FULL = 0,
   /*

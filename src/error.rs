@@ -27,8 +27,11 @@ pub enum ErrorKind {
     Interrupted,
     /// A bug in tq, including a caught panic.
     Internal,
-    /// The connection to a PostgreSQL server was lost while a write was
-    /// being committed: the write may or may not have been committed.
+    /// The write may or may not last: at [`crate::Durability::Full`] on an
+    /// SQLite file, flushing the committed write to the disk failed (and
+    /// this process then refuses writes to the file with [`ErrorKind::Io`]
+    /// until every handle on it is closed); on PostgreSQL, the connection
+    /// was lost while the write was being committed.
     UnknownOutcome,
 }
 

@@ -70,9 +70,11 @@ fn check_max_attempts(max_attempts: u32) -> Result<u32> {
 /// How much a commit survives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub enum Durability {
-    /// Every commit is flushed to the disk before the call returns: an
-    /// acknowledged write survives a process crash and a power loss. Costs
-    /// one flush per commit (SQLite `synchronous=FULL` in WAL mode).
+    /// Every write is flushed to the disk before the call returns: an
+    /// acknowledged write survives a process crash and a power loss. Writes
+    /// that arrive together share a flush, which tq runs on the WAL once the
+    /// write lock is released, so that the next writes commit meanwhile
+    /// (the durability of SQLite `synchronous=FULL` in WAL mode).
     #[default]
     Full,
     /// An acknowledged write survives a process crash; a power loss or OS

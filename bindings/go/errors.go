@@ -40,9 +40,11 @@ var (
 	// ErrInterrupted: Interrupt ended the wait of a pull. Nothing was
 	// claimed.
 	ErrInterrupted = errors.New("interrupted")
-	// ErrUnknownOutcome: PostgreSQL only. The connection to the server was
-	// lost while a write was being committed: it may or may not have been
-	// committed.
+	// ErrUnknownOutcome: the write may or may not last. On an SQLite file
+	// at DurabilityFull, flushing the committed write to the disk failed
+	// (later writes of the process to the file then fail with ErrIO until
+	// every handle on it is closed); on PostgreSQL, the connection to the
+	// server was lost while the write was being committed.
 	ErrUnknownOutcome = errors.New("unknown outcome")
 	// ErrClosed: the Queue was closed, or the Task was closed, before the
 	// call, or the Queue was closed while a pull waited.

@@ -63,10 +63,15 @@ pub enum tq_status {
     /// A pull's wait was ended by `tq_interrupt` on its handle or by its
     /// `tq_cancel`; no task was claimed.
     TQ_ERR_INTERRUPTED = -8,
-    /// PostgreSQL only: the connection to the server was lost while a
-    /// write was being committed, so the write may or may not have been
-    /// committed (a push may or may not have stored its task). Look before
-    /// trying again, or push with a unique key so a retry cannot duplicate.
+    /// The write was committed but may not last, or may not have been
+    /// committed: on an SQLite file at `TQ_DURABILITY_FULL`, flushing the
+    /// committed write to the disk failed, so it may or may not survive a
+    /// power loss (and this process then refuses writes to the file with
+    /// `TQ_ERR_IO` until every handle on it is closed); on PostgreSQL, the
+    /// connection to the server was lost while the write was being
+    /// committed. Either way a push may or may not have stored its task.
+    /// Look before trying again, or push with a unique key so a retry
+    /// cannot duplicate.
     TQ_ERR_UNKNOWN_OUTCOME = -9,
 }
 

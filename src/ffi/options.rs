@@ -31,8 +31,9 @@ pub struct tq_cancel(CancelToken);
 #[repr(C)]
 pub enum tq_durability {
     /// The default. A call returns only once its write is flushed to the
-    /// disk: it survives a process crash and a power loss. One flush per
-    /// commit (about 10,000 commits/s on a fast SSD).
+    /// disk: it survives a process crash and a power loss. Writes that
+    /// arrive together share a flush, which runs while the next writes
+    /// commit (about 10,000 flushes/s on a fast SSD).
     TQ_DURABILITY_FULL = 0,
     /// A write survives a process crash; a power loss or OS crash may lose
     /// the most recent commits, never corrupting the file. Several times

@@ -1,41 +1,56 @@
 //! Group commit: writes that arrive together share one transaction, and so
 //! one flush of the disk.
 //!
-//! A thread with a write queues it. If no thread is writing, it becomes the
-//! leader: it takes every queued write, runs them all in one transaction
-//! and hands each its result. Writes that arrive meanwhile wait for the
-//! leader to finish, then one of their threads leads the next group. A
-//! thread alone leads a group of one at once: nothing ever waits for
-//! company. Each write still returns only once the transaction holding it
-//! has committed.
+//! A thread with a write queues it. If no thread is leading, it leads: it
+//! takes every queued write, runs them all in one transaction, gives up the
+//! lead (waking the first write queued meanwhile, which leads next unless a
+//! thread already running takes the lead first), and then *settles* its
+//! group (at `full`, waits for the flush that makes it durable) while the
+//! next group commits. Only then does it hand each write of its group its
+//! result. A thread alone leads a group of one at once: nothing ever waits
+//! for company. A thread is woken only by the leader holding its result, or
+//! to lead.
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::{self, Thread};
 
 use crate::error::{Error, ErrorKind, Result};
 
 pub(super) struct Group<Op, Out> {
     state: Mutex<State<Op, Out>>,
-    /// Signalled when a group is done: its writers take their results, and
-    /// one of the others leads next.
-    done: Condvar,
 }
 
 struct State<Op, Out> {
     queued: Vec<Arc<Request<Op, Out>>>,
+    /// A thread is leading: it runs a group or is about to.
     leading: bool,
 }
 
-/// One write: its operation until a leader takes it, then its result.
+/// One write, and the thread waiting for it.
 struct Request<Op, Out> {
-    slot: Mutex<(Option<Op>, Option<Result<Out>>)>,
+    slot: Mutex<Slot<Op, Out>>,
+    thread: Thread,
+}
+
+struct Slot<Op, Out> {
+    /// The operation, until a leader takes it.
+    op: Option<Op>,
+    result: Option<Result<Out>>,
 }
 
 impl<Op, Out> Request<Op, Out> {
-    fn slot(&self) -> MutexGuard<'_, (Option<Op>, Option<Result<Out>>)> {
+    fn slot(&self) -> MutexGuard<'_, Slot<Op, Out>> {
+        // Each change is one assignment: a panic cannot leave half of one.
         self.slot
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Hands the request its result and wakes its thread.
+    fn finish(&self, result: Result<Out>) {
+        self.slot().result = Some(result);
+        self.thread.unpark();
     }
 }
 
@@ -46,79 +61,122 @@ impl<Op, Out> Default for Group<Op, Out> {
                 queued: Vec::new(),
                 leading: false,
             }),
-            done: Condvar::new(),
         }
     }
 }
 
 impl<Op, Out> Group<Op, Out> {
     fn state(&self) -> MutexGuard<'_, State<Op, Out>> {
-        // The state is a list and a flag, each changed in one step: a
-        // panic cannot leave them half-changed.
+        // The state is a list and a flag, each changed in one step.
         self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Runs `op` in the next group and returns its result. `run` runs a
-    /// whole group in one transaction and returns one result per operation,
-    /// in order; whichever thread leads calls it.
-    pub(super) fn submit(&self, op: Op, run: impl Fn(Vec<Op>) -> Vec<Result<Out>>) -> Result<Out> {
+    /// Runs `op` in the next group and returns its result.
+    ///
+    /// Whichever thread leads the group calls `run`, which runs the whole
+    /// group in one transaction and returns one result per operation, in
+    /// order, with what the group needs to settle; then, once the next
+    /// group may start, `settle` with that. When settling fails, every
+    /// operation of the group that succeeded gets its error instead.
+    pub(super) fn submit<C>(
+        &self,
+        op: Op,
+        run: impl FnOnce(Vec<Op>) -> (Vec<Result<Out>>, C),
+        settle: impl FnOnce(C) -> Result<()>,
+    ) -> Result<Out> {
         let request = Arc::new(Request {
-            slot: Mutex::new((Some(op), None)),
+            slot: Mutex::new(Slot {
+                op: Some(op),
+                result: None,
+            }),
+            thread: thread::current(),
         });
-        let mut state = self.state();
-        state.queued.push(Arc::clone(&request));
-        loop {
-            if let Some(result) = request.slot().1.take() {
-                return result;
-            }
-            if state.leading {
-                state = self
-                    .done
-                    .wait(state)
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
-                continue;
-            }
-            state.leading = true;
-            let group = std::mem::take(&mut state.queued);
-            drop(state);
-            let outcome = catch_unwind(AssertUnwindSafe(|| self.lead(&group, &run)));
-            state = self.state();
-            state.leading = false;
-            self.done.notify_all();
-            if let Err(panic) = outcome {
-                // The others get an error; this thread carries the panic.
-                for request in &group {
-                    let mut slot = request.slot();
-                    if slot.1.is_none() {
-                        slot.1 = Some(Err(Error::new(
-                            ErrorKind::Internal,
-                            "the write was lost to a panic in the thread committing it",
-                        )));
+        let leads_now = {
+            let mut state = self.state();
+            state.queued.push(Arc::clone(&request));
+            !std::mem::replace(&mut state.leading, true)
+        };
+        if !leads_now {
+            loop {
+                if let Some(result) = request.slot().result.take() {
+                    return result;
+                }
+                {
+                    // Still queued, and no one leads: this thread does. (An
+                    // operation is taken only while its leader leads.)
+                    let mut state = self.state();
+                    if !state.leading && request.slot().op.is_some() {
+                        state.leading = true;
+                        break;
                     }
                 }
-                drop(state);
-                resume_unwind(panic);
+                // Unparked by a leader (a wake-up that came first makes
+                // this return at once); a spurious wake-up loops.
+                thread::park();
             }
         }
+        let group = std::mem::take(&mut self.state().queued);
+        let mut lead_passed = false;
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            let ops = group
+                .iter()
+                .map(|request| {
+                    request
+                        .slot()
+                        .op
+                        .take()
+                        .expect("a queued write has its operation")
+                })
+                .collect();
+            let (results, settlement) = run(ops);
+            assert_eq!(results.len(), group.len(), "one result per write");
+            self.pass_lead();
+            lead_passed = true;
+            match settle(settlement) {
+                Ok(()) => results,
+                Err(err) => results
+                    .into_iter()
+                    .map(|result| result.and(Err(err.clone())))
+                    .collect(),
+            }
+        }));
+        let results = match outcome {
+            Ok(results) => results,
+            Err(panic) => {
+                // The others get an error; this thread carries the panic.
+                if !lead_passed {
+                    self.pass_lead();
+                }
+                for other in group.iter().filter(|other| !Arc::ptr_eq(other, &request)) {
+                    other.finish(Err(Error::new(
+                        ErrorKind::Internal,
+                        "the write was lost to a panic in the thread committing it",
+                    )));
+                }
+                resume_unwind(panic);
+            }
+        };
+        let mut own = None;
+        for (other, result) in group.iter().zip(results) {
+            if Arc::ptr_eq(other, &request) {
+                own = Some(result);
+            } else {
+                other.finish(result);
+            }
+        }
+        own.expect("the leader's own write is in its group")
     }
 
-    fn lead(&self, group: &[Arc<Request<Op, Out>>], run: &impl Fn(Vec<Op>) -> Vec<Result<Out>>) {
-        let ops = group
-            .iter()
-            .map(|request| {
-                request
-                    .slot()
-                    .0
-                    .take()
-                    .expect("a queued write has its operation")
-            })
-            .collect();
-        let results = run(ops);
-        assert_eq!(results.len(), group.len(), "one result per write");
-        for (request, result) in group.iter().zip(results) {
-            request.slot().1 = Some(result);
+    /// Ends this thread's lead, waking the thread of the first write
+    /// queued meanwhile to lead next (unless a running thread arrives
+    /// first and leads: it then takes that write into its group).
+    fn pass_lead(&self) {
+        let mut state = self.state();
+        state.leading = false;
+        if let Some(next) = state.queued.first() {
+            next.thread.unpark();
         }
     }
 }
@@ -127,17 +185,21 @@ impl<Op, Out> Group<Op, Out> {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::thread;
+    use std::sync::Barrier;
     use std::time::Duration;
 
     #[test]
     fn a_lone_write_runs_at_once_in_a_group_of_its_own() {
         let group = Group::<u32, u32>::default();
         let sizes = Mutex::new(Vec::new());
-        let result = group.submit(7, |ops| {
-            sizes.lock().unwrap().push(ops.len());
-            ops.into_iter().map(|op| Ok(op * 2)).collect()
-        });
+        let result = group.submit(
+            7,
+            |ops| {
+                sizes.lock().unwrap().push(ops.len());
+                (ops.into_iter().map(|op| Ok(op * 2)).collect(), ())
+            },
+            |()| Ok(()),
+        );
         assert_eq!(result.unwrap(), 14);
         assert_eq!(*sizes.lock().unwrap(), [1]);
     }
@@ -151,20 +213,26 @@ mod tests {
                 let group = Arc::clone(&group);
                 let groups = Arc::clone(&groups);
                 thread::spawn(move || {
-                    group.submit(n, |ops| {
-                        groups.fetch_add(1, Ordering::SeqCst);
-                        // A slow commit, during which the others queue up.
-                        thread::sleep(Duration::from_millis(20));
-                        ops.into_iter()
-                            .map(|op| {
-                                if op == 3 {
-                                    Err(Error::invalid_argument("three"))
-                                } else {
-                                    Ok(op + 100)
-                                }
-                            })
-                            .collect()
-                    })
+                    group.submit(
+                        n,
+                        |ops| {
+                            groups.fetch_add(1, Ordering::SeqCst);
+                            // A slow commit, during which the others queue up.
+                            thread::sleep(Duration::from_millis(20));
+                            let results = ops
+                                .into_iter()
+                                .map(|op| {
+                                    if op == 3 {
+                                        Err(Error::invalid_argument("three"))
+                                    } else {
+                                        Ok(op + 100)
+                                    }
+                                })
+                                .collect();
+                            (results, ())
+                        },
+                        |()| Ok(()),
+                    )
                 })
             })
             .collect();
@@ -183,16 +251,95 @@ mod tests {
     }
 
     #[test]
-    fn a_panic_while_leading_reaches_its_thread_and_fails_the_rest_of_its_group() {
+    fn the_next_group_commits_while_the_last_one_settles() {
+        let group = Arc::new(Group::<u32, u32>::default());
+        let settling = Arc::new(Barrier::new(2));
+        let first = {
+            let (group, settling) = (Arc::clone(&group), Arc::clone(&settling));
+            thread::spawn(move || {
+                group.submit(
+                    1,
+                    |ops| (ops.into_iter().map(Ok).collect(), ()),
+                    |()| {
+                        // Settles only once the second write has committed.
+                        settling.wait();
+                        settling.wait();
+                        Ok(())
+                    },
+                )
+            })
+        };
+        settling.wait();
+        let second = group.submit(
+            2,
+            |ops| {
+                settling.wait();
+                (ops.into_iter().map(Ok).collect(), ())
+            },
+            |()| Ok(()),
+        );
+        assert_eq!(second.unwrap(), 2);
+        assert_eq!(first.join().unwrap().unwrap(), 1);
+    }
+
+    #[test]
+    fn a_failed_settlement_fails_the_writes_that_succeeded() {
         let group = Group::<u32, u32>::default();
-        let panicked = catch_unwind(AssertUnwindSafe(|| group.submit(1, |_| panic!("boom"))));
-        assert!(panicked.is_err());
+        let result = group.submit(
+            1,
+            |ops| (ops.into_iter().map(Ok).collect(), ()),
+            |()| Err(Error::new(ErrorKind::UnknownOutcome, "the flush failed")),
+        );
+        assert_eq!(result.unwrap_err().kind(), ErrorKind::UnknownOutcome);
+        let failed = group.submit(
+            1,
+            |_| (vec![Err(Error::invalid_argument("bad"))], ()),
+            |()| Err(Error::new(ErrorKind::UnknownOutcome, "the flush failed")),
+        );
+        assert_eq!(failed.unwrap_err().kind(), ErrorKind::InvalidArgument);
+    }
+
+    #[test]
+    fn a_panic_while_leading_reaches_its_thread_and_fails_the_rest_of_its_group() {
+        let group = Arc::new(Group::<u32, u32>::default());
+        let entered = Arc::new(Barrier::new(2));
+        let leader = {
+            let (group, entered) = (Arc::clone(&group), Arc::clone(&entered));
+            thread::spawn(move || {
+                catch_unwind(AssertUnwindSafe(|| {
+                    group.submit(
+                        1,
+                        |_| {
+                            entered.wait();
+                            // Let the other write queue behind this group.
+                            thread::sleep(Duration::from_millis(50));
+                            (Vec::new(), ())
+                        },
+                        |()| Ok(()),
+                    )
+                }))
+                .is_err()
+            })
+        };
+        entered.wait();
+        // Queued during the group that panics: it leads the next one.
+        let next = group.submit(
+            2,
+            |ops| (ops.into_iter().map(Ok).collect(), ()),
+            |()| Ok(()),
+        );
+        assert!(leader.join().unwrap(), "the panic reached its thread");
+        assert_eq!(next.unwrap(), 2);
         // The group is usable afterwards.
         assert_eq!(
             group
-                .submit(2, |ops| ops.into_iter().map(Ok).collect())
+                .submit(
+                    3,
+                    |ops| (ops.into_iter().map(Ok).collect(), ()),
+                    |()| Ok(())
+                )
                 .unwrap(),
-            2
+            3
         );
     }
 }

@@ -6,12 +6,14 @@
 //! reads, and a [`group::Group`] that commits the writes of threads that
 //! arrive together in one transaction. Threads are thus ordered by the
 //! library, not by SQLite's busy loop, and reads never wait for a write of
-//! their own process. Processes sharing a file are ordered by SQLite's
-//! write lock, which tq waits for with bounded back-off (see
-//! [`retry_busy`]). Every write starts with `BEGIN IMMEDIATE`, so a
+//! their own process. Processes sharing a file take fair turns at SQLite's
+//! write lock (see `turns.rs`), which tq waits for with bounded back-off
+//! (see [`retry_busy`]). Every write starts with `BEGIN IMMEDIATE`, so a
 //! transaction never has to upgrade a read lock (which fails at once in WAL
-//! mode, whatever the busy timeout).
+//! mode, whatever the busy timeout). At `full`, the flush that makes a
+//! write durable runs after the write lock is released (see `flush.rs`).
 
+mod flush;
 mod group;
 mod inherited;
 pub(crate) mod schema;
@@ -100,6 +102,9 @@ pub(crate) struct SharedFile {
     /// The connection for reads, which never write.
     reader: Arc<inherited::Slot>,
     group: group::Group<Op, Output>,
+    /// At `full`, makes each write durable before it returns; `None` at
+    /// `normal`.
+    flusher: Option<flush::Flusher>,
     /// Fair turns at the write lock among processes; `None` when the turn
     /// file could not be made.
     turns: Option<turns::Turns>,
@@ -161,10 +166,15 @@ impl SqliteStore {
                 })?;
                 let key = key(&metadata);
                 let reader = connect_reader(&resolved, options)?;
+                let flusher = match options.durability {
+                    Durability::Full => Some(flush::Flusher::new(&writer, &resolved)?),
+                    Durability::Normal => None,
+                };
                 let file = Arc::new(SharedFile {
                     writer: inherited::register(writer)?,
                     reader: inherited::register(reader)?,
                     group: group::Group::default(),
+                    flusher,
                     turns,
                     busy_timeout: options.busy_timeout,
                     path: resolved,
@@ -194,20 +204,29 @@ impl SqliteStore {
         self.file.file_id
     }
 
-    /// Runs `op` in the next group commit (see [`group`]).
+    /// Runs `op` in the next group commit (see [`group`]); returns once
+    /// it is durable.
     fn submit(&self, op: Op) -> Result<Output> {
-        self.file
-            .group
-            .submit(op, |ops| self.file.commit_group(ops))
+        if let Some(flusher) = &self.file.flusher {
+            flusher.begun();
+        }
+        self.file.group.submit(
+            op,
+            |ops| self.file.commit_group(ops),
+            |commit| self.file.durable(commit),
+        )
     }
 
-    /// Runs `body` in a write transaction of its own.
+    /// Runs `body` in a write transaction of its own; returns once it is
+    /// durable.
     fn write<T>(&self, body: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        self.file.with_writer(|conn| {
-            let value = self.file.transaction(conn, body)?;
+        let (value, commit) = self.file.with_writer(|conn| {
+            let committed = self.file.transaction(conn, body)?;
             self.file.wal_upkeep(conn);
-            Ok(value)
-        })
+            Ok(committed)
+        })?;
+        self.file.durable(commit)?;
+        Ok(value)
     }
 
     /// Runs `op` on the reading connection.
@@ -220,12 +239,15 @@ impl SharedFile {
     /// Runs a group of operations in one write transaction, each in a
     /// savepoint of its own, so that one that fails leaves nothing behind
     /// and does not fail the others. If the transaction cannot start or
-    /// commit, every operation gets that error.
-    fn commit_group(&self, ops: Vec<Op>) -> Vec<Result<Output>> {
+    /// commit, every operation gets that error. Returns the results with
+    /// the commit they wait for (see [`SharedFile::durable`]).
+    fn commit_group(&self, ops: Vec<Op>) -> (Vec<Result<Output>>, flush::CommitNumber) {
         let count = ops.len();
+        // Once the commit is recorded, or the group failed.
+        let _ended = self.flusher.as_ref().map(|flusher| flusher.ended(count));
         let outcome = self.with_writer(|conn| {
             let mut holder = self.holder_id.get().copied();
-            let results = self.transaction(conn, |conn| {
+            let (results, commit) = self.transaction(conn, |conn| {
                 let results = ops
                     .into_iter()
                     .map(|op| -> Result<Result<Output>> {
@@ -254,25 +276,48 @@ impl SharedFile {
                 let _ = self.holder_id.set(id);
             }
             self.wal_upkeep(conn);
-            Ok(results)
+            Ok((results, commit))
         });
-        outcome.unwrap_or_else(|err| (0..count).map(|_| Err(err.clone())).collect())
+        outcome.unwrap_or_else(|err| ((0..count).map(|_| Err(err.clone())).collect(), 0))
     }
 
     /// Runs `body` in a write transaction (see [`write_transaction`]),
     /// after this process's turn at the write lock (see `turns.rs`). Each
     /// wait is bounded by the busy timeout; the turn's is short unless the
-    /// processes ahead are slow, since a stalled turn is skipped.
+    /// processes ahead are slow, since a stalled turn is skipped. Returns
+    /// the value with the commit to wait for before answering (see
+    /// [`SharedFile::durable`]); `conn` is the writing connection.
     fn transaction<T>(
         &self,
         conn: &Connection,
         body: impl FnOnce(&Connection) -> Result<T>,
-    ) -> Result<T> {
-        let _turn = self
-            .turns
-            .as_ref()
-            .map(|turns| turns.wait(Instant::now() + self.busy_timeout));
-        write_transaction(conn, self.busy_timeout, body)
+    ) -> Result<(T, flush::CommitNumber)> {
+        if let Some(flusher) = &self.flusher {
+            flusher.check()?;
+        }
+        let changes_before = conn.total_changes();
+        let value = {
+            let _turn = self
+                .turns
+                .as_ref()
+                .map(|turns| turns.wait(Instant::now() + self.busy_timeout));
+            write_transaction(conn, self.busy_timeout, body)?
+        };
+        let commit = match &self.flusher {
+            Some(flusher) => flusher.committed(conn.total_changes() != changes_before),
+            None => 0,
+        };
+        Ok((value, commit))
+    }
+
+    /// Returns once the write transaction `commit` is on the disk: at
+    /// once at `normal`, after a flush at `full` (see `flush.rs`). Called
+    /// without the writing connection, so others commit meanwhile.
+    fn durable(&self, commit: flush::CommitNumber) -> Result<()> {
+        match &self.flusher {
+            Some(flusher) => flusher.wait(commit),
+            None => Ok(()),
+        }
     }
 
     /// Runs `op` on the writing connection.
@@ -473,9 +518,7 @@ fn connect(path: &str, options: &OpenOptions) -> Result<(Connection, Option<turn
         .then_some(turns.as_ref())
         .flatten()
         .map(|turns| turns.wait(Instant::now() + options.busy_timeout));
-    retry_busy(&conn, options.busy_timeout, |conn| {
-        enable_wal(conn, options.durability)
-    })?;
+    retry_busy(&conn, options.busy_timeout, enable_wal)?;
     if version < schema::CURRENT_VERSION {
         // A migration that fails for any reason but the disk or a lock met
         // tables tq did not leave that way.
@@ -536,7 +579,7 @@ fn check_sqlite_version(version: i32) -> Result<()> {
     Ok(())
 }
 
-fn enable_wal(conn: &Connection, durability: Durability) -> Result<()> {
+fn enable_wal(conn: &Connection) -> Result<()> {
     let mut statement = conn.prepare("PRAGMA journal_mode = WAL")?;
     let mut rows = statement.query([])?;
     let mode: String = match rows.next()? {
@@ -552,11 +595,10 @@ fn enable_wal(conn: &Connection, durability: Durability) -> Result<()> {
              (an in-memory or temporary database cannot hold a queue)"
         )));
     }
-    let synchronous = match durability {
-        Durability::Full => "FULL",
-        Durability::Normal => "NORMAL",
-    };
-    conn.pragma_update(None, "synchronous", synchronous)?;
+    // NORMAL at either durability: at `full`, tq flushes the WAL itself once
+    // the write lock is released (see `flush.rs`). Checkpoints flush at
+    // NORMAL as at FULL.
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "journal_size_limit", JOURNAL_SIZE_LIMIT)?;
     Ok(())
 }

@@ -90,9 +90,11 @@ class Interrupted(Error):
 
 
 class UnknownOutcomeError(Error):
-    """TQ_ERR_UNKNOWN_OUTCOME: PostgreSQL only. The connection to the server
-    was lost while a write was being committed: it may or may not have been
-    committed."""
+    """TQ_ERR_UNKNOWN_OUTCOME: the write may or may not last. On an SQLite
+    file at full durability, flushing the committed write to the disk failed
+    (later writes of the process to the file then raise IoError until every
+    handle on it is closed); on PostgreSQL, the connection to the server was
+    lost while the write was being committed."""
 
     status = -9
 

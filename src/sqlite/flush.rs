@@ -1,0 +1,390 @@
+//! Durability at `full` without holding the write lock through the flush.
+//!
+//! SQLite at `synchronous=FULL` flushes the WAL inside each commit, while
+//! it holds the write lock, so no other transaction of any thread or
+//! process can run during the flush and the disk's flush rate caps every
+//! writer together. tq's writing connections run at `synchronous=NORMAL`
+//! instead, and at [`Durability::Full`](crate::Durability::Full) each write
+//! returns only once a flush of the WAL that began after its commit has
+//! ended. The flush runs after the write lock is released: the next
+//! transaction commits while the disk flushes the last, and one flush
+//! covers every transaction committed before it began, whichever thread or
+//! process committed it (the WAL is one file). A flush waits for writes of
+//! this process that are already queued or committing (never for writes
+//! that might come), so that one flush covers them too; a write alone is
+//! flushed at once.
+//!
+//! What a caller is told is the same as with SQLite's own flush: a write
+//! that returned is on the disk, and so is everything it read, since that
+//! was written to the WAL before it. A write not yet returned may be seen
+//! by other connections before it is on the disk; a power loss may then
+//! lose it (a suffix of the log, as at `normal`), never a write that was
+//! acknowledged. The flush goes through SQLite's own file object for the
+//! WAL, so it passes through any VFS and tq never opens the file itself.
+//!
+//! A failed flush may have lost pages of the log that later transactions
+//! build on, and a later flush that succeeds would not say so. So once a
+//! flush fails, the writes it covered fail with
+//! [`ErrorKind::UnknownOutcome`] and every later write of this process on
+//! the file is refused, until all its handles are closed and it is opened
+//! again.
+
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use rusqlite::{ffi, Connection};
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// Write transactions are numbered from 1, in commit order, per process
+/// and file; 0 stands for "none yet".
+pub(super) type CommitNumber = u64;
+
+/// The longest a flush waits for writes of this process that are queued or
+/// committing: they are already there and take microseconds, unless they
+/// wait for another process's write lock.
+const PENDING_WAIT: Duration = Duration::from_millis(1);
+
+pub(super) struct Flusher {
+    /// The WAL as the writing connection holds it open.
+    wal: WalFile,
+    state: Mutex<State>,
+    /// Signalled when a flush ends, and when no write is pending.
+    flushed: Condvar,
+    /// Writes of this process submitted and not yet committed or failed.
+    pending: AtomicUsize,
+    /// The database's path, for messages.
+    path: String,
+}
+
+struct State {
+    /// The last transaction committed.
+    committed: CommitNumber,
+    /// Every transaction up to this one is on the disk.
+    synced: CommitNumber,
+    /// A thread is flushing.
+    flushing: bool,
+    /// Why a flush failed, once one has.
+    failure: Option<String>,
+}
+
+/// SQLite's file object for the WAL of the writing connection.
+#[derive(Clone, Copy)]
+struct WalFile(*mut ffi::sqlite3_file);
+
+// SAFETY: the file object belongs to the writing connection, which never
+// leaves WAL mode and lives as long as the shared file owning this flusher
+// (it is closed only when that is dropped, or in a child after fork(),
+// where no thread of the parent runs). The unix VFS's sync only reads the
+// descriptor (its one change, a flag cleared at the first sync, is made by
+// `Flusher::new` before any other thread can reach the file), so it may run
+// while the connection writes in another thread.
+unsafe impl Send for WalFile {}
+unsafe impl Sync for WalFile {}
+
+impl Flusher {
+    /// A flusher for the WAL of `conn`, the writing connection of the file
+    /// at `path`, set up and not yet shared. Flushes what the set-up wrote.
+    pub(super) fn new(conn: &Connection, path: &str) -> Result<Flusher> {
+        let wal = wal_file(conn)?;
+        sync(wal).map_err(|failure| {
+            Error::new(
+                ErrorKind::Io,
+                format!("cannot flush the WAL of '{path}': {failure}"),
+            )
+        })?;
+        Ok(Flusher::of(wal, path))
+    }
+
+    fn of(wal: WalFile, path: &str) -> Flusher {
+        Flusher {
+            wal,
+            state: Mutex::new(State {
+                committed: 0,
+                synced: 0,
+                flushing: false,
+                failure: None,
+            }),
+            flushed: Condvar::new(),
+            pending: AtomicUsize::new(0),
+            path: path.to_owned(),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Each field is set in one step: a panic leaves no half-change.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Refuses a write once a flush has failed; called before a write
+    /// transaction begins, so a refused write changes nothing.
+    pub(super) fn check(&self) -> Result<()> {
+        match &self.state().failure {
+            Some(failure) => Err(Error::new(
+                ErrorKind::Io,
+                format!(
+                    "writes to '{}' are refused since an earlier flush of its WAL failed ({failure}): \
+                     close every handle on the file and open it again",
+                    self.path
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Counts a write submitted; [`Flusher::ended`] counts it out once it
+    /// has committed or failed.
+    pub(super) fn begun(&self) {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Counts out `count` writes begun, when dropped.
+    pub(super) fn ended(&self, count: usize) -> Ended<'_> {
+        Ended {
+            flusher: self,
+            count,
+        }
+    }
+
+    /// Records a commit of the writing connection and returns the number a
+    /// caller waits for: the commit's own when it changed anything,
+    /// otherwise the one before, which it may have read from. Called while
+    /// the connection is still held, so numbers follow the log's order.
+    pub(super) fn committed(&self, changed: bool) -> CommitNumber {
+        let mut state = self.state();
+        if changed {
+            state.committed += 1;
+        }
+        state.committed
+    }
+
+    /// Returns once transaction `number` is on the disk, flushing the WAL
+    /// if no other thread is.
+    pub(super) fn wait(&self, number: CommitNumber) -> Result<()> {
+        let mut state = self.state();
+        let mut pending_since = None;
+        loop {
+            if state.synced >= number {
+                return Ok(());
+            }
+            if let Some(failure) = &state.failure {
+                return Err(Error::new(
+                    ErrorKind::UnknownOutcome,
+                    format!(
+                        "the write was committed to '{}', but flushing it to the disk failed \
+                         ({failure}): it may or may not survive a power loss",
+                        self.path
+                    ),
+                ));
+            }
+            if state.flushing {
+                state = self
+                    .flushed
+                    .wait(state)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                continue;
+            }
+            if self.pending.load(Ordering::SeqCst) > 0 {
+                let since = *pending_since.get_or_insert_with(Instant::now);
+                if let Some(left) = (since + PENDING_WAIT).checked_duration_since(Instant::now()) {
+                    state = self
+                        .flushed
+                        .wait_timeout(state, left)
+                        .unwrap_or_else(|poisoned| poisoned.into_inner())
+                        .0;
+                    continue;
+                }
+            }
+            let target = state.committed;
+            state.flushing = true;
+            drop(state);
+            let outcome = sync(self.wal);
+            state = self.state();
+            state.flushing = false;
+            match outcome {
+                Ok(()) => state.synced = state.synced.max(target),
+                Err(failure) => state.failure = Some(failure),
+            }
+            self.flushed.notify_all();
+        }
+    }
+}
+
+/// Counts out writes begun (see [`Flusher::ended`]).
+pub(super) struct Ended<'a> {
+    flusher: &'a Flusher,
+    count: usize,
+}
+
+impl Drop for Ended<'_> {
+    fn drop(&mut self) {
+        let flusher = self.flusher;
+        if flusher.pending.fetch_sub(self.count, Ordering::SeqCst) == self.count {
+            // Under the lock, so that a flush deciding to wait cannot miss it.
+            let _state = flusher.state();
+            flusher.flushed.notify_all();
+        }
+    }
+}
+
+/// The WAL file object of `conn`.
+fn wal_file(conn: &Connection) -> Result<WalFile> {
+    let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
+    // SAFETY: a valid connection handle, and an out-pointer of the type
+    // SQLITE_FCNTL_JOURNAL_POINTER writes (in WAL mode: the WAL's file).
+    let rc = unsafe {
+        ffi::sqlite3_file_control(
+            conn.handle(),
+            c"main".as_ptr(),
+            ffi::SQLITE_FCNTL_JOURNAL_POINTER,
+            (&mut file as *mut *mut ffi::sqlite3_file).cast(),
+        )
+    };
+    // SAFETY: `file`, when not null, points at an open file object.
+    if rc != ffi::SQLITE_OK || file.is_null() || unsafe { (*file).pMethods.is_null() } {
+        return Err(Error::new(
+            ErrorKind::Internal,
+            "the writing connection has no open WAL to flush",
+        ));
+    }
+    Ok(WalFile(file))
+}
+
+/// Flushes the WAL to the disk, as SQLite's commit at `synchronous=FULL`
+/// does.
+fn sync(wal: WalFile) -> std::result::Result<(), String> {
+    // SAFETY: see `WalFile`; xSync is set on every open file object.
+    let rc: c_int = unsafe {
+        let methods = &*(*wal.0).pMethods;
+        let x_sync = methods.xSync.expect("a file object has xSync");
+        x_sync(wal.0, ffi::SQLITE_SYNC_NORMAL)
+    };
+    if rc == ffi::SQLITE_OK {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} (SQLite error {rc})",
+            // SAFETY: sqlite3_errstr returns a static string for any code.
+            unsafe { std::ffi::CStr::from_ptr(ffi::sqlite3_errstr(rc)) }.to_string_lossy()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicI32;
+    use std::sync::Arc;
+    use std::thread;
+
+    /// A stand-in for the WAL: counts its syncs and answers with `ANSWER`.
+    static SYNCS: AtomicUsize = AtomicUsize::new(0);
+    static ANSWER: AtomicI32 = AtomicI32::new(ffi::SQLITE_OK);
+    /// The tests share the stand-in: one at a time.
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+    unsafe extern "C" fn counted_sync(_: *mut ffi::sqlite3_file, _: c_int) -> c_int {
+        SYNCS.fetch_add(1, Ordering::SeqCst);
+        // Long enough for the other threads of a test to queue behind it.
+        thread::sleep(Duration::from_millis(5));
+        ANSWER.load(Ordering::SeqCst)
+    }
+
+    fn stand_in(answer: c_int) -> (Flusher, MutexGuard<'static, ()>) {
+        let guard = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+        SYNCS.store(0, Ordering::SeqCst);
+        ANSWER.store(answer, Ordering::SeqCst);
+        // SAFETY: all-zero is a valid io_methods (every method None) and
+        // sqlite3_file (a null pointer); both are leaked, so they outlive
+        // the flusher.
+        let methods: &'static mut ffi::sqlite3_io_methods =
+            Box::leak(Box::new(unsafe { std::mem::zeroed() }));
+        methods.xSync = Some(counted_sync);
+        let file: &'static mut ffi::sqlite3_file =
+            Box::leak(Box::new(unsafe { std::mem::zeroed() }));
+        file.pMethods = methods;
+        (Flusher::of(WalFile(file), "stand-in.db"), guard)
+    }
+
+    #[test]
+    fn a_commit_waits_for_a_flush_and_one_flush_covers_every_commit_before_it() {
+        let (flusher, _guard) = stand_in(ffi::SQLITE_OK);
+        let first = flusher.committed(true);
+        let second = flusher.committed(true);
+        assert_eq!((first, second), (1, 2));
+        flusher.wait(first).unwrap();
+        flusher.wait(second).unwrap();
+        assert_eq!(SYNCS.load(Ordering::SeqCst), 1, "one flush covered both");
+        // A commit that changed nothing waits for the one before it, which
+        // is on the disk already.
+        assert_eq!(flusher.committed(false), 2);
+        flusher.wait(2).unwrap();
+        assert_eq!(SYNCS.load(Ordering::SeqCst), 1);
+        let third = flusher.committed(true);
+        flusher.wait(third).unwrap();
+        assert_eq!(
+            SYNCS.load(Ordering::SeqCst),
+            2,
+            "a later commit needs a flush of its own"
+        );
+    }
+
+    #[test]
+    fn threads_waiting_together_share_flushes() {
+        let (flusher, _guard) = stand_in(ffi::SQLITE_OK);
+        let flusher = Arc::new(flusher);
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let flusher = Arc::clone(&flusher);
+                thread::spawn(move || {
+                    for _ in 0..10 {
+                        let commit = flusher.committed(true);
+                        flusher.wait(commit).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        let syncs = SYNCS.load(Ordering::SeqCst);
+        assert!(syncs < 80, "80 commits took {syncs} flushes");
+    }
+
+    #[test]
+    fn a_flush_waits_for_pending_writes_but_not_for_long() {
+        let (flusher, _guard) = stand_in(ffi::SQLITE_OK);
+        let commit = flusher.committed(true);
+        flusher.begun();
+        let started = Instant::now();
+        flusher.wait(commit).unwrap();
+        assert!(
+            started.elapsed() >= PENDING_WAIT,
+            "it waited for the pending write"
+        );
+        drop(flusher.ended(1));
+        let commit = flusher.committed(true);
+        flusher.wait(commit).unwrap();
+        assert_eq!(SYNCS.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_failed_flush_fails_what_it_covered_and_refuses_later_writes() {
+        let (flusher, _guard) = stand_in(ffi::SQLITE_IOERR_FSYNC);
+        assert!(flusher.check().is_ok());
+        let commit = flusher.committed(true);
+        let err = flusher.wait(commit).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::UnknownOutcome, "{err}");
+        assert!(err.message().contains("may or may not survive"), "{err}");
+        let refused = flusher.check().unwrap_err();
+        assert_eq!(refused.kind(), ErrorKind::Io, "{refused}");
+        assert!(refused.message().contains("open it again"), "{refused}");
+        // A commit made before the failure and flushed earlier stays good.
+        assert_eq!(SYNCS.load(Ordering::SeqCst), 1);
+        assert!(flusher.wait(0).is_ok());
+    }
+}
