@@ -6,7 +6,10 @@
 //! others almost completely. Before each write transaction, tq therefore
 //! takes a ticket and waits for its turn, first come first served, on a
 //! ticket counter shared through a small file next to the database
-//! (`<database>-tqturn`, mapped into memory; waiting sleeps on a futex).
+//! (`<database>-tqturn`, mapped into memory). Each waiter sleeps on a futex
+//! word of its own ticket, so a turn passed on wakes only the process it
+//! concerns; the process next in line spins for a moment instead, so that
+//! the turn changes hands without a wake-up when a core is free.
 //!
 //! The turns only order the attempts: SQLite's lock still keeps writers
 //! apart, so the turns never have to be right to keep data safe. A turn
@@ -25,6 +28,13 @@ use std::time::{Duration, Instant};
 /// How long a turn may go without progress before waiters skip it.
 const STALE: Duration = Duration::from_millis(50);
 
+/// How long the process next in line spins before it sleeps: about one
+/// write transaction at `normal`.
+const SPIN: Duration = Duration::from_micros(50);
+
+/// Futex words for the waiters, one per ticket modulo this.
+const BELLS: u32 = 64;
+
 /// The counters, at the start of the shared file.
 #[repr(C)]
 struct Counters {
@@ -32,9 +42,42 @@ struct Counters {
     next: AtomicU32,
     /// The ticket whose turn it is.
     serving: AtomicU32,
+    /// The waiter of a ticket sleeps on its bell, which is rung when the
+    /// ticket comes next in line and when its turn comes.
+    bells: [AtomicU32; BELLS as usize],
+}
+
+impl Counters {
+    fn bell(&self, ticket: u32) -> &AtomicU32 {
+        &self.bells[(ticket % BELLS) as usize]
+    }
+
+    /// Wakes the waiter of `ticket`, if it sleeps.
+    fn ring(&self, ticket: u32) {
+        let bell = self.bell(ticket);
+        bell.fetch_add(1, Ordering::SeqCst);
+        wake_all(bell);
+    }
+
+    /// Wakes the waiters of the ticket now served and of the one after it,
+    /// which then spins, when they exist; and any process of tq 0.2.0,
+    /// which sleeps on the counter itself.
+    fn ring_next(&self, serving: u32) {
+        let next = self.next.load(Ordering::SeqCst);
+        if next == serving {
+            return;
+        }
+        for ticket in [serving, serving.wrapping_add(1)] {
+            if (next.wrapping_sub(ticket) as i32) > 0 {
+                self.ring(ticket);
+            }
+        }
+        wake_all(&self.serving);
+    }
 }
 
 const MAPPED_LEN: usize = 4096;
+const _: () = assert!(std::mem::size_of::<Counters>() <= MAPPED_LEN);
 
 pub(super) struct Turns {
     counters: NonNull<Counters>,
@@ -92,9 +135,13 @@ impl Turns {
     pub(super) fn wait(&self, deadline: Instant) -> Turn<'_> {
         let counters = self.counters();
         let ticket = counters.next.fetch_add(1, Ordering::SeqCst);
+        let bell = counters.bell(ticket);
         let mut seen = counters.serving.load(Ordering::SeqCst);
         let mut progress_at = Instant::now();
+        let mut spin_until = None;
         loop {
+            // The bell before the counter: a ring in between is not missed.
+            let rung = bell.load(Ordering::SeqCst);
             let serving = counters.serving.load(Ordering::SeqCst);
             // Our turn, or already skipped past it.
             if (ticket.wrapping_sub(serving) as i32) <= 0 {
@@ -108,21 +155,27 @@ impl Turns {
                 break;
             }
             if now >= progress_at + STALE {
-                let _ = counters.serving.compare_exchange(
+                let skipped = counters.serving.compare_exchange(
                     serving,
                     serving.wrapping_add(1),
                     Ordering::SeqCst,
                     Ordering::SeqCst,
                 );
-                wake_all(&counters.serving);
+                if skipped.is_ok() {
+                    counters.ring_next(serving.wrapping_add(1));
+                }
                 progress_at = now;
                 continue;
             }
-            futex_wait(
-                &counters.serving,
-                serving,
-                deadline.min(progress_at + STALE) - now,
-            );
+            if ticket.wrapping_sub(serving) == 1 {
+                if now < *spin_until.get_or_insert(now + SPIN) {
+                    std::hint::spin_loop();
+                    continue;
+                }
+            } else {
+                spin_until = None;
+            }
+            futex_wait(bell, rung, deadline.min(progress_at + STALE) - now);
         }
         Turn {
             turns: self,
@@ -153,8 +206,8 @@ impl Drop for Turn<'_> {
             .serving
             .compare_exchange(self.ticket, next, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok();
-        if passed && counters.next.load(Ordering::SeqCst) != next {
-            wake_all(&counters.serving);
+        if passed {
+            counters.ring_next(next);
         }
     }
 }
@@ -215,6 +268,38 @@ mod tests {
             waiter.join().unwrap();
         }
         assert_eq!(*order.lock().unwrap(), [0, 1, 2]);
+    }
+
+    #[test]
+    fn a_turn_passed_on_wakes_its_waiter_without_waiting_for_it_to_go_stale() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db").to_str().unwrap().to_owned();
+        let turns = Arc::new(Turns::open(&path).unwrap());
+        let first = turns.wait(Instant::now() + Duration::from_secs(10));
+        let waiters: Vec<_> = (0..4)
+            .map(|_| {
+                let turns = Arc::clone(&turns);
+                let waiter = thread::spawn(move || {
+                    drop(turns.wait(Instant::now() + Duration::from_secs(10)));
+                });
+                // Each takes its ticket and goes to sleep before the next
+                // one starts (all well within a stale turn's time).
+                thread::sleep(Duration::from_millis(2));
+                waiter
+            })
+            .collect();
+        let started = Instant::now();
+        drop(first);
+        for waiter in waiters {
+            waiter.join().unwrap();
+        }
+        // Woken only by their futex's timeout, the sleepers would wait
+        // until the first turn went stale, over 40 ms from here.
+        assert!(
+            started.elapsed() < STALE / 2,
+            "4 turns passed on in {:?}",
+            started.elapsed()
+        );
     }
 
     #[test]
