@@ -15,7 +15,8 @@ type Durability int32
 
 const (
 	// DurabilityFull (the default): a call returns once its write is
-	// flushed to disk, so it survives a power loss. One flush per commit.
+	// flushed to disk, so it survives a power loss. Writes that arrive
+	// together share a flush.
 	DurabilityFull Durability = C.TQ_DURABILITY_FULL
 	// DurabilityNormal: a write survives a crash of the process; a power
 	// loss or OS crash may lose the latest commits, never corrupting the
