@@ -69,33 +69,29 @@ fn run() -> Result<()> {
     let prototype = Prototype::probe(&config.prototype_driver);
     print_header(&config, &machine, &prototype, &dir);
 
-    let part = |name: &str| {
+    let wanted = |name: &str| {
         config
             .parts
             .as_ref()
             .is_none_or(|parts| parts.iter().any(|part| part == name))
     };
 
-    let comparisons = if part("comparison") {
-        let comparisons = DURABILITIES
-            .into_iter()
-            .map(|durability| compare(&config, &dir, durability, &prototype))
-            .collect::<Result<Vec<_>>>()?;
-        print_comparisons(&config, &comparisons, &prototype);
-        comparisons
-    } else {
-        Vec::new()
-    };
-
-    let scaling = if part("scaling") {
-        let scaling = measure_scaling(&config, &dir)?;
-        print_scaling(&config, &scaling);
-        scaling
-    } else {
-        Vec::new()
-    };
-
-    let (batch_rows, latencies, idle_cpu) = if part("batches") {
+    let comparisons = part(
+        wanted("comparison"),
+        || {
+            DURABILITIES
+                .into_iter()
+                .map(|durability| compare(&config, &dir, durability, &prototype))
+                .collect()
+        },
+        |rows| print_comparisons(&config, rows, &prototype),
+    )?;
+    let scaling = part(
+        wanted("scaling"),
+        || measure_scaling(&config, &dir),
+        |rows| print_scaling(&config, rows),
+    )?;
+    let (batch_rows, latencies, idle_cpu) = if wanted("batches") {
         let batch_rows = batches::measure(&config, &dir)?;
         batches::print(&config, &batch_rows);
         let latencies = batches::measure_latency(&config, &dir)?;
@@ -106,27 +102,21 @@ fn run() -> Result<()> {
         (Vec::new(), Vec::new(), None)
     };
 
-    let threads = if part("threads") {
-        let threads = concurrency::measure_threads(&config, &dir)?;
-        concurrency::print_threads(&threads);
-        threads
-    } else {
-        Vec::new()
-    };
-    let processes = if part("processes") {
-        let processes = concurrency::measure_processes(&config, &dir)?;
-        concurrency::print_processes(&processes);
-        processes
-    } else {
-        Vec::new()
-    };
-    let fairness = if part("fairness") {
-        let fairness = concurrency::measure_fairness(&config, &dir)?;
-        concurrency::print_fairness(&fairness);
-        fairness
-    } else {
-        Vec::new()
-    };
+    let threads = part(
+        wanted("threads"),
+        || concurrency::measure_threads(&config, &dir),
+        concurrency::print_threads,
+    )?;
+    let processes = part(
+        wanted("processes"),
+        || concurrency::measure_processes(&config, &dir),
+        concurrency::print_processes,
+    )?;
+    let fairness = part(
+        wanted("fairness"),
+        || concurrency::measure_fairness(&config, &dir),
+        concurrency::print_fairness,
+    )?;
 
     let duration = started.elapsed();
     println!("\ntotal time: {:.0} s", duration.as_secs_f64());
@@ -155,6 +145,21 @@ fn run() -> Result<()> {
     .map_err(|err| format!("cannot write {}: {err}", config.json_path.display()))?;
     println!("results also in {}", config.json_path.display());
     Ok(())
+}
+
+/// One part of the benchmark, when it was asked for: measures, prints, and
+/// returns its rows (none for a part left out).
+fn part<T>(
+    wanted: bool,
+    measure: impl FnOnce() -> Result<Vec<T>>,
+    print: impl FnOnce(&[T]),
+) -> Result<Vec<T>> {
+    if !wanted {
+        return Ok(Vec::new());
+    }
+    let rows = measure()?;
+    print(&rows);
+    Ok(rows)
 }
 
 // ---------------------------------------------------------------------------

@@ -188,6 +188,15 @@ mod tests {
     use std::sync::Barrier;
     use std::time::Duration;
 
+    /// A group whose every write succeeds with its own value.
+    fn each_ok(ops: Vec<u32>) -> (Vec<Result<u32>>, ()) {
+        (ops.into_iter().map(Ok).collect(), ())
+    }
+
+    fn settled((): ()) -> Result<()> {
+        Ok(())
+    }
+
     #[test]
     fn a_lone_write_runs_at_once_in_a_group_of_its_own() {
         let group = Group::<u32, u32>::default();
@@ -198,7 +207,7 @@ mod tests {
                 sizes.lock().unwrap().push(ops.len());
                 (ops.into_iter().map(|op| Ok(op * 2)).collect(), ())
             },
-            |()| Ok(()),
+            settled,
         );
         assert_eq!(result.unwrap(), 14);
         assert_eq!(*sizes.lock().unwrap(), [1]);
@@ -231,7 +240,7 @@ mod tests {
                                 .collect();
                             (results, ())
                         },
-                        |()| Ok(()),
+                        settled,
                     )
                 })
             })
@@ -257,16 +266,12 @@ mod tests {
         let first = {
             let (group, settling) = (Arc::clone(&group), Arc::clone(&settling));
             thread::spawn(move || {
-                group.submit(
-                    1,
-                    |ops| (ops.into_iter().map(Ok).collect(), ()),
-                    |()| {
-                        // Settles only once the second write has committed.
-                        settling.wait();
-                        settling.wait();
-                        Ok(())
-                    },
-                )
+                group.submit(1, each_ok, |()| {
+                    // Settles only once the second write has committed.
+                    settling.wait();
+                    settling.wait();
+                    Ok(())
+                })
             })
         };
         settling.wait();
@@ -276,7 +281,7 @@ mod tests {
                 settling.wait();
                 (ops.into_iter().map(Ok).collect(), ())
             },
-            |()| Ok(()),
+            settled,
         );
         assert_eq!(second.unwrap(), 2);
         assert_eq!(first.join().unwrap().unwrap(), 1);
@@ -285,11 +290,9 @@ mod tests {
     #[test]
     fn a_failed_settlement_fails_the_writes_that_succeeded() {
         let group = Group::<u32, u32>::default();
-        let result = group.submit(
-            1,
-            |ops| (ops.into_iter().map(Ok).collect(), ()),
-            |()| Err(Error::new(ErrorKind::UnknownOutcome, "the flush failed")),
-        );
+        let result = group.submit(1, each_ok, |()| {
+            Err(Error::new(ErrorKind::UnknownOutcome, "the flush failed"))
+        });
         assert_eq!(result.unwrap_err().kind(), ErrorKind::UnknownOutcome);
         let failed = group.submit(
             1,
@@ -315,7 +318,7 @@ mod tests {
                             thread::sleep(Duration::from_millis(50));
                             (Vec::new(), ())
                         },
-                        |()| Ok(()),
+                        settled,
                     )
                 }))
                 .is_err()
@@ -323,23 +326,10 @@ mod tests {
         };
         entered.wait();
         // Queued during the group that panics: it leads the next one.
-        let next = group.submit(
-            2,
-            |ops| (ops.into_iter().map(Ok).collect(), ()),
-            |()| Ok(()),
-        );
+        let next = group.submit(2, each_ok, settled);
         assert!(leader.join().unwrap(), "the panic reached its thread");
         assert_eq!(next.unwrap(), 2);
         // The group is usable afterwards.
-        assert_eq!(
-            group
-                .submit(
-                    3,
-                    |ops| (ops.into_iter().map(Ok).collect(), ()),
-                    |()| Ok(())
-                )
-                .unwrap(),
-            3
-        );
+        assert_eq!(group.submit(3, each_ok, settled).unwrap(), 3);
     }
 }
