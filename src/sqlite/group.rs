@@ -12,8 +12,7 @@
 //! to lead.
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::{self, Thread};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use crate::error::{Error, ErrorKind, Result};
 
@@ -27,15 +26,19 @@ struct State<Op, Out> {
     leading: bool,
 }
 
-/// One write, and the thread waiting for it.
+/// One write, and what its thread waits for.
 struct Request<Op, Out> {
     slot: Mutex<Slot<Op, Out>>,
-    thread: Thread,
+    /// Wakes the write's thread (and only it): its result is in, or it may
+    /// lead.
+    woken: Condvar,
 }
 
 struct Slot<Op, Out> {
     /// The operation, until a leader takes it.
     op: Option<Op>,
+    /// The lead was given up while this write was first in the queue.
+    may_lead: bool,
     result: Option<Result<Out>>,
 }
 
@@ -50,7 +53,7 @@ impl<Op, Out> Request<Op, Out> {
     /// Hands the request its result and wakes its thread.
     fn finish(&self, result: Result<Out>) {
         self.slot().result = Some(result);
-        self.thread.unpark();
+        self.woken.notify_one();
     }
 }
 
@@ -89,9 +92,10 @@ impl<Op, Out> Group<Op, Out> {
         let request = Arc::new(Request {
             slot: Mutex::new(Slot {
                 op: Some(op),
+                may_lead: false,
                 result: None,
             }),
-            thread: thread::current(),
+            woken: Condvar::new(),
         });
         let leads_now = {
             let mut state = self.state();
@@ -99,11 +103,13 @@ impl<Op, Out> Group<Op, Out> {
             !std::mem::replace(&mut state.leading, true)
         };
         if !leads_now {
+            let mut slot = request.slot();
             loop {
-                if let Some(result) = request.slot().result.take() {
+                if let Some(result) = slot.result.take() {
                     return result;
                 }
-                {
+                if std::mem::take(&mut slot.may_lead) {
+                    drop(slot);
                     // Still queued, and no one leads: this thread does. (An
                     // operation is taken only while its leader leads.)
                     let mut state = self.state();
@@ -111,10 +117,14 @@ impl<Op, Out> Group<Op, Out> {
                         state.leading = true;
                         break;
                     }
+                    drop(state);
+                    slot = request.slot();
+                    continue;
                 }
-                // Unparked by a leader (a wake-up that came first makes
-                // this return at once); a spurious wake-up loops.
-                thread::park();
+                slot = request
+                    .woken
+                    .wait(slot)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
             }
         }
         let group = std::mem::take(&mut self.state().queued);
@@ -176,7 +186,8 @@ impl<Op, Out> Group<Op, Out> {
         let mut state = self.state();
         state.leading = false;
         if let Some(next) = state.queued.first() {
-            next.thread.unpark();
+            next.slot().may_lead = true;
+            next.woken.notify_one();
         }
     }
 }
@@ -186,6 +197,7 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Barrier;
+    use std::thread;
     use std::time::Duration;
 
     /// A group whose every write succeeds with its own value.
