@@ -209,6 +209,10 @@ mod tests {
         Ok(())
     }
 
+    fn flush_failed((): ()) -> Result<()> {
+        Err(Error::new(ErrorKind::UnknownOutcome, "the flush failed"))
+    }
+
     #[test]
     fn a_lone_write_runs_at_once_in_a_group_of_its_own() {
         let group = Group::<u32, u32>::default();
@@ -291,7 +295,7 @@ mod tests {
             2,
             |ops| {
                 settling.wait();
-                (ops.into_iter().map(Ok).collect(), ())
+                each_ok(ops)
             },
             settled,
         );
@@ -302,14 +306,12 @@ mod tests {
     #[test]
     fn a_failed_settlement_fails_the_writes_that_succeeded() {
         let group = Group::<u32, u32>::default();
-        let result = group.submit(1, each_ok, |()| {
-            Err(Error::new(ErrorKind::UnknownOutcome, "the flush failed"))
-        });
+        let result = group.submit(1, each_ok, flush_failed);
         assert_eq!(result.unwrap_err().kind(), ErrorKind::UnknownOutcome);
         let failed = group.submit(
             1,
             |_| (vec![Err(Error::invalid_argument("bad"))], ()),
-            |()| Err(Error::new(ErrorKind::UnknownOutcome, "the flush failed")),
+            flush_failed,
         );
         assert_eq!(failed.unwrap_err().kind(), ErrorKind::InvalidArgument);
     }
