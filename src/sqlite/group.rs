@@ -7,12 +7,16 @@
 //! thread already running takes the lead first), and then *settles* its
 //! group (at `full`, waits for the flush that makes it durable) while the
 //! next group commits. Only then does it hand each write of its group its
-//! result. A thread alone leads a group of one at once: nothing ever waits
-//! for company. A thread is woken only by the leader holding its result, or
-//! to lead.
+//! result. Before it takes the queue, a leader yields the processor once,
+//! so that threads already woken (by the last group's results) queue their
+//! next writes into its group instead of each leading a group of one. A
+//! thread alone gets the processor straight back and leads at once:
+//! nothing ever waits for company, or on a timer. A thread is woken only by
+//! the leader holding its result, or to lead.
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread;
 
 use crate::error::{Error, ErrorKind, Result};
 
@@ -127,6 +131,11 @@ impl<Op, Out> Group<Op, Out> {
                     .unwrap_or_else(|poisoned| poisoned.into_inner());
             }
         }
+        // Threads that are ready to run (woken by the last group, about to
+        // queue their next write) get to queue it first, so they join this
+        // group rather than trickling into groups of one behind it. A
+        // thread alone gets the processor straight back: nothing waits.
+        thread::yield_now();
         let group = std::mem::take(&mut self.state().queued);
         let mut lead_passed = false;
         let outcome = catch_unwind(AssertUnwindSafe(|| {
@@ -197,7 +206,6 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Barrier;
-    use std::thread;
     use std::time::Duration;
 
     /// A group whose every write succeeds with its own value.
