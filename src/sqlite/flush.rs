@@ -147,6 +147,7 @@ impl Flusher {
         Ended {
             flusher: self,
             count,
+            then_waits_for: 0,
         }
     }
 
@@ -219,6 +220,16 @@ impl Flusher {
 pub(super) struct Ended<'a> {
     flusher: &'a Flusher,
     count: usize,
+    /// The commit this thread waits for next, if any.
+    then_waits_for: CommitNumber,
+}
+
+impl Ended<'_> {
+    /// Tells that the writes were committed as `number`, which this thread
+    /// waits for next (see [`Flusher::wait`]).
+    pub(super) fn then_waits_for(&mut self, number: CommitNumber) {
+        self.then_waits_for = number;
+    }
 }
 
 impl Drop for Ended<'_> {
@@ -226,8 +237,14 @@ impl Drop for Ended<'_> {
         let flusher = self.flusher;
         if flusher.pending.fetch_sub(self.count, Ordering::SeqCst) == self.count {
             // Under the lock, so that a flush deciding to wait cannot miss it.
-            let _state = flusher.state();
-            flusher.flushed.notify_all();
+            let state = flusher.state();
+            // A flush waiting for these writes is left asleep when this
+            // thread goes on to flush them itself (or to wait for a flush
+            // running now, whose end wakes it): waking it would only put a
+            // wake-up between the commit and the flush.
+            if self.then_waits_for <= state.synced {
+                flusher.flushed.notify_all();
+            }
         }
     }
 }

@@ -243,8 +243,9 @@ impl SharedFile {
     /// the commit they wait for (see [`SharedFile::durable`]).
     fn commit_group(&self, ops: Vec<Op>) -> (Vec<Result<Output>>, flush::CommitNumber) {
         let count = ops.len();
-        // Once the commit is recorded, or the group failed.
-        let _ended = self.flusher.as_ref().map(|flusher| flusher.ended(count));
+        // Counted out once committed (before the upkeep), or when the group
+        // failed.
+        let mut ended = self.flusher.as_ref().map(|flusher| flusher.ended(count));
         let outcome = self.with_writer(|conn| {
             let mut holder = self.holder_id.get().copied();
             let (results, commit) = self.transaction(conn, |conn| {
@@ -274,6 +275,9 @@ impl SharedFile {
             // Only once committed: a rolled-back registration never happened.
             if let Some(id) = holder {
                 let _ = self.holder_id.set(id);
+            }
+            if let Some(mut ended) = ended.take() {
+                ended.then_waits_for(commit);
             }
             self.wal_upkeep(conn);
             Ok((results, commit))
