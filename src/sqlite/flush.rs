@@ -11,8 +11,9 @@
 //! covers every transaction committed before it began, whichever thread or
 //! process committed it (the WAL is one file). A flush waits for writes of
 //! this process that are already queued or committing (never for writes
-//! that might come), so that one flush covers them too; a write alone is
-//! flushed at once.
+//! that might come), so that one flush covers them too, and is left asleep
+//! when the thread committing the last of them flushes instead; a write
+//! alone is flushed at once.
 //!
 //! What a caller is told is the same as with SQLite's own flush: a write
 //! that returned is on the disk, and so is everything it read, since that
