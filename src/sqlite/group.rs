@@ -7,14 +7,15 @@
 //! thread already running takes the lead first), and then *settles* its
 //! group (at `full`, waits for the flush that makes it durable) while the
 //! next group commits. Only then does it hand each write of its group its
-//! result. Before it takes the queue, a leader yields the processor once,
-//! so that threads already woken (by the last group's results) queue their
-//! next writes into its group instead of each leading a group of one. A
-//! thread alone gets the processor straight back and leads at once:
-//! nothing ever waits for company, or on a timer. A thread is woken only by
+//! result. Before it takes the queue, a leader yields the processor once
+//! if other threads are in the middle of a write, so that threads already
+//! woken (by the last group's results) queue their next writes into its
+//! group instead of each leading a group of one. A thread alone leads at
+//! once: nothing ever waits for company, or on a timer. A thread is woken only by
 //! the leader holding its result, or to lead.
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 
@@ -22,6 +23,18 @@ use crate::error::{Error, ErrorKind, Result};
 
 pub(super) struct Group<Op, Out> {
     state: Mutex<State<Op, Out>>,
+    /// Threads in [`Group::submit`], whether queued, leading, or woken and
+    /// not yet returned.
+    inside: AtomicUsize,
+}
+
+/// Counts a thread out of [`Group::submit`] when dropped.
+struct Inside<'a>(&'a AtomicUsize);
+
+impl Drop for Inside<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 struct State<Op, Out> {
@@ -68,6 +81,7 @@ impl<Op, Out> Default for Group<Op, Out> {
                 queued: Vec::new(),
                 leading: false,
             }),
+            inside: AtomicUsize::new(0),
         }
     }
 }
@@ -93,6 +107,8 @@ impl<Op, Out> Group<Op, Out> {
         run: impl FnOnce(Vec<Op>) -> (Vec<Result<Out>>, C),
         settle: impl FnOnce(C) -> Result<()>,
     ) -> Result<Out> {
+        self.inside.fetch_add(1, Ordering::SeqCst);
+        let _inside = Inside(&self.inside);
         let request = Arc::new(Request {
             slot: Mutex::new(Slot {
                 op: Some(op),
@@ -134,8 +150,10 @@ impl<Op, Out> Group<Op, Out> {
         // Threads that are ready to run (woken by the last group, about to
         // queue their next write) get to queue it first, so they join this
         // group rather than trickling into groups of one behind it. A
-        // thread alone gets the processor straight back: nothing waits.
-        thread::yield_now();
+        // thread alone does not yield at all.
+        if self.inside.load(Ordering::SeqCst) > 1 {
+            thread::yield_now();
+        }
         let group = std::mem::take(&mut self.state().queued);
         let mut lead_passed = false;
         let outcome = catch_unwind(AssertUnwindSafe(|| {
@@ -204,7 +222,6 @@ impl<Op, Out> Group<Op, Out> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Barrier;
     use std::time::Duration;
 
