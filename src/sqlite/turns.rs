@@ -9,7 +9,9 @@
 //! (`<database>-tqturn`, mapped into memory). Each waiter sleeps on a futex
 //! word of its own ticket, so a turn passed on wakes only the process it
 //! concerns; the process next in line spins for a moment instead, so that
-//! the turn changes hands without a wake-up when a core is free.
+//! the turn changes hands without a wake-up when a core is free. A process
+//! that finds the turn taken yields its processor once before it takes a
+//! ticket, in case the holder is waiting for it.
 //!
 //! The turns only order the attempts: SQLite's lock still keeps writers
 //! apart, so the turns never have to be right to keep data safe. A turn
@@ -134,6 +136,13 @@ impl Turns {
     /// skipped, or `deadline` passes. The turn ends when the result drops.
     pub(super) fn wait(&self, deadline: Instant) -> Turn<'_> {
         let counters = self.counters();
+        if counters.next.load(Ordering::SeqCst) != counters.serving.load(Ordering::SeqCst) {
+            // Another process holds the turn or waits for it, and this one
+            // would wait behind it anyway: it may need this processor to
+            // finish its write and pass the turn on (with more processes
+            // than cores, the holder is often one that lost its core).
+            std::thread::yield_now();
+        }
         let ticket = counters.next.fetch_add(1, Ordering::SeqCst);
         let bell = counters.bell(ticket);
         let mut seen = counters.serving.load(Ordering::SeqCst);
