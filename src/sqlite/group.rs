@@ -11,8 +11,8 @@
 //! if other threads are in the middle of a write, so that threads already
 //! woken (by the last group's results) queue their next writes into its
 //! group instead of each leading a group of one. A thread alone leads at
-//! once: nothing ever waits for company, or on a timer. A thread is woken only by
-//! the leader holding its result, or to lead.
+//! once: nothing ever waits for company, or on a timer. A thread is woken
+//! only by the leader holding its result, or to lead.
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -28,8 +28,15 @@ pub(super) struct Group<Op, Out> {
     inside: AtomicUsize,
 }
 
-/// Counts a thread out of [`Group::submit`] when dropped.
+/// A thread counted in [`Group::submit`], until dropped.
 struct Inside<'a>(&'a AtomicUsize);
+
+impl<'a> Inside<'a> {
+    fn enter(count: &'a AtomicUsize) -> Inside<'a> {
+        count.fetch_add(1, Ordering::SeqCst);
+        Inside(count)
+    }
+}
 
 impl Drop for Inside<'_> {
     fn drop(&mut self) {
@@ -107,8 +114,7 @@ impl<Op, Out> Group<Op, Out> {
         run: impl FnOnce(Vec<Op>) -> (Vec<Result<Out>>, C),
         settle: impl FnOnce(C) -> Result<()>,
     ) -> Result<Out> {
-        self.inside.fetch_add(1, Ordering::SeqCst);
-        let _inside = Inside(&self.inside);
+        let _inside = Inside::enter(&self.inside);
         let request = Arc::new(Request {
             slot: Mutex::new(Slot {
                 op: Some(op),
