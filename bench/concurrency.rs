@@ -169,11 +169,20 @@ fn tq_threads(
     ))
 }
 
+/// `ratio` drawn as a bar, one `#` per quarter.
+fn bar(ratio: f64) -> String {
+    if ratio.is_finite() && ratio > 0.0 {
+        "#".repeat((ratio * 4.0).round() as usize)
+    } else {
+        String::new()
+    }
+}
+
 pub fn print_threads(rows: &[ThreadRow]) {
     println!(
         "\nThreads sharing one handle (group commit): rate, and each call's latency (a pull and its finish count as one call)"
     );
-    let widths = [11, 13, 9, 27, 12, 10, 0];
+    let widths = [11, 13, 9, 27, 12, 10, 10, 0];
     print_line(
         &widths,
         &[
@@ -184,6 +193,7 @@ pub fn print_threads(rows: &[ThreadRow]) {
             "vs 1 thread",
             "p50 ms",
             "p99 ms",
+            "scaling (# = a quarter of 1 thread)",
         ],
     );
     for row in rows {
@@ -205,6 +215,7 @@ pub fn print_threads(rows: &[ThreadRow]) {
                 &format!("{:.2}", row.rate.median / single),
                 &format!("{:.2}", row.percentile(0.5)),
                 &format!("{:.2}", row.percentile(0.99)),
+                &bar(row.rate.median / single),
             ],
         );
     }
