@@ -205,6 +205,7 @@ pub fn print_threads(rows: &[ThreadRow]) {
                     && other.durability == row.durability
             })
             .map_or(f64::NAN, |single| single.rate.median);
+        let vs_single = row.rate.median / single;
         print_line(
             &widths,
             &[
@@ -212,10 +213,10 @@ pub fn print_threads(rows: &[ThreadRow]) {
                 row.operation,
                 &row.threads.to_string(),
                 &show_stats(&row.rate),
-                &format!("{:.2}", row.rate.median / single),
+                &format!("{vs_single:.2}"),
                 &format!("{:.2}", row.percentile(0.5)),
                 &format!("{:.2}", row.percentile(0.99)),
-                &bar(row.rate.median / single),
+                &bar(vs_single),
             ],
         );
     }
