@@ -813,11 +813,7 @@ impl Store for SqliteStore {
     }
 
     fn checkpoint(&self) -> Result<Checkpoint> {
-        let busy = self.file.with_writer(|conn| {
-            let busy: i64 =
-                conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| row.get(0))?;
-            Ok(busy != 0)
-        })?;
+        let busy = self.file.checkpoint()?;
         Ok(Checkpoint {
             wal_bytes: self.wal_size()?,
             complete: !busy,
