@@ -5,9 +5,14 @@
 //! the boot id tells that the machine restarted since. A holder seen from
 //! another pid namespace (another container sharing the file) cannot be
 //! judged, so it counts as alive and only its lease expiry frees its tasks;
-//! so does a holder whose identity could not be read whole from `/proc`.
+//! so does a holder whose identity could not be read whole from `/proc`,
+//! and one that exists but that `/proc` hides from this process (`hidepid`).
 
 use std::fs;
+use std::path::Path;
+
+/// Where the kernel shows its processes.
+const PROC: &str = "/proc";
 
 /// The identity of one process on one boot of one machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,12 +43,20 @@ impl ProcessId {
             boot_id: boot_id(),
             pid_namespace: pid_namespace("self"),
             pid,
-            start_time: read_stat(pid).map(|s| s.start_time).unwrap_or(0),
+            start_time: read_stat(Path::new(PROC), pid)
+                .map(|s| s.start_time)
+                .unwrap_or(0),
         }
     }
 
     /// Whether the process `self` names is still running, judged by `observer`.
     pub fn liveness(&self, observer: &ProcessId) -> Liveness {
+        self.liveness_in(Path::new(PROC), observer)
+    }
+
+    /// [`ProcessId::liveness`], reading processes under `proc` (a mount of
+    /// procfs).
+    fn liveness_in(&self, proc: &Path, observer: &ProcessId) -> Liveness {
         if !self.is_known() || !observer.is_known() {
             // A part of either identity could not be read from /proc, so a
             // mismatch would prove nothing: leave the tasks to their leases.
@@ -56,8 +69,16 @@ impl ProcessId {
         if self.pid_namespace != observer.pid_namespace {
             return Liveness::Unknown;
         }
-        match read_stat(self.pid) {
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Liveness::Dead,
+        match read_stat(proc, self.pid) {
+            // Missing from /proc is not proof: with hidepid=2, other users'
+            // processes are hidden. Only the kernel's "no such process" is.
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                if exists(self.pid) {
+                    Liveness::Unknown
+                } else {
+                    Liveness::Dead
+                }
+            }
             Err(_) => Liveness::Unknown,
             Ok(stat) if stat.start_time != self.start_time || stat.zombie => Liveness::Dead,
             Ok(_) => Liveness::Alive,
@@ -84,13 +105,29 @@ fn pid_namespace(which: &str) -> String {
         .unwrap_or_default()
 }
 
+/// Whether a process with this pid exists in the caller's pid namespace,
+/// whoever owns it: `kill(pid, 0)` sends nothing and fails with `ESRCH`
+/// only when there is none (`EPERM` means it exists).
+fn exists(pid: i64) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        // 0 and negative pids name process groups, not one process.
+        return false;
+    }
+    // SAFETY: signal 0 only checks that the process exists.
+    let sent = unsafe { libc::kill(pid, 0) };
+    sent == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
 struct Stat {
     start_time: i64,
     zombie: bool,
 }
 
-fn read_stat(pid: i64) -> std::io::Result<Stat> {
-    let text = fs::read_to_string(format!("/proc/{pid}/stat"))?;
+fn read_stat(proc: &Path, pid: i64) -> std::io::Result<Stat> {
+    let text = fs::read_to_string(proc.join(pid.to_string()).join("stat"))?;
     parse_stat(&text).ok_or_else(|| {
         std::io::Error::new(std::io::ErrorKind::InvalidData, "unreadable /proc stat")
     })
@@ -145,6 +182,27 @@ mod tests {
             ..me.clone()
         };
         assert_eq!(other_namespace.liveness(&me), Liveness::Unknown);
+    }
+
+    #[test]
+    fn a_live_process_missing_from_proc_is_never_judged_dead() {
+        // A procfs mounted with hidepid=2 shows only the observer's own
+        // processes: an empty directory stands for it here.
+        let hidden = tempfile::tempdir().unwrap();
+        let me = ProcessId::current();
+        let parent = ProcessId {
+            pid: i64::from(std::os::unix::process::parent_id()),
+            ..me.clone()
+        };
+        assert_ne!(parent.liveness_in(hidden.path(), &me), Liveness::Dead);
+
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = ProcessId {
+            pid: i64::from(child.id()),
+            ..me.clone()
+        };
+        child.wait().unwrap();
+        assert_eq!(gone.liveness_in(hidden.path(), &me), Liveness::Dead);
     }
 
     #[test]

@@ -286,9 +286,10 @@ impl SharedFile {
     }
 
     /// Runs `body` in a write transaction (see [`write_transaction`]),
-    /// after this process's turn at the write lock (see `turns.rs`). Each
-    /// wait is bounded by the busy timeout; the turn's is short unless the
-    /// processes ahead are slow, since a stalled turn is skipped. Returns
+    /// after this process's turn at the write lock (see `turns.rs`). The
+    /// busy timeout bounds both waits together: the turn's (short unless
+    /// the processes ahead are slow, since a stalled turn is skipped), then
+    /// the lock's, until one deadline. Returns
     /// the value with the commit to wait for before answering (see
     /// [`SharedFile::durable`]); `conn` is the writing connection.
     fn transaction<T>(
@@ -301,11 +302,9 @@ impl SharedFile {
         }
         let changes_before = conn.total_changes();
         let value = {
-            let _turn = self
-                .turns
-                .as_ref()
-                .map(|turns| turns.wait(Instant::now() + self.busy_timeout));
-            write_transaction(conn, self.busy_timeout, body)?
+            let deadline = Instant::now() + self.busy_timeout;
+            let _turn = self.turns.as_ref().map(|turns| turns.wait(deadline));
+            write_transaction(conn, self.busy_timeout, deadline, body)?
         };
         let commit = match &self.flusher {
             Some(flusher) => flusher.committed(conn.total_changes() != changes_before),
@@ -327,6 +326,23 @@ impl SharedFile {
     /// Runs `op` on the writing connection.
     fn with_writer<T>(&self, op: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         with_slot(&self.writer, op)
+    }
+
+    /// Copies the WAL into the database and truncates it, in this
+    /// process's turn at the write lock like any write (or writers in other
+    /// processes would keep it out), the turn and the lock waited for until
+    /// one deadline. Returns whether a reader or writer kept part of the
+    /// log.
+    fn checkpoint(&self) -> Result<bool> {
+        self.with_writer(|conn| {
+            let deadline = Instant::now() + self.busy_timeout;
+            let _turn = self.turns.as_ref().map(|turns| turns.wait(deadline));
+            retry_busy(conn, self.busy_timeout, deadline, |conn| {
+                let busy: i64 =
+                    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| row.get(0))?;
+                Ok(busy != 0)
+            })
+        })
     }
 
     /// The size of the `-wal` file (0 when there is none), read with
@@ -439,14 +455,15 @@ impl Drop for SharedFile {
 
 /// Runs `body` in one `BEGIN IMMEDIATE` transaction: committed when it
 /// returns `Ok`, rolled back (leaving nothing behind) when it returns an
-/// error or the commit fails. Only taking the write lock is retried, so
-/// `body` runs at most once.
+/// error or the commit fails. Only taking the write lock is retried, until
+/// `deadline` (see [`retry_busy`]), so `body` runs at most once.
 fn write_transaction<T>(
     conn: &Connection,
     busy_timeout: Duration,
+    deadline: Instant,
     body: impl FnOnce(&Connection) -> Result<T>,
 ) -> Result<T> {
-    retry_busy(conn, busy_timeout, |conn| {
+    retry_busy(conn, busy_timeout, deadline, |conn| {
         conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
         Ok(())
     })?;
@@ -461,26 +478,32 @@ fn write_transaction<T>(
 }
 
 /// Runs `op`, trying again with growing pauses while it fails with "busy",
-/// until `timeout` has passed. SQLite's own busy handler waits inside each
-/// try; this loop also covers the answers it does not wait for (a WAL being
-/// recovered by another connection).
+/// until `deadline`: the end of the call's busy timeout, part of which an
+/// earlier wait (a turn) may have used. SQLite's own busy handler waits
+/// inside each try, as long as is left; this loop also covers the answers
+/// it does not wait for (a WAL being recovered by another connection). The
+/// connection's busy handler is set back to `busy_timeout` afterwards.
 fn retry_busy<T>(
     conn: &Connection,
-    timeout: Duration,
+    busy_timeout: Duration,
+    deadline: Instant,
     mut op: impl FnMut(&Connection) -> Result<T>,
 ) -> Result<T> {
-    let deadline = Instant::now() + timeout;
     let mut backoff = Duration::from_millis(1);
-    loop {
+    let result = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if let Err(err) = conn.busy_timeout(left) {
+            break Err(err.into());
+        }
         match op(conn) {
             Err(err) if err.kind() == ErrorKind::Busy => {
                 let now = Instant::now();
                 if now >= deadline {
-                    return Err(Error::new(
+                    break Err(Error::new(
                         ErrorKind::Busy,
                         format!(
                             "the database stayed locked past the busy timeout ({} ms): {}",
-                            timeout.as_millis(),
+                            busy_timeout.as_millis(),
                             err.message()
                         ),
                     ));
@@ -488,9 +511,11 @@ fn retry_busy<T>(
                 thread::sleep(backoff.min(deadline - now));
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
-            result => return result,
+            result => break result,
         }
-    }
+    };
+    let _ = conn.busy_timeout(busy_timeout);
+    result
 }
 
 /// Opens the connection, checks the file, and sets it up and migrates it
@@ -504,9 +529,11 @@ fn connect(path: &str, options: &OpenOptions) -> Result<(Connection, Option<turn
     let conn = Connection::open_with_flags(path, flags)
         .map_err(|e| with_context(e.into(), &format!("cannot open '{path}'")))?;
     configure(&conn, options)?;
+    // One busy timeout for the whole set-up, however many waits it has.
+    let deadline = Instant::now() + options.busy_timeout;
 
     // Read-only checks first: a refused file stays byte-for-byte as it was.
-    let version = retry_busy(&conn, options.busy_timeout, schema::version)
+    let version = retry_busy(&conn, options.busy_timeout, deadline, schema::version)
         .map_err(|e| with_context(e, &format!("cannot use '{path}'")))?;
     schema::check_supported(version)?;
 
@@ -521,24 +548,24 @@ fn connect(path: &str, options: &OpenOptions) -> Result<(Connection, Option<turn
     let setup_turn = (version < schema::CURRENT_VERSION)
         .then_some(turns.as_ref())
         .flatten()
-        .map(|turns| turns.wait(Instant::now() + options.busy_timeout));
-    retry_busy(&conn, options.busy_timeout, enable_wal)?;
+        .map(|turns| turns.wait(deadline));
+    retry_busy(&conn, options.busy_timeout, deadline, enable_wal)?;
     if version < schema::CURRENT_VERSION {
         // A migration that fails for any reason but the disk or a lock met
         // tables tq did not leave that way.
-        write_transaction(&conn, options.busy_timeout, schema::migrate).map_err(|err| match err
-            .kind()
-        {
-            ErrorKind::Io | ErrorKind::Busy | ErrorKind::NotADatabase => err,
-            _ => Error::new(
-                ErrorKind::NotADatabase,
-                format!(
-                    "cannot upgrade tq's tables in '{path}' from version {version}: {} \
+        write_transaction(&conn, options.busy_timeout, deadline, schema::migrate).map_err(
+            |err| match err.kind() {
+                ErrorKind::Io | ErrorKind::Busy | ErrorKind::NotADatabase => err,
+                _ => Error::new(
+                    ErrorKind::NotADatabase,
+                    format!(
+                        "cannot upgrade tq's tables in '{path}' from version {version}: {} \
                          (they were changed outside tq)",
-                    err.message()
+                        err.message()
+                    ),
                 ),
-            ),
-        })?;
+            },
+        )?;
     }
     drop(setup_turn);
     Ok((conn, turns))
@@ -614,6 +641,76 @@ fn with_context(err: Error, context: &str) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{OpenOptions, PushOptions, Queue};
+
+    /// A queue file in `dir`, its path, and a queue on it.
+    fn queue_in(dir: &tempfile::TempDir, busy_timeout: Duration) -> (String, Queue) {
+        let path = dir.path().join("queue.db").to_str().unwrap().to_owned();
+        let mut options = OpenOptions::new();
+        options
+            .durability(Durability::Normal)
+            .busy_timeout(busy_timeout)
+            .unwrap();
+        let queue = Queue::open(&path, &options).unwrap();
+        (path, queue)
+    }
+
+    /// Processes ahead in the turn line of the file at `path`: `count`
+    /// turns taken now, each held `hold` in its turn (short of a stale one).
+    fn turns_ahead(path: &str, count: usize, hold: Duration) -> Vec<thread::JoinHandle<()>> {
+        let line = Arc::new(turns::Turns::open(path).unwrap());
+        let ahead = (0..count)
+            .map(|_| {
+                let line = Arc::clone(&line);
+                thread::spawn(move || {
+                    let _turn = line.wait(Instant::now() + Duration::from_secs(30));
+                    thread::sleep(hold);
+                })
+            })
+            .collect();
+        // Let each take its ticket.
+        thread::sleep(Duration::from_millis(20));
+        ahead
+    }
+
+    #[test]
+    fn the_busy_timeout_bounds_the_turn_and_the_lock_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let timeout = Duration::from_millis(200);
+        let (path, queue) = queue_in(&dir, timeout);
+        let other = Connection::open(&path).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        // A line of turns longer than the timeout, then a lock that stays taken.
+        let ahead = turns_ahead(&path, 15, Duration::from_millis(30));
+        let started = Instant::now();
+        let err = queue.push("1", &PushOptions::new()).unwrap_err();
+        let took = started.elapsed();
+        assert_eq!(err.kind(), ErrorKind::Busy, "{err}");
+        // A generous bound: waiting for each in turn takes twice the timeout.
+        assert!(took < timeout * 2, "busy after {took:?}");
+        other.execute_batch("ROLLBACK").unwrap();
+        for turn in ahead {
+            turn.join().unwrap();
+        }
+        queue.push("1", &PushOptions::new()).unwrap();
+    }
+
+    #[test]
+    fn an_explicit_checkpoint_takes_a_turn_like_a_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, queue) = queue_in(&dir, Duration::from_secs(5));
+        // The turn file starts with the next ticket to hand out.
+        let tickets = || {
+            let counters = std::fs::read(format!("{path}-tqturn")).unwrap();
+            u32::from_ne_bytes(counters[..4].try_into().unwrap())
+        };
+        let before = tickets();
+        queue.push("1", &PushOptions::new()).unwrap();
+        assert_eq!(tickets(), before + 1, "a write takes one turn");
+        let checkpoint = queue.checkpoint().unwrap();
+        assert!(checkpoint.complete);
+        assert_eq!(tickets(), before + 2, "so does a checkpoint");
+    }
 
     #[test]
     fn refuses_sqlite_older_than_3_51_3() {

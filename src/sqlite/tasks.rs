@@ -121,10 +121,14 @@ const ANY_EXPIRED: &str = "SELECT 1 FROM tq_tasks
     WHERE queue = ?1 AND state = 1 AND lease_expires_at <= ?2 LIMIT 1";
 
 /// The expired lease first in claim order, so that it keeps its place in
-/// line. It sorts the expired leases only, which are few (and looked for
-/// only when [`ANY_EXPIRED`] found one). The last column says whether that
+/// line: it walks the leased tasks in claim order to the first expired one
+/// (looked for only when [`ANY_EXPIRED`] found one), rather than sorting
+/// every expired lease, which after a worker with a large batch died are
+/// many, once per task claimed. The planner would take the expiry index
+/// and sort, hence `INDEXED BY`. The last column says whether that
 /// delivery was its last attempt.
-const EXPIRED_FIRST: &str = "SELECT id, priority, run_at, attempts >= max_attempts FROM tq_tasks
+const EXPIRED_FIRST: &str = "SELECT id, priority, run_at, attempts >= max_attempts
+    FROM tq_tasks INDEXED BY tq_tasks_leased_in_line
     WHERE queue = ?1 AND state = 1 AND lease_expires_at <= ?2
     ORDER BY priority DESC, run_at, id LIMIT 1";
 
@@ -358,14 +362,43 @@ pub(crate) fn not_held(id: i64) -> Error {
     )
 }
 
-/// The `state IN (...)` condition of a visible state.
-fn state_condition(state: TaskState) -> &'static str {
+/// The stored states of a visible state: pending is ready (0) or waiting (4).
+fn stored_states(state: TaskState) -> &'static [u8] {
     match state {
-        TaskState::Pending => "state IN (0, 4)",
-        TaskState::Leased => "state = 1",
-        TaskState::Done => "state = 2",
-        TaskState::Dead => "state = 3",
+        TaskState::Pending => &[0, 4],
+        TaskState::Leased => &[1],
+        TaskState::Done => &[2],
+        TaskState::Dead => &[3],
     }
+}
+
+/// Counts the tasks of queue `?1` in `state`: one range of
+/// `tq_tasks_listed` per stored state. (`state IN (0, 4)` would scan the
+/// table: no partial index matches it.)
+fn count_sql(state: TaskState) -> String {
+    let condition = stored_states(state)
+        .iter()
+        .map(|stored| format!("state = {stored}"))
+        .collect::<Vec<_>>()
+        .join(" OR ");
+    format!("SELECT count(*) FROM tq_tasks WHERE queue = ?1 AND ({condition})")
+}
+
+/// The tasks of queue `?1` in `state` after id `?2`, at most `?3`, by id:
+/// for each stored state, one range of `tq_tasks_listed` already in id
+/// order, merged.
+fn list_sql(state: TaskState) -> String {
+    let pages = stored_states(state)
+        .iter()
+        .map(|stored| {
+            format!(
+                "SELECT id, state, attempts, max_attempts, priority, run_at, last_error, payload
+                 FROM tq_tasks WHERE queue = ?1 AND state = {stored} AND id > ?2"
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" UNION ALL ");
+    format!("{pages} ORDER BY id LIMIT ?3")
 }
 
 /// A write that may share a transaction with others (see `group.rs`).
@@ -453,6 +486,9 @@ pub(super) fn run(
         } => {
             if !finish_one(conn, receipt, claim.now, keep_history)? {
                 return Err(not_held(receipt.id));
+            }
+            if !keep_history {
+                sweep_reserved(conn, &claim.queue, claim.now)?;
             }
             Ok(Output::Tasks(claim_for(conn, &claim, holder, process)?))
         }
@@ -676,10 +712,7 @@ impl Store for SqliteStore {
     }
 
     fn count(&self, state: TaskState) -> Result<u64> {
-        let sql = format!(
-            "SELECT count(*) FROM tq_tasks WHERE queue = ?1 AND {}",
-            state_condition(state)
-        );
+        let sql = count_sql(state);
         let count: i64 = self.read(|conn| {
             Ok(conn
                 .prepare_cached(&sql)?
@@ -718,11 +751,7 @@ impl Store for SqliteStore {
     }
 
     fn list(&self, state: TaskState, after_id: i64, limit: usize) -> Result<Vec<TaskInfo>> {
-        let sql = format!(
-            "SELECT id, state, attempts, max_attempts, priority, run_at, last_error, payload
-             FROM tq_tasks WHERE queue = ?1 AND {} AND id > ?2 ORDER BY id LIMIT ?3",
-            state_condition(state)
-        );
+        let sql = list_sql(state);
         self.read(|conn| {
             let mut statement = conn.prepare_cached(&sql)?;
             let rows = statement.query_map(
@@ -784,11 +813,7 @@ impl Store for SqliteStore {
     }
 
     fn checkpoint(&self) -> Result<Checkpoint> {
-        let busy = self.file.with_writer(|conn| {
-            let busy: i64 =
-                conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| row.get(0))?;
-            Ok(busy != 0)
-        })?;
+        let busy = self.file.checkpoint()?;
         Ok(Checkpoint {
             wal_bytes: self.wal_size()?,
             complete: !busy,
@@ -911,6 +936,7 @@ mod tests {
         for (sql, index) in [
             (READY_FIRST, "tq_tasks_ready"),
             (ANY_EXPIRED, "tq_tasks_leased"),
+            (EXPIRED_FIRST, "tq_tasks_leased_in_line"),
             (ANY_DUE, "tq_tasks_waiting"),
             (&take_ready_sql(), "tq_tasks_ready"),
             (PROMOTE, "tq_tasks_waiting"),
@@ -933,5 +959,24 @@ mod tests {
         }
         let take = plan(&conn, &take_one_sql());
         assert!(take.contains("INTEGER PRIMARY KEY"), "{take}");
+        // Counts and pages of tasks, for monitoring.
+        for state in [
+            TaskState::Pending,
+            TaskState::Leased,
+            TaskState::Done,
+            TaskState::Dead,
+        ] {
+            for sql in [count_sql(state), list_sql(state)] {
+                let plan = plan(&conn, &sql);
+                assert!(plan.contains("USING"), "{state:?}: {sql}: {plan}");
+                assert!(!plan.contains("SCAN tq_tasks"), "{state:?} scans: {plan}");
+                assert!(!plan.contains("TEMP B-TREE"), "{state:?} sorts: {plan}");
+                // Walking the table from `?2` reads every later task.
+                assert!(
+                    !plan.contains("INTEGER PRIMARY KEY"),
+                    "{state:?} walks the table: {plan}"
+                );
+            }
+        }
     }
 }
