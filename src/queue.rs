@@ -154,7 +154,7 @@ impl Queue {
     /// the options' cancellation token fails with
     /// [`ErrorKind::Interrupted`].
     pub fn pull(&self, options: &PullOptions) -> Result<Option<Task>> {
-        Ok(self.claim(1, options)?.pop())
+        Ok(stamped(self.store()?, self.claim(1, options)?).pop())
     }
 
     /// Claims up to `max` ready tasks in one transaction, in the order
@@ -166,7 +166,7 @@ impl Queue {
                 "a batch pull needs room for at least one task",
             ));
         }
-        self.claim(max, options)
+        Ok(stamped(self.store()?, self.claim(max, options)?))
     }
 
     /// Tries to claim, then waits for a reason to try again: a ring of the
@@ -233,7 +233,9 @@ impl Queue {
     /// otherwise, or when the task was already finished, fails with
     /// [`ErrorKind::NotHeld`] and changes nothing.
     pub fn finish(&self, receipt: Receipt) -> Result<()> {
-        let held = self.store()?.finish(&[receipt], now_unix_ms())?;
+        let store = self.store()?;
+        check_receipt(store, receipt)?;
+        let held = store.finish(&[receipt], now_unix_ms())?;
         if !held[0] {
             return Err(crate::sqlite::not_held(receipt.id));
         }
@@ -255,8 +257,10 @@ impl Queue {
                 "finish-and-pull does not wait: when it finds no task, wait with pull",
             ));
         }
+        check_receipt(store, receipt)?;
         let lease = options.lease.as_millis() as i64;
-        store.finish_and_claim(receipt, now_unix_ms(), lease)
+        let next = store.finish_and_claim(receipt, now_unix_ms(), lease)?;
+        Ok(stamped(store, next.into_iter().collect()).pop())
     }
 
     /// Completes many deliveries in one transaction and says, for each,
@@ -266,6 +270,9 @@ impl Queue {
         let store = self.store()?;
         if receipts.is_empty() {
             return Ok(Vec::new());
+        }
+        for receipt in receipts {
+            check_receipt(store, *receipt)?;
         }
         store.finish(receipts, now_unix_ms())
     }
@@ -284,6 +291,7 @@ impl Queue {
                 "the failure reason contains a NUL byte (C callers could not read it back)",
             ));
         }
+        check_receipt(store, receipt)?;
         let failed = store.fail(
             receipt,
             cut(reason, MAX_REASON_LEN),
@@ -302,6 +310,7 @@ impl Queue {
     pub fn extend(&self, receipt: Receipt, lease: Duration) -> Result<()> {
         let store = self.store()?;
         check_lease(lease)?;
+        check_receipt(store, receipt)?;
         store.extend(receipt, now_unix_ms(), lease.as_millis() as i64)
     }
 
@@ -461,6 +470,30 @@ fn open_postgres(_url: &str, _options: &OpenOptions) -> Result<(Box<dyn Store>, 
 }
 
 /// Refuses options a batch cannot take: a unique key names one task.
+/// `tasks`, their receipts tied to `store`.
+fn stamped(store: &dyn Store, mut tasks: Vec<Task>) -> Vec<Task> {
+    let id = store.store_id();
+    for task in &mut tasks {
+        task.receipt.store = id;
+    }
+    tasks
+}
+
+/// Refuses, before any SQL, a receipt handed out by another store: its id
+/// and token could name an unrelated delivery in this one. Other queues of
+/// the same store are fine.
+fn check_receipt(store: &dyn Store, receipt: Receipt) -> Result<()> {
+    if receipt.store != store.store_id() {
+        return Err(Error::invalid_argument(format!(
+            "task {} came from another queue store (another SQLite file, or another \
+             PostgreSQL schema or database): finish, fail or extend it through a handle on \
+             the store it was pulled from",
+            receipt.id
+        )));
+    }
+    Ok(())
+}
+
 pub(crate) fn check_batch_options(options: &PushOptions) -> Result<()> {
     if options.unique.is_some() {
         return Err(Error::invalid_argument(

@@ -155,4 +155,10 @@ pub(crate) trait Store: Send + Sync {
     /// The highest task id handed out in the store, in any queue (0 before
     /// the first push).
     fn last_id(&self) -> Result<i64>;
+
+    /// The store's identity: the same for every handle on it, different
+    /// for any other store. Receipts carry it, so that one from another
+    /// store (whose ids and tokens may match an unrelated delivery here)
+    /// is refused.
+    fn store_id(&self) -> u128;
 }

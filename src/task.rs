@@ -1,16 +1,31 @@
 //! Tasks as the engine hands them out: one delivery ([`Task`]), or a stored
 //! task seen from outside ([`TaskInfo`]).
 
-/// Proof of one delivery: the task id and the lease token drawn at claim
-/// time. Finishing with a receipt whose delivery is no longer current fails
-/// with [`crate::ErrorKind::NotHeld`].
+/// Proof of one delivery: the task id, the lease token drawn at claim
+/// time, and the store (SQLite file, or PostgreSQL schema) it was claimed
+/// from. Finishing with a receipt whose delivery is no longer current fails
+/// with [`crate::ErrorKind::NotHeld`]; one from another store, with
+/// [`crate::ErrorKind::InvalidArgument`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Receipt {
     pub(crate) id: i64,
     pub(crate) token: i64,
+    /// The store's identity ([`crate::store::Store::store_id`]), set by the
+    /// engine when it hands the task out.
+    pub(crate) store: u128,
 }
 
 impl Receipt {
+    /// The receipt of a delivery just claimed by a backend; the engine
+    /// ties it to its store before handing it out.
+    pub(crate) fn new(id: i64, token: i64) -> Receipt {
+        Receipt {
+            id,
+            token,
+            store: 0,
+        }
+    }
+
     /// The task's id.
     pub fn id(&self) -> i64 {
         self.id

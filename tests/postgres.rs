@@ -1,5 +1,6 @@
-//! What only the PostgreSQL backend does: holders that lose their session
-//! are recovered at once, notifications wake waiting pulls, lost
+//! What only the PostgreSQL backend does: a live process keeps its tasks
+//! through a lost session, one that is gone gives them back at once,
+//! receipts are tied to their schema, notifications wake waiting pulls, lost
 //! connections are replaced, several worker processes share a queue, a
 //! child after `fork()` leaves its parent's sessions alone, and options
 //! that mean nothing there are refused. The queue's semantics on
@@ -50,58 +51,6 @@ fn terminate_sessions(scratch: &Scratch, name: &str) -> usize {
 /// A scratch on the server, or `None` (said) without one.
 fn scratch(test: &str) -> Option<Scratch> {
     Scratch::postgres(&format!("postgres::{test}"))
-}
-
-#[test]
-fn a_holder_whose_sessions_end_gives_its_tasks_back_at_once() {
-    let Some(scratch) = scratch("holder_sessions_end") else {
-        return;
-    };
-    let holder_name = "tq_test_holder";
-    let holder = Queue::open(&named_url(&scratch, holder_name), &normal(&scratch)).unwrap();
-    let other = Queue::open(&named_url(&scratch, "tq_test_other"), &normal(&scratch)).unwrap();
-    for i in 0..3 {
-        push(&other, &i.to_string());
-    }
-    let held: Vec<_> = (0..2)
-        .map(|_| holder.pull(&lease(60_000)).unwrap().unwrap())
-        .collect();
-    assert_eq!(other.recover().unwrap(), 0, "a live holder keeps its tasks");
-
-    assert!(
-        terminate_sessions(&scratch, holder_name) >= 2,
-        "pool and listener"
-    );
-    let started = Instant::now();
-    let mut recovered = 0;
-    while recovered < 2 && started.elapsed() < Duration::from_secs(10) {
-        recovered += other.recover().unwrap();
-        thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(recovered, 2, "both tasks came back");
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "long before the 60 s leases expire"
-    );
-    assert_eq!(other.count(TaskState::Pending).unwrap(), 3);
-    let again = other.pull(&PullOptions::new()).unwrap().unwrap();
-    assert_eq!(again.id(), held[0].id(), "it keeps its place in line");
-    assert!(
-        again.last_error().unwrap().contains("died"),
-        "{:?}",
-        again.last_error()
-    );
-
-    // The holder's handle works on: its lost connections are replaced, and
-    // its old deliveries are no longer its own.
-    assert_eq!(
-        holder.finish(held[1].receipt()).unwrap_err().kind(),
-        ErrorKind::NotHeld
-    );
-    let next = holder.pull(&lease(60_000)).unwrap().unwrap();
-    assert_eq!(other.recover().unwrap(), 0, "its new holder is alive");
-    holder.finish(next.receipt()).unwrap();
-    other.finish(again.receipt()).unwrap();
 }
 
 #[test]
@@ -439,4 +388,152 @@ fn worker_processes_share_a_queue_and_no_task_goes_to_two() {
     assert!(busy_workers >= 2, "the workers shared the queue");
     assert_eq!(queue.count(TaskState::Pending).unwrap(), 0);
     assert_eq!(queue.count(TaskState::Leased).unwrap(), 0);
+}
+
+/// Pulls with `wait`, in a thread, from a handle on `url`.
+fn wait_for_a_task(
+    url: String,
+    options: OpenOptions,
+    wait: Duration,
+) -> thread::JoinHandle<Option<i64>> {
+    thread::spawn(move || {
+        let queue = Queue::open(&url, &options).unwrap();
+        let mut pull = PullOptions::new();
+        pull.wait(wait).unwrap();
+        let task = queue.pull(&pull).unwrap()?;
+        queue.finish(task.receipt()).unwrap();
+        Some(task.id())
+    })
+}
+
+#[test]
+fn a_live_process_whose_sessions_end_keeps_its_tasks() {
+    let Some(scratch) = scratch("live_holder_reconnects") else {
+        return;
+    };
+    // Holder identity is kept per listener, and a listener is shared by
+    // the handles of one process on one URL and schema: a handle on
+    // another URL (another application name) is another process to it.
+    let holder_name = "tq_test_live_holder";
+    let holder = Queue::open(&named_url(&scratch, holder_name), &normal(&scratch)).unwrap();
+    let other = Queue::open(&named_url(&scratch, "tq_test_rescuer"), &normal(&scratch)).unwrap();
+    push(&other, "1");
+    let task = holder.pull(&lease(60_000)).unwrap().unwrap();
+
+    assert!(
+        terminate_sessions(&scratch, holder_name) >= 2,
+        "pool and listener"
+    );
+    // Recovery during the reconnection, and after it, leaves the task to
+    // its holder.
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(3) {
+        assert_eq!(other.recover().unwrap(), 0, "a live holder keeps its task");
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(other.count(TaskState::Leased).unwrap(), 1);
+    holder
+        .finish(task.receipt())
+        .expect("the holder still holds its task");
+}
+
+#[test]
+fn a_holder_that_is_gone_gives_its_tasks_back_at_once() {
+    let Some(scratch) = scratch("holder_gone") else {
+        return;
+    };
+    let holder = Queue::open(&named_url(&scratch, "tq_test_gone"), &normal(&scratch)).unwrap();
+    let other = Queue::open(&named_url(&scratch, "tq_test_survivor"), &normal(&scratch)).unwrap();
+    for i in 0..3 {
+        push(&other, &i.to_string());
+    }
+    let held: Vec<_> = (0..2)
+        .map(|_| holder.pull(&lease(60_000)).unwrap().unwrap())
+        .collect();
+    assert_eq!(other.recover().unwrap(), 0, "a live holder keeps its tasks");
+
+    drop(holder);
+    let started = Instant::now();
+    let mut recovered = 0;
+    while recovered < 2 && started.elapsed() < Duration::from_secs(10) {
+        recovered += other.recover().unwrap();
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        recovered, 2,
+        "both tasks came back, long before the 60 s leases expire"
+    );
+    assert_eq!(other.count(TaskState::Pending).unwrap(), 3);
+    let again = other.pull(&PullOptions::new()).unwrap().unwrap();
+    assert_eq!(again.id(), held[0].id(), "it keeps its place in line");
+    assert!(
+        again.last_error().unwrap().contains("died"),
+        "{:?}",
+        again.last_error()
+    );
+    other.finish(again.receipt()).unwrap();
+}
+
+#[test]
+fn a_receipt_from_another_schema_is_refused() {
+    let Some(first) = scratch("receipts_schema_a") else {
+        return;
+    };
+    let second = scratch("receipts_schema_b").unwrap();
+    let a = first.open();
+    let b = second.open();
+    push(&a, "\"a\"");
+    push(&b, "\"b\"");
+    let task_a = a.pull(&lease(60_000)).unwrap().unwrap();
+    let task_b = b.pull(&lease(60_000)).unwrap().unwrap();
+
+    let refusals = [
+        b.finish(task_a.receipt()).unwrap_err(),
+        b.fail(task_a.receipt(), "no").unwrap_err(),
+        b.extend(task_a.receipt(), Duration::from_secs(60))
+            .unwrap_err(),
+        b.finish_batch(&[task_a.receipt()]).unwrap_err(),
+    ];
+    for err in refusals {
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+        assert!(err.message().contains("another queue store"), "{err}");
+    }
+    assert_eq!(
+        b.count(TaskState::Leased).unwrap(),
+        1,
+        "b's task is still held"
+    );
+    b.finish(task_b.receipt()).expect("by its holder");
+    a.finish(task_a.receipt()).expect("by its holder");
+}
+
+#[test]
+fn a_schema_name_of_63_bytes_pushes_pulls_and_waits() {
+    let Some(scratch) = scratch("long_schema_name") else {
+        return;
+    };
+    let server = scratch.server().unwrap();
+    let name = format!("tq_long_{}", "s".repeat(55));
+    assert_eq!(name.len(), 63);
+    postgres_client(&server.url)
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE"))
+        .unwrap();
+    let mut options = normal(&scratch);
+    options.postgres_schema(&name).unwrap();
+    let waiter = wait_for_a_task(
+        named_url(&scratch, "tq_test_long_waiter"),
+        options.clone(),
+        Duration::from_secs(20),
+    );
+    let queue = Queue::open(&server.url, &options).unwrap();
+    thread::sleep(Duration::from_millis(300));
+    let id = push(&queue, "\"wake up\"");
+    assert_eq!(waiter.join().unwrap(), Some(id), "the waiting pull got it");
+    push(&queue, "2");
+    let task = queue.pull(&PullOptions::new()).unwrap().unwrap();
+    queue.fail(task.receipt(), "again").unwrap();
+    assert_eq!(queue.recover().unwrap(), 0);
+    postgres_client(&server.url)
+        .batch_execute(&format!("DROP SCHEMA \"{name}\" CASCADE"))
+        .unwrap();
 }

@@ -2,17 +2,28 @@
 //! alive and hears of new tasks.
 //!
 //! Its session holds the advisory lock `(lock space, holder id)` for as
-//! long as it lives, and tasks claimed by the process carry that holder id:
-//! [`super::tasks`]'s recover sees in `pg_locks` whether a holder's lock is
-//! still held, so a process that died, or whose machine or connection did,
-//! gives its tasks back at once, without waiting for their leases. The
-//! same session `LISTEN`s on the schema's channel, which every write that
-//! may make a task ready notifies: each notification rings the process's
-//! bell and moves its change counter, waking its waiting pulls.
+//! long as it lives, refreshes the holder's row in `holders` (its
+//! `seen_alive_at`) every [`HEARTBEAT_EVERY`], and tasks claimed by the
+//! process carry that holder id. [`super::tasks`]'s recover takes a task
+//! back from its holder only when the holder's lock is free (in
+//! `pg_locks`) *and* its heartbeat is older than [`GRACE`]: a process
+//! that died or ended gives its tasks back, one whose session was ended
+//! (a network blip, a failover, an administrator) keeps them while it
+//! connects again. A handle that closes deletes its row, so the tasks of
+//! a process that ended cleanly come back at once; those of one that
+//! crashed come back once its heartbeat is [`GRACE`] old.
 //!
-//! A lost connection is made again by the listener's thread, with a new
-//! holder id: the tasks claimed under the old one are then recoverable by
-//! anyone, as those of a dead process are.
+//! A lost connection is made again by the listener's thread, which then
+//! takes the same holder id again: only this process ever held it, so it
+//! waits, with back-off, for the server to release the dead session's
+//! lock. The session sets `idle_session_timeout` to 0 (on servers that
+//! have it) and TCP keepalives both ways, so an idle listener is not ended
+//! and a dead peer is noticed.
+//!
+//! The same session `LISTEN`s on the schema's channel, which every write
+//! that may make a task ready notifies with the queue's name: each
+//! notification rings the bell and moves the change counter of that
+//! queue's waiters in this process, and no other queue's.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -24,6 +35,7 @@ use postgres::fallible_iterator::FallibleIterator;
 use postgres::Client;
 
 use super::pool::Connector;
+use super::NOW_MS;
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::OpenOptions;
 use crate::wait::Bell;
@@ -36,16 +48,54 @@ const TICK: Duration = Duration::from_millis(100);
 /// moment (`SKIP LOCKED`) without taking it, and nothing notifies then.
 const NUDGE_EVERY: Duration = Duration::from_secs(1);
 
-/// Longest pause between two tries to connect again.
+/// Longest pause between two tries to connect again, or to take the
+/// holder lock again.
 const MAX_RECONNECT_PAUSE: Duration = Duration::from_secs(2);
+
+/// How often the listener refreshes its holder's `seen_alive_at`.
+const HEARTBEAT_EVERY: Duration = Duration::from_secs(2);
+
+/// How long a holder whose lock is free still counts as alive after its
+/// last heartbeat. Its process connects again within a pause of at most
+/// [`MAX_RECONNECT_PAUSE`] plus a connection attempt of at most 10 s (the
+/// default `connect_timeout`), after a heartbeat at most
+/// [`HEARTBEAT_EVERY`] old: 30 s leaves twice that margin.
+pub(super) const GRACE: Duration = Duration::from_secs(30);
+
+/// How long a new session waits to take this process's holder id again
+/// before it takes a new one: the server releases the dead session's lock
+/// once it notices the session is gone, which its TCP keepalives bound.
+const RETAKE_FOR: Duration = Duration::from_secs(120);
+
+/// The server-side TCP keepalives of the listener's session (seconds):
+/// the server notices a vanished client within about a minute.
+const SERVER_KEEPALIVES: &str = "SET tcp_keepalives_idle = 30; SET tcp_keepalives_interval = 10; \
+    SET tcp_keepalives_count = 3";
 
 /// Tries for a free holder id before giving up (ids are taken by other
 /// schemas' holders only when their lock spaces collide).
 const HOLDER_ID_TRIES: usize = 16;
 
-/// The notification channel of schema `name`.
+/// The longest channel name PostgreSQL keeps whole (NAMEDATALEN - 1).
+const MAX_CHANNEL_LEN: usize = 63;
+
+/// The notification channel of schema `name`: `tq_{name}`, or, for a name
+/// too long for that (61 to 63 bytes), its first bytes and a hash of the
+/// whole name, so that the channel fits and differs by schema.
 pub(super) fn channel(name: &str) -> String {
-    format!("tq_{name}")
+    let plain = format!("tq_{name}");
+    if plain.len() <= MAX_CHANNEL_LEN {
+        return plain;
+    }
+    // FNV-1a: stable across builds and platforms, unlike std's hashers.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in name.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    // Names are ASCII (see options.rs): any byte is a char boundary.
+    let kept = MAX_CHANNEL_LEN - "tq__".len() - 16;
+    format!("tq_{}_{hash:016x}", &name[..kept])
 }
 
 /// This process's listener on one schema, shared by its handles there.
@@ -53,11 +103,26 @@ pub(super) struct Listener {
     state: Arc<State>,
 }
 
+/// What wakes the waiters of one queue in this process.
+#[derive(Default)]
+pub(super) struct Waiters {
+    pub(super) bell: Arc<Bell>,
+    /// Moved by every notification for the queue (see
+    /// [`crate::store::Store::change_counter`]).
+    pub(super) changes: AtomicI64,
+}
+
+impl Waiters {
+    fn wake(&self) {
+        self.changes.fetch_add(1, Ordering::SeqCst);
+        self.bell.ring();
+    }
+}
+
 /// What the listener's thread shares with the handles.
 struct State {
-    bell: Arc<Bell>,
-    /// Moved by every notification (see [`crate::store::Store::change_counter`]).
-    changes: AtomicI64,
+    /// The waiters of each queue opened in this process, by name.
+    queues: Mutex<BTreeMap<String, Arc<Waiters>>>,
     holder: Mutex<Holder>,
     holder_changed: Condvar,
     /// Set when the last handle is gone: the thread ends and its session
@@ -99,8 +164,7 @@ impl Listener {
             return Ok(listener);
         }
         let state = Arc::new(State {
-            bell: Arc::new(Bell::default()),
-            changes: AtomicI64::new(0),
+            queues: Mutex::new(BTreeMap::new()),
             holder: Mutex::new(Holder::Connecting),
             holder_changed: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -127,13 +191,11 @@ impl Listener {
         Ok(listener)
     }
 
-    pub(super) fn bell(&self) -> Arc<Bell> {
-        Arc::clone(&self.state.bell)
-    }
-
-    /// A number moved by every notification on the schema.
-    pub(super) fn changes(&self) -> i64 {
-        self.state.changes.load(Ordering::SeqCst)
+    /// The waiters of `queue` in this process: woken by notifications for
+    /// that queue only.
+    pub(super) fn waiters(&self, queue: &str) -> Arc<Waiters> {
+        let mut queues = self.state.queues();
+        Arc::clone(queues.entry(queue.to_owned()).or_default())
     }
 
     /// Waits for the first try to connect, and says how it went.
@@ -201,10 +263,29 @@ impl State {
         self.holder_changed.notify_all();
     }
 
-    /// Wakes the process's waiters: something may have become ready.
-    fn changed(&self) {
-        self.changes.fetch_add(1, Ordering::SeqCst);
-        self.bell.ring();
+    fn queues(&self) -> MutexGuard<'_, BTreeMap<String, Arc<Waiters>>> {
+        // Entries are only added, each whole: a panic cannot leave the map
+        // half-changed.
+        self.queues
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Wakes the waiters of `queue`: a task of it may have become ready.
+    fn changed(&self, queue: &str) {
+        let waiters = self.queues().get(queue).cloned();
+        if let Some(waiters) = waiters {
+            waiters.wake();
+        }
+    }
+
+    /// Wakes every waiter of the process: notifications may have been
+    /// missed.
+    fn all_changed(&self) {
+        let queues: Vec<Arc<Waiters>> = self.queues().values().cloned().collect();
+        for waiters in queues {
+            waiters.wake();
+        }
     }
 
     fn stopped(&self) -> bool {
@@ -213,49 +294,124 @@ impl State {
 }
 
 /// The listener's thread: connect, listen until the connection is lost,
-/// connect again, until the last handle is gone.
+/// connect again under the same holder id, until the last handle is gone;
+/// then delete the holder's row, so that its tasks come back at once.
 fn run(state: &State, connector: &Connector, quoted: &str, channel: &str, lock_space: i32) {
+    let holders = Holders { quoted, lock_space };
     let mut pause = Duration::from_millis(50);
+    let mut previous = None;
     while !state.stopped() {
-        match connect(connector, quoted, channel, lock_space) {
+        match connect(connector, &holders, channel, previous, state) {
             Ok((mut client, id)) => {
                 pause = Duration::from_millis(50);
+                previous = Some(id);
                 state.set(Holder::Held(id));
                 // Writes made while no one listened were not heard.
-                state.changed();
-                listen(&mut client, state);
+                state.all_changed();
+                listen(&mut client, &holders, id, state);
+                if state.stopped() {
+                    // Best effort: a row left behind only delays recovery
+                    // by the grace period.
+                    let _ = holders.forget(&mut client, id);
+                    return;
+                }
                 state.set(Holder::Connecting);
-                state.changed();
+                state.all_changed();
             }
             Err(err) => {
                 state.set(Holder::Failed(err));
-                let until = Instant::now() + pause;
-                while !state.stopped() && Instant::now() < until {
-                    thread::sleep(TICK.min(pause));
-                }
+                sleep_unless_stopped(state, pause);
                 pause = (pause * 2).min(MAX_RECONNECT_PAUSE);
             }
         }
     }
 }
 
-/// A new session that listens on `channel` and holds a holder lock.
+/// Sleeps for `pause`, or less when the last handle goes.
+fn sleep_unless_stopped(state: &State, pause: Duration) {
+    let until = Instant::now() + pause;
+    while !state.stopped() && Instant::now() < until {
+        thread::sleep(TICK.min(pause));
+    }
+}
+
+/// The statements on holder locks and the `holders` table of one schema.
+struct Holders<'a> {
+    /// The schema's name, quoted for SQL.
+    quoted: &'a str,
+    lock_space: i32,
+}
+
+impl Holders<'_> {
+    fn try_lock(&self, client: &mut Client, id: i32) -> Result<bool> {
+        Ok(client
+            .query_one(
+                "SELECT pg_try_advisory_lock($1, $2)",
+                &[&self.lock_space, &id],
+            )?
+            .try_get(0)?)
+    }
+
+    /// Records that holder `id` is alive now.
+    fn heartbeat(&self, client: &mut Client, id: i32) -> Result<()> {
+        client.execute(
+            &format!(
+                "INSERT INTO {}.holders (id, seen_alive_at) VALUES ($1, {NOW_MS})
+                 ON CONFLICT (id) DO UPDATE SET seen_alive_at = excluded.seen_alive_at",
+                self.quoted
+            ),
+            &[&id],
+        )?;
+        Ok(())
+    }
+
+    fn forget(&self, client: &mut Client, id: i32) -> Result<()> {
+        client.execute(
+            &format!("DELETE FROM {}.holders WHERE id = $1", self.quoted),
+            &[&id],
+        )?;
+        Ok(())
+    }
+}
+
+/// A new session that listens on `channel` and holds a holder lock: that
+/// of `previous` when given and released within [`RETAKE_FOR`] (its
+/// heartbeat kept fresh meanwhile), else a new one.
 fn connect(
     connector: &Connector,
-    quoted: &str,
+    holders: &Holders<'_>,
     channel: &str,
-    lock_space: i32,
+    previous: Option<i32>,
+    state: &State,
 ) -> Result<(Client, i32)> {
     let mut client = connector.connect()?;
+    client.batch_execute(SERVER_KEEPALIVES)?;
+    // An idle listener must not be ended by the server (PostgreSQL 14 and
+    // later have the setting).
+    client.execute(
+        "SELECT set_config('idle_session_timeout', '0', false)
+         WHERE current_setting('server_version_num')::int >= 140000",
+        &[],
+    )?;
     // Schema names are letters, digits and '_' (see options.rs).
     client.batch_execute(&format!("LISTEN \"{channel}\""))?;
-    let next_id = format!("SELECT nextval('{quoted}.holder_ids')::int4");
+    if let Some(id) = previous {
+        let deadline = Instant::now() + RETAKE_FOR;
+        let mut pause = Duration::from_millis(50);
+        while !state.stopped() && Instant::now() < deadline {
+            holders.heartbeat(&mut client, id)?;
+            if holders.try_lock(&mut client, id)? {
+                return Ok((client, id));
+            }
+            sleep_unless_stopped(state, pause);
+            pause = (pause * 2).min(MAX_RECONNECT_PAUSE);
+        }
+    }
+    let next_id = format!("SELECT nextval('{}.holder_ids')::int4", holders.quoted);
     for _ in 0..HOLDER_ID_TRIES {
         let id: i32 = client.query_one(&next_id, &[])?.try_get(0)?;
-        let locked: bool = client
-            .query_one("SELECT pg_try_advisory_lock($1, $2)", &[&lock_space, &id])?
-            .try_get(0)?;
-        if locked {
+        if holders.try_lock(&mut client, id)? {
+            holders.heartbeat(&mut client, id)?;
             return Ok((client, id));
         }
     }
@@ -265,21 +421,31 @@ fn connect(
     ))
 }
 
-/// Turns notifications into wake-ups until the connection is lost or the
-/// last handle is gone.
-fn listen(client: &mut Client, state: &State) {
+/// Turns notifications into wake-ups of the queue they name, and keeps the
+/// holder's heartbeat, until the connection is lost or the last handle is
+/// gone.
+fn listen(client: &mut Client, holders: &Holders<'_>, id: i32, state: &State) {
     let mut nudged = Instant::now();
+    let mut beat = Instant::now();
     while !state.stopped() {
         let next = client.notifications().timeout_iter(TICK).next();
         match next {
-            Ok(Some(_)) => state.changed(),
+            Ok(Some(notification)) => state.changed(notification.payload()),
             Ok(None) if client.is_closed() => return,
             Ok(None) => {}
             Err(_) => return,
         }
         if nudged.elapsed() >= NUDGE_EVERY {
             nudged = Instant::now();
-            state.changes.fetch_add(1, Ordering::SeqCst);
+            for waiters in state.queues().values() {
+                waiters.changes.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        if beat.elapsed() >= HEARTBEAT_EVERY {
+            beat = Instant::now();
+            if holders.heartbeat(client, id).is_err() {
+                return;
+            }
         }
     }
 }

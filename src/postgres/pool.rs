@@ -42,6 +42,13 @@ impl Connector {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
+        // libpq's way to keep a password out of the URL (and so out of
+        // `ps` and shell histories); the `postgres` crate does not read it.
+        if config.get_password().is_none() {
+            if let Some(password) = std::env::var_os("PGPASSWORD") {
+                config.password(password.as_encoded_bytes());
+            }
+        }
         if config.get_application_name().is_none() {
             config.application_name("tq");
         }
@@ -351,5 +358,34 @@ impl Drop for Pooled<'_> {
         }
         drop(state);
         self.pool.freed.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_password_comes_from_pgpassword_when_the_url_has_none() {
+        // No other test reads PGPASSWORD; the test server trusts every
+        // connection, so a password set meanwhile changes nothing there.
+        std::env::set_var("PGPASSWORD", "from-the-environment");
+        let from_env = Connector::new("postgres://u@127.0.0.1/db", &OpenOptions::new());
+        let from_url = Connector::new("postgres://u:in-the-url@127.0.0.1/db", &OpenOptions::new());
+        std::env::remove_var("PGPASSWORD");
+        let password = |connector: Result<Connector>| {
+            connector.unwrap().config.get_password().map(<[u8]>::to_vec)
+        };
+        assert_eq!(password(from_env), Some(b"from-the-environment".to_vec()));
+        assert_eq!(
+            password(from_url),
+            Some(b"in-the-url".to_vec()),
+            "the URL wins"
+        );
+        let without = password(Connector::new(
+            "postgres://u@127.0.0.1/db",
+            &OpenOptions::new(),
+        ));
+        assert_eq!(without, None);
     }
 }

@@ -63,21 +63,33 @@ const MIGRATIONS: &[&str] = &[
         WHERE state = 2 AND unique_until IS NOT NULL;
     CREATE UNIQUE INDEX tasks_unique ON @.tasks (queue, unique_key)
         WHERE unique_key IS NOT NULL;",
+    // 2: holders' heartbeats, so that a holder whose session was ended is
+    // not taken for dead while it connects again; the store's identity,
+    // which receipts carry; lease tokens drawn at random (as SQLite's are)
+    // rather than from a sequence that starts at 1 in every schema.
+    "CREATE TABLE @.holders (
+        id            integer PRIMARY KEY,
+        seen_alive_at bigint  NOT NULL
+    );
+    INSERT INTO @.meta (key, value)
+        VALUES ('store_id', (floor(random() * 4294967296)::int8 << 32)
+                            | floor(random() * 4294967296)::int8);
+    DROP SEQUENCE @.lease_tokens;",
 ];
 
 /// The schema version this library writes.
 pub(super) const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Creates tq's schema `name` (quoted: `quoted`) or brings it up to date,
-/// under the advisory lock `(lock_space, 0)`. A schema with a newer tq
-/// version, or holding tables that are not tq's, is refused and left as
-/// it was.
+/// under the advisory lock `(lock_space, 0)`, and returns its store id. A
+/// schema with a newer tq version, or holding tables that are not tq's, is
+/// refused and left as it was.
 pub(super) fn migrate(
     client: &mut Client,
     name: &str,
     quoted: &str,
     lock_space: i32,
-) -> Result<()> {
+) -> Result<i64> {
     let mut tx = client.transaction()?;
     tx.execute("SELECT pg_advisory_xact_lock($1, 0)", &[&lock_space])?;
     let exists = tx
@@ -97,7 +109,8 @@ pub(super) fn migrate(
         ));
     }
     if from == CURRENT_VERSION {
-        return Ok(()); // The transaction rolls back: it wrote nothing.
+        // The transaction rolls back: it wrote nothing.
+        return store_id(&mut tx, quoted);
     }
     for migration in &MIGRATIONS[from as usize..] {
         tx.batch_execute(&migration.replace("@.", &format!("{quoted}.")))?;
@@ -109,8 +122,24 @@ pub(super) fn migrate(
         ),
         &[&CURRENT_VERSION],
     )?;
+    let id = store_id(&mut tx, quoted)?;
     tx.commit()?;
-    Ok(())
+    Ok(id)
+}
+
+/// The schema's store id (see migration 2).
+fn store_id(tx: &mut postgres::Transaction<'_>, quoted: &str) -> Result<i64> {
+    let row = tx.query_opt(
+        &format!("SELECT value FROM {quoted}.meta WHERE key = 'store_id'"),
+        &[],
+    )?;
+    match row {
+        Some(row) => Ok(row.try_get(0)?),
+        None => Err(Error::new(
+            ErrorKind::NotADatabase,
+            "tq's tables were changed outside tq: the meta table has no store id",
+        )),
+    }
 }
 
 /// The schema's tq version: 0 when it holds nothing yet.

@@ -22,7 +22,8 @@ use crate::store::{Checkpoint, NewTask, Store};
 use crate::task::{Failed, Pushed, Receipt, Task, TaskInfo, TaskState};
 
 /// Stores tasks without unique keys, in order, and notifies the schema's
-/// channel (`$7`, payload the queue `$1`). `$3` is each task's delay from
+/// channel (`$7`, payload the queue `$1`) once: an uncorrelated subquery
+/// is run once per statement, not once per row. `$3` is each task's delay from
 /// now, or NULL when `$4` gives its time.
 const PUSH: &str = "WITH clock AS (SELECT NOW_MS AS now),
     ins AS (
@@ -35,7 +36,7 @@ const PUSH: &str = "WITH clock AS (SELECT NOW_MS AS now),
              CROSS JOIN LATERAL (SELECT coalesce(clock.now + u.delay, u.at) AS run_at) x
         ORDER BY u.ord
         RETURNING id)
-    SELECT id, pg_notify($7, $1)::text FROM ins";
+    SELECT id, (SELECT pg_notify($7, $1)::text) FROM ins";
 
 /// The task of queue `$1` holding unique key `$2`, if any.
 const UNIQUE_HOLDER: &str = "SELECT id, state, unique_until, NOW_MS FROM @.tasks
@@ -92,7 +93,7 @@ const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
         RETURNING t.id),
     taken AS (
         UPDATE @.tasks t
-        SET state = 1, attempts = t.attempts + 1, lease_token = nextval('@.lease_tokens'),
+        SET state = 1, attempts = t.attempts + 1, lease_token = RANDOM_TOKEN,
             lease_expires_at = clock.now + $3::int8, holder_id = $4::int4,
             last_error = CASE WHEN p.expired THEN 'the lease of the previous delivery expired'
                               ELSE t.last_error END
@@ -137,7 +138,7 @@ const FINISH: &str = "WITH clock AS (SELECT NOW_MS AS now),
 /// The delivery `($1, $2)` if current, locked, with a random number for
 /// the back-off's jitter and the server's time.
 const FAILING: &str = "SELECT attempts, max_attempts,
-        floor(random() * 9007199254740992)::int8, NOW_MS
+        floor(random() * 9007199254740992)::int8, NOW_MS, queue
     FROM @.tasks WHERE id = $1 AND state = 1 AND lease_token = $2 FOR UPDATE";
 
 const BURY: &str = "UPDATE @.tasks
@@ -153,14 +154,23 @@ const RETRY_LATER: &str = "UPDATE @.tasks
 const EXTEND: &str = "UPDATE @.tasks SET lease_expires_at = NOW_MS + $3::int8
     WHERE id = $1 AND state = 1 AND lease_token = $2";
 
+/// A lease token: 64 random bits, as in SQLite, so that a receipt never
+/// matches a delivery it was not drawn for (two draws of 32 bits: one
+/// `random()` has fewer than 64).
+pub(super) const RANDOM_TOKEN: &str = "((floor(random() * 4294967296)::int8 << 32)
+    | floor(random() * 4294967296)::int8)";
+
 /// Takes back the leased tasks of queue `$1` whose lease expired or whose
-/// holder's lock (`($2, holder id)`) no one holds any more: its session
-/// ended, with its process, machine or connection.
+/// holder is gone: no one holds its lock (`($2, holder id)`) and its
+/// heartbeat is older than `$3` ms (the listener's grace period), so it is
+/// not merely connecting again.
 const RECOVER: &str = "WITH clock AS (SELECT NOW_MS AS now),
     live AS (
         SELECT objid::int8 AS id FROM pg_locks
         WHERE locktype = 'advisory' AND classid::int8 = $2::int8 AND objsubid = 2 AND granted
-          AND database = (SELECT oid FROM pg_database WHERE datname = current_database())),
+          AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+        UNION
+        SELECT id FROM @.holders WHERE seen_alive_at > (SELECT now FROM clock) - $3::int8),
     gone AS (
         SELECT t.id, (t.holder_id IS NULL OR t.holder_id NOT IN (SELECT id FROM live)) AS died
         FROM @.tasks t, clock
@@ -205,14 +215,34 @@ const RETRY_DEAD: &str = "UPDATE @.tasks
     SET state = 0, attempts = 0, run_at = NOW_MS, finished_at = NULL
     WHERE queue = $1 AND state = 3 AND ($2::int8 IS NULL OR id = $2)";
 
-/// The `state IN (...)` condition of a visible state.
+/// The condition on `state` of a visible state. Pending is written as an
+/// `OR` of equalities: PostgreSQL can prove each partial index's predicate
+/// from one arm (a bitmap OR of the ready and waiting indexes), but not
+/// from `state IN (0, 4)`, which scans the table.
 fn state_condition(state: TaskState) -> &'static str {
     match state {
-        TaskState::Pending => "state IN (0, 4)",
+        TaskState::Pending => "(state = 0 OR state = 4)",
         TaskState::Leased => "state = 1",
         TaskState::Done => "state = 2",
         TaskState::Dead => "state = 3",
     }
+}
+
+/// Counts the tasks of queue `$1` in `state`.
+fn count_sql(state: TaskState) -> String {
+    format!(
+        "SELECT count(*) FROM @.tasks WHERE queue = $1 AND {}",
+        state_condition(state)
+    )
+}
+
+/// Lists up to `$3` tasks of queue `$1` in `state` with ids above `$2`.
+fn list_sql(state: TaskState) -> String {
+    format!(
+        "SELECT id, state, attempts, max_attempts, priority, run_at, last_error, payload
+         FROM @.tasks WHERE queue = $1 AND {} AND id > $2 ORDER BY id LIMIT $3",
+        state_condition(state)
+    )
 }
 
 /// A count read from the database as a `u32` (tq writes only those).
@@ -227,10 +257,7 @@ fn task_from_row(row: &Row) -> Result<Option<Task>> {
         return Ok(None);
     };
     Ok(Some(Task {
-        receipt: Receipt {
-            id: row.try_get(0)?,
-            token,
-        },
+        receipt: Receipt::new(row.try_get(0)?, token),
         attempts: count32(row, 2)?,
         max_attempts: count32(row, 3)?,
         priority: row.try_get(4)?,
@@ -292,8 +319,9 @@ impl PostgresStore {
             .collect())
     }
 
-    fn notify(&self, tx: &mut Tx<'_>) -> Result<()> {
-        tx.query(NOTIFY, &[&self.channel, &self.queue])?;
+    /// Wakes the waiters of `queue`, in every process, once `tx` commits.
+    fn notify(&self, tx: &mut Tx<'_>, queue: &str) -> Result<()> {
+        tx.query(NOTIFY, &[&self.channel, &queue])?;
         Ok(())
     }
 
@@ -343,7 +371,7 @@ impl PostgresStore {
                 ],
             )?;
             if let Some(row) = inserted {
-                self.notify(tx)?;
+                self.notify(tx, &self.queue)?;
                 return Ok(Pushed::Stored(row.try_get(0)?));
             }
         }
@@ -455,7 +483,9 @@ impl Store for PostgresStore {
                 &self.sql(RETRY_LATER),
                 &[&receipt.id, &state, &retry_at, &reason],
             )?;
-            self.notify(tx)?;
+            // The task may be another queue's of this schema.
+            let queue: String = row.try_get(4)?;
+            self.notify(tx, &queue)?;
             Ok(Failed::RetryAt(retry_at))
         })
     }
@@ -471,21 +501,18 @@ impl Store for PostgresStore {
 
     fn recover(&self, _now: i64) -> Result<u64> {
         let space = i64::from(self.lock_space);
+        let grace = super::listener::GRACE.as_millis() as i64;
         self.write(|tx| {
-            let recovered = tx.execute(&self.sql(RECOVER), &[&self.queue, &space])?;
+            let recovered = tx.execute(&self.sql(RECOVER), &[&self.queue, &space, &grace])?;
             if recovered > 0 {
-                self.notify(tx)?;
+                self.notify(tx, &self.queue)?;
             }
             Ok(recovered)
         })
     }
 
     fn count(&self, state: TaskState) -> Result<u64> {
-        let sql = format!(
-            "SELECT count(*) FROM @.tasks WHERE queue = $1 AND {}",
-            state_condition(state)
-        );
-        let count: i64 = self.read_value(&sql, &[&self.queue])?;
+        let count: i64 = self.read_value(&count_sql(state), &[&self.queue])?;
         Ok(count as u64)
     }
 
@@ -501,11 +528,7 @@ impl Store for PostgresStore {
     }
 
     fn list(&self, state: TaskState, after_id: i64, limit: usize) -> Result<Vec<TaskInfo>> {
-        let sql = self.sql(&format!(
-            "SELECT id, state, attempts, max_attempts, priority, run_at, last_error, payload
-             FROM @.tasks WHERE queue = $1 AND {} AND id > $2 ORDER BY id LIMIT $3",
-            state_condition(state)
-        ));
+        let sql = self.sql(&list_sql(state));
         let limit = limit.min(i64::MAX as usize) as i64;
         self.read(|conn| {
             conn.query(&sql, &[&self.queue, &after_id, &limit])?
@@ -535,7 +558,7 @@ impl Store for PostgresStore {
         self.write(|tx| {
             let retried = tx.execute(&self.sql(RETRY_DEAD), &[&self.queue, &id])?;
             if retried > 0 {
-                self.notify(tx)?;
+                self.notify(tx, &self.queue)?;
             }
             Ok(retried)
         })
@@ -574,7 +597,10 @@ impl Store for PostgresStore {
     }
 
     fn change_counter(&self) -> Result<i64> {
-        Ok(self.listener.changes())
+        Ok(self
+            .waiters
+            .changes
+            .load(std::sync::atomic::Ordering::SeqCst))
     }
 
     fn queue_names(&self) -> Result<Vec<String>> {
@@ -589,6 +615,11 @@ impl Store for PostgresStore {
 
     fn last_id(&self) -> Result<i64> {
         self.read_value(LAST_ID, &[])
+    }
+
+    fn store_id(&self) -> u128 {
+        // Drawn at random when the schema was created (migration 2).
+        u128::from(self.store_id as u64)
     }
 }
 
@@ -724,5 +755,115 @@ mod tests {
                 "0 is no limit there"
             );
         }
+    }
+
+    /// Opens schema `schema` afresh on queue `queue`.
+    fn fresh_store(url: &str, schema: &str, queue: &str) -> PostgresStore {
+        let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
+        client
+            .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+            .unwrap();
+        let mut options = OpenOptions::new();
+        options
+            .postgres_schema(schema)
+            .unwrap()
+            .queue(queue)
+            .unwrap();
+        PostgresStore::open(url, &options).unwrap()
+    }
+
+    #[test]
+    fn pending_tasks_are_counted_and_listed_through_the_partial_indexes() {
+        let Some(url) = server("pending_tasks_are_counted_and_listed_through_the_partial_indexes")
+        else {
+            return;
+        };
+        let schema = format!("unit_plans_{}", std::process::id());
+        let store = fresh_store(&url, &schema, "default");
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        // History dwarfs the pending tasks, as on a queue that keeps it.
+        client
+            .batch_execute(&format!(
+                "INSERT INTO \"{schema}\".tasks
+                     (queue, state, payload, created_at, run_at, max_attempts, finished_at)
+                 SELECT 'default', CASE WHEN i % 1000 = 0 THEN i % 3000 / 1000 * 4 ELSE 2 END,
+                        '1', 0, i, 3, i
+                 FROM generate_series(1, 100000) AS i;
+                 ANALYZE \"{schema}\".tasks"
+            ))
+            .unwrap();
+        for sql in [count_sql(TaskState::Pending), list_sql(TaskState::Pending)] {
+            let sql = store
+                .sql(&sql)
+                .replace("$1", "'default'")
+                .replace("$2", "0")
+                .replace("$3", "100");
+            let plan: Vec<String> = client
+                .query(&format!("EXPLAIN {sql}"), &[])
+                .unwrap()
+                .iter()
+                .map(|row| row.get(0))
+                .collect();
+            let plan = plan.join("\n");
+            assert!(!plan.contains("Seq Scan"), "{sql}\n{plan}");
+            assert!(
+                plan.contains("tasks_ready") && plan.contains("tasks_waiting"),
+                "{sql}\n{plan}"
+            );
+        }
+        assert_eq!(store.count(TaskState::Pending).unwrap(), 67);
+        assert_eq!(store.list(TaskState::Pending, 0, 1000).unwrap().len(), 67);
+        drop(store);
+        client
+            .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+            .unwrap();
+    }
+
+    /// Waits (up to a generous bound) until `bell` has rung after `seen`.
+    fn rung_after(bell: &crate::wait::Bell, seen: u64) -> bool {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        bell.sleep(seen, until, || false);
+        bell.rings() > seen
+    }
+
+    #[test]
+    fn a_notification_wakes_only_the_waiters_of_its_queue() {
+        let Some(url) = server("a_notification_wakes_only_the_waiters_of_its_queue") else {
+            return;
+        };
+        let schema = format!("unit_wakes_{}", std::process::id());
+        let a = fresh_store(&url, &schema, "a");
+        let mut options = OpenOptions::new();
+        options
+            .postgres_schema(&schema)
+            .unwrap()
+            .queue("b")
+            .unwrap();
+        let b = PostgresStore::open(&url, &options).unwrap();
+        let (bell_a, bell_b) = (a.bell(), b.bell());
+        let task = |payload: &str| vec![NewTask::new(payload, &PushOptions::new(), 0, 3)];
+
+        // Notifications are heard in order: once a's push is heard, the
+        // listener's start is behind us too.
+        let seen = bell_a.rings();
+        a.push(task("1"), 0).unwrap();
+        assert!(rung_after(&bell_a, seen), "a push to a wakes a's waiters");
+
+        let (seen_a, seen_b) = (bell_a.rings(), bell_b.rings());
+        b.push(task("2"), 0).unwrap();
+        assert!(rung_after(&bell_b, seen_b), "a push to b wakes b's waiters");
+        assert_eq!(
+            bell_a.rings(),
+            seen_a,
+            "a push to b leaves a's waiters asleep"
+        );
+
+        a.push(task("3"), 0).unwrap();
+        assert!(rung_after(&bell_a, seen_a), "and a push to a wakes them");
+        drop((a, b));
+        postgres::Client::connect(&url, postgres::NoTls)
+            .unwrap()
+            .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+            .unwrap();
     }
 }

@@ -275,10 +275,7 @@ fn claim(
 
 fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
     Ok(Task {
-        receipt: Receipt {
-            id: row.get(0)?,
-            token: row.get(1)?,
-        },
+        receipt: Receipt::new(row.get(0)?, row.get(1)?),
         attempts: row.get(2)?,
         max_attempts: row.get(3)?,
         priority: row.get(4)?,
@@ -608,6 +605,11 @@ impl SqliteStore {
 }
 
 impl Store for SqliteStore {
+    fn store_id(&self) -> u128 {
+        let (device, inode) = self.file_id();
+        (u128::from(device) << 64) | u128::from(inode)
+    }
+
     fn push(&self, tasks: Vec<NewTask>, now: i64) -> Result<Vec<Pushed>> {
         match self.submit(Op::Push {
             queue: self.queue.clone(),

@@ -346,12 +346,12 @@ fn dead_holders(dir: &Dir, target: &Target, scenario: &str) {
         .flat_map(|label| Histories::read_process(&history_dir, label).delivered_ids())
         .collect();
     // On SQLite a holder's locks die with its process, so the first recover
-    // brings its tasks back; a PostgreSQL server ends a killed client's
-    // session a moment later, once it sees the connection closed, and
-    // recover is retried until then.
+    // brings its tasks back. On PostgreSQL a holder whose session ended
+    // counts as alive, connecting again, until its heartbeat is older than
+    // the 30 s grace period; recover is retried until then.
     let patience = match target {
         Target::File(_) => Duration::ZERO,
-        Target::Postgres { .. } => Duration::from_secs(10),
+        Target::Postgres { .. } => Duration::from_secs(45),
     };
     let started = Instant::now();
     let mut recovered = client.recover().expect("recover");
