@@ -164,8 +164,10 @@ fn recover_returns_expired_leases_but_not_live_ones(scratch: Scratch) {
     let queue = scratch.open();
     push(&queue, "1");
     push(&queue, "2");
-    let short = queue.pull(&lease(10)).unwrap().unwrap();
+    // The long lease first: a short one taken first could expire before
+    // the second pull on a slow machine, which would then take it again.
     let long = queue.pull(&lease(60_000)).unwrap().unwrap();
+    let short = queue.pull(&lease(10)).unwrap().unwrap();
     thread::sleep(Duration::from_millis(30));
     assert_eq!(queue.recover().unwrap(), 1);
     assert_eq!(counts(&queue), [1, 1, 0]);
