@@ -239,8 +239,9 @@ impl SharedFile {
     /// Runs a group of operations in one write transaction, each in a
     /// savepoint of its own, so that one that fails leaves nothing behind
     /// and does not fail the others. If the transaction cannot start or
-    /// commit, every operation gets that error. Returns the results with
-    /// the commit they wait for (see [`SharedFile::durable`]).
+    /// commit, or SQLite rolls it back whole, every operation gets that
+    /// error. Returns the results with the commit they wait for (see
+    /// [`SharedFile::durable`]).
     fn commit_group(&self, ops: Vec<Op>) -> (Vec<Result<Output>>, flush::CommitNumber) {
         let count = ops.len();
         // Counted out once committed (before the upkeep), or when the group
@@ -257,7 +258,13 @@ impl SharedFile {
                         }
                         conn.prepare_cached("SAVEPOINT tq_write")?.execute([])?;
                         let result = tasks::run(conn, op, &mut holder, &self.process);
-                        if result.is_err() {
+                        if let Err(err) = &result {
+                            // On a full disk, an I/O error, lack of memory or
+                            // corruption, SQLite may have rolled back the whole
+                            // transaction: the group ends with that error.
+                            if conn.is_autocommit() {
+                                return Err(err.clone());
+                            }
                             conn.prepare_cached("ROLLBACK TO tq_write")?.execute([])?;
                         }
                         conn.prepare_cached("RELEASE tq_write")?.execute([])?;
@@ -641,6 +648,7 @@ fn with_context(err: Error, context: &str) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::{NewTask, Store};
     use crate::{OpenOptions, PushOptions, Queue};
 
     /// A queue file in `dir`, its path, and a queue on it.
@@ -710,6 +718,77 @@ mod tests {
         let checkpoint = queue.checkpoint().unwrap();
         assert!(checkpoint.complete);
         assert_eq!(tickets(), before + 2, "so does a checkpoint");
+    }
+
+    /// A handle on the default queue of the file at `path`.
+    fn open(path: &str, durability: Durability) -> SqliteStore {
+        open_queue(path, durability, crate::options::DEFAULT_QUEUE)
+    }
+
+    /// A handle on `queue` of the file at `path`.
+    fn open_queue(path: &str, durability: Durability, queue: &str) -> SqliteStore {
+        let mut options = OpenOptions::new();
+        options.durability(durability).queue(queue).unwrap();
+        SqliteStore::open(path, &options).unwrap()
+    }
+
+    /// A task ready at once, with a unique key if given.
+    fn task(payload: &str, unique_key: Option<&str>) -> NewTask {
+        NewTask {
+            payload: payload.to_owned(),
+            run_at: 0,
+            delay: Some(0),
+            priority: 0,
+            max_attempts: 3,
+            unique: unique_key.map(|key| (key.to_owned(), 0)),
+        }
+    }
+
+    /// A push of `task` to the queue of `store`, for a group.
+    fn push_op(store: &SqliteStore, task: NewTask) -> Op {
+        Op::Push {
+            queue: store.queue.clone(),
+            tasks: vec![task],
+            now: 1,
+        }
+    }
+
+    /// The value of `pragma` on the writing connection.
+    fn writer_pragma(store: &SqliteStore, pragma: &str) -> i64 {
+        store
+            .file
+            .with_writer(|conn| Ok(conn.pragma_query_value(None, pragma, |row| row.get(0))?))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_group_rolled_back_whole_by_a_full_disk_reports_the_disk_to_every_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(
+            dir.path().join("q.db").to_str().unwrap(),
+            Durability::Normal,
+        );
+        store.push(vec![task("1", None)], 1).unwrap();
+        // The file may not grow: SQLite answers SQLITE_FULL, as on a full
+        // disk, and rolls back the whole transaction.
+        let pages = writer_pragma(&store, "page_count");
+        store
+            .file
+            .with_writer(|conn| Ok(conn.pragma_update(None, "max_page_count", pages)?))
+            .unwrap();
+        let large = format!("\"{}\"", "x".repeat(64 * 1024));
+        let (results, _) = store.file.commit_group(vec![
+            push_op(&store, task("2", None)),
+            push_op(&store, task(&large, None)),
+            push_op(&store, task("3", None)),
+        ]);
+        assert_eq!(results.len(), 3);
+        for result in results {
+            let err = result.err().expect("no write of the group was committed");
+            assert_eq!(err.kind(), ErrorKind::Io, "{err}");
+            assert!(err.message().contains("full"), "{err}");
+        }
+        assert_eq!(store.count(crate::task::TaskState::Pending).unwrap(), 1);
     }
 
     #[test]
