@@ -257,6 +257,7 @@ impl SharedFile {
                             return Ok(tasks::run(conn, op, &mut holder, &self.process));
                         }
                         conn.prepare_cached("SAVEPOINT tq_write")?.execute([])?;
+                        let holder_before = holder;
                         let result = tasks::run(conn, op, &mut holder, &self.process);
                         if let Err(err) = &result {
                             // On a full disk, an I/O error, lack of memory or
@@ -266,6 +267,8 @@ impl SharedFile {
                                 return Err(err.clone());
                             }
                             conn.prepare_cached("ROLLBACK TO tq_write")?.execute([])?;
+                            // A registration this operation made went with it.
+                            holder = holder_before;
                         }
                         conn.prepare_cached("RELEASE tq_write")?.execute([])?;
                         Ok(result)
