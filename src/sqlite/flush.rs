@@ -17,11 +17,18 @@
 //!
 //! What a caller is told is the same as with SQLite's own flush: a write
 //! that returned is on the disk, and so is everything it read, since that
-//! was written to the WAL before it. A write not yet returned may be seen
-//! by other connections before it is on the disk; a power loss may then
-//! lose it (a suffix of the log, as at `normal`), never a write that was
-//! acknowledged. The flush goes through SQLite's own file object for the
-//! WAL, so it passes through any VFS and tq never opens the file itself.
+//! was written to the WAL before it. A write that changed nothing waits for
+//! the commits of this process before it; one whose answer rests on a task
+//! that another process may have committed and not yet flushed (a
+//! duplicate unique key) waits for a flush that begins after it read (see
+//! [`Flusher::read_now`]). A claim that found nothing, or a delivery found
+//! ended by another process, waits for no such flush: a power loss may
+//! then bring a delivery back, to be made again, but loses no task. A
+//! write not yet returned may be seen by other connections before it is on
+//! the disk; a power loss may then lose it (a suffix of the log, as at
+//! `normal`), never a write that was acknowledged. The flush goes through
+//! SQLite's own file object for the WAL, so it passes through any VFS and
+//! tq never opens the file itself.
 //!
 //! A failed flush may have lost pages of the log that later transactions
 //! build on, and a later flush that succeeds would not say so. So once a
@@ -39,8 +46,9 @@ use rusqlite::{ffi, Connection};
 
 use crate::error::{Error, ErrorKind, Result};
 
-/// Write transactions are numbered from 1, in commit order, per process
-/// and file; 0 stands for "none yet".
+/// Points in the WAL are numbered from 1, in order, per process and file:
+/// each write transaction's commit, and each read whose answer waits for a
+/// flush (see [`Flusher::read_now`]); 0 stands for "none yet".
 pub(super) type CommitNumber = u64;
 
 /// The longest a flush waits for writes of this process that are queued or
@@ -61,9 +69,9 @@ pub(super) struct Flusher {
 }
 
 struct State {
-    /// The last transaction committed.
+    /// The last commit, or read, numbered.
     committed: CommitNumber,
-    /// Every transaction up to this one is on the disk.
+    /// Every commit or read up to this one is on the disk.
     synced: CommitNumber,
     /// A thread is flushing.
     flushing: bool,
@@ -161,6 +169,17 @@ impl Flusher {
         if changed {
             state.committed += 1;
         }
+        state.committed
+    }
+
+    /// Returns the number to wait for when an answer rests on what the
+    /// writing connection read, which may be another process's commit not
+    /// yet on the disk: only a flush that begins after this call covers it
+    /// (one flush covers every process's commits, the WAL being one file).
+    /// Called after the read, while the connection is still held.
+    pub(super) fn read_now(&self) -> CommitNumber {
+        let mut state = self.state();
+        state.committed += 1;
         state.committed
     }
 
@@ -350,6 +369,24 @@ mod tests {
             2,
             "a later commit needs a flush of its own"
         );
+    }
+
+    #[test]
+    fn a_read_waits_for_a_flush_that_begins_after_it() {
+        let (flusher, _guard) = stand_in(ffi::SQLITE_OK);
+        let commit = flusher.committed(true);
+        flusher.wait(commit).unwrap();
+        assert_eq!(SYNCS.load(Ordering::SeqCst), 1);
+        // Every commit of this process is on the disk, but what the read
+        // saw of another process's may not be.
+        let read = flusher.read_now();
+        flusher.wait(read).unwrap();
+        assert_eq!(SYNCS.load(Ordering::SeqCst), 2);
+        // A commit after the read is covered by a flush of its own.
+        let later = flusher.committed(true);
+        assert!(later > read);
+        flusher.wait(later).unwrap();
+        assert_eq!(SYNCS.load(Ordering::SeqCst), 3);
     }
 
     #[test]

@@ -35,6 +35,7 @@ use rusqlite::{Connection, OpenFlags};
 use crate::error::{Error, ErrorKind, Result};
 use crate::holder::ProcessId;
 use crate::options::{Durability, OpenOptions};
+use crate::task::Pushed;
 use tasks::{Op, Output};
 
 /// The oldest SQLite accepted: 3.7.0 to 3.51.2 have a WAL race between
@@ -282,6 +283,10 @@ impl SharedFile {
                 }
                 Ok(results)
             })?;
+            let commit = match &self.flusher {
+                Some(flusher) if results.iter().any(found_duplicate) => flusher.read_now(),
+                _ => commit,
+            };
             // Only once committed: a rolled-back registration never happened.
             if let Some(id) = holder {
                 let _ = self.holder_id.set(id);
@@ -429,6 +434,13 @@ impl SharedFile {
         }
         let _ = conn.busy_timeout(self.busy_timeout);
     }
+}
+
+/// Whether `result` tells of a task holding a unique key, which another
+/// process may have committed and not yet flushed.
+fn found_duplicate(result: &Result<Output>) -> bool {
+    matches!(result, Ok(Output::Pushed(pushed))
+        if pushed.iter().any(|push| matches!(push, Pushed::Duplicate(_))))
 }
 
 /// Runs `op` on the connection of `slot`. A panic in an earlier call may
@@ -792,6 +804,51 @@ mod tests {
             assert!(err.message().contains("full"), "{err}");
         }
         assert_eq!(store.count(crate::task::TaskState::Pending).unwrap(), 1);
+    }
+
+    #[test]
+    fn a_duplicate_answer_waits_for_a_flush_that_covers_what_it_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        let path = path.to_str().unwrap();
+        let store = open(path, Durability::Full);
+        // At `normal` this handle has a flusher of its own that never runs:
+        // its commits stand for another process's, not yet on the disk.
+        let other = open(path, Durability::Normal);
+        let (results, own_commit) = store
+            .file
+            .commit_group(vec![push_op(&store, task("1", None))]);
+        assert!(results[0].is_ok());
+        store.file.durable(own_commit).unwrap();
+        other.push(vec![task("2", Some("k"))], 1).unwrap();
+
+        let (results, commit) = store
+            .file
+            .commit_group(vec![push_op(&store, task("3", Some("k")))]);
+        let Ok(Output::Pushed(pushed)) = &results[0] else {
+            panic!("the push failed");
+        };
+        assert!(matches!(pushed[..], [Pushed::Duplicate(_)]));
+        assert!(
+            commit > own_commit,
+            "the duplicate waits for a flush after its read, not only for this process's commits"
+        );
+        store.file.durable(commit).unwrap();
+
+        // An empty claim promises nothing about what it did not find: it
+        // waits for no flush of its own.
+        let empty = open_queue(path, Durability::Full, "empty");
+        assert!(Arc::ptr_eq(&empty.file, &store.file));
+        let claim_nothing = || {
+            let claim = Op::Claim(empty.claim_args(1, 1, 1000));
+            let (results, commit) = store.file.commit_group(vec![claim]);
+            assert!(matches!(&results[0], Ok(Output::Tasks(tasks)) if tasks.is_empty()));
+            commit
+        };
+        // The first claim records this process as a holder: a change.
+        let registered = claim_nothing();
+        store.file.durable(registered).unwrap();
+        assert_eq!(claim_nothing(), registered);
     }
 
     #[test]
