@@ -27,8 +27,12 @@
 //! write not yet returned may be seen by other connections before it is on
 //! the disk; a power loss may then lose it (a suffix of the log, as at
 //! `normal`), never a write that was acknowledged. The flush goes through
-//! SQLite's own file object for the WAL, so it passes through any VFS and
-//! tq never opens the file itself.
+//! SQLite's own file object for the WAL, so tq never opens the file itself.
+//! It runs while another thread may be using the connection, which
+//! SQLite's VFS contract does not provide for: tq flushes this way only
+//! through the VFSs known to allow it ([`CONCURRENT_SYNC_VFS`]). Through
+//! any other, the writing connection runs at `synchronous=FULL` instead,
+//! and SQLite flushes inside each commit, holding the write lock.
 //!
 //! A failed flush may have lost pages of the log that later transactions
 //! build on, and a later flush that succeeds would not say so. So once a
@@ -37,7 +41,7 @@
 //! the file is refused, until all its handles are closed and it is opened
 //! again.
 
-use std::ffi::c_int;
+use std::ffi::{c_int, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -55,6 +59,13 @@ pub(super) type CommitNumber = u64;
 /// committing: they are already there and take microseconds, unless they
 /// wait for another process's write lock.
 const PENDING_WAIT: Duration = Duration::from_millis(1);
+
+/// The VFSs through which the WAL may be flushed while the writing
+/// connection uses it in another thread (see [`WalFile`]): SQLite's unix
+/// VFSs that support WAL, whose files' xSync is `unixSync`, and the
+/// power-loss VFS of tq's torture tests, which runs `unixSync` and every
+/// write under one lock.
+const CONCURRENT_SYNC_VFS: &[&CStr] = &[c"unix", c"unix-excl", c"torture"];
 
 pub(super) struct Flusher {
     /// The WAL as the writing connection holds it open.
@@ -86,17 +97,29 @@ struct WalFile(*mut ffi::sqlite3_file);
 // SAFETY: the file object belongs to the writing connection, which never
 // leaves WAL mode and lives as long as the shared file owning this flusher
 // (it is closed only when that is dropped, or in a child after fork(),
-// where no thread of the parent runs). The unix VFS's sync only reads the
-// descriptor (its one change, a flag cleared at the first sync, is made by
-// `Flusher::new` before any other thread can reach the file), so it may run
-// while the connection writes in another thread.
+// where no thread of the parent runs). A flusher is made only for the VFSs
+// of `CONCURRENT_SYNC_VFS`, whose sync is `unixSync`. That reads the
+// descriptor and the path, which stay as opened, and the flags, which the
+// connection changes only through file controls that tq never makes; it
+// clears a flag at the first sync, which `Flusher::new` makes before any
+// other thread can reach the file. When the flush fails, it also stores
+// errno in the file's `lastErrno`, which the connection's thread stores
+// after a failed read or write of its own and reads back at once to choose
+// the error code: a data race on that one int. Its only effect, when a
+// flush and a read or write of the WAL fail at the same moment, is that the
+// read or write may be reported with the flush's errno (an I/O error for a
+// full disk, say); it fails either way, and after a failed flush tq
+// refuses every write to the file.
 unsafe impl Send for WalFile {}
 unsafe impl Sync for WalFile {}
 
 impl Flusher {
     /// A flusher for the WAL of `conn`, the writing connection of the file
     /// at `path`, set up and not yet shared. Flushes what the set-up wrote.
-    pub(super) fn new(conn: &Connection, path: &str) -> Result<Flusher> {
+    /// `None` when the connection's VFS is not known to allow a flush while
+    /// the connection is in use (see [`CONCURRENT_SYNC_VFS`]): `conn` then
+    /// runs at `synchronous=FULL`, so that SQLite flushes in each commit.
+    pub(super) fn new(conn: &Connection, path: &str) -> Result<Option<Flusher>> {
         let wal = wal_file(conn)?;
         sync(wal).map_err(|failure| {
             Error::new(
@@ -104,7 +127,11 @@ impl Flusher {
                 format!("cannot flush the WAL of '{path}': {failure}"),
             )
         })?;
-        Ok(Flusher::of(wal, path))
+        if !vfs_allows_concurrent_sync(conn)? {
+            conn.pragma_update(None, "synchronous", "FULL")?;
+            return Ok(None);
+        }
+        Ok(Some(Flusher::of(wal, path)))
     }
 
     fn of(wal: WalFile, path: &str) -> Flusher {
@@ -290,6 +317,33 @@ fn wal_file(conn: &Connection) -> Result<WalFile> {
         ));
     }
     Ok(WalFile(file))
+}
+
+/// Whether `conn` opened its database through a VFS of
+/// [`CONCURRENT_SYNC_VFS`].
+fn vfs_allows_concurrent_sync(conn: &Connection) -> Result<bool> {
+    let mut vfs: *mut ffi::sqlite3_vfs = std::ptr::null_mut();
+    // SAFETY: a valid connection handle, and an out-pointer of the type
+    // SQLITE_FCNTL_VFS_POINTER writes.
+    let rc = unsafe {
+        ffi::sqlite3_file_control(
+            conn.handle(),
+            c"main".as_ptr(),
+            ffi::SQLITE_FCNTL_VFS_POINTER,
+            (&mut vfs as *mut *mut ffi::sqlite3_vfs).cast(),
+        )
+    };
+    // SAFETY: the VFS of an open connection stays valid while it is open,
+    // and its name is a C string.
+    if rc != ffi::SQLITE_OK || vfs.is_null() || unsafe { (*vfs).zName.is_null() } {
+        return Err(Error::new(
+            ErrorKind::Internal,
+            "the writing connection has no VFS",
+        ));
+    }
+    // SAFETY: as above.
+    let name = unsafe { CStr::from_ptr((*vfs).zName) };
+    Ok(CONCURRENT_SYNC_VFS.contains(&name))
 }
 
 /// Flushes the WAL to the disk, as SQLite's commit at `synchronous=FULL`

@@ -104,7 +104,8 @@ pub(crate) struct SharedFile {
     reader: Arc<inherited::Slot>,
     group: group::Group<Op, Output>,
     /// At `full`, makes each write durable before it returns; `None` at
-    /// `normal`.
+    /// `normal`, and at `full` when SQLite flushes in each commit instead
+    /// (see `flush::Flusher::new`).
     flusher: Option<flush::Flusher>,
     /// Fair turns at the write lock among processes; `None` when the turn
     /// file could not be made.
@@ -168,7 +169,7 @@ impl SqliteStore {
                 let key = key(&metadata);
                 let reader = connect_reader(&resolved, options)?;
                 let flusher = match options.durability {
-                    Durability::Full => Some(flush::Flusher::new(&writer, &resolved)?),
+                    Durability::Full => flush::Flusher::new(&writer, &resolved)?,
                     Durability::Normal => None,
                 };
                 let file = Arc::new(SharedFile {
@@ -649,7 +650,8 @@ fn enable_wal(conn: &Connection) -> Result<()> {
         )));
     }
     // NORMAL at either durability: at `full`, tq flushes the WAL itself once
-    // the write lock is released (see `flush.rs`). Checkpoints flush at
+    // the write lock is released (see `flush.rs`; through a VFS that does
+    // not allow that, the writer is set to FULL there). Checkpoints flush at
     // NORMAL as at FULL.
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "journal_size_limit", JOURNAL_SIZE_LIMIT)?;
@@ -849,6 +851,35 @@ mod tests {
         let registered = claim_nothing();
         store.file.durable(registered).unwrap();
         assert_eq!(claim_nothing(), registered);
+    }
+
+    #[test]
+    fn a_vfs_not_known_to_allow_a_concurrent_flush_gets_sqlites_own_flush() {
+        // A copy of the unix VFS under a name tq does not know.
+        // SAFETY: the default VFS lives as long as the process; the copy is
+        // leaked, since SQLite keeps the pointer as long.
+        unsafe {
+            let unix = rusqlite::ffi::sqlite3_vfs_find(std::ptr::null());
+            let mut copy = *unix;
+            copy.zName = c"tq-test-unknown".as_ptr();
+            copy.pNext = std::ptr::null_mut();
+            let copy = Box::leak(Box::new(copy));
+            assert_eq!(rusqlite::ffi::sqlite3_vfs_register(copy, 0), 0);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        let known = open(path.to_str().unwrap(), Durability::Full);
+        assert!(known.file.flusher.is_some());
+        assert_eq!(writer_pragma(&known, "synchronous"), 1, "NORMAL");
+        drop(known);
+
+        let uri = format!("file:{}?vfs=tq-test-unknown", path.display());
+        let unknown = open(&uri, Durability::Full);
+        assert!(unknown.file.flusher.is_none());
+        assert_eq!(writer_pragma(&unknown, "synchronous"), 2, "FULL");
+        let pushed = unknown.push(vec![task("1", None)], 1).unwrap();
+        let claimed = unknown.claim(1, 1, 1000).unwrap();
+        assert_eq!(claimed[0].id(), pushed[0].id());
     }
 
     #[test]
