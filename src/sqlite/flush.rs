@@ -17,11 +17,22 @@
 //!
 //! What a caller is told is the same as with SQLite's own flush: a write
 //! that returned is on the disk, and so is everything it read, since that
-//! was written to the WAL before it. A write not yet returned may be seen
-//! by other connections before it is on the disk; a power loss may then
-//! lose it (a suffix of the log, as at `normal`), never a write that was
-//! acknowledged. The flush goes through SQLite's own file object for the
-//! WAL, so it passes through any VFS and tq never opens the file itself.
+//! was written to the WAL before it. A write that changed nothing waits for
+//! the commits of this process before it; one whose answer rests on a task
+//! that another process may have committed and not yet flushed (a
+//! duplicate unique key) waits for a flush that begins after it read (see
+//! [`Flusher::read_now`]). A claim that found nothing, or a delivery found
+//! ended by another process, waits for no such flush: a power loss may
+//! then bring a delivery back, to be made again, but loses no task. A
+//! write not yet returned may be seen by other connections before it is on
+//! the disk; a power loss may then lose it (a suffix of the log, as at
+//! `normal`), never a write that was acknowledged. The flush goes through
+//! SQLite's own file object for the WAL, so tq never opens the file itself.
+//! It runs while another thread may be using the connection, which
+//! SQLite's VFS contract does not provide for: tq flushes this way only
+//! through the VFSs known to allow it ([`CONCURRENT_SYNC_VFS`]). Through
+//! any other, the writing connection runs at `synchronous=FULL` instead,
+//! and SQLite flushes inside each commit, holding the write lock.
 //!
 //! A failed flush may have lost pages of the log that later transactions
 //! build on, and a later flush that succeeds would not say so. So once a
@@ -30,7 +41,7 @@
 //! the file is refused, until all its handles are closed and it is opened
 //! again.
 
-use std::ffi::c_int;
+use std::ffi::{c_int, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -39,14 +50,22 @@ use rusqlite::{ffi, Connection};
 
 use crate::error::{Error, ErrorKind, Result};
 
-/// Write transactions are numbered from 1, in commit order, per process
-/// and file; 0 stands for "none yet".
+/// Points in the WAL are numbered from 1, in order, per process and file:
+/// each write transaction's commit, and each read whose answer waits for a
+/// flush (see [`Flusher::read_now`]); 0 stands for "none yet".
 pub(super) type CommitNumber = u64;
 
 /// The longest a flush waits for writes of this process that are queued or
 /// committing: they are already there and take microseconds, unless they
 /// wait for another process's write lock.
 const PENDING_WAIT: Duration = Duration::from_millis(1);
+
+/// The VFSs through which the WAL may be flushed while the writing
+/// connection uses it in another thread (see [`WalFile`]): SQLite's unix
+/// VFSs that support WAL, whose files' xSync is `unixSync`, and the
+/// power-loss VFS of tq's torture tests, which runs `unixSync` and every
+/// write under one lock.
+const CONCURRENT_SYNC_VFS: &[&CStr] = &[c"unix", c"unix-excl", c"torture"];
 
 pub(super) struct Flusher {
     /// The WAL as the writing connection holds it open.
@@ -61,9 +80,9 @@ pub(super) struct Flusher {
 }
 
 struct State {
-    /// The last transaction committed.
+    /// The last commit, or read, numbered.
     committed: CommitNumber,
-    /// Every transaction up to this one is on the disk.
+    /// Every commit or read up to this one is on the disk.
     synced: CommitNumber,
     /// A thread is flushing.
     flushing: bool,
@@ -78,17 +97,29 @@ struct WalFile(*mut ffi::sqlite3_file);
 // SAFETY: the file object belongs to the writing connection, which never
 // leaves WAL mode and lives as long as the shared file owning this flusher
 // (it is closed only when that is dropped, or in a child after fork(),
-// where no thread of the parent runs). The unix VFS's sync only reads the
-// descriptor (its one change, a flag cleared at the first sync, is made by
-// `Flusher::new` before any other thread can reach the file), so it may run
-// while the connection writes in another thread.
+// where no thread of the parent runs). A flusher is made only for the VFSs
+// of `CONCURRENT_SYNC_VFS`, whose sync is `unixSync`. That reads the
+// descriptor and the path, which stay as opened, and the flags, which the
+// connection changes only through file controls that tq never makes; it
+// clears a flag at the first sync, which `Flusher::new` makes before any
+// other thread can reach the file. When the flush fails, it also stores
+// errno in the file's `lastErrno`, which the connection's thread stores
+// after a failed read or write of its own and reads back at once to choose
+// the error code: a data race on that one int. Its only effect, when a
+// flush and a read or write of the WAL fail at the same moment, is that the
+// read or write may be reported with the flush's errno (an I/O error for a
+// full disk, say); it fails either way, and after a failed flush tq
+// refuses every write to the file.
 unsafe impl Send for WalFile {}
 unsafe impl Sync for WalFile {}
 
 impl Flusher {
     /// A flusher for the WAL of `conn`, the writing connection of the file
     /// at `path`, set up and not yet shared. Flushes what the set-up wrote.
-    pub(super) fn new(conn: &Connection, path: &str) -> Result<Flusher> {
+    /// `None` when the connection's VFS is not known to allow a flush while
+    /// the connection is in use (see [`CONCURRENT_SYNC_VFS`]): `conn` then
+    /// runs at `synchronous=FULL`, so that SQLite flushes in each commit.
+    pub(super) fn new(conn: &Connection, path: &str) -> Result<Option<Flusher>> {
         let wal = wal_file(conn)?;
         sync(wal).map_err(|failure| {
             Error::new(
@@ -96,7 +127,11 @@ impl Flusher {
                 format!("cannot flush the WAL of '{path}': {failure}"),
             )
         })?;
-        Ok(Flusher::of(wal, path))
+        if !vfs_allows_concurrent_sync(conn)? {
+            conn.pragma_update(None, "synchronous", "FULL")?;
+            return Ok(None);
+        }
+        Ok(Some(Flusher::of(wal, path)))
     }
 
     fn of(wal: WalFile, path: &str) -> Flusher {
@@ -161,6 +196,17 @@ impl Flusher {
         if changed {
             state.committed += 1;
         }
+        state.committed
+    }
+
+    /// Returns the number to wait for when an answer rests on what the
+    /// writing connection read, which may be another process's commit not
+    /// yet on the disk: only a flush that begins after this call covers it
+    /// (one flush covers every process's commits, the WAL being one file).
+    /// Called after the read, while the connection is still held.
+    pub(super) fn read_now(&self) -> CommitNumber {
+        let mut state = self.state();
+        state.committed += 1;
         state.committed
     }
 
@@ -273,6 +319,33 @@ fn wal_file(conn: &Connection) -> Result<WalFile> {
     Ok(WalFile(file))
 }
 
+/// Whether `conn` opened its database through a VFS of
+/// [`CONCURRENT_SYNC_VFS`].
+fn vfs_allows_concurrent_sync(conn: &Connection) -> Result<bool> {
+    let mut vfs: *mut ffi::sqlite3_vfs = std::ptr::null_mut();
+    // SAFETY: a valid connection handle, and an out-pointer of the type
+    // SQLITE_FCNTL_VFS_POINTER writes.
+    let rc = unsafe {
+        ffi::sqlite3_file_control(
+            conn.handle(),
+            c"main".as_ptr(),
+            ffi::SQLITE_FCNTL_VFS_POINTER,
+            (&mut vfs as *mut *mut ffi::sqlite3_vfs).cast(),
+        )
+    };
+    // SAFETY: the VFS of an open connection stays valid while it is open,
+    // and its name is a C string.
+    if rc != ffi::SQLITE_OK || vfs.is_null() || unsafe { (*vfs).zName.is_null() } {
+        return Err(Error::new(
+            ErrorKind::Internal,
+            "the writing connection has no VFS",
+        ));
+    }
+    // SAFETY: as above.
+    let name = unsafe { CStr::from_ptr((*vfs).zName) };
+    Ok(CONCURRENT_SYNC_VFS.contains(&name))
+}
+
 /// Flushes the WAL to the disk, as SQLite's commit at `synchronous=FULL`
 /// does.
 fn sync(wal: WalFile) -> std::result::Result<(), String> {
@@ -350,6 +423,24 @@ mod tests {
             2,
             "a later commit needs a flush of its own"
         );
+    }
+
+    #[test]
+    fn a_read_waits_for_a_flush_that_begins_after_it() {
+        let (flusher, _guard) = stand_in(ffi::SQLITE_OK);
+        let commit = flusher.committed(true);
+        flusher.wait(commit).unwrap();
+        assert_eq!(SYNCS.load(Ordering::SeqCst), 1);
+        // Every commit of this process is on the disk, but what the read
+        // saw of another process's may not be.
+        let read = flusher.read_now();
+        flusher.wait(read).unwrap();
+        assert_eq!(SYNCS.load(Ordering::SeqCst), 2);
+        // A commit after the read is covered by a flush of its own.
+        let later = flusher.committed(true);
+        assert!(later > read);
+        flusher.wait(later).unwrap();
+        assert_eq!(SYNCS.load(Ordering::SeqCst), 3);
     }
 
     #[test]

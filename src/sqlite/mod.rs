@@ -35,6 +35,7 @@ use rusqlite::{Connection, OpenFlags};
 use crate::error::{Error, ErrorKind, Result};
 use crate::holder::ProcessId;
 use crate::options::{Durability, OpenOptions};
+use crate::task::Pushed;
 use tasks::{Op, Output};
 
 /// The oldest SQLite accepted: 3.7.0 to 3.51.2 have a WAL race between
@@ -103,7 +104,8 @@ pub(crate) struct SharedFile {
     reader: Arc<inherited::Slot>,
     group: group::Group<Op, Output>,
     /// At `full`, makes each write durable before it returns; `None` at
-    /// `normal`.
+    /// `normal`, and at `full` when SQLite flushes in each commit instead
+    /// (see `flush::Flusher::new`).
     flusher: Option<flush::Flusher>,
     /// Fair turns at the write lock among processes; `None` when the turn
     /// file could not be made.
@@ -167,7 +169,7 @@ impl SqliteStore {
                 let key = key(&metadata);
                 let reader = connect_reader(&resolved, options)?;
                 let flusher = match options.durability {
-                    Durability::Full => Some(flush::Flusher::new(&writer, &resolved)?),
+                    Durability::Full => flush::Flusher::new(&writer, &resolved)?,
                     Durability::Normal => None,
                 };
                 let file = Arc::new(SharedFile {
@@ -239,8 +241,9 @@ impl SharedFile {
     /// Runs a group of operations in one write transaction, each in a
     /// savepoint of its own, so that one that fails leaves nothing behind
     /// and does not fail the others. If the transaction cannot start or
-    /// commit, every operation gets that error. Returns the results with
-    /// the commit they wait for (see [`SharedFile::durable`]).
+    /// commit, or SQLite rolls it back whole, every operation gets that
+    /// error. Returns the results with the commit they wait for (see
+    /// [`SharedFile::durable`]).
     fn commit_group(&self, ops: Vec<Op>) -> (Vec<Result<Output>>, flush::CommitNumber) {
         let count = ops.len();
         // Counted out once committed (before the upkeep), or when the group
@@ -256,9 +259,18 @@ impl SharedFile {
                             return Ok(tasks::run(conn, op, &mut holder, &self.process));
                         }
                         conn.prepare_cached("SAVEPOINT tq_write")?.execute([])?;
+                        let holder_before = holder;
                         let result = tasks::run(conn, op, &mut holder, &self.process);
-                        if result.is_err() {
+                        if let Err(err) = &result {
+                            // On a full disk, an I/O error, lack of memory or
+                            // corruption, SQLite may have rolled back the whole
+                            // transaction: the group ends with that error.
+                            if conn.is_autocommit() {
+                                return Err(err.clone());
+                            }
                             conn.prepare_cached("ROLLBACK TO tq_write")?.execute([])?;
+                            // A registration this operation made went with it.
+                            holder = holder_before;
                         }
                         conn.prepare_cached("RELEASE tq_write")?.execute([])?;
                         Ok(result)
@@ -272,6 +284,10 @@ impl SharedFile {
                 }
                 Ok(results)
             })?;
+            let commit = match &self.flusher {
+                Some(flusher) if results.iter().any(found_duplicate) => flusher.read_now(),
+                _ => commit,
+            };
             // Only once committed: a rolled-back registration never happened.
             if let Some(id) = holder {
                 let _ = self.holder_id.set(id);
@@ -419,6 +435,13 @@ impl SharedFile {
         }
         let _ = conn.busy_timeout(self.busy_timeout);
     }
+}
+
+/// Whether `result` tells of a task holding a unique key, which another
+/// process may have committed and not yet flushed.
+fn found_duplicate(result: &Result<Output>) -> bool {
+    matches!(result, Ok(Output::Pushed(pushed))
+        if pushed.iter().any(|push| matches!(push, Pushed::Duplicate(_))))
 }
 
 /// Runs `op` on the connection of `slot`. A panic in an earlier call may
@@ -627,7 +650,8 @@ fn enable_wal(conn: &Connection) -> Result<()> {
         )));
     }
     // NORMAL at either durability: at `full`, tq flushes the WAL itself once
-    // the write lock is released (see `flush.rs`). Checkpoints flush at
+    // the write lock is released (see `flush.rs`; through a VFS that does
+    // not allow that, the writer is set to FULL there). Checkpoints flush at
     // NORMAL as at FULL.
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "journal_size_limit", JOURNAL_SIZE_LIMIT)?;
@@ -641,6 +665,7 @@ fn with_context(err: Error, context: &str) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::{NewTask, Store};
     use crate::{OpenOptions, PushOptions, Queue};
 
     /// A queue file in `dir`, its path, and a queue on it.
@@ -710,6 +735,151 @@ mod tests {
         let checkpoint = queue.checkpoint().unwrap();
         assert!(checkpoint.complete);
         assert_eq!(tickets(), before + 2, "so does a checkpoint");
+    }
+
+    /// A handle on the default queue of the file at `path`.
+    fn open(path: &str, durability: Durability) -> SqliteStore {
+        open_queue(path, durability, crate::options::DEFAULT_QUEUE)
+    }
+
+    /// A handle on `queue` of the file at `path`.
+    fn open_queue(path: &str, durability: Durability, queue: &str) -> SqliteStore {
+        let mut options = OpenOptions::new();
+        options.durability(durability).queue(queue).unwrap();
+        SqliteStore::open(path, &options).unwrap()
+    }
+
+    /// A task ready at once, with a unique key if given.
+    fn task(payload: &str, unique_key: Option<&str>) -> NewTask {
+        NewTask {
+            payload: payload.to_owned(),
+            run_at: 0,
+            delay: Some(0),
+            priority: 0,
+            max_attempts: 3,
+            unique: unique_key.map(|key| (key.to_owned(), 0)),
+        }
+    }
+
+    /// A push of `task` to the queue of `store`, for a group.
+    fn push_op(store: &SqliteStore, task: NewTask) -> Op {
+        Op::Push {
+            queue: store.queue.clone(),
+            tasks: vec![task],
+            now: 1,
+        }
+    }
+
+    /// The value of `pragma` on the writing connection.
+    fn writer_pragma(store: &SqliteStore, pragma: &str) -> i64 {
+        store
+            .file
+            .with_writer(|conn| Ok(conn.pragma_query_value(None, pragma, |row| row.get(0))?))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_group_rolled_back_whole_by_a_full_disk_reports_the_disk_to_every_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(
+            dir.path().join("q.db").to_str().unwrap(),
+            Durability::Normal,
+        );
+        store.push(vec![task("1", None)], 1).unwrap();
+        // The file may not grow: SQLite answers SQLITE_FULL, as on a full
+        // disk, and rolls back the whole transaction.
+        let pages = writer_pragma(&store, "page_count");
+        store
+            .file
+            .with_writer(|conn| Ok(conn.pragma_update(None, "max_page_count", pages)?))
+            .unwrap();
+        let large = format!("\"{}\"", "x".repeat(64 * 1024));
+        let (results, _) = store.file.commit_group(vec![
+            push_op(&store, task("2", None)),
+            push_op(&store, task(&large, None)),
+            push_op(&store, task("3", None)),
+        ]);
+        assert_eq!(results.len(), 3);
+        for result in results {
+            let err = result.err().expect("no write of the group was committed");
+            assert_eq!(err.kind(), ErrorKind::Io, "{err}");
+            assert!(err.message().contains("full"), "{err}");
+        }
+        assert_eq!(store.count(crate::task::TaskState::Pending).unwrap(), 1);
+    }
+
+    #[test]
+    fn a_duplicate_answer_waits_for_a_flush_that_covers_what_it_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        let path = path.to_str().unwrap();
+        let store = open(path, Durability::Full);
+        // At `normal` this handle has a flusher of its own that never runs:
+        // its commits stand for another process's, not yet on the disk.
+        let other = open(path, Durability::Normal);
+        let (results, own_commit) = store
+            .file
+            .commit_group(vec![push_op(&store, task("1", None))]);
+        assert!(results[0].is_ok());
+        store.file.durable(own_commit).unwrap();
+        other.push(vec![task("2", Some("k"))], 1).unwrap();
+
+        let (results, commit) = store
+            .file
+            .commit_group(vec![push_op(&store, task("3", Some("k")))]);
+        let Ok(Output::Pushed(pushed)) = &results[0] else {
+            panic!("the push failed");
+        };
+        assert!(matches!(pushed[..], [Pushed::Duplicate(_)]));
+        assert!(
+            commit > own_commit,
+            "the duplicate waits for a flush after its read, not only for this process's commits"
+        );
+        store.file.durable(commit).unwrap();
+
+        // An empty claim promises nothing about what it did not find: it
+        // waits for no flush of its own.
+        let empty = open_queue(path, Durability::Full, "empty");
+        assert!(Arc::ptr_eq(&empty.file, &store.file));
+        let claim_nothing = || {
+            let claim = Op::Claim(empty.claim_args(1, 1, 1000));
+            let (results, commit) = store.file.commit_group(vec![claim]);
+            assert!(matches!(&results[0], Ok(Output::Tasks(tasks)) if tasks.is_empty()));
+            commit
+        };
+        // The first claim records this process as a holder: a change.
+        let registered = claim_nothing();
+        store.file.durable(registered).unwrap();
+        assert_eq!(claim_nothing(), registered);
+    }
+
+    #[test]
+    fn a_vfs_not_known_to_allow_a_concurrent_flush_gets_sqlites_own_flush() {
+        // A copy of the unix VFS under a name tq does not know.
+        // SAFETY: the default VFS lives as long as the process; the copy is
+        // leaked, since SQLite keeps the pointer as long.
+        unsafe {
+            let unix = rusqlite::ffi::sqlite3_vfs_find(std::ptr::null());
+            let mut copy = *unix;
+            copy.zName = c"tq-test-unknown".as_ptr();
+            copy.pNext = std::ptr::null_mut();
+            let copy = Box::leak(Box::new(copy));
+            assert_eq!(rusqlite::ffi::sqlite3_vfs_register(copy, 0), 0);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        let known = open(path.to_str().unwrap(), Durability::Full);
+        assert!(known.file.flusher.is_some());
+        assert_eq!(writer_pragma(&known, "synchronous"), 1, "NORMAL");
+        drop(known);
+
+        let uri = format!("file:{}?vfs=tq-test-unknown", path.display());
+        let unknown = open(&uri, Durability::Full);
+        assert!(unknown.file.flusher.is_none());
+        assert_eq!(writer_pragma(&unknown, "synchronous"), 2, "FULL");
+        let pushed = unknown.push(vec![task("1", None)], 1).unwrap();
+        let claimed = unknown.claim(1, 1, 1000).unwrap();
+        assert_eq!(claimed[0].id(), pushed[0].id());
     }
 
     #[test]

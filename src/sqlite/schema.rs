@@ -87,6 +87,26 @@ const MIGRATIONS: &[&str] = &[
     -- expired lease first in line is found without sorting the others.
     CREATE INDEX tq_tasks_leased_in_line
         ON tq_tasks (queue, priority DESC, run_at, id, lease_expires_at) WHERE state = 1;",
+    // 4: a holder's id is never given again (AUTOINCREMENT), so a leased
+    // task cannot come to point at another process that registers later.
+    // SQLite cannot add AUTOINCREMENT to a table: it is made anew, each
+    // holder keeping its id, and no id a task still carries is given out.
+    "CREATE TABLE tq_holders_new (
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,
+        boot_id       TEXT NOT NULL,
+        pid_namespace TEXT NOT NULL,
+        pid           INTEGER NOT NULL,
+        start_time    INTEGER NOT NULL,
+        UNIQUE (boot_id, pid_namespace, pid, start_time)
+    );
+    INSERT INTO tq_holders_new (id, boot_id, pid_namespace, pid, start_time)
+        SELECT id, boot_id, pid_namespace, pid, start_time FROM tq_holders;
+    DROP TABLE tq_holders;
+    ALTER TABLE tq_holders_new RENAME TO tq_holders;
+    DELETE FROM sqlite_sequence WHERE name = 'tq_holders';
+    INSERT INTO sqlite_sequence (name, seq) VALUES ('tq_holders', max(
+        (SELECT coalesce(max(id), 0) FROM tq_holders),
+        (SELECT coalesce(max(holder_id), 0) FROM tq_tasks)));",
 ];
 
 /// The schema version this library writes.
@@ -153,4 +173,59 @@ pub(crate) fn migrate(conn: &Connection) -> Result<()> {
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn register(conn: &Connection, pid: i64) -> i64 {
+        conn.query_row(
+            "INSERT INTO tq_holders (boot_id, pid_namespace, pid, start_time)
+             VALUES ('boot', 'ns', ?1, 0) RETURNING id",
+            [pid],
+            |row| row.get(0),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_holder_id_is_never_given_twice_in_a_new_or_migrated_file() {
+        let new = Connection::open_in_memory().unwrap();
+        migrate(&new).unwrap();
+        // A file made at version 2, with holders, then migrated.
+        let old = Connection::open_in_memory().unwrap();
+        for migration in &MIGRATIONS[..2] {
+            old.execute_batch(migration).unwrap();
+        }
+        old.execute("INSERT INTO tq_meta VALUES ('schema_version', 2)", [])
+            .unwrap();
+        let kept = register(&old, 1);
+        let newest = register(&old, 2);
+        // A lease under an id whose row is gone: that id is not given either.
+        old.execute(
+            "INSERT INTO tq_tasks (state, payload, created_at, run_at, holder_id)
+             VALUES (1, '1', 0, 0, ?1)",
+            [newest + 5],
+        )
+        .unwrap();
+        migrate(&old).unwrap();
+        let kept_pid: i64 = old
+            .query_row("SELECT pid FROM tq_holders WHERE id = ?1", [kept], |row| {
+                row.get(0)
+            })
+            .unwrap();
+        assert_eq!(kept_pid, 1, "the migration keeps each holder's id");
+        old.execute("DELETE FROM tq_holders WHERE id = ?1", [newest])
+            .unwrap();
+        assert!(register(&old, 3) > newest + 5);
+
+        let gone = register(&new, 1);
+        new.execute("DELETE FROM tq_holders WHERE id = ?1", [gone])
+            .unwrap();
+        assert!(
+            register(&new, 2) > gone,
+            "the id of a holder gone is not reused"
+        );
+    }
 }

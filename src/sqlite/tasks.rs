@@ -594,7 +594,7 @@ fn mismatch() -> Error {
 }
 
 impl SqliteStore {
-    fn claim_args(&self, max: usize, now: i64, lease_expires_at: i64) -> ClaimArgs {
+    pub(super) fn claim_args(&self, max: usize, now: i64, lease_expires_at: i64) -> ClaimArgs {
         ClaimArgs {
             queue: self.queue.clone(),
             max,
@@ -919,6 +919,75 @@ fn dead_holders(conn: &Connection, observer: &ProcessId) -> Result<Vec<i64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::OpenOptions;
+
+    #[test]
+    fn a_claim_rolled_back_in_a_group_leaves_no_holder_id_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        let store = SqliteStore::open(path.to_str().unwrap(), &OpenOptions::new()).unwrap();
+        let task = |queue: &str| Op::Push {
+            queue: queue.to_owned(),
+            tasks: vec![NewTask {
+                payload: "1".to_owned(),
+                run_at: 0,
+                delay: Some(0),
+                priority: 0,
+                max_attempts: 3,
+                unique: None,
+            }],
+            now: 1,
+        };
+        let (pushed, _) = store
+            .file
+            .commit_group(vec![task("refused"), task("default")]);
+        assert!(pushed.iter().all(Result::is_ok));
+        // Damage from outside tq: a trigger that refuses to lease the tasks
+        // of one queue, so the claim fails after this process registered.
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch(
+                "CREATE TRIGGER refuse BEFORE UPDATE OF state ON tq_tasks
+                 WHEN old.queue = 'refused' BEGIN SELECT RAISE(ABORT, 'refused'); END;",
+            )
+            .unwrap();
+        let claim = |queue: &str| {
+            Op::Claim(ClaimArgs {
+                queue: queue.to_owned(),
+                max: 1,
+                now: 1,
+                lease_expires_at: 1000,
+            })
+        };
+        let (claimed, _) = store
+            .file
+            .commit_group(vec![claim("refused"), claim("default")]);
+        assert!(claimed[0].is_err());
+        let Ok(Output::Tasks(tasks)) = &claimed[1] else {
+            panic!("the second claim failed");
+        };
+        let holder_id = *store
+            .file
+            .holder_id
+            .get()
+            .expect("the claim recorded a holder");
+        let (pid, leased_by): (Option<i64>, i64) = store
+            .read(|conn| {
+                Ok(conn.query_row(
+                    "SELECT (SELECT pid FROM tq_holders WHERE id = ?1),
+                            (SELECT holder_id FROM tq_tasks WHERE id = ?2)",
+                    params![holder_id, tasks[0].id()],
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )?)
+            })
+            .unwrap();
+        assert_eq!(
+            pid,
+            Some(std::process::id() as i64),
+            "the cached holder id names this process's row"
+        );
+        assert_eq!(leased_by, holder_id);
+    }
 
     /// The query plan of `sql` (its parameters left unbound), one line per step.
     fn plan(conn: &Connection, sql: &str) -> String {
