@@ -25,8 +25,9 @@
  * parent. Strings tq returns from tq_status_str and tq_version are static.
  * tq records the objects it hands out: a pointer already freed or closed,
  * or an object of the wrong type, is refused with TQ_ERR_INVALID_ARGUMENT
- * (a second free is ignored, with a message) without being read, unless
- * the address has since been reused for a new object of the same type.
+ * (a second free is ignored, with a message) without being read. This is
+ * best effort: once the address is reused for a new object of the same
+ * type, the stale pointer reaches that object.
  *
  * Threads. One tq_queue may be used from any number of threads at once;
  * calls on it are ordered inside tq. To stop threads waiting in tq_pull,
@@ -38,9 +39,13 @@
  * Processes. Any number of processes on one host may open the same file
  * (it must be on a local filesystem: WAL mode needs shared memory). A handle
  * belongs to the process that opened it: in a child after fork() every call
- * on it fails with TQ_ERR_INVALID_ARGUMENT; open a new handle there. Do not
- * open tq's file with another copy of SQLite in the same process: closing
- * that copy's descriptors would drop tq's locks.
+ * on it fails with TQ_ERR_INVALID_ARGUMENT; open a new handle there. In a
+ * child forked while another thread was inside a tq call, a call that needs
+ * what that thread held fails within about a second with
+ * TQ_ERR_INVALID_ARGUMENT (a _new function returns NULL) rather than hang:
+ * fork outside tq calls. Do not open tq's file with another copy of SQLite
+ * in the same process: closing that copy's descriptors would drop tq's
+ * locks.
  *
  * Options. Options are opaque objects with a _new, one setter per option
  * and a _free; passing NULL instead of an options object means the

@@ -21,6 +21,7 @@
 
 mod error;
 pub mod ffi;
+mod global_lock;
 mod holder;
 mod options;
 pub mod outbox;

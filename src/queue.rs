@@ -69,7 +69,7 @@ impl Queue {
         } else {
             options.check_sqlite()?;
             let store = SqliteStore::open(path, options)?;
-            let bell = Bell::for_file(store.file_id());
+            let bell = Bell::for_file(store.file_id())?;
             (Box::new(store), bell)
         };
         Ok(Queue {

@@ -13,6 +13,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
+use crate::error::Result;
+use crate::global_lock;
+
 /// How often a waiter checks for writes from other processes: a push from
 /// another process wakes a waiter within this time.
 pub(crate) const POLL_INTERVAL: Duration = Duration::from_millis(20);
@@ -32,18 +35,18 @@ pub(crate) struct Bell {
 static BELLS: Mutex<BTreeMap<(u64, u64), Weak<Bell>>> = Mutex::new(BTreeMap::new());
 
 impl Bell {
-    /// The bell of the file with this device and inode number.
-    pub(crate) fn for_file(file_id: (u64, u64)) -> Arc<Bell> {
-        let mut bells = BELLS
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+    /// The bell of the file with this device and inode number; fails only
+    /// in a child forked while another thread was inside a tq call (see
+    /// `global_lock.rs`).
+    pub(crate) fn for_file(file_id: (u64, u64)) -> Result<Arc<Bell>> {
+        let mut bells = global_lock::lock(&BELLS)?;
         bells.retain(|_, bell| bell.strong_count() > 0);
         if let Some(bell) = bells.get(&file_id).and_then(Weak::upgrade) {
-            return bell;
+            return Ok(bell);
         }
         let bell = Arc::new(Bell::default());
         bells.insert(file_id, Arc::downgrade(&bell));
-        bell
+        Ok(bell)
     }
 
     fn lock(&self) -> MutexGuard<'_, u64> {
@@ -186,7 +189,7 @@ mod tests {
 
     #[test]
     fn cancel_wakes_the_sleepers_watching_the_token() {
-        let bell = Bell::for_file((u64::MAX, 1));
+        let bell = Bell::for_file((u64::MAX, 1)).unwrap();
         let token = CancelToken::new();
         let canceller = {
             let token = token.clone();

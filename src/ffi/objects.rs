@@ -6,24 +6,27 @@
 //! used only if it is recorded with the expected type, so a handle used
 //! after `tq_close`, a task freed twice, or a task passed where a queue is
 //! expected gets `TQ_ERR_INVALID_ARGUMENT` instead of undefined behaviour.
-//! (If the allocator has since reused the address for a new object of the
-//! same type, the stale pointer reaches that object: detection stops there.)
+//! Detection is best effort: if the allocator has since reused the address
+//! for a new object of the same type, the stale pointer reaches that
+//! object.
 
 use std::any::type_name;
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
+use crate::global_lock;
 
 /// Addresses of live objects and the type each was allocated as. (A B-tree
 /// rather than a hash table: its nodes are pointed to from their start, so
 /// leak checkers see the map as reachable at exit.)
 static LIVE: Mutex<BTreeMap<usize, &'static str>> = Mutex::new(BTreeMap::new());
 
-fn live() -> MutexGuard<'static, BTreeMap<usize, &'static str>> {
-    // Only inserts and removes happen under the lock; a panic cannot leave
-    // the map half-changed, so a poisoned lock is still sound.
-    LIVE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+/// The registry; fails only in a child forked while another thread was
+/// inside a tq call (see `global_lock.rs`). Only inserts and removes happen
+/// under the lock, so a poisoned lock is still sound.
+fn live() -> Result<MutexGuard<'static, BTreeMap<usize, &'static str>>> {
+    global_lock::lock(&LIVE)
 }
 
 /// The C name of `T` (`tq_queue`, `tq_task`, ...), for messages.
@@ -32,15 +35,40 @@ fn c_name<T>() -> &'static str {
 }
 
 /// Moves `object` to the heap, records it, and returns the pointer for C.
-pub(super) fn hand_out<T>(object: T) -> *mut T {
-    let ptr = Box::into_raw(Box::new(object));
-    live().insert(ptr as usize, type_name::<T>());
-    ptr
+pub(super) fn hand_out<T>(object: T) -> Result<*mut T> {
+    let object = Box::new(object);
+    let mut live = live()?;
+    let ptr = Box::into_raw(object);
+    live.insert(ptr as usize, type_name::<T>());
+    Ok(ptr)
+}
+
+/// [`hand_out`] for functions that return the pointer: NULL, with the
+/// thread's last error set, when the object cannot be recorded.
+pub(super) fn hand_out_or_null<T>(object: T) -> *mut T {
+    hand_out(object).unwrap_or_else(|err| {
+        super::fail(&err);
+        std::ptr::null_mut()
+    })
+}
+
+/// [`hand_out`] for several objects at once: all of them, or none.
+pub(super) fn hand_out_all<T>(objects: Vec<T>) -> Result<Vec<*mut T>> {
+    let objects: Vec<Box<T>> = objects.into_iter().map(Box::new).collect();
+    let mut live = live()?;
+    Ok(objects
+        .into_iter()
+        .map(|object| {
+            let ptr = Box::into_raw(object);
+            live.insert(ptr as usize, type_name::<T>());
+            ptr
+        })
+        .collect())
 }
 
 fn check_live<T>(ptr: *const T, name: &str) -> Result<()> {
     super::non_null(ptr, name)?;
-    match live().get(&(ptr as usize)) {
+    match live()?.get(&(ptr as usize)) {
         Some(&recorded) if recorded == type_name::<T>() => Ok(()),
         Some(_) => Err(Error::invalid_argument(format!(
             "{name} points to another kind of tq object, not a {}",
@@ -85,13 +113,21 @@ pub(super) unsafe fn borrow_optional<'a, T>(ptr: *const T, name: &str) -> Result
 
 /// Frees an object from [`hand_out`]. NULL is a no-op; a pointer that is
 /// not live (freed twice, or foreign) is left alone and reported as the
-/// thread's last error.
+/// thread's last error. In a child forked while another thread held the
+/// registry, the object is left allocated (a leak in a process that cannot
+/// use tq anyway) and the error is reported.
 pub(super) fn free<T>(ptr: *mut T, name: &str) {
     if ptr.is_null() {
         return;
     }
     let removed = {
-        let mut live = live();
+        let mut live = match live() {
+            Ok(live) => live,
+            Err(err) => {
+                super::fail(&err);
+                return;
+            }
+        };
         match live.get(&(ptr as usize)) {
             Some(&recorded) if recorded == type_name::<T>() => {
                 live.remove(&(ptr as usize)).is_some()

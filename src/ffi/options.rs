@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use std::ffi::c_char;
 
-use super::objects::{borrow, borrow_mut, borrow_optional, free, hand_out};
+use super::objects::{borrow, borrow_mut, borrow_optional, free, hand_out_or_null};
 use super::{guard, guard_or, tq_status, utf8_string};
 use crate::error::Error;
 use crate::options::{Durability, OpenOptions, PullOptions, PushOptions};
@@ -51,7 +51,7 @@ pub enum tq_durability {
 #[no_mangle]
 pub extern "C" fn tq_options_new() -> *mut tq_options {
     guard_or("tq_options_new", std::ptr::null_mut(), || {
-        hand_out(tq_options(OpenOptions::default()))
+        hand_out_or_null(tq_options(OpenOptions::default()))
     })
 }
 
@@ -182,7 +182,7 @@ pub extern "C" fn tq_options_set_postgres_schema(
 #[no_mangle]
 pub extern "C" fn tq_push_options_new() -> *mut tq_push_options {
     guard_or("tq_push_options_new", std::ptr::null_mut(), || {
-        hand_out(tq_push_options(PushOptions::default()))
+        hand_out_or_null(tq_push_options(PushOptions::default()))
     })
 }
 
@@ -234,7 +234,7 @@ pub extern "C" fn tq_push_options_set_run_at_unix_ms(
 #[no_mangle]
 pub extern "C" fn tq_pull_options_new() -> *mut tq_pull_options {
     guard_or("tq_pull_options_new", std::ptr::null_mut(), || {
-        hand_out(tq_pull_options(PullOptions::default()))
+        hand_out_or_null(tq_pull_options(PullOptions::default()))
     })
 }
 
@@ -439,7 +439,7 @@ pub extern "C" fn tq_pull_options_set_cancel(
 #[no_mangle]
 pub extern "C" fn tq_cancel_new() -> *mut tq_cancel {
     guard_or("tq_cancel_new", std::ptr::null_mut(), || {
-        hand_out(tq_cancel(CancelToken::new()))
+        hand_out_or_null(tq_cancel(CancelToken::new()))
     })
 }
 

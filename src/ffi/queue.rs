@@ -3,7 +3,7 @@
 use std::ffi::{c_char, CString};
 use std::time::Duration;
 
-use super::objects::{borrow, borrow_optional, free, hand_out};
+use super::objects::{borrow, borrow_optional, free, hand_out, hand_out_all};
 use super::{
     array, guard, guard_or, non_null, out_pointer, tq_options, tq_pull_options, tq_push_options,
     tq_status, utf8_string, write_optional,
@@ -159,7 +159,7 @@ pub extern "C" fn tq_open(
         let options = unsafe { borrow_optional(options, "options") }?.map_or(&defaults, |o| &o.0);
         let queue = Queue::open(path, options)?;
         // SAFETY: as above.
-        unsafe { out.write(hand_out(tq_queue(queue))) };
+        unsafe { out.write(hand_out(tq_queue(queue))?) };
         Ok(tq_status::TQ_OK)
     })
 }
@@ -246,7 +246,7 @@ pub extern "C" fn tq_pull(
         };
         let task = tq_task::delivered(task)?;
         // SAFETY: as above.
-        unsafe { out.write(hand_out(task)) };
+        unsafe { out.write(hand_out(task)?) };
         Ok(tq_status::TQ_OK)
     })
 }
@@ -284,7 +284,7 @@ pub extern "C" fn tq_pull_batch(
         if tasks.is_empty() {
             return Ok(tq_status::TQ_EMPTY);
         }
-        out.fill(tasks);
+        out.fill(tasks)?;
         Ok(tq_status::TQ_OK)
     })
 }
@@ -316,13 +316,14 @@ impl TaskArray<'_> {
     }
 
     /// Hands `tasks` (at most `max`) to the caller and sets the count.
-    fn fill(self, tasks: Vec<tq_task>) {
+    fn fill(self, tasks: Vec<tq_task>) -> Result<()> {
         let count = tasks.len();
-        for (slot, task) in self.slots.iter_mut().zip(tasks) {
-            *slot = hand_out(task);
+        for (slot, task) in self.slots.iter_mut().zip(hand_out_all(tasks)?) {
+            *slot = task;
         }
         // SAFETY: checked writable in `new`.
         unsafe { self.count.write(count) };
+        Ok(())
     }
 }
 
@@ -603,7 +604,7 @@ pub extern "C" fn tq_finish_and_pull(
         };
         let next = tq_task::delivered(next)?;
         // SAFETY: as above.
-        unsafe { out.write(hand_out(next)) };
+        unsafe { out.write(hand_out(next)?) };
         Ok(tq_status::TQ_OK)
     })
 }
@@ -821,7 +822,7 @@ pub extern "C" fn tq_list(
             .into_iter()
             .map(tq_task::listed)
             .collect::<Result<Vec<_>>>()?;
-        out.fill(tasks);
+        out.fill(tasks)?;
         Ok(tq_status::TQ_OK)
     })
 }

@@ -37,6 +37,7 @@ use postgres::Client;
 use super::pool::Connector;
 use super::NOW_MS;
 use crate::error::{Error, ErrorKind, Result};
+use crate::global_lock;
 use crate::options::OpenOptions;
 use crate::wait::Bell;
 
@@ -156,12 +157,12 @@ impl Listener {
         options: &OpenOptions,
     ) -> Result<Arc<Listener>> {
         let key = (url.to_owned(), name.to_owned(), std::process::id());
-        let mut listeners = LISTENERS
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        listeners.retain(|_, listener| listener.strong_count() > 0);
-        if let Some(listener) = listeners.get(&key).and_then(Weak::upgrade) {
-            return Ok(listener);
+        {
+            let mut listeners = global_lock::lock(&LISTENERS)?;
+            listeners.retain(|_, listener| listener.strong_count() > 0);
+            if let Some(listener) = listeners.get(&key).and_then(Weak::upgrade) {
+                return Ok(listener);
+            }
         }
         let state = Arc::new(State {
             queues: Mutex::new(BTreeMap::new()),
@@ -185,10 +186,21 @@ impl Listener {
                 )
             })?;
         // The first outcome decides the open: a server that takes the
-        // pool's connection but not this one is not usable either.
+        // pool's connection but not this one is not usable either. It is
+        // waited for without the lock, so that other opens go on.
         listener.first_outcome()?;
-        listeners.insert(key, Arc::downgrade(&listener));
-        Ok(listener)
+        // One listener per key: if another thread started one meanwhile,
+        // that one is used, and this one stops (once the lock is released),
+        // its holder id never used.
+        let existing = {
+            let mut listeners = global_lock::lock(&LISTENERS)?;
+            let existing = listeners.get(&key).and_then(Weak::upgrade);
+            if existing.is_none() {
+                listeners.insert(key, Arc::downgrade(&listener));
+            }
+            existing
+        };
+        Ok(existing.unwrap_or(listener))
     }
 
     /// The waiters of `queue` in this process: woken by notifications for

@@ -321,11 +321,16 @@ impl Pool {
     }
 
     /// Lets go of the idle connections without closing them (see
-    /// `PostgresStore`'s `Drop`).
-    pub(super) fn forget_idle(&self) {
-        for conn in std::mem::take(&mut self.lock().idle) {
-            std::mem::forget(conn);
-        }
+    /// `PostgresStore`'s `Drop`). Takes no lock: in a child after `fork()`,
+    /// a thread of the parent may have held it, and `&mut self` shows that
+    /// no thread of this process does. The list is forgotten whole, unread
+    /// (such a thread may have been changing it).
+    pub(super) fn forget_idle(&mut self) {
+        let state = self
+            .state
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        std::mem::forget(std::mem::take(&mut state.idle));
     }
 
     /// How many connections the pool keeps at most.

@@ -12,12 +12,11 @@
 //! the child holds none.
 
 use std::sync::{Arc, Mutex, TryLockError, Weak};
-use std::thread;
-use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::Result;
+use crate::global_lock;
 
 /// A connection and the process that opened it.
 pub(super) struct Slot {
@@ -25,36 +24,39 @@ pub(super) struct Slot {
     pub(super) conn: Mutex<Option<Connection>>,
 }
 
-/// Every live slot of this process (and, in a child, of its parent).
+/// Every live slot of this process (and, in a child, of its parent). In a
+/// child whose parent was opening a queue at the moment of `fork()`, the
+/// lock is held by a thread that does not exist there: it is taken through
+/// [`global_lock::lock`], so such a child gets an error, not a hang.
 static SLOTS: Mutex<Vec<Weak<Slot>>> = Mutex::new(Vec::new());
-
-/// How long to wait for the registry before concluding that a thread of the
-/// parent held it at `fork()` and will never let go.
-const REGISTRY_WAIT: Duration = Duration::from_secs(1);
 
 /// Closes the connections this process inherited from a parent (none in a
 /// process that never forked) and forgets slots that were dropped.
 pub(super) fn close_inherited() -> Result<()> {
     let pid = std::process::id();
-    let mut slots = lock_registry()?;
-    let mut result = Ok(());
-    slots.retain(|weak| {
-        let Some(slot) = weak.upgrade() else {
-            return false;
-        };
-        if slot.opened_by_pid == pid {
-            return true;
-        }
+    let mut slots = global_lock::lock(&SLOTS)?;
+    slots.retain(|slot| slot.strong_count() > 0);
+    let inherited: Vec<Arc<Slot>> = slots
+        .iter()
+        .filter_map(Weak::upgrade)
+        .filter(|slot| slot.opened_by_pid != pid)
+        .collect();
+    // A connection that a thread of the parent was using at fork() cannot
+    // be closed safely, and that thread may hold SQLite's lock on its
+    // file's shared memory, which closing any connection to the file
+    // takes: all are closed, or none.
+    let mut conns = Vec::with_capacity(inherited.len());
+    for slot in &inherited {
         match slot.conn.try_lock() {
-            Ok(mut conn) => drop(conn.take()),
-            Err(TryLockError::Poisoned(poisoned)) => drop(poisoned.into_inner().take()),
-            // A thread of the parent was inside a tq call at fork(): its
-            // connection is mid-use and cannot be closed safely.
-            Err(TryLockError::WouldBlock) => result = Err(fork_error()),
+            Ok(conn) => conns.push(conn),
+            Err(TryLockError::Poisoned(poisoned)) => conns.push(poisoned.into_inner()),
+            Err(TryLockError::WouldBlock) => return Err(global_lock::forked_mid_call()),
         }
-        true
-    });
-    result
+    }
+    for mut conn in conns {
+        drop(conn.take());
+    }
+    Ok(())
 }
 
 /// Registers `conn` as opened by this process.
@@ -63,32 +65,6 @@ pub(super) fn register(conn: Connection) -> Result<Arc<Slot>> {
         opened_by_pid: std::process::id(),
         conn: Mutex::new(Some(conn)),
     });
-    lock_registry()?.push(Arc::downgrade(&slot));
+    global_lock::lock(&SLOTS)?.push(Arc::downgrade(&slot));
     Ok(slot)
-}
-
-/// The registry lock. In a child whose parent was opening a queue at the
-/// moment of `fork()`, the lock is held by a thread that does not exist
-/// there; waiting is bounded so that such a child gets an error, not a hang.
-fn lock_registry() -> Result<std::sync::MutexGuard<'static, Vec<Weak<Slot>>>> {
-    let deadline = Instant::now() + REGISTRY_WAIT;
-    loop {
-        match SLOTS.try_lock() {
-            Ok(slots) => return Ok(slots),
-            Err(TryLockError::Poisoned(poisoned)) => return Ok(poisoned.into_inner()),
-            Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
-                thread::sleep(Duration::from_micros(100))
-            }
-            Err(TryLockError::WouldBlock) => return Err(fork_error()),
-        }
-    }
-}
-
-fn fork_error() -> Error {
-    Error::new(
-        ErrorKind::InvalidArgument,
-        "this process was forked while another thread was inside a tq call, so the \
-         connections it inherited cannot be closed safely: open queues in a child \
-         only when fork() happened outside tq calls",
-    )
 }

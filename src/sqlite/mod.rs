@@ -33,6 +33,7 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::global_lock;
 use crate::holder::ProcessId;
 use crate::options::{Durability, OpenOptions};
 use crate::task::Pushed;
@@ -149,18 +150,21 @@ impl SqliteStore {
                 std::process::id(),
             )
         };
-        let mut files = FILES
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        files.retain(|_, file| file.strong_count() > 0);
         // stat(), never open(): see SQLITE-NOTES on POSIX locks.
-        let shared = std::fs::metadata(path)
-            .ok()
-            .and_then(|metadata| files.get(&key(&metadata)))
-            .and_then(Weak::upgrade);
+        let shared = match std::fs::metadata(path) {
+            Ok(metadata) => {
+                let mut files = global_lock::lock(&FILES)?;
+                files.retain(|_, file| file.strong_count() > 0);
+                files.get(&key(&metadata)).and_then(Weak::upgrade)
+            }
+            Err(_) => None,
+        };
         let file = match shared {
             Some(file) => file,
             None => {
+                // Connecting may wait seconds (turns, busy locks, a
+                // migration): without the lock, so that opens of other
+                // files go on meanwhile.
                 let (writer, turns) = connect(path, options)?;
                 let resolved = writer.path().unwrap_or(path).to_owned();
                 let metadata = std::fs::metadata(&resolved).map_err(|err| {
@@ -172,7 +176,7 @@ impl SqliteStore {
                     Durability::Full => flush::Flusher::new(&writer, &resolved)?,
                     Durability::Normal => None,
                 };
-                let file = Arc::new(SharedFile {
+                let made = Arc::new(SharedFile {
                     writer: inherited::register(writer)?,
                     reader: inherited::register(reader)?,
                     group: group::Group::default(),
@@ -190,8 +194,19 @@ impl SqliteStore {
                         stopped_at: None,
                     }),
                 });
-                files.insert(key, Arc::downgrade(&file));
-                file
+                // Group commit and the holder id rely on one shared file
+                // per key: if another thread made one meanwhile, that one
+                // is used, and the one just made is closed unused, once the
+                // lock is released.
+                let existing = {
+                    let mut files = global_lock::lock(&FILES)?;
+                    let existing = files.get(&key).and_then(Weak::upgrade);
+                    if existing.is_none() {
+                        files.insert(key, Arc::downgrade(&made));
+                    }
+                    existing
+                };
+                existing.unwrap_or(made)
             }
         };
         Ok(SqliteStore {
