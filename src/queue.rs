@@ -172,7 +172,10 @@ impl Queue {
     /// Tries to claim, then waits for a reason to try again: a ring of the
     /// bell (a write in this process), a commit by another process (seen
     /// through the change counter, every [`POLL_INTERVAL`]), or a delayed
-    /// task or a lease coming due.
+    /// task or a lease coming due. A wake-up first asks, with a read,
+    /// whether the queue has a task to claim now, and claims (a write,
+    /// which waits for the write lock) only then: commits to other queues
+    /// or tables of the file cost a waiter a read, not a transaction.
     fn claim(&self, max: usize, options: &PullOptions) -> Result<Vec<Task>> {
         let store = self.store()?;
         let lease = options.lease.as_millis() as i64;
@@ -188,18 +191,22 @@ impl Queue {
                     .as_ref()
                     .is_some_and(|token| token.is_cancelled())
         };
+        // Read before claiming or asking, so a write that lands between
+        // them and the sleep still ends the sleep.
+        let mut rings = self.bell.rings();
+        let mut changes = store.change_counter()?;
+        let mut now = now_unix_ms();
+        let mut claimable = Some(now);
         loop {
-            // Read before claiming, so a write that lands between the claim
-            // and the sleep still ends the sleep.
-            let rings = self.bell.rings();
-            let changes = store.change_counter()?;
-            let now = now_unix_ms();
-            let tasks = store.claim(max, now, lease)?;
-            if !tasks.is_empty() {
-                return Ok(tasks);
+            if claimable.is_some_and(|at| at <= now) {
+                let tasks = store.claim(max, now, lease)?;
+                if !tasks.is_empty() {
+                    return Ok(tasks);
+                }
+                claimable = store.next_claimable(now)?.filter(|&at| at > now);
             }
-            let due = store.next_due(now)?.map(|due| {
-                Instant::now() + Duration::from_millis(due.saturating_sub(now).max(1) as u64)
+            let due = claimable.map(|at| {
+                Instant::now() + Duration::from_millis(at.saturating_sub(now).max(1) as u64)
             });
             loop {
                 if stopped() {
@@ -224,6 +231,10 @@ impl Queue {
                     break;
                 }
             }
+            rings = self.bell.rings();
+            changes = store.change_counter()?;
+            now = now_unix_ms();
+            claimable = store.next_claimable(now)?;
         }
     }
 

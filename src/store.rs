@@ -6,7 +6,7 @@
 //! SQLite backend uses the engine's time; a backend shared by several
 //! machines (PostgreSQL) uses its server's clock instead, which is why
 //! lengths (a lease, an age) are passed beside the time, and why times it
-//! returns for the engine to wait on ([`Store::next_due`]) are translated
+//! returns for the engine to wait on ([`Store::next_claimable`]) are translated
 //! into the engine's clock. A backend serves one named queue of its store.
 
 use crate::error::Result;
@@ -139,10 +139,12 @@ pub(crate) trait Store: Send + Sync {
     /// The size of the write-ahead log, in bytes.
     fn wal_size(&self) -> Result<u64>;
 
-    /// The earliest time after `now` when a task becomes claimable without
-    /// any write: a delayed task's due time or a lease's expiry, on the
-    /// engine's clock.
-    fn next_due(&self, now: i64) -> Result<Option<i64>>;
+    /// The earliest time, not before `now`, when a task of the queue can be
+    /// claimed without any other write: `now` when one is ready, else a
+    /// delayed task's due time or a lease's expiry, on the engine's clock;
+    /// `None` when the queue has nothing that will become claimable. A
+    /// read: a waiting pull asks it before it takes the write lock.
+    fn next_claimable(&self, now: i64) -> Result<Option<i64>>;
 
     /// A number that changes whenever another connection commits a write
     /// that may make a task ready.

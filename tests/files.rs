@@ -313,3 +313,29 @@ fn a_queue_file_with_overwritten_pages_is_refused() {
     });
     assert_refused_as_damaged(&path);
 }
+
+#[test]
+fn a_waiting_pull_woken_by_a_write_that_readies_nothing_takes_no_write_lock() {
+    let scratch = Scratch::new();
+    let mut options = OpenOptions::new();
+    options.busy_timeout(Duration::from_millis(100)).unwrap();
+    let queue = scratch.open_with(&options);
+    let other = Connection::open(scratch.queue_path()).unwrap();
+    other.execute_batch("CREATE TABLE app (x)").unwrap();
+
+    let mut wait = PullOptions::new();
+    wait.wait(Duration::from_millis(1500)).unwrap();
+    let waiter = std::thread::spawn(move || queue.pull(&wait));
+    // Past the waiter's first, empty claim.
+    std::thread::sleep(Duration::from_millis(200));
+    // A commit that wakes the waiter but readies no task, then the write
+    // lock held past the busy timeout: a waiter that claimed on every
+    // wake-up would meet the lock and fail with busy.
+    other
+        .execute_batch("INSERT INTO app VALUES (1); BEGIN IMMEDIATE; INSERT INTO app VALUES (2)")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    other.execute_batch("COMMIT").unwrap();
+    let pulled = waiter.join().unwrap();
+    assert!(matches!(pulled, Ok(None)), "{pulled:?}");
+}

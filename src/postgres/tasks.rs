@@ -207,7 +207,10 @@ const OLDEST_READY: &str = "WITH RECURSIVE level(priority) AS (
         NOW_MS";
 
 /// How long until queue `$1`'s next delayed task or lease comes due.
-const NEXT_DUE: &str = "SELECT least(
+/// How long until a task of queue `$1` can be claimed (see
+/// `Store::next_claimable`): 0 when one is ready.
+const NEXT_CLAIMABLE: &str = "SELECT least(
+        (SELECT NOW_MS WHERE EXISTS (SELECT 1 FROM @.tasks WHERE queue = $1 AND state = 0)),
         (SELECT min(run_at) FROM @.tasks WHERE queue = $1 AND state = 4),
         (SELECT min(lease_expires_at) FROM @.tasks WHERE queue = $1 AND state = 1)) - NOW_MS";
 
@@ -590,8 +593,8 @@ impl Store for PostgresStore {
         Err(no_wal_file())
     }
 
-    fn next_due(&self, now: i64) -> Result<Option<i64>> {
-        let until: Option<i64> = self.read_value(NEXT_DUE, &[&self.queue])?;
+    fn next_claimable(&self, now: i64) -> Result<Option<i64>> {
+        let until: Option<i64> = self.read_value(NEXT_CLAIMABLE, &[&self.queue])?;
         // The server says how long until then; the engine waits on its clock.
         Ok(until.map(|until| now.saturating_add(until.max(0))))
     }
@@ -712,7 +715,7 @@ mod tests {
             "the lease runs from the server's time"
         );
         // The engine waits on its own clock: the due time comes back in it.
-        let due = store.next_due(past).unwrap().unwrap();
+        let due = store.next_claimable(past).unwrap().unwrap();
         assert!((due - (past + 60_000)).abs() < 10_000, "{due}");
         assert_eq!(
             store.recover(future).unwrap(),

@@ -120,6 +120,15 @@ const READY_FIRST: &str = "SELECT id, priority, run_at, 0 FROM tq_tasks
 const ANY_EXPIRED: &str = "SELECT 1 FROM tq_tasks
     WHERE queue = ?1 AND state = 1 AND lease_expires_at <= ?2 LIMIT 1";
 
+/// The earliest time `?2` or later when a task of queue `?1` can be claimed
+/// (see `Store::next_claimable`): three index lookups.
+const NEXT_CLAIMABLE: &str = "SELECT min(t) FROM (
+    SELECT ?2 AS t WHERE EXISTS (SELECT 1 FROM tq_tasks WHERE queue = ?1 AND state = 0)
+    UNION ALL
+    SELECT min(run_at) FROM tq_tasks WHERE queue = ?1 AND state = 4
+    UNION ALL
+    SELECT min(lease_expires_at) FROM tq_tasks WHERE queue = ?1 AND state = 1)";
+
 /// The expired lease first in claim order, so that it keeps its place in
 /// line: it walks the leased tasks in claim order to the first expired one
 /// (looked for only when [`ANY_EXPIRED`] found one), rather than sorting
@@ -826,16 +835,11 @@ impl Store for SqliteStore {
         self.file.wal_file_size()
     }
 
-    fn next_due(&self, now: i64) -> Result<Option<i64>> {
+    fn next_claimable(&self, now: i64) -> Result<Option<i64>> {
         self.read(|conn| {
             let due: Option<i64> = conn
-                .prepare_cached(
-                    "SELECT min(t) FROM (
-                        SELECT min(run_at) AS t FROM tq_tasks WHERE queue = ?1 AND state = 4
-                        UNION ALL
-                        SELECT min(lease_expires_at) FROM tq_tasks WHERE queue = ?1 AND state = 1)",
-                )?
-                .query_row([&self.queue], |row| row.get(0))?;
+                .prepare_cached(NEXT_CLAIMABLE)?
+                .query_row(rusqlite::params![&self.queue, now], |row| row.get(0))?;
             Ok(due.map(|due| due.max(now)))
         })
     }
