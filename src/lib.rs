@@ -10,7 +10,8 @@
 //! generated from it.
 //!
 //! Layout: `queue.rs` is the engine's front (argument checks, clock, fork
-//! guard, waiting); `wait.rs` wakes waiting pulls; `store.rs` is the narrow interface a storage backend implements;
+//! guard, waiting); `wait.rs` wakes waiting pulls; `location.rs` shows a
+//! location without its password; `store.rs` is the narrow interface a storage backend implements;
 //! `sqlite/` is the SQLite backend (schema in `sqlite/schema.rs`, the
 //! claim and every other task statement in `sqlite/tasks.rs`); `holder.rs`
 //! tells whether a process holding tasks is still alive. `postgres/` is the
@@ -22,6 +23,7 @@
 mod error;
 pub mod ffi;
 mod holder;
+mod location;
 mod options;
 pub mod outbox;
 #[cfg(feature = "postgres")]
@@ -33,6 +35,7 @@ mod task;
 mod wait;
 
 pub use error::{Error, ErrorKind, Result};
+pub use location::redacted_location;
 pub use options::{
     Durability, OpenOptions, PullOptions, PushOptions, DEFAULT_MAX_ATTEMPTS, DEFAULT_POOL_SIZE,
     DEFAULT_POSTGRES_SCHEMA, DEFAULT_QUEUE, MAX_POOL_SIZE, MAX_QUEUE_NAME_LEN, MAX_UNIQUE_KEY_LEN,
