@@ -20,6 +20,12 @@
 //! `postgres/tasks.rs`, connections in `postgres/pool.rs`, holders and
 //! wake-ups in `postgres/listener.rs`).
 
+// Waiting between processes uses futexes and liveness reads /proc, so no
+// other system can build tq: this error comes first, ahead of those of the
+// libc items such a system lacks.
+#[cfg(not(target_os = "linux"))]
+compile_error!("tq runs on Linux only: it relies on futexes and /proc");
+
 mod error;
 pub mod ffi;
 mod holder;
