@@ -22,7 +22,11 @@ Exit status:
   2  usage error (a bad option or argument)
   3  nothing to do: `work --until-empty` found no task, `retry --all-dead` found no dead task
 
-Every command takes the queue file first. Commands that act on one queue
+Every command takes the queue file (or a postgres:// URL) first; `-`
+stands for $TQ_DATABASE_URL, which keeps a password out of `ps` and the
+shell's history (`stats`, `list`, `purge`, `recover`, `checkpoint`: the
+file may be left out too). Messages never show a URL's password.
+Commands that act on one queue
 take --queue NAME (default: \"default\"); `stats` and `show` look at every
 queue in the file unless --queue is given.";
 
