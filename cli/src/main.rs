@@ -3,6 +3,7 @@
 //! share (opening a file, tables, JSON, errors).
 
 mod admin;
+mod backup;
 mod list;
 mod output;
 mod push;
@@ -109,11 +110,24 @@ Example:
 
     /// Copy the write-ahead log into the database and truncate it.
     #[command(after_help = "\
-A good call at a quiet moment, or before copying the file.
+A good call at a quiet moment. Copying the file is no backup, even after a
+checkpoint (a commit during the copy tears it): use `tq backup`.
 
 Example:
   tq checkpoint jobs.db")]
     Checkpoint(admin::FileArgs),
+
+    /// Copy a queue file in use into a new file, consistently.
+    #[command(after_help = "\
+The copy holds every task acknowledged before the backup began, whatever
+producers and workers do meanwhile (SQLite's VACUUM INTO, in one read
+transaction), and is flushed to the disk. DEST must not exist. Copying the
+file with cp is no backup: a commit during the copy tears it, and commits
+still in the -wal file are missing. For PostgreSQL, use pg_dump.
+
+Example:
+  tq backup jobs.db /backups/jobs-$(date +%F).db")]
+    Backup(backup::Args),
 
     /// Run a command for each task, with N workers in parallel.
     #[command(after_help = "\
@@ -153,6 +167,7 @@ fn main() -> ExitCode {
         Command::Purge(args) => admin::run_purge(args, cli.json),
         Command::Recover(args) => admin::run_recover(args, cli.json),
         Command::Checkpoint(args) => admin::run_checkpoint(args, cli.json),
+        Command::Backup(args) => backup::run(args, cli.json),
         Command::Work(args) => work::run(args, cli.json),
     };
     match result {

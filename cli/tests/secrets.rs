@@ -53,7 +53,11 @@ fn assert_no_command_prints_the_password(location: &str, queue: &str, expected: 
         let output = tq()
             .arg(command)
             .arg(location)
-            .args(if *command == "checkpoint" { vec![] } else { vec!["--queue", queue] })
+            .args(if *command == "checkpoint" {
+                vec![]
+            } else {
+                vec!["--queue", queue]
+            })
             .args(*args)
             .output()
             .unwrap();
@@ -147,7 +151,10 @@ fn the_location_comes_from_tq_database_url_when_omitted_or_dash() {
 fn a_password_from_the_environment_is_not_printed_either() {
     let fixture = Fixture::new();
     let output = tq_in(fixture.dir.path())
-        .env("TQ_DATABASE_URL", format!("postgres://alice:{PASSWORD}@127.0.0.1:1/db"))
+        .env(
+            "TQ_DATABASE_URL",
+            format!("postgres://alice:{PASSWORD}@127.0.0.1:1/db"),
+        )
         .args(["stats", "-"])
         .output()
         .unwrap();
