@@ -8,8 +8,7 @@ use serde_json::json;
 use tq::{TaskState, DEFAULT_QUEUE};
 
 use crate::output::{
-    parse_duration, parse_queue_name, print, print_json, CommandResult, Failure,
-    Location, Outcome,
+    parse_duration, parse_queue_name, print, print_json, CommandResult, Failure, Location, Outcome,
 };
 
 /// Arguments of a command that acts on the whole file.

@@ -4,8 +4,8 @@ use clap::ValueEnum;
 use tq::{Queue, TaskInfo, TaskState, DEFAULT_QUEUE};
 
 use crate::output::{
-    self, parse_queue_name, Location, print, relative_time, rfc3339, state_name, task_json,
-    CommandResult, Failure, Outcome,
+    self, parse_queue_name, print, relative_time, rfc3339, state_name, task_json, CommandResult,
+    Failure, Location, Outcome,
 };
 
 /// A task state as the command line names it.

@@ -11,8 +11,7 @@ use serde_json::json;
 use tq::{PushOptions, Pushed, Queue, DEFAULT_QUEUE};
 
 use crate::output::{
-    parse_duration, parse_queue_name, print, print_json, CommandResult, Failure, Location,
-    Outcome,
+    parse_duration, parse_queue_name, print, print_json, CommandResult, Failure, Location, Outcome,
 };
 
 /// Arguments of `tq push`.

@@ -12,8 +12,8 @@ use serde_json::{json, Value};
 use tq::{Queue, TaskState, DEFAULT_QUEUE};
 
 use crate::output::{
-    self, parse_positive_duration, parse_queue_name, print, print_json,
-    CommandResult, Failure, Location, Outcome,
+    self, parse_positive_duration, parse_queue_name, print, print_json, CommandResult, Failure,
+    Location, Outcome,
 };
 
 /// Arguments of `tq stats`.

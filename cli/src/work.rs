@@ -19,8 +19,8 @@ use signal_hook::iterator::Signals;
 use tq::{ErrorKind, Failed, PullOptions, Queue, Task, TaskState, DEFAULT_QUEUE};
 
 use crate::output::{
-    parse_duration, parse_positive_duration, parse_queue_name, print, print_json,
-    CommandResult, Failure, Location, Outcome,
+    parse_duration, parse_positive_duration, parse_queue_name, print, print_json, CommandResult,
+    Failure, Location, Outcome,
 };
 
 /// How long one pull waits before it looks again (a signal ends it sooner).
