@@ -26,10 +26,9 @@ Exit status:
 Every command takes the queue file (or a postgres:// URL) first; `-`
 stands for $TQ_DATABASE_URL, which keeps a password out of `ps` and the
 shell's history (`stats`, `list`, `purge`, `recover`, `checkpoint`: the
-file may be left out too). Messages never show a URL's password.
-Commands that act on one queue
-take --queue NAME (default: \"default\"); `stats` and `show` look at every
-queue in the file unless --queue is given.";
+file may be left out too). Messages never show a URL's password. Commands
+that act on one queue take --queue NAME (default: \"default\"); `stats` and
+`show` look at every queue in the file unless --queue is given.";
 
 /// Inspect, repair and work a tq queue file.
 #[derive(Parser)]
