@@ -96,7 +96,13 @@ mod tests {
 
     #[test]
     fn a_file_path_is_unchanged() {
-        for path in ["jobs.db", "/var/lib/app/jobs.db", "./a:b@c.db", "", "file.db?x=1"] {
+        for path in [
+            "jobs.db",
+            "/var/lib/app/jobs.db",
+            "./a:b@c.db",
+            "",
+            "file.db?x=1",
+        ] {
             assert_eq!(redacted_location(path), path);
         }
     }
