@@ -49,9 +49,18 @@ all: lib
 
 # The libraries under build/lib with the usual names: libtq.so.VERSION, the
 # SONAME link the loader looks for, and the libtq.so link the linker uses.
+# rustc's native-static-libs note names the system libraries a static link
+# of libtq.a needs: they become tq.pc's Libs.private
+# (build/native-static-libs), never typed by hand.
 lib: $(BUILD)/lib/libtq.so
 $(RELEASE)/libtq.so $(RELEASE)/libtq.a: FORCE
-	$(CARGO) build --release --locked --lib
+	mkdir -p $(BUILD)
+	$(CARGO) rustc --release --locked --lib -- --print native-static-libs 2> $(BUILD)/lib-build.log; \
+	status=$$?; cat $(BUILD)/lib-build.log >&2; exit $$status
+	sed -n 's/^note: native-static-libs: //p' $(BUILD)/lib-build.log > $(BUILD)/native-static-libs.new
+	if [ -s $(BUILD)/native-static-libs.new ]; then mv $(BUILD)/native-static-libs.new $(BUILD)/native-static-libs; \
+	else rm $(BUILD)/native-static-libs.new; test -s $(BUILD)/native-static-libs || \
+		{ echo "rustc named no native-static-libs: run make clean" >&2; exit 1; }; fi
 $(BUILD)/lib/libtq.so: $(RELEASE)/libtq.so $(RELEASE)/libtq.a
 	mkdir -p $(BUILD)/lib
 	soname=$$(objdump -p $(RELEASE)/libtq.so | awk '$$1 == "SONAME" { print $$2 }'); \
@@ -121,6 +130,12 @@ test-install: lib
 	$(CC) -Wall -Wextra -Werror -pedantic -std=c11 -o $(BUILD)/workers-installed examples/c/workers.c \
 		$$($(STAGED_PKG_CONFIG) --cflags --libs tq) -pthread
 	LD_LIBRARY_PATH=$(STAGING)/usr/lib $(BUILD)/workers-installed $(BUILD)/installed.db
+	@# Static: libtq.a with the system libraries of `pkg-config --static`.
+	rm -f $(BUILD)/installed.db*
+	$(CC) -Wall -Wextra -Werror -pedantic -std=c11 -o $(BUILD)/workers-static examples/c/workers.c \
+		$$($(STAGED_PKG_CONFIG) --static --cflags --libs tq | sed 's/-ltq/-Wl,-Bstatic -ltq -Wl,-Bdynamic/') -pthread
+	! objdump -p $(BUILD)/workers-static | grep -q 'NEEDED.*libtq'
+	$(BUILD)/workers-static $(BUILD)/installed.db
 	$(STAGING)/usr/bin/tq --version
 	$(STAGING)/usr/bin/tq stats $(BUILD)/installed.db
 
@@ -221,6 +236,7 @@ install: lib cli
 	install -m 644 $(BUILD)/lib/libtq.a $(DESTDIR)$(LIBDIR)/libtq.a
 	install -m 644 include/tq.h $(DESTDIR)$(INCLUDEDIR)/tq.h
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
+		-e "s|@LIBS_PRIVATE@|$$(cat $(BUILD)/native-static-libs)|" \
 		tq.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/tq.pc
 
 clean:

@@ -319,6 +319,24 @@ const char *tq_version(void);
 uint32_t tq_version_number(void);
 
 /*
+ Writes `location` (a file path or a URL, UTF-8) as it may be shown in
+ messages into `buf`: a URL without the password of its user information
+ and without any `password` query parameter; a file path unchanged. At
+ most `cap - 1` bytes are written (cut at a character boundary), then a
+ NUL; `*len` (when `len` is not NULL) receives the length of the whole
+ result without its NUL, so a result was cut when `*len >= cap`. With
+ `cap` 0, `buf` may be NULL and only `*len` is set: call once to learn
+ the size, then again with a buffer of `*len + 1` bytes.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL or non-UTF-8
+ `location`, NULL `buf` with `cap` above 0); then `buf` is untouched.
+
+ Ownership: `buf` belongs to the caller; tq keeps no pointer. Thread
+ safety: may be called from any thread.
+ */
+enum tq_status tq_location_redacted(const char *location, char *buf, size_t cap, size_t *len);
+
+/*
  Creates an options object for `tq_open` holding the defaults: durability
  `TQ_DURABILITY_FULL`, a 5,000 ms busy timeout, no history, payloads up
  to `TQ_MAX_PAYLOAD_LEN` bytes, the queue named "default", 25 attempts

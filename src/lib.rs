@@ -10,7 +10,8 @@
 //! generated from it.
 //!
 //! Layout: `queue.rs` is the engine's front (argument checks, clock, fork
-//! guard, waiting); `wait.rs` wakes waiting pulls; `store.rs` is the narrow interface a storage backend implements;
+//! guard, waiting); `wait.rs` wakes waiting pulls; `location.rs` shows a
+//! location without its password; `store.rs` is the narrow interface a storage backend implements;
 //! `sqlite/` is the SQLite backend (schema in `sqlite/schema.rs`, the
 //! claim and every other task statement in `sqlite/tasks.rs`); `holder.rs`
 //! tells whether a process holding tasks is still alive. `postgres/` is the
@@ -19,10 +20,17 @@
 //! `postgres/tasks.rs`, connections in `postgres/pool.rs`, holders and
 //! wake-ups in `postgres/listener.rs`).
 
+// Waiting between processes uses futexes and liveness reads /proc, so no
+// other system can build tq: this error comes first, ahead of those of the
+// libc items such a system lacks.
+#[cfg(not(target_os = "linux"))]
+compile_error!("tq runs on Linux only: it relies on futexes and /proc");
+
 mod error;
 pub mod ffi;
 mod global_lock;
 mod holder;
+mod location;
 mod options;
 pub mod outbox;
 #[cfg(feature = "postgres")]
@@ -34,6 +42,7 @@ mod task;
 mod wait;
 
 pub use error::{Error, ErrorKind, Result};
+pub use location::redacted_location;
 pub use options::{
     Durability, OpenOptions, PullOptions, PushOptions, DEFAULT_MAX_ATTEMPTS, DEFAULT_POOL_SIZE,
     DEFAULT_POSTGRES_SCHEMA, DEFAULT_QUEUE, MAX_POOL_SIZE, MAX_QUEUE_NAME_LEN, MAX_UNIQUE_KEY_LEN,

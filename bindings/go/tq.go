@@ -97,6 +97,20 @@ var checkVersion = sync.OnceValue(func() error {
 	return nil
 })
 
+// redactedLocation is location as messages show it: a URL without its
+// password (tq_location_redacted), a file path unchanged.
+func redactedLocation(location string) string {
+	clocation := C.CString(location)
+	defer C.free(unsafe.Pointer(clocation))
+	var length C.size_t
+	if C.tq_location_redacted(clocation, nil, 0, &length) != C.TQ_OK {
+		return "(not UTF-8)"
+	}
+	shown := make([]byte, length+1)
+	C.tq_location_redacted(clocation, (*C.char)(unsafe.Pointer(&shown[0])), C.size_t(len(shown)), &length)
+	return string(shown[:length])
+}
+
 // Open opens the queue in the SQLite file at path, creating the file and
 // tq's tables as needed. The file must be on a local filesystem. Several
 // Queues and processes may open the same file.
@@ -112,8 +126,9 @@ func Open(path string, opts ...Option) (*Queue, error) {
 	if err := checkVersion(); err != nil {
 		return nil, err
 	}
-	if strings.IndexByte(path, 0) >= 0 {
-		return nil, bindingError("open", ErrInvalidArgument, "the path %q has a NUL byte", path)
+	if nul := strings.IndexByte(path, 0); nul >= 0 {
+		return nil, bindingError("open", ErrInvalidArgument, "the path starting %q has a NUL byte at byte %d",
+			redactedLocation(path[:nul]), nul)
 	}
 	options, err := newOptions("open", opts,
 		func() *C.tq_options { return C.tq_options_new() },
@@ -446,8 +461,10 @@ func (q *Queue) OldestReadyAge() (time.Duration, bool, error) {
 // Checkpoint copies the file's write-ahead log into the database and
 // truncates it, waiting up to the busy timeout for readers to move on, and
 // returns the log's size afterwards, in bytes. libtq also checkpoints by
-// itself when the log grows past 16 MiB; call this at quiet moments, or
-// before copying the file. An ErrBusy (a reader still used the log) comes
+// itself when the log grows past 16 MiB; call this at quiet moments. It
+// does not make copying the file a backup (a commit during the copy would
+// tear it): back up with `tq backup FILE COPY`, which copies consistently
+// while the file is in use. An ErrBusy (a reader still used the log) comes
 // with the size of what remains.
 func (q *Queue) Checkpoint() (int64, error) {
 	var n C.int64_t

@@ -8,22 +8,23 @@ use serde_json::json;
 use tq::{TaskState, DEFAULT_QUEUE};
 
 use crate::output::{
-    open_existing, parse_duration, parse_queue_name, print, print_json, CommandResult, Failure,
-    Outcome,
+    parse_duration, parse_queue_name, print, print_json, CommandResult, Failure, Location, Outcome,
 };
 
 /// Arguments of a command that acts on the whole file.
 #[derive(clap::Args)]
 pub struct FileArgs {
-    /// The queue file.
-    file: String,
+    /// The queue file or PostgreSQL URL; `-` or none: $TQ_DATABASE_URL.
+    #[arg(default_value = "-", hide_default_value = true, value_parser = Location::parse)]
+    file: Location,
 }
 
 /// Arguments of a command that acts on one queue.
 #[derive(clap::Args)]
 pub struct QueueArgs {
-    /// The queue file.
-    file: String,
+    /// The queue file or PostgreSQL URL; `-` or none: $TQ_DATABASE_URL.
+    #[arg(default_value = "-", hide_default_value = true, value_parser = Location::parse)]
+    file: Location,
 
     /// The queue to act on.
     #[arg(long, short, default_value = DEFAULT_QUEUE, value_parser = parse_queue_name)]
@@ -33,8 +34,9 @@ pub struct QueueArgs {
 /// Arguments of `tq retry`.
 #[derive(clap::Args)]
 pub struct RetryArgs {
-    /// The queue file.
-    file: String,
+    /// The queue file or PostgreSQL URL; `-`: $TQ_DATABASE_URL.
+    #[arg(value_parser = Location::parse)]
+    file: Location,
 
     /// The ids of the dead tasks to put back.
     #[arg(required_unless_present = "all_dead", conflicts_with = "all_dead")]
@@ -52,7 +54,7 @@ pub struct RetryArgs {
 /// Runs `tq retry`: each task that is not dead is reported and the others
 /// are still retried.
 pub fn run_retry(args: RetryArgs, json: bool) -> CommandResult {
-    let queue = open_existing(&args.file, &args.queue, |_| Ok(()))?;
+    let queue = args.file.open_existing(&args.queue, |_| Ok(()))?;
     if args.all_dead {
         let retried = queue.retry_all_dead()?;
         report(json, "retried", retried, "dead task", "put back")?;
@@ -100,8 +102,9 @@ pub fn run_retry(args: RetryArgs, json: bool) -> CommandResult {
 #[derive(clap::Args)]
 #[command(group = clap::ArgGroup::new("what").required(true).args(["done_older_than", "dead"]))]
 pub struct PurgeArgs {
-    /// The queue file.
-    file: String,
+    /// The queue file or PostgreSQL URL; `-` or none: $TQ_DATABASE_URL.
+    #[arg(default_value = "-", hide_default_value = true, value_parser = Location::parse)]
+    file: Location,
 
     /// Delete done tasks finished at least this long ago (e.g. 7d; 0s for all).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
@@ -122,7 +125,7 @@ pub struct PurgeArgs {
 
 /// Runs `tq purge`.
 pub fn run_purge(args: PurgeArgs, json: bool) -> CommandResult {
-    let queue = open_existing(&args.file, &args.queue, |_| Ok(()))?;
+    let queue = args.file.open_existing(&args.queue, |_| Ok(()))?;
     let (state, age, what) = match args.done_older_than {
         Some(age) => (TaskState::Done, age, "done task"),
         None => (
@@ -138,7 +141,7 @@ pub fn run_purge(args: PurgeArgs, json: bool) -> CommandResult {
 
 /// Runs `tq recover`.
 pub fn run_recover(args: QueueArgs, json: bool) -> CommandResult {
-    let queue = open_existing(&args.file, &args.queue, |_| Ok(()))?;
+    let queue = args.file.open_existing(&args.queue, |_| Ok(()))?;
     let recovered = queue.recover()?;
     report(json, "recovered", recovered, "task", "took back")?;
     Ok(Outcome::Done)
@@ -146,7 +149,7 @@ pub fn run_recover(args: QueueArgs, json: bool) -> CommandResult {
 
 /// Runs `tq checkpoint`.
 pub fn run_checkpoint(args: FileArgs, json: bool) -> CommandResult {
-    let queue = open_existing(&args.file, DEFAULT_QUEUE, |_| Ok(()))?;
+    let queue = args.file.open_existing(DEFAULT_QUEUE, |_| Ok(()))?;
     let checkpoint = queue.checkpoint()?;
     if json {
         print_json(&json!({

@@ -4,8 +4,8 @@ use clap::ValueEnum;
 use tq::{Queue, TaskInfo, TaskState, DEFAULT_QUEUE};
 
 use crate::output::{
-    self, open_existing, parse_queue_name, print, relative_time, rfc3339, state_name, task_json,
-    CommandResult, Failure, Outcome,
+    self, parse_queue_name, print, relative_time, rfc3339, state_name, task_json, CommandResult,
+    Failure, Location, Outcome,
 };
 
 /// A task state as the command line names it.
@@ -31,8 +31,9 @@ impl From<State> for TaskState {
 /// Arguments of `tq list`.
 #[derive(clap::Args)]
 pub struct ListArgs {
-    /// The queue file.
-    file: String,
+    /// The queue file or PostgreSQL URL; `-` or none: $TQ_DATABASE_URL.
+    #[arg(default_value = "-", hide_default_value = true, value_parser = Location::parse)]
+    file: Location,
 
     /// The queue to list.
     #[arg(long, short, default_value = DEFAULT_QUEUE, value_parser = parse_queue_name)]
@@ -53,7 +54,7 @@ pub struct ListArgs {
 
 /// Runs `tq list`.
 pub fn run_list(args: ListArgs, json: bool) -> CommandResult {
-    let queue = open_existing(&args.file, &args.queue, |_| Ok(()))?;
+    let queue = args.file.open_existing(&args.queue, |_| Ok(()))?;
     let state = TaskState::from(args.state);
     let tasks = queue.list(state, args.after, args.limit as usize)?;
     if json {
@@ -110,8 +111,9 @@ pub fn run_list(args: ListArgs, json: bool) -> CommandResult {
 /// Arguments of `tq show`.
 #[derive(clap::Args)]
 pub struct ShowArgs {
-    /// The queue file.
-    file: String,
+    /// The queue file or PostgreSQL URL; `-`: $TQ_DATABASE_URL.
+    #[arg(value_parser = Location::parse)]
+    file: Location,
 
     /// The task's id.
     id: i64,
@@ -124,7 +126,7 @@ pub struct ShowArgs {
 /// Runs `tq show`.
 pub fn run_show(args: ShowArgs, json: bool) -> CommandResult {
     let first = args.queue.as_deref().unwrap_or(DEFAULT_QUEUE);
-    let handle = open_existing(&args.file, first, |_| Ok(()))?;
+    let handle = args.file.open_existing(first, |_| Ok(()))?;
     let names = match &args.queue {
         Some(name) => vec![name.clone()],
         None => handle.queue_names()?,
@@ -133,7 +135,7 @@ pub fn run_show(args: ShowArgs, json: bool) -> CommandResult {
         let found = if name == first {
             find(&handle, args.id)?
         } else {
-            find(&output::open(&args.file, &name, |_| Ok(()))?, args.id)?
+            find(&args.file.open(&name, |_| Ok(()))?, args.id)?
         };
         if let Some(task) = found {
             show(&task, &name, json)?;

@@ -3,6 +3,7 @@
 //! share (opening a file, tables, JSON, errors).
 
 mod admin;
+mod backup;
 mod list;
 mod output;
 mod push;
@@ -22,9 +23,12 @@ Exit status:
   2  usage error (a bad option or argument)
   3  nothing to do: `work --until-empty` found no task, `retry --all-dead` found no dead task
 
-Every command takes the queue file first. Commands that act on one queue
-take --queue NAME (default: \"default\"); `stats` and `show` look at every
-queue in the file unless --queue is given.";
+Every command takes the queue file (or a postgres:// URL) first; `-`
+stands for $TQ_DATABASE_URL, which keeps a password out of `ps` and the
+shell's history (`stats`, `list`, `purge`, `recover`, `checkpoint`: the
+file may be left out too). Messages never show a URL's password. Commands
+that act on one queue take --queue NAME (default: \"default\"); `stats` and
+`show` look at every queue in the file unless --queue is given.";
 
 /// Inspect, repair and work a tq queue file.
 #[derive(Parser)]
@@ -105,11 +109,24 @@ Example:
 
     /// Copy the write-ahead log into the database and truncate it.
     #[command(after_help = "\
-A good call at a quiet moment, or before copying the file.
+A good call at a quiet moment. Copying the file is no backup, even after a
+checkpoint (a commit during the copy tears it): use `tq backup`.
 
 Example:
   tq checkpoint jobs.db")]
     Checkpoint(admin::FileArgs),
+
+    /// Copy a queue file in use into a new file, consistently.
+    #[command(after_help = "\
+The copy holds every task acknowledged before the backup began, whatever
+producers and workers do meanwhile (SQLite's VACUUM INTO, in one read
+transaction), and is flushed to the disk. DEST must not exist. Copying the
+file with cp is no backup: a commit during the copy tears it, and commits
+still in the -wal file are missing. For PostgreSQL, use pg_dump.
+
+Example:
+  tq backup jobs.db /backups/jobs-$(date +%F).db")]
+    Backup(backup::Args),
 
     /// Run a command for each task, with N workers in parallel.
     #[command(after_help = "\
@@ -149,6 +166,7 @@ fn main() -> ExitCode {
         Command::Purge(args) => admin::run_purge(args, cli.json),
         Command::Recover(args) => admin::run_recover(args, cli.json),
         Command::Checkpoint(args) => admin::run_checkpoint(args, cli.json),
+        Command::Backup(args) => backup::run(args, cli.json),
         Command::Work(args) => work::run(args, cli.json),
     };
     match result {

@@ -1,5 +1,5 @@
-//! What the commands share: opening a queue file, errors and outcomes,
-//! tables sized to the terminal, JSON, and how times are shown.
+//! What the commands share: where the queue is and opening it, errors and
+//! outcomes, tables sized to the terminal, JSON, and how times are shown.
 
 use std::fmt::Display;
 use std::io::{self, IsTerminal, Write};
@@ -55,36 +55,86 @@ impl From<io::Error> for Failure {
 /// The result of a command.
 pub type CommandResult = Result<Outcome, Failure>;
 
-/// Opens `queue` in the queue file at `path`, which must exist: only `tq
-/// push` creates a file. `configure` sets options beyond the queue's name.
-/// A PostgreSQL URL is opened as it is (tq creates its schema there).
-pub fn open_existing(
-    path: &str,
-    queue: &str,
-    configure: impl FnOnce(&mut OpenOptions) -> tq::Result<()>,
-) -> Result<Queue, Failure> {
-    if tq::is_postgres_url(path) {
-        return open(path, queue, configure);
+/// The environment variable that gives the queue file or database URL
+/// when the command line says `-` (or, where it may, leaves it out), so
+/// that a password shows neither in `ps` nor in the shell's history.
+pub const DATABASE_URL_ENV: &str = "TQ_DATABASE_URL";
+
+/// Where the queue is, as the command line (or `TQ_DATABASE_URL`) gives
+/// it. It is shown (`Display`) without any password: only [`Location::open`]
+/// and [`Location::open_existing`] see the password.
+#[derive(Clone)]
+pub struct Location {
+    given: String,
+    shown: String,
+}
+
+impl Location {
+    /// Reads the location argument: `-` stands for `$TQ_DATABASE_URL`.
+    pub fn parse(arg: &str) -> Result<Location, String> {
+        let given = if arg == "-" {
+            match std::env::var(DATABASE_URL_ENV) {
+                Ok(url) if !url.is_empty() => url,
+                _ => {
+                    return Err(format!(
+                        "`-` (or no queue file) means ${DATABASE_URL_ENV}, which is not set"
+                    ))
+                }
+            }
+        } else {
+            arg.to_owned()
+        };
+        let shown = tq::redacted_location(&given);
+        Ok(Location { given, shown })
     }
-    match std::fs::metadata(path) {
-        Ok(_) => open(path, queue, configure),
-        Err(err) if err.kind() == io::ErrorKind::NotFound => Err(Failure::new(format!(
-            "{path}: no such file (`tq push` creates a queue file)"
-        ))),
-        Err(err) => Err(Failure::new(format!("{path}: {err}"))),
+
+    /// Whether this is a PostgreSQL database rather than a file.
+    pub fn is_postgres(&self) -> bool {
+        tq::is_postgres_url(&self.given)
+    }
+
+    /// The path of the file, for commands that work on SQLite files only.
+    pub fn file_path(&self) -> &str {
+        &self.given
+    }
+
+    /// Opens `queue` in the queue file, which must exist: only `tq push`
+    /// creates a file. `configure` sets options beyond the queue's name. A
+    /// PostgreSQL database is opened as it is (tq creates its schema there).
+    pub fn open_existing(
+        &self,
+        queue: &str,
+        configure: impl FnOnce(&mut OpenOptions) -> tq::Result<()>,
+    ) -> Result<Queue, Failure> {
+        if self.is_postgres() {
+            return self.open(queue, configure);
+        }
+        match std::fs::metadata(&self.given) {
+            Ok(_) => self.open(queue, configure),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => Err(Failure::new(format!(
+                "{self}: no such file (`tq push` creates a queue file)"
+            ))),
+            Err(err) => Err(Failure::new(format!("{self}: {err}"))),
+        }
+    }
+
+    /// Opens `queue` in the queue file, creating the file if needed.
+    pub fn open(
+        &self,
+        queue: &str,
+        configure: impl FnOnce(&mut OpenOptions) -> tq::Result<()>,
+    ) -> Result<Queue, Failure> {
+        let mut options = OpenOptions::new();
+        options.queue(queue)?;
+        configure(&mut options)?;
+        Queue::open(&self.given, &options).map_err(|err| Failure::new(format!("{self}: {err}")))
     }
 }
 
-/// Opens `queue` in the file at `path`, creating the file if needed.
-pub fn open(
-    path: &str,
-    queue: &str,
-    configure: impl FnOnce(&mut OpenOptions) -> tq::Result<()>,
-) -> Result<Queue, Failure> {
-    let mut options = OpenOptions::new();
-    options.queue(queue)?;
-    configure(&mut options)?;
-    Queue::open(path, &options).map_err(|err| Failure::new(format!("{path}: {err}")))
+impl Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.shown)
+    }
 }
 
 /// Checks a queue name given on the command line, so that a bad one is a

@@ -11,14 +11,16 @@ use serde_json::json;
 use tq::{PushOptions, Pushed, Queue, DEFAULT_QUEUE};
 
 use crate::output::{
-    open, parse_duration, parse_queue_name, print, print_json, CommandResult, Failure, Outcome,
+    parse_duration, parse_queue_name, print, print_json, CommandResult, Failure, Location, Outcome,
 };
 
 /// Arguments of `tq push`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The queue file, created if it does not exist.
-    file: String,
+    /// The queue file, created if it does not exist, or PostgreSQL URL;
+    /// `-`: $TQ_DATABASE_URL.
+    #[arg(value_parser = Location::parse)]
+    file: Location,
 
     /// The task's payload, one JSON text; without it, one task per line of
     /// standard input.
@@ -58,7 +60,7 @@ pub struct Args {
 /// Runs `tq push`.
 pub fn run(args: Args, json: bool) -> CommandResult {
     let options = push_options(&args)?;
-    let queue = open(&args.file, &args.queue, |_| Ok(()))?;
+    let queue = args.file.open(&args.queue, |_| Ok(()))?;
     match &args.payload {
         Some(payload) => push_one(&queue, payload, &options, &args, json),
         None => push_lines(&queue, &options, args.batch as usize, json),

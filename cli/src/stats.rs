@@ -12,15 +12,16 @@ use serde_json::{json, Value};
 use tq::{Queue, TaskState, DEFAULT_QUEUE};
 
 use crate::output::{
-    self, open_existing, parse_positive_duration, parse_queue_name, print, print_json,
-    CommandResult, Failure, Outcome,
+    self, parse_positive_duration, parse_queue_name, print, print_json, CommandResult, Failure,
+    Location, Outcome,
 };
 
 /// Arguments of `tq stats`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The queue file.
-    file: String,
+    /// The queue file or PostgreSQL URL; `-` or none: $TQ_DATABASE_URL.
+    #[arg(default_value = "-", hide_default_value = true, value_parser = Location::parse)]
+    file: Location,
 
     /// Show only this queue (default: every queue in the file).
     #[arg(long, short, value_parser = parse_queue_name)]
@@ -120,7 +121,7 @@ fn show(args: &Args, sample: &Sample, rates: Option<Rates>, json: bool) -> Resul
         .collect();
     if json {
         let mut report = json!({
-            "file": args.file,
+            "file": args.file.to_string(),
             "wal_bytes": sample.wal_bytes,
             "queues": shown.iter().map(|stats| stats.to_json()).collect::<Vec<_>>(),
         });
@@ -208,26 +209,26 @@ struct Sampler {
     sampled: BTreeSet<String>,
     /// The queue opened first, always open.
     first: String,
-    path: String,
+    location: Location,
 }
 
 impl Sampler {
     /// Opens the file; `only` is sampled even while it has no task.
-    fn open(path: &str, only: Option<&str>) -> Result<Sampler, Failure> {
+    fn open(location: &Location, only: Option<&str>) -> Result<Sampler, Failure> {
         let first = only.unwrap_or(DEFAULT_QUEUE);
-        let handle = open_existing(path, first, |_| Ok(()))?;
+        let handle = location.open_existing(first, |_| Ok(()))?;
         Ok(Sampler {
             handles: BTreeMap::from([(first.to_owned(), handle)]),
             sampled: only.map(str::to_owned).into_iter().collect(),
             first: first.to_owned(),
-            path: path.to_owned(),
+            location: location.clone(),
         })
     }
 
     fn sample(&mut self) -> Result<Sample, Failure> {
         for name in self.handles[&self.first].queue_names()? {
             if !self.handles.contains_key(&name) {
-                let handle = output::open(&self.path, &name, |_| Ok(()))?;
+                let handle = self.location.open(&name, |_| Ok(()))?;
                 self.handles.insert(name.clone(), handle);
             }
             self.sampled.insert(name);
@@ -245,7 +246,7 @@ impl Sampler {
                 oldest_ready_age_ms: handle.oldest_ready_age()?.map(|age| age.as_millis() as u64),
             });
         }
-        let wal_bytes = if tq::is_postgres_url(&self.path) {
+        let wal_bytes = if self.location.is_postgres() {
             None
         } else {
             Some(self.handles[&self.first].wal_size()?)

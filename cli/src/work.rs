@@ -19,8 +19,8 @@ use signal_hook::iterator::Signals;
 use tq::{ErrorKind, Failed, PullOptions, Queue, Task, TaskState, DEFAULT_QUEUE};
 
 use crate::output::{
-    open_existing, parse_duration, parse_positive_duration, parse_queue_name, print, print_json,
-    CommandResult, Failure, Outcome,
+    parse_duration, parse_positive_duration, parse_queue_name, print, print_json, CommandResult,
+    Failure, Location, Outcome,
 };
 
 /// How long one pull waits before it looks again (a signal ends it sooner).
@@ -38,8 +38,9 @@ const TAIL_LINES: usize = 20;
 /// Arguments of `tq work`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The queue file.
-    file: String,
+    /// The queue file or PostgreSQL URL; `-`: $TQ_DATABASE_URL.
+    #[arg(value_parser = Location::parse)]
+    file: Location,
 
     /// The queue to work.
     #[arg(long, short, default_value = DEFAULT_QUEUE, value_parser = parse_queue_name)]
@@ -95,7 +96,7 @@ pub struct Args {
 
 /// Runs `tq work`.
 pub fn run(args: Args, json: bool) -> CommandResult {
-    let queue = open_existing(&args.file, &args.queue, |options| {
+    let queue = args.file.open_existing(&args.queue, |options| {
         options.keep_history(args.keep_history);
         options.retry_backoff(args.retry_delay, args.retry_delay_max.max(args.retry_delay))?;
         Ok(())

@@ -11,6 +11,7 @@
 // each states its pointer contract in its doc comment instead.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
+mod location;
 mod objects;
 mod options;
 mod queue;
@@ -22,6 +23,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::error::{Error, ErrorKind, Result};
 
+pub use location::*;
 pub use options::*;
 pub use queue::*;
 

@@ -118,6 +118,7 @@ int main(int argc, char **argv)
     STATUS_CASE(tq_pull_options_set_wait_ms, tq_pull_options_set_wait_ms(pull_options, 1));
     STATUS_CASE(tq_pull_options_set_cancel, tq_pull_options_set_cancel(pull_options, cancel));
     STATUS_CASE(tq_cancel_trigger, tq_cancel_trigger(cancel));
+    STATUS_CASE(tq_location_redacted, tq_location_redacted("jobs.db", NULL, 0, NULL));
     STATUS_CASE(tq_options_set_durability, tq_options_set_durability(options, TQ_DURABILITY_NORMAL));
     STATUS_CASE(tq_options_set_busy_timeout_ms, tq_options_set_busy_timeout_ms(options, 10));
     STATUS_CASE(tq_options_set_keep_history, tq_options_set_keep_history(options, true));

@@ -263,6 +263,37 @@ static void test_version(const char *dir)
     CHECK(tq_version() == tq_version());
 }
 
+/* The display form drops the password; a small buffer gets a cut,
+ * NUL-terminated result and the full length; bad arguments are refused. */
+static void test_location_redacted(const char *dir)
+{
+    (void)dir;
+    const char *url = "postgres://alice:s3cret@127.0.0.1:1/db?password=x&sslmode=disable";
+    const char *shown = "postgres://alice@127.0.0.1:1/db?sslmode=disable";
+    char buf[128];
+    size_t len = 0;
+    CHECK_STATUS(tq_location_redacted(url, buf, sizeof buf, &len), TQ_OK);
+    CHECK(strcmp(buf, shown) == 0);
+    CHECK_INT(len, strlen(shown));
+    len = 0;
+    CHECK_STATUS(tq_location_redacted(url, NULL, 0, &len), TQ_OK);
+    CHECK_INT(len, strlen(shown));
+    char small[9];
+    memset(small, 'z', sizeof small);
+    CHECK_STATUS(tq_location_redacted(url, small, sizeof small, NULL), TQ_OK);
+    CHECK(strcmp(small, "postgres") == 0);
+    CHECK_STATUS(tq_location_redacted("/var/lib/jobs.db", buf, sizeof buf, NULL), TQ_OK);
+    CHECK(strcmp(buf, "/var/lib/jobs.db") == 0);
+    strcpy(buf, "untouched");
+    CHECK_STATUS(tq_location_redacted(NULL, buf, sizeof buf, &len), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("location is NULL");
+    CHECK_STATUS(tq_location_redacted("\xff", buf, sizeof buf, &len), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("not valid UTF-8");
+    CHECK_STATUS(tq_location_redacted(url, NULL, 4, &len), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("buf is NULL");
+    CHECK(strcmp(buf, "untouched") == 0);
+}
+
 static void test_status_str(const char *dir)
 {
     (void)dir;
@@ -2558,6 +2589,7 @@ struct test_case {
 
 static const struct test_case cases[] = {
     CASE(version),
+    CASE(location_redacted),
     CASE(status_str),
     CASE(last_error_fresh_thread),
     CASE(last_error_after_failure),

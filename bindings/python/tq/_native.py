@@ -64,6 +64,7 @@ PROTOTYPES = {
     "tq_status_str": (c_char_p, [c_int32]),
     "tq_version": (c_char_p, []),
     "tq_version_number": (c_uint32, []),
+    "tq_location_redacted": (STATUS, [c_char_p, c_char_p, c_size_t, POINTER(c_size_t)]),
     "tq_options_new": (OPTIONS_P, []),
     "tq_options_free": (None, [OPTIONS_P]),
     "tq_options_set_durability": (STATUS, [OPTIONS_P, c_int32]),

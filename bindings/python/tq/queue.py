@@ -216,8 +216,21 @@ def _path_bytes(path) -> bytes:
     """A file path as bytes for a NUL-terminated C string."""
     encoded = os.fsencode(path)
     if b"\0" in encoded:
-        raise errors.InvalidArgumentError(f"the path {path!r} contains a NUL byte")
+        # Not shown: the path may be a URL with a password.
+        at = encoded.index(b"\0")
+        raise errors.InvalidArgumentError(f"the path contains a NUL byte (at byte {at})")
     return encoded
+
+
+def _redacted(path) -> str:
+    """``path`` as messages show it: a URL without its password
+    (``tq_location_redacted``), a file path unchanged."""
+    encoded = _path_bytes(path)
+    length = c_size_t()
+    _check(lib.tq_location_redacted(encoded, None, 0, byref(length)))
+    shown = ctypes.create_string_buffer(length.value + 1)
+    _check(lib.tq_location_redacted(encoded, shown, len(shown), byref(length)))
+    return shown.value.decode("utf-8")
 
 
 class _Options:
@@ -453,7 +466,8 @@ class Queue:
             _check(lib.tq_open(encoded, options, byref(out)))
         finally:
             _OPEN_OPTIONS.free(options)
-        self._handle = _Handle(out, f"{self.name!r} in {os.fspath(path)!r}")
+        self._shown_path = _redacted(path)
+        self._handle = _Handle(out, f"{self.name!r} in {self._shown_path!r}")
         self._finalizer = weakref.finalize(self, self._handle.close)
 
     def close(self) -> None:
@@ -476,7 +490,7 @@ class Queue:
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
-        return f"<tq.Queue {os.fspath(self.path)!r} queue={self.name!r} {state}>"
+        return f"<tq.Queue {self._shown_path!r} queue={self.name!r} {state}>"
 
     def __reduce__(self):
         raise TypeError(
