@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::{push, Scratch};
 use rusqlite::Connection;
-use tq::{ErrorKind, OpenOptions, PullOptions, PushOptions, Queue, TaskState};
+use tq::{Durability, ErrorKind, OpenOptions, PullOptions, PushOptions, Queue, TaskState};
 
 fn side_files_exist(path: &str) -> bool {
     fs::metadata(format!("{path}-wal")).is_ok() || fs::metadata(format!("{path}-shm")).is_ok()
@@ -338,4 +338,22 @@ fn a_waiting_pull_woken_by_a_write_that_readies_nothing_takes_no_write_lock() {
     other.execute_batch("COMMIT").unwrap();
     let pulled = waiter.join().unwrap();
     assert!(matches!(pulled, Ok(None)), "{pulled:?}");
+}
+
+#[test]
+fn a_queue_file_switched_out_of_wal_mode_opens_and_works() {
+    // A copy made with VACUUM INTO, or a file another program set to a
+    // rollback journal, is switched back at open.
+    let scratch = Scratch::new();
+    push(&scratch.open(), "1");
+    let conn = Connection::open(scratch.queue_path()).unwrap();
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = DELETE", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(mode, "delete");
+    drop(conn);
+    // At `full`, which flushes the WAL itself.
+    let queue = scratch.open_with(OpenOptions::new().durability(Durability::Full));
+    push(&queue, "2");
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 2);
 }

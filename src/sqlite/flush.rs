@@ -120,6 +120,9 @@ impl Flusher {
     /// the connection is in use (see [`CONCURRENT_SYNC_VFS`]): `conn` then
     /// runs at `synchronous=FULL`, so that SQLite flushes in each commit.
     pub(super) fn new(conn: &Connection, path: &str) -> Result<Option<Flusher>> {
+        // SQLite opens the WAL at the first transaction in WAL mode: on a
+        // file just switched from a rollback journal, that is this read.
+        conn.query_row("PRAGMA schema_version", [], |_| Ok(()))?;
         let wal = wal_file(conn)?;
         sync(wal).map_err(|failure| {
             Error::new(
