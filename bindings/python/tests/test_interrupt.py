@@ -74,6 +74,34 @@ def test_ctrl_c_is_not_delayed_by_a_long_timeout_in_one_call(queue, monkeypatch)
     assert max(waits) == 100 and min(waits) >= 1
 
 
+def test_a_pull_outside_the_main_thread_waits_in_one_library_call(queue, monkeypatch):
+    """Only the main thread runs signal handlers: elsewhere a pull needs no
+    slices, and each slice would begin with a claim."""
+    waits = []
+    real = tq.queue.lib.tq_pull_options_set_wait_ms
+
+    def record(options, wait_ms):
+        waits.append(wait_ms)
+        return real(options, wait_ms)
+
+    monkeypatch.setattr(tq.queue.lib, "tq_pull_options_set_wait_ms", record)
+    pulled = []
+    thread = threading.Thread(target=lambda: pulled.append(queue.pull(timeout=0.35)))
+    thread.start()
+    thread.join(30)
+    assert pulled == [None]
+    assert waits == [350]
+
+    pusher = threading.Timer(0.2, lambda: queue.push(1))
+    pusher.start()
+    thread = threading.Thread(target=lambda: pulled.append(queue.pull(timeout=float("inf"))))
+    thread.start()
+    thread.join(30)
+    pusher.join()
+    assert pulled[1] is not None
+    assert waits[1:] == [3_600_000]
+
+
 def wake_latency(queue, push_from_elsewhere):
     """Seconds between a push (made by ``push_from_elsewhere``, which returns
     the time.monotonic() its push returned) and a waiting pull returning."""

@@ -17,8 +17,10 @@ frees it. Calls made after ``close()`` raise ``ClosedError``.
 Waiting. A pull with a timeout waits inside the library (``tq_pull`` with
 a wait time), which wakes at once for a push in this process and within
 about 20 ms for one from another process. It waits in slices of at most
-``WAIT_SLICE`` seconds, so that Python gets control back that often: a
-Ctrl-C in the main thread raises ``KeyboardInterrupt`` within a slice.
+``WAIT_SLICE`` seconds on the main thread, so that Python gets control
+back that often: a Ctrl-C raises ``KeyboardInterrupt`` within a slice.
+Other threads, which never run signal handlers, wait in one call (of up
+to an hour).
 
 Errors. A failed C call raises the exception for its status, carrying
 ``tq_last_error()``, which is read on the same thread straight after the
@@ -57,6 +59,10 @@ _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 #: The longest a waiting pull stays inside one library call, in seconds.
 #: Between two calls Python runs its signal handlers (Ctrl-C).
 WAIT_SLICE = 0.1
+
+# The same off the main thread, where no signal handler runs: only a wait
+# without a bound is cut into calls.
+_OFF_MAIN_WAIT_SLICE = 3600.0
 
 # tq_push_batch names the payload that failed the batch at the start of its
 # message.
@@ -664,7 +670,8 @@ class Queue:
     def _claim(self, timeout, lease, cancel, call) -> int:
         """Runs ``call(queue, options)``, a C pull through this queue's handle,
         until it claims (OK) or ``timeout`` has passed (EMPTY). Each call
-        waits inside the library for at most ``WAIT_SLICE``."""
+        waits inside the library for at most ``WAIT_SLICE`` on the main
+        thread, and up to an hour on any other."""
         wait = 0.0 if timeout is None else _seconds("timeout", timeout)
         settings = []
         if lease is not None:
@@ -676,10 +683,14 @@ class Queue:
         options = _PULL_OPTIONS.build(settings) if settings or wait else None
         try:
             deadline = time.monotonic() + wait
+            # Only the main thread runs signal handlers (Ctrl-C): elsewhere
+            # a call waits up to an hour, since each call starts with a claim.
+            on_main = threading.current_thread() is threading.main_thread()
+            slice_ = WAIT_SLICE if on_main else _OFF_MAIN_WAIT_SLICE
             while True:
                 if wait:
                     remaining = max(0.0, deadline - time.monotonic())
-                    wait_ms = math.ceil(round(min(remaining, WAIT_SLICE) * 1000, 6))
+                    wait_ms = math.ceil(round(min(remaining, slice_) * 1000, 6))
                     _check(lib.tq_pull_options_set_wait_ms(options, wait_ms))
                 with self._handle as queue:
                     status = call(queue, options)
