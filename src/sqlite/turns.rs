@@ -218,7 +218,8 @@ impl Turns {
     /// file `db`.
     fn open_in(dir: &Path, db: &Metadata) -> Option<Turns> {
         let path = page_path(dir, db);
-        // Twice over is already a race with two closers in a row.
+        // A retry follows a last user removing the file just after it was
+        // opened here; three in a row would take a storm of closers.
         for _ in 0..3 {
             match Turns::try_open(&path, db) {
                 Opened::Turns(turns) => return Some(turns),
@@ -266,7 +267,8 @@ impl Turns {
         if alone {
             turns.page().reset();
             // Not atomic: another opener may find itself alone in between
-            // and reset the page again, which is harmless before any wait.
+            // and reset the page again, harmless as this process has not
+            // waited yet (its lock waits for that opener's reset).
             if !flock(&turns.file, libc::LOCK_SH) {
                 return Opened::Refused;
             }
