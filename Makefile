@@ -193,7 +193,7 @@ test-go: lib
 	cd bindings/go && PKG_CONFIG_SYSROOT_DIR=$(GO_STAGING) PKG_CONFIG_LIBDIR=$(GO_STAGING)/usr/lib/pkgconfig \
 		LD_LIBRARY_PATH=$(GO_STAGING)/usr/lib $(GO) test -race -count=1 -run 'TestVersion|TestPushPullFinish|TestProcessesShareOneFile|TestPullReturnsPromptlyWhenCancelled' .
 
-# The workers' queue file goes to build/, with its -wal, -shm and -tqturn.
+# The workers' queue file goes to build/, with its -wal and -shm.
 example-go: lib
 	rm -f $(BUILD)/go-workers.db*
 	$(call GO_INTREE,examples/go,run) ./workers $(CURDIR)/$(BUILD)/go-workers.db

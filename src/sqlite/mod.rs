@@ -739,11 +739,9 @@ mod tests {
     fn an_explicit_checkpoint_takes_a_turn_like_a_write() {
         let dir = tempfile::tempdir().unwrap();
         let (path, queue) = queue_in(&dir, Duration::from_secs(5));
-        // The turn file starts with the next ticket to hand out.
-        let tickets = || {
-            let counters = std::fs::read(format!("{path}-tqturn")).unwrap();
-            u32::from_ne_bytes(counters[..4].try_into().unwrap())
-        };
+        // Another process's view of the turns, sharing the page.
+        let line = turns::Turns::open(&path).unwrap();
+        let tickets = || line.next_ticket();
         let before = tickets();
         queue.push("1", &PushOptions::new()).unwrap();
         assert_eq!(tickets(), before + 1, "a write takes one turn");

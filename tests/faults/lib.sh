@@ -36,6 +36,6 @@ section() {
 # fresh_db DIR NAME: removes any leftover queue file and its companions,
 # prints the path.
 fresh_db() {
-    rm -f "$1/$2" "$1/$2-wal" "$1/$2-shm" "$1/$2-journal" "$1/$2-tqturn"
+    rm -f "$1/$2" "$1/$2-wal" "$1/$2-shm" "$1/$2-journal"
     echo "$1/$2"
 }

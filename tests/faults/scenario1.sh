@@ -23,7 +23,7 @@ mkdir -p "$DIR"
 run_fill() {
     local name=$1 mode=$2 dir=$3 size=$4 payload=$5
     local log=$DIR/${name// /_}.log
-    rm -f "$dir/fill.db" "$dir/fill.db-wal" "$dir/fill.db-shm" "$dir/fill.db-tqturn" "$dir/filler"
+    rm -f "$dir/fill.db" "$dir/fill.db-wal" "$dir/fill.db-shm" "$dir/filler"
     echo "\$ fill $mode $dir $size $payload"
     "$BIN/fill" "$mode" "$dir" "$size" "$payload" >"$log" 2>&1
     local rc=$?
