@@ -57,8 +57,8 @@ def test_ctrl_c_interrupts_a_pull_waiting_in_the_library(path):
     assert 0 <= latency < INTERRUPT_BOUND_S, f"KeyboardInterrupt {latency:.3f} s after SIGINT"
 
 
-def test_ctrl_c_is_not_delayed_by_a_long_timeout_in_one_call(queue, monkeypatch):
-    """Each library call waits at most WAIT_SLICE, whatever the timeout."""
+def record_waits(monkeypatch):
+    """The wait (ms) of every library call a pull makes from now on."""
     waits = []
     real = tq.queue.lib.tq_pull_options_set_wait_ms
 
@@ -67,6 +67,12 @@ def test_ctrl_c_is_not_delayed_by_a_long_timeout_in_one_call(queue, monkeypatch)
         return real(options, wait_ms)
 
     monkeypatch.setattr(tq.queue.lib, "tq_pull_options_set_wait_ms", record)
+    return waits
+
+
+def test_ctrl_c_is_not_delayed_by_a_long_timeout_in_one_call(queue, monkeypatch):
+    """Each library call waits at most WAIT_SLICE, whatever the timeout."""
+    waits = record_waits(monkeypatch)
     started = time.monotonic()
     assert queue.pull(timeout=0.35) is None
     assert time.monotonic() - started >= 0.35
@@ -77,14 +83,7 @@ def test_ctrl_c_is_not_delayed_by_a_long_timeout_in_one_call(queue, monkeypatch)
 def test_a_pull_outside_the_main_thread_waits_in_one_library_call(queue, monkeypatch):
     """Only the main thread runs signal handlers: elsewhere a pull needs no
     slices, and each slice would begin with a claim."""
-    waits = []
-    real = tq.queue.lib.tq_pull_options_set_wait_ms
-
-    def record(options, wait_ms):
-        waits.append(wait_ms)
-        return real(options, wait_ms)
-
-    monkeypatch.setattr(tq.queue.lib, "tq_pull_options_set_wait_ms", record)
+    waits = record_waits(monkeypatch)
     pulled = []
     thread = threading.Thread(target=lambda: pulled.append(queue.pull(timeout=0.35)))
     thread.start()
