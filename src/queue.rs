@@ -242,7 +242,9 @@ impl Queue {
     /// kept as done on a handle opened with history. Succeeds as long as no
     /// one else has taken the task since (even past the lease's expiry);
     /// otherwise, or when the task was already finished, fails with
-    /// [`ErrorKind::NotHeld`] and changes nothing.
+    /// [`ErrorKind::NotHeld`] and changes nothing. A receipt from another
+    /// store (another file, or another PostgreSQL schema) fails, here and
+    /// in every call that takes one, with [`ErrorKind::InvalidArgument`].
     pub fn finish(&self, receipt: Receipt) -> Result<()> {
         let store = self.store()?;
         check_receipt(store, receipt)?;

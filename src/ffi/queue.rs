@@ -521,7 +521,8 @@ pub extern "C" fn tq_task_free(task: *mut tq_task) {
 ///
 /// Returns TQ_OK, or TQ_ERR_NOT_HELD (already finished, or the lease was
 /// recovered or taken by another worker: nothing changes),
-/// TQ_ERR_INVALID_ARGUMENT (NULL queue or task), TQ_ERR_BUSY, TQ_ERR_IO.
+/// TQ_ERR_INVALID_ARGUMENT (NULL queue or task; a task pulled from another
+/// file or PostgreSQL schema), TQ_ERR_BUSY, TQ_ERR_IO.
 ///
 /// Thread safety: any number of threads may finish on one handle at once.
 #[no_mangle]
@@ -579,8 +580,9 @@ pub extern "C" fn tq_count(queue: *const tq_queue, state: i32, out_count: *mut i
 /// Returns TQ_OK (finished, and `*out` set), TQ_EMPTY (finished; no task
 /// ready, `*out` NULL), or, with nothing finished or claimed,
 /// TQ_ERR_NOT_HELD (the delivery is no longer current),
-/// TQ_ERR_INVALID_ARGUMENT (NULL queue, task or out; options with a wait),
-/// TQ_ERR_BUSY, TQ_ERR_IO.
+/// TQ_ERR_INVALID_ARGUMENT (NULL queue, task or out; options with a wait;
+/// a task pulled from another file or PostgreSQL schema), TQ_ERR_BUSY,
+/// TQ_ERR_IO.
 ///
 /// Ownership: the caller owns `*out` and frees it with `tq_task_free`.
 /// Thread safety: as `tq_pull`.
@@ -616,8 +618,9 @@ pub extern "C" fn tq_finish_and_pull(
 /// freed with `tq_task_free`. `count` 0 succeeds.
 ///
 /// Returns TQ_OK once the transaction committed (check `out_statuses`), or
-/// TQ_ERR_INVALID_ARGUMENT (NULL queue or array, a NULL or freed task:
-/// nothing is finished), TQ_ERR_BUSY, TQ_ERR_IO.
+/// TQ_ERR_INVALID_ARGUMENT (NULL queue or array, a NULL or freed task, a
+/// task pulled from another file or PostgreSQL schema: nothing is
+/// finished), TQ_ERR_BUSY, TQ_ERR_IO.
 /// Thread safety: as `tq_finish`.
 #[no_mangle]
 pub extern "C" fn tq_finish_batch(
@@ -664,7 +667,8 @@ pub extern "C" fn tq_finish_batch(
 ///
 /// Returns TQ_OK, or TQ_ERR_NOT_HELD (the delivery is no longer current:
 /// nothing changes), TQ_ERR_INVALID_ARGUMENT (NULL queue or task, reason
-/// not UTF-8), TQ_ERR_BUSY, TQ_ERR_IO.
+/// not UTF-8, a task pulled from another file or PostgreSQL schema),
+/// TQ_ERR_BUSY, TQ_ERR_IO.
 /// Thread safety: any number of threads may fail tasks on one handle at once.
 #[no_mangle]
 pub extern "C" fn tq_fail(
@@ -691,7 +695,8 @@ pub extern "C" fn tq_fail(
 ///
 /// Returns TQ_OK, or TQ_ERR_NOT_HELD (the lease was lost: stop working on
 /// the task, another worker may have it), TQ_ERR_INVALID_ARGUMENT (NULL
-/// queue or task, out of range), TQ_ERR_BUSY, TQ_ERR_IO.
+/// queue or task, out of range, a task pulled from another file or
+/// PostgreSQL schema), TQ_ERR_BUSY, TQ_ERR_IO.
 /// Thread safety: may run concurrently with any other call.
 #[no_mangle]
 pub extern "C" fn tq_extend(

@@ -1345,7 +1345,7 @@ static void test_finish_through_other_handle(const char *dir)
     tq_close(b);
 }
 
-/* A task from another file's queue is not held there. */
+/* A task from another file's queue is refused there, and changes nothing. */
 static void test_finish_task_of_other_file(const char *dir)
 {
     tq_queue *a = open_queue(dir, "a.db", TQ_DURABILITY_NORMAL, false);
@@ -1355,8 +1355,12 @@ static void test_finish_task_of_other_file(const char *dir)
     push_text(b, "\"b\"");
     tq_task *task = pull_one(a);
     REQUIRE(task != NULL);
-    CHECK_STATUS(tq_finish(b, task), TQ_ERR_NOT_HELD);
+    CHECK_STATUS(tq_finish(b, task), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("another queue store");
+    CHECK_STATUS(tq_fail(b, task, "no"), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_extend(b, task, 1000), TQ_ERR_INVALID_ARGUMENT);
     CHECK_INT(count(b, TQ_STATE_PENDING), 1);
+    CHECK_INT(count(a, TQ_STATE_LEASED), 1);
     CHECK_STATUS(tq_finish(a, task), TQ_OK);
     tq_task_free(task);
     tq_close(a);
