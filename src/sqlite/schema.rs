@@ -78,11 +78,7 @@ const MIGRATIONS: &[&str] = &[
         WHERE state = 2 AND unique_until IS NOT NULL;
     CREATE UNIQUE INDEX tq_tasks_unique ON tq_tasks (queue, unique_key)
         WHERE unique_key IS NOT NULL;",
-    // 3: leased tasks in claim order, with their expiry to filter on: the
-    // expired lease first in line is found without sorting the others.
-    "CREATE INDEX tq_tasks_leased_in_line
-        ON tq_tasks (queue, priority DESC, run_at, id, lease_expires_at) WHERE state = 1;",
-    // 4: a holder's id is never given again (AUTOINCREMENT), so a leased
+    // 3: a holder's id is never given again (AUTOINCREMENT), so a leased
     // task cannot come to point at another process that registers later.
     // SQLite cannot add AUTOINCREMENT to a table: it is made anew, each
     // holder keeping its id, and no id a task still carries is given out.
