@@ -864,7 +864,12 @@ impl Store for SqliteStore {
     fn watch_other_processes(&self) -> Duration {
         // Rarely with the watcher (see `wake.rs`), often without.
         match &self.file.turns {
-            Some(turns) if self.file.watcher.start(turns, self.file.file_id) => {
+            Some(turns)
+                if self
+                    .file
+                    .watcher
+                    .start(turns, self.file.file_id, &self.queue) =>
+            {
                 super::wake::safety_net()
             }
             _ => crate::wait::POLL_INTERVAL,

@@ -517,7 +517,7 @@ impl Drop for Turn<'_> {
 
 /// Sleeps while `word` holds `expected`, at most `timeout` (a shared futex:
 /// it works across processes mapping the same file).
-pub(super) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
+fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
     let timeout = libc::timespec {
         tv_sec: timeout.as_secs() as libc::time_t,
         tv_nsec: timeout.subsec_nanos() as libc::c_long,
@@ -534,8 +534,7 @@ pub(super) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
     }
 }
 
-/// Wakes every process sleeping on `word`.
-pub(super) fn wake_all(word: &AtomicU32) {
+fn wake_all(word: &AtomicU32) {
     // SAFETY: as above.
     unsafe {
         libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX);

@@ -1,18 +1,20 @@
 //! Waking the waiters of other processes sharing a file.
 //!
-//! The page of `turns.rs` also holds wake words: one futex word per queue
+//! The page of `turns.rs` also holds wake words: one counter per queue
 //! (by a fixed hash of its name, modulo [`QUEUE_WORDS`], so every process
-//! picks the same word), one word for the whole file, and a count of the
-//! watchers sleeping on it. A committed write that can make a task of a
-//! queue claimable bumps the queue's word and the file's word, and wakes
-//! the file's word only when a watcher sleeps on it: with nobody waiting,
-//! a ring costs two atomic adds and no system call.
+//! picks the same one), one futex word for the whole file, and a count of
+//! the watchers sleeping on it. A committed write that can make a task of
+//! a queue claimable bumps the queue's counter and the file's word, and
+//! wakes the file's word only when a watcher sleeps on it: with nobody
+//! waiting, a ring costs two atomic adds and no system call.
 //!
 //! In each process, one watcher thread per shared file (`tq-wake`,
 //! started by the first pull that waits on the file) sleeps on the file's
-//! word; when it moves, the watcher rings the in-process bells of the
-//! queues whose words moved (see `wait.rs`). Two queues sharing a word
-//! wake each other's waiters for a cheap read, no more. Waiters still look
+//! word, with a futex bitset of the queues that its process waits on (bit
+//! `n` for counter `n`), so that a ring wakes only the watchers of
+//! processes waiting on that queue. Awake, a watcher rings the in-process
+//! bells of the queues whose counters moved (see `wait.rs`). Two queues
+//! sharing a counter wake each other's waiters for a cheap read, no more. Waiters still look
 //! at the change counter every [`safety_net`], for writers that ring
 //! nothing (another program, a process without the page); the watcher
 //! also looks at the words that often, in case a wake-up was lost. A
@@ -28,11 +30,16 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::turns::{futex_wait, wake_all, Turns};
+use super::turns::Turns;
 use crate::wait::Bell;
 
-/// Futex words for the queues, one per queue name modulo this.
-pub(super) const QUEUE_WORDS: usize = 64;
+/// Counters for the queues, one per queue name modulo this: one per bit of
+/// a futex bitset, but for [`LOOK_AGAIN`].
+pub(super) const QUEUE_WORDS: usize = 31;
+
+/// The futex bit every watcher sleeps with: wakes them all, to stop one or
+/// to widen its bitset.
+const LOOK_AGAIN: u32 = 1 << 31;
 
 /// How often waiters and watchers look for changes that rang nothing, in
 /// milliseconds (tests lengthen it, to show that a wake-up came from a
@@ -65,6 +72,11 @@ pub(super) fn queue_word(queue: &str) -> usize {
     (hash % QUEUE_WORDS as u64) as usize
 }
 
+/// The futex bit of the queue named `queue`.
+fn queue_bit(queue: &str) -> u32 {
+    1 << queue_word(queue)
+}
+
 impl WakeWords {
     /// Clears every word; only while nobody else uses the page.
     pub(super) fn reset(&self) {
@@ -83,19 +95,27 @@ impl WakeWords {
         // A watcher counts itself before it reads `file` to sleep on it:
         // either it sees the bump, or this sees it.
         if self.sleepers.load(Ordering::SeqCst) > 0 {
-            wake_all(&self.file);
+            wake_bits(&self.file, queue_bit(queue));
         }
+    }
+
+    /// Makes every watcher look at the words again, even those sleeping
+    /// for other queues.
+    fn look_again(&self) {
+        self.file.fetch_add(1, Ordering::SeqCst);
+        wake_bits(&self.file, LOOK_AGAIN);
     }
 
     fn snapshot(&self) -> [u32; QUEUE_WORDS] {
         std::array::from_fn(|word| self.queues[word].load(Ordering::SeqCst))
     }
 
-    /// Sleeps until `file` moves from `seen`, at most `timeout`.
-    fn sleep(&self, seen: u32, timeout: Duration) {
+    /// Sleeps while `file` holds `seen`, until a ring of one of the queue
+    /// `bits` or [`LOOK_AGAIN`], at most `timeout`.
+    fn sleep(&self, seen: u32, bits: u32, timeout: Duration) {
         self.sleepers.fetch_add(1, Ordering::SeqCst);
         if self.file.load(Ordering::SeqCst) == seen {
-            futex_wait(&self.file, seen, timeout);
+            wait_bits(&self.file, seen, bits | LOOK_AGAIN, timeout);
         }
         self.sleepers.fetch_sub(1, Ordering::SeqCst);
     }
@@ -112,6 +132,9 @@ pub(super) struct Watcher(Mutex<Option<Running>>);
 
 struct Running {
     stop: Arc<AtomicBool>,
+    /// The bits of the queues this process waits on (never cleared: a
+    /// queue no longer waited on costs a needless wake-up at most).
+    waited_on: Arc<AtomicU32>,
     thread: JoinHandle<()>,
     /// The process that started the thread, the only one where it runs.
     started_by: u32,
@@ -119,30 +142,39 @@ struct Running {
 }
 
 impl Watcher {
-    /// Starts the thread that rings the bells of the file `file_id` in
-    /// this process when other processes ring `turns`' wake words, unless
-    /// it runs already; whether it runs.
-    pub(super) fn start(&self, turns: &Arc<Turns>, file_id: (u64, u64)) -> bool {
+    /// Makes sure that the thread that rings the bells of the file
+    /// `file_id` in this process when `turns`' wake words are rung runs,
+    /// and wakes for rings of `queue`; whether it runs. Call it before the
+    /// waiter's first look at the queue.
+    pub(super) fn start(&self, turns: &Arc<Turns>, file_id: (u64, u64), queue: &str) -> bool {
         let mut running = self
             .0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if running.is_some() {
+        let bit = queue_bit(queue);
+        if let Some(running) = running.as_ref() {
+            if running.waited_on.fetch_or(bit, Ordering::SeqCst) & bit == 0 {
+                // Asleep for other queues, it would miss this one's rings.
+                turns.wake_words().look_again();
+            }
             return true;
         }
         let stop = Arc::new(AtomicBool::new(false));
+        let waited_on = Arc::new(AtomicU32::new(bit));
         // Taken here, before the waiter's first look at the queue: a ring
         // after that look is seen as a change.
         let seen = turns.wake_words().snapshot();
         let thread = std::thread::Builder::new().name("tq-wake".into()).spawn({
-            let (stop, turns) = (Arc::clone(&stop), Arc::clone(turns));
-            move || watch(&turns, file_id, seen, &stop)
+            let (stop, waited_on) = (Arc::clone(&stop), Arc::clone(&waited_on));
+            let turns = Arc::clone(turns);
+            move || watch(&turns, file_id, seen, &waited_on, &stop)
         });
         let Ok(thread) = thread else {
             return false;
         };
         *running = Some(Running {
             stop,
+            waited_on,
             thread,
             started_by: std::process::id(),
             turns: Arc::clone(turns),
@@ -169,16 +201,20 @@ impl Drop for Watcher {
         running.stop.store(true, Ordering::SeqCst);
         // Wakes the other processes' watchers too, for a look at words
         // that did not move.
-        let words = running.turns.wake_words();
-        words.file.fetch_add(1, Ordering::SeqCst);
-        wake_all(&words.file);
+        running.turns.wake_words().look_again();
         let _ = running.thread.join();
     }
 }
 
 /// The watcher thread's loop: rings the bells of the queues whose words
 /// moved since `seen`, then sleeps until the file's word moves.
-fn watch(turns: &Turns, file_id: (u64, u64), mut seen: [u32; QUEUE_WORDS], stop: &AtomicBool) {
+fn watch(
+    turns: &Turns,
+    file_id: (u64, u64),
+    mut seen: [u32; QUEUE_WORDS],
+    waited_on: &AtomicU32,
+    stop: &AtomicBool,
+) {
     let words = turns.wake_words();
     while !stop.load(Ordering::SeqCst) {
         // The file's word before the queue words: a ring in between wakes
@@ -197,7 +233,55 @@ fn watch(turns: &Turns, file_id: (u64, u64), mut seen: [u32; QUEUE_WORDS], stop:
             }
             seen = now;
         }
-        words.sleep(file, safety_net());
+        words.sleep(file, waited_on.load(Ordering::SeqCst), safety_net());
+    }
+}
+
+/// Sleeps while `word` holds `expected`, until a wake of one of `bits`, at
+/// most `timeout` (a shared futex: it works across processes mapping the
+/// same file).
+fn wait_bits(word: &AtomicU32, expected: u32, bits: u32, timeout: Duration) {
+    // FUTEX_WAIT_BITSET takes a deadline on the monotonic clock.
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    let nanos = now.tv_nsec as u64 + u64::from(timeout.subsec_nanos());
+    let deadline = libc::timespec {
+        tv_sec: now.tv_sec
+            + timeout.as_secs() as libc::time_t
+            + (nanos / 1_000_000_000) as libc::time_t,
+        tv_nsec: (nanos % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: `word` is a valid, aligned u32 for the duration of the call.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT_BITSET,
+            expected,
+            &deadline as *const libc::timespec,
+            std::ptr::null::<u32>(),
+            bits,
+        );
+    }
+}
+
+/// Wakes every process sleeping on `word` for one of `bits`.
+fn wake_bits(word: &AtomicU32, bits: u32) {
+    // SAFETY: as above.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE_BITSET,
+            i32::MAX,
+            std::ptr::null::<libc::timespec>(),
+            std::ptr::null::<u32>(),
+            bits,
+        );
     }
 }
 
@@ -292,7 +376,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("q.db").to_str().unwrap().to_owned();
         assert_ne!(queue_word("a"), queue_word("b"));
-        let a = Arc::new(open(&path, "a"));
+        let (a, b) = (Arc::new(open(&path, "a")), Arc::new(open(&path, "b")));
         // Another process's view of the page, which rings it.
         let other = Turns::open(&path).expect("the shared page");
         let metadata = std::fs::metadata(&path).unwrap();
@@ -301,11 +385,14 @@ mod tests {
             Bell::for_queue(file_id, "a").unwrap(),
             Bell::for_queue(file_id, "b").unwrap(),
         );
-        // A pull waiting on "a" starts this process's watcher.
-        let waiter = {
-            let a = Arc::clone(&a);
-            std::thread::spawn(move || a.pull(&waiting_pull(30)).map(|task| task.is_none()))
-        };
+        // Pulls waiting on both queues, with this process's watcher.
+        let waiters: Vec<_> = [&a, &b]
+            .into_iter()
+            .map(|queue| {
+                let queue = Arc::clone(queue);
+                std::thread::spawn(move || queue.pull(&waiting_pull(30)).map(|task| task.is_none()))
+            })
+            .collect();
         while other.wake_words().sleepers() == 0 {
             std::thread::sleep(Duration::from_millis(1));
         }
@@ -319,9 +406,12 @@ mod tests {
         other.wake_words().ring("a");
         bell_a.sleep(seen_a, until, || false);
         assert!(bell_a.rings() > seen_a, "queue a's bell did not ring");
-        // Nothing was pushed: the wait ends by hand.
+        // Nothing was pushed: the waits end by hand.
         a.interrupt();
-        let ended = waiter.join().unwrap();
-        assert_eq!(ended.unwrap_err().kind(), crate::ErrorKind::Interrupted);
+        b.interrupt();
+        for waiter in waiters {
+            let ended = waiter.join().unwrap();
+            assert_eq!(ended.unwrap_err().kind(), crate::ErrorKind::Interrupted);
+        }
     }
 }
