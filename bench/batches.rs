@@ -27,6 +27,13 @@ const BATCH_PUSH_TARGET: f64 = 500_000.0;
 /// which the single-operation figures already show.
 const DURABILITY: Durability = Durability::Normal;
 
+/// The environment variable that makes this binary an idle waiting child
+/// of [`idle_waiters`]: its value is the file's path.
+pub const IDLE_ROLE: &str = "TQ_BENCH_IDLE_WAITER";
+
+/// Idle waiting processes for [`idle_waiters`].
+const IDLE_WAITERS: usize = 20;
+
 /// The environment variable that makes this binary a waiting child.
 pub const WAITER_ROLE: &str = "TQ_BENCH_WAITER";
 
@@ -329,6 +336,99 @@ pub fn run_waiter(path: &str, samples: u64) -> super::Result<()> {
         queue.finish(task.receipt())?;
     }
     Ok(())
+}
+
+/// A producer's push rate, one task per transaction at `normal`, without
+/// and then with [`IDLE_WAITERS`] processes waiting on another queue of
+/// the file: what waiters that never get a task cost the writers.
+pub struct IdleRow {
+    waiters: usize,
+    pushes_per_s: f64,
+}
+
+impl IdleRow {
+    pub fn to_json(&self) -> Value {
+        json!({ "idle_waiters": self.waiters, "pushes_per_s": self.pushes_per_s })
+    }
+}
+
+pub fn idle_waiters(config: &Config, dir: &BenchDir) -> super::Result<Vec<IdleRow>> {
+    let file = dir.fresh("idle-waiters");
+    let producer = Queue::open(file.path(), OpenOptions::new().durability(DURABILITY))?;
+    let pushes = config.ops_normal;
+    let rate = || -> super::Result<f64> {
+        let started = Instant::now();
+        for _ in 0..pushes {
+            producer.push(PAYLOAD, &PushOptions::new())?;
+        }
+        Ok(pushes as f64 / started.elapsed().as_secs_f64())
+    };
+    let alone = rate()?;
+    let mut children = Vec::new();
+    for _ in 0..IDLE_WAITERS {
+        children.push(
+            Command::new(std::env::current_exe()?)
+                .env(IDLE_ROLE, file.path())
+                .stdout(Stdio::piped())
+                .spawn()?,
+        );
+    }
+    for child in &mut children {
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().ok_or("no pipe")?).read_line(&mut line)?;
+        check(line == "ready\n", "an idle waiter did not start")?;
+    }
+    // Until each is asleep in its pull.
+    thread::sleep(Duration::from_millis(500));
+    let watched = rate();
+    for child in &mut children {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    Ok(vec![
+        IdleRow {
+            waiters: 0,
+            pushes_per_s: alone,
+        },
+        IdleRow {
+            waiters: IDLE_WAITERS,
+            pushes_per_s: watched?,
+        },
+    ])
+}
+
+/// The child's side of [`idle_waiters`]: waits on an empty queue until it
+/// is killed.
+pub fn run_idle_waiter(path: &str) -> super::Result<()> {
+    let queue = Queue::open(
+        path,
+        OpenOptions::new().durability(DURABILITY).queue("idle")?,
+    )?;
+    println!("ready");
+    loop {
+        check(
+            queue.pull(&waiting())?.is_none(),
+            "a task in the idle queue",
+        )?;
+    }
+}
+
+pub fn print_idle(rows: &[IdleRow]) {
+    println!(
+        "\nA producer's pushes, one per transaction ({}), with processes waiting on another queue",
+        label(DURABILITY)
+    );
+    let widths = [14, 0];
+    print_line(&widths, &["idle waiters", "pushes/s"]);
+    for row in rows {
+        print_line(
+            &widths,
+            &[
+                &row.waiters.to_string(),
+                &thousands(row.pushes_per_s as u64),
+            ],
+        );
+    }
 }
 
 fn wall_ns() -> u128 {

@@ -55,6 +55,13 @@ fn main() {
         }
         return;
     }
+    if let Ok(path) = env::var(batches::IDLE_ROLE) {
+        if let Err(err) = batches::run_idle_waiter(&path) {
+            eprintln!("idle waiting process failed: {err}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if let Err(err) = run() {
         eprintln!("benchmark failed: {err}");
         std::process::exit(1);
@@ -102,6 +109,11 @@ fn run() -> Result<()> {
         (Vec::new(), Vec::new(), None)
     };
 
+    let idle = part(
+        wanted("idle-waiters"),
+        || batches::idle_waiters(&config, &dir),
+        batches::print_idle,
+    )?;
     let threads = part(
         wanted("threads"),
         || concurrency::measure_threads(&config, &dir),
@@ -133,6 +145,7 @@ fn run() -> Result<()> {
         "batches": batch_rows.iter().map(batches::BatchRow::to_json).collect::<Vec<_>>(),
         "wakeups": latencies.iter().map(batches::Latency::to_json).collect::<Vec<_>>(),
         "idle_wait_cpu_ms_per_s": idle_cpu,
+        "idle_waiters": idle.iter().map(batches::IdleRow::to_json).collect::<Vec<_>>(),
         "threads": threads.iter().map(concurrency::ThreadRow::to_json).collect::<Vec<_>>(),
         "processes": processes.iter().map(concurrency::ProcessRow::to_json).collect::<Vec<_>>(),
         "fairness": fairness.iter().map(concurrency::Fairness::to_json).collect::<Vec<_>>(),
@@ -192,10 +205,11 @@ struct Config {
 }
 
 /// The parts of the benchmark, in the order they run.
-const PARTS: [&str; 6] = [
+const PARTS: [&str; 7] = [
     "comparison",
     "scaling",
     "batches",
+    "idle-waiters",
     "threads",
     "processes",
     "fairness",

@@ -8,8 +8,9 @@
 //! stored or neither is. The file must have been opened once with
 //! [`crate::Queue::open`], which creates tq's tables.
 //!
-//! Pulls waiting in this process see the new task within the poll interval
-//! of a blocking pull (20 ms), as they see pushes from other processes.
+//! Such a push rings nothing: waiting pulls see the new task when they next
+//! look at the file's change counter, within about a second (every 20 ms
+//! in a process without the shared page of `sqlite/wake.rs`).
 
 use rusqlite::Transaction;
 

@@ -13,7 +13,7 @@ use crate::options::{check_lease, OpenOptions, PullOptions, PushOptions, RetryBa
 use crate::sqlite::SqliteStore;
 use crate::store::{Checkpoint, NewTask, Store};
 use crate::task::{Failed, Pushed, Receipt, Task, TaskInfo, TaskState};
-use crate::wait::{Bell, POLL_INTERVAL};
+use crate::wait::Bell;
 
 /// The largest payload any queue accepts, in bytes (SQLite's limit on one
 /// value); [`OpenOptions::max_payload_len`] sets a queue's own limit.
@@ -36,7 +36,9 @@ pub const MAX_REASON_LEN: usize = 64 * 1024;
 /// parent's (see `sqlite/inherited.rs`).
 pub struct Queue {
     store: Box<dyn Store>,
-    /// Rung by every write in this process that may make a task ready.
+    /// Rung by every write that may make a task of this queue ready: at
+    /// once by those of this process, and through the backend by those of
+    /// others.
     bell: Arc<Bell>,
     interrupted: AtomicBool,
     opened_by_pid: u32,
@@ -69,7 +71,7 @@ impl Queue {
         } else {
             options.check_sqlite()?;
             let store = SqliteStore::open(path, options)?;
-            let bell = Bell::for_file(store.file_id())?;
+            let bell = Bell::for_queue(store.file_id(), &options.queue)?;
             (Box::new(store), bell)
         };
         Ok(Queue {
@@ -170,8 +172,9 @@ impl Queue {
     }
 
     /// Tries to claim, then waits for a reason to try again: a ring of the
-    /// bell (a write in this process), a commit by another process (seen
-    /// through the change counter, every [`POLL_INTERVAL`]), or a delayed
+    /// bell (a write to the queue, in this process or another), a commit
+    /// seen through the change counter (looked at as often as the backend
+    /// says: see [`Store::watch_other_processes`]), or a delayed
     /// task or a lease coming due. A wake-up first asks, with a read,
     /// whether the queue has a task to claim now, and claims (a write,
     /// which waits for the write lock) only then: commits to other queues
@@ -191,6 +194,7 @@ impl Queue {
                     .as_ref()
                     .is_some_and(|token| token.is_cancelled())
         };
+        let poll_interval = store.watch_other_processes();
         // Read before claiming or asking, so a write that lands between
         // them and the sleep still ends the sleep.
         let mut rings = self.bell.rings();
@@ -220,7 +224,7 @@ impl Queue {
                     return Ok(Vec::new());
                 }
                 let until = deadline
-                    .min(now + POLL_INTERVAL)
+                    .min(now + poll_interval)
                     .min(due.unwrap_or(deadline));
                 self.bell.sleep(rings, until, stopped);
                 if stopped() {
@@ -552,4 +556,28 @@ pub(crate) fn now_unix_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |since| since.as_millis() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_push_to_one_queue_does_not_ring_the_bell_of_another() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        let path = path.to_str().unwrap();
+        let open = |name: &str| {
+            let mut options = OpenOptions::new();
+            options.queue(name).unwrap();
+            Queue::open(path, &options).unwrap()
+        };
+        let (a, b) = (open("a"), open("b"));
+        let seen = a.bell.rings();
+        b.push("1", &PushOptions::new()).unwrap();
+        assert_eq!(a.bell.rings(), seen, "queue a's waiters were woken");
+        let seen = b.bell.rings();
+        b.push("2", &PushOptions::new()).unwrap();
+        assert!(b.bell.rings() > seen, "queue b's waiters were not woken");
+    }
 }

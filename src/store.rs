@@ -9,6 +9,8 @@
 //! returns for the engine to wait on ([`Store::next_claimable`]) are translated
 //! into the engine's clock. A backend serves one named queue of its store.
 
+use std::time::Duration;
+
 use crate::error::Result;
 use crate::options::{NotBefore, PushOptions, RetryBackoff};
 use crate::task::{Failed, Pushed, Receipt, Task, TaskInfo, TaskState};
@@ -149,6 +151,14 @@ pub(crate) trait Store: Send + Sync {
     /// A number that changes whenever another connection commits a write
     /// that may make a task ready.
     fn change_counter(&self) -> Result<i64>;
+
+    /// Makes sure writes by other processes ring the bells of this
+    /// process's waiters, when the backend can, and says how often a waiter
+    /// must still look at [`Store::change_counter`] for the writes that
+    /// ring nothing.
+    fn watch_other_processes(&self) -> Duration {
+        crate::wait::POLL_INTERVAL
+    }
 
     /// The names of the queues of the store that hold at least one task,
     /// in any state, sorted.

@@ -1,10 +1,14 @@
 //! Waking pulls that wait for a task.
 //!
-//! Every handle on one file in this process shares one [`Bell`]. A write
-//! that makes a task ready rings it, waking the process's waiters at once.
-//! Writes from other processes ring nothing, so a waiter also looks at the
-//! file's change counter (`PRAGMA data_version`) every [`POLL_INTERVAL`];
-//! a delayed task or an expiring lease wakes it at its due time.
+//! Every handle on one queue of one file in this process shares one
+//! [`Bell`]. A write that makes a task of the queue ready rings it, waking
+//! the process's waiters on that queue at once, and only those. Writes from
+//! other processes ring it through the file's wake words (see
+//! `sqlite/wake.rs`), or, on PostgreSQL, through notifications. A waiter
+//! also looks at the file's change counter (`PRAGMA data_version`), as a
+//! safety net for writers that ring nothing: every [`POLL_INTERVAL`] when
+//! this process could not map the wake words, else about once a second. A
+//! delayed task or an expiring lease wakes it at its due time.
 //! [`crate::Queue::interrupt`] and [`CancelToken::cancel`] ring too, so
 //! stopping a waiter never waits for a timeout.
 
@@ -16,11 +20,12 @@ use std::time::{Duration, Instant};
 use crate::error::Result;
 use crate::global_lock;
 
-/// How often a waiter checks for writes from other processes: a push from
-/// another process wakes a waiter within this time.
+/// How often a waiter checks for writes from other processes when nothing
+/// rings for them: a push from another process then wakes a waiter within
+/// this time.
 pub(crate) const POLL_INTERVAL: Duration = Duration::from_millis(20);
 
-/// Wakes the threads of this process waiting on one file.
+/// Wakes the threads of this process waiting on one queue of one file.
 #[derive(Debug, Default)]
 pub(crate) struct Bell {
     /// Bumped by every ring, so a waiter can tell it was rung while it was
@@ -29,24 +34,46 @@ pub(crate) struct Bell {
     rung: Condvar,
 }
 
-/// The bells of the files open in this process, by device and inode: two
-/// paths to one file share a bell. (A B-tree rather than a hash table, so
-/// that leak checkers see its nodes as reachable at exit.)
-static BELLS: Mutex<BTreeMap<(u64, u64), Weak<Bell>>> = Mutex::new(BTreeMap::new());
+/// The bells of the queues open in this process, by the device and inode
+/// of their file and their name: two paths to one file share its bells.
+/// (A B-tree rather than a hash table, so that leak checkers see its nodes
+/// as reachable at exit, and so that one file's bells are found together.)
+static BELLS: Mutex<BTreeMap<BellKey, Weak<Bell>>> = Mutex::new(BTreeMap::new());
+
+/// A file's device and inode numbers, and a queue's name.
+type BellKey = ((u64, u64), String);
 
 impl Bell {
-    /// The bell of the file with this device and inode number; fails only
-    /// in a child forked while another thread was inside a tq call (see
-    /// `global_lock.rs`).
-    pub(crate) fn for_file(file_id: (u64, u64)) -> Result<Arc<Bell>> {
+    /// The bell of the queue named `queue` in the file with this device
+    /// and inode number; fails only in a child forked while another thread
+    /// was inside a tq call (see `global_lock.rs`).
+    pub(crate) fn for_queue(file_id: (u64, u64), queue: &str) -> Result<Arc<Bell>> {
         let mut bells = global_lock::lock(&BELLS)?;
         bells.retain(|_, bell| bell.strong_count() > 0);
-        if let Some(bell) = bells.get(&file_id).and_then(Weak::upgrade) {
+        let key = (file_id, queue.to_owned());
+        if let Some(bell) = bells.get(&key).and_then(Weak::upgrade) {
             return Ok(bell);
         }
         let bell = Arc::new(Bell::default());
-        bells.insert(file_id, Arc::downgrade(&bell));
+        bells.insert(key, Arc::downgrade(&bell));
         Ok(bell)
+    }
+
+    /// Rings the bells of the queues of the file `file_id` for which
+    /// `rung` says so; fails as [`Bell::for_queue`] does.
+    pub(crate) fn ring_queues(file_id: (u64, u64), rung: impl Fn(&str) -> bool) -> Result<()> {
+        let bells = global_lock::lock(&BELLS)?;
+        let of_file = bells
+            .range((file_id, String::new())..)
+            .take_while(|((file, _), _)| *file == file_id);
+        for ((_, queue), bell) in of_file {
+            if rung(queue) {
+                if let Some(bell) = bell.upgrade() {
+                    bell.ring();
+                }
+            }
+        }
+        Ok(())
     }
 
     fn lock(&self) -> MutexGuard<'_, u64> {
@@ -189,7 +216,7 @@ mod tests {
 
     #[test]
     fn cancel_wakes_the_sleepers_watching_the_token() {
-        let bell = Bell::for_file((u64::MAX, 1)).unwrap();
+        let bell = Bell::for_queue((u64::MAX, 1), "default").unwrap();
         let token = CancelToken::new();
         let canceller = {
             let token = token.clone();

@@ -348,8 +348,8 @@ func TestBusy(t *testing.T) {
 	}
 }
 
-// A push from another process wakes a waiting Pull within libtq's polling
-// interval of the file's change counter (about 20 ms).
+// A push from another process wakes a waiting Pull (through the wake words
+// libtq keeps in shared memory).
 func TestPullWokenByAnotherProcess(t *testing.T) {
 	q, path := openQueue(t)
 	pusher := startChild(t, "push", path)

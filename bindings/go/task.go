@@ -148,9 +148,8 @@ func (q *Queue) TryPull(opts ...PullOption) (*Task, error) {
 }
 
 // Pull claims the ready task first in line under a lease, as TryPull does,
-// waiting until one is ready when none is: a push through this process
-// wakes it at once, a push from another process within about 20 ms, a
-// delayed task at its due time. The wait uses no CPU to speak of, but
+// waiting until one is ready when none is: a push to its queue wakes it at
+// once, from this process or another, a delayed task at its due time. The wait uses no CPU to speak of, but
 // keeps an OS thread in libtq.
 //
 // When ctx ends first, Pull returns ctx.Err() itself; when the queue is

@@ -394,8 +394,9 @@ pub extern "C" fn tq_push_options_set_unique_for_ms(
 
 /// Sets how long `tq_pull` and `tq_pull_batch` wait for a task when none is
 /// ready, in milliseconds (at most one year; default 0: answer at once).
-/// A push in this process ends the wait at once, a push from another
-/// process within about 20 ms, a delayed task at its due time. Waiting
+/// A push to the queue ends the wait at once, from this process or another
+/// (a write that rings nothing, as an outbox push, within about a second),
+/// a delayed task at its due time. Waiting
 /// uses no CPU to speak of.
 ///
 /// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).

@@ -19,6 +19,7 @@ mod inherited;
 pub(crate) mod schema;
 pub(crate) mod tasks;
 mod turns;
+mod wake;
 
 pub(crate) use tasks::not_held;
 
@@ -108,9 +109,13 @@ pub(crate) struct SharedFile {
     /// `normal`, and at `full` when SQLite flushes in each commit instead
     /// (see `flush::Flusher::new`).
     flusher: Option<flush::Flusher>,
-    /// Fair turns at the write lock among processes; `None` when the turn
-    /// file could not be made.
-    turns: Option<turns::Turns>,
+    /// Fair turns at the write lock among processes, and the wake words
+    /// (see `wake.rs`), in one shared page; `None` when the page could not
+    /// be mapped.
+    turns: Option<Arc<turns::Turns>>,
+    /// Rings this process's bells of the file when other processes ring
+    /// the wake words; started by the first wait.
+    watcher: wake::Watcher,
     busy_timeout: Duration,
     /// The database file's path as SQLite resolved it.
     path: String,
@@ -181,7 +186,8 @@ impl SqliteStore {
                     reader: inherited::register(reader)?,
                     group: group::Group::default(),
                     flusher,
-                    turns,
+                    turns: turns.map(Arc::new),
+                    watcher: wake::Watcher::default(),
                     busy_timeout: options.busy_timeout,
                     path: resolved,
                     file_id: (key.0, key.1),
@@ -219,6 +225,15 @@ impl SqliteStore {
     /// The file's device and inode numbers: handles on one file share them.
     pub(crate) fn file_id(&self) -> (u64, u64) {
         self.file.file_id
+    }
+
+    /// Tells the waiters of other processes that this handle's queue may
+    /// have a task to claim: after a committed write that can make one
+    /// claimable.
+    fn ring_other_processes(&self) {
+        if let Some(turns) = &self.file.turns {
+            turns.wake_words().ring(&self.queue);
+        }
     }
 
     /// Runs `op` in the next group commit (see [`group`]); returns once

@@ -14,6 +14,7 @@
 //! application's.
 
 use std::collections::{BTreeSet, VecDeque};
+use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
@@ -641,7 +642,10 @@ impl Store for SqliteStore {
             tasks,
             now,
         })? {
-            Output::Pushed(pushed) => Ok(pushed),
+            Output::Pushed(pushed) => {
+                self.ring_other_processes();
+                Ok(pushed)
+            }
             _ => Err(mismatch()),
         }
     }
@@ -691,7 +695,12 @@ impl Store for SqliteStore {
             now,
             backoff: *backoff,
         })? {
-            Output::Failed(failed) => Ok(failed),
+            Output::Failed(failed) => {
+                if let Failed::RetryAt(_) = failed {
+                    self.ring_other_processes();
+                }
+                Ok(failed)
+            }
             _ => Err(mismatch()),
         }
     }
@@ -707,7 +716,7 @@ impl Store for SqliteStore {
     }
 
     fn recover(&self, now: i64) -> Result<u64> {
-        self.write(|conn| {
+        let recovered = self.write(|conn| {
             let dead = dead_holders(conn, &self.file.process)?;
             let dead_json = serde_json::to_string(&dead).expect("a list of integers serializes");
             let recovered = conn
@@ -735,7 +744,11 @@ impl Store for SqliteStore {
             )?
             .execute([dead_json])?;
             Ok(recovered as u64)
-        })
+        })?;
+        if recovered > 0 {
+            self.ring_other_processes();
+        }
+        Ok(recovered)
     }
 
     fn count(&self, state: TaskState) -> Result<u64> {
@@ -806,7 +819,7 @@ impl Store for SqliteStore {
     }
 
     fn retry_dead(&self, id: Option<i64>, now: i64) -> Result<u64> {
-        self.write(|conn| {
+        let retried = self.write(|conn| {
             let retried = conn
                 .prepare_cached(
                     "UPDATE tq_tasks SET state = 0, attempts = 0, run_at = ?2, finished_at = NULL
@@ -814,7 +827,11 @@ impl Store for SqliteStore {
                 )?
                 .execute(params![self.queue, now, id])?;
             Ok(retried as u64)
-        })
+        })?;
+        if retried > 0 {
+            self.ring_other_processes();
+        }
+        Ok(retried)
     }
 
     fn purge(&self, state: TaskState, now: i64, older_than: i64) -> Result<u64> {
@@ -858,6 +875,21 @@ impl Store for SqliteStore {
                 .query_row(rusqlite::params![&self.queue, now], |row| row.get(0))?;
             Ok(due.map(|due| due.max(now)))
         })
+    }
+
+    fn watch_other_processes(&self) -> Duration {
+        // Rarely with the watcher (see `wake.rs`), often without.
+        match &self.file.turns {
+            Some(turns)
+                if self
+                    .file
+                    .watcher
+                    .start(turns, self.file.file_id, &self.queue) =>
+            {
+                super::wake::safety_net()
+            }
+            _ => crate::wait::POLL_INTERVAL,
+        }
     }
 
     fn change_counter(&self) -> Result<i64> {

@@ -48,6 +48,9 @@
 //! Anything else that goes wrong (no `/dev/shm`, no room, a foreign or
 //! damaged file) only means that this process works without turns.
 //! Futexes and `/dev/shm` make this Linux-only, as tq is.
+//!
+//! The page also carries the wake words that let a write in one process
+//! wake the waiters of another (see `wake.rs`).
 
 use std::fs::{File, Metadata};
 use std::os::fd::AsRawFd;
@@ -56,6 +59,8 @@ use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use super::wake::WakeWords;
 
 /// How long a turn may go without progress before waiters skip it.
 const STALE: Duration = Duration::from_millis(50);
@@ -76,7 +81,7 @@ const SHARED_MEMORY_DIR: &str = "/dev/shm";
 
 const MAGIC: u64 = u64::from_le_bytes(*b"tqturns\0");
 /// Changes whenever the layout of [`Page`] or the protocol changes.
-const LAYOUT: u32 = 1;
+const LAYOUT: u32 = 2;
 const MAPPED_LEN: usize = 4096;
 const _: () = assert!(std::mem::size_of::<Page>() <= MAPPED_LEN);
 
@@ -96,6 +101,7 @@ struct Page {
     /// Per bell, the last ticket whose waiter left the line, as
     /// [`gone_mark`] of it (0: none).
     gone: [AtomicU64; BELLS as usize],
+    wake: WakeWords,
 }
 
 /// A ticket's mark in [`Page::gone`], never 0.
@@ -179,6 +185,7 @@ impl Page {
         for word in &self.gone {
             word.store(0, Ordering::SeqCst);
         }
+        self.wake.reset();
         self.size.store(MAPPED_LEN as u32, Ordering::SeqCst);
         self.layout.store(LAYOUT, Ordering::SeqCst);
         self.magic.store(MAGIC, Ordering::SeqCst);
@@ -315,6 +322,11 @@ impl Turns {
         // SAFETY: mapped for the life of `self`, page-aligned, and only
         // accessed through atomics.
         unsafe { self.page.as_ref() }
+    }
+
+    /// The wake words of the page (see `wake.rs`).
+    pub(super) fn wake_words(&self) -> &WakeWords {
+        &self.page().wake
     }
 
     /// Takes a ticket and waits until its turn comes, a stale turn is
@@ -789,6 +801,23 @@ mod tests {
             .unwrap();
         assert!(scratch.open().is_none());
         drop(user);
+    }
+
+    #[test]
+    fn a_page_of_the_previous_layout_in_use_is_refused_then_rebuilt() {
+        let scratch = Scratch::new();
+        // Layout 1: turns only, before the wake words.
+        let mut image = page_image(0, 0);
+        image[8..12].copy_from_slice(&1u32.to_le_bytes());
+        std::fs::write(scratch.page_path(), &image).unwrap();
+        // A process of the previous layout maps it, holding its lock.
+        let old_user = std::fs::File::open(scratch.page_path()).unwrap();
+        assert!(flock(&old_user, libc::LOCK_SH));
+        assert!(scratch.open().is_none());
+        assert_eq!(std::fs::read(scratch.page_path()).unwrap(), image);
+        drop(old_user);
+        let turns = scratch.open().expect("rebuilt once nobody uses it");
+        assert!(turns.page().header_is_valid());
     }
 
     #[test]

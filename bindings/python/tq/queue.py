@@ -15,8 +15,8 @@ never frees the handle under a call in progress: the last call to return
 frees it. Calls made after ``close()`` raise ``ClosedError``.
 
 Waiting. A pull with a timeout waits inside the library (``tq_pull`` with
-a wait time), which wakes at once for a push in this process and within
-about 20 ms for one from another process. It waits in slices of at most
+a wait time), which wakes at once for a push to its queue, from this
+process or another. It waits in slices of at most
 ``WAIT_SLICE`` seconds on the main thread, so that Python gets control
 back that often: a Ctrl-C raises ``KeyboardInterrupt`` within a slice.
 Other threads, which never run signal handlers, wait in one call (of up
@@ -628,8 +628,8 @@ class Queue:
 
         ``timeout`` (seconds, a ``timedelta`` or ``math.inf``) waits up to that
         long for a task; None or 0 does not wait. The wait happens inside the
-        library: a push wakes it at once from this process and within about
-        20 ms from another. It ends with ``KeyboardInterrupt`` on Ctrl-C
+        library: a push to its queue wakes it at once, from this process or
+        another. It ends with ``KeyboardInterrupt`` on Ctrl-C
         (within ``WAIT_SLICE``, 0.1 s), with ``ClosedError`` when the queue is
         closed from another thread, and with ``tq.Interrupted`` after
         ``interrupt()`` or when ``cancel`` (a ``tq.Cancel``) is triggered.
