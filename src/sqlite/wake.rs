@@ -14,10 +14,12 @@
 //! `n` for counter `n`), so that a ring wakes only the watchers of
 //! processes waiting on that queue. Awake, a watcher rings the in-process
 //! bells of the queues whose counters moved (see `wait.rs`). Two queues
-//! sharing a counter wake each other's waiters for a cheap read, no more. Waiters still look
-//! at the change counter every [`safety_net`], for writers that ring
-//! nothing (another program, a process without the page); the watcher
-//! also looks at the words that often, in case a wake-up was lost. A
+//! sharing a counter wake each other's waiters for a cheap read, no more.
+//!
+//! Waiters still look at the change counter every [`safety_net`], for
+//! writers that ring nothing (another program, a process without the
+//! page); the watcher also looks at the words that often, in case a
+//! wake-up was lost. A
 //! process that died while its watcher slept leaves the count of sleepers
 //! too high: rings then make a needless system call, until the page is
 //! rebuilt.
