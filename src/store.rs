@@ -174,3 +174,17 @@ pub(crate) trait Store: Send + Sync {
     /// is refused.
     fn store_id(&self) -> u128;
 }
+
+/// The SQL condition on the stored `state` column of a visible state, the
+/// same in both backends. Pending is ready (0) or waiting (4), written as an
+/// `OR` of equalities: each arm can use the partial index of its state,
+/// which `state IN (0, 4)` matches in neither SQLite nor PostgreSQL (both
+/// then scan the table).
+pub(crate) fn state_condition(state: TaskState) -> &'static str {
+    match state {
+        TaskState::Pending => "(state = 0 OR state = 4)",
+        TaskState::Leased => "state = 1",
+        TaskState::Done => "state = 2",
+        TaskState::Dead => "state = 3",
+    }
+}

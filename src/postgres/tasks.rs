@@ -18,7 +18,7 @@ use super::{no_wal_file, PostgresStore};
 use crate::error::{Error, Result};
 use crate::options::RetryBackoff;
 use crate::sqlite::not_held;
-use crate::store::{Checkpoint, NewTask, Store};
+use crate::store::{state_condition, Checkpoint, NewTask, Store};
 use crate::task::{Failed, Pushed, Receipt, Task, TaskInfo, TaskState};
 
 /// Stores tasks without unique keys, in order, and notifies the schema's
@@ -217,19 +217,6 @@ const NEXT_CLAIMABLE: &str = "SELECT least(
 const RETRY_DEAD: &str = "UPDATE @.tasks
     SET state = 0, attempts = 0, run_at = NOW_MS, finished_at = NULL
     WHERE queue = $1 AND state = 3 AND ($2::int8 IS NULL OR id = $2)";
-
-/// The condition on `state` of a visible state. Pending is written as an
-/// `OR` of equalities: PostgreSQL can prove each partial index's predicate
-/// from one arm (a bitmap OR of the ready and waiting indexes), but not
-/// from `state IN (0, 4)`, which scans the table.
-fn state_condition(state: TaskState) -> &'static str {
-    match state {
-        TaskState::Pending => "(state = 0 OR state = 4)",
-        TaskState::Leased => "state = 1",
-        TaskState::Done => "state = 2",
-        TaskState::Dead => "state = 3",
-    }
-}
 
 /// Counts the tasks of queue `$1` in `state`.
 fn count_sql(state: TaskState) -> String {

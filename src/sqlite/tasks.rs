@@ -22,7 +22,7 @@ use super::SqliteStore;
 use crate::error::{Error, ErrorKind, Result};
 use crate::holder::{Liveness, ProcessId};
 use crate::options::RetryBackoff;
-use crate::store::{Checkpoint, NewTask, Store};
+use crate::store::{state_condition, Checkpoint, NewTask, Store};
 use crate::task::{Failed, Pushed, Receipt, Task, TaskInfo, TaskState};
 
 /// At most this many waiting tasks become ready per claim, so one claim
@@ -376,28 +376,6 @@ pub(crate) fn not_held(id: i64) -> Error {
              or its lease was recovered or taken by another worker"
         ),
     )
-}
-
-/// The stored states of a visible state: pending is ready (0) or waiting (4).
-fn stored_states(state: TaskState) -> &'static [u8] {
-    match state {
-        TaskState::Pending => &[0, 4],
-        TaskState::Leased => &[1],
-        TaskState::Done => &[2],
-        TaskState::Dead => &[3],
-    }
-}
-
-/// The condition on `state` of a visible state: an `OR` of one equality
-/// per stored state, so that each arm can use the partial index of its
-/// state (`state IN (0, 4)` matches no partial index, and scans).
-fn state_condition(state: TaskState) -> String {
-    let condition = stored_states(state)
-        .iter()
-        .map(|stored| format!("state = {stored}"))
-        .collect::<Vec<_>>()
-        .join(" OR ");
-    format!("({condition})")
 }
 
 /// Counts the tasks of queue `?1` in `state`: one range of a partial index
@@ -1084,7 +1062,10 @@ mod tests {
         // The expired leases alone, through their index; the sort keeps only
         // the first `?3`.
         let expired = plan(&conn, EXPIRED_IN_LINE);
-        assert!(expired.contains("tq_tasks_leased (queue=? AND lease_expires_at<?)"), "{expired}");
+        assert!(
+            expired.contains("tq_tasks_leased (queue=? AND lease_expires_at<?)"),
+            "{expired}"
+        );
         // Counts of tasks, for monitoring, and pages of them.
         for state in [
             TaskState::Pending,
