@@ -28,10 +28,18 @@ pub(crate) const POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// Wakes the threads of this process waiting on one queue of one file.
 #[derive(Debug, Default)]
 pub(crate) struct Bell {
+    state: Mutex<BellState>,
+    rung: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct BellState {
     /// Bumped by every ring, so a waiter can tell it was rung while it was
     /// busy trying to claim.
-    rings: Mutex<u64>,
-    rung: Condvar,
+    rings: u64,
+    /// Threads asleep in [`Bell::sleep`]: with none, a ring makes no
+    /// system call (every push rings).
+    sleepers: usize,
 }
 
 /// The bells of the queues open in this process, by the device and inode
@@ -76,39 +84,44 @@ impl Bell {
         Ok(())
     }
 
-    fn lock(&self) -> MutexGuard<'_, u64> {
-        // Only a counter is guarded: a panic cannot leave it half-changed.
-        self.rings
+    fn lock(&self) -> MutexGuard<'_, BellState> {
+        // Only counters are guarded, each changed in one step.
+        self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Wakes every waiter.
     pub(crate) fn ring(&self) {
-        *self.lock() += 1;
-        self.rung.notify_all();
+        let mut state = self.lock();
+        state.rings += 1;
+        if state.sleepers > 0 {
+            self.rung.notify_all();
+        }
     }
 
     /// How many times the bell has rung so far.
     pub(crate) fn rings(&self) -> u64 {
-        *self.lock()
+        self.lock().rings
     }
 
     /// Sleeps until the bell rings after `seen` rings, `stop` says to stop,
     /// or `until` passes. Checking under the bell's lock means a ring or a
     /// stop that comes just before the sleep is not missed.
     pub(crate) fn sleep(&self, seen: u64, until: Instant, stop: impl Fn() -> bool) {
-        let mut rings = self.lock();
-        while *rings == seen && !stop() {
+        let mut state = self.lock();
+        while state.rings == seen && !stop() {
             let now = Instant::now();
             if now >= until {
                 return;
             }
-            rings = self
+            state.sleepers += 1;
+            state = self
                 .rung
-                .wait_timeout(rings, until - now)
+                .wait_timeout(state, until - now)
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
                 .0;
+            state.sleepers -= 1;
         }
     }
 }
