@@ -485,6 +485,7 @@ impl SqlValue {
 const STATEMENTS: &[&str] = &[
     "DROP INDEX tq_tasks_ready",
     "DROP INDEX tq_tasks_leased",
+    "DROP INDEX tq_tasks_live",
     "DROP INDEX tq_tasks_done",
     "DROP INDEX tq_tasks_waiting",
     "DROP INDEX tq_tasks_dead",
@@ -537,6 +538,8 @@ const STATEMENTS: &[&str] = &[
     "PRAGMA auto_vacuum = FULL; VACUUM",
     "PRAGMA writable_schema = ON; UPDATE sqlite_master SET sql = 'CREATE TABLE tq_tasks (id)' WHERE name = 'tq_tasks'",
     "PRAGMA writable_schema = ON; UPDATE sqlite_master SET rootpage = 2 WHERE name = 'tq_tasks_ready'",
+    "PRAGMA writable_schema = ON; UPDATE sqlite_master SET rootpage = 2 WHERE name = 'tq_tasks_live'",
+    "UPDATE tq_tasks SET lease_expires_at = 0",
     "PRAGMA writable_schema = ON; DELETE FROM sqlite_master WHERE type = 'index'",
     "CREATE TABLE app (x); INSERT INTO app VALUES (randomblob(5000))",
 ];

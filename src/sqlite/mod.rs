@@ -750,6 +750,43 @@ mod tests {
         queue.push("1", &PushOptions::new()).unwrap();
     }
 
+    /// The pages the WAL gained by `op`, on a checkpointed file.
+    fn pages_written(queue: &Queue, op: impl FnOnce()) -> u64 {
+        const WAL_HEADER: u64 = 32;
+        const FRAME: u64 = 24 + 4096;
+        assert!(queue.checkpoint().unwrap().complete);
+        op();
+        (queue.wal_size().unwrap() - WAL_HEADER) / FRAME
+    }
+
+    #[test]
+    fn a_claim_and_its_finish_each_change_two_pages() {
+        // At `normal` a commit costs about what it writes: each page changed
+        // is a frame appended to the WAL. A claim moves one entry within
+        // one index (ready to leased) and changes its row; a finish deletes
+        // both. With few tasks leased, both entries share a page.
+        let dir = tempfile::tempdir().unwrap();
+        let (_, queue) = queue_in(&dir, Duration::from_secs(5));
+        let payloads: Vec<String> = (0..2_000).map(|n| format!("{{\"n\":{n}}}")).collect();
+        queue.push_batch(&payloads, &PushOptions::new()).unwrap();
+        // The first claim also records this process as a holder.
+        let first = queue.pull(&crate::PullOptions::new()).unwrap().unwrap();
+        queue.finish(first.receipt()).unwrap();
+        for _ in 0..3 {
+            let mut task = None;
+            let claim = pages_written(&queue, || {
+                task = queue.pull(&crate::PullOptions::new()).unwrap();
+            });
+            let receipt = task.expect("a task to claim").receipt();
+            let finish = pages_written(&queue, || queue.finish(receipt).unwrap());
+            assert_eq!(
+                (claim, finish),
+                (2, 2),
+                "pages written by a claim, by a finish"
+            );
+        }
+    }
+
     #[test]
     fn an_explicit_checkpoint_takes_a_turn_like_a_write() {
         let dir = tempfile::tempdir().unwrap();

@@ -6,8 +6,8 @@
 //! that SQLite can use the partial index of each state (see `schema.rs`):
 //! 0 ready (pending and due), 1 leased, 2 done, 3 dead, 4 waiting (pending,
 //! not yet due). A waiting task becomes ready at the next claim after its
-//! due time, so the ready index holds only claimable tasks and its order is
-//! the claim order.
+//! due time, so the ready tasks in the index of live tasks are the
+//! claimable ones, in claim order.
 //!
 //! The functions taking a `Connection` run inside a write transaction
 //! opened by the caller: the backend's own, or, for [`crate::outbox`], the
@@ -111,13 +111,20 @@ const PROMOTE: &str = "UPDATE tq_tasks SET state = 0
                  WHERE queue = ?1 AND state = 4 AND run_at <= ?2
                  ORDER BY run_at LIMIT ?3)";
 
-/// The ready task to claim first: one lookup in the ready index.
-const READY_FIRST: &str = "SELECT id, priority, run_at, 0 FROM tq_tasks
-    WHERE queue = ?1 AND state = 0
-    ORDER BY priority DESC, run_at, id LIMIT 1";
+/// The ready tasks of queue `?1`, in claim order in the index of live
+/// tasks (where ready tasks have no lease expiry: see `schema.rs`).
+const READY: &str = "queue = ?1 AND state = 0 AND lease_expires_at IS NULL";
 
-/// Whether queue `?1` has a lease expired by `?2`: one lookup in the lease
-/// index, made before every claim.
+/// The ready task to claim first: one lookup in the index of live tasks.
+fn ready_first_sql() -> String {
+    format!(
+        "SELECT id, priority, run_at, 0 FROM tq_tasks WHERE {READY}
+         ORDER BY priority DESC, run_at, id LIMIT 1"
+    )
+}
+
+/// Whether queue `?1` has a lease expired by `?2`: one lookup in the index
+/// of live tasks, made before every claim.
 const ANY_EXPIRED: &str = "SELECT 1 FROM tq_tasks
     WHERE queue = ?1 AND state = 1 AND lease_expires_at <= ?2 LIMIT 1";
 
@@ -134,9 +141,10 @@ const NEXT_CLAIMABLE: &str = "SELECT min(t) FROM (
 /// place in line (looked for only when [`ANY_EXPIRED`] found one). A claim
 /// of many tasks asks once, not once per task; SQLite keeps only the first
 /// `?3` while it reads the expired leases, so one ask reads each expired
-/// lease once, never sorting them all. (An index of leased tasks in claim
-/// order would spare even that read, at the price of an index entry
-/// written by every claim and finish.) The last column says whether that
+/// lease once, never sorting them all. (Leased tasks indexed in claim
+/// order would spare even that read, but then a claim's entry would no
+/// longer land beside the ready task it was: see `schema.rs`.) The last
+/// column says whether that
 /// delivery was its last attempt.
 const EXPIRED_IN_LINE: &str = "SELECT id, priority, run_at, attempts >= max_attempts
     FROM tq_tasks
@@ -162,7 +170,7 @@ fn take_one_sql() -> String {
 /// Takes the first `?4` ready tasks of queue `?1` in one statement.
 fn take_ready_sql() -> String {
     format!(
-        "{LEASE} WHERE id IN (SELECT id FROM tq_tasks WHERE queue = ?1 AND state = 0
+        "{LEASE} WHERE id IN (SELECT id FROM tq_tasks WHERE {READY}
                               ORDER BY priority DESC, run_at, id LIMIT ?4)
          {RETURNING}"
     )
@@ -235,7 +243,7 @@ fn claim(
             // transaction, which costs more than the second statement.)
             let mut batch = if left == 1 {
                 let first = conn
-                    .prepare_cached(READY_FIRST)?
+                    .prepare_cached(&ready_first_sql())?
                     .query_row(params![queue], candidate_from_row)
                     .optional()?;
                 match first {
@@ -265,7 +273,7 @@ fn claim(
             break;
         };
         let ready = conn
-            .prepare_cached(READY_FIRST)?
+            .prepare_cached(&ready_first_sql())?
             .query_row(params![queue], candidate_from_row)
             .optional()?;
         let (id, reason) = match ready {
@@ -740,24 +748,24 @@ impl Store for SqliteStore {
     }
 
     fn oldest_ready(&self, now: i64) -> Result<Option<i64>> {
-        // The ready index is ordered by priority first: the oldest ready
+        // Ready tasks are indexed by priority first: the oldest ready
         // task is the first of one of its priorities, found by skipping
         // from priority to priority rather than reading every entry.
         self.read(|conn| {
             let ready: Option<i64> = conn
-                .prepare_cached(
+                .prepare_cached(&format!(
                     "WITH RECURSIVE level(priority) AS (
-                         SELECT max(priority) FROM tq_tasks WHERE queue = ?1 AND state = 0
+                         SELECT max(priority) FROM tq_tasks WHERE {READY}
                          UNION ALL
                          SELECT (SELECT max(priority) FROM tq_tasks
-                                 WHERE queue = ?1 AND state = 0 AND priority < level.priority)
+                                 WHERE {READY} AND priority < level.priority)
                          FROM level WHERE level.priority IS NOT NULL
                      )
                      SELECT min((SELECT run_at FROM tq_tasks
-                                 WHERE queue = ?1 AND state = 0 AND priority = level.priority
+                                 WHERE {READY} AND priority = level.priority
                                  ORDER BY run_at LIMIT 1))
-                     FROM level WHERE level.priority IS NOT NULL",
-                )?
+                     FROM level WHERE level.priority IS NOT NULL"
+                ))?
                 .query_row([&self.queue], |row| row.get(0))?;
             let due: Option<i64> = conn
                 .prepare_cached(
@@ -1035,10 +1043,10 @@ mod tests {
         let conn = Connection::open_in_memory().unwrap();
         super::super::schema::migrate(&conn).unwrap();
         for (sql, index) in [
-            (READY_FIRST, "tq_tasks_ready"),
-            (ANY_EXPIRED, "tq_tasks_leased"),
+            (ready_first_sql().as_str(), "tq_tasks_live"),
+            (ANY_EXPIRED, "tq_tasks_live"),
             (ANY_DUE, "tq_tasks_waiting"),
-            (&take_ready_sql(), "tq_tasks_ready"),
+            (take_ready_sql().as_str(), "tq_tasks_live"),
             (PROMOTE, "tq_tasks_waiting"),
             (
                 "DELETE FROM tq_tasks WHERE queue = ?1 AND state = 2 AND finished_at <= ?2",
@@ -1063,7 +1071,7 @@ mod tests {
         // the first `?3`.
         let expired = plan(&conn, EXPIRED_IN_LINE);
         assert!(
-            expired.contains("tq_tasks_leased (queue=? AND lease_expires_at<?)"),
+            expired.contains("tq_tasks_live (queue=? AND state=? AND lease_expires_at<?)"),
             "{expired}"
         );
         // Counts of tasks, for monitoring, and pages of them.
