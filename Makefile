@@ -215,7 +215,9 @@ example-python: lib
 	rm -f $(BUILD)/blog_example.db $(BUILD)/blog_example.db-wal $(BUILD)/blog_example.db-shm
 	$(IN_TREE_PYTHON) examples/python/blog_example.py $(BUILD)/blog_example.db
 
+# persist-queue, a peer queue on SQLite, from PyPI, runs in the same run.
 bench-python: lib
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check 'persist-queue==1.1.0'
 	$(IN_TREE_PYTHON) bench/python_bench.py
 
 # A wheel with libtq.so inside the package, in build/python. pip fetches the

@@ -19,7 +19,19 @@ prototype's connections switched by a subclass that leaves its code as is):
   work, without the binding's classes: the floor for any ctypes binding, so
   tq/ctypes is the binding's own overhead.
 
-Scenarios, each timed alone on a fresh file:
+First, the plain calls a user migrating from the prototype writes (push;
+pull, then finish; no batches, no finish_and_pull), against the prototype
+and against persist-queue (SQLiteAckQueue from PyPI: put; get, then ack),
+installed by make bench-python and skipped, with the reason in the header,
+when it cannot be imported:
+
+- push, 1 thread: single pushes.
+- drain, 4 threads pull → finish: 4 threads sharing one queue object pull
+  a task and finish it, one at a time, until none is left.
+- 2 producers + 2 consumers, pull → finish: as below, each tq consumer
+  waiting in a blocking pull and then finishing the task.
+
+Then every scenario, each timed alone on a fresh file:
 
 - push: single pushes from one thread.
 - pull+finish: one thread pulls a task, then finishes it (two commits).
@@ -71,6 +83,12 @@ from pathlib import Path
 import tq
 from tq import _native
 
+try:
+    import persistqueue
+    from persistqueue.serializers import json as persistqueue_json
+except ImportError:  # its cells are skipped, and the header says so
+    persistqueue = None
+
 REPOSITORY = Path(__file__).resolve().parent.parent
 QUICK = os.environ.get("TQ_BENCH_QUICK") == "1"
 RUNS = 1 if QUICK else int(os.environ.get("TQ_BENCH_RUNS", "5"))
@@ -87,9 +105,17 @@ PULL_FINISH = "pull+finish"
 LOOP = "worker loop"
 LOOP_THREADS = f"worker loop, {THREADS} threads"
 PRODUCERS_CONSUMERS = "2 producers + 2 consumers"
+# The plain calls a user migrating from the prototype writes: push; pull,
+# then finish. No batches, no finish_and_pull.
+PLAIN_PUSH = "push, 1 thread"
+PLAIN_DRAIN = f"drain, {THREADS} threads pull → finish"
+PLAIN_MIXED = "2 producers + 2 consumers, pull → finish"
+PLAIN_SCENARIOS = [PLAIN_PUSH, PLAIN_DRAIN, PLAIN_MIXED]
+PERSIST_QUEUE_VERSION = "1.1.0"
 BATCH_PUSH = f"batch push ({PUSH_BATCH:,} per call)"
 BATCH_PULL = f"batch pull+finish ({PULL_BATCH} per call)"
 SCENARIOS = [PUSH, PULL_FINISH, LOOP, LOOP_THREADS, PRODUCERS_CONSUMERS, BATCH_PUSH, BATCH_PULL]
+ALL_SCENARIOS = PLAIN_SCENARIOS + SCENARIOS
 # The prototype has no batches: its single operations stand in for them.
 PROTOTYPE_STAND_IN = {BATCH_PUSH: PUSH, BATCH_PULL: PULL_FINISH}
 
@@ -121,7 +147,8 @@ def payload(index):
 # push(obj); pull_finish() -> obj or None; drain(deliver): the worker loop,
 # calling deliver(obj) for each task until none is ready; consume(deliver,
 # done): a consumer running until done() is true, where deliver(obj) returns
-# True for the last task. tq and ctypes also have push_many(objs) and
+# True for the last task; consume_plain(deliver, done): the same with the
+# plain calls. tq and ctypes also have push_many(objs) and
 # drain_batches(deliver).
 
 
@@ -171,6 +198,8 @@ class Prototype:
             else:
                 deliver(obj)
 
+    consume_plain = consume
+
     def left(self):
         check = sqlite3.connect(self.queue.db_path)
         count = check.execute("SELECT count(*) FROM tasks").fetchone()[0]
@@ -180,6 +209,47 @@ class Prototype:
     def close(self):
         # Its connections belong to the threads that opened them (sqlite3
         # refuses to close them from another); they close when collected.
+        self.queue = None
+
+
+class PersistQueue:
+    """persist-queue's SQLiteAckQueue, from PyPI: put(obj); get() then
+    ack(id). Its connections (one to put, one to get, shared by all threads
+    behind its lock) are set to synchronous=NORMAL at normal."""
+
+    name = "persist-queue"
+
+    def __init__(self, file, durability):
+        self.queue = persistqueue.SQLiteAckQueue(
+            file + ".d", multithreading=True, auto_commit=True, serializer=persistqueue_json
+        )
+        if durability == "normal":
+            for conn in {id(c): c for c in (self.queue._getter, self.queue._putter)}.values():
+                conn.execute("PRAGMA synchronous=NORMAL")
+
+    def push(self, obj):
+        self.queue.put(obj)
+
+    def pull_finish(self):
+        try:
+            item = self.queue.get(block=False, raw=True)
+        except persistqueue.Empty:
+            return None
+        self.queue.ack(id=item["pqid"])
+        return item["data"]
+
+    def consume_plain(self, deliver, done):
+        while not done():
+            obj = self.pull_finish()
+            if obj is None:
+                time.sleep(IDLE_SLEEP)
+            else:
+                deliver(obj)
+
+    def left(self):
+        return self.queue.ready_count() + self.queue.unack_count()
+
+    def close(self):
         self.queue = None
 
 
@@ -225,6 +295,18 @@ class Binding:
                     self.cancel.trigger()  # the other consumers stop waiting
                     return
                 task = task.finish_and_pull(timeout=math.inf, cancel=self.cancel)
+        except tq.Interrupted:
+            return
+
+    def consume_plain(self, deliver, done):
+        try:
+            while True:
+                task = self.queue.pull(timeout=math.inf, cancel=self.cancel)
+                last = deliver(task.payload)
+                task.finish()
+                if last:
+                    self.cancel.trigger()  # the other consumers stop waiting
+                    return
         except tq.Interrupted:
             return
 
@@ -403,8 +485,25 @@ def worker_loop(subject, ops, threads):
     return ops / seconds
 
 
-def producers_and_consumers(subject, ops):
-    """2 threads push half the tasks each while 2 threads work on them."""
+def drain_threads(subject, ops, threads):
+    """pull then finish, one task at a time, from ``threads`` threads over
+    tasks pushed beforehand."""
+    for i in range(ops):
+        subject.push(payload(i))
+    delivered = []
+
+    def drain():
+        while (obj := subject.pull_finish()) is not None:
+            delivered.append(obj)
+
+    seconds = run_threads([drain] * threads, lambda: None)
+    verify(subject, delivered, ops)
+    return ops / seconds
+
+
+def producers_and_consumers(subject, ops, plain=False):
+    """2 threads push half the tasks each while 2 threads work on them,
+    with the plain calls or the subject's best."""
     delivered = []
     lock = threading.Lock()
     failed = threading.Event()
@@ -422,7 +521,7 @@ def producers_and_consumers(subject, ops):
         return failed.is_set() or len(delivered) >= ops
 
     def consume():
-        subject.consume(deliver, done)
+        (subject.consume_plain if plain else subject.consume)(deliver, done)
 
     def stop():
         failed.set()
@@ -507,6 +606,13 @@ def main():
     else:
         print(f"prototype:  {prototype_path}")
     print(f"tq:         libtq {tq.library_version()} from {tq.library_path}")
+    if persistqueue is None:
+        print(
+            f"peer:       persist-queue is not installed: its cells are skipped "
+            f"(pip install persist-queue=={PERSIST_QUEUE_VERSION}; make bench-python does)"
+        )
+    else:
+        print(f"peer:       persist-queue {persistqueue.__version__} (SQLiteAckQueue, JSON, WAL), from PyPI")
     print("durability: the same for all: full = SQLite synchronous=FULL in WAL (the prototype's default),")
     print("            normal = synchronous=NORMAL (the prototype's connections set so by a subclass)")
     print(
@@ -515,18 +621,22 @@ def main():
         flush=True,
     )
 
-    names = ("prototype", "tq", "ctypes")
-    rates = {(d, scenario, name): [] for d in DURABILITIES for scenario in SCENARIOS for name in names}
+    names = ("prototype", "tq", "ctypes", "persist-queue")
+    rates = {(d, scenario, name): [] for d in DURABILITIES for scenario in ALL_SCENARIOS for name in names}
     failures = {key: 0 for key in rates}
     files = iter(range(10**9))
     started = time.monotonic()
     # Who runs the one-thread and the multi-threaded scenarios.
     single = [Binding, Ctypes]
     threaded = [Binding]
+    plain = [Binding]
     if prototype is not None:
         make_prototype = lambda file, durability: Prototype(prototype, file, durability)  # noqa: E731
         single.insert(0, make_prototype)
         threaded.insert(0, make_prototype)
+        plain.insert(0, make_prototype)
+    if persistqueue is not None:
+        plain.append(PersistQueue)
 
     def measure(durability, make, scenario_names, work):
         """Runs scenarios on a fresh file; records their rates, or a failure
@@ -534,7 +644,7 @@ def main():
         subject = make(str(directory / f"{next(files)}.db"), durability)
         try:
             results = work(subject)
-        except (sqlite3.Error, tq.Error) as error:
+        except (sqlite3.Error, tq.Error, OSError) as error:
             for scenario in scenario_names:
                 failures[(durability, scenario, subject.name)] += 1
             print(
@@ -550,6 +660,20 @@ def main():
     try:
         for durability in DURABILITIES:
             for run in range(RUNS):
+                for make in plain:
+                    measure(
+                        durability,
+                        make,
+                        [PLAIN_PUSH],
+                        lambda subject: [push_then_pull_finish(subject, OPS)[0]],
+                    )
+                    measure(durability, make, [PLAIN_DRAIN], lambda subject: [drain_threads(subject, OPS, THREADS)])
+                    measure(
+                        durability,
+                        make,
+                        [PLAIN_MIXED],
+                        lambda subject: [producers_and_consumers(subject, OPS, plain=True)],
+                    )
                 for make in single:
                     measure(
                         durability,
@@ -594,6 +718,19 @@ def main():
             return "-"
         return f"{summary(rates[numerator])[0] / summary(rates[denominator])[0]:.2f}{unit}"
 
+    print("\nThe plain calls (push; pull, then finish), tasks/s; ratios of medians")
+    print(
+        f"{'workload':<50} {'prototype':>22} {'tq':>22} {'persist-queue':>22}"
+        f" {'tq/prototype':>13} {'tq/persist-queue':>17}"
+    )
+    for durability in DURABILITIES:
+        for scenario in PLAIN_SCENARIOS:
+            key = {name: (durability, scenario, name) for name in names}
+            print(
+                f"{durability + ': ' + scenario:<50} {cell(key['prototype']):>22} {cell(key['tq']):>22}"
+                f" {cell(key['persist-queue']):>22} {ratio(key['tq'], key['prototype'], 'x'):>13}"
+                f" {ratio(key['tq'], key['persist-queue'], 'x'):>17}"
+            )
     for durability in DURABILITIES:
         print()
         print(
