@@ -167,7 +167,22 @@ def at_normal(queue_class):
     return AtNormal
 
 
-class Prototype:
+class Polling:
+    """A consumer for a queue without a blocking pull: it pulls, and sleeps
+    IDLE_SLEEP when it finds nothing."""
+
+    def consume(self, deliver, done):
+        while not done():
+            obj = self.pull_finish()
+            if obj is None:
+                time.sleep(IDLE_SLEEP)
+            else:
+                deliver(obj)
+
+    consume_plain = consume
+
+
+class Prototype(Polling):
     name = "prototype"
 
     def __init__(self, module, file, durability):
@@ -190,16 +205,6 @@ class Prototype:
         while (obj := self.pull_finish()) is not None:
             deliver(obj)
 
-    def consume(self, deliver, done):
-        while not done():
-            obj = self.pull_finish()
-            if obj is None:
-                time.sleep(IDLE_SLEEP)
-            else:
-                deliver(obj)
-
-    consume_plain = consume
-
     def left(self):
         check = sqlite3.connect(self.queue.db_path)
         count = check.execute("SELECT count(*) FROM tasks").fetchone()[0]
@@ -212,7 +217,7 @@ class Prototype:
         self.queue = None
 
 
-class PersistQueue:
+class PersistQueue(Polling):
     """persist-queue's SQLiteAckQueue, from PyPI: put(obj); get() then
     ack(id). Its connections (one to put, one to get, shared by all threads
     behind its lock) are set to synchronous=NORMAL at normal."""
@@ -224,7 +229,7 @@ class PersistQueue:
             file + ".d", multithreading=True, auto_commit=True, serializer=persistqueue_json
         )
         if durability == "normal":
-            for conn in {id(c): c for c in (self.queue._getter, self.queue._putter)}.values():
+            for conn in (self.queue._getter, self.queue._putter):
                 conn.execute("PRAGMA synchronous=NORMAL")
 
     def push(self, obj):
@@ -237,14 +242,6 @@ class PersistQueue:
             return None
         self.queue.ack(id=item["pqid"])
         return item["data"]
-
-    def consume_plain(self, deliver, done):
-        while not done():
-            obj = self.pull_finish()
-            if obj is None:
-                time.sleep(IDLE_SLEEP)
-            else:
-                deliver(obj)
 
     def left(self):
         return self.queue.ready_count() + self.queue.unack_count()
