@@ -16,7 +16,7 @@ mod common;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -300,14 +300,7 @@ fn a_child_after_fork_leaves_the_parents_sessions_alone() {
         return;
     };
     let server = scratch.server().unwrap();
-    let output = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_process",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("TQ_TEST_CHILD", "fork")
+    let output = common::child_command("fork")
         .env("TQ_TEST_URL", &server.url)
         .env("TQ_TEST_SCHEMA", &server.schema)
         .output()
@@ -335,15 +328,8 @@ fn worker_processes_share_a_queue_and_no_task_goes_to_two() {
     }
     let workers: Vec<_> = (0..4)
         .map(|i| {
-            let mut command = Command::new(std::env::current_exe().unwrap());
+            let mut command = common::child_command("worker");
             command
-                .args([
-                    "--exact",
-                    "child_process",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env("TQ_TEST_CHILD", "worker")
                 .env("TQ_TEST_URL", &server.url)
                 .env("TQ_TEST_SCHEMA", &server.schema)
                 .stdout(Stdio::piped());

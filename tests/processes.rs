@@ -111,15 +111,8 @@ fn child_command(role: &str, path: &str) -> Command {
 
 /// As [`child_command`], running the test binary found at `exe`.
 fn child_command_of(exe: &std::path::Path, role: &str, path: &str) -> Command {
-    let mut command = Command::new(exe);
+    let mut command = common::child_command_of(exe, role);
     command
-        .args([
-            "--exact",
-            "child_process",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("TQ_TEST_CHILD", role)
         .env("TQ_TEST_PATH", path)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped());

@@ -12,7 +12,6 @@ mod common;
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use common::{push, Scratch};
@@ -88,14 +87,7 @@ fn child_process() {
 }
 
 fn run_child(role: &str, path: &str) {
-    let output = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_process",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("TQ_TEST_CHILD", role)
+    let output = common::child_command(role)
         .env("TQ_TEST_PATH", path)
         .output()
         .unwrap();

@@ -2,10 +2,32 @@
 #![allow(dead_code, unused_macros)] // each test binary uses its own subset
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
 use tq::{Durability, OpenOptions, PullOptions, PushOptions, Queue};
+
+/// This test binary run again to play `role`: it runs only its
+/// `child_process` test, which reads the role from `TQ_TEST_CHILD`, plays
+/// it and exits (each test binary with children has one).
+pub fn child_command(role: &str) -> Command {
+    child_command_of(&std::env::current_exe().expect("the test binary"), role)
+}
+
+/// As [`child_command`], running the test binary found at `exe`.
+pub fn child_command_of(exe: &Path, role: &str) -> Command {
+    let mut command = Command::new(exe);
+    command
+        .args([
+            "--exact",
+            "child_process",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("TQ_TEST_CHILD", role);
+    command
+}
 
 /// A fresh directory for one test's queue file, removed on drop; on
 /// PostgreSQL, a fresh schema of its own instead.

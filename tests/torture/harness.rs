@@ -246,17 +246,8 @@ pub fn spawn_with_clock(role: &str, args: &Args, offset: &str) -> Result<Proc, S
 }
 
 fn child_command(role: &str, args: &Args) -> Command {
-    let mut command = Command::new(std::env::current_exe().expect("the test binary"));
-    command
-        .args([
-            "--exact",
-            "child_process",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("TQ_TEST_CHILD", role)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null());
+    let mut command = super::common::child_command(role);
+    command.stdin(Stdio::null()).stdout(Stdio::null());
     for (name, value) in args {
         command.env(format!("TQ_TORTURE_ARG_{name}"), value);
     }
