@@ -36,6 +36,7 @@ pub mod outbox;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod queue;
+mod registry;
 mod sqlite;
 mod store;
 mod task;

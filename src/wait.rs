@@ -12,13 +12,12 @@
 //! [`crate::Queue::interrupt`] and [`CancelToken::cancel`] ring too, so
 //! stopping a waiter never waits for a timeout.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::error::Result;
-use crate::global_lock;
+use crate::registry::Registry;
 
 /// How often a waiter checks for writes from other processes when nothing
 /// rings for them: a push from another process then wakes a waiter within
@@ -43,10 +42,9 @@ struct BellState {
 }
 
 /// The bells of the queues open in this process, by the device and inode
-/// of their file and their name: two paths to one file share its bells.
-/// (A B-tree rather than a hash table, so that leak checkers see its nodes
-/// as reachable at exit, and so that one file's bells are found together.)
-static BELLS: Mutex<BTreeMap<BellKey, Weak<Bell>>> = Mutex::new(BTreeMap::new());
+/// of their file and their name: two paths to one file share its bells,
+/// and one file's bells are found together.
+static BELLS: Registry<BellKey, Bell> = Registry::new();
 
 /// A file's device and inode numbers, and a queue's name.
 type BellKey = ((u64, u64), String);
@@ -56,21 +54,17 @@ impl Bell {
     /// and inode number; fails only in a child forked while another thread
     /// was inside a tq call (see `global_lock.rs`).
     pub(crate) fn for_queue(file_id: (u64, u64), queue: &str) -> Result<Arc<Bell>> {
-        let mut bells = global_lock::lock(&BELLS)?;
-        bells.retain(|_, bell| bell.strong_count() > 0);
         let key = (file_id, queue.to_owned());
-        if let Some(bell) = bells.get(&key).and_then(Weak::upgrade) {
-            return Ok(bell);
+        match BELLS.find(&key)? {
+            Some(bell) => Ok(bell),
+            None => BELLS.adopt(key, Arc::new(Bell::default())),
         }
-        let bell = Arc::new(Bell::default());
-        bells.insert(key, Arc::downgrade(&bell));
-        Ok(bell)
     }
 
     /// Rings the bells of the queues of the file `file_id` for which
     /// `rung` says so; fails as [`Bell::for_queue`] does.
     pub(crate) fn ring_queues(file_id: (u64, u64), rung: impl Fn(&str) -> bool) -> Result<()> {
-        let bells = global_lock::lock(&BELLS)?;
+        let bells = BELLS.entries()?;
         let of_file = bells
             .range((file_id, String::new())..)
             .take_while(|((file, _), _)| *file == file_id);

@@ -27,7 +27,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -37,8 +37,8 @@ use postgres::Client;
 use super::pool::Connector;
 use super::NOW_MS;
 use crate::error::{Error, ErrorKind, Result};
-use crate::global_lock;
 use crate::options::OpenOptions;
+use crate::registry::Registry;
 use crate::wait::Bell;
 
 /// How often the listener's thread looks whether its handles are all gone.
@@ -141,10 +141,9 @@ enum Holder {
     Failed(Error),
 }
 
-/// The listeners of this process, by URL and schema. (A B-tree rather than
-/// a hash table, so that leak checkers see its nodes as reachable at exit.)
+/// The listeners of this process, by URL, schema and process id.
 type Key = (String, String, u32);
-static LISTENERS: Mutex<BTreeMap<Key, Weak<Listener>>> = Mutex::new(BTreeMap::new());
+static LISTENERS: Registry<Key, Listener> = Registry::new();
 
 impl Listener {
     /// The listener of this process on schema `name` at `url`, started if
@@ -157,12 +156,8 @@ impl Listener {
         options: &OpenOptions,
     ) -> Result<Arc<Listener>> {
         let key = (url.to_owned(), name.to_owned(), std::process::id());
-        {
-            let mut listeners = global_lock::lock(&LISTENERS)?;
-            listeners.retain(|_, listener| listener.strong_count() > 0);
-            if let Some(listener) = listeners.get(&key).and_then(Weak::upgrade) {
-                return Ok(listener);
-            }
+        if let Some(listener) = LISTENERS.find(&key)? {
+            return Ok(listener);
         }
         let state = Arc::new(State {
             queues: Mutex::new(BTreeMap::new()),
@@ -190,17 +185,8 @@ impl Listener {
         // waited for without the lock, so that other opens go on.
         listener.first_outcome()?;
         // One listener per key: if another thread started one meanwhile,
-        // that one is used, and this one stops (once the lock is released),
-        // its holder id never used.
-        let existing = {
-            let mut listeners = global_lock::lock(&LISTENERS)?;
-            let existing = listeners.get(&key).and_then(Weak::upgrade);
-            if existing.is_none() {
-                listeners.insert(key, Arc::downgrade(&listener));
-            }
-            existing
-        };
-        Ok(existing.unwrap_or(listener))
+        // that one is used, and this one stops, its holder id never used.
+        LISTENERS.adopt(key, listener)
     }
 
     /// The waiters of `queue` in this process: woken by notifications for

@@ -23,10 +23,9 @@ mod wake;
 
 pub(crate) use tasks::not_held;
 
-use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, TryLockError, Weak};
+use std::sync::{Arc, Mutex, OnceLock, TryLockError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -34,9 +33,9 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::global_lock;
 use crate::holder::ProcessId;
 use crate::options::{Durability, OpenOptions};
+use crate::registry::Registry;
 use crate::task::Pushed;
 use tasks::{Op, Output};
 
@@ -132,9 +131,8 @@ pub(crate) struct SharedFile {
 /// inode), with the same durability and busy timeout, in the same process.
 type FileKey = (u64, u64, Durability, Duration, u32);
 
-/// The shared files of this process. (A B-tree rather than a hash table, so
-/// that leak checkers see its nodes as reachable at exit.)
-static FILES: Mutex<BTreeMap<FileKey, Weak<SharedFile>>> = Mutex::new(BTreeMap::new());
+/// The shared files of this process.
+static FILES: Registry<FileKey, SharedFile> = Registry::new();
 
 impl SqliteStore {
     /// Opens (creating if needed) the queue in the SQLite file at `path`.
@@ -157,11 +155,7 @@ impl SqliteStore {
         };
         // stat(), never open(): see SQLITE-NOTES on POSIX locks.
         let shared = match std::fs::metadata(path) {
-            Ok(metadata) => {
-                let mut files = global_lock::lock(&FILES)?;
-                files.retain(|_, file| file.strong_count() > 0);
-                files.get(&key(&metadata)).and_then(Weak::upgrade)
-            }
+            Ok(metadata) => FILES.find(&key(&metadata))?,
             Err(_) => None,
         };
         let file = match shared {
@@ -202,17 +196,8 @@ impl SqliteStore {
                 });
                 // Group commit and the holder id rely on one shared file
                 // per key: if another thread made one meanwhile, that one
-                // is used, and the one just made is closed unused, once the
-                // lock is released.
-                let existing = {
-                    let mut files = global_lock::lock(&FILES)?;
-                    let existing = files.get(&key).and_then(Weak::upgrade);
-                    if existing.is_none() {
-                        files.insert(key, Arc::downgrade(&made));
-                    }
-                    existing
-                };
-                existing.unwrap_or(made)
+                // is used, and the one just made is closed unused.
+                FILES.adopt(key, made)?
             }
         };
         Ok(SqliteStore {
