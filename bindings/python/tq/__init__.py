@@ -28,6 +28,7 @@ from ._native import LIBRARY_PATH as library_path
 from ._native import lib as _lib
 from .errors import (
     BusyError,
+    CancelledError,
     ClosedError,
     Error,
     InternalError,
@@ -39,7 +40,7 @@ from .errors import (
     NotHeldError,
     UnknownOutcomeError,
 )
-from .queue import Cancel, Durability, Pushed, Queue, State, Task, TaskSnapshot
+from .queue import Cancel, Durability, Pushed, Queue, State, Task, TaskSnapshot, UNTIL_RESUMED
 
 __version__ = "0.2.0"
 
@@ -53,6 +54,7 @@ __all__ = [
     "MAX_UNIQUE_KEY_LEN",
     "BusyError",
     "Cancel",
+    "CancelledError",
     "ClosedError",
     "Durability",
     "Error",
@@ -69,6 +71,7 @@ __all__ = [
     "State",
     "Task",
     "TaskSnapshot",
+    "UNTIL_RESUMED",
     "library_path",
     "library_version",
 ]
