@@ -316,7 +316,84 @@ fn snooze_hands_a_task_back_without_counting_an_attempt(scratch: Scratch) {
     queue.finish(again.receipt()).unwrap();
 }
 
+fn no_task_is_delivered_after_its_cancellation_returned(scratch: Scratch) {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    use std::time::Instant;
+
+    const TASKS: i64 = 400;
+    let queue = with_history(&scratch);
+    let ids: Vec<i64> = (0..TASKS).map(|n| push(&queue, &n.to_string())).collect();
+    // When each pull began, by task; when each cancellation returned.
+    let pulls: Mutex<Vec<(i64, Instant)>> = Mutex::new(Vec::new());
+    let cancelled: Mutex<HashMap<i64, Instant>> = Mutex::new(HashMap::new());
+    let (finished, told) = (Mutex::new(Vec::new()), Mutex::new(Vec::new()));
+    thread::scope(|scope| {
+        for _ in 0..3 {
+            scope.spawn(|| loop {
+                let began = Instant::now();
+                let Some(task) = queue.pull(&lease(60_000)).unwrap() else {
+                    break;
+                };
+                pulls.lock().unwrap().push((task.id(), began));
+                match queue.finish(task.receipt()) {
+                    Ok(()) => finished.lock().unwrap().push(task.id()),
+                    Err(err) if err.kind() == ErrorKind::Cancelled => {
+                        told.lock().unwrap().push(task.id())
+                    }
+                    Err(err) => panic!("finish: {err}"),
+                }
+            });
+        }
+        scope.spawn(|| {
+            // Every third task, in an order of its own.
+            for &id in ids.iter().step_by(3).rev() {
+                match queue.cancel_task(id, "") {
+                    Ok(_) => {
+                        cancelled.lock().unwrap().insert(id, Instant::now());
+                    }
+                    Err(err) if err.kind() == ErrorKind::InvalidArgument => {} // done already
+                    Err(err) => panic!("cancel: {err}"),
+                }
+            }
+        });
+    });
+    let (cancelled, finished, told) = (
+        cancelled.into_inner().unwrap(),
+        finished.into_inner().unwrap(),
+        told.into_inner().unwrap(),
+    );
+    for (id, began) in pulls.into_inner().unwrap() {
+        if let Some(&at) = cancelled.get(&id) {
+            assert!(
+                began < at,
+                "task {id} was delivered after its cancellation returned"
+            );
+        }
+    }
+    assert!(!cancelled.is_empty());
+    for id in &finished {
+        assert!(
+            !cancelled.contains_key(id),
+            "task {id}: cancelled and finished"
+        );
+    }
+    for id in &told {
+        assert!(
+            cancelled.contains_key(id),
+            "task {id}: told of a cancellation never made"
+        );
+    }
+    assert_eq!(queue.count(TaskState::Done).unwrap(), finished.len() as u64);
+    assert_eq!(
+        queue.count(TaskState::Cancelled).unwrap(),
+        cancelled.len() as u64
+    );
+    assert_eq!(finished.len() + cancelled.len(), TASKS as usize);
+}
+
 on_both_backends!(
+    no_task_is_delivered_after_its_cancellation_returned,
     a_task_out_of_line_cancelled_is_gone_or_kept_with_its_reason,
     a_cancelled_delivery_is_told_at_its_holders_next_call_and_never_delivered_again,
     a_cancelled_task_whose_lease_expires_is_over_not_recovered,
