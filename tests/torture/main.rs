@@ -40,6 +40,7 @@ mod vfs;
 
 mod exclusive;
 mod negative;
+mod network;
 mod openers;
 mod power_loss;
 mod producers;
