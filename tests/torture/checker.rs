@@ -642,7 +642,8 @@ fn check_deliveries(
 /// reads the wall clock in milliseconds after each call's invoke record:
 /// a lease ends no earlier than the invoke of the call that set it plus
 /// its length. The last acknowledged extend sets it; an extend of unknown
-/// outcome after that may have set it too; an acknowledged fail ended it.
+/// outcome after that may have set it too; an acknowledged fail ended it,
+/// and one of unknown outcome may have.
 fn lease_end_ms(a: &Delivery, calls: &Calls) -> i64 {
     let set_by = |op: &Operation| {
         op.invoked / 1_000_000 + op.num("lease").expect("a pull or extend logs its lease")
@@ -661,11 +662,9 @@ fn lease_end_ms(a: &Delivery, calls: &Calls) -> i64 {
             Outcome::Fail(_) => {}
         }
     }
-    for fail in calls
-        .ends
-        .iter()
-        .filter(|op| op.op == "fail" && op.is_ok() && attempt_of(op) == a.attempt)
-    {
+    for fail in calls.ends.iter().filter(|op| {
+        op.op == "fail" && !matches!(op.outcome, Outcome::Fail(_)) && attempt_of(op) == a.attempt
+    }) {
         end = end.min(fail.invoked / 1_000_000);
     }
     end

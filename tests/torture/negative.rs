@@ -623,3 +623,25 @@ fn under_network_faults_a_stored_io_push_and_any_other_error_are_reported() {
         "{report}"
     );
 }
+
+#[test]
+fn a_fail_of_unknown_outcome_may_have_ended_its_lease() {
+    // The fail's answer was lost, but it was committed: the task came
+    // back after its back-off, inside the lease the fail had ended.
+    let report = run_with_network_faults(
+        vec![
+            push("k1", 1, 0),
+            pull("a", 1, 1, 10_000, 1),
+            Operation::new(
+                "a",
+                "fail",
+                10 * MS,
+                Outcome::Fail("UnknownOutcome".into()),
+                "id=1 attempt=1 queue=default",
+            ),
+            pull("b", 1, 2, 10_000, 100),
+        ],
+        &[row(1, LEASED, 2)],
+    );
+    assert!(report.is_clean(), "{report}");
+}
