@@ -967,6 +967,38 @@ enum tq_status tq_resume(struct tq_queue *queue);
 enum tq_status tq_paused_until(struct tq_queue *queue, int64_t *out_until_unix_ms);
 
 /*
+ Limits the handle's queue to `limit` tasks leased at once (at least 1)
+ across every process and machine on its file (or PostgreSQL schema),
+ enforced inside each claim so that it holds under any race; expired
+ leases and tasks recovered from dead holders hold no slot. Tasks leased
+ beyond a new, lower limit keep their leases.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, a limit of 0:
+ use `tq_clear_concurrency_limit`, or `tq_pause` to stop claims),
+ TQ_ERR_BUSY, TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_set_concurrency_limit(struct tq_queue *queue, uint32_t limit);
+
+/*
+ Removes the concurrency limit of the handle's queue, if any.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue), TQ_ERR_BUSY,
+ TQ_ERR_IO. Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_clear_concurrency_limit(struct tq_queue *queue);
+
+/*
+ Writes the concurrency limit of the handle's queue to `*out_limit`, or
+ 0 when it has none.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or `out_limit`),
+ TQ_ERR_BUSY, TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_concurrency_limit(struct tq_queue *queue, uint32_t *out_limit);
+
+/*
  Makes the dead task `id` of the handle's queue pending again, ready now,
  with all its attempts ahead of it.
 

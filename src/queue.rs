@@ -258,6 +258,8 @@ impl Queue {
         let store = self.store()?;
         check_receipt(store, receipt)?;
         let held = store.finish(&[receipt], now_unix_ms())?;
+        // A finish frees a slot of a concurrency limit.
+        self.bell.ring();
         if !held[0] {
             return Err(not_current(store, receipt));
         }
@@ -306,6 +308,7 @@ impl Queue {
             // by the next recovery.
             let _ = store.end_cancelled(receipt, now_unix_ms());
         }
+        self.bell.ring();
         Ok(held)
     }
 
@@ -333,9 +336,8 @@ impl Queue {
                 &self.retry_backoff,
             )
             .map_err(|err| or_cancelled(store, receipt, err))?;
-        if let Failed::RetryAt(_) = failed {
-            self.bell.ring();
-        }
+        // A retry readies a task; either way, a slot of a limit is free.
+        self.bell.ring();
         Ok(failed)
     }
 
@@ -367,9 +369,8 @@ impl Queue {
         store
             .snooze(receipt, now_unix_ms(), delay.as_millis() as i64)
             .map_err(|err| or_cancelled(store, receipt, err))?;
-        if delay.is_zero() {
-            self.bell.ring();
-        }
+        // Ready again, or at least a slot of a limit free.
+        self.bell.ring();
         Ok(())
     }
 
@@ -422,6 +423,30 @@ impl Queue {
     /// This queue's pause in force, or `None` when it is not paused.
     pub fn paused(&self) -> Result<Option<Pause>> {
         self.store()?.pause(now_unix_ms())
+    }
+
+    /// Limits this queue to `limit` tasks leased at once across every
+    /// process and machine on its file (or PostgreSQL schema), or with
+    /// `None` removes the limit. Claims take no more than the slots left,
+    /// inside their transaction, so the limit holds under any race; a
+    /// lease that expired, and a task recovered from a dead holder, hold
+    /// no slot. Tasks already leased beyond a new, lower limit keep their
+    /// leases. Fails with [`ErrorKind::InvalidArgument`] for a limit of 0.
+    pub fn set_concurrency_limit(&self, limit: Option<u32>) -> Result<()> {
+        let store = self.store()?;
+        if limit == Some(0) {
+            return Err(Error::invalid_argument(
+                "a concurrency limit must be at least 1 (pause the queue to stop its claims)",
+            ));
+        }
+        store.set_concurrency_limit(limit)?;
+        self.bell.ring();
+        Ok(())
+    }
+
+    /// This queue's concurrency limit, or `None` when it has none.
+    pub fn concurrency_limit(&self) -> Result<Option<u32>> {
+        self.store()?.concurrency_limit()
     }
 
     /// Takes back every leased task of this queue whose lease expired or

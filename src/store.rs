@@ -160,6 +160,14 @@ pub(crate) trait Store: Send + Sync {
     /// The queue's pause in force at `now`, if any.
     fn pause(&self, now: i64) -> Result<Option<Pause>>;
 
+    /// Sets the queue's concurrency limit: at most `limit` tasks leased at
+    /// once across every process (expired leases hold no slot), enforced
+    /// inside each claim; `None` removes it.
+    fn set_concurrency_limit(&self, limit: Option<u32>) -> Result<()>;
+
+    /// The queue's concurrency limit, if any.
+    fn concurrency_limit(&self) -> Result<Option<u32>>;
+
     /// Copies the log into the database and truncates it.
     fn checkpoint(&self) -> Result<Checkpoint>;
 

@@ -392,7 +392,109 @@ fn no_task_is_delivered_after_its_cancellation_returned(scratch: Scratch) {
     assert_eq!(finished.len() + cancelled.len(), TASKS as usize);
 }
 
+fn a_concurrency_limit_caps_the_leased_tasks_of_every_handle(scratch: Scratch) {
+    let queue = scratch.open();
+    let other = scratch.open();
+    assert_eq!(queue.concurrency_limit().unwrap(), None);
+    assert_eq!(
+        kind(queue.set_concurrency_limit(Some(0))),
+        ErrorKind::InvalidArgument
+    );
+    queue.set_concurrency_limit(Some(2)).unwrap();
+    assert_eq!(other.concurrency_limit().unwrap(), Some(2));
+    for n in 0..5 {
+        push(&queue, &n.to_string());
+    }
+    let first = pull(&queue).unwrap();
+    let second = pull(&other).unwrap();
+    assert!(pull(&queue).is_none(), "both slots are taken");
+    assert!(other
+        .pull_batch(10, &PullOptions::new())
+        .unwrap()
+        .is_empty());
+    queue.finish(first.receipt()).unwrap();
+    let batch = other.pull_batch(10, &PullOptions::new()).unwrap();
+    assert_eq!(batch.len(), 1, "one slot was freed");
+    queue.set_concurrency_limit(None).unwrap();
+    assert_eq!(queue.concurrency_limit().unwrap(), None);
+    assert_eq!(queue.pull_batch(10, &PullOptions::new()).unwrap().len(), 2);
+    drop(second);
+}
+
+fn an_expired_lease_frees_its_slot(scratch: Scratch) {
+    let queue = scratch.open();
+    queue.set_concurrency_limit(Some(1)).unwrap();
+    push(&queue, "1");
+    push(&queue, "2");
+    let lost = queue.pull(&lease(50)).unwrap().unwrap();
+    assert!(pull(&queue).is_none());
+    thread::sleep(Duration::from_millis(120));
+    let next = pull(&queue).expect("the expired lease holds no slot");
+    assert_eq!(next.id(), lost.id(), "the expired task keeps its place");
+    assert!(pull(&queue).is_none(), "and now holds the slot again");
+}
+
+fn a_pull_waiting_at_the_limit_takes_a_task_once_a_slot_frees(scratch: Scratch) {
+    let queue = scratch.open();
+    queue.set_concurrency_limit(Some(1)).unwrap();
+    push(&queue, "1");
+    let waiting_for = push(&queue, "2");
+    let held = pull(&queue).unwrap();
+    thread::scope(|scope| {
+        let waiter = scope.spawn(|| queue.pull(&waiting(20_000)).unwrap());
+        thread::sleep(Duration::from_millis(200));
+        assert!(!waiter.is_finished(), "no slot: the pull waits");
+        scratch.open().finish(held.receipt()).unwrap();
+        let task = waiter.join().unwrap().expect("woken by the finish");
+        assert_eq!(task.id(), waiting_for);
+    });
+}
+
+fn the_limit_holds_exactly_under_threads_racing_for_slots(scratch: Scratch) {
+    use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+
+    const LIMIT: i64 = 3;
+    const TASKS: usize = 300;
+    let queue = scratch.open();
+    queue.set_concurrency_limit(Some(LIMIT as u32)).unwrap();
+    let payloads: Vec<String> = (0..TASKS).map(|n| n.to_string()).collect();
+    let payloads: Vec<&str> = payloads.iter().map(String::as_str).collect();
+    queue.push_batch(&payloads, &PushOptions::new()).unwrap();
+    // Held from the return of a pull to the call of its finish: never more
+    // than the leases the queue has.
+    let (held, most, done) = (AtomicI64::new(0), AtomicI64::new(0), AtomicUsize::new(0));
+    thread::scope(|scope| {
+        for _ in 0..6 {
+            let handle = scratch.open();
+            let (held, most, done) = (&held, &most, &done);
+            scope.spawn(move || {
+                while done.load(Ordering::SeqCst) < TASKS {
+                    let Some(task) = handle.pull(&waiting(100)).unwrap() else {
+                        continue;
+                    };
+                    let now = held.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    thread::yield_now();
+                    held.fetch_sub(1, Ordering::SeqCst);
+                    handle.finish(task.receipt()).unwrap();
+                    done.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+        }
+    });
+    assert!(
+        most.load(Ordering::SeqCst) <= LIMIT,
+        "{} held at once",
+        most.load(Ordering::SeqCst)
+    );
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 0);
+}
+
 on_both_backends!(
+    a_concurrency_limit_caps_the_leased_tasks_of_every_handle,
+    an_expired_lease_frees_its_slot,
+    a_pull_waiting_at_the_limit_takes_a_task_once_a_slot_frees,
+    the_limit_holds_exactly_under_threads_racing_for_slots,
     no_task_is_delivered_after_its_cancellation_returned,
     a_task_out_of_line_cancelled_is_gone_or_kept_with_its_reason,
     a_cancelled_delivery_is_told_at_its_holders_next_call_and_never_delivered_again,

@@ -852,6 +852,60 @@ pub extern "C" fn tq_paused_until(queue: *mut tq_queue, out_until_unix_ms: *mut 
     })
 }
 
+/// Limits the handle's queue to `limit` tasks leased at once (at least 1)
+/// across every process and machine on its file (or PostgreSQL schema),
+/// enforced inside each claim so that it holds under any race; expired
+/// leases and tasks recovered from dead holders hold no slot. Tasks leased
+/// beyond a new, lower limit keep their leases.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, a limit of 0:
+/// use `tq_clear_concurrency_limit`, or `tq_pause` to stop claims),
+/// TQ_ERR_BUSY, TQ_ERR_IO.
+/// Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_set_concurrency_limit(queue: *mut tq_queue, limit: u32) -> tq_status {
+    guard("tq_set_concurrency_limit", || {
+        unsafe { borrow(queue.cast_const(), "queue") }?
+            .0
+            .set_concurrency_limit(Some(limit))?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Removes the concurrency limit of the handle's queue, if any.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue), TQ_ERR_BUSY,
+/// TQ_ERR_IO. Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_clear_concurrency_limit(queue: *mut tq_queue) -> tq_status {
+    guard("tq_clear_concurrency_limit", || {
+        unsafe { borrow(queue.cast_const(), "queue") }?
+            .0
+            .set_concurrency_limit(None)?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Writes the concurrency limit of the handle's queue to `*out_limit`, or
+/// 0 when it has none.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or `out_limit`),
+/// TQ_ERR_BUSY, TQ_ERR_IO.
+/// Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_concurrency_limit(queue: *mut tq_queue, out_limit: *mut u32) -> tq_status {
+    guard("tq_concurrency_limit", || {
+        let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
+        if out_limit.is_null() {
+            return Err(Error::invalid_argument("out_limit is NULL"));
+        }
+        let limit = queue.0.concurrency_limit()?.unwrap_or(0);
+        // SAFETY: checked non-NULL above; the caller provides room for one value.
+        unsafe { out_limit.write(limit) };
+        Ok(tq_status::TQ_OK)
+    })
+}
+
 /// Makes the dead task `id` of the handle's queue pending again, ready now,
 /// with all its attempts ahead of it.
 ///

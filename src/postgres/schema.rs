@@ -84,7 +84,9 @@ const MIGRATIONS: &[&str] = &[
         queue        text PRIMARY KEY,
         -- As in SQLite: claims find nothing before this time; the largest
         -- bigint: until resumed; NULL: not paused.
-        paused_until bigint
+        paused_until bigint,
+        -- As in SQLite: at most this many leased at once; NULL: no limit.
+        max_leased   bigint
     );",
 ];
 

@@ -11,6 +11,7 @@
 //! so claims never wait for one another.
 
 use std::collections::HashSet;
+use std::sync::atomic::Ordering;
 
 use postgres::Row;
 
@@ -66,11 +67,17 @@ const NOTIFY: &str = "SELECT pg_notify($1, $2)::text";
 /// place in line), and the waiting tasks now due. The best `$2` of them are
 /// taken, except that an expired delivery that was its task's last attempt
 /// is buried as dead instead (those rows come back with a NULL token); the
-/// due tasks not taken become ready. A paused queue has no candidates.
+/// due tasks not taken become ready. A paused queue has no candidates;
+/// nor has a queue with a concurrency limit unless `$5` (the claim is
+/// already bounded by its slots: see [`LOCK_SLOTS`]), which then answers
+/// one row with a NULL id instead.
 const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
+    settings AS (
+        SELECT coalesce(paused_until > (SELECT now FROM clock), false) AS paused,
+               max_leased IS NOT NULL AND NOT $5::bool AS unbounded
+        FROM @.queues WHERE queue = $1),
     open AS (
-        SELECT NOT EXISTS (SELECT 1 FROM @.queues
-                           WHERE queue = $1 AND paused_until > (SELECT now FROM clock)) AS open),
+        SELECT NOT EXISTS (SELECT 1 FROM settings WHERE paused OR unbounded) AS open),
     ready AS (
         SELECT id, priority, run_at, false AS expired, false AS last FROM @.tasks
         WHERE queue = $1 AND state = 0 AND (SELECT open FROM open)
@@ -111,7 +118,22 @@ const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
                   t.last_error, t.payload)
     SELECT id, lease_token, attempts, max_attempts, priority, run_at, last_error, payload
     FROM taken
-    UNION ALL SELECT id, NULL, 0, 0, 0, 0, NULL, NULL FROM buried";
+    UNION ALL SELECT id, NULL, 0, 0, 0, 0, NULL, NULL FROM buried
+    UNION ALL SELECT NULL, NULL, 0, 0, 0, 0, NULL, NULL FROM settings
+        WHERE unbounded AND NOT paused";
+
+/// Locks the settings of queue `$1`, which has a concurrency limit, and
+/// answers its slots left: the limit less the live leases (expired ones
+/// hold no slot). Claims of a limited queue take this lock one after
+/// another, each in a statement of its own, so that the count that follows
+/// it sees the leases the claim before took (a statement's snapshot is
+/// taken when it starts).
+const LOCK_SLOTS: &str = "SELECT max_leased FROM @.queues WHERE queue = $1 FOR UPDATE";
+
+/// The live leases of queue `$1`, which hold a slot of its limit.
+const LIVE_LEASES: &str = "SELECT
+    (SELECT count(*) FROM @.tasks WHERE queue = $1 AND state = 1 AND lease_expires_at > NOW_MS)
+  + (SELECT count(*) FROM @.tasks WHERE queue = $1 AND state = 6 AND lease_expires_at > NOW_MS)";
 
 /// Completes the current deliveries among receipts (`$1` ids, `$2`
 /// tokens): deleted, or kept as done with history (`$3`) or for a unique
@@ -317,14 +339,24 @@ impl PostgresStore {
     fn claim_in(&self, tx: &mut Tx<'_>, max: usize, lease: i64) -> Result<Vec<Task>> {
         let holder = self.listener.holder(self.wait)?;
         let sql = self.sql(CLAIM);
+        let mut max = max;
+        let mut bounded = false;
         let mut tasks = Vec::new();
-        // Each round either fills the claim or buries some expired last
-        // attempts, which then leave the candidates: it ends.
+        // Each round either fills the claim, buries some expired last
+        // attempts, which then leave the candidates, or finds the queue
+        // limited, once: it ends.
         while tasks.len() < max {
             let left = (max - tasks.len()).min(i64::MAX as usize) as i64;
-            let rows = tx.query(&sql, &[&self.queue, &left, &lease, &holder])?;
+            let rows = tx.query(&sql, &[&self.queue, &left, &lease, &holder, &bounded])?;
             let mut buried = 0;
             for row in &rows {
+                if row.try_get::<_, Option<i64>>(0)?.is_none() {
+                    self.limited.store(true, Ordering::Relaxed);
+                    max = max.min(self.slots_left(tx)?);
+                    bounded = true;
+                    buried += 1;
+                    continue;
+                }
                 match task_from_row(row)? {
                     Some(task) => tasks.push(task),
                     None => buried += 1,
@@ -343,6 +375,26 @@ impl PostgresStore {
             )
         });
         Ok(tasks)
+    }
+
+    /// Locks the settings of this limited queue until `tx` ends and counts
+    /// its slots left (see [`LOCK_SLOTS`]).
+    fn slots_left(&self, tx: &mut Tx<'_>) -> Result<usize> {
+        let limit: Option<i64> = tx
+            .query_opt(&self.sql(LOCK_SLOTS), &[&self.queue])?
+            .map(|row| row.try_get(0))
+            .transpose()?
+            .flatten();
+        let Some(limit) = limit else {
+            // The limit was removed meanwhile.
+            return Ok(usize::MAX);
+        };
+        let live: i64 = tx
+            .query_opt(&self.sql(LIVE_LEASES), &[&self.queue])?
+            .map(|row| row.try_get(0))
+            .transpose()?
+            .unwrap_or(0);
+        Ok(limit.saturating_sub(live).max(0) as usize)
     }
 
     /// Completes the current deliveries among `receipts` in `tx`.
@@ -495,7 +547,14 @@ impl Store for PostgresStore {
     }
 
     fn finish(&self, receipts: &[Receipt], _now: i64) -> Result<Vec<bool>> {
-        self.write(|tx| self.finish_in(tx, receipts))
+        self.write(|tx| {
+            let held = self.finish_in(tx, receipts)?;
+            if self.limited.load(Ordering::Relaxed) {
+                // Slots of the limit are free.
+                self.notify(tx, &self.queue)?;
+            }
+            Ok(held)
+        })
     }
 
     fn finish_and_claim(&self, receipt: Receipt, _now: i64, lease: i64) -> Result<Option<Task>> {
@@ -525,6 +584,9 @@ impl Store for PostgresStore {
             let now: i64 = row.try_get(3)?;
             if attempts >= max_attempts {
                 tx.execute(&self.sql(BURY), &[&receipt.id, &now, &reason])?;
+                if self.limited.load(Ordering::Relaxed) {
+                    self.notify(tx, &self.queue)?;
+                }
                 return Ok(Failed::Dead);
             }
             let pause = backoff.pause(attempts, random as u64);
@@ -698,6 +760,9 @@ impl Store for PostgresStore {
                 .is_some();
             if cancelling {
                 self.end_as_cancelled(tx, receipt.id, None)?;
+                if self.limited.load(Ordering::Relaxed) {
+                    self.notify(tx, &self.queue)?;
+                }
             }
             Ok(cancelling)
         })
@@ -736,6 +801,35 @@ impl Store for PostgresStore {
                 self.notify(tx, &self.queue)?;
             }
             Ok(())
+        })
+    }
+
+    fn set_concurrency_limit(&self, limit: Option<u32>) -> Result<()> {
+        let limit = limit.map(i64::from);
+        self.write(|tx| {
+            tx.execute(
+                &self.sql(
+                    "INSERT INTO @.queues (queue, max_leased) VALUES ($1, $2)
+                     ON CONFLICT (queue) DO UPDATE SET max_leased = excluded.max_leased",
+                ),
+                &[&self.queue, &limit],
+            )?;
+            self.notify(tx, &self.queue)
+        })?;
+        self.limited.store(limit.is_some(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn concurrency_limit(&self) -> Result<Option<u32>> {
+        let sql = self.sql("SELECT max_leased FROM @.queues WHERE queue = $1");
+        self.read(|conn| {
+            let rows = conn.query(&sql, &[&self.queue])?;
+            let limit: Option<i64> = rows
+                .first()
+                .map(|row| row.try_get(0))
+                .transpose()?
+                .flatten();
+            Ok(limit.map(|limit| u32::try_from(limit).unwrap_or(u32::MAX)))
         })
     }
 

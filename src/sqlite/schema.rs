@@ -119,7 +119,10 @@ const MIGRATIONS: &[&str] = &[
         queue        TEXT PRIMARY KEY,
         -- Claims find nothing before this time; 9223372036854775807 (the
         -- largest integer): until resumed. NULL: not paused.
-        paused_until INTEGER
+        paused_until INTEGER,
+        -- At most this many tasks of the queue leased at once (expired
+        -- leases hold no slot). NULL: no limit.
+        max_leased   INTEGER
     ) WITHOUT ROWID;",
 ];
 

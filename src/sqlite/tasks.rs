@@ -206,7 +206,8 @@ fn claim(
     lease_expires_at: i64,
     holder_id: i64,
 ) -> Result<Vec<Task>> {
-    if paused_until(conn, queue, now)?.is_some() {
+    let max = room(conn, queue, now)?.map_or(max, |room| max.min(room));
+    if max == 0 {
         return Ok(Vec::new());
     }
     let any_due = conn
@@ -306,6 +307,40 @@ fn claim(
 /// of a row per queue an operator set.
 const PAUSED_UNTIL: &str =
     "SELECT paused_until FROM tq_queues WHERE queue = ?1 AND paused_until > ?2";
+
+/// What an operator set for queue `?1`: its pause's end and its
+/// concurrency limit.
+const SETTINGS: &str = "SELECT paused_until, max_leased FROM tq_queues WHERE queue = ?1";
+
+/// The live leases of queue `?1` at `?2`, which hold a slot of its
+/// concurrency limit: two ranges of indexes, as long as the limit.
+const LIVE_LEASES: &str = "SELECT
+    (SELECT count(*) FROM tq_tasks WHERE queue = ?1 AND state = 1 AND lease_expires_at > ?2)
+  + (SELECT count(*) FROM tq_tasks WHERE queue = ?1 AND state = 6 AND lease_expires_at > ?2)";
+
+/// How many more tasks of `queue` may be leased at `now`: none while it is
+/// paused; under a concurrency limit, the limit less the live leases;
+/// `None` when nothing bounds it. Claims take no more, so the limit holds
+/// exactly: every claim of the file runs under its write lock.
+fn room(conn: &Connection, queue: &str, now: i64) -> Result<Option<usize>> {
+    let settings: Option<(Option<i64>, Option<i64>)> = conn
+        .prepare_cached(SETTINGS)?
+        .query_row([queue], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?;
+    let Some((paused_until, max_leased)) = settings else {
+        return Ok(None);
+    };
+    if paused_until.is_some_and(|until| until > now) {
+        return Ok(Some(0));
+    }
+    let Some(max_leased) = max_leased else {
+        return Ok(None);
+    };
+    let live: i64 = conn
+        .prepare_cached(LIVE_LEASES)?
+        .query_row(params![queue, now], |row| row.get(0))?;
+    Ok(Some(max_leased.saturating_sub(live).max(0) as usize))
+}
 
 /// When the pause of `queue` in force at `now` ends, if it is paused.
 fn paused_until(conn: &Connection, queue: &str, now: i64) -> Result<Option<i64>> {
@@ -692,7 +727,11 @@ impl Store for SqliteStore {
             now,
             keep_history: self.keep_history,
         })? {
-            Output::Held(held) => Ok(held),
+            Output::Held(held) => {
+                // A finish frees a slot of a concurrency limit.
+                self.ring_other_processes();
+                Ok(held)
+            }
             _ => Err(mismatch()),
         }
     }
@@ -723,9 +762,8 @@ impl Store for SqliteStore {
             backoff: *backoff,
         })? {
             Output::Failed(failed) => {
-                if let Failed::RetryAt(_) = failed {
-                    self.ring_other_processes();
-                }
+                // A retry readies a task; either way, a slot of a limit is free.
+                self.ring_other_processes();
                 Ok(failed)
             }
             _ => Err(mismatch()),
@@ -944,6 +982,11 @@ impl Store for SqliteStore {
             }
             Ok(cancelling.is_some())
         })
+        .inspect(|&ended| {
+            if ended {
+                self.ring_other_processes();
+            }
+        })
     }
 
     fn snooze(&self, receipt: Receipt, now: i64, delay: i64) -> Result<()> {
@@ -979,6 +1022,30 @@ impl Store for SqliteStore {
             self.ring_other_processes();
         }
         Ok(())
+    }
+
+    fn set_concurrency_limit(&self, limit: Option<u32>) -> Result<()> {
+        self.write(|conn| {
+            conn.prepare_cached(
+                "INSERT INTO tq_queues (queue, max_leased) VALUES (?1, ?2)
+                 ON CONFLICT (queue) DO UPDATE SET max_leased = excluded.max_leased",
+            )?
+            .execute(params![self.queue, limit])?;
+            Ok(())
+        })?;
+        // A higher limit, or none, may let waiters claim.
+        self.ring_other_processes();
+        Ok(())
+    }
+
+    fn concurrency_limit(&self) -> Result<Option<u32>> {
+        self.read(|conn| {
+            let limit: Option<Option<u32>> = conn
+                .prepare_cached("SELECT max_leased FROM tq_queues WHERE queue = ?1")?
+                .query_row([&self.queue], |row| row.get(0))
+                .optional()?;
+            Ok(limit.flatten())
+        })
     }
 
     fn pause(&self, now: i64) -> Result<Option<Pause>> {
@@ -1232,9 +1299,16 @@ mod tests {
         }
         let take = plan(&conn, &take_one_sql());
         assert!(take.contains("INTEGER PRIMARY KEY"), "{take}");
-        // Every claim looks for its queue's pause.
-        let pause = plan(&conn, PAUSED_UNTIL);
-        assert!(pause.contains("USING PRIMARY KEY (queue=?)"), "{pause}");
+        // Every claim looks for its queue's settings.
+        for sql in [PAUSED_UNTIL, SETTINGS] {
+            let plan = plan(&conn, sql);
+            assert!(plan.contains("USING PRIMARY KEY (queue=?)"), "{plan}");
+        }
+        // A limited queue's claims count its live leases in the indexes.
+        let live = plan(&conn, LIVE_LEASES);
+        assert!(live.contains("tq_tasks_live"), "{live}");
+        assert!(live.contains("tq_tasks_cancelling"), "{live}");
+        assert!(!live.contains("SCAN tq_tasks"), "{live}");
         // The expired leases alone, through their index; the sort keeps only
         // the first `?3`.
         let expired = plan(&conn, EXPIRED_IN_LINE);

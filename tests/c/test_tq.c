@@ -2641,6 +2641,27 @@ static void test_cancel_pause_snooze(const char *dir)
     CHECK_INT(tq_task_attempts(task), 1);
     CHECK_STATUS(tq_finish(q, task), TQ_OK);
     tq_task_free(task);
+
+    /* A concurrency limit of one: a second pull finds no slot. */
+    uint32_t limit = 9;
+    CHECK_STATUS(tq_concurrency_limit(q, &limit), TQ_OK);
+    CHECK_INT(limit, 0);
+    CHECK_STATUS(tq_concurrency_limit(q, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_set_concurrency_limit(q, 0), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_set_concurrency_limit(q, 1), TQ_OK);
+    CHECK_STATUS(tq_concurrency_limit(q, &limit), TQ_OK);
+    CHECK_INT(limit, 1);
+    push_text(q, "1");
+    push_text(q, "2");
+    task = pull_one(q);
+    REQUIRE(task != NULL);
+    CHECK_STATUS(tq_pull(q, NULL, &none), TQ_EMPTY);
+    CHECK_STATUS(tq_finish(q, task), TQ_OK);
+    tq_task_free(task);
+    CHECK_STATUS(tq_clear_concurrency_limit(q), TQ_OK);
+    task = pull_one(q);
+    REQUIRE(task != NULL);
+    tq_task_free(task);
     tq_close(q);
 }
 
