@@ -116,3 +116,33 @@ func TestSnoozeHandsATaskBackWithoutCountingAnAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestAConcurrencyLimitCapsTheLeasedTasks(t *testing.T) {
+	q, _ := openQueue(t, tq.WithDurability(tq.DurabilityNormal))
+	if _, limited, err := q.ConcurrencyLimit(); err != nil || limited {
+		t.Fatalf("ConcurrencyLimit on a new queue: %v, %v", limited, err)
+	}
+	wantErr(t, q.SetConcurrencyLimit(0), tq.ErrInvalidArgument, "between 1")
+	if err := q.SetConcurrencyLimit(1); err != nil {
+		t.Fatal(err)
+	}
+	if limit, limited, err := q.ConcurrencyLimit(); err != nil || !limited || limit != 1 {
+		t.Fatalf("ConcurrencyLimit = %d, %v, %v; want 1", limit, limited, err)
+	}
+	push(t, q, "1")
+	push(t, q, "2")
+	first := tryPull(t, q)
+	if _, err := q.TryPull(); !errors.Is(err, tq.ErrEmpty) {
+		t.Fatalf("a second pull under a limit of 1: %v", err)
+	}
+	if err := first.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	second := tryPull(t, q)
+	if err := q.ClearConcurrencyLimit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Finish(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -48,6 +48,7 @@ import "C"
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"sync"
@@ -489,6 +490,40 @@ func (q *Queue) PausedUntil() (time.Time, bool, error) {
 		return time.Time{}, true, nil
 	}
 	return time.UnixMilli(int64(ms)), true, nil
+}
+
+// SetConcurrencyLimit limits the queue to limit tasks leased at once (at
+// least 1) across every process and machine on its file (or PostgreSQL
+// schema), enforced inside each claim so that it holds under any race;
+// expired leases and tasks recovered from dead holders hold no slot. A
+// limit below 1 is an ErrInvalidArgument: ClearConcurrencyLimit removes
+// the limit, Pause stops claims.
+func (q *Queue) SetConcurrencyLimit(limit int) error {
+	if limit < 1 || int64(limit) > math.MaxUint32 {
+		return bindingError("set concurrency limit", ErrInvalidArgument, "the limit %d is not between 1 and %d", limit, uint32(math.MaxUint32))
+	}
+	_, err := q.call("set concurrency limit", func(c *C.tq_queue) C.enum_tq_status {
+		return C.tq_set_concurrency_limit(c, C.uint32_t(limit))
+	})
+	return err
+}
+
+// ClearConcurrencyLimit removes the queue's concurrency limit, if any.
+func (q *Queue) ClearConcurrencyLimit() error {
+	_, err := q.call("clear concurrency limit", func(c *C.tq_queue) C.enum_tq_status {
+		return C.tq_clear_concurrency_limit(c)
+	})
+	return err
+}
+
+// ConcurrencyLimit returns the queue's concurrency limit, and false when
+// it has none.
+func (q *Queue) ConcurrencyLimit() (int, bool, error) {
+	var limit C.uint32_t
+	_, err := q.call("concurrency limit", func(c *C.tq_queue) C.enum_tq_status {
+		return C.tq_concurrency_limit(c, &limit)
+	})
+	return int(limit), err == nil && limit > 0, err
 }
 
 // RetryDead makes the dead task id of the queue pending again, ready now,

@@ -153,3 +153,43 @@ pub fn run_resume(args: ResumeArgs, json: bool) -> CommandResult {
     }
     Ok(Outcome::Done)
 }
+
+/// Arguments of `tq limit`.
+#[derive(clap::Args)]
+#[command(group = clap::ArgGroup::new("what").required(true).args(["limit", "none"]))]
+pub struct LimitArgs {
+    /// The queue file or PostgreSQL URL; `-`: $TQ_DATABASE_URL.
+    #[arg(value_parser = Location::parse)]
+    file: Location,
+
+    /// At most this many tasks of the queue leased at once.
+    #[arg(value_parser = clap::value_parser!(u32).range(1..))]
+    limit: Option<u32>,
+
+    /// Remove the queue's limit.
+    #[arg(long)]
+    none: bool,
+
+    /// The queue to limit.
+    #[arg(long, short, default_value = DEFAULT_QUEUE, value_parser = parse_queue_name)]
+    queue: String,
+}
+
+/// Runs `tq limit`.
+pub fn run_limit(args: LimitArgs, json: bool) -> CommandResult {
+    let queue = args.file.open_existing(&args.queue, |_| Ok(()))?;
+    queue.set_concurrency_limit(args.limit)?;
+    if json {
+        print_json(&json!({ "queue": args.queue, "concurrency_limit": args.limit }))?;
+    } else {
+        match args.limit {
+            Some(limit) => print(format!(
+                "queue {:?}: at most {limit} task{} leased at once",
+                args.queue,
+                if limit == 1 { "" } else { "s" }
+            ))?,
+            None => print(format!("queue {:?}: no concurrency limit", args.queue))?,
+        }
+    }
+    Ok(Outcome::Done)
+}

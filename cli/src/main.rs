@@ -115,6 +115,17 @@ Examples:
   tq pause jobs.db --for 30m")]
     Pause(control::PauseArgs),
 
+    /// Limit how many tasks of a queue are leased at once, by every worker.
+    #[command(after_help = "\
+The limit holds across every process and machine on the file (or
+PostgreSQL schema), checked inside each claim. A worker whose lease expired
+holds no slot; tasks already leased beyond a lower limit keep their leases.
+
+Examples:
+  tq limit jobs.db 4 --queue api-calls
+  tq limit jobs.db --none --queue api-calls")]
+    Limit(control::LimitArgs),
+
     /// Resume a paused queue.
     #[command(after_help = "\
 Example:
@@ -199,6 +210,7 @@ fn main() -> ExitCode {
         Command::Cancel(args) => control::run_cancel(args, cli.json),
         Command::Pause(args) => control::run_pause(args, cli.json),
         Command::Resume(args) => control::run_resume(args, cli.json),
+        Command::Limit(args) => control::run_limit(args, cli.json),
         Command::Purge(args) => admin::run_purge(args, cli.json),
         Command::Recover(args) => admin::run_recover(args, cli.json),
         Command::Checkpoint(args) => admin::run_checkpoint(args, cli.json),

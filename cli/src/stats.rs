@@ -51,6 +51,7 @@ struct QueueStats {
     oldest_ready_age_ms: Option<u64>,
     /// The queue's pause in force, if any.
     paused: Option<Pause>,
+    concurrency_limit: Option<u32>,
 }
 
 impl QueueStats {
@@ -63,6 +64,7 @@ impl QueueStats {
             "done": self.done,
             "cancelled": self.cancelled,
             "oldest_ready_age_ms": self.oldest_ready_age_ms,
+            "concurrency_limit": self.concurrency_limit,
             "paused": self.paused.is_some(),
             "paused_until": match self.paused {
                 Some(Pause::UntilUnixMs(until)) => Some(output::rfc3339(until)),
@@ -158,6 +160,7 @@ fn show(args: &Args, sample: &Sample, rates: Option<Rates>, json: bool) -> Resul
             "DONE",
             "CANCELLED",
             "OLDEST READY",
+            "LIMIT",
             "PAUSED",
         ]);
         for stats in &shown {
@@ -173,6 +176,9 @@ fn show(args: &Args, sample: &Sample, rates: Option<Rates>, json: bool) -> Resul
                     stats.oldest_ready_age_ms.map_or("-".to_owned(), |ms| {
                         output::short_duration(Duration::from_millis(ms))
                     }),
+                    stats
+                        .concurrency_limit
+                        .map_or("-".to_owned(), |limit| limit.to_string()),
                     match stats.paused {
                         None => "-".to_owned(),
                         Some(Pause::UntilResumed) => "until resumed".to_owned(),
@@ -271,6 +277,7 @@ impl Sampler {
                 cancelled: handle.count(TaskState::Cancelled)?,
                 oldest_ready_age_ms: handle.oldest_ready_age()?.map(|age| age.as_millis() as u64),
                 paused: handle.paused()?,
+                concurrency_limit: handle.concurrency_limit()?,
             });
         }
         let wal_bytes = if self.location.is_postgres() {

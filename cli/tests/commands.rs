@@ -30,6 +30,7 @@ fn every_command_has_help_with_examples() {
         "cancel",
         "pause",
         "resume",
+        "limit",
         "purge",
         "recover",
         "checkpoint",
@@ -141,11 +142,11 @@ fn push_one_task_and_see_it_in_stats_list_and_show() {
         .success()
         .stdout(
             predicate::str::is_match(
-                r"(?m)^QUEUE +PENDING +LEASED +DEAD +DONE +CANCELLED +OLDEST READY +PAUSED$",
+                r"(?m)^QUEUE +PENDING +LEASED +DEAD +DONE +CANCELLED +OLDEST READY +LIMIT +PAUSED$",
             )
             .unwrap(),
         )
-        .stdout(predicate::str::is_match(r"(?m)^default +2 +0 +0 +0 +0 +\d+s +-$").unwrap())
+        .stdout(predicate::str::is_match(r"(?m)^default +2 +0 +0 +0 +0 +\d+s +- +-$").unwrap())
         .stdout(predicate::str::contains("write-ahead log: "));
 
     let listed = fixture.json("list", &[]);
@@ -235,7 +236,8 @@ fn stats_lists_every_queue_or_the_one_asked_for() {
         only["queues"],
         json!([{
             "queue": "nothing-here", "pending": 0, "leased": 0, "dead": 0, "done": 0,
-            "cancelled": 0, "oldest_ready_age_ms": null, "paused": false, "paused_until": null,
+            "cancelled": 0, "oldest_ready_age_ms": null, "concurrency_limit": null,
+            "paused": false, "paused_until": null,
         }])
     );
 }
@@ -561,7 +563,7 @@ fn cancel_pause_and_resume() {
         (json!(true), json!(null))
     );
     fixture.tq("stats", &[]).assert().stdout(
-        predicate::str::is_match(r"(?m)^default +1 +0 +0 +0 +0 +\S+ +until resumed$").unwrap(),
+        predicate::str::is_match(r"(?m)^default +1 +0 +0 +0 +0 +\S+ +- +until resumed$").unwrap(),
     );
     fixture
         .tq("work", &["--until-empty", "--", "true"])
@@ -581,6 +583,15 @@ fn cancel_pause_and_resume() {
         .tq("resume", &[])
         .assert()
         .stdout("queue \"default\" was not paused\n");
+    fixture
+        .tq("limit", &["3"])
+        .assert()
+        .success()
+        .stdout("queue \"default\": at most 3 tasks leased at once\n");
+    assert_eq!(fixture.counts("default")["concurrency_limit"], 3);
+    fixture.tq("limit", &["0"]).assert().code(2);
+    fixture.tq("limit", &["--none"]).assert().success();
+    assert_eq!(fixture.counts("default")["concurrency_limit"], json!(null));
     // Without history, cancelled tasks were deleted: none to purge.
     assert_eq!(
         fixture.json("purge", &["--cancelled"]),

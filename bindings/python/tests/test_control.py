@@ -97,3 +97,22 @@ def test_snooze_hands_a_task_back_without_counting_an_attempt(path):
         later = queue.pull(timeout=20)
         assert (later.id, later.attempts) == (task_id, 1)
         later.finish()
+
+
+def test_a_concurrency_limit_caps_the_leased_tasks_and_a_finish_frees_a_slot(path, queue):
+    assert queue.concurrency_limit() is None
+    with pytest.raises(tq.InvalidArgumentError, match="at least 1"):
+        queue.set_concurrency_limit(0)
+    queue.set_concurrency_limit(1)
+    assert queue.concurrency_limit() == 1
+    queue.push_many([1, 2])
+    first = queue.pull()
+    assert queue.pull() is None
+    first.finish()
+    second = queue.pull()
+    assert second is not None
+    with tq.Queue(path) as other:
+        assert other.concurrency_limit() == 1
+        other.set_concurrency_limit(None)
+    assert queue.concurrency_limit() is None
+    second.finish()

@@ -39,7 +39,7 @@ import re
 import threading
 import time
 import weakref
-from ctypes import byref, c_char_p, c_int32, c_int64, c_size_t
+from ctypes import byref, c_char_p, c_int32, c_int64, c_size_t, c_uint32
 from typing import NamedTuple
 
 from . import errors
@@ -888,6 +888,24 @@ class Queue:
         if out.value == 0:
             return None
         return UNTIL_RESUMED if out.value == _INT64_MAX else out.value / 1000
+
+    def set_concurrency_limit(self, limit) -> None:
+        """Limits this queue to ``limit`` tasks leased at once (at least 1)
+        across every process and machine on its file (or PostgreSQL schema),
+        enforced inside each claim; None removes the limit. Expired leases
+        and tasks recovered from dead holders hold no slot."""
+        with self._handle as queue:
+            if limit is None:
+                _check(lib.tq_clear_concurrency_limit(queue))
+            else:
+                _check(lib.tq_set_concurrency_limit(queue, _integer("limit", limit, 0, 2**32 - 1)))
+
+    def concurrency_limit(self) -> "int | None":
+        """This queue's concurrency limit, or None when it has none."""
+        out = c_uint32()
+        with self._handle as queue:
+            _check(lib.tq_concurrency_limit(queue, byref(out)))
+        return out.value or None
 
     def retry_dead(self, task_id: int) -> None:
         """Makes the dead task ``task_id`` of this queue pending again, ready
