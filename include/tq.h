@@ -83,11 +83,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TQ_VERSION "0.2.0"
+#define TQ_VERSION "0.3.0"
 #define TQ_VERSION_MAJOR 0
-#define TQ_VERSION_MINOR 2
+#define TQ_VERSION_MINOR 3
 #define TQ_VERSION_PATCH 0
-#define TQ_VERSION_NUMBER 200
+#define TQ_VERSION_NUMBER 300
 
 /*
  The end of a pause that lasts until `tq_resume`, as `tq_paused_until`

@@ -39,8 +39,8 @@ package tq
 
 // This binding is written for this ABI version: before 1.0 a minor release
 // may change the ABI, so both numbers must match.
-#if TQ_VERSION_MAJOR != 0 || TQ_VERSION_MINOR != 2
-#error "tq.h is not the 0.2 ABI this Go binding is written for"
+#if TQ_VERSION_MAJOR != 0 || TQ_VERSION_MINOR != 3
+#error "tq.h is not the 0.3 ABI this Go binding is written for"
 #endif
 */
 import "C"

@@ -266,8 +266,8 @@ func TestStateString(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
-	if v := tq.Version(); !strings.HasPrefix(v, "0.2.") {
-		t.Fatalf("Version() = %q, want the 0.2 ABI", v)
+	if v := tq.Version(); !strings.HasPrefix(v, "0.3.") {
+		t.Fatalf("Version() = %q, want the 0.3 ABI", v)
 	}
 }
 

@@ -42,7 +42,7 @@ from .errors import (
 )
 from .queue import Cancel, Durability, Pushed, Queue, State, Task, TaskSnapshot, UNTIL_RESUMED
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
@@ -78,5 +78,5 @@ __all__ = [
 
 
 def library_version() -> str:
-    """The version of the loaded libtq (``tq_version()``), such as "0.2.0"."""
+    """The version of the loaded libtq (``tq_version()``), such as "0.3.0"."""
     return _lib.tq_version().decode()

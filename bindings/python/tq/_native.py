@@ -17,10 +17,10 @@ LIBRARY_ENV = "TQ_LIBRARY"
 BUNDLED_LIBRARY = Path(__file__).resolve().with_name("libtq.so")
 #: The name the dynamic loader looks for on the system search path: the
 #: shared library's SONAME, which carries the ABI version.
-SONAME = "libtq.so.0.2"
+SONAME = "libtq.so.0.3"
 #: The ABI this package is written for: major and minor version of libtq
 #: (before 1.0 a minor release may change the ABI, so both must match).
-ABI_VERSION = (0, 2)
+ABI_VERSION = (0, 3)
 
 
 class tq_queue(ctypes.Structure):
