@@ -14,7 +14,9 @@ use crate::options::{
 };
 use crate::sqlite::SqliteStore;
 use crate::store::{Checkpoint, NewTask, Store};
-use crate::task::{Cancelled, Failed, Pause, Pushed, Receipt, Task, TaskInfo, TaskState};
+use crate::task::{
+    Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Task, TaskInfo, TaskState,
+};
 use crate::wait::Bell;
 
 /// The largest payload any queue accepts, in bytes (SQLite's limit on one
@@ -442,6 +444,43 @@ impl Queue {
         store.set_concurrency_limit(limit)?;
         self.bell.ring();
         Ok(())
+    }
+
+    /// Allows at most `limit.claims` deliveries of this queue in any window
+    /// of length `limit.per`, across every process and machine on its file
+    /// (or PostgreSQL schema), with no coordinator: each claim takes a
+    /// slot of the queue's that was last used a window ago or more, inside
+    /// its transaction, or claims nothing (a waiting pull waits for a slot).
+    /// Windows are measured on the claims' times, whole milliseconds read
+    /// when each pull began (on PostgreSQL, the server's clock).
+    /// A new rate starts with every slot free; `None` removes the limit.
+    /// Fails with [`ErrorKind::InvalidArgument`] for 0 claims, more than
+    /// [`RateLimit::MAX_CLAIMS`], or a window outside 1 ms to 366 days.
+    pub fn set_rate_limit(&self, limit: Option<RateLimit>) -> Result<()> {
+        let store = self.store()?;
+        if let Some(limit) = limit {
+            if limit.claims == 0 || limit.claims > RateLimit::MAX_CLAIMS {
+                return Err(Error::invalid_argument(format!(
+                    "a rate limit allows 1 to {} claims per window, got {}",
+                    RateLimit::MAX_CLAIMS,
+                    limit.claims
+                )));
+            }
+            check_lease(limit.per).map_err(|_| {
+                Error::invalid_argument(format!(
+                    "a rate limit's window must be between 1 ms and 366 days, got {} ms",
+                    limit.per.as_millis()
+                ))
+            })?;
+        }
+        store.set_rate_limit(limit)?;
+        self.bell.ring();
+        Ok(())
+    }
+
+    /// This queue's rate limit, or `None` when it has none.
+    pub fn rate_limit(&self) -> Result<Option<RateLimit>> {
+        self.store()?.rate_limit()
     }
 
     /// This queue's concurrency limit, or `None` when it has none.

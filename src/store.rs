@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use crate::error::Result;
 use crate::options::{NotBefore, PushOptions, RetryBackoff};
-use crate::task::{Cancelled, Failed, Pause, Pushed, Receipt, Task, TaskInfo, TaskState};
+use crate::task::{
+    Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Task, TaskInfo, TaskState,
+};
 
 /// A task to store, checked by the engine. It owns its payload: the write
 /// may be committed by another thread (see `sqlite/group.rs`).
@@ -168,6 +170,13 @@ pub(crate) trait Store: Send + Sync {
     /// The queue's concurrency limit, if any.
     fn concurrency_limit(&self) -> Result<Option<u32>>;
 
+    /// Sets the queue's rate limit (checked by the engine), starting with
+    /// every slot free; `None` removes it.
+    fn set_rate_limit(&self, limit: Option<RateLimit>) -> Result<()>;
+
+    /// The queue's rate limit, if any.
+    fn rate_limit(&self) -> Result<Option<RateLimit>>;
+
     /// Copies the log into the database and truncates it.
     fn checkpoint(&self) -> Result<Checkpoint>;
 
@@ -215,6 +224,10 @@ pub(crate) const CANCELLED: i64 = 5;
 /// holder: out of the index of live tasks, so never claimed, and counted
 /// as leased until its holder or a recovery ends it as [`CANCELLED`].
 pub(crate) const CANCELLING: i64 = 6;
+
+/// When a new rate slot was last used, as stored: so long ago that it is
+/// free in any window.
+pub(crate) const NEVER_USED: i64 = i64::MIN / 2;
 
 /// A pause until resumed, as stored: the end of time.
 pub(crate) const UNTIL_RESUMED: i64 = i64::MAX;

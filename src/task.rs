@@ -1,5 +1,8 @@
 //! Tasks as the engine hands them out: one delivery ([`Task`]), or a stored
-//! task seen from outside ([`TaskInfo`]).
+//! task seen from outside ([`TaskInfo`]); and what an operator sets for a
+//! queue ([`Pause`], [`RateLimit`]).
+
+use std::time::Duration;
 
 /// Proof of one delivery: the task id, the lease token drawn at claim
 /// time, and the store (SQLite file, or PostgreSQL schema) it was claimed
@@ -174,6 +177,21 @@ pub enum Cancelled {
     /// [`crate::ErrorKind::Cancelled`] and end the task as cancelled), and
     /// it is never delivered again, even when its lease expires.
     Requested,
+}
+
+/// A queue's rate limit ([`crate::Queue::set_rate_limit`]): at most
+/// `claims` deliveries in any window of length `per`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RateLimit {
+    /// Deliveries allowed per window: 1 to [`RateLimit::MAX_CLAIMS`].
+    pub claims: u32,
+    /// The window: 1 ms to 366 days.
+    pub per: Duration,
+}
+
+impl RateLimit {
+    /// The most deliveries a window may allow (each is a row in the file).
+    pub const MAX_CLAIMS: u32 = 100_000;
 }
 
 /// How long a queue is paused ([`crate::Queue::pause`]).

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use common::{lease, push, Scratch};
 use tq::{
     Cancelled, Durability, ErrorKind, OpenOptions, Pause, PullOptions, PushOptions, Pushed, Queue,
-    TaskState,
+    RateLimit, TaskState,
 };
 
 fn with_history(scratch: &Scratch) -> Queue {
@@ -490,7 +490,110 @@ fn the_limit_holds_exactly_under_threads_racing_for_slots(scratch: Scratch) {
     assert_eq!(queue.count(TaskState::Pending).unwrap(), 0);
 }
 
+fn a_rate_limit_allows_that_many_claims_per_window(scratch: Scratch) {
+    let queue = scratch.open();
+    assert_eq!(queue.rate_limit().unwrap(), None);
+    for refused in [
+        RateLimit {
+            claims: 0,
+            per: Duration::from_secs(1),
+        },
+        RateLimit {
+            claims: RateLimit::MAX_CLAIMS + 1,
+            per: Duration::from_secs(1),
+        },
+        RateLimit {
+            claims: 1,
+            per: Duration::ZERO,
+        },
+    ] {
+        assert_eq!(
+            kind(queue.set_rate_limit(Some(refused))),
+            ErrorKind::InvalidArgument
+        );
+    }
+    assert_eq!(
+        queue.rate_limit().unwrap(),
+        None,
+        "a refused limit changes nothing"
+    );
+    let limit = RateLimit {
+        claims: 3,
+        per: Duration::from_millis(400),
+    };
+    queue.set_rate_limit(Some(limit)).unwrap();
+    assert_eq!(scratch.open().rate_limit().unwrap(), Some(limit));
+    let payloads: Vec<String> = (0..10).map(|n| n.to_string()).collect();
+    let payloads: Vec<&str> = payloads.iter().map(String::as_str).collect();
+    queue.push_batch(&payloads, &PushOptions::new()).unwrap();
+    assert_eq!(queue.pull_batch(10, &PullOptions::new()).unwrap().len(), 3);
+    assert!(pull(&queue).is_none(), "the window's claims are spent");
+    let next = queue.pull(&waiting(20_000)).unwrap();
+    assert!(
+        next.is_some(),
+        "a waiting pull takes a task once a slot is free"
+    );
+    queue.set_rate_limit(None).unwrap();
+    assert_eq!(queue.rate_limit().unwrap(), None);
+    assert_eq!(queue.pull_batch(10, &PullOptions::new()).unwrap().len(), 6);
+}
+
+fn the_rate_holds_under_threads_racing_for_slots(scratch: Scratch) {
+    use std::sync::Mutex;
+    use std::time::Instant;
+
+    const CLAIMS: usize = 5;
+    const WINDOW: Duration = Duration::from_millis(300);
+    const TASKS: usize = 30;
+    let queue = scratch.open();
+    queue
+        .set_rate_limit(Some(RateLimit {
+            claims: CLAIMS as u32,
+            per: WINDOW,
+        }))
+        .unwrap();
+    let payloads: Vec<String> = (0..TASKS).map(|n| n.to_string()).collect();
+    let payloads: Vec<&str> = payloads.iter().map(String::as_str).collect();
+    queue.push_batch(&payloads, &PushOptions::new()).unwrap();
+    // When each pull that delivered began and returned: its claim was
+    // made in between.
+    let claims: Mutex<Vec<(Instant, Instant)>> = Mutex::new(Vec::new());
+    thread::scope(|scope| {
+        for _ in 0..4 {
+            let handle = scratch.open();
+            let claims = &claims;
+            scope.spawn(move || {
+                while claims.lock().unwrap().len() < TASKS {
+                    let began = Instant::now();
+                    let Some(task) = handle.pull(&waiting(100)).unwrap() else {
+                        continue;
+                    };
+                    claims.lock().unwrap().push((began, Instant::now()));
+                    handle.finish(task.receipt()).unwrap();
+                }
+            });
+        }
+    });
+    let mut claims = claims.into_inner().unwrap();
+    assert_eq!(claims.len(), TASKS);
+    claims.sort();
+    // CLAIMS + 1 claims made surely within less than a window break it
+    // (claim times are whole milliseconds: one less may pass).
+    for group in claims.windows(CLAIMS + 1) {
+        let began = group[0].0;
+        let returned = group.iter().map(|claim| claim.1).max().unwrap();
+        assert!(
+            returned - began >= WINDOW - Duration::from_millis(1),
+            "{} claims within {:?}",
+            CLAIMS + 1,
+            returned - began
+        );
+    }
+}
+
 on_both_backends!(
+    a_rate_limit_allows_that_many_claims_per_window,
+    the_rate_holds_under_threads_racing_for_slots,
     a_concurrency_limit_caps_the_leased_tasks_of_every_handle,
     an_expired_lease_frees_its_slot,
     a_pull_waiting_at_the_limit_takes_a_task_once_a_slot_frees,

@@ -86,8 +86,17 @@ const MIGRATIONS: &[&str] = &[
         -- bigint: until resumed; NULL: not paused.
         paused_until bigint,
         -- As in SQLite: at most this many leased at once; NULL: no limit.
-        max_leased   bigint
-    );",
+        max_leased   bigint,
+        -- As in SQLite: a rate limit's window, one claim per slot of it.
+        rate_period  bigint
+    );
+    CREATE TABLE @.rate_slots (
+        queue   text   NOT NULL,
+        slot    int    NOT NULL,
+        used_at bigint NOT NULL,
+        PRIMARY KEY (queue, slot)
+    );
+    CREATE INDEX rate_slots_free ON @.rate_slots (queue, used_at);",
 ];
 
 /// The schema version this library writes.

@@ -22,9 +22,11 @@ use crate::options::RetryBackoff;
 use crate::sqlite::not_held;
 use crate::store::{
     holds_unique_key, pause_until, state_condition, stored_pause, Checkpoint, NewTask, Store,
-    CANCELLED, CANCELLING,
+    CANCELLED, CANCELLING, NEVER_USED,
 };
-use crate::task::{Cancelled, Failed, Pause, Pushed, Receipt, Task, TaskInfo, TaskState};
+use crate::task::{
+    Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Task, TaskInfo, TaskState,
+};
 
 /// Stores tasks without unique keys, in order, and notifies the schema's
 /// channel (`$7`, payload the queue `$1`) once: an uncorrelated subquery
@@ -74,7 +76,7 @@ const NOTIFY: &str = "SELECT pg_notify($1, $2)::text";
 const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
     settings AS (
         SELECT coalesce(paused_until > (SELECT now FROM clock), false) AS paused,
-               max_leased IS NOT NULL AND NOT $5::bool AS unbounded
+               (max_leased IS NOT NULL OR rate_period IS NOT NULL) AND NOT $5::bool AS unbounded
         FROM @.queues WHERE queue = $1),
     open AS (
         SELECT NOT EXISTS (SELECT 1 FROM settings WHERE paused OR unbounded) AS open),
@@ -128,7 +130,19 @@ const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
 /// another, each in a statement of its own, so that the count that follows
 /// it sees the leases the claim before took (a statement's snapshot is
 /// taken when it starts).
-const LOCK_SLOTS: &str = "SELECT max_leased FROM @.queues WHERE queue = $1 FOR UPDATE";
+const LOCK_SLOTS: &str = "SELECT max_leased, rate_period FROM @.queues WHERE queue = $1 FOR UPDATE";
+
+/// How many of queue `$1`'s rate slots are free (last used `$2` ms ago or
+/// more), counting up to `$3`.
+const FREE_RATE_SLOTS: &str = "SELECT count(*) FROM (SELECT 1 FROM @.rate_slots
+    WHERE queue = $1 AND used_at <= NOW_MS - $2 LIMIT $3) free";
+
+/// Marks `$3` of queue `$1`'s free rate slots (see [`FREE_RATE_SLOTS`])
+/// used now.
+const USE_RATE_SLOTS: &str = "UPDATE @.rate_slots SET used_at = NOW_MS
+    WHERE queue = $1 AND slot IN (SELECT slot FROM @.rate_slots
+                                  WHERE queue = $1 AND used_at <= NOW_MS - $2
+                                  ORDER BY used_at LIMIT $3)";
 
 /// The live leases of queue `$1`, which hold a slot of its limit.
 const LIVE_LEASES: &str = "SELECT
@@ -262,14 +276,18 @@ const OLDEST_READY: &str = "WITH RECURSIVE level(priority) AS (
 /// `Store::next_claimable`): 0 when one is ready; while the queue is
 /// paused, until its pause ends (NULL: until resumed).
 const NEXT_CLAIMABLE: &str = "SELECT CASE
-        WHEN p.until IS NULL THEN least(
-            (SELECT NOW_MS WHERE EXISTS (SELECT 1 FROM @.tasks WHERE queue = $1 AND state = 0)),
-            (SELECT min(run_at) FROM @.tasks WHERE queue = $1 AND state = 4),
-            (SELECT min(lease_expires_at) FROM @.tasks WHERE queue = $1 AND state = 1))
+        WHEN p.until IS NULL THEN greatest(c.at, (
+            SELECT min(s.used_at + q.rate_period) FROM @.queues q
+            JOIN @.rate_slots s ON s.queue = q.queue
+            WHERE q.queue = $1 AND q.rate_period IS NOT NULL AND c.at IS NOT NULL))
         WHEN p.until < 9223372036854775807 THEN p.until
     END - NOW_MS
     FROM (SELECT (SELECT paused_until FROM @.queues WHERE queue = $1 AND paused_until > NOW_MS)
-          AS until) p";
+          AS until) p,
+         (SELECT least(
+            (SELECT NOW_MS WHERE EXISTS (SELECT 1 FROM @.tasks WHERE queue = $1 AND state = 0)),
+            (SELECT min(run_at) FROM @.tasks WHERE queue = $1 AND state = 4),
+            (SELECT min(lease_expires_at) FROM @.tasks WHERE queue = $1 AND state = 1)) AS at) c";
 
 /// The end of queue `$1`'s pause in force, if any.
 const PAUSED_UNTIL: &str =
@@ -341,6 +359,7 @@ impl PostgresStore {
         let sql = self.sql(CLAIM);
         let mut max = max;
         let mut bounded = false;
+        let mut rate_period = None;
         let mut tasks = Vec::new();
         // Each round either fills the claim, buries some expired last
         // attempts, which then leave the candidates, or finds the queue
@@ -352,7 +371,7 @@ impl PostgresStore {
             for row in &rows {
                 if row.try_get::<_, Option<i64>>(0)?.is_none() {
                     self.limited.store(true, Ordering::Relaxed);
-                    max = max.min(self.slots_left(tx)?);
+                    (max, rate_period) = self.slots_left(tx, max)?;
                     bounded = true;
                     buried += 1;
                     continue;
@@ -366,6 +385,10 @@ impl PostgresStore {
                 break;
             }
         }
+        if let (Some(period), false) = (rate_period, tasks.is_empty()) {
+            let used = tasks.len() as i64;
+            tx.execute(&self.sql(USE_RATE_SLOTS), &[&self.queue, &period, &used])?;
+        }
         // RETURNING gives rows in the order they were changed.
         tasks.sort_by_key(|task| {
             (
@@ -378,23 +401,34 @@ impl PostgresStore {
     }
 
     /// Locks the settings of this limited queue until `tx` ends and counts
-    /// its slots left (see [`LOCK_SLOTS`]).
-    fn slots_left(&self, tx: &mut Tx<'_>) -> Result<usize> {
-        let limit: Option<i64> = tx
-            .query_opt(&self.sql(LOCK_SLOTS), &[&self.queue])?
-            .map(|row| row.try_get(0))
-            .transpose()?
-            .flatten();
-        let Some(limit) = limit else {
-            // The limit was removed meanwhile.
-            return Ok(usize::MAX);
+    /// how many of `max` tasks it may lease now (see [`LOCK_SLOTS`]), with
+    /// its rate limit's window if it has one.
+    fn slots_left(&self, tx: &mut Tx<'_>, max: usize) -> Result<(usize, Option<i64>)> {
+        let settings = tx.query_opt(&self.sql(LOCK_SLOTS), &[&self.queue])?;
+        let (limit, rate_period): (Option<i64>, Option<i64>) = match settings {
+            Some(row) => (row.try_get(0)?, row.try_get(1)?),
+            // The settings were removed meanwhile.
+            None => (None, None),
         };
-        let live: i64 = tx
-            .query_opt(&self.sql(LIVE_LEASES), &[&self.queue])?
-            .map(|row| row.try_get(0))
-            .transpose()?
-            .unwrap_or(0);
-        Ok(limit.saturating_sub(live).max(0) as usize)
+        let mut room = max;
+        if let Some(limit) = limit {
+            let live: i64 = tx
+                .query_opt(&self.sql(LIVE_LEASES), &[&self.queue])?
+                .map(|row| row.try_get(0))
+                .transpose()?
+                .unwrap_or(0);
+            room = room.min(limit.saturating_sub(live).max(0) as usize);
+        }
+        if let Some(period) = rate_period {
+            let most = room.min(i64::MAX as usize) as i64;
+            let free: i64 = tx
+                .query_opt(&self.sql(FREE_RATE_SLOTS), &[&self.queue, &period, &most])?
+                .map(|row| row.try_get(0))
+                .transpose()?
+                .unwrap_or(0);
+            room = room.min(free.max(0) as usize);
+        }
+        Ok((room, rate_period))
     }
 
     /// Completes the current deliveries among `receipts` in `tx`.
@@ -818,6 +852,56 @@ impl Store for PostgresStore {
         })?;
         self.limited.store(limit.is_some(), Ordering::Relaxed);
         Ok(())
+    }
+
+    fn set_rate_limit(&self, limit: Option<RateLimit>) -> Result<()> {
+        let period = limit.map(|limit| limit.per.as_millis() as i64);
+        self.write(|tx| {
+            tx.execute(
+                &self.sql(
+                    "INSERT INTO @.queues (queue, rate_period) VALUES ($1, $2)
+                     ON CONFLICT (queue) DO UPDATE SET rate_period = excluded.rate_period",
+                ),
+                &[&self.queue, &period],
+            )?;
+            tx.execute(
+                &self.sql("DELETE FROM @.rate_slots WHERE queue = $1"),
+                &[&self.queue],
+            )?;
+            if let Some(limit) = limit {
+                let claims = i64::from(limit.claims);
+                tx.execute(
+                    &self.sql(
+                        "INSERT INTO @.rate_slots (queue, slot, used_at)
+                         SELECT $1, slot, $3 FROM generate_series(0, $2::int8 - 1) AS slot",
+                    ),
+                    &[&self.queue, &claims, &NEVER_USED],
+                )?;
+            }
+            self.notify(tx, &self.queue)
+        })
+    }
+
+    fn rate_limit(&self) -> Result<Option<RateLimit>> {
+        let sql = self.sql(
+            "SELECT count(*), q.rate_period FROM @.queues q
+             JOIN @.rate_slots s ON s.queue = q.queue
+             WHERE q.queue = $1 AND q.rate_period IS NOT NULL
+             GROUP BY q.rate_period",
+        );
+        self.read(|conn| {
+            let rows = conn.query(&sql, &[&self.queue])?;
+            rows.first()
+                .map(|row| -> Result<RateLimit> {
+                    Ok(RateLimit {
+                        claims: u32::try_from(row.try_get::<_, i64>(0)?).unwrap_or(u32::MAX),
+                        per: std::time::Duration::from_millis(
+                            row.try_get::<_, i64>(1)?.max(0) as u64
+                        ),
+                    })
+                })
+                .transpose()
+        })
     }
 
     fn concurrency_limit(&self) -> Result<Option<u32>> {

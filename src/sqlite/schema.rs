@@ -122,8 +122,20 @@ const MIGRATIONS: &[&str] = &[
         paused_until INTEGER,
         -- At most this many tasks of the queue leased at once (expired
         -- leases hold no slot). NULL: no limit.
-        max_leased   INTEGER
-    ) WITHOUT ROWID;",
+        max_leased   INTEGER,
+        -- At most as many claims in any window of this many ms as the
+        -- queue has rows in tq_rate_slots. NULL: no rate limit.
+        rate_period  INTEGER
+    ) WITHOUT ROWID;
+    -- One row per claim a rate-limited queue may make in a window: each
+    -- delivery takes a slot last used a window ago or more.
+    CREATE TABLE tq_rate_slots (
+        queue   TEXT NOT NULL,
+        slot    INTEGER NOT NULL,
+        used_at INTEGER NOT NULL,
+        PRIMARY KEY (queue, slot)
+    ) WITHOUT ROWID;
+    CREATE INDEX tq_rate_slots_free ON tq_rate_slots (queue, used_at);",
 ];
 
 /// The schema version this library writes.

@@ -25,9 +25,11 @@ use crate::holder::{Liveness, ProcessId};
 use crate::options::RetryBackoff;
 use crate::store::{
     holds_unique_key, pause_until, state_condition, stored_pause, Checkpoint, NewTask, Store,
-    CANCELLED, CANCELLING, UNTIL_RESUMED,
+    CANCELLED, CANCELLING, NEVER_USED, UNTIL_RESUMED,
 };
-use crate::task::{Cancelled, Failed, Pause, Pushed, Receipt, Task, TaskInfo, TaskState};
+use crate::task::{
+    Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Task, TaskInfo, TaskState,
+};
 
 /// At most this many waiting tasks become ready per claim, so one claim
 /// after a long pause does not rewrite a large backlog in one transaction.
@@ -206,10 +208,32 @@ fn claim(
     lease_expires_at: i64,
     holder_id: i64,
 ) -> Result<Vec<Task>> {
-    let max = room(conn, queue, now)?.map_or(max, |room| max.min(room));
+    let bounds = bounds(conn, queue, now, max)?;
+    let max = bounds.room.map_or(max, |room| max.min(room));
     if max == 0 {
         return Ok(Vec::new());
     }
+    let tasks = claim_up_to(conn, queue, max, now, lease_expires_at, holder_id)?;
+    if let (Some(period), false) = (bounds.rate_period, tasks.is_empty()) {
+        conn.prepare_cached(USE_RATE_SLOTS)?.execute(params![
+            queue,
+            now,
+            now.saturating_sub(period),
+            tasks.len() as i64
+        ])?;
+    }
+    Ok(tasks)
+}
+
+/// [`claim`] within the bounds already applied.
+fn claim_up_to(
+    conn: &Connection,
+    queue: &str,
+    max: usize,
+    now: i64,
+    lease_expires_at: i64,
+    holder_id: i64,
+) -> Result<Vec<Task>> {
     let any_due = conn
         .prepare_cached(ANY_DUE)?
         .query_row(params![queue, now], |_| Ok(()))
@@ -308,9 +332,20 @@ fn claim(
 const PAUSED_UNTIL: &str =
     "SELECT paused_until FROM tq_queues WHERE queue = ?1 AND paused_until > ?2";
 
-/// What an operator set for queue `?1`: its pause's end and its
-/// concurrency limit.
-const SETTINGS: &str = "SELECT paused_until, max_leased FROM tq_queues WHERE queue = ?1";
+/// What an operator set for queue `?1`: its pause's end, its concurrency
+/// limit and its rate limit's window.
+const SETTINGS: &str =
+    "SELECT paused_until, max_leased, rate_period FROM tq_queues WHERE queue = ?1";
+
+/// Up to `?3` of queue `?1`'s rate slots free at `?2` (last used a window
+/// ago or more), the longest free first.
+const FREE_RATE_SLOTS: &str = "SELECT slot FROM tq_rate_slots
+    WHERE queue = ?1 AND used_at <= ?2 ORDER BY used_at LIMIT ?3";
+
+/// Marks `?4` of queue `?1`'s rate slots free at `?3` used at `?2`.
+const USE_RATE_SLOTS: &str = "UPDATE tq_rate_slots SET used_at = ?2
+    WHERE queue = ?1 AND slot IN (SELECT slot FROM tq_rate_slots
+                                  WHERE queue = ?1 AND used_at <= ?3 ORDER BY used_at LIMIT ?4)";
 
 /// The live leases of queue `?1` at `?2`, which hold a slot of its
 /// concurrency limit: two ranges of indexes, as long as the limit.
@@ -318,28 +353,54 @@ const LIVE_LEASES: &str = "SELECT
     (SELECT count(*) FROM tq_tasks WHERE queue = ?1 AND state = 1 AND lease_expires_at > ?2)
   + (SELECT count(*) FROM tq_tasks WHERE queue = ?1 AND state = 6 AND lease_expires_at > ?2)";
 
-/// How many more tasks of `queue` may be leased at `now`: none while it is
-/// paused; under a concurrency limit, the limit less the live leases;
-/// `None` when nothing bounds it. Claims take no more, so the limit holds
-/// exactly: every claim of the file runs under its write lock.
-fn room(conn: &Connection, queue: &str, now: i64) -> Result<Option<usize>> {
-    let settings: Option<(Option<i64>, Option<i64>)> = conn
+/// What bounds a claim of one queue at one time.
+struct Bounds {
+    /// How many more tasks may be leased: none while the queue is paused;
+    /// under a concurrency limit, the limit less the live leases; under a
+    /// rate limit, no more than its free slots. `None`: unbounded.
+    room: Option<usize>,
+    /// The rate limit's window, in ms: each delivery uses a slot.
+    rate_period: Option<i64>,
+}
+
+/// What bounds a claim of up to `max` tasks of `queue` at `now`. Claims
+/// take no more, so the limits hold exactly: every claim of the file runs
+/// under its write lock.
+fn bounds(conn: &Connection, queue: &str, now: i64, max: usize) -> Result<Bounds> {
+    let settings: Option<(Option<i64>, Option<i64>, Option<i64>)> = conn
         .prepare_cached(SETTINGS)?
-        .query_row([queue], |row| Ok((row.get(0)?, row.get(1)?)))
+        .query_row([queue], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
         .optional()?;
-    let Some((paused_until, max_leased)) = settings else {
-        return Ok(None);
+    let Some((paused_until, max_leased, rate_period)) = settings else {
+        return Ok(Bounds {
+            room: None,
+            rate_period: None,
+        });
     };
     if paused_until.is_some_and(|until| until > now) {
-        return Ok(Some(0));
+        return Ok(Bounds {
+            room: Some(0),
+            rate_period,
+        });
     }
-    let Some(max_leased) = max_leased else {
-        return Ok(None);
-    };
-    let live: i64 = conn
-        .prepare_cached(LIVE_LEASES)?
-        .query_row(params![queue, now], |row| row.get(0))?;
-    Ok(Some(max_leased.saturating_sub(live).max(0) as usize))
+    let mut room = None;
+    if let Some(max_leased) = max_leased {
+        let live: i64 = conn
+            .prepare_cached(LIVE_LEASES)?
+            .query_row(params![queue, now], |row| row.get(0))?;
+        room = Some(max_leased.saturating_sub(live).max(0) as usize);
+    }
+    if let Some(period) = rate_period {
+        let mut statement = conn.prepare_cached(FREE_RATE_SLOTS)?;
+        let free = statement
+            .query_map(
+                params![queue, now.saturating_sub(period), max as i64],
+                |_| Ok(()),
+            )?
+            .count();
+        room = Some(room.map_or(free, |room: usize| room.min(free)));
+    }
+    Ok(Bounds { room, rate_period })
 }
 
 /// When the pause of `queue` in force at `now` ends, if it is paused.
@@ -1038,6 +1099,50 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    fn set_rate_limit(&self, limit: Option<RateLimit>) -> Result<()> {
+        self.write(|conn| {
+            let period = limit.map(|limit| limit.per.as_millis() as i64);
+            conn.prepare_cached(
+                "INSERT INTO tq_queues (queue, rate_period) VALUES (?1, ?2)
+                 ON CONFLICT (queue) DO UPDATE SET rate_period = excluded.rate_period",
+            )?
+            .execute(params![self.queue, period])?;
+            conn.prepare_cached("DELETE FROM tq_rate_slots WHERE queue = ?1")?
+                .execute([&self.queue])?;
+            if let Some(limit) = limit {
+                conn.prepare_cached(
+                    "WITH RECURSIVE n(slot) AS (
+                         SELECT 0 UNION ALL SELECT slot + 1 FROM n WHERE slot + 1 < ?2)
+                     INSERT INTO tq_rate_slots (queue, slot, used_at)
+                     SELECT ?1, slot, ?3 FROM n",
+                )?
+                .execute(params![self.queue, limit.claims, NEVER_USED])?;
+            }
+            Ok(())
+        })?;
+        self.ring_other_processes();
+        Ok(())
+    }
+
+    fn rate_limit(&self) -> Result<Option<RateLimit>> {
+        self.read(|conn| {
+            Ok(conn
+                .prepare_cached(
+                    "SELECT count(*), q.rate_period FROM tq_queues q
+                     JOIN tq_rate_slots s ON s.queue = q.queue
+                     WHERE q.queue = ?1 AND q.rate_period IS NOT NULL
+                     GROUP BY q.rate_period",
+                )?
+                .query_row([&self.queue], |row| {
+                    Ok(RateLimit {
+                        claims: row.get(0)?,
+                        per: Duration::from_millis(row.get::<_, i64>(1)?.max(0) as u64),
+                    })
+                })
+                .optional()?)
+        })
+    }
+
     fn concurrency_limit(&self) -> Result<Option<u32>> {
         self.read(|conn| {
             let limit: Option<Option<u32>> = conn
@@ -1074,7 +1179,15 @@ impl Store for SqliteStore {
             let due: Option<i64> = conn
                 .prepare_cached(NEXT_CLAIMABLE)?
                 .query_row(rusqlite::params![&self.queue, now], |row| row.get(0))?;
-            Ok(due.map(|due| due.max(now)))
+            // Under a rate limit, not before a slot is free.
+            let slot_free: Option<i64> = conn
+                .prepare_cached(
+                    "SELECT min(s.used_at + q.rate_period) FROM tq_queues q
+                     JOIN tq_rate_slots s ON s.queue = q.queue
+                     WHERE q.queue = ?1 AND q.rate_period IS NOT NULL",
+                )?
+                .query_row([&self.queue], |row| row.get(0))?;
+            Ok(due.map(|due| due.max(now).max(slot_free.unwrap_or(now))))
         })
     }
 
