@@ -135,6 +135,11 @@
 #define TQ_MAX_REASON_LEN (64 * 1024)
 
 /*
+ The most deliveries a window may allow (each is a row in the file).
+ */
+#define RateLimit_MAX_CLAIMS 100000
+
+/*
  The outcome of a call. 0 is success, positive values are non-error
  outcomes, negative values are errors (the thread's `tq_last_error()` then
  says more). Values are never renumbered; a retired one stays reserved.
@@ -979,6 +984,39 @@ enum tq_status tq_paused_until(struct tq_queue *queue, int64_t *out_until_unix_m
  Thread safety: may run concurrently with any other call.
  */
 enum tq_status tq_set_concurrency_limit(struct tq_queue *queue, uint32_t limit);
+
+/*
+ Allows at most `claims` deliveries of the handle's queue (1 to 100,000)
+ in any window of `per_ms` milliseconds (1 ms to 366 days), across every
+ process and machine on its file (or PostgreSQL schema), without a
+ coordinator: each claim takes a slot last used a window ago or more,
+ inside its transaction, or claims nothing (waiting pulls wait for a
+ slot). Windows are measured on the times pulls began, in whole
+ milliseconds. A new rate starts with every slot free.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, values out of
+ range), TQ_ERR_BUSY, TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_set_rate_limit(struct tq_queue *queue, uint32_t claims, uint64_t per_ms);
+
+/*
+ Removes the rate limit of the handle's queue, if any.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue), TQ_ERR_BUSY,
+ TQ_ERR_IO. Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_clear_rate_limit(struct tq_queue *queue);
+
+/*
+ Writes the rate limit of the handle's queue to `*out_claims` and
+ `*out_per_ms`, or 0 to both when it has none.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or out-pointer),
+ TQ_ERR_BUSY, TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_rate_limit(struct tq_queue *queue, uint32_t *out_claims, uint64_t *out_per_ms);
 
 /*
  Removes the concurrency limit of the handle's queue, if any.

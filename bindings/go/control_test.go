@@ -146,3 +146,28 @@ func TestAConcurrencyLimitCapsTheLeasedTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestARateLimitAllowsThatManyClaimsPerWindow(t *testing.T) {
+	q, _ := openQueue(t, tq.WithDurability(tq.DurabilityNormal))
+	wantErr(t, q.SetRateLimit(0, time.Second), tq.ErrInvalidArgument, "out of range")
+	if err := q.SetRateLimit(1, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if n, per, limited, err := q.RateLimit(); err != nil || !limited || n != 1 || per != time.Hour {
+		t.Fatalf("RateLimit = %d, %v, %v, %v; want 1 per hour", n, per, limited, err)
+	}
+	push(t, q, "1")
+	push(t, q, "2")
+	if err := tryPull(t, q).Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.TryPull(); !errors.Is(err, tq.ErrEmpty) {
+		t.Fatalf("a second pull in the window: %v", err)
+	}
+	if err := q.ClearRateLimit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tryPull(t, q).Finish(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -508,6 +508,37 @@ func (q *Queue) SetConcurrencyLimit(limit int) error {
 	return err
 }
 
+// SetRateLimit allows at most claims deliveries of the queue in any window
+// of length per (rounded up to whole milliseconds), across every process
+// and machine on its file (or PostgreSQL schema), without a coordinator:
+// a pull finds nothing while the window's claims are spent, and a waiting
+// pull waits for the next free slot. Claims out of 1 to 100,000 or a
+// window out of 1 ms to 366 days is an ErrInvalidArgument.
+func (q *Queue) SetRateLimit(claims int, per time.Duration) error {
+	if claims < 1 || claims > math.MaxUint32 || per < 0 {
+		return bindingError("set rate limit", ErrInvalidArgument, "a rate of %d per %v is out of range", claims, per)
+	}
+	ms := ceilMillis(per)
+	_, err := q.call("set rate limit", func(c *C.tq_queue) C.enum_tq_status {
+		return C.tq_set_rate_limit(c, C.uint32_t(claims), ms)
+	})
+	return err
+}
+
+// ClearRateLimit removes the queue's rate limit, if any.
+func (q *Queue) ClearRateLimit() error {
+	_, err := q.call("clear rate limit", func(c *C.tq_queue) C.enum_tq_status { return C.tq_clear_rate_limit(c) })
+	return err
+}
+
+// RateLimit returns the queue's rate limit, and false when it has none.
+func (q *Queue) RateLimit() (claims int, per time.Duration, limited bool, err error) {
+	var n C.uint32_t
+	var ms C.uint64_t
+	_, err = q.call("rate limit", func(c *C.tq_queue) C.enum_tq_status { return C.tq_rate_limit(c, &n, &ms) })
+	return int(n), time.Duration(ms) * time.Millisecond, err == nil && n > 0, err
+}
+
 // ClearConcurrencyLimit removes the queue's concurrency limit, if any.
 func (q *Queue) ClearConcurrencyLimit() error {
 	_, err := q.call("clear concurrency limit", func(c *C.tq_queue) C.enum_tq_status {

@@ -3,7 +3,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
-use tq::{Cancelled, Pause, DEFAULT_QUEUE};
+use tq::{Cancelled, Pause, RateLimit, DEFAULT_QUEUE};
 
 use crate::output::{
     parse_duration, parse_queue_name, print, print_json, rfc3339, CommandResult, Failure, Location,
@@ -156,18 +156,24 @@ pub fn run_resume(args: ResumeArgs, json: bool) -> CommandResult {
 
 /// Arguments of `tq limit`.
 #[derive(clap::Args)]
-#[command(group = clap::ArgGroup::new("what").required(true).args(["limit", "none"]))]
+#[command(group = clap::ArgGroup::new("what").required(true).multiple(true)
+    .args(["concurrency", "rate", "none"]))]
 pub struct LimitArgs {
     /// The queue file or PostgreSQL URL; `-`: $TQ_DATABASE_URL.
     #[arg(value_parser = Location::parse)]
     file: Location,
 
     /// At most this many tasks of the queue leased at once.
-    #[arg(value_parser = clap::value_parser!(u32).range(1..))]
-    limit: Option<u32>,
+    #[arg(value_name = "CONCURRENCY", value_parser = clap::value_parser!(u32).range(1..))]
+    concurrency: Option<u32>,
 
-    /// Remove the queue's limit.
-    #[arg(long)]
+    /// At most this many claims in any window, as CLAIMS/WINDOW (e.g.
+    /// 10/1s, 600/1m).
+    #[arg(long, value_name = "CLAIMS/WINDOW", value_parser = parse_rate)]
+    rate: Option<RateLimit>,
+
+    /// Remove the queue's limits (both kinds).
+    #[arg(long, conflicts_with_all = ["concurrency", "rate"])]
     none: bool,
 
     /// The queue to limit.
@@ -175,21 +181,73 @@ pub struct LimitArgs {
     queue: String,
 }
 
+/// A rate written as CLAIMS/WINDOW.
+fn parse_rate(text: &str) -> Result<RateLimit, String> {
+    let (claims, window) = text
+        .split_once('/')
+        .ok_or_else(|| format!("{text:?} is not CLAIMS/WINDOW (e.g. 10/1s)"))?;
+    let claims = claims
+        .trim()
+        .parse::<u32>()
+        .map_err(|err| format!("{claims:?} is not a number of claims: {err}"))?;
+    Ok(RateLimit {
+        claims,
+        per: parse_duration(window.trim())?,
+    })
+}
+
 /// Runs `tq limit`.
 pub fn run_limit(args: LimitArgs, json: bool) -> CommandResult {
     let queue = args.file.open_existing(&args.queue, |_| Ok(()))?;
-    queue.set_concurrency_limit(args.limit)?;
+    if args.none {
+        queue.set_concurrency_limit(None)?;
+        queue.set_rate_limit(None)?;
+    }
+    if let Some(limit) = args.concurrency {
+        queue.set_concurrency_limit(Some(limit))?;
+    }
+    if let Some(rate) = args.rate {
+        queue.set_rate_limit(Some(rate))?;
+    }
+    let (concurrency, rate) = (queue.concurrency_limit()?, queue.rate_limit()?);
     if json {
-        print_json(&json!({ "queue": args.queue, "concurrency_limit": args.limit }))?;
+        print_json(&json!({
+            "queue": args.queue,
+            "concurrency_limit": concurrency,
+            "rate_limit": rate.map(rate_json),
+        }))?;
     } else {
-        match args.limit {
-            Some(limit) => print(format!(
-                "queue {:?}: at most {limit} task{} leased at once",
-                args.queue,
-                if limit == 1 { "" } else { "s" }
-            ))?,
-            None => print(format!("queue {:?}: no concurrency limit", args.queue))?,
-        }
+        print(format!(
+            "queue {:?}: {}",
+            args.queue,
+            describe_limits(concurrency, rate)
+        ))?;
     }
     Ok(Outcome::Done)
+}
+
+/// A rate limit in JSON: `{"claims": n, "per_ms": ms}`.
+pub fn rate_json(rate: RateLimit) -> serde_json::Value {
+    json!({ "claims": rate.claims, "per_ms": rate.per.as_millis() as u64 })
+}
+
+/// "at most 3 leased at once, 10 claims per 1s", or "no limits".
+pub fn describe_limits(concurrency: Option<u32>, rate: Option<RateLimit>) -> String {
+    let mut parts = Vec::new();
+    if let Some(limit) = concurrency {
+        parts.push(format!("at most {limit} leased at once"));
+    }
+    if let Some(rate) = rate {
+        parts.push(format!(
+            "{} claim{} per {}",
+            rate.claims,
+            if rate.claims == 1 { "" } else { "s" },
+            humantime::format_duration(rate.per)
+        ));
+    }
+    if parts.is_empty() {
+        "no limits".to_owned()
+    } else {
+        parts.join(", ")
+    }
 }

@@ -115,14 +115,20 @@ Examples:
   tq pause jobs.db --for 30m")]
     Pause(control::PauseArgs),
 
-    /// Limit how many tasks of a queue are leased at once, by every worker.
+    /// Limit how many tasks of a queue are leased at once, or claimed per
+    /// window, by every worker.
     #[command(after_help = "\
 The limit holds across every process and machine on the file (or
 PostgreSQL schema), checked inside each claim. A worker whose lease expired
 holds no slot; tasks already leased beyond a lower limit keep their leases.
 
+A rate limit allows at most CLAIMS deliveries in any window, across every
+worker, with no coordinator; a worker finds nothing while the window's
+claims are spent.
+
 Examples:
   tq limit jobs.db 4 --queue api-calls
+  tq limit jobs.db --rate 10/1s --queue api-calls
   tq limit jobs.db --none --queue api-calls")]
     Limit(control::LimitArgs),
 

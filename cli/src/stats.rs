@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::HumanBytes;
 use serde_json::{json, Value};
-use tq::{Pause, Queue, TaskState, DEFAULT_QUEUE};
+use tq::{Pause, Queue, RateLimit, TaskState, DEFAULT_QUEUE};
 
 use crate::output::{
     self, parse_positive_duration, parse_queue_name, print, print_json, CommandResult, Failure,
@@ -52,6 +52,7 @@ struct QueueStats {
     /// The queue's pause in force, if any.
     paused: Option<Pause>,
     concurrency_limit: Option<u32>,
+    rate_limit: Option<RateLimit>,
 }
 
 impl QueueStats {
@@ -65,6 +66,7 @@ impl QueueStats {
             "cancelled": self.cancelled,
             "oldest_ready_age_ms": self.oldest_ready_age_ms,
             "concurrency_limit": self.concurrency_limit,
+            "rate_limit": self.rate_limit.map(crate::control::rate_json),
             "paused": self.paused.is_some(),
             "paused_until": match self.paused {
                 Some(Pause::UntilUnixMs(until)) => Some(output::rfc3339(until)),
@@ -176,9 +178,10 @@ fn show(args: &Args, sample: &Sample, rates: Option<Rates>, json: bool) -> Resul
                     stats.oldest_ready_age_ms.map_or("-".to_owned(), |ms| {
                         output::short_duration(Duration::from_millis(ms))
                     }),
-                    stats
-                        .concurrency_limit
-                        .map_or("-".to_owned(), |limit| limit.to_string()),
+                    match (stats.concurrency_limit, stats.rate_limit) {
+                        (None, None) => "-".to_owned(),
+                        (limit, rate) => crate::control::describe_limits(limit, rate),
+                    },
                     match stats.paused {
                         None => "-".to_owned(),
                         Some(Pause::UntilResumed) => "until resumed".to_owned(),
@@ -278,6 +281,7 @@ impl Sampler {
                 oldest_ready_age_ms: handle.oldest_ready_age()?.map(|age| age.as_millis() as u64),
                 paused: handle.paused()?,
                 concurrency_limit: handle.concurrency_limit()?,
+                rate_limit: handle.rate_limit()?,
             });
         }
         let wal_bytes = if self.location.is_postgres() {

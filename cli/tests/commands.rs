@@ -237,6 +237,7 @@ fn stats_lists_every_queue_or_the_one_asked_for() {
         json!([{
             "queue": "nothing-here", "pending": 0, "leased": 0, "dead": 0, "done": 0,
             "cancelled": 0, "oldest_ready_age_ms": null, "concurrency_limit": null,
+            "rate_limit": null,
             "paused": false, "paused_until": null,
         }])
     );
@@ -587,11 +588,32 @@ fn cancel_pause_and_resume() {
         .tq("limit", &["3"])
         .assert()
         .success()
-        .stdout("queue \"default\": at most 3 tasks leased at once\n");
+        .stdout("queue \"default\": at most 3 leased at once\n");
     assert_eq!(fixture.counts("default")["concurrency_limit"], 3);
+    fixture
+        .tq("limit", &["--rate", "10/1s"])
+        .assert()
+        .success()
+        .stdout("queue \"default\": at most 3 leased at once, 10 claims per 1s\n");
+    assert_eq!(
+        fixture.counts("default")["rate_limit"],
+        json!({"claims": 10, "per_ms": 1000})
+    );
     fixture.tq("limit", &["0"]).assert().code(2);
-    fixture.tq("limit", &["--none"]).assert().success();
+    fixture.tq("limit", &["--rate", "10"]).assert().code(2);
+    fixture.tq("limit", &["--none", "3"]).assert().code(2);
+    fixture
+        .tq("limit", &["--rate", "0/1s"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("1 to 100000"));
+    fixture
+        .tq("limit", &["--none"])
+        .assert()
+        .success()
+        .stdout("queue \"default\": no limits\n");
     assert_eq!(fixture.counts("default")["concurrency_limit"], json!(null));
+    assert_eq!(fixture.counts("default")["rate_limit"], json!(null));
     // Without history, cancelled tasks were deleted: none to purge.
     assert_eq!(
         fixture.json("purge", &["--cancelled"]),

@@ -11,7 +11,7 @@ use super::{
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{OpenOptions, PullOptions, PushOptions};
 use crate::queue::{check_batch_options, Queue, MAX_PAYLOAD_LEN};
-use crate::task::{Cancelled, Pause, Pushed, Receipt, Task, TaskInfo, TaskState};
+use crate::task::{Cancelled, Pause, Pushed, RateLimit, Receipt, Task, TaskInfo, TaskState};
 
 /// A handle on one named queue in one file. Thread-safe: one handle may be
 /// used from any number of threads at once.
@@ -868,6 +868,74 @@ pub extern "C" fn tq_set_concurrency_limit(queue: *mut tq_queue, limit: u32) -> 
         unsafe { borrow(queue.cast_const(), "queue") }?
             .0
             .set_concurrency_limit(Some(limit))?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Allows at most `claims` deliveries of the handle's queue (1 to 100,000)
+/// in any window of `per_ms` milliseconds (1 ms to 366 days), across every
+/// process and machine on its file (or PostgreSQL schema), without a
+/// coordinator: each claim takes a slot last used a window ago or more,
+/// inside its transaction, or claims nothing (waiting pulls wait for a
+/// slot). Windows are measured on the times pulls began, in whole
+/// milliseconds. A new rate starts with every slot free.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, values out of
+/// range), TQ_ERR_BUSY, TQ_ERR_IO.
+/// Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_set_rate_limit(queue: *mut tq_queue, claims: u32, per_ms: u64) -> tq_status {
+    guard("tq_set_rate_limit", || {
+        unsafe { borrow(queue.cast_const(), "queue") }?
+            .0
+            .set_rate_limit(Some(RateLimit {
+                claims,
+                per: Duration::from_millis(per_ms),
+            }))?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Removes the rate limit of the handle's queue, if any.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue), TQ_ERR_BUSY,
+/// TQ_ERR_IO. Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_clear_rate_limit(queue: *mut tq_queue) -> tq_status {
+    guard("tq_clear_rate_limit", || {
+        unsafe { borrow(queue.cast_const(), "queue") }?
+            .0
+            .set_rate_limit(None)?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Writes the rate limit of the handle's queue to `*out_claims` and
+/// `*out_per_ms`, or 0 to both when it has none.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or out-pointer),
+/// TQ_ERR_BUSY, TQ_ERR_IO.
+/// Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_rate_limit(
+    queue: *mut tq_queue,
+    out_claims: *mut u32,
+    out_per_ms: *mut u64,
+) -> tq_status {
+    guard("tq_rate_limit", || {
+        let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
+        if out_claims.is_null() || out_per_ms.is_null() {
+            return Err(Error::invalid_argument("out_claims or out_per_ms is NULL"));
+        }
+        let (claims, per_ms) = queue
+            .0
+            .rate_limit()?
+            .map_or((0, 0), |limit| (limit.claims, limit.per.as_millis() as u64));
+        // SAFETY: checked non-NULL above; the caller provides room for one value each.
+        unsafe {
+            out_claims.write(claims);
+            out_per_ms.write(per_ms);
+        }
         Ok(tq_status::TQ_OK)
     })
 }

@@ -1417,6 +1417,12 @@ mod tests {
             let plan = plan(&conn, sql);
             assert!(plan.contains("USING PRIMARY KEY (queue=?)"), "{plan}");
         }
+        // A rate-limited queue's claims find their free slots in order.
+        for sql in [FREE_RATE_SLOTS, USE_RATE_SLOTS] {
+            let plan = plan(&conn, sql);
+            assert!(plan.contains("tq_rate_slots_free"), "{plan}");
+            assert!(!plan.contains("TEMP B-TREE"), "{sql} sorts: {plan}");
+        }
         // A limited queue's claims count its live leases in the indexes.
         let live = plan(&conn, LIVE_LEASES);
         assert!(live.contains("tq_tasks_live"), "{live}");

@@ -113,6 +113,10 @@ int main(int argc, char **argv)
     STATUS_CASE(tq_set_concurrency_limit, tq_set_concurrency_limit(queue, 4));
     STATUS_CASE(tq_clear_concurrency_limit, tq_clear_concurrency_limit(queue));
     STATUS_CASE(tq_concurrency_limit, tq_concurrency_limit(queue, &limit));
+    uint64_t per_ms = 0;
+    STATUS_CASE(tq_set_rate_limit, tq_set_rate_limit(queue, 10, 1000));
+    STATUS_CASE(tq_clear_rate_limit, tq_clear_rate_limit(queue));
+    STATUS_CASE(tq_rate_limit, tq_rate_limit(queue, &limit, &per_ms));
     STATUS_CASE(tq_oldest_ready_age_ms, tq_oldest_ready_age_ms(queue, &n));
     STATUS_CASE(tq_list, tq_list(queue, TQ_STATE_PENDING, 0, 1, &unpulled, &count));
     STATUS_CASE(tq_checkpoint, tq_checkpoint(queue, &n));

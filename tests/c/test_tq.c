@@ -2659,6 +2659,24 @@ static void test_cancel_pause_snooze(const char *dir)
     CHECK_STATUS(tq_finish(q, task), TQ_OK);
     tq_task_free(task);
     CHECK_STATUS(tq_clear_concurrency_limit(q), TQ_OK);
+
+    /* A rate of one claim an hour: the second pull finds no slot. */
+    uint32_t claims = 9;
+    uint64_t per_ms = 9;
+    CHECK_STATUS(tq_rate_limit(q, &claims, &per_ms), TQ_OK);
+    CHECK(claims == 0 && per_ms == 0);
+    CHECK_STATUS(tq_set_rate_limit(q, 0, 1000), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_set_rate_limit(q, 1, 0), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_rate_limit(q, NULL, &per_ms), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_set_rate_limit(q, 1, 3600000), TQ_OK);
+    CHECK_STATUS(tq_rate_limit(q, &claims, &per_ms), TQ_OK);
+    CHECK(claims == 1 && per_ms == 3600000);
+    push_text(q, "3");
+    task = pull_one(q);
+    REQUIRE(task != NULL);
+    tq_task_free(task);
+    CHECK_STATUS(tq_pull(q, NULL, &none), TQ_EMPTY);
+    CHECK_STATUS(tq_clear_rate_limit(q), TQ_OK);
     task = pull_one(q);
     REQUIRE(task != NULL);
     tq_task_free(task);

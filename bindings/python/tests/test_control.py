@@ -116,3 +116,17 @@ def test_a_concurrency_limit_caps_the_leased_tasks_and_a_finish_frees_a_slot(pat
         other.set_concurrency_limit(None)
     assert queue.concurrency_limit() is None
     second.finish()
+
+
+def test_a_rate_limit_allows_that_many_claims_per_window(queue):
+    assert queue.rate_limit() is None
+    with pytest.raises(tq.InvalidArgumentError, match="1 to 100000"):
+        queue.set_rate_limit(0, 1)
+    queue.set_rate_limit(2, 0.4)
+    assert queue.rate_limit() == (2, 0.4)
+    queue.push_many([1, 2, 3])
+    assert len(queue.pull_many(3)) == 2
+    assert queue.pull() is None
+    assert queue.pull(timeout=20) is not None
+    queue.set_rate_limit(None, 0)
+    assert queue.rate_limit() is None

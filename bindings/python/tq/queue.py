@@ -39,7 +39,7 @@ import re
 import threading
 import time
 import weakref
-from ctypes import byref, c_char_p, c_int32, c_int64, c_size_t, c_uint32
+from ctypes import byref, c_char_p, c_int32, c_int64, c_size_t, c_uint32, c_uint64
 from typing import NamedTuple
 
 from . import errors
@@ -906,6 +906,27 @@ class Queue:
         with self._handle as queue:
             _check(lib.tq_concurrency_limit(queue, byref(out)))
         return out.value or None
+
+    def set_rate_limit(self, claims, per) -> None:
+        """Allows at most ``claims`` deliveries of this queue in any window
+        of ``per`` seconds (or a ``timedelta``), across every process and
+        machine on its file (or PostgreSQL schema), without a coordinator:
+        a pull finds nothing while the window's claims are spent, and a
+        waiting pull waits for the next free slot. ``claims`` None (and any
+        ``per``) removes the limit."""
+        with self._handle as queue:
+            if claims is None:
+                _check(lib.tq_clear_rate_limit(queue))
+                return
+            count = _integer("claims", claims, 0, 2**32 - 1)
+            _check(lib.tq_set_rate_limit(queue, count, _milliseconds("per", per)))
+
+    def rate_limit(self) -> "tuple[int, float] | None":
+        """This queue's rate limit as ``(claims, per_seconds)``, or None."""
+        claims, per_ms = c_uint32(), c_uint64()
+        with self._handle as queue:
+            _check(lib.tq_rate_limit(queue, byref(claims), byref(per_ms)))
+        return (claims.value, per_ms.value / 1000) if claims.value else None
 
     def retry_dead(self, task_id: int) -> None:
         """Makes the dead task ``task_id`` of this queue pending again, ready
