@@ -192,6 +192,7 @@ module.exports = {
   LIBRARY_PATH: where,
   PROTOTYPES,
   SONAME,
+  checkVersion,
   koffi,
   lib,
 };
