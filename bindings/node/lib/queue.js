@@ -115,6 +115,9 @@ function cString(name, value) {
   if (typeof value !== 'string') {
     throw new TypeError(`${name} must be a string, not ${describe(value)}`);
   }
+  if (!value.isWellFormed()) {
+    throw new errors.InvalidArgumentError(`${name} ${JSON.stringify(value)} has a lone surrogate, which UTF-8 cannot carry`);
+  }
   if (value.includes('\0')) {
     throw new errors.InvalidArgumentError(`${name} ${JSON.stringify(value)} contains a NUL character`);
   }
@@ -125,6 +128,9 @@ function cString(name, value) {
  * a string as given (in UTF-8), anything else through JSON.stringify. */
 function encode(payload) {
   if (typeof payload === 'string') {
+    if (!payload.isWellFormed()) {
+      throw new errors.InvalidArgumentError('the payload string has a lone surrogate, which UTF-8 cannot carry');
+    }
     return Buffer.from(payload, 'utf8');
   }
   if (Buffer.isBuffer(payload)) {
@@ -141,7 +147,8 @@ function encode(payload) {
 }
 
 /** A failure reason for tq_fail: a string, an Error (as "Name: message") or
- * undefined. A NUL, which a C string cannot carry, is written as "\u0000". */
+ * undefined. Any text is kept: a NUL, which a C string cannot carry, is
+ * written as "\u0000", and a lone surrogate becomes U+FFFD. */
 function reasonText(reason) {
   if (reason === undefined || reason === null) {
     return null;
@@ -151,7 +158,7 @@ function reasonText(reason) {
   } else if (typeof reason !== 'string') {
     throw new TypeError(`reason must be a string or an Error, not ${describe(reason)}`);
   }
-  return reason.replaceAll('\0', '\\u0000');
+  return reason.replaceAll('\0', '\\u0000').toWellFormed();
 }
 
 /** `location` as messages show it: a URL without its password
@@ -217,6 +224,16 @@ function pushSettings(options, allowUnique) {
   return settings;
 }
 
+/** Passed, with a length of 0, for an empty payload: koffi passes an empty
+ * Buffer as NULL, and the library is to judge the empty text, not refuse a
+ * NULL pointer. */
+const EMPTY_TEXT = Buffer.from(' ');
+
+/** The bytes to pass for a payload's encoded `data`. */
+function payloadPointer(data) {
+  return data.length ? data : EMPTY_TEXT;
+}
+
 /** Frees a handle that its Queue object never closed. */
 const unclosedQueues = new FinalizationRegistry((ptr) => lib.tq_close(ptr));
 /** Frees a task that its Task object never ended or closed. */
@@ -234,7 +251,13 @@ class WaitRequest {
     this.signal = signal;
     this.resolve = resolve;
     this.reject = reject;
+    /** True once resolved or rejected. */
     this.settled = false;
+    /** True once its waiting call started: its signal then ends the wait
+     * through a tq_cancel rather than in line. */
+    this.active = false;
+    /** Removes the listener on its signal while in line, if any. */
+    this.stopListening = null;
   }
 }
 
@@ -342,7 +365,7 @@ class Queue {
     const data = encode(payload);
     const out = [0];
     if (options === undefined) {
-      check(lib.tq_push(this._handle(), data, data.length, null, out));
+      check(lib.tq_push(this._handle(), payloadPointer(data), data.length, null, out));
     } else {
       this.#pushWith(data, pushSettings(options, true), out);
     }
@@ -363,7 +386,7 @@ class Queue {
   #pushWith(data, settings, out) {
     const built = buildOptions(lib.tq_push_options_new, lib.tq_push_options_free, settings);
     try {
-      return check(lib.tq_push(this._handle(), data, data.length, built, out));
+      return check(lib.tq_push(this._handle(), payloadPointer(data), data.length, built, out));
     } finally {
       lib.tq_push_options_free(built);
     }
@@ -391,7 +414,7 @@ class Queue {
     const ids = new BigInt64Array(Math.max(count, 1));
     const built = settings.length ? buildOptions(lib.tq_push_options_new, lib.tq_push_options_free, settings) : null;
     try {
-      check(lib.tq_push_batch(this._handle(), datas, lens, count, built, ids));
+      check(lib.tq_push_batch(this._handle(), datas.map(payloadPointer), lens, count, built, ids));
     } catch (error) {
       const match = /^payload (\d+): /.exec(error.message);
       if (match) error.index = Number(match[1]);
@@ -480,7 +503,7 @@ class Queue {
       }
       built = pullOptions(lease, 0, null);
       const claimed = this.#claimNow(built, max);
-      if (claimed.length || waitMs === 0n || waitMs === 0) {
+      if (claimed.length || waitMs === 0) {
         return Promise.resolve(claimed);
       }
     } catch (error) {

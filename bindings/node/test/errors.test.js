@@ -48,6 +48,11 @@ test('payloads the library refuses store nothing', () =>
       throwsTq(() => queue.push('not json'), tq.InvalidJsonError, /not JSON/);
       throwsTq(() => queue.push(Buffer.from([0x22, 0xff, 0x22])), tq.InvalidArgumentError, /not valid UTF-8/);
       throwsTq(() => queue.push('"' + 'x'.repeat(20) + '"'), tq.InvalidArgumentError, /payload/);
+      throwsTq(() => queue.push(''), tq.InvalidJsonError, /not JSON/);
+      throwsTq(() => queue.push(Buffer.alloc(0)), tq.InvalidJsonError, /not JSON/);
+      throwsTq(() => queue.push('"\ud800"'), tq.InvalidArgumentError, /lone surrogate/);
+      throwsTq(() => queue.push(1, { uniqueKey: 'k\udc00' }), tq.InvalidArgumentError, /uniqueKey .* lone surrogate/);
+      throwsTq(() => queue.pushMany(['1', '']), tq.InvalidJsonError, /payload 1/);
       assert.throws(() => queue.push(undefined), TypeError);
       assert.throws(() => queue.push(() => 1), TypeError);
       assert.throws(() => queue.push({ big: 1n }), TypeError);
