@@ -239,6 +239,15 @@ const unclosedQueues = new FinalizationRegistry((ptr) => lib.tq_close(ptr));
 /** Frees a task that its Task object never ended or closed. */
 const unfreedTasks = new FinalizationRegistry((ptr) => lib.tq_task_free(ptr));
 
+/** The handles with a waiting call in progress. Before Node exits it joins
+ * libuv's worker threads, so on exit (process.exit(), an uncaught
+ * exception) their waits are interrupted: the process would otherwise stay
+ * until the waits ran out. */
+const waitingHandles = new Set();
+process.on('exit', () => {
+  for (const ptr of waitingHandles) lib.tq_interrupt(ptr);
+});
+
 /** The time now, in milliseconds, for deadlines. */
 function now() {
   return performance.now();
@@ -550,11 +559,13 @@ class Queue {
         continue;
       }
       request.active = true;
+      waitingHandles.add(this.#ptr);
       this.#waiting = request.run().then(
         (tasks) => settle(request, () => request.resolve(tasks)),
         (error) => settle(request, () => request.reject(error)),
       );
       this.#waiting.then(() => {
+        waitingHandles.delete(this.#ptr);
         this.#waiting = null;
         this.#nextWait();
       });

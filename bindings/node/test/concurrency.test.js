@@ -170,3 +170,25 @@ test('a 10 ms timer keeps firing while 4 pulls wait, on one queue and on four', 
     await Promise.all([one, ...four].map((queue) => queue.close()));
   }
 });
+
+test('the process exits while pulls wait: on process.exit() and on an uncaught exception', async () => {
+  const path = queuePath();
+  for (const [ending, status] of [
+    ['process.exit(3)', 3],
+    ["throw new Error('boom')", 1],
+  ]) {
+    const code = `
+      const tq = require(${PACKAGE});
+      const one = tq.open(process.argv[1]);
+      const other = tq.open(process.argv[1]);
+      one.pull({ wait: Infinity });
+      other.pull({ wait: 3_600_000 });
+      setTimeout(() => { ${ending}; }, 20);
+    `;
+    // Node joins libuv's worker threads before it exits: a wait that went
+    // on would hold the process for its hour. Past 20 s it is killed.
+    const run = await runNode(code, [path], { killAfter: 20_000 });
+    assert.equal(run.signal, null, `${ending}: the process did not exit`);
+    assert.equal(run.status, status, run.stderr);
+  }
+});

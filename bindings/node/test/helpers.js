@@ -44,23 +44,26 @@ function childEnv(changes = {}) {
   return env;
 }
 
-/** Runs `node -e code args...`; resolves to { status, stdout, stderr }. */
-function runNode(code, args = [], { env = childEnv(), cwd } = {}) {
-  return runCommand(process.execPath, ['-e', code, '--', ...args], { env, cwd });
+/** Runs `node -e code args...`; resolves to { status, signal, stdout, stderr }. */
+function runNode(code, args = [], options = {}) {
+  return runCommand(process.execPath, ['-e', code, '--', ...args], options);
 }
 
-function runCommand(command, args, { env = childEnv(), cwd, onStdout } = {}) {
+/** Runs a command; resolves to { status, signal, stdout, stderr }. With
+ * `killAfter` (ms), a command still running then is killed (signal SIGKILL). */
+function runCommand(command, args, { env = childEnv(), cwd, killAfter } = {}) {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { env, cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    const killer = killAfter && setTimeout(() => child.kill('SIGKILL'), killAfter);
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (chunk) => {
-      stdout += chunk;
-      onStdout?.(stdout, child);
-    });
+    child.stdout.on('data', (chunk) => (stdout += chunk));
     child.stderr.on('data', (chunk) => (stderr += chunk));
     child.on('error', reject);
-    child.on('close', (status, signal) => resolve({ status, signal, stdout, stderr }));
+    child.on('close', (status, signal) => {
+      clearTimeout(killer);
+      resolve({ status, signal, stdout, stderr });
+    });
   });
 }
 
