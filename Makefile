@@ -266,7 +266,7 @@ bench-node: lib bench/node/node_modules/.package-lock.json
 	mkdir -p $(BUILD)/node-bench
 	$(CC) -O2 -Wall -Wextra -Werror -pedantic -std=c11 -Iinclude -o $(BUILD)/node-bench/c_loops bench/node/c_loops.c \
 		-L$(BUILD)/lib -ltq -Wl,-rpath,$(CURDIR)/$(BUILD)/lib
-	$(IN_TREE_NODE) bench/node/bench.js
+	$(IN_TREE_NODE) --expose-gc bench/node/bench.js
 
 install: lib cli
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
