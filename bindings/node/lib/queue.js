@@ -445,20 +445,13 @@ class Queue {
   }
 
   /** Claims a ready task at once, synchronously, or returns null. */
-  tryPull(options) {
-    const out = [null];
-    if (options === undefined) {
-      check(lib.tq_pull(this._handle(), null, out));
-      return out[0] ? new Task(this, out[0]) : null;
-    }
-    const { lease } = options;
+  tryPull({ lease } = {}) {
     const built = pullOptions(lease, 0, null);
     try {
-      check(lib.tq_pull(this._handle(), built, out));
+      return this.#claimNow(built, 1)[0] ?? null;
     } finally {
       if (built) lib.tq_pull_options_free(built);
     }
-    return out[0] ? new Task(this, out[0]) : null;
   }
 
   /** Claims up to `n` ready tasks in one transaction; resolves to an array,
