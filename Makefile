@@ -96,7 +96,9 @@ test-rust:
 # outcome. The core and job suites run their postgres:: variants on it, in
 # a schema per test; tests/postgres.rs runs what only PostgreSQL does; the
 # torture scenarios with PostgreSQL variants (workers killed, exclusive
-# delivery) run theirs, one at a time like test-torture. Same profile as
+# delivery) run theirs, one at a time like test-torture, and so does the
+# network faults scenario, which restarts the server (cluster.sh restart,
+# hence TQ_TEST_POSTGRES_DIR) and cuts its connections. Same profile as
 # test-rust, so one build serves both. Then the Go and Python bindings'
 # PostgreSQL tests (their options, a round trip), without the race
 # detector (test-go runs them under it, the round trip skipped there for
@@ -108,7 +110,7 @@ test-postgres: lib bindings/node/node_modules/.package-lock.json
 	echo "PostgreSQL test server: $$url" && \
 	TQ_TEST_POSTGRES_URL=$$url $(CARGO) test --locked --lib --test queue --test jobs postgres:: && \
 	TQ_TEST_POSTGRES_URL=$$url $(CARGO) test --locked --test postgres && \
-	TQ_TEST_POSTGRES_URL=$$url $(CARGO) test --locked --test torture -- \
+	TQ_TEST_POSTGRES_URL=$$url TQ_TEST_POSTGRES_DIR=$$dir $(CARGO) test --locked --test torture -- \
 		--include-ignored --test-threads=1 --nocapture on_postgres && \
 	export TQ_TEST_POSTGRES_URL=$$url && \
 	($(call GO_INTREE,bindings/go,test) -count=1 -run Postgres .) && \

@@ -3,7 +3,7 @@
 //! from its own process and from another one.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -32,7 +32,7 @@ const DURABILITY: Durability = Durability::Normal;
 pub const IDLE_ROLE: &str = "TQ_BENCH_IDLE_WAITER";
 
 /// Idle waiting processes for [`idle_waiters`].
-const IDLE_WAITERS: usize = 20;
+const IDLE_WAITERS: usize = 100;
 
 /// The environment variable that makes this binary a waiting child.
 pub const WAITER_ROLE: &str = "TQ_BENCH_WAITER";
@@ -340,15 +340,26 @@ pub fn run_waiter(path: &str, samples: u64) -> super::Result<()> {
 
 /// A producer's push rate, one task per transaction at `normal`, without
 /// and then with [`IDLE_WAITERS`] processes waiting on another queue of
-/// the file: what waiters that never get a task cost the writers.
+/// the file, and the CPU those processes use together, while nothing is
+/// written and while the producer pushes: what waiters that never get a
+/// task cost.
 pub struct IdleRow {
     waiters: usize,
     pushes_per_s: f64,
+    /// All waiters' CPU time while nothing is written, in % of one core.
+    waiters_cpu_idle: Option<f64>,
+    /// All waiters' CPU time while the producer pushes, in % of one core.
+    waiters_cpu_pushing: Option<f64>,
 }
 
 impl IdleRow {
     pub fn to_json(&self) -> Value {
-        json!({ "idle_waiters": self.waiters, "pushes_per_s": self.pushes_per_s })
+        json!({
+            "idle_waiters": self.waiters,
+            "pushes_per_s": self.pushes_per_s,
+            "waiters_cpu_percent_idle": self.waiters_cpu_idle,
+            "waiters_cpu_percent_pushing": self.waiters_cpu_pushing,
+        })
     }
 }
 
@@ -365,36 +376,77 @@ pub fn idle_waiters(config: &Config, dir: &BenchDir) -> super::Result<Vec<IdleRo
     };
     let alone = rate()?;
     let mut children = Vec::new();
-    for _ in 0..IDLE_WAITERS {
-        children.push(
-            Command::new(std::env::current_exe()?)
-                .env(IDLE_ROLE, file.path())
-                .stdout(Stdio::piped())
-                .spawn()?,
-        );
-    }
-    for child in &mut children {
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().ok_or("no pipe")?).read_line(&mut line)?;
-        check(line == "ready\n", "an idle waiter did not start")?;
-    }
-    // Until each is asleep in its pull.
-    thread::sleep(Duration::from_millis(500));
-    let watched = rate();
+    let measured = (|| -> super::Result<(f64, f64, f64)> {
+        for _ in 0..IDLE_WAITERS {
+            children.push(
+                Command::new(std::env::current_exe()?)
+                    .env(IDLE_ROLE, file.path())
+                    .stdout(Stdio::piped())
+                    .spawn()?,
+            );
+        }
+        for child in &mut children {
+            let mut line = String::new();
+            BufReader::new(child.stdout.as_mut().ok_or("no pipe")?).read_line(&mut line)?;
+            check(line == "ready\n", "an idle waiter did not start")?;
+        }
+        // Until each is asleep in its pull.
+        thread::sleep(Duration::from_millis(500));
+        let pids: Vec<u32> = children.iter().map(Child::id).collect();
+        let window = Duration::from_secs(if config.quick { 1 } else { 5 });
+        let (cpu_idle, ()) = cpu_share(&pids, || {
+            thread::sleep(window);
+            Ok(())
+        })?;
+        let (cpu_pushing, watched) = cpu_share(&pids, rate)?;
+        Ok((watched, cpu_idle, cpu_pushing))
+    })();
     for child in &mut children {
         let _ = child.kill();
         let _ = child.wait();
     }
+    let (watched, cpu_idle, cpu_pushing) = measured?;
     Ok(vec![
         IdleRow {
             waiters: 0,
             pushes_per_s: alone,
+            waiters_cpu_idle: None,
+            waiters_cpu_pushing: None,
         },
         IdleRow {
             waiters: IDLE_WAITERS,
-            pushes_per_s: watched?,
+            pushes_per_s: watched,
+            waiters_cpu_idle: Some(cpu_idle),
+            waiters_cpu_pushing: Some(cpu_pushing),
         },
     ])
+}
+
+/// The CPU time the processes `pids` use together while `work` runs, in %
+/// of one core, and what `work` returned.
+fn cpu_share<T>(pids: &[u32], work: impl FnOnce() -> super::Result<T>) -> super::Result<(f64, T)> {
+    let cpu = || -> super::Result<f64> { pids.iter().map(|&pid| process_cpu_s(pid)).sum() };
+    let (before, started) = (cpu()?, Instant::now());
+    let result = work()?;
+    let (after, elapsed) = (cpu()?, started.elapsed());
+    Ok((100.0 * (after - before) / elapsed.as_secs_f64(), result))
+}
+
+/// The CPU time all threads of process `pid` have run so far, in seconds,
+/// from the scheduler's nanosecond count (`/proc/PID/task/TID/schedstat`,
+/// first field): the tick-counted times of `/proc/PID/stat` miss the
+/// short runs of a waiter.
+fn process_cpu_s(pid: u32) -> super::Result<f64> {
+    let mut nanos = 0u64;
+    for thread in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let stat = std::fs::read_to_string(thread?.path().join("schedstat"))?;
+        nanos += stat
+            .split_whitespace()
+            .next()
+            .ok_or("empty schedstat")?
+            .parse::<u64>()?;
+    }
+    Ok(nanos as f64 / 1e9)
 }
 
 /// The child's side of [`idle_waiters`]: waits on an empty queue until it
@@ -418,14 +470,27 @@ pub fn print_idle(rows: &[IdleRow]) {
         "\nA producer's pushes, one per transaction ({}), with processes waiting on another queue",
         label(DURABILITY)
     );
-    let widths = [14, 0];
-    print_line(&widths, &["idle waiters", "pushes/s"]);
+    let widths = [14, 10, 0];
+    print_line(
+        &widths,
+        &[
+            "idle waiters",
+            "pushes/s",
+            "waiters' CPU, % of a core: idle / pushing",
+        ],
+    );
+    let percent = |share: Option<f64>| share.map_or("-".into(), |share| format!("{share:.2}"));
     for row in rows {
         print_line(
             &widths,
             &[
                 &row.waiters.to_string(),
                 &thousands(row.pushes_per_s as u64),
+                &format!(
+                    "{} / {}",
+                    percent(row.waiters_cpu_idle),
+                    percent(row.waiters_cpu_pushing)
+                ),
             ],
         );
     }

@@ -11,6 +11,7 @@
 mod batches;
 mod children;
 mod concurrency;
+mod drain;
 
 use std::cell::Cell;
 use std::env;
@@ -109,6 +110,11 @@ fn run() -> Result<()> {
         (Vec::new(), Vec::new(), None)
     };
 
+    let drains = part(
+        wanted("drain"),
+        || drain::measure(&config, &dir),
+        |rows| drain::print(&config, rows),
+    )?;
     let idle = part(
         wanted("idle-waiters"),
         || batches::idle_waiters(&config, &dir),
@@ -144,6 +150,7 @@ fn run() -> Result<()> {
         "scaling": scaling.iter().map(ScalingRow::to_json).collect::<Vec<_>>(),
         "batches": batch_rows.iter().map(batches::BatchRow::to_json).collect::<Vec<_>>(),
         "wakeups": latencies.iter().map(batches::Latency::to_json).collect::<Vec<_>>(),
+        "drain": drains.iter().map(drain::DrainRow::to_json).collect::<Vec<_>>(),
         "idle_wait_cpu_ms_per_s": idle_cpu,
         "idle_waiters": idle.iter().map(batches::IdleRow::to_json).collect::<Vec<_>>(),
         "threads": threads.iter().map(concurrency::ThreadRow::to_json).collect::<Vec<_>>(),
@@ -194,6 +201,8 @@ struct Config {
     batches: u64,
     /// Pushes that wake a waiting pull, per wake-up figure.
     wakeups: u64,
+    /// Tasks in the backlog of a drain run.
+    drain: u64,
     /// Each run of the benchmark makes a fresh directory in here. It must be
     /// on the disk to measure: the default is under target/, as /tmp may be
     /// held in memory, where a flush costs nothing.
@@ -205,10 +214,11 @@ struct Config {
 }
 
 /// The parts of the benchmark, in the order they run.
-const PARTS: [&str; 7] = [
+const PARTS: [&str; 8] = [
     "comparison",
     "scaling",
     "batches",
+    "drain",
     "idle-waiters",
     "threads",
     "processes",
@@ -245,6 +255,7 @@ impl Config {
             large_table,
             batches: env_count("TQ_BENCH_BATCHES")?.unwrap_or(if quick { 3 } else { 100 }),
             wakeups: env_count("TQ_BENCH_WAKEUPS")?.unwrap_or(if quick { 10 } else { 200 }),
+            drain: env_count("TQ_BENCH_DRAIN")?.unwrap_or(if quick { 2_000 } else { 1_000_000 }),
             parent_dir: env::var_os("TQ_BENCH_DIR")
                 .map_or_else(|| repo.join("target/bench-tmp"), PathBuf::from),
             json_path: env::var_os("TQ_BENCH_JSON")
@@ -272,6 +283,7 @@ impl Config {
             "large_table": self.large_table,
             "batches": self.batches,
             "wakeups": self.wakeups,
+            "drain": self.drain,
             "parts": self.parts,
         })
     }
@@ -554,6 +566,16 @@ const BARE_SCHEMA: &str = "
     );
     CREATE INDEX tasks_ready ON tasks (run_at, id) WHERE state = 0;";
 
+/// The bare claim: the first ready task in tq's order, marked taken.
+const BARE_CLAIM: &str = "UPDATE tasks SET state = 1
+     WHERE id = (SELECT id FROM tasks
+                 WHERE state = 0 AND run_at <= ?1
+                 ORDER BY run_at, id LIMIT 1)
+     RETURNING id, payload";
+
+/// The bare finish: the claimed task deleted.
+const BARE_FINISH: &str = "DELETE FROM tasks WHERE id = ?1";
+
 /// Pushes `ops` tasks, then claims and deletes them, with rusqlite alone,
 /// one statement per transaction: the work tq does, without tq.
 fn bare_push_pull(dir: &BenchDir, durability: Durability, ops: u64) -> Result<PushPull> {
@@ -592,22 +614,14 @@ fn bare_push_pull(dir: &BenchDir, durability: Durability, ops: u64) -> Result<Pu
         for _ in 0..ops {
             let now = now_ms();
             let (id, payload): (i64, String) = bare_transaction(&conn, || {
-                conn.prepare_cached(
-                    "UPDATE tasks SET state = 1
-                     WHERE id = (SELECT id FROM tasks
-                                 WHERE state = 0 AND run_at <= ?1
-                                 ORDER BY run_at, id LIMIT 1)
-                     RETURNING id, payload",
-                )?
-                .query_row([now], |row| Ok((row.get(0)?, row.get(1)?)))
-                .optional()?
-                .ok_or_else(|| "bare claim found no task with tasks pending".into())
+                conn.prepare_cached(BARE_CLAIM)?
+                    .query_row([now], |row| Ok((row.get(0)?, row.get(1)?)))
+                    .optional()?
+                    .ok_or_else(|| "bare claim found no task with tasks pending".into())
             })?;
             check(payload == PAYLOAD, "bare claim returned another payload")?;
             let deleted = bare_transaction(&conn, || {
-                Ok(conn
-                    .prepare_cached("DELETE FROM tasks WHERE id = ?1")?
-                    .execute([id])?)
+                Ok(conn.prepare_cached(BARE_FINISH)?.execute([id])?)
             })?;
             check(deleted == 1, "bare finish deleted no row")?;
         }

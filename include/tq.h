@@ -83,11 +83,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TQ_VERSION "0.2.0"
+#define TQ_VERSION "0.3.0"
 #define TQ_VERSION_MAJOR 0
-#define TQ_VERSION_MINOR 2
+#define TQ_VERSION_MINOR 3
 #define TQ_VERSION_PATCH 0
-#define TQ_VERSION_NUMBER 200
+#define TQ_VERSION_NUMBER 300
+
+/*
+ The end of a pause that lasts until `tq_resume`, as `tq_paused_until`
+ reports it and `tq_pause` takes it.
+ */
+#define TQ_UNTIL_RESUMED INT64_MAX
 
 /*
  How many deliveries a task gets unless its queue or its push says
@@ -200,6 +206,12 @@ typedef enum tq_status {
    cannot duplicate.
    */
   TQ_ERR_UNKNOWN_OUTCOME = -9,
+  /*
+   The task was cancelled (`tq_cancel_task`) while this delivery held
+   it: the delivery is over, the task is now cancelled and is never
+   delivered again. Stop working on it.
+   */
+  TQ_ERR_CANCELLED = -10,
 } tq_status;
 
 /*
@@ -242,6 +254,11 @@ typedef enum tq_state {
    retried (`tq_retry_dead`) or purged.
    */
   TQ_STATE_DEAD = 3,
+  /*
+   Cancelled (`tq_cancel_task`); kept with its reason (handles opened
+   with history) until purged.
+   */
+  TQ_STATE_CANCELLED = 4,
 } tq_state;
 
 /*
@@ -778,7 +795,8 @@ void tq_task_free(struct tq_task *task);
  be freed with `tq_task_free`.
 
  Returns TQ_OK, or TQ_ERR_NOT_HELD (already finished, or the lease was
- recovered or taken by another worker: nothing changes),
+ recovered or taken by another worker: nothing changes), TQ_ERR_CANCELLED
+ (the task was cancelled meanwhile: it ends as cancelled, not done),
  TQ_ERR_INVALID_ARGUMENT (NULL queue or task; a task pulled from another
  file or PostgreSQL schema), TQ_ERR_BUSY, TQ_ERR_IO.
 
@@ -817,7 +835,8 @@ enum tq_status tq_count(const struct tq_queue *queue, int32_t state, int64_t *ou
 
  Returns TQ_OK (finished, and `*out` set), TQ_EMPTY (finished; no task
  ready, `*out` NULL), or, with nothing finished or claimed,
- TQ_ERR_NOT_HELD (the delivery is no longer current),
+ TQ_ERR_NOT_HELD (the delivery is no longer current), TQ_ERR_CANCELLED
+ (the task was cancelled meanwhile, and now ends as cancelled),
  TQ_ERR_INVALID_ARGUMENT (NULL queue, task or out; options with a wait;
  a task pulled from another file or PostgreSQL schema), TQ_ERR_BUSY,
  TQ_ERR_IO.
@@ -834,7 +853,8 @@ enum tq_status tq_finish_and_pull(struct tq_queue *queue,
  Completes `count` deliveries in one transaction. Writes, when
  `out_statuses` is not NULL, TQ_OK or TQ_ERR_NOT_HELD to
  `out_statuses[i]` for `tasks[i]`: a task not held changes nothing, as
- with `tq_finish`, and does not stop the others. The tasks must still be
+ with `tq_finish`, and does not stop the others (a task cancelled
+ meanwhile is reported not held, and ends as cancelled). The tasks must still be
  freed with `tq_task_free`. `count` 0 succeeds.
 
  Returns TQ_OK once the transaction committed (check `out_statuses`), or
@@ -856,8 +876,9 @@ enum tq_status tq_finish_batch(struct tq_queue *queue,
  freed with `tq_task_free`.
 
  Returns TQ_OK, or TQ_ERR_NOT_HELD (the delivery is no longer current:
- nothing changes), TQ_ERR_INVALID_ARGUMENT (NULL queue or task, reason
- not UTF-8, a task pulled from another file or PostgreSQL schema),
+ nothing changes), TQ_ERR_CANCELLED (the task was cancelled meanwhile,
+ and now ends as cancelled), TQ_ERR_INVALID_ARGUMENT (NULL queue or task,
+ reason not UTF-8, a task pulled from another file or PostgreSQL schema),
  TQ_ERR_BUSY, TQ_ERR_IO.
  Thread safety: any number of threads may fail tasks on one handle at once.
  */
@@ -869,12 +890,113 @@ enum tq_status tq_fail(struct tq_queue *queue, const struct tq_task *task, const
  task.
 
  Returns TQ_OK, or TQ_ERR_NOT_HELD (the lease was lost: stop working on
- the task, another worker may have it), TQ_ERR_INVALID_ARGUMENT (NULL
+ the task, another worker may have it), TQ_ERR_CANCELLED (the task was
+ cancelled: stop working on it; it ends as cancelled), TQ_ERR_INVALID_ARGUMENT (NULL
  queue or task, out of range, a task pulled from another file or
  PostgreSQL schema), TQ_ERR_BUSY, TQ_ERR_IO.
  Thread safety: may run concurrently with any other call.
  */
 enum tq_status tq_extend(struct tq_queue *queue, const struct tq_task *task, uint64_t lease_ms);
+
+/*
+ Hands this delivery of `task` back: the task runs again `delay_ms`
+ milliseconds from now (0 to one year), and this delivery does not count
+ as an attempt. For a worker that cannot do the task yet. The task must
+ still be freed with `tq_task_free`.
+
+ Returns TQ_OK, or TQ_ERR_NOT_HELD (the delivery is no longer current:
+ nothing changes), TQ_ERR_CANCELLED (the task was cancelled meanwhile),
+ TQ_ERR_INVALID_ARGUMENT (NULL queue or task, delay out of range, a task
+ pulled from another file or PostgreSQL schema), TQ_ERR_BUSY, TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_snooze(struct tq_queue *queue, const struct tq_task *task, uint64_t delay_ms);
+
+/*
+ Cancels task `id` of the handle's queue, keeping `reason`
+ (NUL-terminated UTF-8, cut to `TQ_MAX_REASON_LEN` bytes; NULL or "" for
+ none) as its last error. A pending, delayed or dead task leaves the line
+ at once (kept as TQ_STATE_CANCELLED on a handle with history, deleted
+ otherwise) and `*out_state`, when not NULL, is set to
+ TQ_STATE_CANCELLED. A leased task is never delivered again; its holder
+ learns of it at its next `tq_extend`, `tq_finish`, `tq_fail` or
+ `tq_snooze`, which return TQ_ERR_CANCELLED; `*out_state` is then set to
+ TQ_STATE_LEASED. Cancelling a cancelled task again changes nothing and
+ reports the same.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, reason not
+ UTF-8, no task `id` in this queue, the task is done: nothing changes),
+ TQ_ERR_BUSY, TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_cancel_task(struct tq_queue *queue,
+                              int64_t id,
+                              const char *reason,
+                              int32_t *out_state);
+
+/*
+ Pauses the handle's queue for every process on its file (or PostgreSQL
+ schema) until `tq_resume` or `until_unix_ms` (milliseconds since the
+ Unix epoch; TQ_UNTIL_RESUMED for no end): pulls find nothing meanwhile
+ (waiting pulls keep waiting and take a task once the pause ends);
+ pushes are stored as usual. A new pause replaces the one in force.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, an end not in
+ the future), TQ_ERR_BUSY, TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_pause(struct tq_queue *queue, int64_t until_unix_ms);
+
+/*
+ Ends the pause of the handle's queue, if any, and wakes its waiting
+ pulls in every process.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue), TQ_ERR_BUSY,
+ TQ_ERR_IO. Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_resume(struct tq_queue *queue);
+
+/*
+ Writes to `*out_until_unix_ms` when the pause of the handle's queue in
+ force ends (TQ_UNTIL_RESUMED for no end), or 0 when it is not paused.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or
+ `out_until_unix_ms`), TQ_ERR_BUSY, TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_paused_until(struct tq_queue *queue, int64_t *out_until_unix_ms);
+
+/*
+ Limits the handle's queue to `limit` tasks leased at once (at least 1)
+ across every process and machine on its file (or PostgreSQL schema),
+ enforced inside each claim so that it holds under any race; expired
+ leases and tasks recovered from dead holders hold no slot. Tasks leased
+ beyond a new, lower limit keep their leases.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, a limit of 0:
+ use `tq_clear_concurrency_limit`, or `tq_pause` to stop claims),
+ TQ_ERR_BUSY, TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_set_concurrency_limit(struct tq_queue *queue, uint32_t limit);
+
+/*
+ Removes the concurrency limit of the handle's queue, if any.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue), TQ_ERR_BUSY,
+ TQ_ERR_IO. Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_clear_concurrency_limit(struct tq_queue *queue);
+
+/*
+ Writes the concurrency limit of the handle's queue to `*out_limit`, or
+ 0 when it has none.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or `out_limit`),
+ TQ_ERR_BUSY, TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_concurrency_limit(struct tq_queue *queue, uint32_t *out_limit);
 
 /*
  Makes the dead task `id` of the handle's queue pending again, ready now,
@@ -897,8 +1019,8 @@ enum tq_status tq_retry_dead(struct tq_queue *queue, int64_t id);
 enum tq_status tq_retry_all_dead(struct tq_queue *queue, int64_t *out_retried);
 
 /*
- Deletes the handle's queue's tasks in `state` (TQ_STATE_DONE or
- TQ_STATE_DEAD) that got there at least `older_than_ms` milliseconds ago
+ Deletes the handle's queue's tasks in `state` (TQ_STATE_DONE,
+ TQ_STATE_DEAD or TQ_STATE_CANCELLED) that got there at least `older_than_ms` milliseconds ago
  (0: all of them), and writes how many to `*out_purged` when it is not
  NULL.
 

@@ -27,6 +27,10 @@ pub enum ErrorKind {
     Interrupted,
     /// A bug in tq, including a caught panic.
     Internal,
+    /// The task was cancelled ([`crate::Queue::cancel_task`]) while this
+    /// delivery held it: the delivery is over, the task is cancelled, and
+    /// it is never delivered again.
+    Cancelled,
     /// The write may or may not last: at [`crate::Durability::Full`] on an
     /// SQLite file, flushing the committed write to the disk failed (and
     /// this process then refuses writes to the file with [`ErrorKind::Io`]

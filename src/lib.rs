@@ -53,7 +53,7 @@ pub use queue::{is_postgres_url, Queue, MAX_PAYLOAD_LEN, MAX_REASON_LEN};
 /// one keeps one copy of SQLite in the process.
 pub use rusqlite;
 pub use store::Checkpoint;
-pub use task::{Failed, Pushed, Receipt, Task, TaskInfo, TaskState};
+pub use task::{Cancelled, Failed, Pause, Pushed, Receipt, Task, TaskInfo, TaskState};
 pub use wait::CancelToken;
 
 /// The library's version, from Cargo.toml.

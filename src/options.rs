@@ -53,6 +53,11 @@ pub(crate) fn check_lease(lease: Duration) -> Result<Duration> {
     check_duration("lease", lease, Duration::from_millis(1))
 }
 
+/// Checks a delay before a task runs: 0 to the longest duration.
+pub(crate) fn check_delay(delay: Duration) -> Result<Duration> {
+    check_duration("delay", delay, Duration::ZERO)
+}
+
 /// Checks a queue name: 1 to [`MAX_QUEUE_NAME_LEN`] bytes, no NUL.
 pub(crate) fn check_queue_name(name: &str) -> Result<()> {
     check_text("a queue name", name, MAX_QUEUE_NAME_LEN)
@@ -381,7 +386,7 @@ impl PushOptions {
     /// The task becomes ready this long after the push (up to one year).
     /// Replaces an earlier [`PushOptions::run_at_unix_ms`].
     pub fn delay(&mut self, delay: Duration) -> Result<&mut Self> {
-        self.not_before = NotBefore::Delay(check_duration("delay", delay, Duration::ZERO)?);
+        self.not_before = NotBefore::Delay(check_delay(delay)?);
         Ok(self)
     }
 

@@ -9,10 +9,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::de::IgnoredAny;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::options::{check_lease, OpenOptions, PullOptions, PushOptions, RetryBackoff};
+use crate::options::{
+    check_delay, check_lease, OpenOptions, PullOptions, PushOptions, RetryBackoff,
+};
 use crate::sqlite::SqliteStore;
 use crate::store::{Checkpoint, NewTask, Store};
-use crate::task::{Failed, Pushed, Receipt, Task, TaskInfo, TaskState};
+use crate::task::{Cancelled, Failed, Pause, Pushed, Receipt, Task, TaskInfo, TaskState};
 use crate::wait::Bell;
 
 /// The largest payload any queue accepts, in bytes (SQLite's limit on one
@@ -246,15 +248,20 @@ impl Queue {
     /// kept as done on a handle opened with history. Succeeds as long as no
     /// one else has taken the task since (even past the lease's expiry);
     /// otherwise, or when the task was already finished, fails with
-    /// [`ErrorKind::NotHeld`] and changes nothing. A receipt from another
-    /// store (another file, or another PostgreSQL schema) fails, here and
-    /// in every call that takes one, with [`ErrorKind::InvalidArgument`].
+    /// [`ErrorKind::NotHeld`] and changes nothing. A task cancelled while
+    /// the delivery held it ends as cancelled, and this fails, here and in
+    /// every call that takes a receipt, with [`ErrorKind::Cancelled`]. A
+    /// receipt from another store (another file, or another PostgreSQL
+    /// schema) fails, here and in every call that takes one, with
+    /// [`ErrorKind::InvalidArgument`].
     pub fn finish(&self, receipt: Receipt) -> Result<()> {
         let store = self.store()?;
         check_receipt(store, receipt)?;
         let held = store.finish(&[receipt], now_unix_ms())?;
+        // A finish frees a slot of a concurrency limit.
+        self.bell.ring();
         if !held[0] {
-            return Err(crate::sqlite::not_held(receipt.id));
+            return Err(not_current(store, receipt));
         }
         Ok(())
     }
@@ -266,7 +273,8 @@ impl Queue {
     /// task ready), wait with [`Queue::pull`]. Options with a wait are
     /// refused, so that an error always means nothing was done. Fails with
     /// [`ErrorKind::NotHeld`], finishing and claiming nothing, when the
-    /// delivery is no longer current.
+    /// delivery is no longer current (or [`ErrorKind::Cancelled`]: see
+    /// [`Queue::finish`]).
     pub fn finish_and_pull(&self, receipt: Receipt, options: &PullOptions) -> Result<Option<Task>> {
         let store = self.store()?;
         if !options.wait.is_zero() {
@@ -276,7 +284,9 @@ impl Queue {
         }
         check_receipt(store, receipt)?;
         let lease = options.lease.as_millis() as i64;
-        let next = store.finish_and_claim(receipt, now_unix_ms(), lease)?;
+        let next = store
+            .finish_and_claim(receipt, now_unix_ms(), lease)
+            .map_err(|err| or_cancelled(store, receipt, err))?;
         Ok(stamped(store, next.into_iter().collect()).pop())
     }
 
@@ -291,7 +301,15 @@ impl Queue {
         for receipt in receipts {
             check_receipt(store, *receipt)?;
         }
-        store.finish(receipts, now_unix_ms())
+        let held = store.finish(receipts, now_unix_ms())?;
+        for (&receipt, _) in receipts.iter().zip(&held).filter(|(_, &held)| !held) {
+            // The finishes are committed whatever this says: a task whose
+            // cancellation waited for it that is not ended here is ended
+            // by the next recovery.
+            let _ = store.end_cancelled(receipt, now_unix_ms());
+        }
+        self.bell.ring();
+        Ok(held)
     }
 
     /// Ends the delivery named by `receipt` as failed, keeping `reason`
@@ -299,7 +317,8 @@ impl Queue {
     /// is retried after the queue's back-off ([`Failed::RetryAt`]), or,
     /// when this delivery was its last attempt, becomes dead
     /// ([`Failed::Dead`]). Fails with [`ErrorKind::NotHeld`], changing
-    /// nothing, when the delivery is no longer current, and with
+    /// nothing, when the delivery is no longer current (or
+    /// [`ErrorKind::Cancelled`]: see [`Queue::finish`]), and with
     /// [`ErrorKind::InvalidArgument`] for a reason holding a NUL byte.
     pub fn fail(&self, receipt: Receipt, reason: &str) -> Result<Failed> {
         let store = self.store()?;
@@ -309,26 +328,125 @@ impl Queue {
             ));
         }
         check_receipt(store, receipt)?;
-        let failed = store.fail(
-            receipt,
-            cut(reason, MAX_REASON_LEN),
-            now_unix_ms(),
-            &self.retry_backoff,
-        )?;
-        if let Failed::RetryAt(_) = failed {
-            self.bell.ring();
-        }
+        let failed = store
+            .fail(
+                receipt,
+                cut(reason, MAX_REASON_LEN),
+                now_unix_ms(),
+                &self.retry_backoff,
+            )
+            .map_err(|err| or_cancelled(store, receipt, err))?;
+        // A retry readies a task; either way, a slot of a limit is free.
+        self.bell.ring();
         Ok(failed)
     }
 
     /// Renews the lease of a held task: it now expires `lease` from now (1
     /// ms to one year). Fails with [`ErrorKind::NotHeld`], changing
-    /// nothing, when the delivery is no longer current.
+    /// nothing, when the delivery is no longer current, and with
+    /// [`ErrorKind::Cancelled`] when the task was cancelled: stop working
+    /// on it (see [`Queue::finish`]).
     pub fn extend(&self, receipt: Receipt, lease: Duration) -> Result<()> {
         let store = self.store()?;
         check_lease(lease)?;
         check_receipt(store, receipt)?;
-        store.extend(receipt, now_unix_ms(), lease.as_millis() as i64)
+        store
+            .extend(receipt, now_unix_ms(), lease.as_millis() as i64)
+            .map_err(|err| or_cancelled(store, receipt, err))
+    }
+
+    /// Hands a held task back to run again `delay` from now (0 to 366
+    /// days), without counting this delivery as an attempt: for a worker
+    /// that cannot do the task yet (a resource is busy, a limit of its
+    /// own). The delivery ends, as with a finish. Fails with
+    /// [`ErrorKind::NotHeld`], changing nothing, when the delivery is no
+    /// longer current, and with [`ErrorKind::Cancelled`] when the task was
+    /// cancelled meanwhile.
+    pub fn snooze(&self, receipt: Receipt, delay: Duration) -> Result<()> {
+        let store = self.store()?;
+        check_delay(delay)?;
+        check_receipt(store, receipt)?;
+        store
+            .snooze(receipt, now_unix_ms(), delay.as_millis() as i64)
+            .map_err(|err| or_cancelled(store, receipt, err))?;
+        // Ready again, or at least a slot of a limit free.
+        self.bell.ring();
+        Ok(())
+    }
+
+    /// Cancels task `id` of this queue, keeping `reason` (cut to
+    /// [`MAX_REASON_LEN`] bytes; empty for none) as its last error. A
+    /// pending, delayed or dead task leaves the line at once; a leased one
+    /// is never delivered again, and its holder learns of it at its next
+    /// extend, finish, fail or snooze, which fail with
+    /// [`ErrorKind::Cancelled`] (see [`Cancelled`]). Cancelling a cancelled
+    /// task again does nothing and says so again. Fails with
+    /// [`ErrorKind::InvalidArgument`], changing nothing, when the queue has
+    /// no task `id` (a task cancelled on a handle without history is gone)
+    /// or the task is done.
+    pub fn cancel_task(&self, id: i64, reason: &str) -> Result<Cancelled> {
+        let store = self.store()?;
+        if reason.contains('\0') {
+            return Err(Error::invalid_argument(
+                "the cancellation reason contains a NUL byte (C callers could not read it back)",
+            ));
+        }
+        store.cancel_task(id, cut(reason, MAX_REASON_LEN), now_unix_ms())
+    }
+
+    /// Pauses this queue for every process on its file (or PostgreSQL
+    /// schema), until [`Queue::resume`] or the time `pause` names: pulls
+    /// find nothing meanwhile (a waiting pull keeps waiting, and takes a
+    /// task once the pause ends), pushes are stored as usual. Pausing a
+    /// paused queue replaces its pause. Fails with
+    /// [`ErrorKind::InvalidArgument`] for an end time not in the future.
+    pub fn pause(&self, pause: Pause) -> Result<()> {
+        let store = self.store()?;
+        if let Pause::UntilUnixMs(until) = pause {
+            if until <= now_unix_ms() {
+                return Err(Error::invalid_argument(format!(
+                    "a pause must end in the future, got {until} ms since the Unix epoch"
+                )));
+            }
+        }
+        store.set_pause(Some(pause))
+    }
+
+    /// Ends this queue's pause, if any, and wakes its waiting pulls in
+    /// every process.
+    pub fn resume(&self) -> Result<()> {
+        self.store()?.set_pause(None)?;
+        self.bell.ring();
+        Ok(())
+    }
+
+    /// This queue's pause in force, or `None` when it is not paused.
+    pub fn paused(&self) -> Result<Option<Pause>> {
+        self.store()?.pause(now_unix_ms())
+    }
+
+    /// Limits this queue to `limit` tasks leased at once across every
+    /// process and machine on its file (or PostgreSQL schema), or with
+    /// `None` removes the limit. Claims take no more than the slots left,
+    /// inside their transaction, so the limit holds under any race; a
+    /// lease that expired, and a task recovered from a dead holder, hold
+    /// no slot. Tasks already leased beyond a new, lower limit keep their
+    /// leases. Fails with [`ErrorKind::InvalidArgument`] for a limit of 0.
+    pub fn set_concurrency_limit(&self, limit: Option<u32>) -> Result<()> {
+        let store = self.store()?;
+        if limit == Some(0) {
+            return Err(Error::invalid_argument(
+                "a concurrency limit must be at least 1 (pause the queue to stop its claims)",
+            ));
+        }
+        store.set_concurrency_limit(limit)?;
+        self.bell.ring();
+        Ok(())
+    }
+
+    /// This queue's concurrency limit, or `None` when it has none.
+    pub fn concurrency_limit(&self) -> Result<Option<u32>> {
+        self.store()?.concurrency_limit()
     }
 
     /// Takes back every leased task of this queue whose lease expired or
@@ -397,8 +515,9 @@ impl Queue {
         Ok(retried)
     }
 
-    /// Deletes this queue's done or dead tasks ([`TaskState::Done`] or
-    /// [`TaskState::Dead`]) that got there at least `older_than` ago, and
+    /// Deletes this queue's done, dead or cancelled tasks
+    /// ([`TaskState::Done`], [`TaskState::Dead`] or [`TaskState::Cancelled`])
+    /// that got there at least `older_than` ago, and
     /// says how many (0 done tasks on a handle without history is normal).
     pub fn purge(&self, state: TaskState, older_than: Duration) -> Result<u64> {
         let store = self.store()?;
@@ -499,6 +618,32 @@ fn stamped(store: &dyn Store, mut tasks: Vec<Task>) -> Vec<Task> {
 /// Refuses, before any SQL, a receipt handed out by another store: its id
 /// and token could name an unrelated delivery in this one. Other queues of
 /// the same store are fine.
+/// Why a write by the holder of `receipt` found its delivery not current:
+/// the task's cancellation waited for it ([`ErrorKind::Cancelled`], and the
+/// task is now ended as cancelled), or it is simply not held.
+fn not_current(store: &dyn Store, receipt: Receipt) -> Error {
+    match store.end_cancelled(receipt, now_unix_ms()) {
+        Ok(true) => Error::new(
+            ErrorKind::Cancelled,
+            format!(
+                "task {} was cancelled while this delivery held it: it will not run again",
+                receipt.id
+            ),
+        ),
+        Ok(false) => crate::sqlite::not_held(receipt.id),
+        Err(err) => err,
+    }
+}
+
+/// `err`, or, when it says the delivery of `receipt` is not held, why.
+fn or_cancelled(store: &dyn Store, receipt: Receipt, err: Error) -> Error {
+    if err.kind() == ErrorKind::NotHeld {
+        not_current(store, receipt)
+    } else {
+        err
+    }
+}
+
 fn check_receipt(store: &dyn Store, receipt: Receipt) -> Result<()> {
     if receipt.store != store.store_id() {
         return Err(Error::invalid_argument(format!(

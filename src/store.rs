@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use crate::error::Result;
 use crate::options::{NotBefore, PushOptions, RetryBackoff};
-use crate::task::{Failed, Pushed, Receipt, Task, TaskInfo, TaskState};
+use crate::task::{Cancelled, Failed, Pause, Pushed, Receipt, Task, TaskInfo, TaskState};
 
 /// A task to store, checked by the engine. It owns its payload: the write
 /// may be committed by another thread (see `sqlite/group.rs`).
@@ -131,9 +131,42 @@ pub(crate) trait Store: Send + Sync {
     /// `id`, or all of them; returns how many.
     fn retry_dead(&self, id: Option<i64>, now: i64) -> Result<u64>;
 
-    /// Deletes the tasks in `state` (done or dead) that got there at least
-    /// `older_than` ms before `now`; returns how many.
+    /// Deletes the tasks in `state` (done, dead or cancelled) that got
+    /// there at least `older_than` ms before `now`; returns how many.
     fn purge(&self, state: TaskState, now: i64, older_than: i64) -> Result<u64>;
+
+    /// Cancels task `id` of the queue with `reason` (see [`Cancelled`]):
+    /// [`CANCELLED`] with history, deleted without, or, when leased,
+    /// [`CANCELLING`] until its holder or a recovery ends it. Fails with
+    /// `InvalidArgument`, changing nothing, when the queue has no task
+    /// `id` or the task is done.
+    fn cancel_task(&self, id: i64, reason: &str, now: i64) -> Result<Cancelled>;
+
+    /// Ends as cancelled the delivery named by `receipt` if its task's
+    /// cancellation waits for it (the task is [`CANCELLING`] under that
+    /// receipt), and says whether it did: asked after a write by the
+    /// holder found its delivery not current.
+    fn end_cancelled(&self, receipt: Receipt, now: i64) -> Result<bool>;
+
+    /// Hands the task of a current delivery back to run `delay` ms after
+    /// `now`, without counting the attempt; `NotHeld` when the delivery is
+    /// no longer current.
+    fn snooze(&self, receipt: Receipt, now: i64, delay: i64) -> Result<()>;
+
+    /// Pauses the queue (every process's claims find nothing), or with
+    /// `None` resumes it.
+    fn set_pause(&self, pause: Option<Pause>) -> Result<()>;
+
+    /// The queue's pause in force at `now`, if any.
+    fn pause(&self, now: i64) -> Result<Option<Pause>>;
+
+    /// Sets the queue's concurrency limit: at most `limit` tasks leased at
+    /// once across every process (expired leases hold no slot), enforced
+    /// inside each claim; `None` removes it.
+    fn set_concurrency_limit(&self, limit: Option<u32>) -> Result<()>;
+
+    /// The queue's concurrency limit, if any.
+    fn concurrency_limit(&self) -> Result<Option<u32>>;
 
     /// Copies the log into the database and truncates it.
     fn checkpoint(&self) -> Result<Checkpoint>;
@@ -175,16 +208,55 @@ pub(crate) trait Store: Send + Sync {
     fn store_id(&self) -> u128;
 }
 
+/// The stored `state` of a cancelled task, kept as history.
+pub(crate) const CANCELLED: i64 = 5;
+
+/// The stored `state` of a leased task whose cancellation waits for its
+/// holder: out of the index of live tasks, so never claimed, and counted
+/// as leased until its holder or a recovery ends it as [`CANCELLED`].
+pub(crate) const CANCELLING: i64 = 6;
+
+/// A pause until resumed, as stored: the end of time.
+pub(crate) const UNTIL_RESUMED: i64 = i64::MAX;
+
+/// A pause as stored (the time it ends, [`UNTIL_RESUMED`] for none).
+pub(crate) fn pause_until(pause: Pause) -> i64 {
+    match pause {
+        Pause::UntilResumed => UNTIL_RESUMED,
+        Pause::UntilUnixMs(until) => until,
+    }
+}
+
+/// A pause in force read back (the time it ends, as stored).
+pub(crate) fn stored_pause(until: i64) -> Pause {
+    match until {
+        UNTIL_RESUMED => Pause::UntilResumed,
+        until => Pause::UntilUnixMs(until),
+    }
+}
+
+/// Whether a task in the stored `state`, with `unique_until`, still holds
+/// its unique key at `now`: pending, leased (cancelling too, while its
+/// holder runs it), or done and within its window.
+pub(crate) fn holds_unique_key(state: i64, unique_until: Option<i64>, now: i64) -> bool {
+    match state {
+        0 | 1 | 4 | CANCELLING => true,
+        2 => unique_until.is_some_and(|until| until > now),
+        _ => false,
+    }
+}
+
 /// The SQL condition on the stored `state` column of a visible state, the
 /// same in both backends. Pending is ready (0) or waiting (4), written as an
 /// `OR` of equalities: each arm can use the partial index of its state,
 /// which `state IN (0, 4)` matches in neither SQLite nor PostgreSQL (both
-/// then scan the table).
+/// then scan the table). Leased is leased (1) or [`CANCELLING`] (6).
 pub(crate) fn state_condition(state: TaskState) -> &'static str {
     match state {
         TaskState::Pending => "(state = 0 OR state = 4)",
-        TaskState::Leased => "state = 1",
+        TaskState::Leased => "(state = 1 OR state = 6)",
         TaskState::Done => "state = 2",
         TaskState::Dead => "state = 3",
+        TaskState::Cancelled => "state = 5",
     }
 }

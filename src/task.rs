@@ -157,6 +157,33 @@ pub enum TaskState {
     /// Used up its attempts: kept with its last failure reason until it is
     /// retried ([`crate::Queue::retry_dead`]) or purged.
     Dead,
+    /// Cancelled ([`crate::Queue::cancel_task`]) and kept with its reason
+    /// as history (only on queues opened with history), until purged.
+    Cancelled,
+}
+
+/// What [`crate::Queue::cancel_task`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Cancelled {
+    /// The task was pending, delayed or dead: it left the line at once
+    /// (kept as [`TaskState::Cancelled`] on a handle with history, deleted
+    /// otherwise), or it had been cancelled already.
+    Removed,
+    /// The task is leased: its holder learns of the cancellation at its
+    /// next extend, finish, fail or snooze (which then fail with
+    /// [`crate::ErrorKind::Cancelled`] and end the task as cancelled), and
+    /// it is never delivered again, even when its lease expires.
+    Requested,
+}
+
+/// How long a queue is paused ([`crate::Queue::pause`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Pause {
+    /// Until [`crate::Queue::resume`].
+    UntilResumed,
+    /// Until this time, in milliseconds since the Unix epoch, or an
+    /// earlier resume.
+    UntilUnixMs(i64),
 }
 
 /// What a push did.

@@ -46,6 +46,10 @@ var (
 	// every handle on it is closed); on PostgreSQL, the connection to the
 	// server was lost while the write was being committed.
 	ErrUnknownOutcome = errors.New("unknown outcome")
+	// ErrCancelled: the task was cancelled (Queue.CancelTask) while this
+	// delivery held it. The delivery is over, the task is cancelled and
+	// is never delivered again: stop working on it.
+	ErrCancelled = errors.New("cancelled")
 	// ErrClosed: the Queue was closed, or the Task was closed, before the
 	// call, or the Queue was closed while a pull waited.
 	ErrClosed = errors.New("closed")
@@ -91,6 +95,7 @@ var kinds = map[C.enum_tq_status]error{
 	C.TQ_ERR_INTERNAL:         ErrInternal,
 	C.TQ_ERR_INTERRUPTED:      ErrInterrupted,
 	C.TQ_ERR_UNKNOWN_OUTCOME:  ErrUnknownOutcome,
+	C.TQ_ERR_CANCELLED:        ErrCancelled,
 }
 
 // statusError is the error for a negative status and its message. A status

@@ -322,7 +322,7 @@ func (t *Task) end(op, ended string, call func(*C.tq_queue, *C.tq_task) C.enum_t
 	switch {
 	case err == nil && ended != "":
 		t.release(bindingError("", ErrNotHeld, "task %d %s", t.id, ended))
-	case errors.Is(err, ErrNotHeld):
+	case errors.Is(err, ErrNotHeld), errors.Is(err, ErrCancelled):
 		t.release(bindingError("", ErrNotHeld, "task %d is no longer held", t.id))
 	}
 	return status, err
@@ -333,9 +333,10 @@ func (t *Task) end(op, ended string, call func(*C.tq_queue, *C.tq_task) C.enum_t
 // the task since it was pulled, even past its lease.
 //
 // Errors match ErrNotHeld (finished or failed already, or the lease was
-// taken by another worker or by Recover: nothing changed), ErrBusy or
-// ErrIO (the task is still held and Finish may be tried again), or
-// ErrClosed.
+// taken by another worker or by Recover: nothing changed), ErrCancelled
+// (the task was cancelled meanwhile: it ends as cancelled, not done),
+// ErrBusy or ErrIO (the task is still held and Finish may be tried
+// again), or ErrClosed.
 func (t *Task) Finish() error {
 	_, err := t.end("finish", "was already finished", func(c *C.tq_queue, task *C.tq_task) C.enum_tq_status {
 		return C.tq_finish(c, task)
@@ -419,7 +420,8 @@ func (t *Task) Fail(reason string) error {
 // lease runs out while working on a long task.
 //
 // Errors match ErrNotHeld (the lease was lost and another worker may have
-// the task: stop working on it), ErrInvalidArgument (a lease out of
+// the task: stop working on it), ErrCancelled (the task was cancelled:
+// stop working on it), ErrInvalidArgument (a lease out of
 // range), ErrBusy, ErrIO or ErrClosed.
 func (t *Task) Extend(lease time.Duration) error {
 	if lease < 0 {
@@ -428,6 +430,24 @@ func (t *Task) Extend(lease time.Duration) error {
 	ms := ceilMillis(lease)
 	_, err := t.end("extend", "", func(c *C.tq_queue, task *C.tq_task) C.enum_tq_status {
 		return C.tq_extend(c, task, ms)
+	})
+	return err
+}
+
+// Snooze hands this delivery back: the task is pulled again delay from now
+// (0 to one year, rounded up to whole milliseconds), and this delivery
+// does not count as an attempt. For a worker that cannot do the task yet.
+//
+// Errors match ErrNotHeld, ErrCancelled (the task was cancelled
+// meanwhile), ErrInvalidArgument (a delay out of range), ErrBusy, ErrIO or
+// ErrClosed.
+func (t *Task) Snooze(delay time.Duration) error {
+	if delay < 0 {
+		return bindingError("snooze", ErrInvalidArgument, "the delay %v is negative", delay)
+	}
+	ms := ceilMillis(delay)
+	_, err := t.end("snooze", "was already snoozed", func(c *C.tq_queue, task *C.tq_task) C.enum_tq_status {
+		return C.tq_snooze(c, task, ms)
 	})
 	return err
 }

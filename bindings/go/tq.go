@@ -39,8 +39,8 @@ package tq
 
 // This binding is written for this ABI version: before 1.0 a minor release
 // may change the ABI, so both numbers must match.
-#if TQ_VERSION_MAJOR != 0 || TQ_VERSION_MINOR != 2
-#error "tq.h is not the 0.2 ABI this Go binding is written for"
+#if TQ_VERSION_MAJOR != 0 || TQ_VERSION_MINOR != 3
+#error "tq.h is not the 0.3 ABI this Go binding is written for"
 #endif
 */
 import "C"
@@ -48,6 +48,7 @@ import "C"
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"sync"
@@ -360,6 +361,9 @@ const (
 	// Dead: used up its attempts; kept with its last error until RetryDead,
 	// RetryAllDead or Purge.
 	Dead State = C.TQ_STATE_DEAD
+	// Cancelled: cancelled by CancelTask; kept with its reason (queues
+	// opened WithHistory) until Purge.
+	Cancelled State = C.TQ_STATE_CANCELLED
 )
 
 // String returns the state's name.
@@ -373,6 +377,8 @@ func (s State) String() string {
 		return "done"
 	case Dead:
 		return "dead"
+	case Cancelled:
+		return "cancelled"
 	}
 	return fmt.Sprintf("State(%d)", int32(s))
 }
@@ -386,7 +392,7 @@ func (q *Queue) Count(state State) (int64, error) {
 	return int64(n), err
 }
 
-// Purge deletes the queue's tasks in state, Done or Dead, that reached it
+// Purge deletes the queue's tasks in state, Done, Dead or Cancelled, that reached it
 // at least olderThan ago (0: all of them), and returns how many. Another
 // state is an ErrInvalidArgument.
 func (q *Queue) Purge(state State, olderThan time.Duration) (int64, error) {
@@ -427,6 +433,97 @@ func (q *Queue) List(state State, afterID int64, limit int) ([]TaskInfo, error) 
 		return nil, err
 	}
 	return infos, nil
+}
+
+// CancelTask cancels task id of the queue, keeping reason (cut to 64 KiB;
+// an empty one records none) as its last error. A pending, delayed or
+// dead task leaves the line at once (kept as Cancelled on a queue opened
+// WithHistory, deleted otherwise) and CancelTask returns Cancelled. A
+// leased task is never delivered again and its holder learns of it at its
+// next Extend, Finish, Fail or Snooze, which return ErrCancelled:
+// CancelTask returns Leased. Cancelling a cancelled task again returns the
+// same. An id that is no task of the queue, or a done task, is an
+// ErrInvalidArgument, and nothing changes.
+func (q *Queue) CancelTask(id int64, reason string) (State, error) {
+	if strings.IndexByte(reason, 0) >= 0 {
+		return 0, bindingError("cancel task", ErrInvalidArgument, "the reason %q has a NUL byte", reason)
+	}
+	creason := C.CString(reason)
+	defer C.free(unsafe.Pointer(creason))
+	var state C.int32_t
+	_, err := q.call("cancel task", func(c *C.tq_queue) C.enum_tq_status {
+		return C.tq_cancel_task(c, C.int64_t(id), creason, &state)
+	})
+	return State(state), err
+}
+
+// Pause pauses the queue for every process on its file (or PostgreSQL
+// schema) until Resume, or until the time until when it is not zero (it
+// must be in the future): pulls find nothing meanwhile (waiting pulls keep
+// waiting and take a task once the pause ends); pushes are stored as
+// usual. A new pause replaces the one in force.
+func (q *Queue) Pause(until time.Time) error {
+	ms := C.int64_t(C.TQ_UNTIL_RESUMED)
+	if !until.IsZero() {
+		ms = C.int64_t(until.UnixMilli())
+	}
+	_, err := q.call("pause", func(c *C.tq_queue) C.enum_tq_status { return C.tq_pause(c, ms) })
+	return err
+}
+
+// Resume ends the queue's pause, if any, and wakes its waiting pulls in
+// every process.
+func (q *Queue) Resume() error {
+	_, err := q.call("resume", func(c *C.tq_queue) C.enum_tq_status { return C.tq_resume(c) })
+	return err
+}
+
+// PausedUntil reports whether the queue is paused and, for a pause with an
+// end, when it ends (the zero time for a pause until Resume).
+func (q *Queue) PausedUntil() (time.Time, bool, error) {
+	var ms C.int64_t
+	_, err := q.call("paused until", func(c *C.tq_queue) C.enum_tq_status { return C.tq_paused_until(c, &ms) })
+	switch {
+	case err != nil || ms == 0:
+		return time.Time{}, false, err
+	case ms == C.TQ_UNTIL_RESUMED:
+		return time.Time{}, true, nil
+	}
+	return time.UnixMilli(int64(ms)), true, nil
+}
+
+// SetConcurrencyLimit limits the queue to limit tasks leased at once (at
+// least 1) across every process and machine on its file (or PostgreSQL
+// schema), enforced inside each claim so that it holds under any race;
+// expired leases and tasks recovered from dead holders hold no slot. A
+// limit below 1 is an ErrInvalidArgument: ClearConcurrencyLimit removes
+// the limit, Pause stops claims.
+func (q *Queue) SetConcurrencyLimit(limit int) error {
+	if limit < 1 || int64(limit) > math.MaxUint32 {
+		return bindingError("set concurrency limit", ErrInvalidArgument, "the limit %d is not between 1 and %d", limit, uint32(math.MaxUint32))
+	}
+	_, err := q.call("set concurrency limit", func(c *C.tq_queue) C.enum_tq_status {
+		return C.tq_set_concurrency_limit(c, C.uint32_t(limit))
+	})
+	return err
+}
+
+// ClearConcurrencyLimit removes the queue's concurrency limit, if any.
+func (q *Queue) ClearConcurrencyLimit() error {
+	_, err := q.call("clear concurrency limit", func(c *C.tq_queue) C.enum_tq_status {
+		return C.tq_clear_concurrency_limit(c)
+	})
+	return err
+}
+
+// ConcurrencyLimit returns the queue's concurrency limit, and false when
+// it has none.
+func (q *Queue) ConcurrencyLimit() (int, bool, error) {
+	var limit C.uint32_t
+	_, err := q.call("concurrency limit", func(c *C.tq_queue) C.enum_tq_status {
+		return C.tq_concurrency_limit(c, &limit)
+	})
+	return int(limit), err == nil && limit > 0, err
 }
 
 // RetryDead makes the dead task id of the queue pending again, ready now,

@@ -266,8 +266,8 @@ func TestStateString(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
-	if v := tq.Version(); !strings.HasPrefix(v, "0.2.") {
-		t.Fatalf("Version() = %q, want the 0.2 ABI", v)
+	if v := tq.Version(); !strings.HasPrefix(v, "0.3.") {
+		t.Fatalf("Version() = %q, want the 0.3 ABI", v)
 	}
 }
 
@@ -382,7 +382,7 @@ func TestCountAndPurgeErrors(t *testing.T) {
 	wantErr(t, err, tq.ErrInvalidArgument, "tq: count: ")
 	for _, state := range []tq.State{tq.Pending, tq.Leased} {
 		_, err = q.Purge(state, 0)
-		wantErr(t, err, tq.ErrInvalidArgument, "only done and dead tasks")
+		wantErr(t, err, tq.ErrInvalidArgument, "only done, dead and cancelled tasks")
 	}
 	_, err = q.Purge(9, 0)
 	wantErr(t, err, tq.ErrInvalidArgument, "unknown task state 9")

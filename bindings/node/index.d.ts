@@ -20,10 +20,12 @@ export const DEFAULT_MAX_ATTEMPTS: number;
 export const DEFAULT_POOL_SIZE: number;
 /** The largest connection pool a handle may have. */
 export const MAX_POOL_SIZE: number;
+/** The header's TQ_UNTIL_RESUMED (INT64_MAX); pause() and pausedUntil() say Infinity. */
+export const UNTIL_RESUMED: bigint;
 
 /** Where the loaded libtq came from: TQ_LIBRARY's path, the package's copy or the SONAME. */
 export const libraryPath: string;
-/** The loaded libtq's version, such as "0.2.0". */
+/** The loaded libtq's version, such as "0.3.0". */
 export function libraryVersion(): string;
 
 /** How far a write must reach before a call returns. */
@@ -36,9 +38,9 @@ export const Durability: Readonly<{
 export type DurabilityValue = 0 | 1 | 'full' | 'normal';
 
 /** A task's states, for count, list and purge. */
-export const State: Readonly<{ PENDING: 0; LEASED: 1; DONE: 2; DEAD: 3 }>;
-export type StateName = 'pending' | 'leased' | 'done' | 'dead';
-export type StateValue = 0 | 1 | 2 | 3 | StateName;
+export const State: Readonly<{ PENDING: 0; LEASED: 1; DONE: 2; DEAD: 3; CANCELLED: 4 }>;
+export type StateName = 'pending' | 'leased' | 'done' | 'dead' | 'cancelled';
+export type StateValue = 0 | 1 | 2 | 3 | 4 | StateName;
 
 /** A payload: a string or Buffer of JSON text, taken exactly as given, or any
  * value JSON.stringify serializes. */
@@ -152,8 +154,12 @@ export class Task implements TaskFields {
    * queue's back-off, or dead after its last attempt. */
   fail(reason?: string | Error): void;
   /** Renews the lease: it now expires `lease` milliseconds from now.
-   * Throws NotHeldError when the lease was lost: stop working on the task. */
+   * Throws NotHeldError when the lease was lost, CancelledError when the
+   * task was cancelled: stop working on the task. */
   extend(lease: number): void;
+  /** Hands this delivery back: the task runs again `delay` milliseconds
+   * from now (default 0); this delivery does not count as an attempt. */
+  snooze(delay?: number): void;
   /** Finishes this delivery and claims the next ready task in the same
    * transaction (one commit instead of two); null when none is ready. Never waits. */
   finishAndPull(options?: { lease?: number }): Task | null;
@@ -242,7 +248,7 @@ export class Queue {
   retryDead(id: number): void;
   /** Makes every dead task pending again; returns how many. */
   retryAllDead(): number;
-  /** Deletes tasks in `state` ('done' by default, or 'dead') at least
+  /** Deletes tasks in `state` ('done' by default, 'dead' or 'cancelled') at least
    * `olderThan` milliseconds old (0: all); returns how many. */
   purge(options?: { state?: StateValue; olderThan?: number }): number;
   /** Checkpoints the write-ahead log; returns its size afterwards in bytes.
@@ -250,6 +256,25 @@ export class Queue {
   checkpoint(): number;
   /** The write-ahead log's size in bytes. SQLite only. */
   walSize(): number;
+
+  /** Cancels task `id`, keeping `reason` as its last error: 'cancelled'
+   * when it left the line at once (pending, delayed or dead), 'leased' when
+   * its holder learns of it at its next call on the delivery, which throws
+   * CancelledError. Throws InvalidArgumentError for no such task or a done one. */
+  cancelTask(id: number, reason?: string | Error): 'cancelled' | 'leased';
+  /** Pauses this queue for every process until resume() or `until` (a Date
+   * or milliseconds since the epoch, in the future; default Infinity: no
+   * end). Pulls find nothing meanwhile; waiting pulls keep waiting. */
+  pause(until?: Date | number): void;
+  /** Ends the pause, if any, and wakes the waiting pulls in every process. */
+  resume(): void;
+  /** When the pause ends: a Date, Infinity for no end, or null when not paused. */
+  pausedUntil(): Date | number | null;
+  /** Limits this queue to `limit` tasks leased at once across every process
+   * (at least 1); null removes the limit. */
+  setConcurrencyLimit(limit: number | null): void;
+  /** The concurrency limit, or null when there is none. */
+  concurrencyLimit(): number | null;
 }
 
 /** Opens a queue: the same as `new Queue(location, options)`. */
@@ -311,3 +336,5 @@ export class InternalError extends TqError {}
 export class InterruptedError extends TqError {}
 /** TQ_ERR_UNKNOWN_OUTCOME: the write may or may not last. */
 export class UnknownOutcomeError extends TqError {}
+/** TQ_ERR_CANCELLED: the task was cancelled while this delivery held it; stop working on it. */
+export class CancelledError extends TqError {}

@@ -100,7 +100,7 @@ pub fn run_retry(args: RetryArgs, json: bool) -> CommandResult {
 
 /// Arguments of `tq purge`.
 #[derive(clap::Args)]
-#[command(group = clap::ArgGroup::new("what").required(true).args(["done_older_than", "dead"]))]
+#[command(group = clap::ArgGroup::new("what").required(true).args(["done_older_than", "dead", "cancelled"]))]
 pub struct PurgeArgs {
     /// The queue file or PostgreSQL URL; `-` or none: $TQ_DATABASE_URL.
     #[arg(default_value = "-", hide_default_value = true, value_parser = Location::parse)]
@@ -114,8 +114,13 @@ pub struct PurgeArgs {
     #[arg(long)]
     dead: bool,
 
-    /// With --dead: only those dead for at least this long.
-    #[arg(long, value_name = "DURATION", requires = "dead", value_parser = parse_duration)]
+    /// Delete cancelled tasks (kept by workers that keep history).
+    #[arg(long)]
+    cancelled: bool,
+
+    /// With --dead or --cancelled: only those that got there at least this
+    /// long ago.
+    #[arg(long, value_name = "DURATION", conflicts_with = "done_older_than", value_parser = parse_duration)]
     older_than: Option<Duration>,
 
     /// The queue to purge.
@@ -126,13 +131,11 @@ pub struct PurgeArgs {
 /// Runs `tq purge`.
 pub fn run_purge(args: PurgeArgs, json: bool) -> CommandResult {
     let queue = args.file.open_existing(&args.queue, |_| Ok(()))?;
+    let age = args.older_than.unwrap_or(Duration::ZERO);
     let (state, age, what) = match args.done_older_than {
         Some(age) => (TaskState::Done, age, "done task"),
-        None => (
-            TaskState::Dead,
-            args.older_than.unwrap_or(Duration::ZERO),
-            "dead task",
-        ),
+        None if args.cancelled => (TaskState::Cancelled, age, "cancelled task"),
+        None => (TaskState::Dead, age, "dead task"),
     };
     let purged = queue.purge(state, age)?;
     report(json, "purged", purged, what, "deleted")?;

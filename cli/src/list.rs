@@ -15,6 +15,7 @@ pub enum State {
     Leased,
     Dead,
     Done,
+    Cancelled,
 }
 
 impl From<State> for TaskState {
@@ -24,6 +25,7 @@ impl From<State> for TaskState {
             State::Leased => TaskState::Leased,
             State::Dead => TaskState::Dead,
             State::Done => TaskState::Done,
+            State::Cancelled => TaskState::Cancelled,
         }
     }
 }
@@ -156,6 +158,7 @@ fn find(queue: &Queue, id: i64) -> Result<Option<TaskInfo>, Failure> {
         TaskState::Leased,
         TaskState::Dead,
         TaskState::Done,
+        TaskState::Cancelled,
     ] {
         let page = queue.list(state, id.saturating_sub(1), 1)?;
         if let Some(task) = page.into_iter().next().filter(|task| task.id() == id) {

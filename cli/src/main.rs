@@ -4,6 +4,7 @@
 
 mod admin;
 mod backup;
+mod control;
 mod list;
 mod output;
 mod push;
@@ -89,14 +90,57 @@ Examples:
   tq retry jobs.db --all-dead --queue emails")]
     Retry(admin::RetryArgs),
 
-    /// Delete old done tasks, or dead tasks.
+    /// Cancel tasks: out of line at once, or, when leased, never delivered
+    /// again.
+    #[command(after_help = "\
+A pending, delayed or dead task leaves the line at once (kept as cancelled,
+with the reason, by workers that keep history). A leased task is never
+delivered again; the worker holding it is told at its next heartbeat or
+finish (`tq work` then stops the command: SIGTERM, then SIGKILL). A done
+task cannot be cancelled.
+
+Examples:
+  tq cancel jobs.db 17 23 --reason 'customer closed the account'
+  tq cancel jobs.db 42 --queue emails")]
+    Cancel(control::CancelArgs),
+
+    /// Pause a queue for every worker: pulls find nothing, pushes are kept.
+    #[command(after_help = "\
+Workers waiting for a task keep waiting and go on once the queue is resumed
+(or its pause runs out). The pause is stored in the file, so it holds for
+every process and survives restarts.
+
+Examples:
+  tq pause jobs.db --queue emails
+  tq pause jobs.db --for 30m")]
+    Pause(control::PauseArgs),
+
+    /// Limit how many tasks of a queue are leased at once, by every worker.
+    #[command(after_help = "\
+The limit holds across every process and machine on the file (or
+PostgreSQL schema), checked inside each claim. A worker whose lease expired
+holds no slot; tasks already leased beyond a lower limit keep their leases.
+
+Examples:
+  tq limit jobs.db 4 --queue api-calls
+  tq limit jobs.db --none --queue api-calls")]
+    Limit(control::LimitArgs),
+
+    /// Resume a paused queue.
+    #[command(after_help = "\
+Example:
+  tq resume jobs.db --queue emails")]
+    Resume(control::ResumeArgs),
+
+    /// Delete old done tasks, or dead or cancelled tasks.
     #[command(after_help = "\
 Done tasks are kept only by workers that keep history (`tq work --keep-history`).
 
 Examples:
   tq purge jobs.db --done-older-than 7d
   tq purge jobs.db --dead --older-than 30d
-  tq purge jobs.db --dead")]
+  tq purge jobs.db --dead
+  tq purge jobs.db --cancelled --older-than 7d")]
     Purge(admin::PurgeArgs),
 
     /// Take back tasks whose lease expired or whose worker process is gone.
@@ -163,6 +207,10 @@ fn main() -> ExitCode {
         Command::List(args) => list::run_list(args, cli.json),
         Command::Show(args) => list::run_show(args, cli.json),
         Command::Retry(args) => admin::run_retry(args, cli.json),
+        Command::Cancel(args) => control::run_cancel(args, cli.json),
+        Command::Pause(args) => control::run_pause(args, cli.json),
+        Command::Resume(args) => control::run_resume(args, cli.json),
+        Command::Limit(args) => control::run_limit(args, cli.json),
         Command::Purge(args) => admin::run_purge(args, cli.json),
         Command::Recover(args) => admin::run_recover(args, cli.json),
         Command::Checkpoint(args) => admin::run_checkpoint(args, cli.json),

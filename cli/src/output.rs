@@ -231,6 +231,7 @@ pub fn state_name(state: TaskState) -> &'static str {
         TaskState::Leased => "leased",
         TaskState::Done => "done",
         TaskState::Dead => "dead",
+        TaskState::Cancelled => "cancelled",
     }
 }
 

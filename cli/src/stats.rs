@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::HumanBytes;
 use serde_json::{json, Value};
-use tq::{Queue, TaskState, DEFAULT_QUEUE};
+use tq::{Pause, Queue, TaskState, DEFAULT_QUEUE};
 
 use crate::output::{
     self, parse_positive_duration, parse_queue_name, print, print_json, CommandResult, Failure,
@@ -46,8 +46,12 @@ struct QueueStats {
     leased: u64,
     dead: u64,
     done: u64,
+    cancelled: u64,
     /// How long the task ready longest has waited; `null` when none is ready.
     oldest_ready_age_ms: Option<u64>,
+    /// The queue's pause in force, if any.
+    paused: Option<Pause>,
+    concurrency_limit: Option<u32>,
 }
 
 impl QueueStats {
@@ -58,7 +62,14 @@ impl QueueStats {
             "leased": self.leased,
             "dead": self.dead,
             "done": self.done,
+            "cancelled": self.cancelled,
             "oldest_ready_age_ms": self.oldest_ready_age_ms,
+            "concurrency_limit": self.concurrency_limit,
+            "paused": self.paused.is_some(),
+            "paused_until": match self.paused {
+                Some(Pause::UntilUnixMs(until)) => Some(output::rfc3339(until)),
+                _ => None,
+            },
         })
     }
 }
@@ -76,8 +87,8 @@ struct Sample {
 
 /// Tasks per second between two samples, for the whole file. Pushes come
 /// from the id sequence; finished tasks are those pushed that no longer
-/// count as pending, leased or dead (done or deleted; a purge of dead
-/// tasks counts too); dead is the growth of the dead count.
+/// count as pending, leased or dead (done, cancelled or deleted; a purge
+/// of dead tasks counts too); dead is the growth of the dead count.
 struct Rates {
     interval_s: f64,
     pushed_per_s: f64,
@@ -141,8 +152,17 @@ fn show(args: &Args, sample: &Sample, rates: Option<Rates>, json: bool) -> Resul
         print(format!("no tasks in {}", args.file))?;
         lines += 1;
     } else {
-        let mut table =
-            output::table(&["QUEUE", "PENDING", "LEASED", "DEAD", "DONE", "OLDEST READY"]);
+        let mut table = output::table(&[
+            "QUEUE",
+            "PENDING",
+            "LEASED",
+            "DEAD",
+            "DONE",
+            "CANCELLED",
+            "OLDEST READY",
+            "LIMIT",
+            "PAUSED",
+        ]);
         for stats in &shown {
             output::add_row(
                 &mut table,
@@ -152,9 +172,20 @@ fn show(args: &Args, sample: &Sample, rates: Option<Rates>, json: bool) -> Resul
                     stats.leased.to_string(),
                     stats.dead.to_string(),
                     stats.done.to_string(),
+                    stats.cancelled.to_string(),
                     stats.oldest_ready_age_ms.map_or("-".to_owned(), |ms| {
                         output::short_duration(Duration::from_millis(ms))
                     }),
+                    stats
+                        .concurrency_limit
+                        .map_or("-".to_owned(), |limit| limit.to_string()),
+                    match stats.paused {
+                        None => "-".to_owned(),
+                        Some(Pause::UntilResumed) => "until resumed".to_owned(),
+                        Some(Pause::UntilUnixMs(until)) => {
+                            format!("until {}", output::rfc3339(until))
+                        }
+                    },
                 ],
             );
         }
@@ -243,7 +274,10 @@ impl Sampler {
                 leased: handle.count(TaskState::Leased)?,
                 dead: handle.count(TaskState::Dead)?,
                 done: handle.count(TaskState::Done)?,
+                cancelled: handle.count(TaskState::Cancelled)?,
                 oldest_ready_age_ms: handle.oldest_ready_age()?.map(|age| age.as_millis() as u64),
+                paused: handle.paused()?,
+                concurrency_limit: handle.concurrency_limit()?,
             });
         }
         let wal_bytes = if self.location.is_postgres() {

@@ -6,7 +6,7 @@
 
 use std::io::{self, IsTerminal, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
@@ -168,6 +168,9 @@ struct Tally {
     /// Their commands were killed by a second signal: left leased, for
     /// `tq recover`.
     killed: AtomicU64,
+    /// Cancelled (`tq cancel`) while their command ran: the command was
+    /// stopped, or had ended, and the task is over.
+    cancelled: AtomicU64,
 }
 
 impl Tally {
@@ -205,7 +208,12 @@ enum Ended {
     TimedOut(Duration, String),
     LeaseLost,
     Killed,
+    Cancelled,
 }
+
+/// How long a command whose task was cancelled has, after SIGTERM, to end
+/// before SIGKILL.
+const CANCEL_GRACE: Duration = Duration::from_secs(10);
 
 impl Pool<'_> {
     /// One worker: pull, run, repeat until told to stop or, with
@@ -311,6 +319,12 @@ impl Pool<'_> {
                 Tally::add(&self.tally.lost);
             }
             Ok(Ended::Killed) => Tally::add(&self.tally.killed),
+            Ok(Ended::Cancelled) => {
+                self.warn(format!(
+                    "task {id}: cancelled while its command ran; the command was stopped"
+                ));
+                Tally::add(&self.tally.cancelled);
+            }
             Err(err) => {
                 let reason = format!("could not run {:?}: {err}", self.args.program);
                 self.fail(&task, reason.clone());
@@ -327,10 +341,13 @@ impl Pool<'_> {
         }
     }
 
-    /// A finish or fail that did not go through: a lost lease is counted,
-    /// anything else stops the pool.
+    /// A finish or fail that did not go through: a lost lease or a
+    /// cancelled task is counted, anything else stops the pool.
     fn lost_or_fatal(&self, id: i64, err: tq::Error) {
-        if err.kind() == ErrorKind::NotHeld {
+        if err.kind() == ErrorKind::Cancelled {
+            self.warn(format!("task {id}: cancelled while its command ran"));
+            Tally::add(&self.tally.cancelled);
+        } else if err.kind() == ErrorKind::NotHeld {
             self.warn(format!(
                 "task {id}: its lease was lost before the command ended; \
                  another worker may run it again"
@@ -403,6 +420,10 @@ impl Pool<'_> {
                         child.wait()?;
                         return Ok(Ended::LeaseLost);
                     }
+                    Err(err) if err.kind() == ErrorKind::Cancelled => {
+                        stop_group(group, &mut child)?;
+                        return Ok(Ended::Cancelled);
+                    }
                     Err(err) => {
                         self.warn(format!("task {}: extending its lease: {err}", task.id()))
                     }
@@ -424,7 +445,7 @@ impl Pool<'_> {
             let tally = &self.tally;
             let done = Tally::get(&tally.done);
             let failed = Tally::get(&tally.failed) + Tally::get(&tally.dead);
-            let processed = done + failed + Tally::get(&tally.lost);
+            let processed = done + failed + Tally::get(&tally.lost) + Tally::get(&tally.cancelled);
             let running = self.running.load(Ordering::SeqCst);
             if let Ok(pending) = self.queue.count(TaskState::Pending) {
                 self.bar.set_length(processed + running + pending);
@@ -447,6 +468,7 @@ impl Pool<'_> {
                 "dead": Tally::get(&tally.dead),
                 "lost": Tally::get(&tally.lost),
                 "killed": Tally::get(&tally.killed),
+                "cancelled": Tally::get(&tally.cancelled),
             }))?;
         } else {
             let mut summary = format!(
@@ -458,6 +480,7 @@ impl Pool<'_> {
             for (count, what) in [
                 (Tally::get(&tally.lost), "lost their lease"),
                 (Tally::get(&tally.killed), "killed"),
+                (Tally::get(&tally.cancelled), "cancelled"),
             ] {
                 if count > 0 {
                     summary.push_str(&format!(", {count} {what}"));
@@ -541,10 +564,31 @@ fn with_tail(head: String, tail: &str) -> String {
 /// Sends SIGKILL to a command's process group (the command and what it
 /// started). Its leader is not yet reaped, so the id still names it.
 fn kill_group(group: libc::pid_t) {
+    signal_group(group, libc::SIGKILL);
+}
+
+/// Sends `signal` to a command's process group.
+fn signal_group(group: libc::pid_t, signal: libc::c_int) {
     // SAFETY: kill(2) takes plain integers and touches no memory of ours.
     unsafe {
-        libc::kill(-group, libc::SIGKILL);
+        libc::kill(-group, signal);
     }
+}
+
+/// Asks a command's process group to end (SIGTERM), and kills it if its
+/// leader has not ended after [`CANCEL_GRACE`]; reaps the leader.
+fn stop_group(group: libc::pid_t, child: &mut Child) -> io::Result<()> {
+    signal_group(group, libc::SIGTERM);
+    let deadline = Instant::now() + CANCEL_GRACE;
+    while Instant::now() < deadline {
+        if child.try_wait()?.is_some() {
+            return Ok(());
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    kill_group(group);
+    child.wait()?;
+    Ok(())
 }
 
 fn plural(count: u64) -> &'static str {

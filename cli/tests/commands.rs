@@ -27,6 +27,10 @@ fn every_command_has_help_with_examples() {
         "list",
         "show",
         "retry",
+        "cancel",
+        "pause",
+        "resume",
+        "limit",
         "purge",
         "recover",
         "checkpoint",
@@ -89,6 +93,10 @@ fn usage_errors_exit_with_2() {
         ("retry", &["3", "--all-dead"][..]),
         ("purge", &[][..]),
         ("purge", &["--older-than", "1d"][..]),
+        (
+            "purge",
+            &["--done-older-than", "1d", "--older-than", "1d"][..],
+        ),
         ("push", &["{}", "--delay", "soon"][..]),
         ("push", &["--unique-key", "k"][..]),
         ("push", &["{}", "--max-attempts", "0"][..]),
@@ -133,10 +141,12 @@ fn push_one_task_and_see_it_in_stats_list_and_show() {
         .assert()
         .success()
         .stdout(
-            predicate::str::is_match(r"(?m)^QUEUE +PENDING +LEASED +DEAD +DONE +OLDEST READY$")
-                .unwrap(),
+            predicate::str::is_match(
+                r"(?m)^QUEUE +PENDING +LEASED +DEAD +DONE +CANCELLED +OLDEST READY +LIMIT +PAUSED$",
+            )
+            .unwrap(),
         )
-        .stdout(predicate::str::is_match(r"(?m)^default +2 +0 +0 +0 +\d+s$").unwrap())
+        .stdout(predicate::str::is_match(r"(?m)^default +2 +0 +0 +0 +0 +\d+s +- +-$").unwrap())
         .stdout(predicate::str::contains("write-ahead log: "));
 
     let listed = fixture.json("list", &[]);
@@ -226,7 +236,8 @@ fn stats_lists_every_queue_or_the_one_asked_for() {
         only["queues"],
         json!([{
             "queue": "nothing-here", "pending": 0, "leased": 0, "dead": 0, "done": 0,
-            "oldest_ready_age_ms": null,
+            "cancelled": 0, "oldest_ready_age_ms": null, "concurrency_limit": null,
+            "paused": false, "paused_until": null,
         }])
     );
 }
@@ -520,4 +531,75 @@ fn now_unix_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64
+}
+
+#[test]
+fn cancel_pause_and_resume() {
+    let fixture = Fixture::new();
+    fixture.push_numbers(3, "default", &[]);
+    fixture
+        .tq("cancel", &["1", "2", "--reason", "not needed"])
+        .assert()
+        .success()
+        .stdout("cancelled 1, 2\n");
+    // Each id that cannot be cancelled is named; the others still are.
+    fixture
+        .tq("cancel", &["3", "99", "--json"])
+        .assert()
+        .code(1)
+        .stdout("{\"cancel_requested\":[],\"cancelled\":[3],\"refused\":[99]}\n")
+        .stderr(predicate::str::contains("has no task 99"));
+    assert_eq!(fixture.counts("default")["pending"], 0);
+
+    fixture.push_numbers(1, "default", &[]);
+    fixture
+        .tq("pause", &[])
+        .assert()
+        .success()
+        .stdout("paused queue \"default\" until `tq resume`\n");
+    let stats = fixture.counts("default");
+    assert_eq!(
+        (stats["paused"].clone(), stats["paused_until"].clone()),
+        (json!(true), json!(null))
+    );
+    fixture.tq("stats", &[]).assert().stdout(
+        predicate::str::is_match(r"(?m)^default +1 +0 +0 +0 +0 +\S+ +- +until resumed$").unwrap(),
+    );
+    fixture
+        .tq("work", &["--until-empty", "--", "true"])
+        .assert()
+        .code(3);
+    let paused = fixture.json("pause", &["--for", "1h"]);
+    assert!(
+        paused["paused_until"].as_str().unwrap().ends_with('Z'),
+        "{paused}"
+    );
+    fixture
+        .tq("resume", &[])
+        .assert()
+        .success()
+        .stdout("resumed queue \"default\"\n");
+    fixture
+        .tq("resume", &[])
+        .assert()
+        .stdout("queue \"default\" was not paused\n");
+    fixture
+        .tq("limit", &["3"])
+        .assert()
+        .success()
+        .stdout("queue \"default\": at most 3 tasks leased at once\n");
+    assert_eq!(fixture.counts("default")["concurrency_limit"], 3);
+    fixture.tq("limit", &["0"]).assert().code(2);
+    fixture.tq("limit", &["--none"]).assert().success();
+    assert_eq!(fixture.counts("default")["concurrency_limit"], json!(null));
+    // Without history, cancelled tasks were deleted: none to purge.
+    assert_eq!(
+        fixture.json("purge", &["--cancelled"]),
+        json!({"purged": 0})
+    );
+    fixture
+        .tq("work", &["--until-empty", "--", "true"])
+        .assert()
+        .success()
+        .stdout("1 done, 0 failed (retried later), 0 dead\n");
 }

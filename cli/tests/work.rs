@@ -105,7 +105,7 @@ fn three_workers_run_twenty_tasks_exactly_once_each() {
     let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(
         summary,
-        json!({"done": 20, "failed": 0, "dead": 0, "lost": 0, "killed": 0})
+        json!({"done": 20, "failed": 0, "dead": 0, "lost": 0, "killed": 0, "cancelled": 0})
     );
 
     let runs = std::fs::read_to_string(fixture.path("runs")).unwrap();
@@ -381,4 +381,45 @@ fn a_second_signal_kills_the_commands_and_leaves_their_tasks_to_recovery() {
     );
     assert_eq!(fixture.json("recover", &[]), json!({"recovered": 2}));
     assert_eq!(fixture.counts("default")["pending"], 3);
+}
+
+#[test]
+fn a_task_cancelled_while_its_command_runs_stops_the_command_with_sigterm() {
+    let fixture = Fixture::new();
+    fixture.push_numbers(1, "default", &[]);
+    // The command records SIGTERM and ends; without it, it would run 60 s.
+    let mut work = spawn_work(
+        &fixture,
+        &[
+            "--lease",
+            "300ms",
+            "--",
+            "sh",
+            "-c",
+            "trap 'echo terminated >> signals; exit 0' TERM; touch started; \
+             while :; do sleep 0.05; done",
+        ],
+    );
+    wait_for("the command to start", || fixture.path("started").exists());
+    fixture
+        .tq("cancel", &["1", "--reason", "stop"])
+        .assert()
+        .success();
+    read_stderr_until(&mut work, "task 1: cancelled while its command ran");
+    signal(&work, libc::SIGINT);
+    let output = work.wait_with_output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(
+        std::fs::read_to_string(fixture.path("signals")).unwrap(),
+        "terminated\n"
+    );
+    assert_eq!(
+        String::from_utf8(output.stdout).unwrap(),
+        "0 done, 0 failed (retried later), 0 dead, 1 cancelled\n"
+    );
+    let counts = fixture.counts("default");
+    assert_eq!(
+        (counts["pending"].clone(), counts["leased"].clone()),
+        (json!(0), json!(0))
+    );
 }

@@ -139,7 +139,7 @@ async function selfTest() {
       await sleep(20);
       stats = (await call('GET', '/stats')).body;
     } while (stats.done + stats.dead < 24);
-    expect('stats', stats, { pending: 0, leased: 0, done: 21, dead: 3, processed: 21, failed: 6 });
+    expect('stats', stats, { pending: 0, leased: 0, done: 21, dead: 3, cancelled: 0, processed: 21, failed: 6 });
     const dead = (await call('GET', '/dead')).body;
     expect('dead', dead.map((task) => task.last_error).sort(), ['Error: bad 0', 'Error: bad 1', 'Error: bad 2']);
     console.log('selftest passed: 21 tasks processed, 3 dead after 2 attempts, a duplicate and bad requests refused');

@@ -75,6 +75,10 @@ pub enum tq_status {
     /// Look before trying again, or push with a unique key so a retry
     /// cannot duplicate.
     TQ_ERR_UNKNOWN_OUTCOME = -9,
+    /// The task was cancelled (`tq_cancel_task`) while this delivery held
+    /// it: the delivery is over, the task is now cancelled and is never
+    /// delivered again. Stop working on it.
+    TQ_ERR_CANCELLED = -10,
 }
 
 impl From<ErrorKind> for tq_status {
@@ -89,6 +93,7 @@ impl From<ErrorKind> for tq_status {
             ErrorKind::Internal => tq_status::TQ_ERR_INTERNAL,
             ErrorKind::Interrupted => tq_status::TQ_ERR_INTERRUPTED,
             ErrorKind::UnknownOutcome => tq_status::TQ_ERR_UNKNOWN_OUTCOME,
+            ErrorKind::Cancelled => tq_status::TQ_ERR_CANCELLED,
         }
     }
 }
@@ -147,6 +152,7 @@ fn status_text(status: i32) -> &'static CStr {
         -7 => c"internal error",
         -8 => c"interrupted: the wait for a task was ended",
         -9 => c"unknown outcome: the connection was lost while committing; the write may or may not have been committed",
+        -10 => c"cancelled: the task was cancelled while this delivery held it",
         _ => c"unknown status",
     }
 }

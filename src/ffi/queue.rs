@@ -11,7 +11,7 @@ use super::{
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{OpenOptions, PullOptions, PushOptions};
 use crate::queue::{check_batch_options, Queue, MAX_PAYLOAD_LEN};
-use crate::task::{Pushed, Receipt, Task, TaskInfo, TaskState};
+use crate::task::{Cancelled, Pause, Pushed, Receipt, Task, TaskInfo, TaskState};
 
 /// A handle on one named queue in one file. Thread-safe: one handle may be
 /// used from any number of threads at once.
@@ -104,7 +104,14 @@ pub enum tq_state {
     /// Used up its attempts; kept with its last failure reason until
     /// retried (`tq_retry_dead`) or purged.
     TQ_STATE_DEAD = 3,
+    /// Cancelled (`tq_cancel_task`); kept with its reason (handles opened
+    /// with history) until purged.
+    TQ_STATE_CANCELLED = 4,
 }
+
+/// The end of a pause that lasts until `tq_resume`, as `tq_paused_until`
+/// reports it and `tq_pause` takes it.
+pub const TQ_UNTIL_RESUMED: i64 = i64::MAX;
 
 /// A `tq_state` passed from C as a plain integer.
 fn task_state(state: i32) -> Result<TaskState> {
@@ -113,6 +120,7 @@ fn task_state(state: i32) -> Result<TaskState> {
         1 => Ok(TaskState::Leased),
         2 => Ok(TaskState::Done),
         3 => Ok(TaskState::Dead),
+        4 => Ok(TaskState::Cancelled),
         other => Err(Error::invalid_argument(format!(
             "unknown task state {other}"
         ))),
@@ -125,6 +133,7 @@ fn state_value(state: TaskState) -> i32 {
         TaskState::Leased => 1,
         TaskState::Done => 2,
         TaskState::Dead => 3,
+        TaskState::Cancelled => 4,
     }
 }
 
@@ -520,7 +529,8 @@ pub extern "C" fn tq_task_free(task: *mut tq_task) {
 /// be freed with `tq_task_free`.
 ///
 /// Returns TQ_OK, or TQ_ERR_NOT_HELD (already finished, or the lease was
-/// recovered or taken by another worker: nothing changes),
+/// recovered or taken by another worker: nothing changes), TQ_ERR_CANCELLED
+/// (the task was cancelled meanwhile: it ends as cancelled, not done),
 /// TQ_ERR_INVALID_ARGUMENT (NULL queue or task; a task pulled from another
 /// file or PostgreSQL schema), TQ_ERR_BUSY, TQ_ERR_IO.
 ///
@@ -579,7 +589,8 @@ pub extern "C" fn tq_count(queue: *const tq_queue, state: i32, out_count: *mut i
 ///
 /// Returns TQ_OK (finished, and `*out` set), TQ_EMPTY (finished; no task
 /// ready, `*out` NULL), or, with nothing finished or claimed,
-/// TQ_ERR_NOT_HELD (the delivery is no longer current),
+/// TQ_ERR_NOT_HELD (the delivery is no longer current), TQ_ERR_CANCELLED
+/// (the task was cancelled meanwhile, and now ends as cancelled),
 /// TQ_ERR_INVALID_ARGUMENT (NULL queue, task or out; options with a wait;
 /// a task pulled from another file or PostgreSQL schema), TQ_ERR_BUSY,
 /// TQ_ERR_IO.
@@ -614,7 +625,8 @@ pub extern "C" fn tq_finish_and_pull(
 /// Completes `count` deliveries in one transaction. Writes, when
 /// `out_statuses` is not NULL, TQ_OK or TQ_ERR_NOT_HELD to
 /// `out_statuses[i]` for `tasks[i]`: a task not held changes nothing, as
-/// with `tq_finish`, and does not stop the others. The tasks must still be
+/// with `tq_finish`, and does not stop the others (a task cancelled
+/// meanwhile is reported not held, and ends as cancelled). The tasks must still be
 /// freed with `tq_task_free`. `count` 0 succeeds.
 ///
 /// Returns TQ_OK once the transaction committed (check `out_statuses`), or
@@ -666,8 +678,9 @@ pub extern "C" fn tq_finish_batch(
 /// freed with `tq_task_free`.
 ///
 /// Returns TQ_OK, or TQ_ERR_NOT_HELD (the delivery is no longer current:
-/// nothing changes), TQ_ERR_INVALID_ARGUMENT (NULL queue or task, reason
-/// not UTF-8, a task pulled from another file or PostgreSQL schema),
+/// nothing changes), TQ_ERR_CANCELLED (the task was cancelled meanwhile,
+/// and now ends as cancelled), TQ_ERR_INVALID_ARGUMENT (NULL queue or task,
+/// reason not UTF-8, a task pulled from another file or PostgreSQL schema),
 /// TQ_ERR_BUSY, TQ_ERR_IO.
 /// Thread safety: any number of threads may fail tasks on one handle at once.
 #[no_mangle]
@@ -694,7 +707,8 @@ pub extern "C" fn tq_fail(
 /// task.
 ///
 /// Returns TQ_OK, or TQ_ERR_NOT_HELD (the lease was lost: stop working on
-/// the task, another worker may have it), TQ_ERR_INVALID_ARGUMENT (NULL
+/// the task, another worker may have it), TQ_ERR_CANCELLED (the task was
+/// cancelled: stop working on it; it ends as cancelled), TQ_ERR_INVALID_ARGUMENT (NULL
 /// queue or task, out of range, a task pulled from another file or
 /// PostgreSQL schema), TQ_ERR_BUSY, TQ_ERR_IO.
 /// Thread safety: may run concurrently with any other call.
@@ -710,6 +724,184 @@ pub extern "C" fn tq_extend(
         queue
             .0
             .extend(task.receipt()?, Duration::from_millis(lease_ms))?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Hands this delivery of `task` back: the task runs again `delay_ms`
+/// milliseconds from now (0 to one year), and this delivery does not count
+/// as an attempt. For a worker that cannot do the task yet. The task must
+/// still be freed with `tq_task_free`.
+///
+/// Returns TQ_OK, or TQ_ERR_NOT_HELD (the delivery is no longer current:
+/// nothing changes), TQ_ERR_CANCELLED (the task was cancelled meanwhile),
+/// TQ_ERR_INVALID_ARGUMENT (NULL queue or task, delay out of range, a task
+/// pulled from another file or PostgreSQL schema), TQ_ERR_BUSY, TQ_ERR_IO.
+/// Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_snooze(
+    queue: *mut tq_queue,
+    task: *const tq_task,
+    delay_ms: u64,
+) -> tq_status {
+    guard("tq_snooze", || {
+        let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
+        let task = unsafe { borrow(task, "task") }?;
+        queue
+            .0
+            .snooze(task.receipt()?, Duration::from_millis(delay_ms))?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Cancels task `id` of the handle's queue, keeping `reason`
+/// (NUL-terminated UTF-8, cut to `TQ_MAX_REASON_LEN` bytes; NULL or "" for
+/// none) as its last error. A pending, delayed or dead task leaves the line
+/// at once (kept as TQ_STATE_CANCELLED on a handle with history, deleted
+/// otherwise) and `*out_state`, when not NULL, is set to
+/// TQ_STATE_CANCELLED. A leased task is never delivered again; its holder
+/// learns of it at its next `tq_extend`, `tq_finish`, `tq_fail` or
+/// `tq_snooze`, which return TQ_ERR_CANCELLED; `*out_state` is then set to
+/// TQ_STATE_LEASED. Cancelling a cancelled task again changes nothing and
+/// reports the same.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, reason not
+/// UTF-8, no task `id` in this queue, the task is done: nothing changes),
+/// TQ_ERR_BUSY, TQ_ERR_IO.
+/// Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_cancel_task(
+    queue: *mut tq_queue,
+    id: i64,
+    reason: *const c_char,
+    out_state: *mut i32,
+) -> tq_status {
+    guard("tq_cancel_task", || {
+        let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
+        let reason = if reason.is_null() {
+            ""
+        } else {
+            unsafe { utf8_string(reason, "reason") }?
+        };
+        let state = match queue.0.cancel_task(id, reason)? {
+            Cancelled::Removed => TaskState::Cancelled,
+            Cancelled::Requested => TaskState::Leased,
+        };
+        unsafe { write_optional(out_state, state_value(state)) };
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Pauses the handle's queue for every process on its file (or PostgreSQL
+/// schema) until `tq_resume` or `until_unix_ms` (milliseconds since the
+/// Unix epoch; TQ_UNTIL_RESUMED for no end): pulls find nothing meanwhile
+/// (waiting pulls keep waiting and take a task once the pause ends);
+/// pushes are stored as usual. A new pause replaces the one in force.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, an end not in
+/// the future), TQ_ERR_BUSY, TQ_ERR_IO.
+/// Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_pause(queue: *mut tq_queue, until_unix_ms: i64) -> tq_status {
+    guard("tq_pause", || {
+        let pause = match until_unix_ms {
+            TQ_UNTIL_RESUMED => Pause::UntilResumed,
+            until => Pause::UntilUnixMs(until),
+        };
+        unsafe { borrow(queue.cast_const(), "queue") }?
+            .0
+            .pause(pause)?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Ends the pause of the handle's queue, if any, and wakes its waiting
+/// pulls in every process.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue), TQ_ERR_BUSY,
+/// TQ_ERR_IO. Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_resume(queue: *mut tq_queue) -> tq_status {
+    guard("tq_resume", || {
+        unsafe { borrow(queue.cast_const(), "queue") }?.0.resume()?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Writes to `*out_until_unix_ms` when the pause of the handle's queue in
+/// force ends (TQ_UNTIL_RESUMED for no end), or 0 when it is not paused.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or
+/// `out_until_unix_ms`), TQ_ERR_BUSY, TQ_ERR_IO.
+/// Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_paused_until(queue: *mut tq_queue, out_until_unix_ms: *mut i64) -> tq_status {
+    guard("tq_paused_until", || {
+        let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
+        if out_until_unix_ms.is_null() {
+            return Err(Error::invalid_argument("out_until_unix_ms is NULL"));
+        }
+        let until = match queue.0.paused()? {
+            None => 0,
+            Some(Pause::UntilResumed) => TQ_UNTIL_RESUMED,
+            Some(Pause::UntilUnixMs(until)) => until,
+        };
+        // SAFETY: checked non-NULL above; the caller provides room for one value.
+        unsafe { out_until_unix_ms.write(until) };
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Limits the handle's queue to `limit` tasks leased at once (at least 1)
+/// across every process and machine on its file (or PostgreSQL schema),
+/// enforced inside each claim so that it holds under any race; expired
+/// leases and tasks recovered from dead holders hold no slot. Tasks leased
+/// beyond a new, lower limit keep their leases.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, a limit of 0:
+/// use `tq_clear_concurrency_limit`, or `tq_pause` to stop claims),
+/// TQ_ERR_BUSY, TQ_ERR_IO.
+/// Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_set_concurrency_limit(queue: *mut tq_queue, limit: u32) -> tq_status {
+    guard("tq_set_concurrency_limit", || {
+        unsafe { borrow(queue.cast_const(), "queue") }?
+            .0
+            .set_concurrency_limit(Some(limit))?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Removes the concurrency limit of the handle's queue, if any.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue), TQ_ERR_BUSY,
+/// TQ_ERR_IO. Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_clear_concurrency_limit(queue: *mut tq_queue) -> tq_status {
+    guard("tq_clear_concurrency_limit", || {
+        unsafe { borrow(queue.cast_const(), "queue") }?
+            .0
+            .set_concurrency_limit(None)?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Writes the concurrency limit of the handle's queue to `*out_limit`, or
+/// 0 when it has none.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or `out_limit`),
+/// TQ_ERR_BUSY, TQ_ERR_IO.
+/// Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_concurrency_limit(queue: *mut tq_queue, out_limit: *mut u32) -> tq_status {
+    guard("tq_concurrency_limit", || {
+        let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
+        if out_limit.is_null() {
+            return Err(Error::invalid_argument("out_limit is NULL"));
+        }
+        let limit = queue.0.concurrency_limit()?.unwrap_or(0);
+        // SAFETY: checked non-NULL above; the caller provides room for one value.
+        unsafe { out_limit.write(limit) };
         Ok(tq_status::TQ_OK)
     })
 }
@@ -747,8 +939,8 @@ pub extern "C" fn tq_retry_all_dead(queue: *mut tq_queue, out_retried: *mut i64)
     })
 }
 
-/// Deletes the handle's queue's tasks in `state` (TQ_STATE_DONE or
-/// TQ_STATE_DEAD) that got there at least `older_than_ms` milliseconds ago
+/// Deletes the handle's queue's tasks in `state` (TQ_STATE_DONE,
+/// TQ_STATE_DEAD or TQ_STATE_CANCELLED) that got there at least `older_than_ms` milliseconds ago
 /// (0: all of them), and writes how many to `*out_purged` when it is not
 /// NULL.
 ///

@@ -54,6 +54,10 @@ pub(crate) struct PostgresStore {
     lock_space: i32,
     queue: String,
     keep_history: bool,
+    /// This handle's queue was seen with a concurrency limit (by a claim,
+    /// or by setting one): its finishes then notify, for the waiters whose
+    /// claims found no slot.
+    limited: std::sync::atomic::AtomicBool,
     /// The busy timeout: the longest wait for this process's holder lock
     /// while its connection is made again.
     wait: std::time::Duration,
@@ -104,6 +108,7 @@ impl PostgresStore {
             lock_space,
             queue: options.queue.clone(),
             keep_history: options.keep_history,
+            limited: std::sync::atomic::AtomicBool::new(false),
             wait: options.busy_timeout,
             opened_by_pid: std::process::id(),
         })

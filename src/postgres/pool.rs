@@ -89,7 +89,12 @@ impl Connector {
     /// A new connection, set up.
     pub(super) fn connect(&self) -> Result<Client> {
         let mut client = self.open()?.map_err(|err| {
-            let (kind, what) = if err.as_db_error().is_some() {
+            // A server starting up, shutting down or recovering from a
+            // crash turns connections away for a moment: out of reach,
+            // like one that does not answer, not a refusal of the URL.
+            let refused = err.as_db_error().is_some()
+                && err.code() != Some(&postgres::error::SqlState::CANNOT_CONNECT_NOW);
+            let (kind, what) = if refused {
                 (
                     ErrorKind::InvalidArgument,
                     "the server refused the connection",

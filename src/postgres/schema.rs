@@ -13,7 +13,8 @@ use crate::error::{Error, ErrorKind, Result};
 /// to `n + 1`; `@.` names the schema. Never edit a released entry; append.
 const MIGRATIONS: &[&str] = &[
     // 1: the tables of SQLite's version 2, with the same states: 0 ready,
-    // 1 leased, 2 done, 3 dead, 4 waiting (pending, not yet due). Times
+    // 1 leased, 2 done, 3 dead, 4 waiting (pending, not yet due); version 3
+    // adds 5 cancelled and 6 cancelling. Times
     // are milliseconds since the Unix epoch on the server's clock.
     "CREATE TABLE @.meta (
         key   text PRIMARY KEY,
@@ -75,6 +76,18 @@ const MIGRATIONS: &[&str] = &[
         VALUES ('store_id', (floor(random() * 4294967296)::int8 << 32)
                             | floor(random() * 4294967296)::int8);
     DROP SEQUENCE @.lease_tokens;",
+    // 3: SQLite's version 5: cancelled tasks (state 5), leased tasks whose
+    // cancellation waits for their holder (state 6), settings per queue.
+    "CREATE INDEX tasks_cancelled  ON @.tasks (queue, finished_at)      WHERE state = 5;
+    CREATE INDEX tasks_cancelling ON @.tasks (queue, lease_expires_at) WHERE state = 6;
+    CREATE TABLE @.queues (
+        queue        text PRIMARY KEY,
+        -- As in SQLite: claims find nothing before this time; the largest
+        -- bigint: until resumed; NULL: not paused.
+        paused_until bigint,
+        -- As in SQLite: at most this many leased at once; NULL: no limit.
+        max_leased   bigint
+    );",
 ];
 
 /// The schema version this library writes.

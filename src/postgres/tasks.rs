@@ -3,13 +3,15 @@
 //! where a task is claimed ([`CLAIM`]).
 //!
 //! The states and their meaning are SQLite's (see `sqlite/tasks.rs`): 0
-//! ready, 1 leased, 2 done, 3 dead, 4 waiting. Every time is read from
+//! ready, 1 leased, 2 done, 3 dead, 4 waiting, 5 cancelled, 6 cancelling.
+//! Every time is read from
 //! the server's clock (`NOW_MS`, once per statement), never the client's,
 //! so leases and due times mean the same to every machine. Rows being
 //! changed by another transaction are skipped (`FOR UPDATE SKIP LOCKED`),
 //! so claims never wait for one another.
 
 use std::collections::HashSet;
+use std::sync::atomic::Ordering;
 
 use postgres::Row;
 
@@ -18,8 +20,11 @@ use super::{no_wal_file, PostgresStore};
 use crate::error::{Error, Result};
 use crate::options::RetryBackoff;
 use crate::sqlite::not_held;
-use crate::store::{state_condition, Checkpoint, NewTask, Store};
-use crate::task::{Failed, Pushed, Receipt, Task, TaskInfo, TaskState};
+use crate::store::{
+    holds_unique_key, pause_until, state_condition, stored_pause, Checkpoint, NewTask, Store,
+    CANCELLED, CANCELLING,
+};
+use crate::task::{Cancelled, Failed, Pause, Pushed, Receipt, Task, TaskInfo, TaskState};
 
 /// Stores tasks without unique keys, in order, and notifies the schema's
 /// channel (`$7`, payload the queue `$1`) once: an uncorrelated subquery
@@ -62,20 +67,31 @@ const NOTIFY: &str = "SELECT pg_notify($1, $2)::text";
 /// place in line), and the waiting tasks now due. The best `$2` of them are
 /// taken, except that an expired delivery that was its task's last attempt
 /// is buried as dead instead (those rows come back with a NULL token); the
-/// due tasks not taken become ready.
+/// due tasks not taken become ready. A paused queue has no candidates;
+/// nor has a queue with a concurrency limit unless `$5` (the claim is
+/// already bounded by its slots: see [`LOCK_SLOTS`]), which then answers
+/// one row with a NULL id instead.
 const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
+    settings AS (
+        SELECT coalesce(paused_until > (SELECT now FROM clock), false) AS paused,
+               max_leased IS NOT NULL AND NOT $5::bool AS unbounded
+        FROM @.queues WHERE queue = $1),
+    open AS (
+        SELECT NOT EXISTS (SELECT 1 FROM settings WHERE paused OR unbounded) AS open),
     ready AS (
         SELECT id, priority, run_at, false AS expired, false AS last FROM @.tasks
-        WHERE queue = $1 AND state = 0
+        WHERE queue = $1 AND state = 0 AND (SELECT open FROM open)
         ORDER BY priority DESC, run_at, id LIMIT $2::int8 FOR UPDATE SKIP LOCKED),
     expired AS (
         SELECT id, priority, run_at, true AS expired, attempts >= max_attempts AS last
         FROM @.tasks
         WHERE queue = $1 AND state = 1 AND lease_expires_at <= (SELECT now FROM clock)
+          AND (SELECT open FROM open)
         ORDER BY priority DESC, run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED),
     due AS (
         SELECT id, priority, run_at, false AS expired, false AS last FROM @.tasks
         WHERE queue = $1 AND state = 4 AND run_at <= (SELECT now FROM clock)
+          AND (SELECT open FROM open)
         ORDER BY run_at LIMIT greatest($2, 1000) FOR UPDATE SKIP LOCKED),
     picked AS (
         SELECT * FROM (SELECT * FROM ready UNION ALL SELECT * FROM expired
@@ -102,7 +118,22 @@ const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
                   t.last_error, t.payload)
     SELECT id, lease_token, attempts, max_attempts, priority, run_at, last_error, payload
     FROM taken
-    UNION ALL SELECT id, NULL, 0, 0, 0, 0, NULL, NULL FROM buried";
+    UNION ALL SELECT id, NULL, 0, 0, 0, 0, NULL, NULL FROM buried
+    UNION ALL SELECT NULL, NULL, 0, 0, 0, 0, NULL, NULL FROM settings
+        WHERE unbounded AND NOT paused";
+
+/// Locks the settings of queue `$1`, which has a concurrency limit, and
+/// answers its slots left: the limit less the live leases (expired ones
+/// hold no slot). Claims of a limited queue take this lock one after
+/// another, each in a statement of its own, so that the count that follows
+/// it sees the leases the claim before took (a statement's snapshot is
+/// taken when it starts).
+const LOCK_SLOTS: &str = "SELECT max_leased FROM @.queues WHERE queue = $1 FOR UPDATE";
+
+/// The live leases of queue `$1`, which hold a slot of its limit.
+const LIVE_LEASES: &str = "SELECT
+    (SELECT count(*) FROM @.tasks WHERE queue = $1 AND state = 1 AND lease_expires_at > NOW_MS)
+  + (SELECT count(*) FROM @.tasks WHERE queue = $1 AND state = 6 AND lease_expires_at > NOW_MS)";
 
 /// Completes the current deliveries among receipts (`$1` ids, `$2`
 /// tokens): deleted, or kept as done with history (`$3`) or for a unique
@@ -160,17 +191,20 @@ const EXTEND: &str = "UPDATE @.tasks SET lease_expires_at = NOW_MS + $3::int8
 pub(super) const RANDOM_TOKEN: &str = "((floor(random() * 4294967296)::int8 << 32)
     | floor(random() * 4294967296)::int8)";
 
-/// Takes back the leased tasks of queue `$1` whose lease expired or whose
-/// holder is gone: no one holds its lock (`($2, holder id)`) and its
-/// heartbeat is older than `$3` ms (the listener's grace period), so it is
-/// not merely connecting again.
-const RECOVER: &str = "WITH clock AS (SELECT NOW_MS AS now),
+/// The server's time and the live holders: those holding their lock
+/// (`($2, holder id)`) or whose heartbeat is younger than `$3` ms (the
+/// listener's grace period), so merely connecting again.
+const CLOCK_AND_LIVE: &str = "WITH clock AS (SELECT NOW_MS AS now),
     live AS (
         SELECT objid::int8 AS id FROM pg_locks
         WHERE locktype = 'advisory' AND classid::int8 = $2::int8 AND objsubid = 2 AND granted
           AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
         UNION
-        SELECT id FROM @.holders WHERE seen_alive_at > (SELECT now FROM clock) - $3::int8),
+        SELECT id FROM @.holders WHERE seen_alive_at > (SELECT now FROM clock) - $3::int8)";
+
+/// Takes back the leased tasks of queue `$1` whose lease expired or whose
+/// holder is gone (not live: see [`CLOCK_AND_LIVE`]).
+const RECOVER: &str = ",
     gone AS (
         SELECT t.id, (t.holder_id IS NULL OR t.holder_id NOT IN (SELECT id FROM live)) AS died
         FROM @.tasks t, clock
@@ -189,6 +223,24 @@ const RECOVER: &str = "WITH clock AS (SELECT NOW_MS AS now),
         lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
     FROM gone g, clock WHERE t.id = g.id";
 
+/// The cancelling tasks of queue `$1` whose lease expired or whose holder
+/// is gone: they are over (after [`CLOCK_AND_LIVE`]).
+const OVER_CANCELLING: &str = ",
+    over AS (
+        SELECT t.id FROM @.tasks t, clock
+        WHERE t.queue = $1 AND t.state = 6
+          AND (t.lease_expires_at <= clock.now OR t.holder_id IS NULL
+               OR t.holder_id NOT IN (SELECT id FROM live))
+        FOR UPDATE OF t SKIP LOCKED)";
+
+/// Ends task `$1` as cancelled at the server's time, keeping reason `$2`
+/// (when not NULL), on a handle with history.
+const KEEP_CANCELLED: &str = "UPDATE @.tasks
+    SET state = 5, finished_at = NOW_MS, last_error = coalesce($2, last_error),
+        lease_token = NULL, lease_expires_at = NULL, holder_id = NULL,
+        unique_key = NULL, unique_until = NULL
+    WHERE id = $1";
+
 /// The time the ready task of queue `$1` that has been ready longest
 /// became ready, found as SQLite does (see `sqlite/tasks.rs`), and the
 /// server's time.
@@ -206,13 +258,22 @@ const OLDEST_READY: &str = "WITH RECURSIVE level(priority) AS (
         (SELECT min(run_at) FROM @.tasks WHERE queue = $1 AND state = 4 AND run_at <= NOW_MS)),
         NOW_MS";
 
-/// How long until queue `$1`'s next delayed task or lease comes due.
 /// How long until a task of queue `$1` can be claimed (see
-/// `Store::next_claimable`): 0 when one is ready.
-const NEXT_CLAIMABLE: &str = "SELECT least(
-        (SELECT NOW_MS WHERE EXISTS (SELECT 1 FROM @.tasks WHERE queue = $1 AND state = 0)),
-        (SELECT min(run_at) FROM @.tasks WHERE queue = $1 AND state = 4),
-        (SELECT min(lease_expires_at) FROM @.tasks WHERE queue = $1 AND state = 1)) - NOW_MS";
+/// `Store::next_claimable`): 0 when one is ready; while the queue is
+/// paused, until its pause ends (NULL: until resumed).
+const NEXT_CLAIMABLE: &str = "SELECT CASE
+        WHEN p.until IS NULL THEN least(
+            (SELECT NOW_MS WHERE EXISTS (SELECT 1 FROM @.tasks WHERE queue = $1 AND state = 0)),
+            (SELECT min(run_at) FROM @.tasks WHERE queue = $1 AND state = 4),
+            (SELECT min(lease_expires_at) FROM @.tasks WHERE queue = $1 AND state = 1))
+        WHEN p.until < 9223372036854775807 THEN p.until
+    END - NOW_MS
+    FROM (SELECT (SELECT paused_until FROM @.queues WHERE queue = $1 AND paused_until > NOW_MS)
+          AS until) p";
+
+/// The end of queue `$1`'s pause in force, if any.
+const PAUSED_UNTIL: &str =
+    "SELECT paused_until FROM @.queues WHERE queue = $1 AND paused_until > NOW_MS";
 
 const RETRY_DEAD: &str = "UPDATE @.tasks
     SET state = 0, attempts = 0, run_at = NOW_MS, finished_at = NULL
@@ -233,6 +294,22 @@ fn list_sql(state: TaskState) -> String {
          FROM @.tasks WHERE queue = $1 AND {} AND id > $2 ORDER BY id LIMIT $3",
         state_condition(state)
     )
+}
+
+/// The visible state of a stored one; an unknown one means the schema was
+/// changed outside tq.
+fn visible_state(stored: i16) -> Result<TaskState> {
+    match i64::from(stored) {
+        0 | 4 => Ok(TaskState::Pending),
+        1 | CANCELLING => Ok(TaskState::Leased),
+        2 => Ok(TaskState::Done),
+        3 => Ok(TaskState::Dead),
+        CANCELLED => Ok(TaskState::Cancelled),
+        other => Err(Error::new(
+            crate::ErrorKind::NotADatabase,
+            format!("tq's tables were changed outside tq: a task in unknown state {other}"),
+        )),
+    }
 }
 
 /// A count read from the database as a `u32` (tq writes only those).
@@ -262,14 +339,24 @@ impl PostgresStore {
     fn claim_in(&self, tx: &mut Tx<'_>, max: usize, lease: i64) -> Result<Vec<Task>> {
         let holder = self.listener.holder(self.wait)?;
         let sql = self.sql(CLAIM);
+        let mut max = max;
+        let mut bounded = false;
         let mut tasks = Vec::new();
-        // Each round either fills the claim or buries some expired last
-        // attempts, which then leave the candidates: it ends.
+        // Each round either fills the claim, buries some expired last
+        // attempts, which then leave the candidates, or finds the queue
+        // limited, once: it ends.
         while tasks.len() < max {
             let left = (max - tasks.len()).min(i64::MAX as usize) as i64;
-            let rows = tx.query(&sql, &[&self.queue, &left, &lease, &holder])?;
+            let rows = tx.query(&sql, &[&self.queue, &left, &lease, &holder, &bounded])?;
             let mut buried = 0;
             for row in &rows {
+                if row.try_get::<_, Option<i64>>(0)?.is_none() {
+                    self.limited.store(true, Ordering::Relaxed);
+                    max = max.min(self.slots_left(tx)?);
+                    bounded = true;
+                    buried += 1;
+                    continue;
+                }
                 match task_from_row(row)? {
                     Some(task) => tasks.push(task),
                     None => buried += 1,
@@ -290,6 +377,26 @@ impl PostgresStore {
         Ok(tasks)
     }
 
+    /// Locks the settings of this limited queue until `tx` ends and counts
+    /// its slots left (see [`LOCK_SLOTS`]).
+    fn slots_left(&self, tx: &mut Tx<'_>) -> Result<usize> {
+        let limit: Option<i64> = tx
+            .query_opt(&self.sql(LOCK_SLOTS), &[&self.queue])?
+            .map(|row| row.try_get(0))
+            .transpose()?
+            .flatten();
+        let Some(limit) = limit else {
+            // The limit was removed meanwhile.
+            return Ok(usize::MAX);
+        };
+        let live: i64 = tx
+            .query_opt(&self.sql(LIVE_LEASES), &[&self.queue])?
+            .map(|row| row.try_get(0))
+            .transpose()?
+            .unwrap_or(0);
+        Ok(limit.saturating_sub(live).max(0) as usize)
+    }
+
     /// Completes the current deliveries among `receipts` in `tx`.
     fn finish_in(&self, tx: &mut Tx<'_>, receipts: &[Receipt]) -> Result<Vec<bool>> {
         let ids: Vec<i64> = receipts.iter().map(|receipt| receipt.id).collect();
@@ -307,6 +414,17 @@ impl PostgresStore {
             .iter()
             .map(|receipt| done.remove(&(receipt.id, receipt.token)))
             .collect())
+    }
+
+    /// Ends task `id` as cancelled (see `sqlite/tasks.rs`): kept with
+    /// `reason` with history, deleted without.
+    fn end_as_cancelled(&self, tx: &mut Tx<'_>, id: i64, reason: Option<&str>) -> Result<()> {
+        if self.keep_history {
+            tx.execute(&self.sql(KEEP_CANCELLED), &[&id, &reason])?;
+        } else {
+            tx.execute(&self.sql("DELETE FROM @.tasks WHERE id = $1"), &[&id])?;
+        }
+        Ok(())
     }
 
     /// Wakes the waiters of `queue`, in every process, once `tx` commits.
@@ -333,12 +451,7 @@ impl PostgresStore {
                 let state: i16 = row.try_get(1)?;
                 let unique_until: Option<i64> = row.try_get(2)?;
                 let now: i64 = row.try_get(3)?;
-                let holds_key = match state {
-                    0 | 1 | 4 => true,
-                    2 => unique_until.is_some_and(|until| until > now),
-                    _ => false,
-                };
-                if holds_key {
+                if holds_unique_key(i64::from(state), unique_until, now) {
                     return Ok(Pushed::Duplicate(id));
                 }
                 tx.execute(
@@ -434,7 +547,14 @@ impl Store for PostgresStore {
     }
 
     fn finish(&self, receipts: &[Receipt], _now: i64) -> Result<Vec<bool>> {
-        self.write(|tx| self.finish_in(tx, receipts))
+        self.write(|tx| {
+            let held = self.finish_in(tx, receipts)?;
+            if self.limited.load(Ordering::Relaxed) {
+                // Slots of the limit are free.
+                self.notify(tx, &self.queue)?;
+            }
+            Ok(held)
+        })
     }
 
     fn finish_and_claim(&self, receipt: Receipt, _now: i64, lease: i64) -> Result<Option<Task>> {
@@ -464,6 +584,9 @@ impl Store for PostgresStore {
             let now: i64 = row.try_get(3)?;
             if attempts >= max_attempts {
                 tx.execute(&self.sql(BURY), &[&receipt.id, &now, &reason])?;
+                if self.limited.load(Ordering::Relaxed) {
+                    self.notify(tx, &self.queue)?;
+                }
                 return Ok(Failed::Dead);
             }
             let pause = backoff.pause(attempts, random as u64);
@@ -492,8 +615,24 @@ impl Store for PostgresStore {
     fn recover(&self, _now: i64) -> Result<u64> {
         let space = i64::from(self.lock_space);
         let grace = super::listener::GRACE.as_millis() as i64;
+        let ended = if self.keep_history {
+            "UPDATE @.tasks t
+             SET state = 5, finished_at = clock.now,
+                 lease_token = NULL, lease_expires_at = NULL, holder_id = NULL,
+                 unique_key = NULL, unique_until = NULL
+             FROM over o, clock WHERE t.id = o.id"
+        } else {
+            "DELETE FROM @.tasks t USING over o WHERE t.id = o.id"
+        };
         self.write(|tx| {
-            let recovered = tx.execute(&self.sql(RECOVER), &[&self.queue, &space, &grace])?;
+            let recovered = tx.execute(
+                &self.sql(&format!("{CLOCK_AND_LIVE}{RECOVER}")),
+                &[&self.queue, &space, &grace],
+            )?;
+            tx.execute(
+                &self.sql(&format!("{CLOCK_AND_LIVE}{OVER_CANCELLING} {ended}")),
+                &[&self.queue, &space, &grace],
+            )?;
             if recovered > 0 {
                 self.notify(tx, &self.queue)?;
             }
@@ -526,12 +665,7 @@ impl Store for PostgresStore {
                 .map(|row| {
                     Ok(TaskInfo {
                         id: row.try_get(0)?,
-                        state: match row.try_get::<_, i16>(1)? {
-                            1 => TaskState::Leased,
-                            2 => TaskState::Done,
-                            3 => TaskState::Dead,
-                            _ => TaskState::Pending,
-                        },
+                        state: visible_state(row.try_get(1)?)?,
                         attempts: count32(row, 2)?,
                         max_attempts: count32(row, 3)?,
                         priority: row.try_get(4)?,
@@ -562,14 +696,153 @@ impl Store for PostgresStore {
             TaskState::Dead => {
                 "DELETE FROM @.tasks WHERE queue = $1 AND state = 3 AND finished_at <= NOW_MS - $2"
             }
+            TaskState::Cancelled => {
+                "DELETE FROM @.tasks WHERE queue = $1 AND state = 5 AND finished_at <= NOW_MS - $2"
+            }
             TaskState::Pending | TaskState::Leased => {
                 return Err(Error::invalid_argument(
-                    "only done and dead tasks can be purged",
+                    "only done, dead and cancelled tasks can be purged",
                 ))
             }
         };
         let sql = self.sql(sql);
         self.write(|tx| tx.execute(&sql, &[&self.queue, &older_than]))
+    }
+
+    fn cancel_task(&self, id: i64, reason: &str, _now: i64) -> Result<Cancelled> {
+        let reason = (!reason.is_empty()).then_some(reason);
+        self.write(|tx| {
+            let state: Option<i16> = tx
+                .query_opt(
+                    &self.sql("SELECT state FROM @.tasks WHERE id = $1 AND queue = $2 FOR UPDATE"),
+                    &[&id, &self.queue],
+                )?
+                .map(|row| row.try_get(0))
+                .transpose()?;
+            match state.map(i64::from) {
+                None => Err(Error::invalid_argument(format!(
+                    "queue '{}' has no task {id}",
+                    self.queue
+                ))),
+                Some(2) => Err(Error::invalid_argument(format!(
+                    "task {id} is done: a finished task cannot be cancelled"
+                ))),
+                Some(CANCELLED) => Ok(Cancelled::Removed),
+                Some(CANCELLING) => Ok(Cancelled::Requested),
+                Some(1) => {
+                    tx.execute(
+                        &self.sql(
+                            "UPDATE @.tasks SET state = 6, last_error = coalesce($2, last_error)
+                             WHERE id = $1",
+                        ),
+                        &[&id, &reason],
+                    )?;
+                    Ok(Cancelled::Requested)
+                }
+                Some(_) => {
+                    self.end_as_cancelled(tx, id, reason)?;
+                    Ok(Cancelled::Removed)
+                }
+            }
+        })
+    }
+
+    fn end_cancelled(&self, receipt: Receipt, _now: i64) -> Result<bool> {
+        self.write(|tx| {
+            let cancelling = tx
+                .query_opt(
+                    &self.sql(
+                        "SELECT 1 FROM @.tasks WHERE id = $1 AND state = 6 AND lease_token = $2
+                         FOR UPDATE",
+                    ),
+                    &[&receipt.id, &receipt.token],
+                )?
+                .is_some();
+            if cancelling {
+                self.end_as_cancelled(tx, receipt.id, None)?;
+                if self.limited.load(Ordering::Relaxed) {
+                    self.notify(tx, &self.queue)?;
+                }
+            }
+            Ok(cancelling)
+        })
+    }
+
+    fn snooze(&self, receipt: Receipt, _now: i64, delay: i64) -> Result<()> {
+        self.write(|tx| {
+            let snoozed = tx.execute(
+                &self.sql(
+                    "UPDATE @.tasks
+                     SET state = CASE WHEN $3::int8 <= 0 THEN 0 ELSE 4 END, run_at = NOW_MS + $3,
+                         attempts = attempts - 1,
+                         lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
+                     WHERE id = $1 AND state = 1 AND lease_token = $2",
+                ),
+                &[&receipt.id, &receipt.token, &delay],
+            )?;
+            if snoozed == 0 {
+                return Err(not_held(receipt.id));
+            }
+            self.notify(tx, &self.queue)
+        })
+    }
+
+    fn set_pause(&self, pause: Option<Pause>) -> Result<()> {
+        let until = pause.map(pause_until);
+        self.write(|tx| {
+            tx.execute(
+                &self.sql(
+                    "INSERT INTO @.queues (queue, paused_until) VALUES ($1, $2)
+                     ON CONFLICT (queue) DO UPDATE SET paused_until = excluded.paused_until",
+                ),
+                &[&self.queue, &until],
+            )?;
+            if pause.is_none() {
+                self.notify(tx, &self.queue)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn set_concurrency_limit(&self, limit: Option<u32>) -> Result<()> {
+        let limit = limit.map(i64::from);
+        self.write(|tx| {
+            tx.execute(
+                &self.sql(
+                    "INSERT INTO @.queues (queue, max_leased) VALUES ($1, $2)
+                     ON CONFLICT (queue) DO UPDATE SET max_leased = excluded.max_leased",
+                ),
+                &[&self.queue, &limit],
+            )?;
+            self.notify(tx, &self.queue)
+        })?;
+        self.limited.store(limit.is_some(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn concurrency_limit(&self) -> Result<Option<u32>> {
+        let sql = self.sql("SELECT max_leased FROM @.queues WHERE queue = $1");
+        self.read(|conn| {
+            let rows = conn.query(&sql, &[&self.queue])?;
+            let limit: Option<i64> = rows
+                .first()
+                .map(|row| row.try_get(0))
+                .transpose()?
+                .flatten();
+            Ok(limit.map(|limit| u32::try_from(limit).unwrap_or(u32::MAX)))
+        })
+    }
+
+    fn pause(&self, _now: i64) -> Result<Option<Pause>> {
+        let sql = self.sql(PAUSED_UNTIL);
+        self.read(|conn| {
+            let rows = conn.query(&sql, &[&self.queue])?;
+            Ok(rows
+                .first()
+                .map(|row| row.try_get::<_, i64>(0))
+                .transpose()?
+                .map(stored_pause))
+        })
     }
 
     fn checkpoint(&self) -> Result<Checkpoint> {

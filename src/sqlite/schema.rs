@@ -110,6 +110,20 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX tq_tasks_live
         ON tq_tasks (queue, state DESC, lease_expires_at, priority DESC, run_at, id)
         WHERE state = 0 OR state = 1;",
+    // 5: cancelled tasks kept as history (state 5), leased tasks whose
+    // cancellation waits for their holder (state 6: out of the index of
+    // live tasks, so never claimed), and what an operator sets per queue.
+    "CREATE INDEX tq_tasks_cancelled  ON tq_tasks (queue, finished_at)      WHERE state = 5;
+    CREATE INDEX tq_tasks_cancelling ON tq_tasks (queue, lease_expires_at) WHERE state = 6;
+    CREATE TABLE tq_queues (
+        queue        TEXT PRIMARY KEY,
+        -- Claims find nothing before this time; 9223372036854775807 (the
+        -- largest integer): until resumed. NULL: not paused.
+        paused_until INTEGER,
+        -- At most this many tasks of the queue leased at once (expired
+        -- leases hold no slot). NULL: no limit.
+        max_leased   INTEGER
+    ) WITHOUT ROWID;",
 ];
 
 /// The schema version this library writes.

@@ -5,7 +5,8 @@
 //! States are stored as integers and written as literals in the SQL so
 //! that SQLite can use the partial index of each state (see `schema.rs`):
 //! 0 ready (pending and due), 1 leased, 2 done, 3 dead, 4 waiting (pending,
-//! not yet due). A waiting task becomes ready at the next claim after its
+//! not yet due), 5 cancelled, 6 leased with its cancellation waiting for its
+//! holder. A waiting task becomes ready at the next claim after its
 //! due time, so the ready tasks in the index of live tasks are the
 //! claimable ones, in claim order.
 //!
@@ -22,8 +23,11 @@ use super::SqliteStore;
 use crate::error::{Error, ErrorKind, Result};
 use crate::holder::{Liveness, ProcessId};
 use crate::options::RetryBackoff;
-use crate::store::{state_condition, Checkpoint, NewTask, Store};
-use crate::task::{Failed, Pushed, Receipt, Task, TaskInfo, TaskState};
+use crate::store::{
+    holds_unique_key, pause_until, state_condition, stored_pause, Checkpoint, NewTask, Store,
+    CANCELLED, CANCELLING, UNTIL_RESUMED,
+};
+use crate::task::{Cancelled, Failed, Pause, Pushed, Receipt, Task, TaskInfo, TaskState};
 
 /// At most this many waiting tasks become ready per claim, so one claim
 /// after a long pause does not rewrite a large backlog in one transaction.
@@ -51,8 +55,8 @@ fn register_holder(conn: &Connection, process: &ProcessId) -> Result<i64> {
 }
 
 /// Stores one task in `queue`, or finds the task holding its unique key.
-/// A key is held by a pending or leased task, or by a done one until its
-/// window ends; a task that no longer holds its key gives it up here.
+/// A task that no longer holds its key ([`holds_unique_key`]) gives it up
+/// here.
 pub(crate) fn push_one(conn: &Connection, queue: &str, task: &NewTask, now: i64) -> Result<Pushed> {
     if let Some((key, _)) = &task.unique {
         let holder: Option<(i64, i64, Option<i64>)> = conn
@@ -64,12 +68,7 @@ pub(crate) fn push_one(conn: &Connection, queue: &str, task: &NewTask, now: i64)
             })
             .optional()?;
         if let Some((id, state, unique_until)) = holder {
-            let holds_key = match state {
-                0 | 1 | 4 => true,
-                2 => unique_until.is_some_and(|until| until > now),
-                _ => false,
-            };
-            if holds_key {
+            if holds_unique_key(state, unique_until, now) {
                 return Ok(Pushed::Duplicate(id));
             }
             conn.prepare_cached("UPDATE tq_tasks SET unique_key = NULL WHERE id = ?1")?
@@ -207,6 +206,10 @@ fn claim(
     lease_expires_at: i64,
     holder_id: i64,
 ) -> Result<Vec<Task>> {
+    let max = room(conn, queue, now)?.map_or(max, |room| max.min(room));
+    if max == 0 {
+        return Ok(Vec::new());
+    }
     let any_due = conn
         .prepare_cached(ANY_DUE)?
         .query_row(params![queue, now], |_| Ok(()))
@@ -300,6 +303,53 @@ fn claim(
     Ok(tasks)
 }
 
+/// The end of queue `?1`'s pause in force at `?2`: one lookup in a table
+/// of a row per queue an operator set.
+const PAUSED_UNTIL: &str =
+    "SELECT paused_until FROM tq_queues WHERE queue = ?1 AND paused_until > ?2";
+
+/// What an operator set for queue `?1`: its pause's end and its
+/// concurrency limit.
+const SETTINGS: &str = "SELECT paused_until, max_leased FROM tq_queues WHERE queue = ?1";
+
+/// The live leases of queue `?1` at `?2`, which hold a slot of its
+/// concurrency limit: two ranges of indexes, as long as the limit.
+const LIVE_LEASES: &str = "SELECT
+    (SELECT count(*) FROM tq_tasks WHERE queue = ?1 AND state = 1 AND lease_expires_at > ?2)
+  + (SELECT count(*) FROM tq_tasks WHERE queue = ?1 AND state = 6 AND lease_expires_at > ?2)";
+
+/// How many more tasks of `queue` may be leased at `now`: none while it is
+/// paused; under a concurrency limit, the limit less the live leases;
+/// `None` when nothing bounds it. Claims take no more, so the limit holds
+/// exactly: every claim of the file runs under its write lock.
+fn room(conn: &Connection, queue: &str, now: i64) -> Result<Option<usize>> {
+    let settings: Option<(Option<i64>, Option<i64>)> = conn
+        .prepare_cached(SETTINGS)?
+        .query_row([queue], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?;
+    let Some((paused_until, max_leased)) = settings else {
+        return Ok(None);
+    };
+    if paused_until.is_some_and(|until| until > now) {
+        return Ok(Some(0));
+    }
+    let Some(max_leased) = max_leased else {
+        return Ok(None);
+    };
+    let live: i64 = conn
+        .prepare_cached(LIVE_LEASES)?
+        .query_row(params![queue, now], |row| row.get(0))?;
+    Ok(Some(max_leased.saturating_sub(live).max(0) as usize))
+}
+
+/// When the pause of `queue` in force at `now` ends, if it is paused.
+fn paused_until(conn: &Connection, queue: &str, now: i64) -> Result<Option<i64>> {
+    Ok(conn
+        .prepare_cached(PAUSED_UNTIL)?
+        .query_row(params![queue, now], |row| row.get(0))
+        .optional()?)
+}
+
 fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
     Ok(Task {
         receipt: Receipt::new(row.get(0)?, row.get(1)?),
@@ -350,6 +400,32 @@ pub(crate) fn finish_one(
         )?
         .execute(params![receipt.id, receipt.token, now])?;
     Ok(kept > 0)
+}
+
+/// Ends task `id` as cancelled, keeping `reason` (when given) as its last
+/// error: kept as such with history, deleted without. Its unique key is
+/// free again.
+fn end_as_cancelled(
+    conn: &Connection,
+    id: i64,
+    reason: Option<&str>,
+    now: i64,
+    keep_history: bool,
+) -> Result<()> {
+    if keep_history {
+        conn.prepare_cached(
+            "UPDATE tq_tasks
+             SET state = 5, finished_at = ?2, last_error = coalesce(?3, last_error),
+                 lease_token = NULL, lease_expires_at = NULL, holder_id = NULL,
+                 unique_key = NULL, unique_until = NULL
+             WHERE id = ?1",
+        )?
+        .execute(params![id, now, reason])?;
+    } else {
+        conn.prepare_cached("DELETE FROM tq_tasks WHERE id = ?1")?
+            .execute([id])?;
+    }
+    Ok(())
 }
 
 /// Deletes, on a handle without history, the done tasks kept only for a
@@ -651,7 +727,11 @@ impl Store for SqliteStore {
             now,
             keep_history: self.keep_history,
         })? {
-            Output::Held(held) => Ok(held),
+            Output::Held(held) => {
+                // A finish frees a slot of a concurrency limit.
+                self.ring_other_processes();
+                Ok(held)
+            }
             _ => Err(mismatch()),
         }
     }
@@ -682,9 +762,8 @@ impl Store for SqliteStore {
             backoff: *backoff,
         })? {
             Output::Failed(failed) => {
-                if let Failed::RetryAt(_) = failed {
-                    self.ring_other_processes();
-                }
+                // A retry readies a task; either way, a slot of a limit is free.
+                self.ring_other_processes();
                 Ok(failed)
             }
             _ => Err(mismatch()),
@@ -721,12 +800,26 @@ impl Store for SqliteStore {
                             OR holder_id IN (SELECT value FROM json_each(?2)))",
                 )?
                 .execute(params![now, dead_json, self.queue])?;
+            // A cancelled task whose holder is gone is over.
+            conn.prepare_cached(if self.keep_history {
+                "UPDATE tq_tasks
+                 SET state = 5, finished_at = ?1,
+                     lease_token = NULL, lease_expires_at = NULL, holder_id = NULL,
+                     unique_key = NULL, unique_until = NULL
+                 WHERE queue = ?3 AND state = 6
+                   AND (lease_expires_at <= ?1 OR holder_id IN (SELECT value FROM json_each(?2)))"
+            } else {
+                "DELETE FROM tq_tasks
+                 WHERE queue = ?3 AND state = 6
+                   AND (lease_expires_at <= ?1 OR holder_id IN (SELECT value FROM json_each(?2)))"
+            })?
+            .execute(params![now, dead_json, self.queue])?;
             // A dead holder's row goes once no queue has its tasks.
             conn.prepare_cached(
                 "DELETE FROM tq_holders
                  WHERE id IN (SELECT value FROM json_each(?1))
                    AND NOT EXISTS (SELECT 1 FROM tq_tasks
-                                   WHERE state = 1 AND holder_id = tq_holders.id)",
+                                   WHERE (state = 1 OR state = 6) AND holder_id = tq_holders.id)",
             )?
             .execute([dead_json])?;
             Ok(recovered as u64)
@@ -785,12 +878,7 @@ impl Store for SqliteStore {
                 |row| {
                     Ok(TaskInfo {
                         id: row.get(0)?,
-                        state: match row.get::<_, i64>(1)? {
-                            1 => TaskState::Leased,
-                            2 => TaskState::Done,
-                            3 => TaskState::Dead,
-                            _ => TaskState::Pending,
-                        },
+                        state: visible_state(row.get(1)?)?,
                         attempts: row.get(2)?,
                         max_attempts: row.get(3)?,
                         priority: row.get(4)?,
@@ -829,9 +917,12 @@ impl Store for SqliteStore {
             TaskState::Dead => {
                 "DELETE FROM tq_tasks WHERE queue = ?1 AND state = 3 AND finished_at <= ?2"
             }
+            TaskState::Cancelled => {
+                "DELETE FROM tq_tasks WHERE queue = ?1 AND state = 5 AND finished_at <= ?2"
+            }
             TaskState::Pending | TaskState::Leased => {
                 return Err(Error::invalid_argument(
-                    "only done and dead tasks can be purged",
+                    "only done, dead and cancelled tasks can be purged",
                 ))
             }
         };
@@ -840,6 +931,125 @@ impl Store for SqliteStore {
                 .prepare_cached(sql)?
                 .execute(params![self.queue, before])? as u64)
         })
+    }
+
+    fn cancel_task(&self, id: i64, reason: &str, now: i64) -> Result<Cancelled> {
+        let reason = (!reason.is_empty()).then_some(reason);
+        self.write(|conn| {
+            let state: Option<i64> = conn
+                .prepare_cached("SELECT state FROM tq_tasks WHERE id = ?1 AND queue = ?2")?
+                .query_row(params![id, self.queue], |row| row.get(0))
+                .optional()?;
+            match state {
+                None => Err(Error::invalid_argument(format!(
+                    "queue '{}' has no task {id}",
+                    self.queue
+                ))),
+                Some(2) => Err(Error::invalid_argument(format!(
+                    "task {id} is done: a finished task cannot be cancelled"
+                ))),
+                Some(CANCELLED | CANCELLING) => Ok(if state == Some(CANCELLED) {
+                    Cancelled::Removed
+                } else {
+                    Cancelled::Requested
+                }),
+                Some(1) => {
+                    conn.prepare_cached(
+                        "UPDATE tq_tasks SET state = 6, last_error = coalesce(?2, last_error)
+                         WHERE id = ?1",
+                    )?
+                    .execute(params![id, reason])?;
+                    Ok(Cancelled::Requested)
+                }
+                Some(_) => {
+                    end_as_cancelled(conn, id, reason, now, self.keep_history)?;
+                    Ok(Cancelled::Removed)
+                }
+            }
+        })
+    }
+
+    fn end_cancelled(&self, receipt: Receipt, now: i64) -> Result<bool> {
+        self.write(|conn| {
+            let cancelling = conn
+                .prepare_cached(
+                    "SELECT 1 FROM tq_tasks WHERE id = ?1 AND state = 6 AND lease_token = ?2",
+                )?
+                .query_row(params![receipt.id, receipt.token], |_| Ok(()))
+                .optional()?;
+            if cancelling.is_some() {
+                end_as_cancelled(conn, receipt.id, None, now, self.keep_history)?;
+            }
+            Ok(cancelling.is_some())
+        })
+        .inspect(|&ended| {
+            if ended {
+                self.ring_other_processes();
+            }
+        })
+    }
+
+    fn snooze(&self, receipt: Receipt, now: i64, delay: i64) -> Result<()> {
+        let run_at = now.saturating_add(delay);
+        let snoozed = self.write(|conn| {
+            Ok(conn
+                .prepare_cached(
+                    "UPDATE tq_tasks
+                     SET state = CASE WHEN ?3 <= ?4 THEN 0 ELSE 4 END, run_at = ?3,
+                         attempts = attempts - 1,
+                         lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
+                     WHERE id = ?1 AND state = 1 AND lease_token = ?2",
+                )?
+                .execute(params![receipt.id, receipt.token, run_at, now])?)
+        })?;
+        if snoozed == 0 {
+            return Err(not_held(receipt.id));
+        }
+        self.ring_other_processes();
+        Ok(())
+    }
+
+    fn set_pause(&self, pause: Option<Pause>) -> Result<()> {
+        self.write(|conn| {
+            conn.prepare_cached(
+                "INSERT INTO tq_queues (queue, paused_until) VALUES (?1, ?2)
+                 ON CONFLICT (queue) DO UPDATE SET paused_until = excluded.paused_until",
+            )?
+            .execute(params![self.queue, pause.map(pause_until)])?;
+            Ok(())
+        })?;
+        if pause.is_none() {
+            self.ring_other_processes();
+        }
+        Ok(())
+    }
+
+    fn set_concurrency_limit(&self, limit: Option<u32>) -> Result<()> {
+        self.write(|conn| {
+            conn.prepare_cached(
+                "INSERT INTO tq_queues (queue, max_leased) VALUES (?1, ?2)
+                 ON CONFLICT (queue) DO UPDATE SET max_leased = excluded.max_leased",
+            )?
+            .execute(params![self.queue, limit])?;
+            Ok(())
+        })?;
+        // A higher limit, or none, may let waiters claim.
+        self.ring_other_processes();
+        Ok(())
+    }
+
+    fn concurrency_limit(&self) -> Result<Option<u32>> {
+        self.read(|conn| {
+            let limit: Option<Option<u32>> = conn
+                .prepare_cached("SELECT max_leased FROM tq_queues WHERE queue = ?1")?
+                .query_row([&self.queue], |row| row.get(0))
+                .optional()?;
+            Ok(limit.flatten())
+        })
+    }
+
+    fn pause(&self, now: i64) -> Result<Option<Pause>> {
+        self.read(|conn| Ok(paused_until(conn, &self.queue, now)?.map(stored_pause)))
     }
 
     fn checkpoint(&self) -> Result<Checkpoint> {
@@ -856,6 +1066,11 @@ impl Store for SqliteStore {
 
     fn next_claimable(&self, now: i64) -> Result<Option<i64>> {
         self.read(|conn| {
+            // A paused queue has nothing to claim before its pause ends
+            // (a resume rings the waiters).
+            if let Some(until) = paused_until(conn, &self.queue, now)? {
+                return Ok((until != UNTIL_RESUMED).then_some(until));
+            }
             let due: Option<i64> = conn
                 .prepare_cached(NEXT_CLAIMABLE)?
                 .query_row(rusqlite::params![&self.queue, now], |row| row.get(0))?;
@@ -912,9 +1127,9 @@ impl Store for SqliteStore {
 }
 
 /// Every state a task is stored in: pending (0), leased (1), done (2),
-/// dead (3) and waiting (4); each has a partial index that starts with the
-/// queue's name.
-const STORED_STATES: [u8; 5] = [0, 1, 2, 3, 4];
+/// dead (3), waiting (4), cancelled (5) and cancelling (6); each has a
+/// partial index that starts with the queue's name.
+const STORED_STATES: [u8; 7] = [0, 1, 2, 3, 4, 5, 6];
 
 /// The queues with a task in `state`, skipping from name to name in the
 /// state's index: a few lookups per queue.
@@ -927,6 +1142,19 @@ fn queue_names_sql(state: u8) -> String {
              FROM names WHERE names.name IS NOT NULL)
          SELECT name FROM names WHERE name IS NOT NULL"
     )
+}
+
+/// The visible state of a stored one; an unknown one means the file was
+/// changed outside tq.
+fn visible_state(stored: i64) -> rusqlite::Result<TaskState> {
+    match stored {
+        0 | 4 => Ok(TaskState::Pending),
+        1 | CANCELLING => Ok(TaskState::Leased),
+        2 => Ok(TaskState::Done),
+        3 => Ok(TaskState::Dead),
+        CANCELLED => Ok(TaskState::Cancelled),
+        other => Err(rusqlite::Error::IntegralValueOutOfRange(1, other)),
+    }
 }
 
 /// The recorded holders whose process is gone.
@@ -1057,6 +1285,10 @@ mod tests {
                 "tq_tasks_dead",
             ),
             (
+                "DELETE FROM tq_tasks WHERE queue = ?1 AND state = 5 AND finished_at <= ?2",
+                "tq_tasks_cancelled",
+            ),
+            (
                 "SELECT id FROM tq_tasks WHERE queue = ?1 AND unique_key = ?2",
                 "tq_tasks_unique",
             ),
@@ -1067,6 +1299,16 @@ mod tests {
         }
         let take = plan(&conn, &take_one_sql());
         assert!(take.contains("INTEGER PRIMARY KEY"), "{take}");
+        // Every claim looks for its queue's settings.
+        for sql in [PAUSED_UNTIL, SETTINGS] {
+            let plan = plan(&conn, sql);
+            assert!(plan.contains("USING PRIMARY KEY (queue=?)"), "{plan}");
+        }
+        // A limited queue's claims count its live leases in the indexes.
+        let live = plan(&conn, LIVE_LEASES);
+        assert!(live.contains("tq_tasks_live"), "{live}");
+        assert!(live.contains("tq_tasks_cancelling"), "{live}");
+        assert!(!live.contains("SCAN tq_tasks"), "{live}");
         // The expired leases alone, through their index; the sort keeps only
         // the first `?3`.
         let expired = plan(&conn, EXPIRED_IN_LINE);
@@ -1080,6 +1322,7 @@ mod tests {
             TaskState::Leased,
             TaskState::Done,
             TaskState::Dead,
+            TaskState::Cancelled,
         ] {
             let count = plan(&conn, &count_sql(state));
             assert!(count.contains("USING"), "{state:?}: {count}");

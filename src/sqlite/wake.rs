@@ -18,10 +18,12 @@
 //!
 //! Waiters still look at the change counter every [`safety_net`], for
 //! writers that ring nothing (another program, a process without the
-//! page); the watcher also looks at the words that often, in case a
-//! wake-up was lost. A
-//! process that died while its watcher slept leaves the count of sleepers
-//! too high: rings then make a needless system call, until the page is
+//! page, a page rebuilt under a sleeping watcher). The watcher looks at
+//! the words [`WATCHER_SLOWER`] times less often: a wake-up it could miss
+//! is one the waiters' look catches too, and each look costs a process a
+//! wake-up (an idle waiter's cost is these wake-ups alone). A process
+//! that died while its watcher slept leaves the count of sleepers too
+//! high: rings then make a needless system call, until the page is
 //! rebuilt.
 //!
 //! A child after `fork()` has no watcher thread: its parent's handles are
@@ -49,10 +51,14 @@ const LOOK_AGAIN: u32 = 1 << 31;
 static SAFETY_NET_MS: AtomicU64 = AtomicU64::new(1000);
 
 /// How often, with the wake words, a waiter still looks at the file's
-/// change counter, and a watcher at the words.
+/// change counter.
 pub(super) fn safety_net() -> Duration {
     Duration::from_millis(SAFETY_NET_MS.load(Ordering::SeqCst))
 }
+
+/// How many safety nets a watcher sleeps between two looks at the words
+/// that no ring asked for.
+const WATCHER_SLOWER: u32 = 10;
 
 /// The wake words in the shared page.
 #[repr(C)]
@@ -235,7 +241,11 @@ fn watch(
             }
             seen = now;
         }
-        words.sleep(file, waited_on.load(Ordering::SeqCst), safety_net());
+        words.sleep(
+            file,
+            waited_on.load(Ordering::SeqCst),
+            safety_net() * WATCHER_SLOWER,
+        );
     }
 }
 

@@ -103,6 +103,16 @@ int main(int argc, char **argv)
     STATUS_CASE(tq_extend, tq_extend(queue, task, 1000));
     STATUS_CASE(tq_retry_dead, tq_retry_dead(queue, 1));
     STATUS_CASE(tq_retry_all_dead, tq_retry_all_dead(queue, &n));
+    int32_t state = 0;
+    STATUS_CASE(tq_cancel_task, tq_cancel_task(queue, 1, "no", &state));
+    STATUS_CASE(tq_snooze, tq_snooze(queue, task, 0));
+    STATUS_CASE(tq_pause, tq_pause(queue, TQ_UNTIL_RESUMED));
+    STATUS_CASE(tq_resume, tq_resume(queue));
+    STATUS_CASE(tq_paused_until, tq_paused_until(queue, &n));
+    uint32_t limit = 0;
+    STATUS_CASE(tq_set_concurrency_limit, tq_set_concurrency_limit(queue, 4));
+    STATUS_CASE(tq_clear_concurrency_limit, tq_clear_concurrency_limit(queue));
+    STATUS_CASE(tq_concurrency_limit, tq_concurrency_limit(queue, &limit));
     STATUS_CASE(tq_oldest_ready_age_ms, tq_oldest_ready_age_ms(queue, &n));
     STATUS_CASE(tq_list, tq_list(queue, TQ_STATE_PENDING, 0, 1, &unpulled, &count));
     STATUS_CASE(tq_checkpoint, tq_checkpoint(queue, &n));

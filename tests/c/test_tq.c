@@ -300,7 +300,7 @@ static void test_status_str(const char *dir)
     const int known[] = {TQ_OK,           TQ_EMPTY,   TQ_DUPLICATE, TQ_ERR_INVALID_ARGUMENT,
                          TQ_ERR_INVALID_JSON, TQ_ERR_NOT_HELD, TQ_ERR_BUSY, TQ_ERR_IO,
                          TQ_ERR_NOT_A_DATABASE, TQ_ERR_INTERNAL, TQ_ERR_INTERRUPTED,
-                         TQ_ERR_UNKNOWN_OUTCOME};
+                         TQ_ERR_UNKNOWN_OUTCOME, TQ_ERR_CANCELLED};
     const size_t n = sizeof known / sizeof known[0];
     for (size_t i = 0; i < n; i++) {
         const char *s = tq_status_str(known[i]);
@@ -311,7 +311,7 @@ static void test_status_str(const char *dir)
         for (size_t j = 0; j < i; j++)
             CHECK(strcmp(s, tq_status_str(known[j])) != 0);
     }
-    const int32_t unknown[] = {3, 100, -10, -100, INT32_MAX, INT32_MIN};
+    const int32_t unknown[] = {3, 100, -11, -100, INT32_MAX, INT32_MIN};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         const char *s = tq_status_str(unknown[i]);
         if (CHECK(s != NULL))
@@ -1380,8 +1380,8 @@ static void test_count(const char *dir)
     CHECK_LAST_ERROR("NULL");
     CHECK_STATUS(tq_count(q, TQ_STATE_PENDING, NULL), TQ_ERR_INVALID_ARGUMENT);
     CHECK_LAST_ERROR("NULL");
-    CHECK_STATUS(tq_count(q, 4, &n), TQ_ERR_INVALID_ARGUMENT);
-    CHECK_LAST_ERROR("4");
+    CHECK_STATUS(tq_count(q, 5, &n), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("5");
     CHECK_STATUS(tq_count(q, -1, &n), TQ_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(tq_count(q, INT32_MAX, &n), TQ_ERR_INVALID_ARGUMENT);
     CHECK_INT(n, -7);
@@ -2589,6 +2589,82 @@ struct test_case {
     case_fn fn;
 };
 
+static void test_cancel_pause_snooze(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "control.db", TQ_DURABILITY_NORMAL, true);
+    REQUIRE(q != NULL);
+    int64_t pending = push_text(q, "\"pending\"");
+    int64_t leased = push_text(q, "\"leased\"");
+    int32_t state = -1;
+    CHECK_STATUS(tq_cancel_task(NULL, pending, NULL, &state), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_cancel_task(q, pending + 100, NULL, &state), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_cancel_task(q, pending, "\xff", &state), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_INT(state, -1);
+    CHECK_STATUS(tq_cancel_task(q, pending, "not needed", &state), TQ_OK);
+    CHECK_INT(state, TQ_STATE_CANCELLED);
+    CHECK_INT(count(q, TQ_STATE_CANCELLED), 1);
+
+    /* A leased task: its holder is told at its next call. */
+    tq_task *task = pull_one(q);
+    REQUIRE(task != NULL);
+    CHECK_INT(tq_task_id(task), leased);
+    CHECK_STATUS(tq_cancel_task(q, leased, NULL, &state), TQ_OK);
+    CHECK_INT(state, TQ_STATE_LEASED);
+    CHECK_STATUS(tq_extend(q, task, 1000), TQ_ERR_CANCELLED);
+    CHECK_LAST_ERROR("cancelled");
+    CHECK_STATUS(tq_finish(q, task), TQ_ERR_NOT_HELD);
+    CHECK_INT(count(q, TQ_STATE_CANCELLED), 2);
+    tq_task_free(task);
+
+    /* A pause until resumed, then a snooze that does not count. */
+    int64_t until = 1;
+    CHECK_STATUS(tq_paused_until(q, &until), TQ_OK);
+    CHECK_INT(until, 0);
+    CHECK_STATUS(tq_paused_until(q, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_pause(q, 1), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_pause(q, TQ_UNTIL_RESUMED), TQ_OK);
+    CHECK_STATUS(tq_paused_until(q, &until), TQ_OK);
+    CHECK(until == TQ_UNTIL_RESUMED);
+    int64_t later = push_text(q, "\"later\"");
+    tq_task *none = NULL;
+    CHECK_STATUS(tq_pull(q, NULL, &none), TQ_EMPTY);
+    CHECK_STATUS(tq_resume(q), TQ_OK);
+    task = pull_one(q);
+    REQUIRE(task != NULL);
+    CHECK_INT(tq_task_id(task), later);
+    CHECK_STATUS(tq_snooze(q, NULL, 0), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_snooze(q, task, 0), TQ_OK);
+    CHECK_STATUS(tq_snooze(q, task, 0), TQ_ERR_NOT_HELD);
+    tq_task_free(task);
+    task = pull_one(q);
+    REQUIRE(task != NULL);
+    CHECK_INT(tq_task_attempts(task), 1);
+    CHECK_STATUS(tq_finish(q, task), TQ_OK);
+    tq_task_free(task);
+
+    /* A concurrency limit of one: a second pull finds no slot. */
+    uint32_t limit = 9;
+    CHECK_STATUS(tq_concurrency_limit(q, &limit), TQ_OK);
+    CHECK_INT(limit, 0);
+    CHECK_STATUS(tq_concurrency_limit(q, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_set_concurrency_limit(q, 0), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_set_concurrency_limit(q, 1), TQ_OK);
+    CHECK_STATUS(tq_concurrency_limit(q, &limit), TQ_OK);
+    CHECK_INT(limit, 1);
+    push_text(q, "1");
+    push_text(q, "2");
+    task = pull_one(q);
+    REQUIRE(task != NULL);
+    CHECK_STATUS(tq_pull(q, NULL, &none), TQ_EMPTY);
+    CHECK_STATUS(tq_finish(q, task), TQ_OK);
+    tq_task_free(task);
+    CHECK_STATUS(tq_clear_concurrency_limit(q), TQ_OK);
+    task = pull_one(q);
+    REQUIRE(task != NULL);
+    tq_task_free(task);
+    tq_close(q);
+}
+
 #define CASE(name) {#name, test_##name}
 
 static const struct test_case cases[] = {
@@ -2654,6 +2730,7 @@ static const struct test_case cases[] = {
     CASE(finish_and_pull),
     CASE(unique_keys),
     CASE(visibility),
+    CASE(cancel_pause_snooze),
 };
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)

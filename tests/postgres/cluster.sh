@@ -3,6 +3,10 @@
 #
 #   tests/postgres/cluster.sh start DIR   initdb in DIR, start the server on a
 #                                         free port, print its URL
+#   tests/postgres/cluster.sh restart DIR [fast|immediate]
+#                                         restart it on the same port and
+#                                         settings (`immediate` is a crash:
+#                                         the server recovers from its WAL)
 #   tests/postgres/cluster.sh stop DIR    stop it and remove DIR
 #
 # PostgreSQL refuses to run as root: as root, the server runs as the user
@@ -10,8 +14,9 @@
 # here when missing. PG_BIN overrides where initdb and pg_ctl are found.
 set -euo pipefail
 
-command=${1:?usage: cluster.sh start|stop DIR}
-dir=${2:?usage: cluster.sh start|stop DIR}
+usage="usage: cluster.sh start|restart|stop DIR"
+command=${1:?$usage}
+dir=${2:?$usage}
 
 find_bin() {
     if [ -n "${PG_BIN:-}" ]; then echo "$PG_BIN"; return; fi
@@ -62,6 +67,20 @@ start)
     }
     echo "postgres://postgres@127.0.0.1:$port/postgres"
     ;;
+restart)
+    mode=${3:-fast}
+    if [ "$mode" != fast ] && [ "$mode" != immediate ]; then
+        echo "cluster.sh: the restart mode is fast or immediate" >&2
+        exit 2
+    fi
+    # pg_ctl restart starts the server again with the options it was
+    # started with (recorded in postmaster.opts): same port, same settings.
+    as_server "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -m "$mode" -w -t 60 \
+        restart >/dev/null || {
+        tail -n 20 "$dir/server.log" >&2
+        exit 1
+    }
+    ;;
 stop)
     if [ -d "$dir/data" ]; then
         as_server "$bin/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true
@@ -69,7 +88,7 @@ stop)
     rm -rf "$dir"
     ;;
 *)
-    echo "usage: cluster.sh start|stop DIR" >&2
+    echo "$usage" >&2
     exit 2
     ;;
 esac

@@ -30,7 +30,9 @@
 //!   acknowledged extend for the extend's length; a fail ends it;
 //! - **busy**: a call answered "busy" (the busy timeout never ran out in
 //!   these tests, so the caller should never see it);
-//! - **errors**: any other error but "not held";
+//! - **errors**: any other error but "not held" (and, under network
+//!   faults, "I/O": nothing committed; a call failed with "unknown
+//!   outcome" is read as one cut short, which may have taken effect);
 //! - **undrained**: tasks left pending or held after a drain.
 //!
 //! So pushed = finished + dead + remaining, for each queue.
@@ -52,6 +54,10 @@ pub struct Expect {
     pub early_redelivery_allowed: bool,
     /// The queue was drained: no task may remain pending or held.
     pub drained: bool,
+    /// The connection to a PostgreSQL server was cut, stalled or ended:
+    /// any call may fail with `Io` (the write was not committed) or
+    /// `UnknownOutcome` (it may or may not have been), as tq documents.
+    pub network_faults: bool,
 }
 
 #[derive(Default)]
@@ -95,6 +101,10 @@ pub struct Stats {
     pub extends_refused: usize,
     pub remaining: usize,
     pub early_redeliveries: usize,
+    /// Under network faults: calls failed with `Io`, and with
+    /// `UnknownOutcome`.
+    pub io_failures: usize,
+    pub unknown_outcomes: usize,
 }
 
 /// One queue's tasks: pushed (acknowledged, or of unknown outcome and
@@ -129,11 +139,19 @@ pub fn check(histories: &Histories, rows: &[Row], expect: &Expect) -> Report {
     let mut deliveries: BTreeMap<i64, Vec<Delivery>> = BTreeMap::new();
     let mut ends: ByTask = BTreeMap::new();
     let mut extends: ByTask = BTreeMap::new();
+    let network_ops;
+    let ops = if expect.network_faults {
+        network_ops = with_network_outcomes(&histories.ops, &mut report.stats);
+        &network_ops
+    } else {
+        &histories.ops
+    };
 
-    for op in &histories.ops {
+    for op in ops {
         let on_delivery = matches!(op.op.as_str(), "finish" | "fail" | "extend");
         match &op.outcome {
             Outcome::Fail(kind) if kind == "Busy" => report.busy.push(describe(op)),
+            Outcome::Fail(kind) if kind == "Io" && expect.network_faults => {}
             Outcome::Fail(kind) if kind == "NotHeld" && op.op == "extend" => {
                 report.stats.extends_refused += 1
             }
@@ -244,6 +262,27 @@ pub fn check(histories: &Histories, rows: &[Row], expect: &Expect) -> Report {
         report.stats.redeliveries += list.iter().filter(|d| d.attempt > 1).count();
     }
     report
+}
+
+/// The calls as the checker reads them under network faults: one failed
+/// with `UnknownOutcome` may or may not have taken effect, as one cut short
+/// by a crash, so it becomes of unknown outcome. Counts both kinds of
+/// failure.
+fn with_network_outcomes(ops: &[Operation], stats: &mut Stats) -> Vec<Operation> {
+    ops.iter()
+        .map(|op| {
+            let mut op = op.clone();
+            match &op.outcome {
+                Outcome::Fail(kind) if kind == "Io" => stats.io_failures += 1,
+                Outcome::Fail(kind) if kind == "UnknownOutcome" => {
+                    stats.unknown_outcomes += 1;
+                    op.outcome = Outcome::Unknown;
+                }
+                _ => {}
+            }
+            op
+        })
+        .collect()
 }
 
 fn task_of(op: &Operation) -> i64 {
@@ -360,8 +399,13 @@ fn check_key(key: &str, index: &Index, expect: &Expect, report: &mut Report) {
         }
         Outcome::Fail(kind) => {
             // A failed commit may have reached the disk (README: "present
-            // at most once"); any other failure stores nothing.
-            let allowed = if kind == "Io" { 1 } else { 0 };
+            // at most once"); any other failure stores nothing. On
+            // PostgreSQL, `Io` says the commit was never sent.
+            let allowed = if kind == "Io" && !expect.network_faults {
+                1
+            } else {
+                0
+            };
             if copies > allowed || !delivered.is_empty() {
                 report.unexpected.push(format!(
                     "{key}: the push failed ({kind}) but the task was stored"
@@ -598,7 +642,8 @@ fn check_deliveries(
 /// reads the wall clock in milliseconds after each call's invoke record:
 /// a lease ends no earlier than the invoke of the call that set it plus
 /// its length. The last acknowledged extend sets it; an extend of unknown
-/// outcome after that may have set it too; an acknowledged fail ended it.
+/// outcome after that may have set it too; an acknowledged fail ended it,
+/// and one of unknown outcome may have.
 fn lease_end_ms(a: &Delivery, calls: &Calls) -> i64 {
     let set_by = |op: &Operation| {
         op.invoked / 1_000_000 + op.num("lease").expect("a pull or extend logs its lease")
@@ -617,11 +662,9 @@ fn lease_end_ms(a: &Delivery, calls: &Calls) -> i64 {
             Outcome::Fail(_) => {}
         }
     }
-    for fail in calls
-        .ends
-        .iter()
-        .filter(|op| op.op == "fail" && op.is_ok() && attempt_of(op) == a.attempt)
-    {
+    for fail in calls.ends.iter().filter(|op| {
+        op.op == "fail" && !matches!(op.outcome, Outcome::Fail(_)) && attempt_of(op) == a.attempt
+    }) {
         end = end.min(fail.invoked / 1_000_000);
     }
     end
@@ -703,6 +746,14 @@ impl fmt::Display for Report {
             s.extends_refused,
             s.not_held
         )?;
+        if s.io_failures + s.unknown_outcomes > 0 {
+            writeln!(
+                f,
+                "calls failed by network faults: {} with Io (nothing committed), {} with \
+                 UnknownOutcome (read as of unknown outcome)",
+                s.io_failures, s.unknown_outcomes
+            )?;
+        }
         if self.queues.len() > 1 {
             for (queue, b) in &self.queues {
                 writeln!(

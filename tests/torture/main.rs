@@ -18,6 +18,7 @@
 //! | 5 zombie workers (late extend and finish) and clock jumps | zombies.rs |
 //! | 6 many openers | openers.rs |
 //! | 7 WAL size under readers, shrink-back, explicit checkpoint | wal.rs |
+//! | 8 PostgreSQL only: server restarts, sessions ended, connections cut and stalled by a proxy | network.rs, proxy.rs |
 //! | the checker's own tests | negative.rs |
 //!
 //! Scenarios 2 and 4 also run on PostgreSQL (`..._on_postgres`, with
@@ -35,11 +36,13 @@ mod db;
 mod harness;
 mod history;
 mod model;
+mod proxy;
 mod roles;
 mod vfs;
 
 mod exclusive;
 mod negative;
+mod network;
 mod openers;
 mod power_loss;
 mod producers;

@@ -545,3 +545,103 @@ fn the_power_loss_model_follows_fails_and_recovers_to_dead() {
     let why = model::check(&runs, &[row(1, DEAD, 1)], false).unwrap_err();
     assert!(why.contains("fail of task 1 answered dead"), "{why}");
 }
+
+fn failed_push(key: &str, outcome: Outcome) -> Operation {
+    let sum = checksum(&payload(key, 0));
+    Operation::new(
+        "p",
+        "push",
+        0,
+        outcome,
+        &format!("key={key} sum={sum} queue=default"),
+    )
+}
+
+fn run_with_network_faults(ops: Vec<Operation>, rows: &[Row]) -> Report {
+    let expect = Expect {
+        network_faults: true,
+        ..Expect::default()
+    };
+    check(
+        &Histories {
+            ops,
+            events: Vec::new(),
+        },
+        rows,
+        &expect,
+    )
+}
+
+#[test]
+fn under_network_faults_calls_may_fail_with_io_or_an_unknown_outcome() {
+    let unknown = || Outcome::Fail("UnknownOutcome".into());
+    let io = || Outcome::Fail("Io".into());
+    let report = run_with_network_faults(
+        vec![
+            // Pushes of unknown outcome: k1 was stored, k2 was not.
+            failed_push("k1", unknown()),
+            failed_push("k2", unknown()),
+            failed_push("k4", io()),
+            // A finish of unknown outcome that did remove its task.
+            push("k3", 3, 0),
+            pull("a", 3, 1, 100, 1),
+            finish("a", 3, 1, 2, unknown()),
+            Operation::new("a", "pull", 3 * MS, io(), "lease=100 queue=default"),
+            Operation::new("r", "recover", 4 * MS, unknown(), "queue=default"),
+        ],
+        &[row(1, READY, 0)],
+    );
+    assert!(report.is_clean(), "{report}");
+    assert_eq!(report.stats.pushed_unknown_stored, 1, "{report}");
+    assert_eq!(report.stats.finished_unknown, 1, "{report}");
+    assert_eq!(
+        (report.stats.io_failures, report.stats.unknown_outcomes),
+        (2, 4),
+        "{report}"
+    );
+}
+
+#[test]
+fn under_network_faults_a_stored_io_push_and_any_other_error_are_reported() {
+    // TQ_ERR_IO from PostgreSQL means the commit was never sent.
+    let report = run_with_network_faults(
+        vec![
+            failed_push("k1", Outcome::Fail("Io".into())),
+            Operation::new(
+                "a",
+                "pull",
+                MS,
+                Outcome::Fail("InvalidArgument".into()),
+                "lease=100 queue=default",
+            ),
+        ],
+        &[row(1, READY, 0)],
+    );
+    assert_eq!(
+        (report.unexpected.len(), report.errors.len()),
+        (1, 1),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_fail_of_unknown_outcome_may_have_ended_its_lease() {
+    // The fail's answer was lost, but it was committed: the task came
+    // back after its back-off, inside the lease the fail had ended.
+    let report = run_with_network_faults(
+        vec![
+            push("k1", 1, 0),
+            pull("a", 1, 1, 10_000, 1),
+            Operation::new(
+                "a",
+                "fail",
+                10 * MS,
+                Outcome::Fail("UnknownOutcome".into()),
+                "id=1 attempt=1 queue=default",
+            ),
+            pull("b", 1, 2, 10_000, 100),
+        ],
+        &[row(1, LEASED, 2)],
+    );
+    assert!(report.is_clean(), "{report}");
+}

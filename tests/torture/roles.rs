@@ -4,7 +4,10 @@
 //!
 //! Common arguments: `db` (the queue file, or a PostgreSQL URL with
 //! `schema` naming the schema), `dir` (the history directory),
-//! `label` (this incarnation's unique name), `seed`, `deadline` (Unix ns).
+//! `label` (this incarnation's unique name), `seed`, `deadline` (Unix ns),
+//! and optionally `stop_file`: a path whose creation stops the child as
+//! its deadline would (for a scenario that decides when to stop as it
+//! goes).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -89,6 +92,7 @@ fn options(queue: Option<&str>) -> OpenOptions {
 
 fn past_deadline() -> bool {
     now_ns() > arg::<i64>("deadline")
+        || arg_opt::<String>("stop_file").is_some_and(|path| std::path::Path::new(&path).exists())
 }
 
 /// Runs `body` in `threads` threads with a client each. Thread N works on
@@ -137,11 +141,13 @@ fn threads(history: &History, body: impl Fn(&Client, Rng) + Sync) {
 }
 
 /// Pushes unique keys (`LABEL-THREAD-N`) until killed, the deadline, or
-/// `count` pushes per thread. `pad` bytes of padding per payload.
+/// `count` pushes per thread. `pad` bytes of padding per payload; `pause`
+/// ms between two pushes of a thread (none by default).
 fn producer() {
     let history = history();
     let pad: usize = arg("pad");
     let count: u64 = arg_opt("count").unwrap_or(u64::MAX);
+    let pause: u64 = arg_opt("pause").unwrap_or(0);
     threads(&history, |client, _| {
         for n in 0..count {
             if past_deadline() {
@@ -150,6 +156,9 @@ fn producer() {
             let key = format!("{}-{}-{n}", client.history.process(), client.thread);
             if client.push(&key, pad).is_err() {
                 sleep_ms(1);
+            }
+            if pause > 0 {
+                sleep_ms(pause);
             }
         }
     });

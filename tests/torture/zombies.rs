@@ -132,6 +132,7 @@ impl Run {
             keep_history: true,
             early_redelivery_allowed,
             drained: true,
+            ..Expect::default()
         };
         let (histories, _) = verify_run(
             &Target::File(self.db.clone()),

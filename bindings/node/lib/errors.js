@@ -78,6 +78,13 @@ class UnknownOutcomeError extends TqError {
   static status = -9;
 }
 
+/** TQ_ERR_CANCELLED: the task was cancelled (Queue.cancelTask) while this
+ * delivery held it: the delivery is over, the task ends as cancelled and is
+ * never delivered again. Stop working on it. */
+class CancelledError extends TqError {
+  static status = -10;
+}
+
 /** The error class for each negative status. */
 const BY_STATUS = new Map(
   [
@@ -90,6 +97,7 @@ const BY_STATUS = new Map(
     InternalError,
     InterruptedError,
     UnknownOutcomeError,
+    CancelledError,
   ].map((cls) => [cls.status, cls]),
 );
 
@@ -103,6 +111,7 @@ function fromStatus(status, message) {
 module.exports = {
   BY_STATUS,
   BusyError,
+  CancelledError,
   ClosedError,
   InternalError,
   InterruptedError,

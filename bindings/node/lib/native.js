@@ -17,10 +17,10 @@ const LIBRARY_ENV = 'TQ_LIBRARY';
 const BUNDLED_LIBRARY = path.join(__dirname, '..', 'native', 'libtq.so');
 /** The name the dynamic loader looks for on the system search path: the
  * shared library's SONAME, which carries the ABI version. */
-const SONAME = 'libtq.so.0.2';
+const SONAME = 'libtq.so.0.3';
 /** The ABI this package is written for: libtq's major and minor version
  * (before 1.0 a minor release may change the ABI, so both must match). */
-const ABI_VERSION = [0, 2];
+const ABI_VERSION = [0, 3];
 
 for (const name of ['tq_queue', 'tq_task', 'tq_options', 'tq_push_options', 'tq_pull_options', 'tq_cancel']) {
   koffi.opaque(name);
@@ -98,6 +98,14 @@ const PROTOTYPES = [
   'tq_status tq_checkpoint(tq_queue *queue, _Out_ int64_t *out_wal_bytes)',
   'tq_status tq_wal_size(const tq_queue *queue, _Out_ int64_t *out_wal_bytes)',
   'tq_status tq_interrupt(const tq_queue *queue)',
+  'tq_status tq_snooze(tq_queue *queue, const tq_task *task, uint64_t delay_ms)',
+  'tq_status tq_cancel_task(tq_queue *queue, int64_t id, const char *reason, _Out_ int32_t *out_state)',
+  'tq_status tq_pause(tq_queue *queue, int64_t until_unix_ms)',
+  'tq_status tq_resume(tq_queue *queue)',
+  'tq_status tq_paused_until(tq_queue *queue, _Out_ int64_t *out_until_unix_ms)',
+  'tq_status tq_set_concurrency_limit(tq_queue *queue, uint32_t limit)',
+  'tq_status tq_clear_concurrency_limit(tq_queue *queue)',
+  'tq_status tq_concurrency_limit(tq_queue *queue, _Out_ uint32_t *out_limit)',
 ];
 
 /** The header's limits and defaults (#define constants, which a shared
@@ -110,6 +118,9 @@ const CONSTANTS = Object.freeze({
   DEFAULT_MAX_ATTEMPTS: 25,
   DEFAULT_POOL_SIZE: 4,
   MAX_POOL_SIZE: 1024,
+  /** The end of a pause that lasts until resumed (INT64_MAX), as a BigInt;
+   * Queue.pause and Queue.pausedUntil speak of it as Infinity. */
+  UNTIL_RESUMED: 2n ** 63n - 1n,
 });
 
 /** Returns { library, where }, trying the three places in order. */

@@ -22,6 +22,8 @@
 // so they may share a file as processes do.
 
 const { CONSTANTS, lib, koffi } = require('./native');
+
+const UNTIL_RESUMED = CONSTANTS.UNTIL_RESUMED;
 const errors = require('./errors');
 
 const OK = 0;
@@ -29,6 +31,7 @@ const EMPTY = 1;
 const DUPLICATE = 2;
 const INTERRUPTED = errors.InterruptedError.status;
 const NOT_HELD = errors.NotHeldError.status;
+const CANCELLED = errors.CancelledError.status;
 
 const UINT32_MAX = 2 ** 32 - 1;
 const INT32_MIN = -(2 ** 31);
@@ -43,8 +46,8 @@ const LONGEST_WAIT_MS = 3_600_000;
 /** Values for `durability`: how far a write must reach before a call returns. */
 const Durability = Object.freeze({ FULL: 0, NORMAL: 1 });
 /** Values for count, list and purge: a task's states. */
-const State = Object.freeze({ PENDING: 0, LEASED: 1, DONE: 2, DEAD: 3 });
-const STATE_NAMES = ['pending', 'leased', 'done', 'dead'];
+const State = Object.freeze({ PENDING: 0, LEASED: 1, DONE: 2, DEAD: 3, CANCELLED: 4 });
+const STATE_NAMES = ['pending', 'leased', 'done', 'dead', 'cancelled'];
 
 /** Returns a non-negative status; throws the error for a negative one with
  * this thread's tq_last_error(). Call straight after the C call. */
@@ -745,7 +748,7 @@ class Queue {
     return Number(out[0]);
   }
 
-  /** Deletes the tasks in `state` ('done' or 'dead') older than
+  /** Deletes the tasks in `state` ('done', 'dead' or 'cancelled') older than
    * `olderThan` milliseconds (0: all); returns how many. */
   purge({ state = State.DONE, olderThan = 0 } = {}) {
     const out = [0];
@@ -765,6 +768,66 @@ class Queue {
     const out = [0];
     check(lib.tq_wal_size(this._handle(), out));
     return Number(out[0]);
+  }
+
+  // --- Control ---------------------------------------------------------------
+
+  /** Cancels task `id`, keeping `reason` as its last error; returns
+   * 'cancelled' (it left the line) or 'leased' (its holder learns of it at
+   * its next call on the delivery). */
+  cancelTask(id, reason) {
+    const text = reasonText(reason);
+    const out = [0];
+    check(lib.tq_cancel_task(this._handle(), integer('id', id, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER), text, out));
+    return STATE_NAMES[out[0]];
+  }
+
+  /** Pauses this queue for every process until resume() or `until` (a Date
+   * or milliseconds since the epoch, in the future; Infinity, the default,
+   * for no end). */
+  pause(until = Infinity) {
+    let untilMs;
+    if (until === Infinity) {
+      untilMs = UNTIL_RESUMED;
+    } else {
+      untilMs = until instanceof Date ? until.getTime() : until;
+      if (typeof untilMs !== 'number' || !Number.isFinite(untilMs)) {
+        throw new errors.InvalidArgumentError(`until must be a Date, milliseconds since the epoch or Infinity, not ${until}`);
+      }
+    }
+    check(lib.tq_pause(this._handle(), typeof untilMs === 'bigint' ? untilMs : Math.round(untilMs)));
+  }
+
+  /** Ends this queue's pause, if any, and wakes its waiting pulls. */
+  resume() {
+    check(lib.tq_resume(this._handle()));
+  }
+
+  /** When this queue's pause ends: a Date, Infinity for a pause with no
+   * end, or null when it is not paused. */
+  pausedUntil() {
+    const out = [0];
+    check(lib.tq_paused_until(this._handle(), out));
+    const until = BigInt(out[0]);
+    if (until === 0n) return null;
+    return until === UNTIL_RESUMED ? Infinity : new Date(Number(until));
+  }
+
+  /** Limits this queue to `limit` tasks leased at once across every
+   * process (at least 1); null removes the limit. */
+  setConcurrencyLimit(limit) {
+    if (limit === null) {
+      check(lib.tq_clear_concurrency_limit(this._handle()));
+    } else {
+      check(lib.tq_set_concurrency_limit(this._handle(), integer('limit', limit, 0, UINT32_MAX)));
+    }
+  }
+
+  /** This queue's concurrency limit, or null when it has none. */
+  concurrencyLimit() {
+    const out = [0];
+    check(lib.tq_concurrency_limit(this._handle(), out));
+    return out[0] || null;
   }
 }
 
@@ -955,6 +1018,13 @@ class Task extends TaskFields {
     this.#settle((queue, ptr) => lib.tq_extend(queue, ptr, leaseMs), null);
   }
 
+  /** Hands this delivery back: the task runs again `delay` milliseconds
+   * from now (default 0), and this delivery does not count as an attempt. */
+  snooze(delay = 0) {
+    const delayMs = milliseconds('delay', delay);
+    this.#settle((queue, ptr) => lib.tq_snooze(queue, ptr, delayMs), 'snoozed');
+  }
+
   /** Finishes this delivery and claims the next ready task in the same
    * transaction; returns it, or null when none is ready. Never waits. */
   finishAndPull(options = {}) {
@@ -986,9 +1056,9 @@ class Task extends TaskFields {
   #settle(call, endedAs) {
     const ptr = this._ptr();
     const status = call(this.#queue._handle(), ptr);
-    if (status === NOT_HELD) {
+    if (status === NOT_HELD || status === CANCELLED) {
       const error = errors.fromStatus(status, `task ${this.id}: ${lib.tq_last_error()}`);
-      this._end('lost');
+      this._end(status === CANCELLED ? 'cancelled' : 'lost');
       throw error;
     }
     check(status);
@@ -1011,15 +1081,18 @@ class Task extends TaskFields {
     return this.#ended;
   }
 
-  /** Ends the delivery (`how`: finished, failed, lost, closed) and frees
-   * the library's task. */
+  /** Ends the delivery (`how`: finished, failed, snoozed, lost, cancelled,
+   * closed) and frees the library's task. */
   _end(how) {
-    this.#ended =
-      how === 'closed'
-        ? new errors.ClosedError(`task ${this.id} is closed`)
-        : new errors.NotHeldError(
-            how === 'lost' ? `task ${this.id} is no longer held: finished, recovered or taken by another worker` : `task ${this.id} was already ${how}`,
-          );
+    if (how === 'closed') {
+      this.#ended = new errors.ClosedError(`task ${this.id} is closed`);
+    } else if (how === 'cancelled') {
+      this.#ended = new errors.CancelledError(`task ${this.id} was cancelled`);
+    } else if (how === 'lost') {
+      this.#ended = new errors.NotHeldError(`task ${this.id} is no longer held: finished, recovered or taken by another worker`);
+    } else {
+      this.#ended = new errors.NotHeldError(`task ${this.id} was already ${how}`);
+    }
     unfreedTasks.unregister(this);
     lib.tq_task_free(this.#ptr);
     this.#ptr = null;

@@ -118,7 +118,7 @@ test('aborting a waiting pull rejects it with the reason and claims nothing; the
     const task = await other;
     assert.deepEqual(task.payload, { n: 1 });
     task.finish();
-    assert.deepEqual(queue.counts(), { pending: 0, leased: 0, done: 0, dead: 0 });
+    assert.deepEqual(queue.counts(), { pending: 0, leased: 0, done: 0, dead: 0, cancelled: 0 });
   } finally {
     await queue.close();
   }
@@ -140,7 +140,7 @@ test('close() during waits rejects every waiting pull, ends tasks() and then fre
   }
   assert.equal(await iterated, 'ended');
   const reopened = tq.open(path);
-  assert.deepEqual(reopened.counts(), { pending: 0, leased: 0, done: 0, dead: 0 });
+  assert.deepEqual(reopened.counts(), { pending: 0, leased: 0, done: 0, dead: 0, cancelled: 0 });
   await reopened.close();
 });
 

@@ -124,8 +124,12 @@ test('the constants and the version match the header', () => {
   for (const [name, value] of Object.entries(native.CONSTANTS)) {
     const match = new RegExp(`^#define TQ_${name} (.+)$`, 'm').exec(HEADER);
     assert.ok(match, `TQ_${name} is not in the header`);
-    // The values are integer literals or products of them, as "(64 * 1024)".
-    const headerValue = match[1].replace(/[()]/g, '').split('*').reduce((product, factor) => product * Number(factor.trim()), 1);
+    // The values are integer literals, products of them, as "(64 * 1024)",
+    // or INT64_MAX.
+    const headerValue =
+      match[1] === 'INT64_MAX'
+        ? 2n ** 63n - 1n
+        : match[1].replace(/[()]/g, '').split('*').reduce((product, factor) => product * Number(factor.trim()), 1);
     assert.equal(value, headerValue, name);
   }
   const defined = [...HEADER.matchAll(/^#define TQ_(\w+) /gm)].map(([, name]) => name).filter((name) => !name.startsWith('VERSION'));

@@ -33,6 +33,7 @@ test('each negative status has its class, named after the header', () => {
       [-7, 'InternalError'],
       [-8, 'InterruptedError'],
       [-9, 'UnknownOutcomeError'],
+      [-10, 'CancelledError'],
     ],
   );
   const unknown = errors.fromStatus(-99, 'from a newer library');
@@ -117,7 +118,7 @@ test('option values out of range or of the wrong type are refused', async () => 
     await assert.rejects(queue.pullMany(0), /n must be between/);
     throwsTq(() => queue.count('sleeping'), tq.InvalidArgumentError, /unknown state/);
     throwsTq(() => queue.count(9), tq.InvalidArgumentError, /state/);
-    throwsTq(() => queue.purge({ state: 'pending' }), tq.InvalidArgumentError, /only done and dead/);
+    throwsTq(() => queue.purge({ state: 'pending' }), tq.InvalidArgumentError, /only done, dead and cancelled/);
     throwsTq(() => queue.retryDead(12345), tq.InvalidArgumentError, /12345/);
     throwsTq(() => queue.list('pending', { limit: -1 }), tq.InvalidArgumentError, /limit/);
     assert.throws(() => queue.finishMany([{}]), TypeError);

@@ -43,7 +43,7 @@ test('PostgreSQL: push, pull, finish, and a push waking a waiting pull', { skip:
     const first = queue.push({ n: 1 });
     // Another schema of the same database holds other queues.
     assert.equal(other.counts().pending, 0);
-    assert.deepEqual(queue.counts(), { pending: 1, leased: 0, done: 0, dead: 0 });
+    assert.deepEqual(queue.counts(), { pending: 1, leased: 0, done: 0, dead: 0, cancelled: 0 });
     const task = await queue.pull();
     assert.equal(task.id, first);
     assert.deepEqual(task.payload, { n: 1 });
@@ -54,7 +54,7 @@ test('PostgreSQL: push, pull, finish, and a push waking a waiting pull', { skip:
     assert.deepEqual(woken.payload, { n: 2 });
     woken.finish();
     assert.throws(() => queue.checkpoint(), tq.InvalidArgumentError);
-    assert.deepEqual(queue.counts(), { pending: 0, leased: 0, done: 0, dead: 0 });
+    assert.deepEqual(queue.counts(), { pending: 0, leased: 0, done: 0, dead: 0, cancelled: 0 });
   } finally {
     await Promise.all([queue.close(), other.close()]);
   }

@@ -23,7 +23,7 @@ test('a pushed task is pulled with its fields and finished', () =>
     assert.equal(task.closed, false);
     task.finish();
     assert.equal(task.closed, true);
-    assert.deepEqual(queue.counts(), { pending: 0, leased: 0, done: 0, dead: 0 });
+    assert.deepEqual(queue.counts(), { pending: 0, leased: 0, done: 0, dead: 0, cancelled: 0 });
     assert.equal(await queue.pull(), null);
     assert.equal(queue.tryPull(), null);
   }));
@@ -152,7 +152,7 @@ test('finishAndPull finishes and claims the next in one call', () =>
     assert.equal(first.closed, true);
     assert.equal(second.payload, 'b');
     assert.equal(second.finishAndPull(), null);
-    assert.deepEqual(queue.counts(), { pending: 0, leased: 0, done: 0, dead: 0 });
+    assert.deepEqual(queue.counts(), { pending: 0, leased: 0, done: 0, dead: 0, cancelled: 0 });
   }));
 
 test('an expired lease is recovered and the old delivery is no longer held', () =>
@@ -230,7 +230,7 @@ test('after close, tasks stay readable and fail clearly; the file keeps them', a
 });
 
 test('the package says where its library came from and which version it is', () => {
-  assert.equal(tq.libraryVersion(), '0.2.0');
+  assert.equal(tq.libraryVersion(), '0.3.0');
   assert.ok(tq.libraryPath.length > 0);
   assert.equal(tq.Durability.NORMAL, 1);
   assert.equal(tq.State.DEAD, 3);

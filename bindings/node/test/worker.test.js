@@ -28,7 +28,7 @@ test('up to `concurrency` handlers run at once; resolved tasks finish, thrown on
     );
     assert.equal(most, 4);
     assert.deepEqual(stats, { finished: 16, failed: 4, lost: 0 });
-    assert.deepEqual(queue.counts(), { pending: 0, leased: 0, done: 0, dead: 4 });
+    assert.deepEqual(queue.counts(), { pending: 0, leased: 0, done: 0, dead: 4, cancelled: 0 });
     assert.deepEqual(
       queue.list('dead').map((task) => task.lastError),
       ['Error: task 0 is bad', 'Error: task 5 is bad', 'Error: task 10 is bad', 'Error: task 15 is bad'],
@@ -82,7 +82,7 @@ test('SIGTERM stops taking tasks, lets the running handler finish, and resolves'
   assert.equal(run.status, 0, run.stderr);
   assert.deepEqual(JSON.parse(run.stdout), { finished: 1, failed: 0, lost: 0 });
   const reopened = tq.open(path);
-  assert.deepEqual(reopened.counts(), { pending: 4, leased: 0, done: 0, dead: 0 });
+  assert.deepEqual(reopened.counts(), { pending: 4, leased: 0, done: 0, dead: 0, cancelled: 0 });
   await reopened.close();
 });
 

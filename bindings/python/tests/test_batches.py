@@ -144,7 +144,7 @@ def test_finish_many_reports_each_task(queue):
     assert all(task.closed for task in live + [lost])
     with pytest.raises(tq.NotHeldError, match="no longer held"):
         lost.finish()
-    assert queue.counts() == {"pending": 0, "leased": 1, "done": 0, "dead": 0}
+    assert queue.counts() == {"pending": 0, "leased": 1, "done": 0, "dead": 0, "cancelled": 0}
     assert queue.finish_many([taken]) == [True]
     assert queue.finish_many([]) == []
 
@@ -191,4 +191,4 @@ def test_finish_many_from_threads_at_once_finishes_each_task_once(queue):
         for task, finished in zip(order, results[number], strict=True):
             by_task[task.id] += finished
     assert set(by_task.values()) == {1}
-    assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 0}
+    assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 0, "cancelled": 0}

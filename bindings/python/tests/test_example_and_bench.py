@@ -26,7 +26,7 @@ def test_the_blog_example_finishes_all_100_tasks_with_4_threads(tmp_path):
     counts = [int(n) for n in per_thread.removeprefix("finished per thread: [").rstrip("]").split(",")]
     assert len(counts) == 4 and sum(counts) == 100
     with tq.Queue(path) as queue:
-        assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 0}
+        assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 0, "cancelled": 0}
 
 
 def test_the_benchmark_runs_in_quick_mode(tmp_path):

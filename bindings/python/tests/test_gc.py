@@ -66,7 +66,7 @@ def test_many_dropped_tasks_and_queues_do_not_crash(path):
             assert task is not None
             assert task.payload == {"n": task.id - 1}  # parsed, then dropped unfinished
         gc.collect()
-        assert queue.counts() == {"pending": 0, "leased": 2000, "done": 0, "dead": 0}
+        assert queue.counts() == {"pending": 0, "leased": 2000, "done": 0, "dead": 0, "cancelled": 0}
     for _ in range(50):
         tq.Queue(path)
     gc.collect()
@@ -96,4 +96,4 @@ def test_the_interpreter_exits_cleanly_with_queues_tasks_and_waiters_left(path):
     result = run_python(EXIT_WITH_EVERYTHING_OPEN, path)
     assert (result.returncode, result.stdout, result.stderr) == (0, "exiting\n", "")
     with tq.Queue(path) as queue:
-        assert queue.counts() == {"pending": 0, "leased": 1, "done": 0, "dead": 0}
+        assert queue.counts() == {"pending": 0, "leased": 1, "done": 0, "dead": 0, "cancelled": 0}

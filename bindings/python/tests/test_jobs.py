@@ -32,7 +32,7 @@ def test_a_failed_task_comes_back_with_its_reason_then_dies_after_max_attempts(p
             task.fail(f"try {attempt} failed")
             assert task.closed
         assert queue.pull() is None
-        assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 1}
+        assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 1, "cancelled": 0}
         [dead] = queue.list("dead")
         assert isinstance(dead, tq.TaskSnapshot)
         assert (dead.id, dead.state, dead.attempts, dead.last_error) == (
@@ -109,7 +109,7 @@ def test_retry_all_dead_counts_what_it_retried(path):
             queue.push(n)
             queue.pull().fail()
         assert queue.retry_all_dead() == 3
-        assert queue.counts() == {"pending": 3, "leased": 0, "done": 0, "dead": 0}
+        assert queue.counts() == {"pending": 3, "leased": 0, "done": 0, "dead": 0, "cancelled": 0}
 
 
 # --- Priorities and named queues -------------------------------------------------
@@ -137,7 +137,7 @@ def test_named_queues_in_one_file_are_independent(path):
         assert task.id == email
         # A task may be finished through any handle on the file.
         reports.finish_many([task])
-        assert emails.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 0}
+        assert emails.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 0, "cancelled": 0}
         assert reports.count() == 2
     with tq.Queue(path) as default:
         assert default.name == "default" and default.count() == 0
@@ -218,7 +218,7 @@ def test_finish_and_pull_walks_the_backlog(queue):
         assert task.closed
         task = following
     assert seen == ids
-    assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 0}
+    assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 0, "cancelled": 0}
 
 
 def test_finish_and_pull_waits_for_the_next_task(queue):
@@ -233,7 +233,7 @@ def test_finish_and_pull_waits_for_the_next_task(queue):
     assert 0.15 < time.monotonic() - started < 5
     assert queue.count("leased") == 1  # the first is finished, the second held
     assert following.finish_and_pull(timeout=0.1) is None
-    assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 0}
+    assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 0, "cancelled": 0}
 
 
 def test_finish_and_pull_of_a_lost_delivery_finishes_and_claims_nothing(queue):
@@ -244,7 +244,7 @@ def test_finish_and_pull_of_a_lost_delivery_finishes_and_claims_nothing(queue):
     queue.push(2)
     with pytest.raises(tq.NotHeldError):
         lost.finish_and_pull()
-    assert queue.counts() == {"pending": 1, "leased": 1, "done": 0, "dead": 0}
+    assert queue.counts() == {"pending": 1, "leased": 1, "done": 0, "dead": 0, "cancelled": 0}
     current.finish()
 
 

@@ -55,10 +55,10 @@ def test_the_system_search_path_finds_the_library_by_its_soname(tmp_path):
     site = package_copy(tmp_path, with_library=False)
     libdir = tmp_path / "lib"
     libdir.mkdir()
-    (libdir / "libtq.so.0.2").symlink_to(loaded_library())
+    (libdir / "libtq.so.0.3").symlink_to(loaded_library())
     result = run_python(REPORT, env=env_for(site, TQ_LIBRARY=None, LD_LIBRARY_PATH=str(libdir)))
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[0] == "libtq.so.0.2"
+    assert result.stdout.splitlines()[0] == "libtq.so.0.3"
 
 
 def test_a_tq_library_that_cannot_be_loaded_is_an_import_error_naming_all_three_places(tmp_path):
@@ -71,7 +71,7 @@ def test_a_tq_library_that_cannot_be_loaded_is_an_import_error_naming_all_three_
     assert "No such file" in message
     # It is not replaced by the copy in the package; the other places are named.
     assert f"copy inside the package ({site / 'tq' / 'libtq.so'})" in message
-    assert "system's library search path (libtq.so.0.2)" in message
+    assert "system's library search path (libtq.so.0.3)" in message
 
 
 # The system may have a libtq installed; the child refuses that one load as
@@ -81,8 +81,8 @@ import ctypes
 real = ctypes.CDLL
 class NoSystemLibtq(real):
     def __init__(self, name, *args, **kwargs):
-        if name == "libtq.so.0.2":
-            raise OSError("libtq.so.0.2: cannot open shared object file: No such file or directory")
+        if name == "libtq.so.0.3":
+            raise OSError("libtq.so.0.3: cannot open shared object file: No such file or directory")
         super().__init__(name, *args, **kwargs)
 ctypes.CDLL = NoSystemLibtq
 import tq
@@ -98,8 +98,8 @@ def test_no_library_anywhere_is_an_import_error_naming_all_three_places(tmp_path
         "ImportError: tq: libtq was not found. Looked in "
         "the TQ_LIBRARY environment variable: not set; "
         f"the copy inside the package ({site / 'tq' / 'libtq.so'}): not present; "
-        "the system's library search path (libtq.so.0.2): "
-        "libtq.so.0.2: cannot open shared object file: No such file or directory. "
+        "the system's library search path (libtq.so.0.3): "
+        "libtq.so.0.3: cannot open shared object file: No such file or directory. "
         "Build it with `make lib` and set TQ_LIBRARY to build/lib/libtq.so, "
         "install a wheel that carries it, or install libtq with `make install`."
     )
@@ -109,7 +109,7 @@ def test_a_library_that_is_not_libtq_is_refused(tmp_path):
     result = run_python("import tq", env=child_env(TQ_LIBRARY="libc.so.6"))
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
-        "ImportError: tq: libc.so.6 has no function tq_last_error; it is not libtq 0.2"
+        "ImportError: tq: libc.so.6 has no function tq_last_error; it is not libtq 0.3"
     )
 
 
@@ -130,12 +130,12 @@ class LibraryOfVersion:
 def test_a_library_of_another_abi_version_is_refused():
     from tq import _native
 
-    _native._check_version(LibraryOfVersion(0, 2, 7), "here")  # a patch release is the same ABI
-    for other in [(0, 1, 0), (0, 3, 0), (1, 2, 0)]:
+    _native._check_version(LibraryOfVersion(0, 3, 7), "here")  # a patch release is the same ABI
+    for other in [(0, 2, 0), (0, 4, 0), (1, 3, 0)]:
         with pytest.raises(ImportError) as caught:
             _native._check_version(LibraryOfVersion(*other), "/opt/libtq.so")
         version = ".".join(map(str, other))
         assert str(caught.value) == (
             f"tq: the libtq loaded from /opt/libtq.so is version {version}, "
-            "but this package is written for the ABI of libtq 0.2"
+            "but this package is written for the ABI of libtq 0.3"
         )

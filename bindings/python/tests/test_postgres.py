@@ -57,9 +57,9 @@ def test_postgres_push_pull_finish():
         first = queue.push({"n": 1})
         # Another schema of the same database holds other queues.
         assert other.counts()["pending"] == 0
-        assert queue.counts() == {"pending": 1, "leased": 0, "done": 0, "dead": 0}
+        assert queue.counts() == {"pending": 1, "leased": 0, "done": 0, "dead": 0, "cancelled": 0}
         task = queue.pull()
         assert (task.id, task.payload) == (first, {"n": 1})
         task.finish()
         assert queue.pull() is None
-        assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 0}
+        assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 0, "cancelled": 0}

@@ -41,7 +41,7 @@ def test_spawned_consumers_finish_every_task_exactly_once(path):
         assert [status for status, _ in reports] == ["ok"] * CONSUMERS
         finished = [item for _, done in reports for item in done]
         assert sorted(finished) == sorted(pushed.items())  # each (id, n) once
-        assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 0}
+        assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 0, "cancelled": 0}
 
 
 DIE_HOLDING_A_TASK = """
@@ -59,7 +59,7 @@ def test_recover_takes_back_the_task_of_a_dead_process(path):
         child = run_python(DIE_HOLDING_A_TASK, path)
         assert child.returncode == 0, child.stderr
         assert int(child.stdout) == pushed
-        assert queue.counts() == {"pending": 0, "leased": 1, "done": 0, "dead": 0}
+        assert queue.counts() == {"pending": 0, "leased": 1, "done": 0, "dead": 0, "cancelled": 0}
         assert queue.pull() is None  # its lease has an hour to run
         assert queue.recover() == 1
         task = queue.pull()
@@ -76,7 +76,7 @@ def test_a_task_that_crashes_every_worker_ends_dead(path):
             assert int(child.stdout) == pushed
             assert queue.recover() == 1
         assert queue.pull() is None
-        assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 1}
+        assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 1, "cancelled": 0}
         [dead] = queue.list("dead")
         assert (dead.id, dead.attempts) == (pushed, 2)
         assert dead.last_error  # the library's words for a holder that died

@@ -16,16 +16,16 @@ def test_push_pull_finish_round_trip(queue):
     task = queue.pull()
     assert isinstance(task, tq.Task)
     assert (task.id, task.attempts, task.payload) == (first, 1, {"file": "a.mp4"})
-    assert queue.counts() == {"pending": 1, "leased": 1, "done": 0, "dead": 0}
+    assert queue.counts() == {"pending": 1, "leased": 1, "done": 0, "dead": 0, "cancelled": 0}
     task.finish()
     assert task.closed
-    assert queue.counts() == {"pending": 1, "leased": 0, "done": 0, "dead": 0}
+    assert queue.counts() == {"pending": 1, "leased": 0, "done": 0, "dead": 0, "cancelled": 0}
 
     task = queue.pull()
     assert (task.id, task.payload) == (second, {"file": "b.mp4"})
     task.finish()
     assert queue.pull() is None
-    assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 0}
+    assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 0, "cancelled": 0}
 
 
 def test_tasks_come_out_in_push_order(queue):
@@ -66,7 +66,7 @@ def test_an_unfinished_task_comes_back_after_its_lease_with_attempts_counted(que
     with pytest.raises(tq.NotHeldError):
         first.finish()  # the first holder's delivery was taken
     second.finish()
-    assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 0}
+    assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 0, "cancelled": 0}
 
 
 def test_a_holder_past_its_lease_may_finish_while_nobody_took_the_task(queue):
@@ -99,7 +99,7 @@ def test_recover_takes_back_expired_leases(queue):
     task = queue.pull(lease=0.01)
     time.sleep(0.05)
     assert queue.recover() == 1
-    assert queue.counts() == {"pending": 1, "leased": 0, "done": 0, "dead": 0}
+    assert queue.counts() == {"pending": 1, "leased": 0, "done": 0, "dead": 0, "cancelled": 0}
     with pytest.raises(tq.NotHeldError):
         task.finish()
 
@@ -141,7 +141,7 @@ def test_history_is_kept_and_purged(path):
             queue.push(n)
         for _ in range(3):
             queue.pull().finish()
-        assert queue.counts() == {"pending": 0, "leased": 0, "done": 3, "dead": 0}
+        assert queue.counts() == {"pending": 0, "leased": 0, "done": 3, "dead": 0, "cancelled": 0}
         assert queue.purge(older_than=3600) == 0
         assert queue.purge() == 3
         assert queue.count(tq.State.DONE) == 0

@@ -61,7 +61,7 @@ def test_eight_threads_push_and_pull_with_exactly_once_accounting(path, durabili
         finished_ids = [task_id for task_id, _ in finished]
         assert sorted(finished_ids) == sorted(pushed)  # each exactly once
         assert all(pushed[task_id] == payload for task_id, payload in finished)
-        assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 0}
+        assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 0, "cancelled": 0}
 
 
 def test_close_while_threads_are_inside_calls(path):
@@ -138,7 +138,7 @@ def test_one_task_finished_by_two_threads_at_once_is_finished_once(queue):
         for thread in threads:
             thread.join(10)
         assert sorted(results) == ["finished", "not held"]
-    assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 0}
+    assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 0, "cancelled": 0}
 
 
 def test_worker_threads_drain_with_finish_and_pull_and_stop_on_interrupt(path):
@@ -175,4 +175,4 @@ def test_worker_threads_drain_with_finish_and_pull_and_stop_on_interrupt(path):
         assert not any(thread.is_alive() for thread in threads)
         assert outcomes == ["interrupted"] * 4
         assert sorted(delivered) == sorted(pushed)  # each exactly once
-        assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 0}
+        assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 0, "cancelled": 0}

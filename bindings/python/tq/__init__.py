@@ -28,6 +28,7 @@ from ._native import LIBRARY_PATH as library_path
 from ._native import lib as _lib
 from .errors import (
     BusyError,
+    CancelledError,
     ClosedError,
     Error,
     InternalError,
@@ -39,9 +40,9 @@ from .errors import (
     NotHeldError,
     UnknownOutcomeError,
 )
-from .queue import Cancel, Durability, Pushed, Queue, State, Task, TaskSnapshot
+from .queue import Cancel, Durability, Pushed, Queue, State, Task, TaskSnapshot, UNTIL_RESUMED
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
@@ -53,6 +54,7 @@ __all__ = [
     "MAX_UNIQUE_KEY_LEN",
     "BusyError",
     "Cancel",
+    "CancelledError",
     "ClosedError",
     "Durability",
     "Error",
@@ -69,11 +71,12 @@ __all__ = [
     "State",
     "Task",
     "TaskSnapshot",
+    "UNTIL_RESUMED",
     "library_path",
     "library_version",
 ]
 
 
 def library_version() -> str:
-    """The version of the loaded libtq (``tq_version()``), such as "0.2.0"."""
+    """The version of the loaded libtq (``tq_version()``), such as "0.3.0"."""
     return _lib.tq_version().decode()

@@ -17,10 +17,10 @@ LIBRARY_ENV = "TQ_LIBRARY"
 BUNDLED_LIBRARY = Path(__file__).resolve().with_name("libtq.so")
 #: The name the dynamic loader looks for on the system search path: the
 #: shared library's SONAME, which carries the ABI version.
-SONAME = "libtq.so.0.2"
+SONAME = "libtq.so.0.3"
 #: The ABI this package is written for: major and minor version of libtq
 #: (before 1.0 a minor release may change the ABI, so both must match).
-ABI_VERSION = (0, 2)
+ABI_VERSION = (0, 3)
 
 
 class tq_queue(ctypes.Structure):
@@ -118,6 +118,14 @@ PROTOTYPES = {
     "tq_finish_batch": (STATUS, [QUEUE_P, POINTER(TASK_P), c_size_t, POINTER(c_int32)]),
     "tq_fail": (STATUS, [QUEUE_P, TASK_P, c_char_p]),
     "tq_extend": (STATUS, [QUEUE_P, TASK_P, c_uint64]),
+    "tq_snooze": (STATUS, [QUEUE_P, TASK_P, c_uint64]),
+    "tq_cancel_task": (STATUS, [QUEUE_P, c_int64, c_char_p, POINTER(c_int32)]),
+    "tq_pause": (STATUS, [QUEUE_P, c_int64]),
+    "tq_resume": (STATUS, [QUEUE_P]),
+    "tq_paused_until": (STATUS, [QUEUE_P, POINTER(c_int64)]),
+    "tq_set_concurrency_limit": (STATUS, [QUEUE_P, c_uint32]),
+    "tq_clear_concurrency_limit": (STATUS, [QUEUE_P]),
+    "tq_concurrency_limit": (STATUS, [QUEUE_P, POINTER(c_uint32)]),
     "tq_recover": (STATUS, [QUEUE_P, POINTER(c_int64)]),
     "tq_count": (STATUS, [QUEUE_P, c_int32, POINTER(c_int64)]),
     "tq_oldest_ready_age_ms": (STATUS, [QUEUE_P, POINTER(c_int64)]),

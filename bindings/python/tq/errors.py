@@ -99,6 +99,14 @@ class UnknownOutcomeError(Error):
     status = -9
 
 
+class CancelledError(Error):
+    """TQ_ERR_CANCELLED: the task was cancelled (``Queue.cancel_task``) while
+    this delivery held it: the delivery is over, the task is cancelled and is
+    never delivered again. Stop working on it."""
+
+    status = -10
+
+
 #: The exception class for each negative status.
 BY_STATUS = {
     cls.status: cls
@@ -112,6 +120,7 @@ BY_STATUS = {
         InternalError,
         Interrupted,
         UnknownOutcomeError,
+        CancelledError,
     )
 }
 

@@ -39,7 +39,7 @@ import re
 import threading
 import time
 import weakref
-from ctypes import byref, c_char_p, c_int32, c_int64, c_size_t
+from ctypes import byref, c_char_p, c_int32, c_int64, c_size_t, c_uint32
 from typing import NamedTuple
 
 from . import errors
@@ -93,6 +93,14 @@ class State(enum.IntEnum):
     #: Used up its attempts; kept with its last failure reason until retried
     #: (``retry_dead``) or purged.
     DEAD = 3
+    #: Cancelled (``Queue.cancel_task``); kept with its reason on queues
+    #: opened with ``keep_history``, until purged.
+    CANCELLED = 4
+
+
+#: What ``Queue.paused_until`` returns for a pause with no end, and what
+#: ``Queue.pause`` takes for one (the default).
+UNTIL_RESUMED = float("inf")
 
 
 class Pushed(NamedTuple):
@@ -774,7 +782,8 @@ class Queue:
 
     def count(self, state=State.PENDING) -> int:
         """How many tasks of this queue are in ``state`` (a ``tq.State`` or its
-        name: ``"pending"``, ``"leased"``, ``"done"``, ``"dead"``)."""
+        name: ``"pending"``, ``"leased"``, ``"done"``, ``"dead"``,
+        ``"cancelled"``)."""
         value = _enum_value(State, state)
         out = c_int64()
         with self._handle as queue:
@@ -833,6 +842,71 @@ class Queue:
 
         return pages()
 
+    # --- Control ----------------------------------------------------------------
+
+    def cancel_task(self, task_id: int, reason=None) -> State:
+        """Cancels the task ``task_id`` of this queue, keeping ``reason`` (as
+        for ``Task.fail``) as its ``last_error``. A pending, delayed or dead
+        task leaves the line at once (kept as ``State.CANCELLED`` with
+        ``keep_history``, deleted otherwise): returns ``State.CANCELLED``. A
+        leased task is never delivered again and its holder learns of it at
+        its next ``extend``, ``finish``, ``fail`` or ``snooze``, which raise
+        ``CancelledError``: returns ``State.LEASED``. Cancelling a cancelled
+        task again returns the same. Raises ``InvalidArgumentError``,
+        changing nothing, when this queue has no task ``task_id`` or the
+        task is done."""
+        task_id = _integer("task_id", task_id, _INT64_MIN, _INT64_MAX)
+        text = _reason(reason)
+        out = c_int32()
+        with self._handle as queue:
+            _check(lib.tq_cancel_task(queue, task_id, text, byref(out)))
+        return State(out.value)
+
+    def pause(self, until=UNTIL_RESUMED) -> None:
+        """Pauses this queue for every process on its file (or PostgreSQL
+        schema) until ``resume()`` or ``until`` (a ``datetime`` or seconds
+        since the Unix epoch, in the future): pulls find nothing meanwhile
+        (waiting pulls keep waiting and take a task once the pause ends);
+        pushes are stored as usual. A new pause replaces the one in force."""
+        until_ms = _INT64_MAX if until == UNTIL_RESUMED else _unix_ms(until)
+        with self._handle as queue:
+            _check(lib.tq_pause(queue, until_ms))
+
+    def resume(self) -> None:
+        """Ends this queue's pause, if any, and wakes its waiting pulls in
+        every process."""
+        with self._handle as queue:
+            _check(lib.tq_resume(queue))
+
+    def paused_until(self) -> "float | None":
+        """When this queue's pause ends, in seconds since the Unix epoch
+        (``tq.UNTIL_RESUMED`` for a pause with no end), or None when it is
+        not paused."""
+        out = c_int64()
+        with self._handle as queue:
+            _check(lib.tq_paused_until(queue, byref(out)))
+        if out.value == 0:
+            return None
+        return UNTIL_RESUMED if out.value == _INT64_MAX else out.value / 1000
+
+    def set_concurrency_limit(self, limit) -> None:
+        """Limits this queue to ``limit`` tasks leased at once (at least 1)
+        across every process and machine on its file (or PostgreSQL schema),
+        enforced inside each claim; None removes the limit. Expired leases
+        and tasks recovered from dead holders hold no slot."""
+        with self._handle as queue:
+            if limit is None:
+                _check(lib.tq_clear_concurrency_limit(queue))
+            else:
+                _check(lib.tq_set_concurrency_limit(queue, _integer("limit", limit, 0, 2**32 - 1)))
+
+    def concurrency_limit(self) -> "int | None":
+        """This queue's concurrency limit, or None when it has none."""
+        out = c_uint32()
+        with self._handle as queue:
+            _check(lib.tq_concurrency_limit(queue, byref(out)))
+        return out.value or None
+
     def retry_dead(self, task_id: int) -> None:
         """Makes the dead task ``task_id`` of this queue pending again, ready
         now, with all its attempts ahead of it. Raises
@@ -851,7 +925,7 @@ class Queue:
 
     def purge(self, older_than=0, state=State.DONE) -> int:
         """Deletes this queue's tasks in ``state`` (``"done"``, the default,
-        kept by ``keep_history``; or ``"dead"``) that got there at least
+        kept by ``keep_history``; ``"dead"``; or ``"cancelled"``) that got there at least
         ``older_than`` seconds (or a ``timedelta``) ago, all of them for 0,
         and returns how many."""
         value = _enum_value(State, state)
@@ -1021,7 +1095,8 @@ class Task(_TaskFields):
 
         Raises ``NotHeldError`` when the delivery is no longer current (the
         task was already finished or failed, recovered, or taken by another
-        worker), ``ClosedError`` after ``close()`` of the task or its queue,
+        worker), ``CancelledError`` when the task was cancelled meanwhile (it
+        ends as cancelled, not done), ``ClosedError`` after ``close()`` of the task or its queue,
         ``BusyError`` or ``IoError`` (the delivery is then still held and
         ``finish()`` may be tried again).
         """
@@ -1043,6 +1118,14 @@ class Task(_TaskFields):
         on the task: another worker may have it), and as ``finish`` does."""
         lease_ms = _milliseconds("lease", lease)
         self._settle(lambda queue, ptr: lib.tq_extend(queue, ptr, lease_ms), None)
+
+    def snooze(self, delay=0) -> None:
+        """Hands this delivery back: the task runs again ``delay`` seconds (or
+        a ``timedelta``) from now, and this delivery does not count as an
+        attempt. For a worker that cannot do the task yet. Raises as
+        ``finish`` does."""
+        delay_ms = _milliseconds("delay", delay)
+        self._settle(lambda queue, ptr: lib.tq_snooze(queue, ptr, delay_ms), "snoozed")
 
     def finish_and_pull(self, timeout=None, *, lease=None, cancel=None) -> "Task | None":
         """Finishes this delivery and claims the next ready task of its queue
@@ -1080,7 +1163,7 @@ class Task(_TaskFields):
             try:
                 with self._queue._handle as queue:
                     status = _check(call(queue, ptr))
-            except errors.NotHeldError as error:
+            except (errors.NotHeldError, errors.CancelledError) as error:
                 self._end(errors.NotHeldError, f"task {self.id}: {error.message}")
                 raise
             if ended_as is not None:

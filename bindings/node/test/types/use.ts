@@ -16,7 +16,15 @@ async function main(): Promise<void> {
     const next: tq.Task | null = task.finishAndPull({ lease: 10 });
     next?.fail(new Error('x'));
   }
-  for await (const t of queue.tasks({ wait: 0 })) t.finish();
+  for await (const t of queue.tasks({ wait: 0 })) t.snooze(10);
+  const cancelled: 'cancelled' | 'leased' = queue.cancelTask(id, new Error('not wanted'));
+  queue.pause(new Date(Date.now() + 1000));
+  const until: Date | number | null = queue.pausedUntil();
+  queue.resume();
+  queue.setConcurrencyLimit(2);
+  const limit: number | null = queue.concurrencyLimit();
+  queue.setConcurrencyLimit(null);
+  console.log(cancelled, until, limit, tq.UNTIL_RESUMED > 0n);
   const counts: Record<tq.StateName, number> = queue.counts();
   const snapshots: tq.TaskSnapshot[] = queue.list('dead', { afterId: 0, limit: 10 });
   for (const s of queue.iterTasks(tq.State.PENDING)) console.log(s.payload, s.lastError);

@@ -1,0 +1,148 @@
+package tq_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"tq.dev/tq"
+)
+
+func TestCancelTaskTakesAPendingTaskOutOfLineAndKeepsItsReason(t *testing.T) {
+	q, _ := openQueue(t, tq.WithDurability(tq.DurabilityNormal), tq.WithHistory())
+	id := push(t, q, `"report"`)
+	state, err := q.CancelTask(id, "not needed")
+	if err != nil || state != tq.Cancelled {
+		t.Fatalf("CancelTask = %v, %v; want cancelled", state, err)
+	}
+	if _, err := q.TryPull(); !errors.Is(err, tq.ErrEmpty) {
+		t.Fatalf("TryPull after the cancel: %v", err)
+	}
+	cancelled := list(t, q, tq.Cancelled)
+	if len(cancelled) != 1 || cancelled[0].ID() != id {
+		t.Fatalf("cancelled tasks: %+v", cancelled)
+	}
+	if reason, ok := cancelled[0].LastError(); !ok || reason != "not needed" {
+		t.Fatalf("the cancelled task's last error: %q, %v", reason, ok)
+	}
+	_, err = q.CancelTask(id+100, "")
+	wantErr(t, err, tq.ErrInvalidArgument, "no task")
+	_, err = q.CancelTask(id, "nul\x00")
+	wantErr(t, err, tq.ErrInvalidArgument, "NUL")
+}
+
+func TestALeasedTaskCancelledIsToldAtItsHoldersNextCall(t *testing.T) {
+	q, _ := openQueue(t, tq.WithDurability(tq.DurabilityNormal))
+	id := push(t, q, `"long"`)
+	task := tryPull(t, q)
+	if state, err := q.CancelTask(id, "stop"); err != nil || state != tq.Leased {
+		t.Fatalf("CancelTask = %v, %v; want leased", state, err)
+	}
+	wantErr(t, task.Extend(time.Minute), tq.ErrCancelled, "cancelled")
+	wantErr(t, task.Finish(), tq.ErrNotHeld, "")
+	if n := count(t, q, tq.Leased); n != 0 {
+		t.Fatalf("%d leased after the holder was told", n)
+	}
+}
+
+func TestAPausedQueueDeliversNothingUntilResumed(t *testing.T) {
+	q, path := openQueue(t, tq.WithDurability(tq.DurabilityNormal))
+	if _, paused, err := q.PausedUntil(); err != nil || paused {
+		t.Fatalf("PausedUntil on a new queue: %v, %v", paused, err)
+	}
+	if err := q.Pause(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	until, paused, err := q.PausedUntil()
+	if err != nil || !paused || !until.IsZero() {
+		t.Fatalf("PausedUntil = %v, %v, %v; want paused until resumed", until, paused, err)
+	}
+	id := push(t, q, `"held back"`)
+	got := make(chan *tq.Task)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		task, err := q.Pull(ctx)
+		if err != nil {
+			t.Errorf("Pull: %v", err)
+		}
+		got <- task
+	}()
+	select {
+	case <-got:
+		t.Fatal("a pull returned while the queue was paused")
+	case <-time.After(200 * time.Millisecond):
+	}
+	other, err := tq.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := other.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	task := <-got
+	if task == nil || task.ID() != id {
+		t.Fatalf("after the resume, pulled %v", task)
+	}
+	if err := task.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, q.Pause(time.Now().Add(-time.Second)), tq.ErrInvalidArgument, "future")
+	end := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	if err := q.Pause(end); err != nil {
+		t.Fatal(err)
+	}
+	if until, paused, _ := q.PausedUntil(); !paused || !until.Equal(end) {
+		t.Fatalf("PausedUntil = %v, %v; want %v", until, paused, end)
+	}
+}
+
+func TestSnoozeHandsATaskBackWithoutCountingAnAttempt(t *testing.T) {
+	q, _ := openQueue(t, tq.WithDurability(tq.DurabilityNormal), tq.WithMaxAttempts(1))
+	id := push(t, q, `"not yet"`)
+	task := tryPull(t, q)
+	if err := task.Snooze(0); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, task.Snooze(0), tq.ErrNotHeld, "snoozed")
+	wantErr(t, task.Snooze(-time.Second), tq.ErrInvalidArgument, "negative")
+	again := tryPull(t, q)
+	if again.ID() != id || again.Attempts() != 1 {
+		t.Fatalf("pulled %d with %d attempts after the snooze", again.ID(), again.Attempts())
+	}
+	if err := again.Finish(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAConcurrencyLimitCapsTheLeasedTasks(t *testing.T) {
+	q, _ := openQueue(t, tq.WithDurability(tq.DurabilityNormal))
+	if _, limited, err := q.ConcurrencyLimit(); err != nil || limited {
+		t.Fatalf("ConcurrencyLimit on a new queue: %v, %v", limited, err)
+	}
+	wantErr(t, q.SetConcurrencyLimit(0), tq.ErrInvalidArgument, "between 1")
+	if err := q.SetConcurrencyLimit(1); err != nil {
+		t.Fatal(err)
+	}
+	if limit, limited, err := q.ConcurrencyLimit(); err != nil || !limited || limit != 1 {
+		t.Fatalf("ConcurrencyLimit = %d, %v, %v; want 1", limit, limited, err)
+	}
+	push(t, q, "1")
+	push(t, q, "2")
+	first := tryPull(t, q)
+	if _, err := q.TryPull(); !errors.Is(err, tq.ErrEmpty) {
+		t.Fatalf("a second pull under a limit of 1: %v", err)
+	}
+	if err := first.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	second := tryPull(t, q)
+	if err := q.ClearConcurrencyLimit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Finish(); err != nil {
+		t.Fatal(err)
+	}
+}

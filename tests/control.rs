@@ -1,0 +1,508 @@
+//! Control over running work: cancelling a task, pausing a queue, and
+//! snoozing a delivery, on both backends.
+
+#[macro_use]
+mod common;
+
+use std::thread;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::{lease, push, Scratch};
+use tq::{
+    Cancelled, Durability, ErrorKind, OpenOptions, Pause, PullOptions, PushOptions, Pushed, Queue,
+    TaskState,
+};
+
+fn with_history(scratch: &Scratch) -> Queue {
+    let mut options = OpenOptions::new();
+    options.durability(Durability::Normal).keep_history(true);
+    scratch.open_with(&options)
+}
+
+/// Queue `name` of the scratch, whose tasks have one attempt.
+fn one_attempt(scratch: &Scratch, name: &str, history: bool) -> Queue {
+    let mut options = OpenOptions::new();
+    options
+        .durability(Durability::Normal)
+        .keep_history(history)
+        .max_attempts(1)
+        .unwrap()
+        .queue(name)
+        .unwrap();
+    scratch.open_with(&options)
+}
+
+fn pull(queue: &Queue) -> Option<tq::Task> {
+    queue.pull(&PullOptions::new()).unwrap()
+}
+
+fn waiting(ms: u64) -> PullOptions {
+    let mut options = PullOptions::new();
+    options.wait(Duration::from_millis(ms)).unwrap();
+    options
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+fn kind<T: std::fmt::Debug>(result: tq::Result<T>) -> ErrorKind {
+    result.unwrap_err().kind()
+}
+
+/// A dead, a pending and a delayed task, each cancelled: their ids.
+fn cancel_one_of_each(queue: &Queue) -> [i64; 3] {
+    let dead = push(queue, "\"dead\"");
+    let task = pull(queue).unwrap();
+    queue.fail(task.receipt(), "no").unwrap();
+    assert_eq!(queue.count(TaskState::Dead).unwrap(), 1);
+    let pending = push(queue, "\"pending\"");
+    let mut later = PushOptions::new();
+    later.delay(Duration::from_secs(3600)).unwrap();
+    let delayed = queue.push("\"delayed\"", &later).unwrap().id();
+    let ids = [dead, pending, delayed];
+    for id in ids {
+        assert_eq!(
+            queue.cancel_task(id, "not needed").unwrap(),
+            Cancelled::Removed
+        );
+    }
+    ids
+}
+
+fn a_task_out_of_line_cancelled_is_gone_or_kept_with_its_reason(scratch: Scratch) {
+    let queue = one_attempt(&scratch, "gone", false);
+    let ids = cancel_one_of_each(&queue);
+    assert!(pull(&queue).is_none());
+    for state in [TaskState::Pending, TaskState::Dead, TaskState::Cancelled] {
+        assert_eq!(queue.count(state).unwrap(), 0, "{state:?}");
+    }
+    assert_eq!(
+        kind(queue.cancel_task(ids[0], "")),
+        ErrorKind::InvalidArgument,
+        "without history, a cancelled task is gone"
+    );
+
+    let queue = one_attempt(&scratch, "kept", true);
+    let ids = cancel_one_of_each(&queue);
+    assert!(pull(&queue).is_none());
+    assert_eq!(queue.count(TaskState::Cancelled).unwrap(), 3);
+    assert_eq!(queue.count(TaskState::Dead).unwrap(), 0);
+    let cancelled = queue.list(TaskState::Cancelled, 0, 10).unwrap();
+    assert_eq!(
+        cancelled.iter().map(|task| task.id()).collect::<Vec<_>>(),
+        ids
+    );
+    assert!(cancelled.iter().all(
+        |task| task.state() == TaskState::Cancelled && task.last_error() == Some("not needed")
+    ));
+    assert_eq!(
+        queue.cancel_task(ids[1], "again").unwrap(),
+        Cancelled::Removed,
+        "cancelling again changes nothing"
+    );
+    assert_eq!(
+        queue.list(TaskState::Cancelled, 0, 10).unwrap()[1].last_error(),
+        Some("not needed")
+    );
+    assert_eq!(
+        queue.purge(TaskState::Cancelled, Duration::ZERO).unwrap(),
+        3
+    );
+}
+
+/// A call a holder makes with its receipt.
+type HolderCall = fn(&Queue, tq::Receipt) -> tq::Result<()>;
+
+fn a_cancelled_delivery_is_told_at_its_holders_next_call_and_never_delivered_again(
+    scratch: Scratch,
+) {
+    let queue = with_history(&scratch);
+    let calls: [(&str, HolderCall); 4] = [
+        ("extend", |queue, receipt| {
+            queue.extend(receipt, Duration::from_secs(60))
+        }),
+        ("finish", |queue, receipt| queue.finish(receipt)),
+        ("fail", |queue, receipt| queue.fail(receipt, "x").map(drop)),
+        ("snooze", |queue, receipt| {
+            queue.snooze(receipt, Duration::ZERO)
+        }),
+    ];
+    for (name, call) in calls {
+        let id = push(&queue, "\"work\"");
+        let task = pull(&queue).unwrap();
+        assert_eq!(
+            queue.cancel_task(id, "stop it").unwrap(),
+            Cancelled::Requested
+        );
+        assert_eq!(
+            queue.cancel_task(id, "stop it").unwrap(),
+            Cancelled::Requested,
+            "asked twice, the same"
+        );
+        assert_eq!(queue.count(TaskState::Leased).unwrap(), 1, "{name}");
+        assert!(pull(&queue).is_none(), "{name}: not delivered again");
+        assert_eq!(
+            kind(call(&queue, task.receipt())),
+            ErrorKind::Cancelled,
+            "{name}"
+        );
+        assert_eq!(
+            kind(call(&queue, task.receipt())),
+            ErrorKind::NotHeld,
+            "{name}: the delivery is over"
+        );
+        assert_eq!(queue.count(TaskState::Leased).unwrap(), 0, "{name}");
+        let kept = queue.list(TaskState::Cancelled, id - 1, 1).unwrap();
+        assert_eq!(kept[0].id(), id, "{name}");
+        assert_eq!(kept[0].last_error(), Some("stop it"), "{name}");
+    }
+    assert!(pull(&queue).is_none());
+}
+
+fn a_cancelled_task_whose_lease_expires_is_over_not_recovered(scratch: Scratch) {
+    let queue = with_history(&scratch);
+    let id = push(&queue, "\"abandoned\"");
+    let task = queue.pull(&lease(50)).unwrap().unwrap();
+    assert_eq!(queue.cancel_task(id, "").unwrap(), Cancelled::Requested);
+    thread::sleep(Duration::from_millis(120));
+    assert!(
+        pull(&queue).is_none(),
+        "an expired lease is not taken again"
+    );
+    assert_eq!(queue.recover().unwrap(), 0, "nothing brought back");
+    assert_eq!(queue.count(TaskState::Leased).unwrap(), 0);
+    assert_eq!(queue.count(TaskState::Cancelled).unwrap(), 1);
+    assert_eq!(kind(queue.finish(task.receipt())), ErrorKind::NotHeld);
+}
+
+fn cancel_refuses_what_it_cannot_cancel_and_changes_nothing(scratch: Scratch) {
+    let queue = with_history(&scratch);
+    assert_eq!(
+        kind(queue.cancel_task(12345, "")),
+        ErrorKind::InvalidArgument
+    );
+    let done = push(&queue, "\"done\"");
+    let task = pull(&queue).unwrap();
+    queue.finish(task.receipt()).unwrap();
+    let refused = queue.cancel_task(done, "").unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::InvalidArgument);
+    assert!(refused.message().contains("done"), "{refused}");
+    assert_eq!(queue.count(TaskState::Done).unwrap(), 1);
+    let pending = push(&queue, "\"pending\"");
+    assert_eq!(
+        kind(queue.cancel_task(pending, "nul\0byte")),
+        ErrorKind::InvalidArgument
+    );
+    let other = scratch.open_with(OpenOptions::new().queue("other").unwrap());
+    assert_eq!(
+        kind(other.cancel_task(pending, "")),
+        ErrorKind::InvalidArgument,
+        "a task of another queue"
+    );
+    assert_eq!(pull(&queue).unwrap().id(), pending, "still in line");
+}
+
+fn a_cancelled_task_gives_up_its_unique_key(scratch: Scratch) {
+    let queue = with_history(&scratch);
+    let mut unique = PushOptions::new();
+    unique.unique_key("report-42").unwrap();
+    let first = queue.push("1", &unique).unwrap();
+    assert!(matches!(queue.push("2", &unique).unwrap(), Pushed::Duplicate(id) if id == first.id()));
+    // Leased and cancelled: its holder still runs it, so it keeps the key.
+    let task = pull(&queue).unwrap();
+    queue.cancel_task(first.id(), "").unwrap();
+    assert!(matches!(
+        queue.push("2", &unique).unwrap(),
+        Pushed::Duplicate(_)
+    ));
+    assert_eq!(kind(queue.finish(task.receipt())), ErrorKind::Cancelled);
+    assert!(matches!(
+        queue.push("3", &unique).unwrap(),
+        Pushed::Stored(_)
+    ));
+}
+
+fn a_paused_queue_delivers_nothing_until_resumed_and_still_stores_pushes(scratch: Scratch) {
+    let queue = scratch.open();
+    let other = scratch.open_with(OpenOptions::new().queue("other").unwrap());
+    assert_eq!(queue.paused().unwrap(), None);
+    queue.pause(Pause::UntilResumed).unwrap();
+    let id = push(&queue, "\"held back\"");
+    push(&other, "\"free\"");
+    assert!(pull(&queue).is_none());
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 1);
+    assert_eq!(queue.paused().unwrap(), Some(Pause::UntilResumed));
+    assert_eq!(other.paused().unwrap(), None);
+    assert!(pull(&other).is_some(), "other queues go on");
+    // Seen by every handle, and kept when they close.
+    drop(queue);
+    let queue = scratch.open();
+    assert_eq!(queue.paused().unwrap(), Some(Pause::UntilResumed));
+    assert!(pull(&queue).is_none());
+    queue.resume().unwrap();
+    assert_eq!(queue.paused().unwrap(), None);
+    assert_eq!(pull(&queue).unwrap().id(), id);
+}
+
+fn a_pull_waiting_on_a_paused_queue_takes_a_task_once_it_is_resumed(scratch: Scratch) {
+    let queue = scratch.open();
+    queue.pause(Pause::UntilResumed).unwrap();
+    let id = push(&queue, "\"waits\"");
+    thread::scope(|scope| {
+        let waiter = scope.spawn(|| queue.pull(&waiting(20_000)).unwrap());
+        thread::sleep(Duration::from_millis(200));
+        assert!(!waiter.is_finished(), "the pull waits through the pause");
+        scratch.open().resume().unwrap();
+        let task = waiter.join().unwrap().expect("woken by the resume");
+        assert_eq!(task.id(), id);
+    });
+}
+
+fn a_pause_until_a_time_ends_by_itself(scratch: Scratch) {
+    let queue = scratch.open();
+    assert_eq!(
+        kind(queue.pause(Pause::UntilUnixMs(now_ms() - 1))),
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(
+        queue.paused().unwrap(),
+        None,
+        "a refused pause changes nothing"
+    );
+    let until = now_ms() + 400;
+    queue.pause(Pause::UntilUnixMs(until)).unwrap();
+    assert_eq!(queue.paused().unwrap(), Some(Pause::UntilUnixMs(until)));
+    let id = push(&queue, "\"later\"");
+    assert!(pull(&queue).is_none());
+    let task = queue
+        .pull(&waiting(20_000))
+        .unwrap()
+        .expect("after the pause");
+    assert_eq!(task.id(), id);
+    assert_eq!(queue.paused().unwrap(), None);
+}
+
+fn snooze_hands_a_task_back_without_counting_an_attempt(scratch: Scratch) {
+    let queue = one_attempt(&scratch, "default", false);
+    let id = push(&queue, "\"not yet\"");
+    for _ in 0..3 {
+        let task = pull(&queue).expect("snoozed, not dead");
+        assert_eq!((task.id(), task.attempts()), (id, 1));
+        queue.snooze(task.receipt(), Duration::ZERO).unwrap();
+        assert_eq!(
+            kind(queue.snooze(task.receipt(), Duration::ZERO)),
+            ErrorKind::NotHeld
+        );
+    }
+    let task = pull(&queue).unwrap();
+    queue
+        .snooze(task.receipt(), Duration::from_millis(300))
+        .unwrap();
+    assert!(pull(&queue).is_none(), "not before its delay");
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 1);
+    let again = queue
+        .pull(&waiting(20_000))
+        .unwrap()
+        .expect("after the delay");
+    assert_eq!((again.id(), again.attempts()), (id, 1));
+    assert_eq!(
+        kind(queue.snooze(again.receipt(), Duration::from_secs(400 * 24 * 3600))),
+        ErrorKind::InvalidArgument
+    );
+    queue.finish(again.receipt()).unwrap();
+}
+
+fn no_task_is_delivered_after_its_cancellation_returned(scratch: Scratch) {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    use std::time::Instant;
+
+    const TASKS: i64 = 400;
+    let queue = with_history(&scratch);
+    let ids: Vec<i64> = (0..TASKS).map(|n| push(&queue, &n.to_string())).collect();
+    // When each pull began, by task; when each cancellation returned.
+    let pulls: Mutex<Vec<(i64, Instant)>> = Mutex::new(Vec::new());
+    let cancelled: Mutex<HashMap<i64, Instant>> = Mutex::new(HashMap::new());
+    let (finished, told) = (Mutex::new(Vec::new()), Mutex::new(Vec::new()));
+    thread::scope(|scope| {
+        for _ in 0..3 {
+            scope.spawn(|| loop {
+                let began = Instant::now();
+                let Some(task) = queue.pull(&lease(60_000)).unwrap() else {
+                    break;
+                };
+                pulls.lock().unwrap().push((task.id(), began));
+                match queue.finish(task.receipt()) {
+                    Ok(()) => finished.lock().unwrap().push(task.id()),
+                    Err(err) if err.kind() == ErrorKind::Cancelled => {
+                        told.lock().unwrap().push(task.id())
+                    }
+                    Err(err) => panic!("finish: {err}"),
+                }
+            });
+        }
+        scope.spawn(|| {
+            // Every third task, in an order of its own.
+            for &id in ids.iter().step_by(3).rev() {
+                match queue.cancel_task(id, "") {
+                    Ok(_) => {
+                        cancelled.lock().unwrap().insert(id, Instant::now());
+                    }
+                    Err(err) if err.kind() == ErrorKind::InvalidArgument => {} // done already
+                    Err(err) => panic!("cancel: {err}"),
+                }
+            }
+        });
+    });
+    let (cancelled, finished, told) = (
+        cancelled.into_inner().unwrap(),
+        finished.into_inner().unwrap(),
+        told.into_inner().unwrap(),
+    );
+    for (id, began) in pulls.into_inner().unwrap() {
+        if let Some(&at) = cancelled.get(&id) {
+            assert!(
+                began < at,
+                "task {id} was delivered after its cancellation returned"
+            );
+        }
+    }
+    assert!(!cancelled.is_empty());
+    for id in &finished {
+        assert!(
+            !cancelled.contains_key(id),
+            "task {id}: cancelled and finished"
+        );
+    }
+    for id in &told {
+        assert!(
+            cancelled.contains_key(id),
+            "task {id}: told of a cancellation never made"
+        );
+    }
+    assert_eq!(queue.count(TaskState::Done).unwrap(), finished.len() as u64);
+    assert_eq!(
+        queue.count(TaskState::Cancelled).unwrap(),
+        cancelled.len() as u64
+    );
+    assert_eq!(finished.len() + cancelled.len(), TASKS as usize);
+}
+
+fn a_concurrency_limit_caps_the_leased_tasks_of_every_handle(scratch: Scratch) {
+    let queue = scratch.open();
+    let other = scratch.open();
+    assert_eq!(queue.concurrency_limit().unwrap(), None);
+    assert_eq!(
+        kind(queue.set_concurrency_limit(Some(0))),
+        ErrorKind::InvalidArgument
+    );
+    queue.set_concurrency_limit(Some(2)).unwrap();
+    assert_eq!(other.concurrency_limit().unwrap(), Some(2));
+    for n in 0..5 {
+        push(&queue, &n.to_string());
+    }
+    let first = pull(&queue).unwrap();
+    let second = pull(&other).unwrap();
+    assert!(pull(&queue).is_none(), "both slots are taken");
+    assert!(other
+        .pull_batch(10, &PullOptions::new())
+        .unwrap()
+        .is_empty());
+    queue.finish(first.receipt()).unwrap();
+    let batch = other.pull_batch(10, &PullOptions::new()).unwrap();
+    assert_eq!(batch.len(), 1, "one slot was freed");
+    queue.set_concurrency_limit(None).unwrap();
+    assert_eq!(queue.concurrency_limit().unwrap(), None);
+    assert_eq!(queue.pull_batch(10, &PullOptions::new()).unwrap().len(), 2);
+    drop(second);
+}
+
+fn an_expired_lease_frees_its_slot(scratch: Scratch) {
+    let queue = scratch.open();
+    queue.set_concurrency_limit(Some(1)).unwrap();
+    push(&queue, "1");
+    push(&queue, "2");
+    let lost = queue.pull(&lease(50)).unwrap().unwrap();
+    assert!(pull(&queue).is_none());
+    thread::sleep(Duration::from_millis(120));
+    let next = pull(&queue).expect("the expired lease holds no slot");
+    assert_eq!(next.id(), lost.id(), "the expired task keeps its place");
+    assert!(pull(&queue).is_none(), "and now holds the slot again");
+}
+
+fn a_pull_waiting_at_the_limit_takes_a_task_once_a_slot_frees(scratch: Scratch) {
+    let queue = scratch.open();
+    queue.set_concurrency_limit(Some(1)).unwrap();
+    push(&queue, "1");
+    let waiting_for = push(&queue, "2");
+    let held = pull(&queue).unwrap();
+    thread::scope(|scope| {
+        let waiter = scope.spawn(|| queue.pull(&waiting(20_000)).unwrap());
+        thread::sleep(Duration::from_millis(200));
+        assert!(!waiter.is_finished(), "no slot: the pull waits");
+        scratch.open().finish(held.receipt()).unwrap();
+        let task = waiter.join().unwrap().expect("woken by the finish");
+        assert_eq!(task.id(), waiting_for);
+    });
+}
+
+fn the_limit_holds_exactly_under_threads_racing_for_slots(scratch: Scratch) {
+    use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+
+    const LIMIT: i64 = 3;
+    const TASKS: usize = 300;
+    let queue = scratch.open();
+    queue.set_concurrency_limit(Some(LIMIT as u32)).unwrap();
+    let payloads: Vec<String> = (0..TASKS).map(|n| n.to_string()).collect();
+    let payloads: Vec<&str> = payloads.iter().map(String::as_str).collect();
+    queue.push_batch(&payloads, &PushOptions::new()).unwrap();
+    // Held from the return of a pull to the call of its finish: never more
+    // than the leases the queue has.
+    let (held, most, done) = (AtomicI64::new(0), AtomicI64::new(0), AtomicUsize::new(0));
+    thread::scope(|scope| {
+        for _ in 0..6 {
+            let handle = scratch.open();
+            let (held, most, done) = (&held, &most, &done);
+            scope.spawn(move || {
+                while done.load(Ordering::SeqCst) < TASKS {
+                    let Some(task) = handle.pull(&waiting(100)).unwrap() else {
+                        continue;
+                    };
+                    let now = held.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    thread::yield_now();
+                    held.fetch_sub(1, Ordering::SeqCst);
+                    handle.finish(task.receipt()).unwrap();
+                    done.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+        }
+    });
+    assert!(
+        most.load(Ordering::SeqCst) <= LIMIT,
+        "{} held at once",
+        most.load(Ordering::SeqCst)
+    );
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 0);
+}
+
+on_both_backends!(
+    a_concurrency_limit_caps_the_leased_tasks_of_every_handle,
+    an_expired_lease_frees_its_slot,
+    a_pull_waiting_at_the_limit_takes_a_task_once_a_slot_frees,
+    the_limit_holds_exactly_under_threads_racing_for_slots,
+    no_task_is_delivered_after_its_cancellation_returned,
+    a_task_out_of_line_cancelled_is_gone_or_kept_with_its_reason,
+    a_cancelled_delivery_is_told_at_its_holders_next_call_and_never_delivered_again,
+    a_cancelled_task_whose_lease_expires_is_over_not_recovered,
+    cancel_refuses_what_it_cannot_cancel_and_changes_nothing,
+    a_cancelled_task_gives_up_its_unique_key,
+    a_paused_queue_delivers_nothing_until_resumed_and_still_stores_pushes,
+    a_pull_waiting_on_a_paused_queue_takes_a_task_once_it_is_resumed,
+    a_pause_until_a_time_ends_by_itself,
+    snooze_hands_a_task_back_without_counting_an_attempt,
+);
