@@ -291,20 +291,24 @@ export interface WorkerOptions {
   signal?: AbortSignal;
   /** Stop on SIGINT and SIGTERM (default true). */
   stopOnSignals?: boolean;
-  /** Called when finishing, failing or extending a task fails (default: console.error). */
+  /** Called when finishing, failing or extending a task fails (default:
+   * console.error): a lost lease, a cancelled task, a busy file. */
   onError?: (error: Error, task: Task) => void;
 }
 
 /**
  * Runs `handler` on the queue's tasks, `concurrency` at a time, renewing
  * each task's lease while its handler's promise is pending. A handler that
- * resolves finishes its task; one that throws fails it. On SIGINT, SIGTERM
- * or `signal`, takes no new task, lets the running handlers end, and
- * resolves with the counts. Does not close the queue.
+ * resolves finishes its task; one that throws fails it. The handler's
+ * `signal` aborts (with the error) when a renewal finds the delivery lost
+ * or the task cancelled: stop working then. On SIGINT, SIGTERM or
+ * `signal`, takes no new task, lets the running handlers end, and resolves
+ * with the counts (`lost`: deliveries that could not be finished or failed).
+ * Does not close the queue.
  */
 export function runWorker(
   queue: Queue,
-  handler: (task: Task) => unknown | Promise<unknown>,
+  handler: (task: Task, context: { signal: AbortSignal }) => unknown | Promise<unknown>,
   options?: WorkerOptions,
 ): Promise<{ finished: number; failed: number; lost: number }>;
 

@@ -7,9 +7,10 @@
 const errors = require('./errors');
 
 /**
- * Runs `handler(task)` on the tasks of `queue`, up to `concurrency` at a
- * time. A handler that resolves finishes its task; one that throws or
- * rejects fails it with the error as the reason. See index.d.ts.
+ * Runs `handler(task, { signal })` on the tasks of `queue`, up to
+ * `concurrency` at a time. A handler that resolves finishes its task; one
+ * that throws or rejects fails it with the error as the reason; `signal`
+ * aborts when the delivery is lost or the task cancelled. See index.d.ts.
  */
 async function runWorker(queue, handler, options = {}) {
   const {
@@ -39,18 +40,21 @@ async function runWorker(queue, handler, options = {}) {
   let slotFreed = () => {};
 
   const work = async (task) => {
-    // Renews the lease while the handler works; a lost lease stops it.
+    // Renews the lease while the handler works; a lost lease or a
+    // cancelled task stops the heartbeats and aborts the handler's signal.
+    const ended = new AbortController();
     const beat = setInterval(() => {
       try {
         task.extend(lease);
       } catch (error) {
         clearInterval(beat);
+        ended.abort(error);
         onError(error, task);
       }
     }, heartbeat);
     let outcome;
     try {
-      await handler(task);
+      await handler(task, { signal: ended.signal });
       outcome = () => {
         task.finish();
         stats.finished++;

@@ -95,3 +95,33 @@ test('bad worker options are refused', async () => {
     await queue.close();
   }
 });
+
+test("a task cancelled while its handler runs aborts the handler's signal", async () => {
+  const path = queuePath();
+  const queue = tq.open(path);
+  const other = tq.open(path);
+  try {
+    const id = queue.push({ long: true });
+    const stop = new AbortController();
+    const errors = [];
+    const stats = await tq.runWorker(
+      queue,
+      async (task, { signal }) => {
+        assert.equal(other.cancelTask(task.id, 'not wanted'), 'leased');
+        await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+        assert.ok(signal.reason instanceof tq.CancelledError, String(signal.reason));
+        stop.abort();
+      },
+      { heartbeat: 10, signal: stop.signal, stopOnSignals: false, onError: (error) => errors.push(error) },
+    );
+    // The heartbeat found it cancelled; finishing it then could not.
+    assert.deepEqual(stats, { finished: 0, failed: 0, lost: 1 });
+    assert.deepEqual(
+      errors.map((error) => error.name),
+      ['CancelledError', 'CancelledError'],
+    );
+    assert.equal(queue.count('pending') + queue.count('leased'), 0, `task ${id} is still in line`);
+  } finally {
+    await Promise.all([queue.close(), other.close()]);
+  }
+});
