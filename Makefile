@@ -8,11 +8,12 @@
 #                        symbols, install and pkg-config, C (plain, static,
 #                        C++, AddressSanitizer/UBSan, valgrind, panic
 #                        injection), faults (disk full, I/O errors,
-#                        descriptors), Go, torture, the Python binding
+#                        descriptors), Go, torture, the Python and Node.js
+#                        bindings
 #   make test-cli        the tq command's tests alone
 #   make test-postgres   the PostgreSQL backend against a throwaway server
 #                        (the core and job suites, its own tests, and the
-#                        Go and Python bindings' PostgreSQL tests)
+#                        Go, Python and Node.js bindings' PostgreSQL tests)
 #   make test-torture    crash, power-loss and concurrency torture tests
 #                        (TQ_TORTURE_SEED=N replays, TQ_TORTURE_SECONDS=N
 #                        runs each scenario N seconds)
@@ -30,6 +31,11 @@
 #   make example-python  build and run examples/python
 #   make bench-python    the Python binding against the prototype
 #   make wheel-python    a wheel of the Python binding with libtq inside
+#   make test-node       the Node.js binding's tests (bindings/node) and its
+#                        examples (examples/node)
+#   make example-node    run the Node.js examples (examples/node)
+#   make bench-node      the Node.js binding against the same loops in C and
+#                        plainjob, a queue on SQLite from npm (bench/node)
 
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
@@ -44,6 +50,7 @@ RELEASE := target/release
 .PHONY: all lib cli example test test-rust test-postgres test-cli bench-postgres test-symbols test-install test-c test-faults test-torture bench install clean FORCE \
 	test-go example-go bench-go
 .PHONY: test-python example-python bench-python wheel-python
+.PHONY: test-node example-node bench-node
 
 all: lib
 
@@ -79,7 +86,7 @@ example: lib
 	$(MAKE) -C examples/c run TQ_LIBDIR=$(CURDIR)/$(BUILD)/lib TQ_INCLUDEDIR=$(CURDIR)/include
 	$(MAKE) --no-print-directory example-go
 
-test: test-rust test-postgres test-cli test-symbols test-install test-c test-faults test-go test-torture test-python
+test: test-rust test-postgres test-cli test-symbols test-install test-c test-faults test-go test-torture test-python test-node
 
 test-rust:
 	$(CARGO) test --locked
@@ -95,8 +102,8 @@ test-rust:
 # test-rust, so one build serves both. Then the Go and Python bindings'
 # PostgreSQL tests (their options, a round trip), without the race
 # detector (test-go runs them under it, the round trip skipped there for
-# want of a server).
-test-postgres: lib
+# want of a server), and the Node.js binding's.
+test-postgres: lib bindings/node/node_modules/.package-lock.json
 	@dir=$$(mktemp -d /tmp/tq-postgres.XXXXXX) && \
 	trap 'tests/postgres/cluster.sh stop "'"$$dir"'"' EXIT && \
 	url=$$(tests/postgres/cluster.sh start "$$dir") && \
@@ -107,7 +114,8 @@ test-postgres: lib
 		--include-ignored --test-threads=1 --nocapture on_postgres && \
 	export TQ_TEST_POSTGRES_URL=$$url && \
 	($(call GO_INTREE,bindings/go,test) -count=1 -run Postgres .) && \
-	$(IN_TREE_PYTHON) -m pytest -q -p no:cacheprovider -k postgres bindings/python/tests
+	$(IN_TREE_PYTHON) -m pytest -q -p no:cacheprovider -k postgres bindings/python/tests && \
+	cd bindings/node && $(IN_TREE_NODE) --test test/postgres.test.js
 
 # Runs the built tq binary through every command.
 test-cli:
@@ -232,6 +240,35 @@ wheel-python: lib
 	cp -f $(BUILD)/lib/libtq.so.$(VERSION) bindings/python/tq/libtq.so
 	$(PYTHON) -m pip wheel --no-deps --wheel-dir $(BUILD)/python bindings/python; \
 	status=$$?; rm -rf $(PYTHON_BUILD_LEFTOVERS); exit $$status
+
+# The Node.js binding, run from the source tree against build/lib. Each
+# folder's npm packages are installed (npm ci) from its package-lock.json
+# when the lock is newer than what is installed; the examples and the
+# benchmark link the binding (file:../../bindings/node), so it comes first.
+NODE ?= node
+NPM ?= npm
+IN_TREE_NODE := TQ_LIBRARY=$(CURDIR)/$(BUILD)/lib/libtq.so $(NODE)
+NODE_BINDING_MODULES := bindings/node/node_modules/.package-lock.json
+%/node_modules/.package-lock.json: %/package-lock.json
+	cd $* && $(NPM) ci --no-audit --no-fund
+examples/node/node_modules/.package-lock.json bench/node/node_modules/.package-lock.json: $(NODE_BINDING_MODULES)
+
+test-node: lib $(NODE_BINDING_MODULES) examples/node/node_modules/.package-lock.json
+	cd bindings/node && $(IN_TREE_NODE) --test test/*.test.js
+
+# The workers' queue file goes to build/, with its -wal and -shm.
+example-node: lib examples/node/node_modules/.package-lock.json
+	rm -f $(BUILD)/node-workers.db*
+	$(IN_TREE_NODE) examples/node/workers.js $(BUILD)/node-workers.db
+	$(IN_TREE_NODE) examples/node/httpservice.js --selftest
+
+# The C loops are built against build/lib; files go under TQ_BENCH_DIR.
+bench-node: export TQ_BENCH_DIR ?= $(CURDIR)/target/bench-tmp
+bench-node: lib bench/node/node_modules/.package-lock.json
+	mkdir -p $(BUILD)/node-bench
+	$(CC) -O2 -Wall -Wextra -Werror -pedantic -std=c11 -Iinclude -o $(BUILD)/node-bench/c_loops bench/node/c_loops.c \
+		-L$(BUILD)/lib -ltq -Wl,-rpath,$(CURDIR)/$(BUILD)/lib
+	$(IN_TREE_NODE) --expose-gc bench/node/bench.js
 
 install: lib cli
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)

@@ -1,0 +1,344 @@
+// TypeScript declarations for tq, the Node.js binding of libtq.
+//
+// Durations are in milliseconds. Calls that do not wait are synchronous
+// (one commit at most); pulls return promises, and a pull that has to wait
+// runs off the main thread, so the event loop keeps running. A Queue keeps
+// at most one waiting call at a time on one of libuv's worker threads;
+// further waiting pulls line up behind it.
+
+/** The largest payload any queue accepts, in bytes. */
+export const MAX_PAYLOAD_LEN: number;
+/** The longest queue name, in bytes. */
+export const MAX_QUEUE_NAME_LEN: number;
+/** The longest unique key, in bytes. */
+export const MAX_UNIQUE_KEY_LEN: number;
+/** The longest failure reason kept, in bytes; a longer one is cut. */
+export const MAX_REASON_LEN: number;
+/** How many deliveries a task gets unless its queue or its push says otherwise. */
+export const DEFAULT_MAX_ATTEMPTS: number;
+/** How many connections a PostgreSQL handle keeps at most by default. */
+export const DEFAULT_POOL_SIZE: number;
+/** The largest connection pool a handle may have. */
+export const MAX_POOL_SIZE: number;
+/** The header's TQ_UNTIL_RESUMED (INT64_MAX); pause() and pausedUntil() say Infinity. */
+export const UNTIL_RESUMED: bigint;
+
+/** Where the loaded libtq came from: TQ_LIBRARY's path, the package's copy or the SONAME. */
+export const libraryPath: string;
+/** The loaded libtq's version, such as "0.3.0". */
+export function libraryVersion(): string;
+
+/** How far a write must reach before a call returns. */
+export const Durability: Readonly<{
+  /** Flushed to disk: survives a process crash and a power loss (the default). */
+  FULL: 0;
+  /** Survives a process crash; a power loss may lose the latest commits. */
+  NORMAL: 1;
+}>;
+export type DurabilityValue = 0 | 1 | 'full' | 'normal';
+
+/** A task's states, for count, list and purge. */
+export const State: Readonly<{ PENDING: 0; LEASED: 1; DONE: 2; DEAD: 3; CANCELLED: 4 }>;
+export type StateName = 'pending' | 'leased' | 'done' | 'dead' | 'cancelled';
+export type StateValue = 0 | 1 | 2 | 3 | 4 | StateName;
+
+/** A payload: a string or Buffer of JSON text, taken exactly as given, or any
+ * value JSON.stringify serializes. */
+export type Payload = string | Buffer | Uint8Array | number | boolean | null | object;
+
+export interface OpenOptions {
+  /** The queue's name in the file (default "default"); a file holds any number. */
+  queue?: string;
+  /** 'full' (default) or 'normal'. */
+  durability?: DurabilityValue;
+  /** How long a call waits for other writers before BusyError (default 5000). */
+  busyTimeout?: number;
+  /** Keep finished tasks as done (default false). */
+  keepHistory?: boolean;
+  /** The largest payload this handle pushes, in bytes. */
+  maxPayloadLen?: number;
+  /** Deliveries a task pushed here gets before a failure makes it dead (default 25). */
+  maxAttempts?: number;
+  /** Pauses before a failed task is retried: `min` after the first failure,
+   * doubling up to `max`, with jitter (default 1000 and 3600000). */
+  retryBackoff?: { min: number; max: number };
+  /** PostgreSQL only: connections the handle keeps at most (1 to MAX_POOL_SIZE, default 4). */
+  poolSize?: number;
+  /** PostgreSQL only: the schema holding tq's tables (default "tq"). */
+  postgresSchema?: string;
+}
+
+export interface PushOptions {
+  /** Ready `delay` milliseconds after the push (not with runAt). */
+  delay?: number;
+  /** Ready at this time (a Date or milliseconds since the epoch; not with delay). */
+  runAt?: Date | number;
+  /** Any 32-bit integer, default 0; higher is claimed first. */
+  priority?: number;
+  /** Deliveries before a failure makes it dead, instead of the queue's default. */
+  maxAttempts?: number;
+  /** While a task of the queue holding the key is pending or leased, nothing
+   * is stored and that task's id is returned (pushUnique tells the cases apart). */
+  uniqueKey?: string;
+  /** Keeps the key reserved this many milliseconds after the task is done. */
+  uniqueFor?: number;
+}
+
+export type PushManyOptions = Omit<PushOptions, 'uniqueKey' | 'uniqueFor'>;
+
+export interface PullOptions {
+  /** How long to wait for a task when none is ready, in milliseconds
+   * (default 0; Infinity waits until one comes). A push from any process
+   * ends the wait at once. */
+  wait?: number;
+  /** How long the task is reserved for this worker (default 30000). */
+  lease?: number;
+  /** Ends the wait: the pull rejects with the signal's reason (a task
+   * already claimed is still returned). */
+  signal?: AbortSignal;
+}
+
+export interface TasksOptions extends PullOptions {
+  /** How long to wait for each task (default Infinity): the loop ends when none came in that time. */
+  wait?: number;
+}
+
+/** The fields of a pulled task and of a listed snapshot, all read-only and
+ * readable after the delivery ended or the queue was closed. */
+export interface TaskFields {
+  /** The id push returned. */
+  readonly id: number;
+  /** The payload's JSON text, exactly as pushed. */
+  readonly raw: string;
+  /** The payload parsed from JSON (on first use). */
+  readonly payload: any;
+  /** How many times the task was claimed, this delivery included (1 on the first). */
+  readonly attempts: number;
+  readonly priority: number;
+  readonly maxAttempts: number;
+  /** When the task became (or becomes) ready. */
+  readonly runAt: Date;
+  /** Why the previous delivery ended (a fail reason, or the library's words
+   * for a lost lease or a dead holder), or null. */
+  readonly lastError: string | null;
+  /** 'leased' for a pulled task; the listed state for a snapshot. */
+  readonly state: StateName;
+}
+
+/**
+ * One delivery of a task. End it with finish(), fail() or finishAndPull();
+ * keep a long task's lease with extend(). Once the delivery ended, the
+ * library's copy is freed and further calls throw NotHeldError; after
+ * close() (or close() of its queue) they throw ClosedError. A task dropped
+ * without finishing is freed by the garbage collector and claimed again
+ * when its lease runs out.
+ */
+export class Task implements TaskFields {
+  private constructor();
+  readonly id: number;
+  readonly raw: string;
+  readonly payload: any;
+  readonly attempts: number;
+  readonly priority: number;
+  readonly maxAttempts: number;
+  readonly runAt: Date;
+  readonly lastError: string | null;
+  readonly state: StateName;
+  /** True once the delivery ended: finished, failed, lost or closed. */
+  readonly closed: boolean;
+  /** Completes this delivery: the task is deleted (or kept as done with
+   * keepHistory). Throws NotHeldError when the delivery is no longer current. */
+  finish(): void;
+  /** Ends this delivery as failed, keeping `reason` (an Error is kept as
+   * "Name: message") as the task's lastError: pending again after the
+   * queue's back-off, or dead after its last attempt. */
+  fail(reason?: string | Error): void;
+  /** Renews the lease: it now expires `lease` milliseconds from now.
+   * Throws NotHeldError when the lease was lost, CancelledError when the
+   * task was cancelled: stop working on the task. */
+  extend(lease: number): void;
+  /** Hands this delivery back: the task runs again `delay` milliseconds
+   * from now (default 0); this delivery does not count as an attempt. */
+  snooze(delay?: number): void;
+  /** Finishes this delivery and claims the next ready task in the same
+   * transaction (one commit instead of two); null when none is ready. Never waits. */
+  finishAndPull(options?: { lease?: number }): Task | null;
+  /** Frees the delivery without finishing the task. Idempotent. */
+  close(): void;
+  [Symbol.dispose](): void;
+}
+
+/** A task as Queue.list read it: not held, so it cannot be finished. */
+export class TaskSnapshot implements TaskFields {
+  private constructor();
+  readonly id: number;
+  readonly raw: string;
+  readonly payload: any;
+  readonly attempts: number;
+  readonly priority: number;
+  readonly maxAttempts: number;
+  readonly runAt: Date;
+  readonly lastError: string | null;
+  readonly state: StateName;
+}
+
+/**
+ * A named queue in one SQLite file, or in a PostgreSQL database when the
+ * location is a postgres:// or postgresql:// URL. Several processes and
+ * worker threads may open the same file, each with its own Queue.
+ */
+export class Queue {
+  /** Opens, creating if needed. Throws IoError, NotADatabaseError,
+   * InvalidArgumentError or BusyError when it cannot be opened as a queue. */
+  constructor(location: string, options?: OpenOptions);
+  /** The queue's name in its file. */
+  readonly name: string;
+  /** The location as messages show it (a URL without its password). */
+  readonly location: string;
+  /** True once close() was called. */
+  readonly closed: boolean;
+  /** Closes: waiting pulls reject with ClosedError, and the handle is freed
+   * once the waiting call returned; resolves then. Idempotent. Later calls
+   * throw ClosedError; pulled tasks stay readable and can be closed. */
+  close(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+
+  /** Stores a task; returns its id once stored at the queue's durability.
+   * Throws InvalidJsonError, InvalidArgumentError, BusyError, IoError. */
+  push(payload: Payload, options?: PushOptions): number;
+  /** Pushes with a unique key; `created` is false when a task of the queue
+   * already held the key, nothing was stored, and `id` is that task's. */
+  pushUnique(payload: Payload, uniqueKey: string, options?: Omit<PushOptions, 'uniqueKey'>): { id: number; created: boolean };
+  /** Stores every payload in one transaction, all or none; returns the ids.
+   * A failing payload's position is in the error's `index`. */
+  pushMany(payloads: Iterable<Payload>, options?: PushManyOptions): number[];
+
+  /** Claims the ready task first in line (highest priority, then ready
+   * longest), waiting up to `wait` for one; null when none came. Rejects
+   * with the signal's reason on abort, ClosedError on close(),
+   * InterruptedError after interrupt(). */
+  pull(options?: PullOptions): Promise<Task | null>;
+  /** Claims a ready task synchronously, without waiting, or returns null. */
+  tryPull(options?: { lease?: number }): Task | null;
+  /** Claims up to `n` ready tasks in one transaction; empty when none came within `wait`. */
+  pullMany(n: number, options?: PullOptions): Promise<Task[]>;
+  /** Every task as it becomes ready, for `for await`; ends when none came
+   * within `wait`, on abort, or when the queue is closed. */
+  tasks(options?: TasksOptions): AsyncGenerator<Task, void, undefined>;
+  /** Finishes many tasks in one transaction: true for each finished, false
+   * for each whose delivery was no longer current. */
+  finishMany(tasks: Iterable<Task>): boolean[];
+  /** Ends the wait of every pull on this handle with InterruptedError, now and from then on. */
+  interrupt(): void;
+
+  /** Takes back the tasks of expired leases and of dead holder processes;
+   * returns how many. Safe at every start-up. */
+  recover(): number;
+  /** How many tasks of this queue are in `state` (default 'pending'). */
+  count(state?: StateValue): number;
+  /** The number of tasks in each state. */
+  counts(): Record<StateName, number>;
+  /** How long the task ready longest has waited, in milliseconds, or null when none is ready. */
+  oldestReadyAge(): number | null;
+  /** A page of this queue's tasks in `state`, with ids above `afterId`, by id. */
+  list(state?: StateValue, options?: { afterId?: number; limit?: number }): TaskSnapshot[];
+  /** Every task of this queue in `state`, by id, read a page at a time. */
+  iterTasks(state?: StateValue, options?: { pageSize?: number }): Generator<TaskSnapshot, void, undefined>;
+  /** Makes the dead task `id` pending again, with all its attempts ahead of it. */
+  retryDead(id: number): void;
+  /** Makes every dead task pending again; returns how many. */
+  retryAllDead(): number;
+  /** Deletes tasks in `state` ('done' by default, 'dead' or 'cancelled') at least
+   * `olderThan` milliseconds old (0: all); returns how many. */
+  purge(options?: { state?: StateValue; olderThan?: number }): number;
+  /** Checkpoints the write-ahead log; returns its size afterwards in bytes.
+   * SQLite only. */
+  checkpoint(): number;
+  /** The write-ahead log's size in bytes. SQLite only. */
+  walSize(): number;
+
+  /** Cancels task `id`, keeping `reason` as its last error: 'cancelled'
+   * when it left the line at once (pending, delayed or dead), 'leased' when
+   * its holder learns of it at its next call on the delivery, which throws
+   * CancelledError. Throws InvalidArgumentError for no such task or a done one. */
+  cancelTask(id: number, reason?: string | Error): 'cancelled' | 'leased';
+  /** Pauses this queue for every process until resume() or `until` (a Date
+   * or milliseconds since the epoch, in the future; default Infinity: no
+   * end). Pulls find nothing meanwhile; waiting pulls keep waiting. */
+  pause(until?: Date | number): void;
+  /** Ends the pause, if any, and wakes the waiting pulls in every process. */
+  resume(): void;
+  /** When the pause ends: a Date, Infinity for no end, or null when not paused. */
+  pausedUntil(): Date | number | null;
+  /** Limits this queue to `limit` tasks leased at once across every process
+   * (at least 1); null removes the limit. */
+  setConcurrencyLimit(limit: number | null): void;
+  /** The concurrency limit, or null when there is none. */
+  concurrencyLimit(): number | null;
+}
+
+/** Opens a queue: the same as `new Queue(location, options)`. */
+export function open(location: string, options?: OpenOptions): Queue;
+
+export interface WorkerOptions {
+  /** How many handlers run at once (default 4). */
+  concurrency?: number;
+  /** Each task's lease (default 30000). */
+  lease?: number;
+  /** How often a running handler's lease is renewed (default lease / 3). */
+  heartbeat?: number;
+  /** Stops the worker when aborted. */
+  signal?: AbortSignal;
+  /** Stop on SIGINT and SIGTERM (default true). */
+  stopOnSignals?: boolean;
+  /** Called when finishing, failing or extending a task fails (default:
+   * console.error): a lost lease, a cancelled task, a busy file. */
+  onError?: (error: Error, task: Task) => void;
+}
+
+/**
+ * Runs `handler` on the queue's tasks, `concurrency` at a time, renewing
+ * each task's lease while its handler's promise is pending. A handler that
+ * resolves finishes its task; one that throws fails it. The handler's
+ * `signal` aborts (with the error) when a renewal finds the delivery lost
+ * or the task cancelled: stop working then. On SIGINT, SIGTERM or
+ * `signal`, takes no new task, lets the running handlers end, and resolves
+ * with the counts (`lost`: deliveries that could not be finished or failed).
+ * Does not close the queue.
+ */
+export function runWorker(
+  queue: Queue,
+  handler: (task: Task, context: { signal: AbortSignal }) => unknown | Promise<unknown>,
+  options?: WorkerOptions,
+): Promise<{ finished: number; failed: number; lost: number }>;
+
+/** A tq call failed; `status` is the C status (negative). A failed
+ * synchronous call carries the library's message; a waiting pull that
+ * failed carries the status's description. */
+export class TqError extends Error {
+  readonly status: number;
+  /** pushMany: the position of the payload that failed the batch. */
+  index?: number;
+}
+/** TQ_ERR_INVALID_ARGUMENT */
+export class InvalidArgumentError extends TqError {}
+/** A Queue or Task used after close(), or a pull waiting when its queue closed. */
+export class ClosedError extends InvalidArgumentError {}
+/** TQ_ERR_INVALID_JSON: nothing was stored. */
+export class InvalidJsonError extends TqError {}
+/** TQ_ERR_NOT_HELD: the delivery is no longer current. */
+export class NotHeldError extends TqError {}
+/** TQ_ERR_BUSY: locked by other writers past the busy timeout; may be tried again. */
+export class BusyError extends TqError {}
+/** TQ_ERR_IO: the operating system refused. */
+export class IoError extends TqError {}
+/** TQ_ERR_NOT_A_DATABASE: not SQLite, corrupt, or a newer tq schema; left untouched. */
+export class NotADatabaseError extends TqError {}
+/** TQ_ERR_INTERNAL: a bug in tq; the queue remains usable. */
+export class InternalError extends TqError {}
+/** TQ_ERR_INTERRUPTED: a wait ended by interrupt(). */
+export class InterruptedError extends TqError {}
+/** TQ_ERR_UNKNOWN_OUTCOME: the write may or may not last. */
+export class UnknownOutcomeError extends TqError {}
+/** TQ_ERR_CANCELLED: the task was cancelled while this delivery held it; stop working on it. */
+export class CancelledError extends TqError {}

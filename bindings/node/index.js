@@ -1,0 +1,30 @@
+'use strict';
+// tq: a persistent task queue in one SQLite file (or PostgreSQL), through
+// libtq's C ABI. The library is loaded when this package is required: from
+// the path in the TQ_LIBRARY environment variable, else the copy inside
+// the package (native/libtq.so, in a package packed with it), else the
+// system's library search path. See index.d.ts for the whole API.
+
+const native = require('./lib/native');
+const errors = require('./lib/errors');
+const { Durability, Queue, State, Task, TaskSnapshot } = require('./lib/queue');
+const { runWorker } = require('./lib/worker');
+
+/** Opens a queue: the same as `new Queue(location, options)`. */
+function open(location, options) {
+  return new Queue(location, options);
+}
+
+module.exports = {
+  ...native.CONSTANTS,
+  ...Object.fromEntries(Object.entries(errors).filter(([name]) => name.endsWith('Error'))),
+  Durability,
+  Queue,
+  State,
+  Task,
+  TaskSnapshot,
+  libraryPath: native.LIBRARY_PATH,
+  libraryVersion: () => native.lib.tq_version(),
+  open,
+  runWorker,
+};

@@ -1,0 +1,209 @@
+'use strict';
+// Loads libtq through koffi and declares the functions of include/tq.h.
+//
+// Every function the header declares is listed in PROTOTYPES, written as in
+// the header; nothing else in the package declares C functions. The opaque
+// C types are distinct koffi types, so a tq_task pointer can never be passed
+// where a tq_queue pointer is expected. test/declarations.test.js checks
+// each declaration against include/tq.h.
+
+const fs = require('node:fs');
+const path = require('node:path');
+const koffi = require('koffi');
+
+/** The environment variable naming the library to load. */
+const LIBRARY_ENV = 'TQ_LIBRARY';
+/** Where a package packed with the library keeps its copy. */
+const BUNDLED_LIBRARY = path.join(__dirname, '..', 'native', 'libtq.so');
+/** The name the dynamic loader looks for on the system search path: the
+ * shared library's SONAME, which carries the ABI version. */
+const SONAME = 'libtq.so.0.3';
+/** The ABI this package is written for: libtq's major and minor version
+ * (before 1.0 a minor release may change the ABI, so both must match). */
+const ABI_VERSION = [0, 3];
+
+for (const name of ['tq_queue', 'tq_task', 'tq_options', 'tq_push_options', 'tq_pull_options', 'tq_cancel']) {
+  koffi.opaque(name);
+}
+// enum tq_status is returned as a C int.
+koffi.alias('tq_status', 'int');
+
+// The header's declarations, with three kinds of change koffi needs: `struct`
+// and `enum` dropped before type names; `_Out_` on the parameters the
+// library writes a single value to (koffi then copies it back into a
+// one-element array); and the payload of tq_push as `const uint8_t *`, so
+// that it takes the Buffer of UTF-8 bytes whose length is passed beside it.
+// Arrays are passed as JavaScript arrays (the payloads of tq_push_batch, as
+// Buffers) or typed arrays (tasks as 64-bit addresses).
+const PROTOTYPES = [
+  'const char *tq_last_error(void)',
+  'const char *tq_status_str(int32_t status)',
+  'const char *tq_version(void)',
+  'uint32_t tq_version_number(void)',
+  'tq_status tq_location_redacted(const char *location, _Out_ uint8_t *buf, size_t cap, _Out_ size_t *len)',
+  'tq_options *tq_options_new(void)',
+  'void tq_options_free(tq_options *options)',
+  'tq_status tq_options_set_durability(tq_options *options, int32_t durability)',
+  'tq_status tq_options_set_busy_timeout_ms(tq_options *options, uint64_t timeout_ms)',
+  'tq_status tq_options_set_keep_history(tq_options *options, bool keep)',
+  'tq_status tq_options_set_max_payload_len(tq_options *options, size_t limit)',
+  'tq_status tq_options_set_pool_size(tq_options *options, uint32_t size)',
+  'tq_status tq_options_set_postgres_schema(tq_options *options, const char *name)',
+  'tq_push_options *tq_push_options_new(void)',
+  'void tq_push_options_free(tq_push_options *options)',
+  'tq_status tq_push_options_set_delay_ms(tq_push_options *options, uint64_t delay_ms)',
+  'tq_status tq_push_options_set_run_at_unix_ms(tq_push_options *options, int64_t unix_ms)',
+  'tq_pull_options *tq_pull_options_new(void)',
+  'void tq_pull_options_free(tq_pull_options *options)',
+  'tq_status tq_pull_options_set_lease_ms(tq_pull_options *options, uint64_t lease_ms)',
+  'tq_status tq_options_set_queue(tq_options *options, const char *name)',
+  'tq_status tq_options_set_max_attempts(tq_options *options, uint32_t max_attempts)',
+  'tq_status tq_options_set_retry_backoff_ms(tq_options *options, uint64_t min_ms, uint64_t max_ms)',
+  'tq_status tq_push_options_set_priority(tq_push_options *options, int32_t priority)',
+  'tq_status tq_push_options_set_max_attempts(tq_push_options *options, uint32_t max_attempts)',
+  'tq_status tq_push_options_set_unique_key(tq_push_options *options, const char *key)',
+  'tq_status tq_push_options_set_unique_for_ms(tq_push_options *options, uint64_t window_ms)',
+  'tq_status tq_pull_options_set_wait_ms(tq_pull_options *options, uint64_t wait_ms)',
+  'tq_status tq_pull_options_set_cancel(tq_pull_options *options, const tq_cancel *cancel)',
+  'tq_cancel *tq_cancel_new(void)',
+  'tq_status tq_cancel_trigger(const tq_cancel *cancel)',
+  'void tq_cancel_free(tq_cancel *cancel)',
+  'tq_status tq_open(const char *path, const tq_options *options, _Out_ tq_queue **out)',
+  'void tq_close(tq_queue *queue)',
+  'tq_status tq_push(tq_queue *queue, const uint8_t *payload, size_t len, const tq_push_options *options, _Out_ int64_t *out_id)',
+  'tq_status tq_pull(tq_queue *queue, const tq_pull_options *options, _Out_ tq_task **out)',
+  'tq_status tq_pull_batch(tq_queue *queue, const tq_pull_options *options, size_t max, tq_task **out_tasks, _Out_ size_t *out_count)',
+  'tq_status tq_push_batch(tq_queue *queue, const char *const *payloads, const size_t *lens, size_t count, const tq_push_options *options, int64_t *out_ids)',
+  'int64_t tq_task_id(const tq_task *task)',
+  'const char *tq_task_payload(const tq_task *task, size_t *len)',
+  'uint32_t tq_task_attempts(const tq_task *task)',
+  'int32_t tq_task_priority(const tq_task *task)',
+  'uint32_t tq_task_max_attempts(const tq_task *task)',
+  'int64_t tq_task_run_at_unix_ms(const tq_task *task)',
+  'int32_t tq_task_state(const tq_task *task)',
+  'const char *tq_task_last_error(const tq_task *task)',
+  'void tq_task_free(tq_task *task)',
+  'tq_status tq_finish(tq_queue *queue, const tq_task *task)',
+  'tq_status tq_recover(tq_queue *queue, _Out_ int64_t *out_recovered)',
+  'tq_status tq_count(const tq_queue *queue, int32_t state, _Out_ int64_t *out_count)',
+  'tq_status tq_finish_and_pull(tq_queue *queue, const tq_task *task, const tq_pull_options *options, _Out_ tq_task **out)',
+  'tq_status tq_finish_batch(tq_queue *queue, const tq_task *const *tasks, size_t count, int32_t *out_statuses)',
+  'tq_status tq_fail(tq_queue *queue, const tq_task *task, const char *reason)',
+  'tq_status tq_extend(tq_queue *queue, const tq_task *task, uint64_t lease_ms)',
+  'tq_status tq_retry_dead(tq_queue *queue, int64_t id)',
+  'tq_status tq_retry_all_dead(tq_queue *queue, _Out_ int64_t *out_retried)',
+  'tq_status tq_purge(tq_queue *queue, int32_t state, uint64_t older_than_ms, _Out_ int64_t *out_purged)',
+  'tq_status tq_oldest_ready_age_ms(const tq_queue *queue, _Out_ int64_t *out_age_ms)',
+  'tq_status tq_list(const tq_queue *queue, int32_t state, int64_t after_id, size_t max, tq_task **out_tasks, _Out_ size_t *out_count)',
+  'tq_status tq_checkpoint(tq_queue *queue, _Out_ int64_t *out_wal_bytes)',
+  'tq_status tq_wal_size(const tq_queue *queue, _Out_ int64_t *out_wal_bytes)',
+  'tq_status tq_interrupt(const tq_queue *queue)',
+  'tq_status tq_snooze(tq_queue *queue, const tq_task *task, uint64_t delay_ms)',
+  'tq_status tq_cancel_task(tq_queue *queue, int64_t id, const char *reason, _Out_ int32_t *out_state)',
+  'tq_status tq_pause(tq_queue *queue, int64_t until_unix_ms)',
+  'tq_status tq_resume(tq_queue *queue)',
+  'tq_status tq_paused_until(tq_queue *queue, _Out_ int64_t *out_until_unix_ms)',
+  'tq_status tq_set_concurrency_limit(tq_queue *queue, uint32_t limit)',
+  'tq_status tq_clear_concurrency_limit(tq_queue *queue)',
+  'tq_status tq_concurrency_limit(tq_queue *queue, _Out_ uint32_t *out_limit)',
+];
+
+/** The header's limits and defaults (#define constants, which a shared
+ * library does not export), checked against include/tq.h by the tests. */
+const CONSTANTS = Object.freeze({
+  MAX_PAYLOAD_LEN: 1_000_000_000,
+  MAX_QUEUE_NAME_LEN: 128,
+  MAX_UNIQUE_KEY_LEN: 1024,
+  MAX_REASON_LEN: 64 * 1024,
+  DEFAULT_MAX_ATTEMPTS: 25,
+  DEFAULT_POOL_SIZE: 4,
+  MAX_POOL_SIZE: 1024,
+  /** The end of a pause that lasts until resumed (INT64_MAX), as a BigInt;
+   * Queue.pause and Queue.pausedUntil speak of it as Infinity. */
+  UNTIL_RESUMED: 2n ** 63n - 1n,
+});
+
+/** Returns { library, where }, trying the three places in order. */
+function openLibrary() {
+  const places = [
+    `the ${LIBRARY_ENV} environment variable`,
+    `the copy inside the package (${BUNDLED_LIBRARY})`,
+    `the system's library search path (${SONAME})`,
+  ];
+  const named = process.env[LIBRARY_ENV];
+  if (named) {
+    // A library named explicitly is never silently replaced by another.
+    try {
+      return { library: koffi.load(named), where: named };
+    } catch (error) {
+      throw new Error(
+        `tq: cannot load libtq from ${LIBRARY_ENV}=${JSON.stringify(named)}: ${error.message}. ` +
+          `Unset ${LIBRARY_ENV} to use ${places[1]} or ${places[2]}.`,
+      );
+    }
+  }
+  const reasons = [`${places[0]}: not set`];
+  if (fs.existsSync(BUNDLED_LIBRARY)) {
+    try {
+      return { library: koffi.load(BUNDLED_LIBRARY), where: BUNDLED_LIBRARY };
+    } catch (error) {
+      reasons.push(`${places[1]}: ${error.message}`);
+    }
+  } else {
+    reasons.push(`${places[1]}: not present`);
+  }
+  try {
+    return { library: koffi.load(SONAME), where: SONAME };
+  } catch (error) {
+    reasons.push(`${places[2]}: ${error.message}`);
+  }
+  throw new Error(
+    `tq: libtq was not found. Looked in ${reasons.join('; ')}. ` +
+      `Build it with \`make lib\` and set ${LIBRARY_ENV} to build/lib/libtq.so, ` +
+      'install a package that carries it, or install libtq with `make install`.',
+  );
+}
+
+/** Declares every function of PROTOTYPES; returns them by C name. */
+function declare(library, where) {
+  const functions = {};
+  for (const prototype of PROTOTYPES) {
+    const name = /(tq_\w+)\(/.exec(prototype)[1];
+    try {
+      functions[name] = library.func(prototype);
+    } catch (error) {
+      const [major, minor] = ABI_VERSION;
+      throw new Error(`tq: ${where} cannot give ${name} (${error.message}); it is not libtq ${major}.${minor}`);
+    }
+  }
+  return functions;
+}
+
+/** Refuses a library of another ABI version than ABI_VERSION. */
+function checkVersion(functions, where) {
+  const number = functions.tq_version_number();
+  const found = [Math.floor(number / 10000), Math.floor(number / 100) % 100];
+  if (found[0] !== ABI_VERSION[0] || found[1] !== ABI_VERSION[1]) {
+    throw new Error(
+      `tq: the libtq loaded from ${where} is version ${functions.tq_version()}, ` +
+        `but this package is written for the ABI of libtq ${ABI_VERSION.join('.')}`,
+    );
+  }
+}
+
+const { library, where } = openLibrary();
+const lib = declare(library, where);
+checkVersion(lib, where);
+
+module.exports = {
+  ABI_VERSION,
+  BUNDLED_LIBRARY,
+  CONSTANTS,
+  LIBRARY_ENV,
+  LIBRARY_PATH: where,
+  PROTOTYPES,
+  SONAME,
+  checkVersion,
+  koffi,
+  lib,
+};

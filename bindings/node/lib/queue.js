@@ -1,0 +1,1105 @@
+'use strict';
+// Queue, Task and TaskSnapshot: libtq's objects in JavaScript.
+//
+// Ownership. A Queue owns one tq_queue handle and a Task one tq_task. Each
+// is freed exactly once: by close(), or, as a safety net, when the object
+// is garbage collected (a FinalizationRegistry). A task's fields are all
+// copied into JavaScript when it is pulled, so they stay readable after its
+// delivery ends; the library's task is freed as soon as the delivery ends
+// (finished, failed, found not held) or the task is closed.
+//
+// Blocking. Calls that do not wait run synchronously on the calling thread,
+// as short as one commit (push, finish, a pull of a ready task). A pull
+// that has to wait runs as an asynchronous koffi call on one of libuv's
+// worker threads, so the event loop keeps running. Each Queue keeps at most
+// one such call at a time: further waiting pulls line up behind it in
+// JavaScript, each first claiming a ready task synchronously. Waiting
+// therefore holds at most one of libuv's worker threads (4 by default,
+// shared with the file system and DNS) per Queue, however many pulls wait.
+//
+// Threads. JavaScript calls on one Queue never overlap. worker_threads each
+// load the package and open their own Queue; libtq's handle is thread-safe,
+// so they may share a file as processes do.
+
+const { CONSTANTS, lib, koffi } = require('./native');
+
+const UNTIL_RESUMED = CONSTANTS.UNTIL_RESUMED;
+const errors = require('./errors');
+
+const OK = 0;
+const EMPTY = 1;
+const DUPLICATE = 2;
+const INTERRUPTED = errors.InterruptedError.status;
+const NOT_HELD = errors.NotHeldError.status;
+const CANCELLED = errors.CancelledError.status;
+
+const UINT32_MAX = 2 ** 32 - 1;
+const INT32_MIN = -(2 ** 31);
+const INT32_MAX = 2 ** 31 - 1;
+const UINT64_MAX = 2n ** 64n - 1n;
+
+/** The longest one waiting C call lasts, in milliseconds: a pull without a
+ * bound (`wait: Infinity`) waits in calls of an hour, each of which starts
+ * with a claim. */
+const LONGEST_WAIT_MS = 3_600_000;
+
+/** Values for `durability`: how far a write must reach before a call returns. */
+const Durability = Object.freeze({ FULL: 0, NORMAL: 1 });
+/** Values for count, list and purge: a task's states. */
+const State = Object.freeze({ PENDING: 0, LEASED: 1, DONE: 2, DEAD: 3, CANCELLED: 4 });
+const STATE_NAMES = ['pending', 'leased', 'done', 'dead', 'cancelled'];
+
+/** Returns a non-negative status; throws the error for a negative one with
+ * this thread's tq_last_error(). Call straight after the C call. */
+function check(status) {
+  if (status < 0) {
+    throw errors.fromStatus(status, lib.tq_last_error());
+  }
+  return status;
+}
+
+/** The error for a negative status returned by an asynchronous call, whose
+ * message stayed on the worker thread that made it. */
+function asyncError(status, call) {
+  return errors.fromStatus(status, `${call}: ${lib.tq_status_str(status)}`);
+}
+
+/** The integer of an enumeration value given as a number (passed on for the
+ * library to judge) or a member's name in any case. */
+function enumValue(kind, members, value) {
+  if (typeof value === 'string') {
+    const found = members[value.toUpperCase()];
+    if (found === undefined) {
+      const names = Object.keys(members).map((name) => name.toLowerCase());
+      throw new errors.InvalidArgumentError(`unknown ${kind} ${JSON.stringify(value)}; expected one of ${names.join(', ')}`);
+    }
+    return found;
+  }
+  if (Number.isInteger(value)) {
+    return value;
+  }
+  throw new TypeError(`${kind} must be a number or its name, not ${describe(value)}`);
+}
+
+function describe(value) {
+  return value === null ? 'null' : typeof value === 'object' ? value.constructor?.name ?? 'object' : typeof value;
+}
+
+/** An integer argument within the C type's range [low, high]. */
+function integer(name, value, low, high) {
+  if (typeof value !== 'number' || !Number.isInteger(value)) {
+    if (typeof value === 'number') {
+      throw new errors.InvalidArgumentError(`${name} must be an integer, not ${value}`);
+    }
+    throw new TypeError(`${name} must be an integer, not ${describe(value)}`);
+  }
+  if (value < low || value > high) {
+    throw new errors.InvalidArgumentError(`${name} must be between ${low} and ${high}, not ${value}`);
+  }
+  return value;
+}
+
+/** A duration in milliseconds (a number at least 0) as whole milliseconds
+ * for a uint64_t argument, rounded up so that a short positive duration
+ * does not become 0; Infinity becomes UINT64_MAX, for the library to
+ * refuse as out of range where it has a bound. */
+function milliseconds(name, value) {
+  if (typeof value !== 'number') {
+    throw new TypeError(`${name} must be a number of milliseconds, not ${describe(value)}`);
+  }
+  if (Number.isNaN(value) || value < 0) {
+    throw new errors.InvalidArgumentError(`${name} must be at least 0 milliseconds, not ${value}`);
+  }
+  return value === Infinity ? UINT64_MAX : Math.ceil(value);
+}
+
+/** A NUL-terminated C string from a JavaScript string. */
+function cString(name, value) {
+  if (typeof value !== 'string') {
+    throw new TypeError(`${name} must be a string, not ${describe(value)}`);
+  }
+  if (!value.isWellFormed()) {
+    throw new errors.InvalidArgumentError(`${name} ${JSON.stringify(value)} has a lone surrogate, which UTF-8 cannot carry`);
+  }
+  if (value.includes('\0')) {
+    throw new errors.InvalidArgumentError(`${name} ${JSON.stringify(value)} contains a NUL character`);
+  }
+  return value;
+}
+
+/** The JSON text of a payload, as bytes: a Buffer or typed array as given,
+ * a string as given (in UTF-8), anything else through JSON.stringify. */
+function encode(payload) {
+  if (typeof payload === 'string') {
+    if (!payload.isWellFormed()) {
+      throw new errors.InvalidArgumentError('the payload string has a lone surrogate, which UTF-8 cannot carry');
+    }
+    return Buffer.from(payload, 'utf8');
+  }
+  if (Buffer.isBuffer(payload)) {
+    return payload;
+  }
+  if (ArrayBuffer.isView(payload)) {
+    return Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength);
+  }
+  const text = JSON.stringify(payload);
+  if (text === undefined) {
+    throw new TypeError(`a payload must be JSON, a string of JSON or a Buffer, not ${describe(payload)}`);
+  }
+  return Buffer.from(text, 'utf8');
+}
+
+/** A failure reason for tq_fail: a string, an Error (as "Name: message") or
+ * undefined. Any text is kept: a NUL, which a C string cannot carry, is
+ * written as "\u0000", and a lone surrogate becomes U+FFFD. */
+function reasonText(reason) {
+  if (reason === undefined || reason === null) {
+    return null;
+  }
+  if (reason instanceof Error) {
+    reason = `${reason.name}: ${reason.message}`;
+  } else if (typeof reason !== 'string') {
+    throw new TypeError(`reason must be a string or an Error, not ${describe(reason)}`);
+  }
+  return reason.replaceAll('\0', '\\u0000').toWellFormed();
+}
+
+/** `location` as messages show it: a URL without its password
+ * (tq_location_redacted), a file path unchanged. */
+function redacted(location) {
+  const length = [0];
+  check(lib.tq_location_redacted(location, null, 0, length));
+  const shown = Buffer.alloc(Number(length[0]) + 1);
+  check(lib.tq_location_redacted(location, shown, shown.length, length));
+  return shown.toString('utf8', 0, Number(length[0]));
+}
+
+/** A new options object made by `create`, with each [setter, ...values] of
+ * `settings` applied; freed with `free` if a setter refuses its value. */
+function buildOptions(create, free, settings) {
+  const options = create();
+  if (!options) {
+    throw new errors.InternalError(`${create.info.name} returned NULL`);
+  }
+  try {
+    for (const [setter, ...values] of settings) {
+      check(setter(options, ...values));
+    }
+  } catch (error) {
+    free(options);
+    throw error;
+  }
+  return options;
+}
+
+function pushSettings(options, allowUnique) {
+  const { delay, runAt, priority, maxAttempts, uniqueKey, uniqueFor } = options;
+  const settings = [];
+  if (delay !== undefined && runAt !== undefined) {
+    throw new errors.InvalidArgumentError('give delay or runAt, not both');
+  }
+  if (delay !== undefined) {
+    settings.push([lib.tq_push_options_set_delay_ms, milliseconds('delay', delay)]);
+  }
+  if (runAt !== undefined) {
+    const ms = runAt instanceof Date ? runAt.getTime() : runAt;
+    if (typeof ms !== 'number' || !Number.isFinite(ms)) {
+      throw new errors.InvalidArgumentError(`runAt must be a Date or milliseconds since the epoch, not ${runAt}`);
+    }
+    settings.push([lib.tq_push_options_set_run_at_unix_ms, Math.round(ms)]);
+  }
+  if (priority !== undefined) {
+    settings.push([lib.tq_push_options_set_priority, integer('priority', priority, INT32_MIN, INT32_MAX)]);
+  }
+  if (maxAttempts !== undefined) {
+    settings.push([lib.tq_push_options_set_max_attempts, integer('maxAttempts', maxAttempts, 0, UINT32_MAX)]);
+  }
+  if (!allowUnique && (uniqueKey !== undefined || uniqueFor !== undefined)) {
+    throw new errors.InvalidArgumentError('pushMany takes no unique key: a key names one task');
+  }
+  if (uniqueKey !== undefined) {
+    settings.push([lib.tq_push_options_set_unique_key, cString('uniqueKey', uniqueKey)]);
+  }
+  if (uniqueFor !== undefined) {
+    // Without a key the library refuses the window, with its message.
+    settings.push([lib.tq_push_options_set_unique_for_ms, milliseconds('uniqueFor', uniqueFor)]);
+  }
+  return settings;
+}
+
+/** Passed, with a length of 0, for an empty payload: koffi passes an empty
+ * Buffer as NULL, and the library is to judge the empty text, not refuse a
+ * NULL pointer. */
+const EMPTY_TEXT = Buffer.from(' ');
+
+/** The bytes to pass for a payload's encoded `data`. */
+function payloadPointer(data) {
+  return data.length ? data : EMPTY_TEXT;
+}
+
+/** Frees a handle that its Queue object never closed. */
+const unclosedQueues = new FinalizationRegistry((ptr) => lib.tq_close(ptr));
+/** Frees a task that its Task object never ended or closed. */
+const unfreedTasks = new FinalizationRegistry((ptr) => lib.tq_task_free(ptr));
+
+/** The handles with a waiting call in progress. Before Node exits it joins
+ * libuv's worker threads, so on exit (process.exit(), an uncaught
+ * exception) their waits are interrupted: the process would otherwise stay
+ * until the waits ran out. */
+const waitingHandles = new Set();
+process.on('exit', () => {
+  for (const ptr of waitingHandles) lib.tq_interrupt(ptr);
+});
+
+/** The time now, in milliseconds, for deadlines. */
+function now() {
+  return performance.now();
+}
+
+/** A pull waiting for its turn to make the Queue's waiting call. */
+class WaitRequest {
+  constructor(run, signal, resolve, reject) {
+    this.run = run;
+    this.signal = signal;
+    this.resolve = resolve;
+    this.reject = reject;
+    /** True once resolved or rejected. */
+    this.settled = false;
+    /** True once its waiting call started: its signal then ends the wait
+     * through a tq_cancel rather than in line. */
+    this.active = false;
+    /** Removes the listener on its signal while in line, if any. */
+    this.stopListening = null;
+  }
+}
+
+class Queue {
+  #ptr;
+  #name;
+  #shownPath;
+  #closing = false;
+  /** The waiting C call in progress (a Promise) or null. */
+  #waiting = null;
+  /** The WaitRequests lined up behind it. */
+  #line = [];
+  /** Resolved once the handle is freed. */
+  #closed = null;
+
+  /**
+   * Opens (and creates if needed) the queue `options.queue` in the SQLite
+   * file at `location`, or in the PostgreSQL database of a `postgres://`
+   * URL. See index.d.ts for the options.
+   */
+  constructor(location, options = {}) {
+    if (typeof location !== 'string') {
+      throw new TypeError(`the location must be a string (a path or a URL), not ${describe(location)}`);
+    }
+    if (location.includes('\0')) {
+      // Not shown: the location may be a URL with a password.
+      throw new errors.InvalidArgumentError(`the location contains a NUL character (at ${location.indexOf('\0')})`);
+    }
+    const settings = openSettings(options);
+    const built = settings.length ? buildOptions(lib.tq_options_new, lib.tq_options_free, settings) : null;
+    const out = [null];
+    try {
+      check(lib.tq_open(location, built, out));
+    } finally {
+      if (built) lib.tq_options_free(built);
+    }
+    this.#ptr = out[0];
+    this.#name = options.queue ?? 'default';
+    this.#shownPath = redacted(location);
+    unclosedQueues.register(this, this.#ptr, this);
+  }
+
+  /** The name of the queue in its file. */
+  get name() {
+    return this.#name;
+  }
+
+  /** The location as messages show it (a URL without its password). */
+  get location() {
+    return this.#shownPath;
+  }
+
+  /** True once close() was called. */
+  get closed() {
+    return this.#closing;
+  }
+
+  /** The handle for a call, or a ClosedError. */
+  _handle() {
+    if (this.#closing) {
+      throw this.#closedError();
+    }
+    return this.#ptr;
+  }
+
+  #closedError() {
+    return new errors.ClosedError(`the queue ${JSON.stringify(this.#name)} in ${JSON.stringify(this.#shownPath)} is closed`);
+  }
+
+  /**
+   * Closes the queue: pulls waiting on it reject with ClosedError, and the
+   * handle is freed once the waiting call has returned. Resolves then.
+   * Idempotent; later calls throw ClosedError. Tasks already pulled stay
+   * readable and can be closed, but no longer finished.
+   */
+  close() {
+    if (this.#closed) {
+      return this.#closed;
+    }
+    this.#closing = true;
+    for (const request of this.#line.splice(0)) {
+      settle(request, () => request.reject(this.#closedError()));
+    }
+    const ptr = this.#ptr;
+    unclosedQueues.unregister(this);
+    if (this.#waiting) {
+      lib.tq_interrupt(ptr);
+      // The waiting call keeps the handle alive until it returns.
+      this.#closed = this.#waiting.then(() => lib.tq_close(ptr));
+    } else {
+      lib.tq_close(ptr);
+      this.#closed = Promise.resolve();
+    }
+    return this.#closed;
+  }
+
+  [Symbol.asyncDispose]() {
+    return this.close();
+  }
+
+  // --- Pushing ---------------------------------------------------------------
+
+  /** Stores a task and returns its id, once stored at the queue's durability. */
+  push(payload, options) {
+    const data = encode(payload);
+    const out = [0];
+    if (options === undefined) {
+      check(lib.tq_push(this._handle(), payloadPointer(data), data.length, null, out));
+    } else {
+      this.#pushWith(data, pushSettings(options, true), out);
+    }
+    return out[0];
+  }
+
+  /** Pushes with a unique key; returns { id, created }. */
+  pushUnique(payload, uniqueKey, options = {}) {
+    if (typeof uniqueKey !== 'string') {
+      throw new TypeError(`uniqueKey must be a string, not ${describe(uniqueKey)}`);
+    }
+    const data = encode(payload);
+    const out = [0];
+    const status = this.#pushWith(data, pushSettings({ ...options, uniqueKey }, true), out);
+    return { id: out[0], created: status !== DUPLICATE };
+  }
+
+  #pushWith(data, settings, out) {
+    const built = buildOptions(lib.tq_push_options_new, lib.tq_push_options_free, settings);
+    try {
+      return check(lib.tq_push(this._handle(), payloadPointer(data), data.length, built, out));
+    } finally {
+      lib.tq_push_options_free(built);
+    }
+  }
+
+  /** Stores every payload as a task in one transaction, all or none, and
+   * returns their ids. */
+  pushMany(payloads, options = {}) {
+    const datas = [];
+    for (const payload of payloads) {
+      try {
+        datas.push(encode(payload));
+      } catch (error) {
+        error.message = `payload ${datas.length}: ${error.message}`;
+        error.index = datas.length;
+        throw error;
+      }
+    }
+    const settings = pushSettings(options, false);
+    const count = datas.length;
+    const lens = new BigUint64Array(Math.max(count, 1));
+    datas.forEach((data, i) => {
+      lens[i] = BigInt(data.length);
+    });
+    const ids = new BigInt64Array(Math.max(count, 1));
+    const built = settings.length ? buildOptions(lib.tq_push_options_new, lib.tq_push_options_free, settings) : null;
+    try {
+      check(lib.tq_push_batch(this._handle(), datas.map(payloadPointer), lens, count, built, ids));
+    } catch (error) {
+      const match = /^payload (\d+): /.exec(error.message);
+      if (match) error.index = Number(match[1]);
+      throw error;
+    } finally {
+      if (built) lib.tq_push_options_free(built);
+    }
+    return Array.from(ids.subarray(0, count), Number);
+  }
+
+  // --- Pulling ---------------------------------------------------------------
+
+  /**
+   * Claims the ready task first in line and resolves to it, or to null when
+   * none is ready within `wait` milliseconds (default 0: no waiting).
+   */
+  pull(options = {}) {
+    return this.#claim(options, 1).then((tasks) => tasks[0] ?? null);
+  }
+
+  /** Claims a ready task at once, synchronously, or returns null. */
+  tryPull({ lease } = {}) {
+    const built = pullOptions(lease, 0, null);
+    try {
+      return this.#claimNow(built, 1)[0] ?? null;
+    } finally {
+      if (built) lib.tq_pull_options_free(built);
+    }
+  }
+
+  /** Claims up to `n` ready tasks in one transaction; resolves to an array,
+   * empty when none was ready within `wait`. */
+  pullMany(n, options = {}) {
+    try {
+      integer('n', n, 1, 2 ** 32);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.#claim(options, n);
+  }
+
+  /**
+   * Every task as it becomes ready, for `for await`: each is claimed when
+   * the loop asks for the next. Waits `wait` milliseconds (default
+   * Infinity) for a task; the loop ends when none came in that time, when
+   * `signal` aborts, or when the queue is closed.
+   */
+  async *tasks(options = {}) {
+    const { wait = Infinity, lease, signal } = options;
+    while (!this.#closing && !signal?.aborted) {
+      let task;
+      try {
+        task = await this.pull({ wait, lease, signal });
+      } catch (error) {
+        if (signal?.aborted || error instanceof errors.ClosedError) {
+          return;
+        }
+        throw error;
+      }
+      if (task === null) {
+        return;
+      }
+      yield task;
+    }
+  }
+
+  /** Claims up to `max` tasks: synchronously if some are ready, else in the
+   * Queue's line of waiting pulls. Resolves to an array of Tasks. */
+  #claim(options, max) {
+    let wait, lease, signal, built;
+    try {
+      ({ wait = 0, lease, signal } = options);
+      const waitMs = milliseconds('wait', wait);
+      if (signal !== undefined && !(signal instanceof AbortSignal)) {
+        throw new TypeError(`signal must be an AbortSignal, not ${describe(signal)}`);
+      }
+      if (signal?.aborted) {
+        return Promise.reject(signal.reason);
+      }
+      built = pullOptions(lease, 0, null);
+      const claimed = this.#claimNow(built, max);
+      if (claimed.length || waitMs === 0) {
+        return Promise.resolve(claimed);
+      }
+    } catch (error) {
+      return Promise.reject(error);
+    } finally {
+      if (built) lib.tq_pull_options_free(built);
+    }
+    const deadline = wait === Infinity ? Infinity : now() + wait;
+    return new Promise((resolve, reject) => {
+      const request = new WaitRequest(() => this.#waitFor(request, lease, deadline, max), signal, resolve, reject);
+      if (signal) {
+        const onAbort = () => {
+          if (!request.active) {
+            settle(request, () => reject(signal.reason));
+          }
+        };
+        signal.addEventListener('abort', onAbort, { once: true });
+        request.stopListening = () => signal.removeEventListener('abort', onAbort);
+      }
+      this.#line.push(request);
+      this.#nextWait();
+    });
+  }
+
+  /** A synchronous claim of up to `max` ready tasks, without waiting. */
+  #claimNow(options, max) {
+    if (max === 1) {
+      const out = [null];
+      const status = check(lib.tq_pull(this._handle(), options, out));
+      return status === OK ? [new Task(this, out[0])] : [];
+    }
+    const slots = new BigUint64Array(max);
+    const count = [0];
+    const status = check(lib.tq_pull_batch(this._handle(), options, max, slots, count));
+    return status === OK ? adoptAll(this, slots, Number(count[0])) : [];
+  }
+
+  /** Starts the waiting call of the first live request in line, if no
+   * waiting call is in progress. */
+  #nextWait() {
+    while (!this.#waiting && this.#line.length) {
+      const request = this.#line.shift();
+      if (request.settled) {
+        continue;
+      }
+      request.active = true;
+      waitingHandles.add(this.#ptr);
+      this.#waiting = request.run().then(
+        (tasks) => settle(request, () => request.resolve(tasks)),
+        (error) => settle(request, () => request.reject(error)),
+      );
+      this.#waiting.then(() => {
+        waitingHandles.delete(this.#ptr);
+        this.#waiting = null;
+        this.#nextWait();
+      });
+    }
+  }
+
+  /** The waiting call of one request: a claim first (a task may have come
+   * while it was in line), then asynchronous pulls until a task comes, the
+   * deadline passes, the signal aborts or the queue closes. */
+  async #waitFor(request, lease, deadline, max) {
+    const { signal } = request;
+    const cancel = signal ? lib.tq_cancel_new() : null;
+    const onAbort = () => lib.tq_cancel_trigger(cancel);
+    let built = null;
+    try {
+      if (signal) {
+        if (!cancel) throw new errors.InternalError('tq_cancel_new returned NULL');
+        signal.addEventListener('abort', onAbort, { once: true });
+      }
+      for (;;) {
+        if (this.#closing) throw this.#closedError();
+        if (signal?.aborted) throw signal.reason;
+        const remaining = Math.max(0, Math.min(deadline - now(), LONGEST_WAIT_MS));
+        if (built) lib.tq_pull_options_free(built);
+        built = pullOptions(lease, remaining, cancel);
+        const tasks = await this.#pullAsync(built, max);
+        if (tasks === null) {
+          if (this.#closing) throw this.#closedError();
+          if (signal?.aborted) throw signal.reason;
+          throw new errors.InterruptedError('tq_pull: the wait was ended by interrupt() on its queue');
+        }
+        if (tasks.length || now() >= deadline) {
+          return tasks;
+        }
+      }
+    } finally {
+      request.stopListening?.();
+      if (signal) signal.removeEventListener('abort', onAbort);
+      if (built) lib.tq_pull_options_free(built);
+      if (cancel) lib.tq_cancel_free(cancel);
+    }
+  }
+
+  /** One asynchronous tq_pull or tq_pull_batch; resolves to the tasks (none
+   * when the wait ran out) or null when the wait was interrupted. */
+  #pullAsync(options, max) {
+    const ptr = this.#ptr;
+    return new Promise((resolve, reject) => {
+      const done = (fail, status, adopt) => {
+        if (fail) return reject(fail);
+        if (status === INTERRUPTED) return resolve(null);
+        if (status < 0) return reject(asyncError(status, max === 1 ? 'tq_pull' : 'tq_pull_batch'));
+        resolve(status === OK ? adopt() : []);
+      };
+      if (max === 1) {
+        const out = [null];
+        lib.tq_pull.async(ptr, options, out, (fail, status) => done(fail, status, () => [new Task(this, out[0])]));
+      } else {
+        const slots = new BigUint64Array(max);
+        const count = [0];
+        lib.tq_pull_batch.async(ptr, options, max, slots, count, (fail, status) =>
+          done(fail, status, () => adoptAll(this, slots, Number(count[0]))),
+        );
+      }
+    });
+  }
+
+  /** Finishes many tasks in one transaction; returns, for each, true when it
+   * was finished and false when its delivery was no longer current. */
+  finishMany(tasks) {
+    const list = [...tasks];
+    const distinct = [...new Set(list)];
+    for (const task of distinct) {
+      if (!(task instanceof Task)) {
+        throw new TypeError(`finishMany takes Task objects, not ${describe(task)}`);
+      }
+    }
+    const live = [];
+    for (const task of distinct) {
+      const ended = task._ended();
+      if (ended === null) {
+        live.push(task);
+      } else if (ended instanceof errors.ClosedError) {
+        throw ended;
+      }
+    }
+    const handle = this._handle();
+    const pointers = new BigUint64Array(Math.max(live.length, 1));
+    live.forEach((task, i) => {
+      pointers[i] = koffi.address(task._ptr());
+    });
+    const statuses = new Int32Array(Math.max(live.length, 1));
+    check(lib.tq_finish_batch(handle, pointers, live.length, statuses));
+    const finished = new Map();
+    live.forEach((task, i) => {
+      finished.set(task, statuses[i] === OK);
+      task._end(statuses[i] === OK ? 'finished' : 'lost');
+    });
+    // Tasks whose delivery had ended before were not held.
+    return list.map((task) => finished.get(task) ?? false);
+  }
+
+  /** Ends the wait of every pull on this handle with InterruptedError, now
+   * and from then on (a pull still takes a task that is ready). */
+  interrupt() {
+    check(lib.tq_interrupt(this._handle()));
+  }
+
+  // --- Upkeep and visibility -------------------------------------------------
+
+  /** Takes back the tasks of expired leases and dead holders; returns how many. */
+  recover() {
+    const out = [0];
+    check(lib.tq_recover(this._handle(), out));
+    return Number(out[0]);
+  }
+
+  /** How many tasks of this queue are in `state` (a State value or its name). */
+  count(state = State.PENDING) {
+    const out = [0];
+    check(lib.tq_count(this._handle(), enumValue('state', State, state), out));
+    return Number(out[0]);
+  }
+
+  /** The number of tasks in each state, by the state's lower-case name. */
+  counts() {
+    return Object.fromEntries(STATE_NAMES.map((name, value) => [name, this.count(value)]));
+  }
+
+  /** How long, in milliseconds, the task ready longest has waited, or null
+   * when no task is ready. */
+  oldestReadyAge() {
+    const out = [0];
+    const status = check(lib.tq_oldest_ready_age_ms(this._handle(), out));
+    return status === EMPTY ? null : Number(out[0]);
+  }
+
+  /** A page of this queue's tasks in `state`, by id, as TaskSnapshots. */
+  list(state = State.PENDING, { afterId = 0, limit = 100 } = {}) {
+    const value = enumValue('state', State, state);
+    integer('afterId', afterId, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
+    integer('limit', limit, 0, 2 ** 32);
+    const slots = new BigUint64Array(Math.max(limit, 1));
+    const count = [0];
+    check(lib.tq_list(this._handle(), value, afterId, limit, slots, count));
+    const snapshots = [];
+    const listed = Number(count[0]);
+    for (let i = 0; i < listed; i++) {
+      const ptr = koffi.decode(slots, i * 8, 'tq_task *');
+      try {
+        snapshots.push(new TaskSnapshot(readFields(ptr)));
+      } finally {
+        lib.tq_task_free(ptr);
+      }
+    }
+    // A task not copied because of an error above is freed too.
+    for (let i = snapshots.length + 1; i < listed; i++) {
+      lib.tq_task_free(koffi.decode(slots, i * 8, 'tq_task *'));
+    }
+    return snapshots;
+  }
+
+  /** Every task of this queue in `state`, by id, read `pageSize` at a time. */
+  *iterTasks(state = State.PENDING, { pageSize = 100 } = {}) {
+    integer('pageSize', pageSize, 1, 2 ** 32);
+    let afterId = 0;
+    for (;;) {
+      const page = this.list(state, { afterId, limit: pageSize });
+      yield* page;
+      if (page.length < pageSize) return;
+      afterId = page[page.length - 1].id;
+    }
+  }
+
+  /** Makes the dead task `id` pending again, with all its attempts ahead. */
+  retryDead(id) {
+    check(lib.tq_retry_dead(this._handle(), integer('id', id, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER)));
+  }
+
+  /** Makes every dead task pending again; returns how many. */
+  retryAllDead() {
+    const out = [0];
+    check(lib.tq_retry_all_dead(this._handle(), out));
+    return Number(out[0]);
+  }
+
+  /** Deletes the tasks in `state` ('done', 'dead' or 'cancelled') older than
+   * `olderThan` milliseconds (0: all); returns how many. */
+  purge({ state = State.DONE, olderThan = 0 } = {}) {
+    const out = [0];
+    check(lib.tq_purge(this._handle(), enumValue('state', State, state), milliseconds('olderThan', olderThan), out));
+    return Number(out[0]);
+  }
+
+  /** Checkpoints the write-ahead log; returns its size afterwards in bytes. */
+  checkpoint() {
+    const out = [0];
+    check(lib.tq_checkpoint(this._handle(), out));
+    return Number(out[0]);
+  }
+
+  /** The size of the file's write-ahead log in bytes. */
+  walSize() {
+    const out = [0];
+    check(lib.tq_wal_size(this._handle(), out));
+    return Number(out[0]);
+  }
+
+  // --- Control ---------------------------------------------------------------
+
+  /** Cancels task `id`, keeping `reason` as its last error; returns
+   * 'cancelled' (it left the line) or 'leased' (its holder learns of it at
+   * its next call on the delivery). */
+  cancelTask(id, reason) {
+    const text = reasonText(reason);
+    const out = [0];
+    check(lib.tq_cancel_task(this._handle(), integer('id', id, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER), text, out));
+    return STATE_NAMES[out[0]];
+  }
+
+  /** Pauses this queue for every process until resume() or `until` (a Date
+   * or milliseconds since the epoch, in the future; Infinity, the default,
+   * for no end). */
+  pause(until = Infinity) {
+    let untilMs;
+    if (until === Infinity) {
+      untilMs = UNTIL_RESUMED;
+    } else {
+      untilMs = until instanceof Date ? until.getTime() : until;
+      if (typeof untilMs !== 'number' || !Number.isFinite(untilMs)) {
+        throw new errors.InvalidArgumentError(`until must be a Date, milliseconds since the epoch or Infinity, not ${until}`);
+      }
+    }
+    check(lib.tq_pause(this._handle(), typeof untilMs === 'bigint' ? untilMs : Math.round(untilMs)));
+  }
+
+  /** Ends this queue's pause, if any, and wakes its waiting pulls. */
+  resume() {
+    check(lib.tq_resume(this._handle()));
+  }
+
+  /** When this queue's pause ends: a Date, Infinity for a pause with no
+   * end, or null when it is not paused. */
+  pausedUntil() {
+    const out = [0];
+    check(lib.tq_paused_until(this._handle(), out));
+    const until = BigInt(out[0]);
+    if (until === 0n) return null;
+    return until === UNTIL_RESUMED ? Infinity : new Date(Number(until));
+  }
+
+  /** Limits this queue to `limit` tasks leased at once across every
+   * process (at least 1); null removes the limit. */
+  setConcurrencyLimit(limit) {
+    if (limit === null) {
+      check(lib.tq_clear_concurrency_limit(this._handle()));
+    } else {
+      check(lib.tq_set_concurrency_limit(this._handle(), integer('limit', limit, 0, UINT32_MAX)));
+    }
+  }
+
+  /** This queue's concurrency limit, or null when it has none. */
+  concurrencyLimit() {
+    const out = [0];
+    check(lib.tq_concurrency_limit(this._handle(), out));
+    return out[0] || null;
+  }
+}
+
+function openSettings(options) {
+  if (options === null || typeof options !== 'object') {
+    throw new TypeError(`options must be an object, not ${describe(options)}`);
+  }
+  const settings = [];
+  const {
+    queue,
+    durability,
+    busyTimeout,
+    keepHistory,
+    maxPayloadLen,
+    maxAttempts,
+    retryBackoff,
+    poolSize,
+    postgresSchema,
+  } = options;
+  if (queue !== undefined) settings.push([lib.tq_options_set_queue, cString('queue', queue)]);
+  if (durability !== undefined) {
+    settings.push([lib.tq_options_set_durability, enumValue('durability', Durability, durability)]);
+  }
+  if (busyTimeout !== undefined) {
+    settings.push([lib.tq_options_set_busy_timeout_ms, milliseconds('busyTimeout', busyTimeout)]);
+  }
+  if (keepHistory !== undefined) settings.push([lib.tq_options_set_keep_history, Boolean(keepHistory)]);
+  if (maxPayloadLen !== undefined) {
+    settings.push([lib.tq_options_set_max_payload_len, integer('maxPayloadLen', maxPayloadLen, 0, Number.MAX_SAFE_INTEGER)]);
+  }
+  if (maxAttempts !== undefined) {
+    settings.push([lib.tq_options_set_max_attempts, integer('maxAttempts', maxAttempts, 0, UINT32_MAX)]);
+  }
+  if (retryBackoff !== undefined) {
+    const { min, max } = retryBackoff ?? {};
+    settings.push([lib.tq_options_set_retry_backoff_ms, milliseconds('retryBackoff.min', min), milliseconds('retryBackoff.max', max)]);
+  }
+  if (poolSize !== undefined) settings.push([lib.tq_options_set_pool_size, integer('poolSize', poolSize, 0, UINT32_MAX)]);
+  if (postgresSchema !== undefined) {
+    settings.push([lib.tq_options_set_postgres_schema, cString('postgresSchema', postgresSchema)]);
+  }
+  return settings;
+}
+
+/** Pull options for a lease, a wait and a cancel object, or null for the
+ * defaults. */
+function pullOptions(lease, waitMs, cancel) {
+  const settings = [];
+  if (lease !== undefined) settings.push([lib.tq_pull_options_set_lease_ms, milliseconds('lease', lease)]);
+  if (waitMs) settings.push([lib.tq_pull_options_set_wait_ms, Math.ceil(waitMs)]);
+  if (cancel) settings.push([lib.tq_pull_options_set_cancel, cancel]);
+  return settings.length ? buildOptions(lib.tq_pull_options_new, lib.tq_pull_options_free, settings) : null;
+}
+
+/** Runs `action` unless the request was settled already. */
+function settle(request, action) {
+  if (!request.settled) {
+    request.settled = true;
+    request.stopListening?.();
+    action();
+  }
+}
+
+/** Tasks owning the first `count` pointers of `slots`; if making one fails,
+ * the pointers not yet owned by a task are freed. */
+function adoptAll(queue, slots, count) {
+  const tasks = [];
+  try {
+    for (let i = 0; i < count; i++) {
+      tasks.push(new Task(queue, koffi.decode(slots, i * 8, 'tq_task *')));
+    }
+  } catch (error) {
+    for (let i = tasks.length + 1; i < count; i++) {
+      lib.tq_task_free(koffi.decode(slots, i * 8, 'tq_task *'));
+    }
+    throw error;
+  }
+  return tasks;
+}
+
+/** A task's fields, copied out of the library. */
+function readFields(ptr) {
+  return {
+    id: lib.tq_task_id(ptr),
+    raw: lib.tq_task_payload(ptr, null),
+    attempts: lib.tq_task_attempts(ptr),
+    priority: lib.tq_task_priority(ptr),
+    maxAttempts: lib.tq_task_max_attempts(ptr),
+    runAtMs: lib.tq_task_run_at_unix_ms(ptr),
+    lastError: lib.tq_task_last_error(ptr),
+    state: lib.tq_task_state(ptr),
+  };
+}
+
+/** The fields a pulled task and a listed snapshot share, all read-only. */
+class TaskFields {
+  #fields;
+  #payload;
+  #parsed = false;
+
+  constructor(fields) {
+    this.#fields = fields;
+  }
+
+  /** The id push returned. */
+  get id() {
+    return this.#fields.id;
+  }
+  /** The payload's JSON text, exactly as pushed. */
+  get raw() {
+    return this.#fields.raw;
+  }
+  /** The payload parsed from JSON (on first use). */
+  get payload() {
+    if (!this.#parsed) {
+      this.#payload = JSON.parse(this.#fields.raw);
+      this.#parsed = true;
+    }
+    return this.#payload;
+  }
+  /** How many times the task was claimed, this delivery included. */
+  get attempts() {
+    return this.#fields.attempts;
+  }
+  /** The task's priority. */
+  get priority() {
+    return this.#fields.priority;
+  }
+  /** How many deliveries the task gets before a failure makes it dead. */
+  get maxAttempts() {
+    return this.#fields.maxAttempts;
+  }
+  /** When the task became (or becomes) ready. */
+  get runAt() {
+    return new Date(this.#fields.runAtMs);
+  }
+  /** Why the previous delivery ended, or null. */
+  get lastError() {
+    return this.#fields.lastError;
+  }
+  /** The task's state when it was pulled ('leased') or listed. */
+  get state() {
+    return STATE_NAMES[this.#fields.state];
+  }
+}
+
+/** One delivery of a task, as a pull returns it. */
+class Task extends TaskFields {
+  #queue;
+  #ptr;
+  /** null while the delivery is held, else the error a further call throws. */
+  #ended = null;
+
+  /** Takes ownership of `ptr` (from tq_pull); not for direct use. */
+  constructor(queue, ptr) {
+    let fields;
+    try {
+      fields = readFields(ptr);
+    } catch (error) {
+      lib.tq_task_free(ptr);
+      throw error;
+    }
+    super(fields);
+    this.#queue = queue;
+    this.#ptr = ptr;
+    unfreedTasks.register(this, ptr, this);
+  }
+
+  /** True once the delivery ended: finished, failed, lost or closed. */
+  get closed() {
+    return this.#ended !== null;
+  }
+
+  /** Completes this delivery. */
+  finish() {
+    this.#settle((queue, ptr) => lib.tq_finish(queue, ptr), 'finished');
+  }
+
+  /** Ends this delivery as failed, keeping `reason` as its last error. */
+  fail(reason) {
+    const text = reasonText(reason);
+    this.#settle((queue, ptr) => lib.tq_fail(queue, ptr, text), 'failed');
+  }
+
+  /** Renews the lease: it now expires `lease` milliseconds from now. */
+  extend(lease) {
+    const leaseMs = milliseconds('lease', lease);
+    this.#settle((queue, ptr) => lib.tq_extend(queue, ptr, leaseMs), null);
+  }
+
+  /** Hands this delivery back: the task runs again `delay` milliseconds
+   * from now (default 0), and this delivery does not count as an attempt. */
+  snooze(delay = 0) {
+    const delayMs = milliseconds('delay', delay);
+    this.#settle((queue, ptr) => lib.tq_snooze(queue, ptr, delayMs), 'snoozed');
+  }
+
+  /** Finishes this delivery and claims the next ready task in the same
+   * transaction; returns it, or null when none is ready. Never waits. */
+  finishAndPull(options = {}) {
+    const built = pullOptions(options.lease, 0, null);
+    const out = [null];
+    try {
+      const status = this.#settle((queue, ptr) => lib.tq_finish_and_pull(queue, ptr, built, out), 'finished');
+      return status === OK ? new Task(this.#queue, out[0]) : null;
+    } finally {
+      if (built) lib.tq_pull_options_free(built);
+    }
+  }
+
+  /** Frees the delivery without finishing the task; idempotent. The task is
+   * claimed again when its lease runs out or its holder is recovered. */
+  close() {
+    if (this.#ended === null) {
+      this._end('closed');
+    }
+  }
+
+  [Symbol.dispose]() {
+    this.close();
+  }
+
+  /** Runs `call(queue, task)`, a C call on this delivery, and returns its
+   * status. A delivery found not held is over; one that succeeded is over
+   * when `endedAs` says how. */
+  #settle(call, endedAs) {
+    const ptr = this._ptr();
+    const status = call(this.#queue._handle(), ptr);
+    if (status === NOT_HELD || status === CANCELLED) {
+      const error = errors.fromStatus(status, `task ${this.id}: ${lib.tq_last_error()}`);
+      this._end(status === CANCELLED ? 'cancelled' : 'lost');
+      throw error;
+    }
+    check(status);
+    if (endedAs !== null) {
+      this._end(endedAs);
+    }
+    return status;
+  }
+
+  /** The library's task, or the error saying why the delivery ended. */
+  _ptr() {
+    if (this.#ended !== null) {
+      throw this.#ended;
+    }
+    return this.#ptr;
+  }
+
+  /** null while held, else the error a further call would throw. */
+  _ended() {
+    return this.#ended;
+  }
+
+  /** Ends the delivery (`how`: finished, failed, snoozed, lost, cancelled,
+   * closed) and frees the library's task. */
+  _end(how) {
+    if (how === 'closed') {
+      this.#ended = new errors.ClosedError(`task ${this.id} is closed`);
+    } else if (how === 'cancelled') {
+      this.#ended = new errors.CancelledError(`task ${this.id} was cancelled`);
+    } else if (how === 'lost') {
+      this.#ended = new errors.NotHeldError(`task ${this.id} is no longer held: finished, recovered or taken by another worker`);
+    } else {
+      this.#ended = new errors.NotHeldError(`task ${this.id} was already ${how}`);
+    }
+    unfreedTasks.unregister(this);
+    lib.tq_task_free(this.#ptr);
+    this.#ptr = null;
+  }
+}
+
+/** A task as Queue.list read it: read-only, not held. */
+class TaskSnapshot extends TaskFields {}
+
+module.exports = { CONSTANTS, Durability, Queue, State, Task, TaskSnapshot };

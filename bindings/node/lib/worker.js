@@ -1,0 +1,108 @@
+'use strict';
+// runWorker: N concurrent handlers on one Queue, each task's lease renewed
+// while its handler's promise is pending, and a graceful stop on SIGINT and
+// SIGTERM (or an AbortSignal): no new task is taken, the handlers running
+// finish, and then the promise resolves.
+
+const errors = require('./errors');
+
+/**
+ * Runs `handler(task, { signal })` on the tasks of `queue`, up to
+ * `concurrency` at a time. A handler that resolves finishes its task; one
+ * that throws or rejects fails it with the error as the reason; `signal`
+ * aborts when the delivery is lost or the task cancelled. See index.d.ts.
+ */
+async function runWorker(queue, handler, options = {}) {
+  const {
+    concurrency = 4,
+    lease = 30_000,
+    heartbeat = lease / 3,
+    signal,
+    stopOnSignals = true,
+    onError = (error) => console.error(`tq worker: ${error.message}`),
+  } = options;
+  if (!Number.isInteger(concurrency) || concurrency < 1) {
+    throw new errors.InvalidArgumentError(`concurrency must be a positive integer, not ${concurrency}`);
+  }
+  if (typeof handler !== 'function') {
+    throw new TypeError('handler must be a function');
+  }
+  const stop = new AbortController();
+  const onStopSignal = () => stop.abort();
+  const stopSignals = stopOnSignals ? ['SIGINT', 'SIGTERM'] : [];
+  for (const name of stopSignals) process.on(name, onStopSignal);
+  signal?.addEventListener('abort', onStopSignal, { once: true });
+  if (signal?.aborted) stop.abort();
+
+  const stats = { finished: 0, failed: 0, lost: 0 };
+  const running = new Set();
+  // Resolved whenever a handler ends, so the loop below can take a task.
+  let slotFreed = () => {};
+
+  const work = async (task) => {
+    // Renews the lease while the handler works; a lost lease or a
+    // cancelled task stops the heartbeats and aborts the handler's signal.
+    const ended = new AbortController();
+    const beat = setInterval(() => {
+      try {
+        task.extend(lease);
+      } catch (error) {
+        clearInterval(beat);
+        ended.abort(error);
+        onError(error, task);
+      }
+    }, heartbeat);
+    let outcome;
+    try {
+      await handler(task, { signal: ended.signal });
+      outcome = () => {
+        task.finish();
+        stats.finished++;
+      };
+    } catch (error) {
+      outcome = () => {
+        task.fail(error instanceof Error ? error : String(error));
+        stats.failed++;
+      };
+    } finally {
+      clearInterval(beat);
+    }
+    try {
+      outcome();
+    } catch (error) {
+      stats.lost++;
+      onError(error, task);
+    }
+  };
+
+  try {
+    while (!stop.signal.aborted) {
+      if (running.size >= concurrency) {
+        await new Promise((resolve) => {
+          slotFreed = resolve;
+        });
+        continue;
+      }
+      let task;
+      try {
+        task = await queue.pull({ wait: Infinity, lease, signal: stop.signal });
+      } catch (error) {
+        if (stop.signal.aborted || error instanceof errors.ClosedError) break;
+        throw error;
+      }
+      if (task === null) continue;
+      const job = work(task).finally(() => {
+        running.delete(job);
+        slotFreed();
+      });
+      running.add(job);
+    }
+  } finally {
+    await Promise.all(running);
+    for (const name of stopSignals) process.off(name, onStopSignal);
+    signal?.removeEventListener('abort', onStopSignal);
+  }
+  return stats;
+}
+
+module.exports = { runWorker };

@@ -1,0 +1,70 @@
+'use strict';
+// Test setup: every test gets a fresh queue file in its own temporary
+// directory; children run this source tree's package with the same library.
+
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { spawn } = require('node:child_process');
+
+const PACKAGE_DIR = path.resolve(__dirname, '..');
+const REPOSITORY = path.resolve(PACKAGE_DIR, '..', '..');
+const tq = require(PACKAGE_DIR);
+
+/** A new temporary directory, removed when the process exits. */
+function tempDir() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-node-'));
+  process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** The path of a queue file that does not exist yet. */
+function queuePath() {
+  return path.join(tempDir(), 'queue.db');
+}
+
+/** Runs `fn(queue)` on a queue opened on a new file, closing it after. */
+async function withQueue(fn, options) {
+  const queue = tq.open(queuePath(), options);
+  try {
+    return await fn(queue);
+  } finally {
+    await queue.close();
+  }
+}
+
+/** The environment of a child: this process's, with `changes` applied
+ * (undefined removes a variable) and the library this process loaded. */
+function childEnv(changes = {}) {
+  const env = { ...process.env, TQ_LIBRARY: tq.libraryPath };
+  for (const [name, value] of Object.entries(changes)) {
+    if (value === undefined) delete env[name];
+    else env[name] = value;
+  }
+  return env;
+}
+
+/** Runs `node -e code args...`; resolves to { status, signal, stdout, stderr }. */
+function runNode(code, args = [], options = {}) {
+  return runCommand(process.execPath, ['-e', code, '--', ...args], options);
+}
+
+/** Runs a command; resolves to { status, signal, stdout, stderr }. With
+ * `killAfter` (ms), a command still running then is killed (signal SIGKILL). */
+function runCommand(command, args, { env = childEnv(), cwd, killAfter } = {}) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { env, cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    const killer = killAfter && setTimeout(() => child.kill('SIGKILL'), killAfter);
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => (stdout += chunk));
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    child.on('error', reject);
+    child.on('close', (status, signal) => {
+      clearTimeout(killer);
+      resolve({ status, signal, stdout, stderr });
+    });
+  });
+}
+
+module.exports = { PACKAGE_DIR, REPOSITORY, childEnv, queuePath, runCommand, runNode, tempDir, tq, withQueue };

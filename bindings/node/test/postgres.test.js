@@ -1,0 +1,69 @@
+'use strict';
+// The PostgreSQL-only options: refused on an SQLite file; a URL's password
+// kept out of messages; and a round trip with a waiting pull woken by a
+// push, on the server TQ_TEST_POSTGRES_URL names (`make test-postgres`
+// starts one).
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const { queuePath, tq } = require('./helpers');
+
+const POSTGRES_URL = process.env.TQ_TEST_POSTGRES_URL;
+const SKIP = POSTGRES_URL ? false : 'TQ_TEST_POSTGRES_URL is not set (`make test-postgres` starts a server)';
+// Refused before any connection, so no server is needed: nothing listens on port 1.
+const NO_SERVER = 'postgres://nobody@127.0.0.1:1/none';
+
+test('the PostgreSQL options are refused on an SQLite file', () => {
+  const path = queuePath();
+  assert.throws(() => tq.open(path, { poolSize: 2 }), { name: 'InvalidArgumentError', message: /pool size applies to PostgreSQL only/ });
+  assert.throws(() => tq.open(path, { postgresSchema: 'jobs' }), { name: 'InvalidArgumentError', message: /schema applies to PostgreSQL only/ });
+  assert.equal(fs.existsSync(path), false);
+});
+
+test('bad PostgreSQL option values are refused', () => {
+  for (const [options, error, message] of [
+    [{ poolSize: 0 }, tq.InvalidArgumentError, /pool size/],
+    [{ poolSize: tq.MAX_POOL_SIZE + 1 }, tq.InvalidArgumentError, /pool size/],
+    [{ poolSize: -1 }, tq.InvalidArgumentError, /poolSize must be between/],
+    [{ poolSize: '2' }, TypeError, /poolSize must be an integer/],
+    [{ postgresSchema: 'pg_jobs' }, tq.InvalidArgumentError, /not a schema name/],
+    [{ postgresSchema: 'a\0b' }, tq.InvalidArgumentError, /contains a NUL character/],
+    [{ postgresSchema: 7 }, TypeError, /postgresSchema must be a string/],
+  ]) {
+    assert.throws(() => tq.open(NO_SERVER, options), (thrown) => thrown instanceof error && message.test(thrown.message));
+  }
+});
+
+test('PostgreSQL: push, pull, finish, and a push waking a waiting pull', { skip: SKIP }, async () => {
+  const schema = `node_test_${process.pid}_${Date.now()}`;
+  const queue = tq.open(POSTGRES_URL, { postgresSchema: schema, poolSize: 2 });
+  const other = tq.open(POSTGRES_URL, { postgresSchema: `${schema}_other` });
+  try {
+    const first = queue.push({ n: 1 });
+    // Another schema of the same database holds other queues.
+    assert.equal(other.counts().pending, 0);
+    assert.deepEqual(queue.counts(), { pending: 1, leased: 0, done: 0, dead: 0, cancelled: 0 });
+    const task = await queue.pull();
+    assert.equal(task.id, first);
+    assert.deepEqual(task.payload, { n: 1 });
+    task.finish();
+    const waiting = queue.pull({ wait: 120_000 });
+    setImmediate(() => other.close().then(() => queue.push({ n: 2 })));
+    const woken = await waiting;
+    assert.deepEqual(woken.payload, { n: 2 });
+    woken.finish();
+    assert.throws(() => queue.checkpoint(), tq.InvalidArgumentError);
+    assert.deepEqual(queue.counts(), { pending: 0, leased: 0, done: 0, dead: 0, cancelled: 0 });
+  } finally {
+    await Promise.all([queue.close(), other.close()]);
+  }
+});
+
+test('a URL with a password is kept out of the message when the server cannot be reached', () => {
+  const url = NO_SERVER.replace('nobody@', 'nobody:hunter2@');
+  assert.throws(
+    () => tq.open(url, { busyTimeout: 0 }),
+    (error) => error instanceof tq.IoError && !error.message.includes('hunter2') && error.message.length > 0,
+  );
+});

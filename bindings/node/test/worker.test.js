@@ -1,0 +1,127 @@
+'use strict';
+// runWorker: concurrent handlers, finishing and failing, heartbeats while a
+// handler is pending, and a graceful stop on SIGTERM.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { setTimeout: sleep } = require('node:timers/promises');
+const { PACKAGE_DIR, queuePath, runNode, tq } = require('./helpers');
+
+test('up to `concurrency` handlers run at once; resolved tasks finish, thrown ones fail', async () => {
+  const queue = tq.open(queuePath(), { maxAttempts: 1 });
+  try {
+    queue.pushMany(Array.from({ length: 20 }, (_, i) => ({ i })));
+    const stop = new AbortController();
+    let running = 0;
+    let most = 0;
+    let seen = 0;
+    const stats = await tq.runWorker(
+      queue,
+      async (task) => {
+        most = Math.max(most, ++running);
+        await sleep(5);
+        running--;
+        if (++seen === 20) stop.abort();
+        if (task.payload.i % 5 === 0) throw new Error(`task ${task.payload.i} is bad`);
+      },
+      { concurrency: 4, signal: stop.signal, stopOnSignals: false },
+    );
+    assert.equal(most, 4);
+    assert.deepEqual(stats, { finished: 16, failed: 4, lost: 0 });
+    assert.deepEqual(queue.counts(), { pending: 0, leased: 0, done: 0, dead: 4, cancelled: 0 });
+    assert.deepEqual(
+      queue.list('dead').map((task) => task.lastError),
+      ['Error: task 0 is bad', 'Error: task 5 is bad', 'Error: task 10 is bad', 'Error: task 15 is bad'],
+    );
+  } finally {
+    await queue.close();
+  }
+});
+
+test('a handler pending past its lease keeps the task through heartbeats', async () => {
+  const path = queuePath();
+  const queue = tq.open(path);
+  const other = tq.open(path);
+  try {
+    queue.push({ slow: true });
+    const stop = new AbortController();
+    const worker = tq.runWorker(
+      queue,
+      async () => {
+        // Three leases long: without heartbeats the lease would have run out.
+        await sleep(1500);
+        assert.equal(other.recover(), 0);
+        assert.equal(other.tryPull(), null);
+        stop.abort();
+      },
+      { lease: 500, heartbeat: 50, signal: stop.signal, stopOnSignals: false },
+    );
+    assert.deepEqual(await worker, { finished: 1, failed: 0, lost: 0 });
+  } finally {
+    await Promise.all([queue.close(), other.close()]);
+  }
+});
+
+test('SIGTERM stops taking tasks, lets the running handler finish, and resolves', async () => {
+  const path = queuePath();
+  const queue = tq.open(path);
+  queue.pushMany([1, 2, 3, 4, 5]);
+  await queue.close();
+  const code = `
+    const tq = require(${JSON.stringify(PACKAGE_DIR)});
+    const queue = tq.open(process.argv[1]);
+    tq.runWorker(queue, async (task) => {
+      process.kill(process.pid, 'SIGTERM');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }, { concurrency: 1 }).then(async (stats) => {
+      console.log(JSON.stringify(stats));
+      await queue.close();
+    });
+  `;
+  const run = await runNode(code, [path]);
+  assert.equal(run.status, 0, run.stderr);
+  assert.deepEqual(JSON.parse(run.stdout), { finished: 1, failed: 0, lost: 0 });
+  const reopened = tq.open(path);
+  assert.deepEqual(reopened.counts(), { pending: 4, leased: 0, done: 0, dead: 0, cancelled: 0 });
+  await reopened.close();
+});
+
+test('bad worker options are refused', async () => {
+  const queue = tq.open(queuePath());
+  try {
+    await assert.rejects(tq.runWorker(queue, () => {}, { concurrency: 0 }), tq.InvalidArgumentError);
+    await assert.rejects(tq.runWorker(queue, 'handler'), TypeError);
+  } finally {
+    await queue.close();
+  }
+});
+
+test("a task cancelled while its handler runs aborts the handler's signal", async () => {
+  const path = queuePath();
+  const queue = tq.open(path);
+  const other = tq.open(path);
+  try {
+    const id = queue.push({ long: true });
+    const stop = new AbortController();
+    const errors = [];
+    const stats = await tq.runWorker(
+      queue,
+      async (task, { signal }) => {
+        assert.equal(other.cancelTask(task.id, 'not wanted'), 'leased');
+        await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+        assert.ok(signal.reason instanceof tq.CancelledError, String(signal.reason));
+        stop.abort();
+      },
+      { heartbeat: 10, signal: stop.signal, stopOnSignals: false, onError: (error) => errors.push(error) },
+    );
+    // The heartbeat found it cancelled; finishing it then could not.
+    assert.deepEqual(stats, { finished: 0, failed: 0, lost: 1 });
+    assert.deepEqual(
+      errors.map((error) => error.name),
+      ['CancelledError', 'CancelledError'],
+    );
+    assert.equal(queue.count('pending') + queue.count('leased'), 0, `task ${id} is still in line`);
+  } finally {
+    await Promise.all([queue.close(), other.close()]);
+  }
+});
