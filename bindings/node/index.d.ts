@@ -275,6 +275,11 @@ export class Queue {
   setConcurrencyLimit(limit: number | null): void;
   /** The concurrency limit, or null when there is none. */
   concurrencyLimit(): number | null;
+  /** Allows at most `claims` deliveries in any window of `perMs`
+   * milliseconds, across every process; `null` removes the limit. */
+  setRateLimit(claims: number | null, perMs?: number): void;
+  /** The rate limit, or null when there is none. */
+  rateLimit(): { claims: number; perMs: number } | null;
 }
 
 /** Opens a queue: the same as `new Queue(location, options)`. */

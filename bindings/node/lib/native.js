@@ -106,6 +106,9 @@ const PROTOTYPES = [
   'tq_status tq_set_concurrency_limit(tq_queue *queue, uint32_t limit)',
   'tq_status tq_clear_concurrency_limit(tq_queue *queue)',
   'tq_status tq_concurrency_limit(tq_queue *queue, _Out_ uint32_t *out_limit)',
+  'tq_status tq_set_rate_limit(tq_queue *queue, uint32_t claims, uint64_t per_ms)',
+  'tq_status tq_clear_rate_limit(tq_queue *queue)',
+  'tq_status tq_rate_limit(tq_queue *queue, _Out_ uint32_t *out_claims, _Out_ uint64_t *out_per_ms)',
 ];
 
 /** The header's limits and defaults (#define constants, which a shared

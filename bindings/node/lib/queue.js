@@ -829,6 +829,27 @@ class Queue {
     check(lib.tq_concurrency_limit(this._handle(), out));
     return out[0] || null;
   }
+
+  /** Allows at most `claims` deliveries of this queue in any window of
+   * `perMs` milliseconds, across every process, without a coordinator; a
+   * pull finds nothing while the window's claims are spent. null removes
+   * the limit. */
+  setRateLimit(claims, perMs) {
+    if (claims === null) {
+      check(lib.tq_clear_rate_limit(this._handle()));
+    } else {
+      check(lib.tq_set_rate_limit(this._handle(), integer('claims', claims, 0, UINT32_MAX),
+        milliseconds('perMs', perMs)));
+    }
+  }
+
+  /** This queue's rate limit as `{ claims, perMs }`, or null when it has none. */
+  rateLimit() {
+    const claims = [0];
+    const perMs = [0];
+    check(lib.tq_rate_limit(this._handle(), claims, perMs));
+    return claims[0] ? { claims: claims[0], perMs: Number(perMs[0]) } : null;
+  }
 }
 
 function openSettings(options) {

@@ -85,3 +85,19 @@ test('a concurrency limit caps the tasks leased at once', () =>
     assert.equal(queue.concurrencyLimit(), null);
     queue.finishMany([second, third]);
   }));
+
+test('a rate limit allows that many claims per window', () =>
+  withQueue(async (queue) => {
+    assert.equal(queue.rateLimit(), null);
+    assert.throws(() => queue.setRateLimit(0, 1000), tq.InvalidArgumentError);
+    queue.setRateLimit(2, 400);
+    assert.deepEqual(queue.rateLimit(), { claims: 2, perMs: 400 });
+    queue.pushMany([1, 2, 3]);
+    const [first, second] = [await queue.pull(), await queue.pull()];
+    assert.equal(await queue.pull(), null);
+    const third = await queue.pull({ wait: 20000 });
+    assert.equal(third.payload, 3);
+    queue.setRateLimit(null);
+    assert.equal(queue.rateLimit(), null);
+    queue.finishMany([first, second, third]);
+  }));

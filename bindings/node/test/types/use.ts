@@ -24,6 +24,10 @@ async function main(): Promise<void> {
   queue.setConcurrencyLimit(2);
   const limit: number | null = queue.concurrencyLimit();
   queue.setConcurrencyLimit(null);
+  queue.setRateLimit(10, 1000);
+  const rate: { claims: number; perMs: number } | null = queue.rateLimit();
+  queue.setRateLimit(null);
+  console.log(rate);
   console.log(cancelled, until, limit, tq.UNTIL_RESUMED > 0n);
   const counts: Record<tq.StateName, number> = queue.counts();
   const snapshots: tq.TaskSnapshot[] = queue.list('dead', { afterId: 0, limit: 10 });
