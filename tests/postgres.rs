@@ -523,3 +523,125 @@ fn a_schema_name_of_63_bytes_pushes_pulls_and_waits() {
         .batch_execute(&format!("DROP SCHEMA \"{name}\" CASCADE"))
         .unwrap();
 }
+
+/// What the server ran for the database `oid` since the last reset, from
+/// `pg_stat_statements` (the listener's heartbeats and the test's own
+/// questions left out): each statement's text, calls and plans.
+fn statements_run(client: &mut postgres::Client, oid: u32) -> Vec<(String, i64, i64)> {
+    client
+        .query(
+            "SELECT query, calls, plans FROM pg_stat_statements
+             WHERE dbid = $1 AND query NOT LIKE '%holders%' AND query NOT LIKE '%pg_stat_statements%'",
+            &[&oid],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2)))
+        .collect()
+}
+
+#[test]
+fn each_write_is_one_statement() {
+    let Some(scratch) = scratch("one_round_trip") else {
+        return;
+    };
+    // A database of its own, so that the statistics hold this test's
+    // statements only (BEGIN and COMMIT name no schema).
+    let url = &scratch.server().unwrap().url;
+    let database = format!("tq_round_trips_{}", std::process::id());
+    let mut admin = postgres_client(url);
+    admin
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
+        .unwrap();
+    admin
+        .batch_execute(&format!("CREATE DATABASE {database}"))
+        .unwrap();
+    let base = url.rsplit_once('/').unwrap().0;
+    let db_url = format!("{base}/{database}");
+    let mut client = postgres_client(&db_url);
+    let loaded = client.batch_execute(
+        "CREATE EXTENSION IF NOT EXISTS pg_stat_statements; SELECT 1 FROM pg_stat_statements",
+    );
+    if let Err(err) = loaded {
+        drop(client);
+        admin
+            .batch_execute(&format!("DROP DATABASE {database} WITH (FORCE)"))
+            .unwrap();
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!(
+                "skipped each_write_is_one_statement: the server \
+                 has no pg_stat_statements loaded (tests/postgres/cluster.sh loads it): {err}\n"
+            ),
+        );
+        return;
+    }
+    let oid: u32 = client
+        .query_one(
+            "SELECT oid FROM pg_database WHERE datname = current_database()",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let mut options = OpenOptions::new();
+    options.pool_size(1).unwrap();
+    let queue = Queue::open(&db_url, &options).unwrap();
+    const CALLS: usize = 100;
+    let one = PullOptions::new();
+    // Every statement prepared before counting.
+    push(&queue, "0");
+    let warm = queue.pull(&one).unwrap().unwrap();
+    queue
+        .extend(warm.receipt(), Duration::from_secs(60))
+        .unwrap();
+    queue.fail(warm.receipt(), "warming up").unwrap();
+    push(&queue, "0");
+    let warm = queue.pull(&one).unwrap().unwrap();
+    queue.finish(warm.receipt()).unwrap();
+
+    let mut measure = |what: &str, work: &mut dyn FnMut()| {
+        client
+            .execute("SELECT pg_stat_statements_reset(0, $1, 0)", &[&oid])
+            .unwrap();
+        work();
+        let run = statements_run(&mut client, oid);
+        let calls: i64 = run.iter().map(|(_, calls, _)| calls).sum();
+        assert_eq!(
+            calls, CALLS as i64,
+            "{CALLS} {what}s are {CALLS} statements, no BEGIN or COMMIT: {run:#?}"
+        );
+    };
+    measure("push", &mut || {
+        for n in 0..CALLS {
+            push(&queue, &n.to_string());
+        }
+    });
+    let mut tasks = Vec::new();
+    measure("pull", &mut || {
+        for _ in 0..CALLS {
+            tasks.push(queue.pull(&one).unwrap().unwrap());
+        }
+    });
+    measure("extend", &mut || {
+        for task in &tasks {
+            queue
+                .extend(task.receipt(), Duration::from_secs(60))
+                .unwrap();
+        }
+    });
+    let (failing, finishing) = tasks.split_at(CALLS / 2);
+    measure("finish or fail", &mut || {
+        for task in failing {
+            queue.fail(task.receipt(), "failed").unwrap();
+        }
+        for task in finishing {
+            queue.finish(task.receipt()).unwrap();
+        }
+    });
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), (CALLS / 2) as u64);
+    drop(queue);
+    drop(client);
+    admin
+        .batch_execute(&format!("DROP DATABASE {database} WITH (FORCE)"))
+        .unwrap();
+}

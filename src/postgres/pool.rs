@@ -86,6 +86,14 @@ impl Connector {
         })
     }
 
+    /// The longest a connection attempt may take.
+    pub(super) fn connect_timeout(&self) -> Duration {
+        self.config
+            .get_connect_timeout()
+            .copied()
+            .unwrap_or(CONNECT_TIMEOUT)
+    }
+
     /// A new connection, set up.
     pub(super) fn connect(&self) -> Result<Client> {
         let mut client = self.open()?.map_err(|err| {
@@ -150,10 +158,18 @@ fn check_tls(_config: &postgres::Config) -> Result<()> {
     Ok(())
 }
 
+/// How long a pooled connection may sit idle before it is asked whether it
+/// is alive (see [`Conn::lost`]).
+const CHECK_AFTER_IDLE: Duration = Duration::from_millis(50);
+
 /// A connection and the statements prepared on it.
 pub(super) struct Conn {
     pub(super) client: Client,
     statements: HashMap<String, Statement>,
+    /// When the connection last went back to the pool.
+    idle_since: Instant,
+    /// The longest wait for the answer to [`Conn::lost`]'s question.
+    check_timeout: Duration,
 }
 
 /// Parameters of a statement.
@@ -175,10 +191,12 @@ fn prepare(
 }
 
 impl Conn {
-    pub(super) fn new(client: Client) -> Conn {
+    pub(super) fn new(client: Client, check_timeout: Duration) -> Conn {
         Conn {
             client,
             statements: HashMap::new(),
+            idle_since: Instant::now(),
+            check_timeout,
         }
     }
 
@@ -188,9 +206,35 @@ impl Conn {
         Ok(self.client.query(&statement, params)?)
     }
 
+    /// Whether the connection turned out lost. One idle for
+    /// [`CHECK_AFTER_IDLE`] or longer is asked first, a round trip: the
+    /// server may have ended the session meanwhile (a restart, an
+    /// administrator), which only a read of the socket tells, and a write
+    /// sent on it would be left with an unknown outcome. A connection used
+    /// again sooner is not asked, as its caller is waiting on round trips.
+    pub(super) fn lost(&mut self) -> bool {
+        if self.client.is_closed() {
+            return true;
+        }
+        if self.idle_since.elapsed() < CHECK_AFTER_IDLE {
+            return false;
+        }
+        self.client.is_valid(self.check_timeout).is_err()
+    }
+
+    /// Runs `sql`, a write of one statement, as a transaction of its own:
+    /// one round trip, as the server commits before it answers. A
+    /// connection lost meanwhile leaves the outcome unknown.
+    pub(super) fn write_one(&mut self, sql: &str, params: Params<'_>) -> Result<Vec<Row>> {
+        let statement = prepare(&mut self.client, &mut self.statements, sql)?;
+        self.client.query(&statement, params).map_err(committing)
+    }
+
     /// Opens a transaction; fails only when the connection is lost.
     pub(super) fn begin(&mut self) -> std::result::Result<Tx<'_>, postgres::Error> {
-        let Conn { client, statements } = self;
+        let Conn {
+            client, statements, ..
+        } = self;
         Ok(Tx {
             tx: client.transaction()?,
             statements,
@@ -223,13 +267,18 @@ impl Tx<'_> {
     /// Commits. A connection lost now leaves the outcome unknown: the
     /// server may have committed before the answer was lost.
     pub(super) fn commit(self) -> Result<()> {
-        self.tx.commit().map_err(|err| {
-            if super::connection_lost(&err) {
-                super::unknown_outcome(&err)
-            } else {
-                err.into()
-            }
-        })
+        self.tx.commit().map_err(committing)
+    }
+}
+
+/// The error of a call that was committing: a lost connection leaves the
+/// outcome unknown, as the server may have committed before the answer
+/// was lost.
+fn committing(err: postgres::Error) -> Error {
+    if super::connection_lost(&err) {
+        super::unknown_outcome(&err)
+    } else {
+        err.into()
     }
 }
 
@@ -292,7 +341,7 @@ impl Pool {
                 return match self.connector.connect() {
                     Ok(client) => Ok(Pooled {
                         pool: self,
-                        conn: Some(Conn::new(client)),
+                        conn: Some(Conn::new(client, self.connector.connect_timeout())),
                     }),
                     Err(err) => {
                         self.lock().open -= 1;
@@ -354,7 +403,10 @@ impl std::ops::DerefMut for Pooled<'_> {
 
 impl Drop for Pooled<'_> {
     fn drop(&mut self) {
-        let Some(conn) = self.conn.take() else { return };
+        let Some(mut conn) = self.conn.take() else {
+            return;
+        };
+        conn.idle_since = Instant::now();
         let mut state = self.pool.lock();
         if conn.client.is_closed() {
             state.open -= 1;

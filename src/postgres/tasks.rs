@@ -14,7 +14,7 @@ use std::collections::HashSet;
 
 use postgres::Row;
 
-use super::pool::Tx;
+use super::pool::{Params, Tx};
 use super::{no_wal_file, PostgresStore};
 use crate::error::{Error, Result};
 use crate::options::RetryBackoff;
@@ -144,24 +144,34 @@ const FINISH: &str = "WITH clock AS (SELECT NOW_MS AS now),
             LIMIT 100 FOR UPDATE SKIP LOCKED))
     SELECT id, token FROM deleted UNION ALL SELECT id, token FROM kept";
 
-/// The delivery `($1, $2)` if current, locked, with a random number for
-/// the back-off's jitter and the server's time.
-const FAILING: &str = "SELECT attempts, max_attempts,
-        floor(random() * 9007199254740992)::int8, NOW_MS, queue
-    FROM @.tasks WHERE id = $1 AND state = 1 AND lease_token = $2 FOR UPDATE";
-
-const BURY: &str = "UPDATE @.tasks
-    SET state = 3, finished_at = $2, last_error = $3,
-        lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
-    WHERE id = $1";
-
-const RETRY_LATER: &str = "UPDATE @.tasks
-    SET state = $2::int2, run_at = $3, last_error = $4,
-        lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
-    WHERE id = $1";
+/// Ends the delivery `($1, $2)`, if current, as failed for reason `$3`:
+/// dead on its last attempt, else due again after the back-off that
+/// `RetryBackoff::pause` computes (from `$4` to `$5` ms, doubling with each
+/// attempt, less a random part of up to half), and then the channel `$6`
+/// is notified with the task's queue (the task may be another queue's of
+/// this schema). Returns whether it died and when it is due again.
+const FAIL: &str = "WITH clock AS (
+        SELECT NOW_MS AS now, floor(random() * 9007199254740992)::numeric AS draw),
+    current AS (
+        SELECT t.id, t.queue, t.attempts >= t.max_attempts AS dead,
+               least(clock.now + b.full - mod(clock.draw, floor(b.full / 2) + 1),
+                     9223372036854775807)::int8 AS retry_at
+        FROM @.tasks t, clock,
+             LATERAL (SELECT least($4::int8 * 2::numeric ^ least(greatest(t.attempts - 1, 0), 63),
+                                   $5::int8) AS full) b
+        WHERE t.id = $1 AND t.state = 1 AND t.lease_token = $2 FOR UPDATE OF t),
+    failed AS (
+        UPDATE @.tasks t
+        SET state = CASE WHEN c.dead THEN 3 WHEN c.retry_at <= clock.now THEN 0 ELSE 4 END,
+            run_at = CASE WHEN c.dead THEN t.run_at ELSE c.retry_at END,
+            finished_at = CASE WHEN c.dead THEN clock.now END,
+            last_error = $3, lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
+        FROM current c, clock WHERE t.id = c.id
+        RETURNING c.dead, c.retry_at, c.queue)
+    SELECT dead, retry_at, CASE WHEN NOT dead THEN pg_notify($6, queue)::text END FROM failed";
 
 const EXTEND: &str = "UPDATE @.tasks SET lease_expires_at = NOW_MS + $3::int8
-    WHERE id = $1 AND state = 1 AND lease_token = $2";
+    WHERE id = $1 AND state = 1 AND lease_token = $2 RETURNING id";
 
 /// A lease token: 64 random bits, as in SQLite, so that a receipt never
 /// matches a delivery it was not drawn for (two draws of 32 bits: one
@@ -313,16 +323,25 @@ fn task_from_row(row: &Row) -> Result<Option<Task>> {
 }
 
 impl PostgresStore {
-    /// Claims up to `max` tasks in `tx` for this process's holder.
-    fn claim_in(&self, tx: &mut Tx<'_>, max: usize, lease: i64) -> Result<Vec<Task>> {
+    /// Claims up to `max` tasks for this process's holder, each round of
+    /// [`CLAIM`] run by `run`.
+    fn claim_with(
+        &self,
+        mut run: impl FnMut(&str, Params<'_>) -> Result<Vec<Row>>,
+        max: usize,
+        lease: i64,
+    ) -> Result<Vec<Task>> {
         let holder = self.listener.holder(self.wait)?;
         let sql = self.sql(CLAIM);
+        let max = max.min(i64::MAX as usize) as i64;
         let mut tasks = Vec::new();
-        // Each round either fills the claim or buries some expired last
-        // attempts, which then leave the candidates: it ends.
-        while tasks.len() < max {
-            let left = (max - tasks.len()).min(i64::MAX as usize) as i64;
-            let rows = tx.query(&sql, &[&self.queue, &left, &lease, &holder])?;
+        // A round that claimed nothing but buried some expired last
+        // attempts goes again: they have left the candidates, so it ends.
+        // One that claimed a task ends the claim, so that each round may
+        // be a transaction of its own without tasks claimed and then lost
+        // to a later round's error.
+        while tasks.is_empty() {
+            let rows = run(&sql, &[&self.queue, &max, &lease, &holder])?;
             let mut buried = 0;
             for row in &rows {
                 match task_from_row(row)? {
@@ -345,11 +364,16 @@ impl PostgresStore {
         Ok(tasks)
     }
 
-    /// Completes the current deliveries among `receipts` in `tx`.
-    fn finish_in(&self, tx: &mut Tx<'_>, receipts: &[Receipt]) -> Result<Vec<bool>> {
+    /// Completes the current deliveries among `receipts`, [`FINISH`] run
+    /// by `run`.
+    fn finish_with(
+        &self,
+        run: impl FnOnce(&str, Params<'_>) -> Result<Vec<Row>>,
+        receipts: &[Receipt],
+    ) -> Result<Vec<bool>> {
         let ids: Vec<i64> = receipts.iter().map(|receipt| receipt.id).collect();
         let tokens: Vec<i64> = receipts.iter().map(|receipt| receipt.token).collect();
-        let rows = tx.query(
+        let rows = run(
             &self.sql(FINISH),
             &[&ids, &tokens, &self.keep_history, &self.queue],
         )?;
@@ -466,44 +490,43 @@ impl Store for PostgresStore {
             .iter()
             .map(|task| i64::from(task.max_attempts))
             .collect();
-        let sql = self.sql(PUSH);
-        self.write(|tx| {
-            let rows = tx.query(
-                &sql,
-                &[
-                    &self.queue,
-                    &payloads,
-                    &delays,
-                    &times,
-                    &priorities,
-                    &attempts,
-                    &self.channel,
-                ],
-            )?;
-            let mut ids = rows
-                .iter()
-                .map(|row| row.try_get::<_, i64>(0))
-                .collect::<std::result::Result<Vec<i64>, _>>()?;
-            // Ids are drawn in insertion order, which is the tasks' order.
-            ids.sort_unstable();
-            Ok(ids.into_iter().map(Pushed::Stored).collect())
-        })
+        let rows = self.write_one(
+            &self.sql(PUSH),
+            &[
+                &self.queue,
+                &payloads,
+                &delays,
+                &times,
+                &priorities,
+                &attempts,
+                &self.channel,
+            ],
+        )?;
+        let mut ids = rows
+            .iter()
+            .map(|row| row.try_get::<_, i64>(0))
+            .collect::<std::result::Result<Vec<i64>, _>>()?;
+        // Ids are drawn in insertion order, which is the tasks' order.
+        ids.sort_unstable();
+        Ok(ids.into_iter().map(Pushed::Stored).collect())
     }
 
     fn claim(&self, max: usize, _now: i64, lease: i64) -> Result<Vec<Task>> {
-        self.write(|tx| self.claim_in(tx, max, lease))
+        self.claim_with(|sql, params| self.write_one(sql, params), max, lease)
     }
 
     fn finish(&self, receipts: &[Receipt], _now: i64) -> Result<Vec<bool>> {
-        self.write(|tx| self.finish_in(tx, receipts))
+        self.finish_with(|sql, params| self.write_one(sql, params), receipts)
     }
 
     fn finish_and_claim(&self, receipt: Receipt, _now: i64, lease: i64) -> Result<Option<Task>> {
         self.write(|tx| {
-            if !self.finish_in(tx, &[receipt])?[0] {
+            if !self.finish_with(|sql, params| tx.query(sql, params), &[receipt])?[0] {
                 return Err(not_held(receipt.id));
             }
-            Ok(self.claim_in(tx, 1, lease)?.pop())
+            Ok(self
+                .claim_with(|sql, params| tx.query(sql, params), 1, lease)?
+                .pop())
         })
     }
 
@@ -515,39 +538,34 @@ impl Store for PostgresStore {
         backoff: &RetryBackoff,
     ) -> Result<Failed> {
         let reason = (!reason.is_empty()).then_some(reason);
-        self.write(|tx| {
-            let row = tx
-                .query_opt(&self.sql(FAILING), &[&receipt.id, &receipt.token])?
-                .ok_or_else(|| not_held(receipt.id))?;
-            let attempts = count32(&row, 0)?;
-            let max_attempts = count32(&row, 1)?;
-            let random: i64 = row.try_get(2)?;
-            let now: i64 = row.try_get(3)?;
-            if attempts >= max_attempts {
-                tx.execute(&self.sql(BURY), &[&receipt.id, &now, &reason])?;
-                return Ok(Failed::Dead);
-            }
-            let pause = backoff.pause(attempts, random as u64);
-            let retry_at = now.saturating_add(pause.as_millis() as i64);
-            let state: i16 = if retry_at <= now { 0 } else { 4 };
-            tx.execute(
-                &self.sql(RETRY_LATER),
-                &[&receipt.id, &state, &retry_at, &reason],
-            )?;
-            // The task may be another queue's of this schema.
-            let queue: String = row.try_get(4)?;
-            self.notify(tx, &queue)?;
-            Ok(Failed::RetryAt(retry_at))
-        })
+        let (min, max) = (
+            backoff.min.as_millis().min(i64::MAX as u128) as i64,
+            backoff.max.as_millis().min(i64::MAX as u128) as i64,
+        );
+        let rows = self.write_one(
+            &self.sql(FAIL),
+            &[
+                &receipt.id,
+                &receipt.token,
+                &reason,
+                &min,
+                &max,
+                &self.channel,
+            ],
+        )?;
+        let row = rows.first().ok_or_else(|| not_held(receipt.id))?;
+        if row.try_get(0)? {
+            return Ok(Failed::Dead);
+        }
+        Ok(Failed::RetryAt(row.try_get(1)?))
     }
 
     fn extend(&self, receipt: Receipt, _now: i64, lease: i64) -> Result<()> {
-        self.write(|tx| {
-            if tx.execute(&self.sql(EXTEND), &[&receipt.id, &receipt.token, &lease])? == 0 {
-                return Err(not_held(receipt.id));
-            }
-            Ok(())
-        })
+        let extended = self.write_one(&self.sql(EXTEND), &[&receipt.id, &receipt.token, &lease])?;
+        if extended.is_empty() {
+            return Err(not_held(receipt.id));
+        }
+        Ok(())
     }
 
     fn recover(&self, _now: i64) -> Result<u64> {
