@@ -1,6 +1,9 @@
 //! Connections to the server: how one is made and set up ([`Connector`]),
 //! and the pool of each handle ([`Pool`]).
 //!
+//! Each connection prepares a statement once and keeps it, with one plan
+//! for any values (`plan_cache_mode`).
+//!
 //! The pool is a mutex over idle connections and a count of open ones,
 //! rather than a pool crate: every connection needs the same few session
 //! settings and a cache of prepared statements that lives and dies with
@@ -77,10 +80,16 @@ impl Connector {
         // The busy timeout bounds waits for locks held by other sessions. 0
         // means "no limit" to PostgreSQL, so "fail at once" becomes 1 ms.
         let lock_timeout = options.busy_timeout.as_millis().max(1);
+        // A prepared statement is planned once, for any values: left to
+        // choose, the server plans a claim again at every call once the
+        // table's statistics show a backlog, which costs more than running
+        // it. tq's statements are written so that the plan for any values
+        // looks rows up by index (see `tasks.rs`).
         Ok(Connector {
             config,
             setup: format!(
-                "SET synchronous_commit TO {synchronous_commit}; SET lock_timeout TO {lock_timeout}"
+                "SET synchronous_commit TO {synchronous_commit}; SET lock_timeout TO {lock_timeout}; \
+                 SET plan_cache_mode TO force_generic_plan"
             ),
             place,
         })

@@ -67,22 +67,25 @@ const NOTIFY: &str = "SELECT pg_notify($1, $2)::text";
 /// taken, except that an expired delivery that was its task's last attempt
 /// is buried as dead instead (those rows come back with a NULL token); the
 /// due tasks not taken become ready. A paused queue has no candidates.
+/// Rows are changed by id, looked up in the primary key
+/// (`= ANY (ARRAY(...))`), so that the plan, made once for any values (see
+/// `pool.rs`), never scans the table.
 const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
     open AS (
         SELECT NOT EXISTS (SELECT 1 FROM @.queues
                            WHERE queue = $1 AND paused_until > (SELECT now FROM clock)) AS open),
     ready AS (
-        SELECT id, priority, run_at, false AS expired, false AS last FROM @.tasks
+        SELECT id, priority, run_at, false AS last FROM @.tasks
         WHERE queue = $1 AND state = 0 AND (SELECT open FROM open)
         ORDER BY priority DESC, run_at, id LIMIT $2::int8 FOR UPDATE SKIP LOCKED),
     expired AS (
-        SELECT id, priority, run_at, true AS expired, attempts >= max_attempts AS last
+        SELECT id, priority, run_at, attempts >= max_attempts AS last
         FROM @.tasks
         WHERE queue = $1 AND state = 1 AND lease_expires_at <= (SELECT now FROM clock)
           AND (SELECT open FROM open)
         ORDER BY priority DESC, run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED),
     due AS (
-        SELECT id, priority, run_at, false AS expired, false AS last FROM @.tasks
+        SELECT id, priority, run_at, false AS last FROM @.tasks
         WHERE queue = $1 AND state = 4 AND run_at <= (SELECT now FROM clock)
           AND (SELECT open FROM open)
         ORDER BY run_at LIMIT greatest($2, 1000) FOR UPDATE SKIP LOCKED),
@@ -91,22 +94,22 @@ const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
                        UNION ALL SELECT * FROM due) c
         ORDER BY priority DESC, run_at, id LIMIT $2),
     promoted AS (
-        UPDATE @.tasks t SET state = 0 FROM due d
-        WHERE t.id = d.id AND d.id NOT IN (SELECT id FROM picked)),
+        UPDATE @.tasks t SET state = 0
+        WHERE t.id = ANY (ARRAY(SELECT id FROM due WHERE id NOT IN (SELECT id FROM picked)))),
     buried AS (
         UPDATE @.tasks t
         SET state = 3, finished_at = clock.now, lease_token = NULL, lease_expires_at = NULL,
             holder_id = NULL,
             last_error = 'the lease of delivery ' || t.attempts || ' expired before it finished'
-        FROM picked p, clock WHERE t.id = p.id AND p.last
+        FROM clock WHERE t.id = ANY (ARRAY(SELECT id FROM picked WHERE last))
         RETURNING t.id),
     taken AS (
         UPDATE @.tasks t
         SET state = 1, attempts = t.attempts + 1, lease_token = RANDOM_TOKEN,
             lease_expires_at = clock.now + $3::int8, holder_id = $4::int4,
-            last_error = CASE WHEN p.expired THEN 'the lease of the previous delivery expired'
+            last_error = CASE WHEN t.state = 1 THEN 'the lease of the previous delivery expired'
                               ELSE t.last_error END
-        FROM picked p, clock WHERE t.id = p.id AND NOT p.last
+        FROM clock WHERE t.id = ANY (ARRAY(SELECT id FROM picked WHERE NOT last))
         RETURNING t.id, t.lease_token, t.attempts, t.max_attempts, t.priority, t.run_at,
                   t.last_error, t.payload)
     SELECT id, lease_token, attempts, max_attempts, priority, run_at, last_error, payload
@@ -122,7 +125,7 @@ const FINISH: &str = "WITH clock AS (SELECT NOW_MS AS now),
     r AS (SELECT * FROM unnest($1::int8[], $2::int8[]) AS r(id, token)),
     deleted AS (
         DELETE FROM @.tasks t USING r
-        WHERE t.id = r.id AND t.state = 1 AND t.lease_token = r.token AND NOT $3::bool
+        WHERE t.id = ANY ($1) AND t.id = r.id AND t.state = 1 AND t.lease_token = r.token AND NOT $3::bool
           AND (t.unique_key IS NULL OR t.unique_for = 0)
         RETURNING t.id, r.token),
     kept AS (
@@ -133,7 +136,7 @@ const FINISH: &str = "WITH clock AS (SELECT NOW_MS AS now),
             unique_until = CASE WHEN t.unique_for > 0 AND t.unique_key IS NOT NULL
                                 THEN clock.now + t.unique_for END
         FROM r, clock
-        WHERE t.id = r.id AND t.state = 1 AND t.lease_token = r.token
+        WHERE t.id = ANY ($1) AND t.id = r.id AND t.state = 1 AND t.lease_token = r.token
           AND ($3 OR (t.unique_key IS NOT NULL AND t.unique_for > 0))
         RETURNING t.id, r.token),
     swept AS (
