@@ -29,6 +29,7 @@
 //! statements): connect directly or through a session-mode pooler, never a
 //! transaction-mode one. A URL without a password takes `PGPASSWORD`'s.
 
+mod coalesce;
 mod listener;
 mod pool;
 mod schema;
@@ -41,7 +42,9 @@ use postgres::Row;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{OpenOptions, DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA};
+use crate::task::{Receipt, Task};
 use crate::wait::Bell;
+use coalesce::Coalescer;
 use listener::{Listener, Waiters};
 use pool::{Conn, Connector, Params, Pool, Tx};
 
@@ -65,6 +68,12 @@ pub(crate) struct PostgresStore {
     /// while its connection is made again.
     wait: std::time::Duration,
     opened_by_pid: u32,
+    /// The claims (their size and lease) made at once by this handle's
+    /// threads, run as one statement.
+    claims: Coalescer<(usize, i64), Vec<Task>>,
+    /// The finishes made at once by this handle's threads, run as one
+    /// statement.
+    finishes: Coalescer<Vec<Receipt>, Vec<bool>>,
 }
 
 impl Drop for PostgresStore {
@@ -113,6 +122,8 @@ impl PostgresStore {
             keep_history: options.keep_history,
             wait: options.busy_timeout,
             opened_by_pid: std::process::id(),
+            claims: Coalescer::default(),
+            finishes: Coalescer::default(),
         })
     }
 

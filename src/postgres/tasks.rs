@@ -402,6 +402,56 @@ impl PostgresStore {
         Ok(())
     }
 
+    /// Runs claims made at once (their size and lease), one statement for
+    /// those of each lease; each gets the best tasks left by the claims
+    /// before it.
+    fn claim_together(&self, claims: &[(usize, i64)]) -> Vec<Result<Vec<Task>>> {
+        let mut results: Vec<Option<Result<Vec<Task>>>> = claims.iter().map(|_| None).collect();
+        for (first, &(_, lease)) in claims.iter().enumerate() {
+            if results[first].is_some() {
+                continue;
+            }
+            let same_lease: Vec<usize> = (first..claims.len())
+                .filter(|&i| claims[i].1 == lease)
+                .collect();
+            let total = same_lease.iter().map(|&i| claims[i].0).sum();
+            let claimed = self.claim_with(|sql, params| self.write_one(sql, params), total, lease);
+            match claimed {
+                Ok(tasks) => {
+                    let mut tasks = tasks.into_iter();
+                    for &i in &same_lease {
+                        results[i] = Some(Ok(tasks.by_ref().take(claims[i].0).collect()));
+                    }
+                }
+                Err(err) => {
+                    for &i in &same_lease {
+                        results[i] = Some(Err(err.clone()));
+                    }
+                }
+            }
+        }
+        results
+            .into_iter()
+            .map(|result| result.expect("every claim has a lease"))
+            .collect()
+    }
+
+    /// Runs finishes made at once as one statement; each gets the answers
+    /// for its own receipts.
+    fn finish_together(&self, finishes: &[Vec<Receipt>]) -> Vec<Result<Vec<bool>>> {
+        let receipts = finishes.concat();
+        match self.finish_with(|sql, params| self.write_one(sql, params), &receipts) {
+            Ok(done) => {
+                let mut done = done.into_iter();
+                finishes
+                    .iter()
+                    .map(|receipts| Ok(done.by_ref().take(receipts.len()).collect()))
+                    .collect()
+            }
+            Err(err) => finishes.iter().map(|_| Err(err.clone())).collect(),
+        }
+    }
+
     /// Wakes the waiters of `queue`, in every process, once `tx` commits.
     fn notify(&self, tx: &mut Tx<'_>, queue: &str) -> Result<()> {
         tx.query(NOTIFY, &[&self.channel, &queue])?;
@@ -515,11 +565,14 @@ impl Store for PostgresStore {
     }
 
     fn claim(&self, max: usize, _now: i64, lease: i64) -> Result<Vec<Task>> {
-        self.claim_with(|sql, params| self.write_one(sql, params), max, lease)
+        self.claims
+            .submit((max, lease), |claims| self.claim_together(&claims))
     }
 
     fn finish(&self, receipts: &[Receipt], _now: i64) -> Result<Vec<bool>> {
-        self.finish_with(|sql, params| self.write_one(sql, params), receipts)
+        self.finishes.submit(receipts.to_vec(), |finishes| {
+            self.finish_together(&finishes)
+        })
     }
 
     fn finish_and_claim(&self, receipt: Receipt, _now: i64, lease: i64) -> Result<Option<Task>> {
