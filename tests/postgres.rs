@@ -758,4 +758,48 @@ fn claims_and_finishes_made_at_once_by_threads_share_statements() {
         "{} finishes from {THREADS} threads made {finishes} statements: none shared one",
         TASKS - 1
     );
+
+    // The same with finish_and_pull: each thread finishes a task and
+    // claims the next in one call.
+    queue
+        .push_batch(&vec!["2"; TASKS], &PushOptions::new())
+        .unwrap();
+    stats.reset();
+    let finished: Vec<i64> = thread::scope(|scope| {
+        let workers: Vec<_> = (0..THREADS)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut finished = Vec::new();
+                    let mut next = queue.pull(&PullOptions::new()).unwrap();
+                    while let Some(task) = next {
+                        next = queue
+                            .finish_and_pull(task.receipt(), &PullOptions::new())
+                            .expect("each finish its own");
+                        finished.push(task.id());
+                    }
+                    finished
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|worker| worker.join().unwrap())
+            .collect()
+    });
+    let distinct: std::collections::HashSet<i64> = finished.iter().copied().collect();
+    assert_eq!(finished.len(), TASKS, "every task finished");
+    assert_eq!(distinct.len(), finished.len(), "none finished twice");
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 0);
+    assert_eq!(queue.count(TaskState::Leased).unwrap(), 0);
+    let run = stats.statements_run();
+    let finishes = run
+        .iter()
+        .filter(|(query, _, _)| query.contains("deleted AS"))
+        .map(|(_, calls, _)| calls)
+        .sum::<i64>();
+    assert!(
+        finishes > 0 && finishes < TASKS as i64,
+        "{TASKS} finish_and_pulls from {THREADS} threads made {finishes} finish statements: \
+         none shared one"
+    );
 }

@@ -16,7 +16,7 @@
 //! idle for a while is asked first: see [`pool::Conn::lost`]); one lost
 //! while it runs leaves the outcome unknown
 //! ([`ErrorKind::UnknownOutcome`]). The writes of several statements (a
-//! unique push, a finish with a claim, a recover, a retry of dead tasks,
+//! unique push, finishes with claims, a recover, a retry of dead tasks,
 //! a purge) run in an explicit transaction, two round trips more (`BEGIN`,
 //! `COMMIT`): one lost before its commit was sent is reported as
 //! [`ErrorKind::Io`] (nothing was committed), one lost while committing
@@ -74,6 +74,9 @@ pub(crate) struct PostgresStore {
     /// The finishes made at once by this handle's threads, run as one
     /// statement.
     finishes: Coalescer<Vec<Receipt>, Vec<bool>>,
+    /// The finish-and-claims (a receipt and a lease each) made at once by
+    /// this handle's threads, run as one transaction.
+    finish_and_claims: Coalescer<(Receipt, i64), Option<Task>>,
 }
 
 impl Drop for PostgresStore {
@@ -124,6 +127,7 @@ impl PostgresStore {
             opened_by_pid: std::process::id(),
             claims: Coalescer::default(),
             finishes: Coalescer::default(),
+            finish_and_claims: Coalescer::default(),
         })
     }
 

@@ -403,9 +403,13 @@ impl PostgresStore {
     }
 
     /// Runs claims made at once (their size and lease), one statement for
-    /// those of each lease; each gets the best tasks left by the claims
-    /// before it.
-    fn claim_together(&self, claims: &[(usize, i64)]) -> Vec<Result<Vec<Task>>> {
+    /// those of each lease, each run by `run`; each claim gets the best
+    /// tasks left by the claims before it.
+    fn claim_together(
+        &self,
+        mut run: impl FnMut(&str, Params<'_>) -> Result<Vec<Row>>,
+        claims: &[(usize, i64)],
+    ) -> Vec<Result<Vec<Task>>> {
         let mut results: Vec<Option<Result<Vec<Task>>>> = claims.iter().map(|_| None).collect();
         for (first, &(_, lease)) in claims.iter().enumerate() {
             if results[first].is_some() {
@@ -415,8 +419,7 @@ impl PostgresStore {
                 .filter(|&i| claims[i].1 == lease)
                 .collect();
             let total = same_lease.iter().map(|&i| claims[i].0).sum();
-            let claimed = self.claim_with(|sql, params| self.write_one(sql, params), total, lease);
-            match claimed {
+            match self.claim_with(&mut run, total, lease) {
                 Ok(tasks) => {
                     let mut tasks = tasks.into_iter();
                     for &i in &same_lease {
@@ -434,6 +437,41 @@ impl PostgresStore {
             .into_iter()
             .map(|result| result.expect("every claim has a lease"))
             .collect()
+    }
+
+    /// Runs finish-and-claims made at once (a receipt and a lease each) in
+    /// one transaction: one statement finishes them all, then one claims
+    /// a task for each whose delivery was current (per lease).
+    fn finish_and_claim_together(&self, calls: &[(Receipt, i64)]) -> Vec<Result<Option<Task>>> {
+        let receipts: Vec<Receipt> = calls.iter().map(|&(receipt, _)| receipt).collect();
+        let outcome = self.write(|tx| {
+            let done = self.finish_with(|sql, params| tx.query(sql, params), &receipts)?;
+            let claims: Vec<(usize, i64)> = calls
+                .iter()
+                .zip(&done)
+                .map(|(&(_, lease), &done)| (usize::from(done), lease))
+                .collect();
+            let claimed = self
+                .claim_together(|sql, params| tx.query(sql, params), &claims)
+                .into_iter()
+                .map(|tasks| tasks.map(|mut tasks| tasks.pop()))
+                .collect::<Result<Vec<Option<Task>>>>()?;
+            Ok((done, claimed))
+        });
+        match outcome {
+            Ok((done, claimed)) => calls
+                .iter()
+                .zip(done.into_iter().zip(claimed))
+                .map(|(&(receipt, _), (done, task))| {
+                    if done {
+                        Ok(task)
+                    } else {
+                        Err(not_held(receipt.id))
+                    }
+                })
+                .collect(),
+            Err(err) => calls.iter().map(|_| Err(err.clone())).collect(),
+        }
     }
 
     /// Runs finishes made at once as one statement; each gets the answers
@@ -565,8 +603,9 @@ impl Store for PostgresStore {
     }
 
     fn claim(&self, max: usize, _now: i64, lease: i64) -> Result<Vec<Task>> {
-        self.claims
-            .submit((max, lease), |claims| self.claim_together(&claims))
+        self.claims.submit((max, lease), |claims| {
+            self.claim_together(|sql, params| self.write_one(sql, params), &claims)
+        })
     }
 
     fn finish(&self, receipts: &[Receipt], _now: i64) -> Result<Vec<bool>> {
@@ -576,13 +615,8 @@ impl Store for PostgresStore {
     }
 
     fn finish_and_claim(&self, receipt: Receipt, _now: i64, lease: i64) -> Result<Option<Task>> {
-        self.write(|tx| {
-            if !self.finish_with(|sql, params| tx.query(sql, params), &[receipt])?[0] {
-                return Err(not_held(receipt.id));
-            }
-            Ok(self
-                .claim_with(|sql, params| tx.query(sql, params), 1, lease)?
-                .pop())
+        self.finish_and_claims.submit((receipt, lease), |calls| {
+            self.finish_and_claim_together(&calls)
         })
     }
 
