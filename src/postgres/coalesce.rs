@@ -7,17 +7,40 @@
 //! lead (waking the first call queued meanwhile, which leads next), and
 //! hands each call of its group its result. So at most one statement of a
 //! kind is in flight per handle, and the calls that arrive while it runs
-//! make up the next one. A thread alone leads at once: nothing ever waits
-//! for company, or on a timer. A result is handed out only once the
-//! statement that produced it has committed.
+//! make up the next one. Before it takes the queue, a leader yields the
+//! processor once if other threads are in the middle of a call, so that
+//! threads just handed their last results queue their next calls into its
+//! group. A thread alone leads at once: nothing ever waits for company, or
+//! on a timer. A result is handed out only once the statement that
+//! produced it has committed.
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread;
 
 use crate::error::{Error, ErrorKind, Result};
 
 pub(super) struct Coalescer<Op, Out> {
     state: Mutex<State<Op, Out>>,
+    /// Threads in [`Coalescer::submit`], queued, leading or returning.
+    inside: AtomicUsize,
+}
+
+/// A thread counted in [`Coalescer::submit`], until dropped.
+struct Inside<'a>(&'a AtomicUsize);
+
+impl<'a> Inside<'a> {
+    fn enter(count: &'a AtomicUsize) -> Inside<'a> {
+        count.fetch_add(1, Ordering::SeqCst);
+        Inside(count)
+    }
+}
+
+impl Drop for Inside<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 struct State<Op, Out> {
@@ -64,6 +87,7 @@ impl<Op, Out> Default for Coalescer<Op, Out> {
                 queued: Vec::new(),
                 leading: false,
             }),
+            inside: AtomicUsize::new(0),
         }
     }
 }
@@ -85,6 +109,7 @@ impl<Op, Out> Coalescer<Op, Out> {
         op: Op,
         run: impl FnOnce(Vec<Op>) -> Vec<Result<Out>>,
     ) -> Result<Out> {
+        let _inside = Inside::enter(&self.inside);
         let request = Arc::new(Request {
             slot: Mutex::new(Slot {
                 op: Some(op),
@@ -112,6 +137,9 @@ impl<Op, Out> Coalescer<Op, Out> {
                     .wait(slot)
                     .unwrap_or_else(|poisoned| poisoned.into_inner());
             }
+        }
+        if self.inside.load(Ordering::SeqCst) > 1 {
+            thread::yield_now();
         }
         let group = std::mem::take(&mut self.state().queued);
         let ops = group
