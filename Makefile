@@ -21,7 +21,8 @@
 #   make bench           the throughput benchmark (see bench/README.md)
 #   make bench-postgres  the PostgreSQL backend against SQLite, on a throwaway
 #                        server over loopback, from one thread and from 1, 4
-#                        and 16 processes (bench/postgres.rs)
+#                        and 16 processes (bench/postgres.rs); then against
+#                        River, from 1, 4 and 16 workers (bench/river)
 #   make test-go         the Go binding (bindings/go) and its examples:
 #                        vet, tests under the race detector, a build
 #                        through pkg-config against an installed libtq
@@ -172,13 +173,16 @@ bench:
 # The server's data lives under /tmp (the server's user must reach it, which
 # a work tree under a private home may not allow): where /tmp is a tmpfs,
 # its flushes cost nothing and the comparison with the SQLite files under
-# TQ_BENCH_DIR favours PostgreSQL.
+# TQ_BENCH_DIR favours PostgreSQL. Then tq, through its Go binding, against
+# River on the same server (bench/river, a Go module of its own that fetches
+# River from the module proxy).
 bench-postgres: export TQ_BENCH_DIR ?= $(CURDIR)/target/bench-tmp
-bench-postgres:
+bench-postgres: lib
 	@mkdir -p $(TQ_BENCH_DIR) && dir=$$(mktemp -d /tmp/tq-postgres-bench.XXXXXX) && \
 	trap 'tests/postgres/cluster.sh stop "'"$$dir"'"' EXIT && \
 	url=$$(tests/postgres/cluster.sh start "$$dir") && \
-	TQ_BENCH_POSTGRES_URL=$$url $(CARGO) bench --locked --bench postgres
+	TQ_BENCH_POSTGRES_URL=$$url $(CARGO) bench --locked --bench postgres && \
+	export TQ_BENCH_POSTGRES_URL=$$url && ($(call GO_INTREE,bench/river,run) .)
 
 # The Go binding links the in-tree static library under the tq_intree tag.
 # Go does not notice when libtq.a or tq.h change, so their hash goes into

@@ -523,3 +523,283 @@ fn a_schema_name_of_63_bytes_pushes_pulls_and_waits() {
         .batch_execute(&format!("DROP SCHEMA \"{name}\" CASCADE"))
         .unwrap();
 }
+
+/// A database of its own on the test server, with `pg_stat_statements`,
+/// so that the statistics hold one test's statements only (`BEGIN` and
+/// `COMMIT` name no schema); dropped with it.
+struct StatsDatabase {
+    admin: postgres::Client,
+    client: postgres::Client,
+    name: String,
+    url: String,
+    oid: u32,
+}
+
+impl StatsDatabase {
+    /// `None`, after saying why `test` is skipped, when the server has no
+    /// `pg_stat_statements` loaded.
+    fn create(scratch: &Scratch, test: &str) -> Option<StatsDatabase> {
+        let url = &scratch.server().unwrap().url;
+        let name = format!("tq_{test}_{}", std::process::id());
+        let mut admin = postgres_client(url);
+        // Two calls: CREATE DATABASE runs in no transaction, not even the
+        // implicit one of several statements sent at once.
+        admin
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .unwrap();
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .unwrap();
+        let url = format!("{}/{name}", url.rsplit_once('/').unwrap().0);
+        let mut client = postgres_client(&url);
+        let loaded = client.batch_execute(
+            "CREATE EXTENSION IF NOT EXISTS pg_stat_statements; SELECT 1 FROM pg_stat_statements",
+        );
+        let oid = client
+            .query_one(
+                "SELECT oid FROM pg_database WHERE datname = current_database()",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        let database = StatsDatabase {
+            admin,
+            client,
+            name,
+            url,
+            oid,
+        };
+        if let Err(err) = loaded {
+            let _ = std::io::Write::write_fmt(
+                &mut std::io::stderr(),
+                format_args!(
+                    "skipped {test}: the server has no pg_stat_statements loaded \
+                     (tests/postgres/cluster.sh loads it): {err}\n"
+                ),
+            );
+            return None;
+        }
+        Some(database)
+    }
+
+    fn reset(&mut self) {
+        self.client
+            .execute("SELECT pg_stat_statements_reset(0, $1, 0)", &[&self.oid])
+            .unwrap();
+    }
+
+    /// What the server ran in the database since the last reset (the
+    /// listener's heartbeats and the test's own questions left out): each
+    /// statement's text, calls and plans.
+    fn statements_run(&mut self) -> Vec<(String, i64, i64)> {
+        self.client
+            .query(
+                "SELECT query, calls, plans FROM pg_stat_statements
+                 WHERE dbid = $1 AND query NOT LIKE '%holders%'
+                   AND query NOT LIKE '%pg_stat_statements%'",
+                &[&self.oid],
+            )
+            .unwrap()
+            .iter()
+            .map(|row| (row.get(0), row.get(1), row.get(2)))
+            .collect()
+    }
+}
+
+impl Drop for StatsDatabase {
+    fn drop(&mut self) {
+        let _ = self
+            .admin
+            .batch_execute(&format!("DROP DATABASE {} WITH (FORCE)", self.name));
+    }
+}
+
+#[test]
+fn each_write_is_one_statement_planned_once_per_connection() {
+    let Some(scratch) = scratch("one_round_trip") else {
+        return;
+    };
+    let Some(mut stats) = StatsDatabase::create(&scratch, "one_round_trip") else {
+        return;
+    };
+    let mut options = OpenOptions::new();
+    options.pool_size(1).unwrap();
+    let queue = Queue::open(&stats.url, &options).unwrap();
+    // A backlog the server knows of: planned for the values at hand, a
+    // claim would then be planned at every call.
+    const BACKLOG: usize = 10_000;
+    for _ in 0..BACKLOG / 1000 {
+        queue
+            .push_batch(&vec!["\"backlog\""; 1000], &PushOptions::new())
+            .unwrap();
+    }
+    stats.client.batch_execute("ANALYZE tq.tasks").unwrap();
+    const CALLS: usize = 100;
+    let one = PullOptions::new();
+    // Every statement prepared (and planned) before counting.
+    push(&queue, "0");
+    let warm = queue.pull(&one).unwrap().unwrap();
+    queue
+        .extend(warm.receipt(), Duration::from_secs(60))
+        .unwrap();
+    queue.fail(warm.receipt(), "warming up").unwrap();
+    push(&queue, "0");
+    let warm = queue.pull(&one).unwrap().unwrap();
+    queue.finish(warm.receipt()).unwrap();
+
+    let mut measure = |what: &str, work: &mut dyn FnMut()| {
+        stats.reset();
+        work();
+        let run = stats.statements_run();
+        let calls: i64 = run.iter().map(|(_, calls, _)| calls).sum();
+        assert_eq!(
+            calls, CALLS as i64,
+            "{CALLS} {what}s are {CALLS} statements, no BEGIN or COMMIT: {run:#?}"
+        );
+        let plans: i64 = run.iter().map(|(_, _, plans)| plans).sum();
+        // Only new statistics of the table (autovacuum's ANALYZE) make a
+        // prepared statement be planned again.
+        assert!(
+            plans <= 1,
+            "{CALLS} {what}s were planned {plans} times: {run:#?}"
+        );
+    };
+    measure("push", &mut || {
+        for n in 0..CALLS {
+            push(&queue, &n.to_string());
+        }
+    });
+    let mut tasks = Vec::new();
+    measure("pull", &mut || {
+        for _ in 0..CALLS {
+            tasks.push(queue.pull(&one).unwrap().unwrap());
+        }
+    });
+    measure("extend", &mut || {
+        for task in &tasks {
+            queue
+                .extend(task.receipt(), Duration::from_secs(60))
+                .unwrap();
+        }
+    });
+    let (failing, finishing) = tasks.split_at(CALLS / 2);
+    measure("finish or fail", &mut || {
+        for task in failing {
+            queue.fail(task.receipt(), "failed").unwrap();
+        }
+        for task in finishing {
+            queue.finish(task.receipt()).unwrap();
+        }
+    });
+    // Two pushed to warm up and CALLS more, one of them finished then and
+    // half of the CALLS pulled now.
+    assert_eq!(
+        queue.count(TaskState::Pending).unwrap(),
+        (BACKLOG + 2 + CALLS - 1 - CALLS / 2) as u64
+    );
+}
+
+#[test]
+fn claims_and_finishes_made_at_once_by_threads_share_statements() {
+    let Some(scratch) = scratch("coalesced") else {
+        return;
+    };
+    let Some(mut stats) = StatsDatabase::create(&scratch, "coalesced") else {
+        return;
+    };
+    const THREADS: usize = 8;
+    const TASKS: usize = 800;
+    let queue = Queue::open(&stats.url, &OpenOptions::new()).unwrap();
+    queue
+        .push_batch(&vec!["1"; TASKS], &PushOptions::new())
+        .unwrap();
+    let warm = queue.pull(&PullOptions::new()).unwrap().unwrap();
+    queue.finish(warm.receipt()).unwrap();
+    stats.reset();
+    let finished: Vec<i64> = thread::scope(|scope| {
+        let workers: Vec<_> = (0..THREADS)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut finished = Vec::new();
+                    while let Some(task) = queue.pull(&PullOptions::new()).unwrap() {
+                        queue.finish(task.receipt()).expect("each finish its own");
+                        finished.push(task.id());
+                    }
+                    finished
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|worker| worker.join().unwrap())
+            .collect()
+    });
+    let distinct: std::collections::HashSet<i64> = finished.iter().copied().collect();
+    assert_eq!(finished.len(), TASKS - 1, "every task finished");
+    assert_eq!(distinct.len(), finished.len(), "none finished twice");
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 0);
+    assert_eq!(queue.count(TaskState::Leased).unwrap(), 0);
+    let run = stats.statements_run();
+    let calls = |starting: &str| -> i64 {
+        run.iter()
+            .filter(|(query, _, _)| query.contains(starting))
+            .map(|(_, calls, _)| calls)
+            .sum()
+    };
+    let (claims, finishes) = (calls("ready AS"), calls("deleted AS"));
+    // Each thread's last pull came back empty.
+    let pulls = (TASKS - 1 + THREADS) as i64;
+    assert!(
+        claims > 0 && claims < pulls,
+        "{pulls} pulls from {THREADS} threads made {claims} claims: none shared one"
+    );
+    assert!(
+        finishes > 0 && finishes < (TASKS - 1) as i64,
+        "{} finishes from {THREADS} threads made {finishes} statements: none shared one",
+        TASKS - 1
+    );
+
+    // The same with finish_and_pull: each thread finishes a task and
+    // claims the next in one call.
+    queue
+        .push_batch(&vec!["2"; TASKS], &PushOptions::new())
+        .unwrap();
+    stats.reset();
+    let finished: Vec<i64> = thread::scope(|scope| {
+        let workers: Vec<_> = (0..THREADS)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut finished = Vec::new();
+                    let mut next = queue.pull(&PullOptions::new()).unwrap();
+                    while let Some(task) = next {
+                        next = queue
+                            .finish_and_pull(task.receipt(), &PullOptions::new())
+                            .expect("each finish its own");
+                        finished.push(task.id());
+                    }
+                    finished
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|worker| worker.join().unwrap())
+            .collect()
+    });
+    let distinct: std::collections::HashSet<i64> = finished.iter().copied().collect();
+    assert_eq!(finished.len(), TASKS, "every task finished");
+    assert_eq!(distinct.len(), finished.len(), "none finished twice");
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 0);
+    assert_eq!(queue.count(TaskState::Leased).unwrap(), 0);
+    let run = stats.statements_run();
+    let finishes = run
+        .iter()
+        .filter(|(query, _, _)| query.contains("deleted AS"))
+        .map(|(_, calls, _)| calls)
+        .sum::<i64>();
+    assert!(
+        finishes > 0 && finishes < TASKS as i64,
+        "{TASKS} finish_and_pulls from {THREADS} threads made {finishes} finish statements: \
+         none shared one"
+    );
+}

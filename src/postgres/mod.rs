@@ -9,12 +9,18 @@
 //! server's: the engine's clock is only used to say when its waits end.
 //!
 //! A lost connection is dropped from the pool. A read (count, list, ...)
-//! is then tried once more on a new connection; a write is reported: as
-//! [`ErrorKind::Io`] when it was lost before its commit was sent (nothing
-//! was committed), as [`ErrorKind::UnknownOutcome`] when it was lost while
-//! committing. That explicit transaction costs round trips: 3 for a
-//! claim, finish, push or recover (`BEGIN`, one statement, `COMMIT`), 5
-//! for a unique push or a fail; the distinction above is what they buy.
+//! is then tried once more on a new connection. A push, claim, finish,
+//! fail or extend is one statement run as a transaction of its own: one
+//! round trip, the server committing before it answers. A pooled
+//! connection found lost before the statement is sent is replaced (one
+//! idle for a while is asked first: see [`pool::Conn::lost`]); one lost
+//! while it runs leaves the outcome unknown
+//! ([`ErrorKind::UnknownOutcome`]). The writes of several statements (a
+//! unique push, finishes with claims, a recover, a retry of dead tasks,
+//! a purge) run in an explicit transaction, two round trips more (`BEGIN`,
+//! `COMMIT`): one lost before its commit was sent is reported as
+//! [`ErrorKind::Io`] (nothing was committed), one lost while committing
+//! as an unknown outcome.
 //!
 //! Each schema draws a random store id when it is created; receipts carry
 //! it and lease tokens are 64 random bits, so a receipt from another
@@ -23,6 +29,7 @@
 //! statements): connect directly or through a session-mode pooler, never a
 //! transaction-mode one. A URL without a password takes `PGPASSWORD`'s.
 
+mod coalesce;
 mod listener;
 mod pool;
 mod schema;
@@ -31,12 +38,15 @@ mod tasks;
 use std::sync::Arc;
 
 use postgres::error::SqlState;
+use postgres::Row;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{OpenOptions, DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA};
+use crate::task::{Receipt, Task};
 use crate::wait::Bell;
+use coalesce::Coalescer;
 use listener::{Listener, Waiters};
-use pool::{Conn, Connector, Pool, Tx};
+use pool::{Conn, Connector, Params, Pool, Tx};
 
 /// A handle on one named queue in one PostgreSQL schema.
 pub(crate) struct PostgresStore {
@@ -62,6 +72,15 @@ pub(crate) struct PostgresStore {
     /// while its connection is made again.
     wait: std::time::Duration,
     opened_by_pid: u32,
+    /// The claims (their size and lease) made at once by this handle's
+    /// threads, run as one statement.
+    claims: Coalescer<(usize, i64), Vec<Task>>,
+    /// The finishes made at once by this handle's threads, run as one
+    /// statement.
+    finishes: Coalescer<Vec<Receipt>, Vec<bool>>,
+    /// The finish-and-claims (a receipt and a lease each) made at once by
+    /// this handle's threads, run as one transaction.
+    finish_and_claims: Coalescer<(Receipt, i64), Option<Task>>,
 }
 
 impl Drop for PostgresStore {
@@ -111,6 +130,9 @@ impl PostgresStore {
             limited: std::sync::atomic::AtomicBool::new(false),
             wait: options.busy_timeout,
             opened_by_pid: std::process::id(),
+            claims: Coalescer::default(),
+            finishes: Coalescer::default(),
+            finish_and_claims: Coalescer::default(),
         })
     }
 
@@ -147,6 +169,27 @@ impl PostgresStore {
             let value = body(&mut tx)?;
             tx.commit()?;
             return Ok(value);
+        }
+    }
+
+    /// Runs `sql`, a write of one statement, as a transaction of its own
+    /// on a pooled connection: one round trip. A pooled connection seen
+    /// lost before the statement is sent (nothing was) is replaced.
+    fn write_one(&self, sql: &str, params: Params<'_>) -> Result<Vec<Row>> {
+        let mut stale = 0;
+        loop {
+            let mut conn = self.pool.get()?;
+            if !conn.lost() {
+                return conn.write_one(sql, params);
+            }
+            if stale == self.pool.size() {
+                return Err(Error::new(
+                    ErrorKind::Io,
+                    "the connections to the PostgreSQL server were lost before the call was \
+                     sent (nothing was committed; it may be tried again)",
+                ));
+            }
+            stale += 1;
         }
     }
 
@@ -317,7 +360,7 @@ mod tests {
             .query_one("SELECT pg_backend_pid()", &[])
             .unwrap()
             .get(0);
-        let mut conn = Conn::new(client);
+        let mut conn = Conn::new(client, connector.connect_timeout());
         let mut tx = conn.begin().unwrap();
         tx.query("SELECT 1", &[]).unwrap();
         connector

@@ -1,6 +1,9 @@
 //! Connections to the server: how one is made and set up ([`Connector`]),
 //! and the pool of each handle ([`Pool`]).
 //!
+//! Each connection prepares a statement once and keeps it, with one plan
+//! for any values (`plan_cache_mode`).
+//!
 //! The pool is a mutex over idle connections and a count of open ones,
 //! rather than a pool crate: every connection needs the same few session
 //! settings and a cache of prepared statements that lives and dies with
@@ -77,13 +80,27 @@ impl Connector {
         // The busy timeout bounds waits for locks held by other sessions. 0
         // means "no limit" to PostgreSQL, so "fail at once" becomes 1 ms.
         let lock_timeout = options.busy_timeout.as_millis().max(1);
+        // A prepared statement is planned once, for any values: left to
+        // choose, the server plans a claim again at every call once the
+        // table's statistics show a backlog, which costs more than running
+        // it. tq's statements are written so that the plan for any values
+        // looks rows up by index (see `tasks.rs`).
         Ok(Connector {
             config,
             setup: format!(
-                "SET synchronous_commit TO {synchronous_commit}; SET lock_timeout TO {lock_timeout}"
+                "SET synchronous_commit TO {synchronous_commit}; SET lock_timeout TO {lock_timeout}; \
+                 SET plan_cache_mode TO force_generic_plan"
             ),
             place,
         })
+    }
+
+    /// The longest a connection attempt may take.
+    pub(super) fn connect_timeout(&self) -> Duration {
+        self.config
+            .get_connect_timeout()
+            .copied()
+            .unwrap_or(CONNECT_TIMEOUT)
     }
 
     /// A new connection, set up.
@@ -155,10 +172,18 @@ fn check_tls(_config: &postgres::Config) -> Result<()> {
     Ok(())
 }
 
+/// How long a pooled connection may sit idle before it is asked whether it
+/// is alive (see [`Conn::lost`]).
+const CHECK_AFTER_IDLE: Duration = Duration::from_millis(50);
+
 /// A connection and the statements prepared on it.
 pub(super) struct Conn {
     pub(super) client: Client,
     statements: HashMap<String, Statement>,
+    /// When the connection last went back to the pool.
+    idle_since: Instant,
+    /// The longest wait for the answer to [`Conn::lost`]'s question.
+    check_timeout: Duration,
 }
 
 /// Parameters of a statement.
@@ -180,10 +205,12 @@ fn prepare(
 }
 
 impl Conn {
-    pub(super) fn new(client: Client) -> Conn {
+    pub(super) fn new(client: Client, check_timeout: Duration) -> Conn {
         Conn {
             client,
             statements: HashMap::new(),
+            idle_since: Instant::now(),
+            check_timeout,
         }
     }
 
@@ -193,9 +220,35 @@ impl Conn {
         Ok(self.client.query(&statement, params)?)
     }
 
+    /// Whether the connection turned out lost. One idle for
+    /// [`CHECK_AFTER_IDLE`] or longer is asked first, a round trip: the
+    /// server may have ended the session meanwhile (a restart, an
+    /// administrator), which only a read of the socket tells, and a write
+    /// sent on it would be left with an unknown outcome. A connection used
+    /// again sooner is not asked, as its caller is waiting on round trips.
+    pub(super) fn lost(&mut self) -> bool {
+        if self.client.is_closed() {
+            return true;
+        }
+        if self.idle_since.elapsed() < CHECK_AFTER_IDLE {
+            return false;
+        }
+        self.client.is_valid(self.check_timeout).is_err()
+    }
+
+    /// Runs `sql`, a write of one statement, as a transaction of its own:
+    /// one round trip, as the server commits before it answers. A
+    /// connection lost meanwhile leaves the outcome unknown.
+    pub(super) fn write_one(&mut self, sql: &str, params: Params<'_>) -> Result<Vec<Row>> {
+        let statement = prepare(&mut self.client, &mut self.statements, sql)?;
+        self.client.query(&statement, params).map_err(committing)
+    }
+
     /// Opens a transaction; fails only when the connection is lost.
     pub(super) fn begin(&mut self) -> std::result::Result<Tx<'_>, postgres::Error> {
-        let Conn { client, statements } = self;
+        let Conn {
+            client, statements, ..
+        } = self;
         Ok(Tx {
             tx: client.transaction()?,
             statements,
@@ -228,13 +281,18 @@ impl Tx<'_> {
     /// Commits. A connection lost now leaves the outcome unknown: the
     /// server may have committed before the answer was lost.
     pub(super) fn commit(self) -> Result<()> {
-        self.tx.commit().map_err(|err| {
-            if super::connection_lost(&err) {
-                super::unknown_outcome(&err)
-            } else {
-                err.into()
-            }
-        })
+        self.tx.commit().map_err(committing)
+    }
+}
+
+/// The error of a call that was committing: a lost connection leaves the
+/// outcome unknown, as the server may have committed before the answer
+/// was lost.
+fn committing(err: postgres::Error) -> Error {
+    if super::connection_lost(&err) {
+        super::unknown_outcome(&err)
+    } else {
+        err.into()
     }
 }
 
@@ -297,7 +355,7 @@ impl Pool {
                 return match self.connector.connect() {
                     Ok(client) => Ok(Pooled {
                         pool: self,
-                        conn: Some(Conn::new(client)),
+                        conn: Some(Conn::new(client, self.connector.connect_timeout())),
                     }),
                     Err(err) => {
                         self.lock().open -= 1;
@@ -359,7 +417,10 @@ impl std::ops::DerefMut for Pooled<'_> {
 
 impl Drop for Pooled<'_> {
     fn drop(&mut self) {
-        let Some(conn) = self.conn.take() else { return };
+        let Some(mut conn) = self.conn.take() else {
+            return;
+        };
+        conn.idle_since = Instant::now();
         let mut state = self.pool.lock();
         if conn.client.is_closed() {
             state.open -= 1;

@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 
 use postgres::Row;
 
-use super::pool::Tx;
+use super::pool::{Params, Tx};
 use super::{no_wal_file, PostgresStore};
 use crate::error::{Error, Result};
 use crate::options::RetryBackoff;
@@ -70,9 +70,11 @@ const NOTIFY: &str = "SELECT pg_notify($1, $2)::text";
 /// taken, except that an expired delivery that was its task's last attempt
 /// is buried as dead instead (those rows come back with a NULL token); the
 /// due tasks not taken become ready. A paused queue has no candidates;
-/// nor has a queue with a concurrency limit unless `$5` (the claim is
-/// already bounded by its slots: see [`LOCK_SLOTS`]), which then answers
-/// one row with a NULL id instead.
+/// nor has a queue with a concurrency or rate limit unless `$5` (the claim
+/// is already bounded by its slots: see [`LOCK_SLOTS`]), which then
+/// answers one row with a NULL id instead. Rows are changed by id, looked
+/// up in the primary key (`= ANY (ARRAY(...))`), so that the plan, made
+/// once for any values (see `pool.rs`), never scans the table.
 const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
     settings AS (
         SELECT coalesce(paused_until > (SELECT now FROM clock), false) AS paused,
@@ -81,17 +83,17 @@ const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
     open AS (
         SELECT NOT EXISTS (SELECT 1 FROM settings WHERE paused OR unbounded) AS open),
     ready AS (
-        SELECT id, priority, run_at, false AS expired, false AS last FROM @.tasks
+        SELECT id, priority, run_at, false AS last FROM @.tasks
         WHERE queue = $1 AND state = 0 AND (SELECT open FROM open)
         ORDER BY priority DESC, run_at, id LIMIT $2::int8 FOR UPDATE SKIP LOCKED),
     expired AS (
-        SELECT id, priority, run_at, true AS expired, attempts >= max_attempts AS last
+        SELECT id, priority, run_at, attempts >= max_attempts AS last
         FROM @.tasks
         WHERE queue = $1 AND state = 1 AND lease_expires_at <= (SELECT now FROM clock)
           AND (SELECT open FROM open)
         ORDER BY priority DESC, run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED),
     due AS (
-        SELECT id, priority, run_at, false AS expired, false AS last FROM @.tasks
+        SELECT id, priority, run_at, false AS last FROM @.tasks
         WHERE queue = $1 AND state = 4 AND run_at <= (SELECT now FROM clock)
           AND (SELECT open FROM open)
         ORDER BY run_at LIMIT greatest($2, 1000) FOR UPDATE SKIP LOCKED),
@@ -100,22 +102,22 @@ const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
                        UNION ALL SELECT * FROM due) c
         ORDER BY priority DESC, run_at, id LIMIT $2),
     promoted AS (
-        UPDATE @.tasks t SET state = 0 FROM due d
-        WHERE t.id = d.id AND d.id NOT IN (SELECT id FROM picked)),
+        UPDATE @.tasks t SET state = 0
+        WHERE t.id = ANY (ARRAY(SELECT id FROM due WHERE id NOT IN (SELECT id FROM picked)))),
     buried AS (
         UPDATE @.tasks t
         SET state = 3, finished_at = clock.now, lease_token = NULL, lease_expires_at = NULL,
             holder_id = NULL,
             last_error = 'the lease of delivery ' || t.attempts || ' expired before it finished'
-        FROM picked p, clock WHERE t.id = p.id AND p.last
+        FROM clock WHERE t.id = ANY (ARRAY(SELECT id FROM picked WHERE last))
         RETURNING t.id),
     taken AS (
         UPDATE @.tasks t
         SET state = 1, attempts = t.attempts + 1, lease_token = RANDOM_TOKEN,
             lease_expires_at = clock.now + $3::int8, holder_id = $4::int4,
-            last_error = CASE WHEN p.expired THEN 'the lease of the previous delivery expired'
+            last_error = CASE WHEN t.state = 1 THEN 'the lease of the previous delivery expired'
                               ELSE t.last_error END
-        FROM picked p, clock WHERE t.id = p.id AND NOT p.last
+        FROM clock WHERE t.id = ANY (ARRAY(SELECT id FROM picked WHERE NOT last))
         RETURNING t.id, t.lease_token, t.attempts, t.max_attempts, t.priority, t.run_at,
                   t.last_error, t.payload)
     SELECT id, lease_token, attempts, max_attempts, priority, run_at, last_error, payload
@@ -158,7 +160,7 @@ const FINISH: &str = "WITH clock AS (SELECT NOW_MS AS now),
     r AS (SELECT * FROM unnest($1::int8[], $2::int8[]) AS r(id, token)),
     deleted AS (
         DELETE FROM @.tasks t USING r
-        WHERE t.id = r.id AND t.state = 1 AND t.lease_token = r.token AND NOT $3::bool
+        WHERE t.id = ANY ($1) AND t.id = r.id AND t.state = 1 AND t.lease_token = r.token AND NOT $3::bool
           AND (t.unique_key IS NULL OR t.unique_for = 0)
         RETURNING t.id, r.token),
     kept AS (
@@ -169,7 +171,7 @@ const FINISH: &str = "WITH clock AS (SELECT NOW_MS AS now),
             unique_until = CASE WHEN t.unique_for > 0 AND t.unique_key IS NOT NULL
                                 THEN clock.now + t.unique_for END
         FROM r, clock
-        WHERE t.id = r.id AND t.state = 1 AND t.lease_token = r.token
+        WHERE t.id = ANY ($1) AND t.id = r.id AND t.state = 1 AND t.lease_token = r.token
           AND ($3 OR (t.unique_key IS NOT NULL AND t.unique_for > 0))
         RETURNING t.id, r.token),
     swept AS (
@@ -180,24 +182,34 @@ const FINISH: &str = "WITH clock AS (SELECT NOW_MS AS now),
             LIMIT 100 FOR UPDATE SKIP LOCKED))
     SELECT id, token FROM deleted UNION ALL SELECT id, token FROM kept";
 
-/// The delivery `($1, $2)` if current, locked, with a random number for
-/// the back-off's jitter and the server's time.
-const FAILING: &str = "SELECT attempts, max_attempts,
-        floor(random() * 9007199254740992)::int8, NOW_MS, queue
-    FROM @.tasks WHERE id = $1 AND state = 1 AND lease_token = $2 FOR UPDATE";
-
-const BURY: &str = "UPDATE @.tasks
-    SET state = 3, finished_at = $2, last_error = $3,
-        lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
-    WHERE id = $1";
-
-const RETRY_LATER: &str = "UPDATE @.tasks
-    SET state = $2::int2, run_at = $3, last_error = $4,
-        lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
-    WHERE id = $1";
+/// Ends the delivery `($1, $2)`, if current, as failed for reason `$3`:
+/// dead on its last attempt, else due again after the back-off that
+/// `RetryBackoff::pause` computes (from `$4` to `$5` ms, doubling with each
+/// attempt, less a random part of up to half), and then the channel `$6`
+/// is notified with the task's queue (the task may be another queue's of
+/// this schema). Returns whether it died and when it is due again.
+const FAIL: &str = "WITH clock AS (
+        SELECT NOW_MS AS now, floor(random() * 9007199254740992)::numeric AS draw),
+    current AS (
+        SELECT t.id, t.queue, t.attempts >= t.max_attempts AS dead,
+               least(clock.now + b.full - mod(clock.draw, floor(b.full / 2) + 1),
+                     9223372036854775807)::int8 AS retry_at
+        FROM @.tasks t, clock,
+             LATERAL (SELECT least($4::int8 * 2::numeric ^ least(greatest(t.attempts - 1, 0), 63),
+                                   $5::int8) AS full) b
+        WHERE t.id = $1 AND t.state = 1 AND t.lease_token = $2 FOR UPDATE OF t),
+    failed AS (
+        UPDATE @.tasks t
+        SET state = CASE WHEN c.dead THEN 3 WHEN c.retry_at <= clock.now THEN 0 ELSE 4 END,
+            run_at = CASE WHEN c.dead THEN t.run_at ELSE c.retry_at END,
+            finished_at = CASE WHEN c.dead THEN clock.now END,
+            last_error = $3, lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
+        FROM current c, clock WHERE t.id = c.id
+        RETURNING c.dead, c.retry_at, c.queue)
+    SELECT dead, retry_at, CASE WHEN NOT dead THEN pg_notify($6, queue)::text END FROM failed";
 
 const EXTEND: &str = "UPDATE @.tasks SET lease_expires_at = NOW_MS + $3::int8
-    WHERE id = $1 AND state = 1 AND lease_token = $2";
+    WHERE id = $1 AND state = 1 AND lease_token = $2 RETURNING id";
 
 /// A lease token: 64 random bits, as in SQLite, so that a receipt never
 /// matches a delivery it was not drawn for (two draws of 32 bits: one
@@ -330,6 +342,18 @@ fn visible_state(stored: i16) -> Result<TaskState> {
     }
 }
 
+/// Puts claimed tasks in claim order: RETURNING gives rows in the order
+/// they were changed.
+fn sort_claimed(tasks: &mut [Task]) {
+    tasks.sort_by_key(|task| {
+        (
+            std::cmp::Reverse(task.priority),
+            task.run_at_unix_ms,
+            task.id(),
+        )
+    });
+}
+
 /// A count read from the database as a `u32` (tq writes only those).
 fn count32(row: &Row, column: usize) -> Result<u32> {
     let value: i64 = row.try_get(column)?;
@@ -353,29 +377,103 @@ fn task_from_row(row: &Row) -> Result<Option<Task>> {
 }
 
 impl PostgresStore {
-    /// Claims up to `max` tasks in `tx` for this process's holder.
-    fn claim_in(&self, tx: &mut Tx<'_>, max: usize, lease: i64) -> Result<Vec<Task>> {
+    /// Claims up to `max` tasks for this process's holder, each round of
+    /// [`CLAIM`] run by `run` (in a `transaction` of the caller's, or each
+    /// statement in one of its own). A limited queue is claimed from in a
+    /// transaction: the caller's, or one of its own.
+    fn claim_with(
+        &self,
+        mut run: impl FnMut(&str, Params<'_>) -> Result<Vec<Row>>,
+        transaction: bool,
+        max: usize,
+        lease: i64,
+    ) -> Result<Vec<Task>> {
         let holder = self.listener.holder(self.wait)?;
         let sql = self.sql(CLAIM);
-        let mut max = max;
-        let mut bounded = false;
-        let mut rate_period = None;
+        let max = max.min(i64::MAX as usize) as i64;
         let mut tasks = Vec::new();
-        // Each round either fills the claim, buries some expired last
-        // attempts, which then leave the candidates, or finds the queue
-        // limited, once: it ends.
-        while tasks.len() < max {
-            let left = (max - tasks.len()).min(i64::MAX as usize) as i64;
-            let rows = tx.query(&sql, &[&self.queue, &left, &lease, &holder, &bounded])?;
+        // A round that claimed nothing but buried some expired last
+        // attempts goes again: they have left the candidates, so it ends.
+        // One that claimed a task ends the claim, so that each round may
+        // be a transaction of its own without tasks claimed and then lost
+        // to a later round's error.
+        while tasks.is_empty() {
+            let rows = run(&sql, &[&self.queue, &max, &lease, &holder, &false])?;
             let mut buried = 0;
             for row in &rows {
                 if row.try_get::<_, Option<i64>>(0)?.is_none() {
+                    // A limited queue: its slots are taken under a lock,
+                    // which lasts until the end of a transaction.
                     self.limited.store(true, Ordering::Relaxed);
-                    (max, rate_period) = self.slots_left(tx, max)?;
-                    bounded = true;
-                    buried += 1;
-                    continue;
+                    let max = max as usize;
+                    return if transaction {
+                        self.claim_limited(run, max, lease, holder)
+                    } else {
+                        self.write(|tx| {
+                            self.claim_limited(
+                                |sql, params| tx.query(sql, params),
+                                max,
+                                lease,
+                                holder,
+                            )
+                        })
+                    };
                 }
+                match task_from_row(row)? {
+                    Some(task) => tasks.push(task),
+                    None => buried += 1,
+                }
+            }
+            if buried == 0 {
+                break;
+            }
+        }
+        sort_claimed(&mut tasks);
+        Ok(tasks)
+    }
+
+    /// Claims up to `max` tasks of this limited queue, with `run` in a
+    /// transaction: locks its settings, counts its slots left (see
+    /// [`LOCK_SLOTS`]), claims no more, and marks the rate slots it used.
+    fn claim_limited(
+        &self,
+        mut run: impl FnMut(&str, Params<'_>) -> Result<Vec<Row>>,
+        max: usize,
+        lease: i64,
+        holder: i32,
+    ) -> Result<Vec<Task>> {
+        let settings = run(&self.sql(LOCK_SLOTS), &[&self.queue])?;
+        let (limit, rate_period): (Option<i64>, Option<i64>) = match settings.first() {
+            Some(row) => (row.try_get(0)?, row.try_get(1)?),
+            // The settings were removed meanwhile.
+            None => (None, None),
+        };
+        let mut room = max;
+        if let Some(limit) = limit {
+            let live: i64 = run(&self.sql(LIVE_LEASES), &[&self.queue])?
+                .first()
+                .map(|row| row.try_get(0))
+                .transpose()?
+                .unwrap_or(0);
+            room = room.min(limit.saturating_sub(live).max(0) as usize);
+        }
+        if let Some(period) = rate_period {
+            let most = room.min(i64::MAX as usize) as i64;
+            let free: i64 = run(&self.sql(FREE_RATE_SLOTS), &[&self.queue, &period, &most])?
+                .first()
+                .map(|row| row.try_get(0))
+                .transpose()?
+                .unwrap_or(0);
+            room = room.min(free.max(0) as usize);
+        }
+        let sql = self.sql(CLAIM);
+        let room = room.min(i64::MAX as usize) as i64;
+        let mut tasks = Vec::new();
+        // As in `claim_with`, bounded by the slots: no marker comes back.
+        while room > 0 && tasks.is_empty() {
+            let rows = run(&sql, &[&self.queue, &room, &lease, &holder, &true])?;
+            let mut buried = 0;
+            for row in &rows {
                 match task_from_row(row)? {
                     Some(task) => tasks.push(task),
                     None => buried += 1,
@@ -387,55 +485,32 @@ impl PostgresStore {
         }
         if let (Some(period), false) = (rate_period, tasks.is_empty()) {
             let used = tasks.len() as i64;
-            tx.execute(&self.sql(USE_RATE_SLOTS), &[&self.queue, &period, &used])?;
+            run(&self.sql(USE_RATE_SLOTS), &[&self.queue, &period, &used])?;
         }
-        // RETURNING gives rows in the order they were changed.
-        tasks.sort_by_key(|task| {
-            (
-                std::cmp::Reverse(task.priority),
-                task.run_at_unix_ms,
-                task.id(),
-            )
-        });
+        sort_claimed(&mut tasks);
         Ok(tasks)
     }
 
-    /// Locks the settings of this limited queue until `tx` ends and counts
-    /// how many of `max` tasks it may lease now (see [`LOCK_SLOTS`]), with
-    /// its rate limit's window if it has one.
-    fn slots_left(&self, tx: &mut Tx<'_>, max: usize) -> Result<(usize, Option<i64>)> {
-        let settings = tx.query_opt(&self.sql(LOCK_SLOTS), &[&self.queue])?;
-        let (limit, rate_period): (Option<i64>, Option<i64>) = match settings {
-            Some(row) => (row.try_get(0)?, row.try_get(1)?),
-            // The settings were removed meanwhile.
-            None => (None, None),
-        };
-        let mut room = max;
-        if let Some(limit) = limit {
-            let live: i64 = tx
-                .query_opt(&self.sql(LIVE_LEASES), &[&self.queue])?
-                .map(|row| row.try_get(0))
-                .transpose()?
-                .unwrap_or(0);
-            room = room.min(limit.saturating_sub(live).max(0) as usize);
+    /// Wakes the waiters of this limited queue in every process, a slot of
+    /// its limit having just been freed: one round trip, made only by a
+    /// handle that saw its queue limited.
+    fn slots_freed(&self) -> Result<()> {
+        if self.limited.load(Ordering::Relaxed) {
+            self.write_one(NOTIFY, &[&self.channel, &self.queue])?;
         }
-        if let Some(period) = rate_period {
-            let most = room.min(i64::MAX as usize) as i64;
-            let free: i64 = tx
-                .query_opt(&self.sql(FREE_RATE_SLOTS), &[&self.queue, &period, &most])?
-                .map(|row| row.try_get(0))
-                .transpose()?
-                .unwrap_or(0);
-            room = room.min(free.max(0) as usize);
-        }
-        Ok((room, rate_period))
+        Ok(())
     }
 
-    /// Completes the current deliveries among `receipts` in `tx`.
-    fn finish_in(&self, tx: &mut Tx<'_>, receipts: &[Receipt]) -> Result<Vec<bool>> {
+    /// Completes the current deliveries among `receipts`, [`FINISH`] run
+    /// by `run`.
+    fn finish_with(
+        &self,
+        run: impl FnOnce(&str, Params<'_>) -> Result<Vec<Row>>,
+        receipts: &[Receipt],
+    ) -> Result<Vec<bool>> {
         let ids: Vec<i64> = receipts.iter().map(|receipt| receipt.id).collect();
         let tokens: Vec<i64> = receipts.iter().map(|receipt| receipt.token).collect();
-        let rows = tx.query(
+        let rows = run(
             &self.sql(FINISH),
             &[&ids, &tokens, &self.keep_history, &self.queue],
         )?;
@@ -459,6 +534,96 @@ impl PostgresStore {
             tx.execute(&self.sql("DELETE FROM @.tasks WHERE id = $1"), &[&id])?;
         }
         Ok(())
+    }
+
+    /// Runs claims made at once (their size and lease), one statement for
+    /// those of each lease, each run by `run` (in a `transaction` or not:
+    /// see `claim_with`); each claim gets the best tasks left by the claims
+    /// before it.
+    fn claim_together(
+        &self,
+        mut run: impl FnMut(&str, Params<'_>) -> Result<Vec<Row>>,
+        transaction: bool,
+        claims: &[(usize, i64)],
+    ) -> Vec<Result<Vec<Task>>> {
+        let mut results: Vec<Option<Result<Vec<Task>>>> = claims.iter().map(|_| None).collect();
+        for (first, &(_, lease)) in claims.iter().enumerate() {
+            if results[first].is_some() {
+                continue;
+            }
+            let same_lease: Vec<usize> = (first..claims.len())
+                .filter(|&i| claims[i].1 == lease)
+                .collect();
+            let total = same_lease.iter().map(|&i| claims[i].0).sum();
+            match self.claim_with(&mut run, transaction, total, lease) {
+                Ok(tasks) => {
+                    let mut tasks = tasks.into_iter();
+                    for &i in &same_lease {
+                        results[i] = Some(Ok(tasks.by_ref().take(claims[i].0).collect()));
+                    }
+                }
+                Err(err) => {
+                    for &i in &same_lease {
+                        results[i] = Some(Err(err.clone()));
+                    }
+                }
+            }
+        }
+        results
+            .into_iter()
+            .map(|result| result.expect("every claim has a lease"))
+            .collect()
+    }
+
+    /// Runs finish-and-claims made at once (a receipt and a lease each) in
+    /// one transaction: one statement finishes them all, then one claims
+    /// a task for each whose delivery was current (per lease).
+    fn finish_and_claim_together(&self, calls: &[(Receipt, i64)]) -> Vec<Result<Option<Task>>> {
+        let receipts: Vec<Receipt> = calls.iter().map(|&(receipt, _)| receipt).collect();
+        let outcome = self.write(|tx| {
+            let done = self.finish_with(|sql, params| tx.query(sql, params), &receipts)?;
+            let claims: Vec<(usize, i64)> = calls
+                .iter()
+                .zip(&done)
+                .map(|(&(_, lease), &done)| (usize::from(done), lease))
+                .collect();
+            let claimed = self
+                .claim_together(|sql, params| tx.query(sql, params), true, &claims)
+                .into_iter()
+                .map(|tasks| tasks.map(|mut tasks| tasks.pop()))
+                .collect::<Result<Vec<Option<Task>>>>()?;
+            Ok((done, claimed))
+        });
+        match outcome {
+            Ok((done, claimed)) => calls
+                .iter()
+                .zip(done.into_iter().zip(claimed))
+                .map(|(&(receipt, _), (done, task))| {
+                    if done {
+                        Ok(task)
+                    } else {
+                        Err(not_held(receipt.id))
+                    }
+                })
+                .collect(),
+            Err(err) => calls.iter().map(|_| Err(err.clone())).collect(),
+        }
+    }
+
+    /// Runs finishes made at once as one statement; each gets the answers
+    /// for its own receipts.
+    fn finish_together(&self, finishes: &[Vec<Receipt>]) -> Vec<Result<Vec<bool>>> {
+        let receipts = finishes.concat();
+        match self.finish_with(|sql, params| self.write_one(sql, params), &receipts) {
+            Ok(done) => {
+                let mut done = done.into_iter();
+                finishes
+                    .iter()
+                    .map(|receipts| Ok(done.by_ref().take(receipts.len()).collect()))
+                    .collect()
+            }
+            Err(err) => finishes.iter().map(|_| Err(err.clone())).collect(),
+        }
     }
 
     /// Wakes the waiters of `queue`, in every process, once `tx` commits.
@@ -552,51 +717,44 @@ impl Store for PostgresStore {
             .iter()
             .map(|task| i64::from(task.max_attempts))
             .collect();
-        let sql = self.sql(PUSH);
-        self.write(|tx| {
-            let rows = tx.query(
-                &sql,
-                &[
-                    &self.queue,
-                    &payloads,
-                    &delays,
-                    &times,
-                    &priorities,
-                    &attempts,
-                    &self.channel,
-                ],
-            )?;
-            let mut ids = rows
-                .iter()
-                .map(|row| row.try_get::<_, i64>(0))
-                .collect::<std::result::Result<Vec<i64>, _>>()?;
-            // Ids are drawn in insertion order, which is the tasks' order.
-            ids.sort_unstable();
-            Ok(ids.into_iter().map(Pushed::Stored).collect())
-        })
+        let rows = self.write_one(
+            &self.sql(PUSH),
+            &[
+                &self.queue,
+                &payloads,
+                &delays,
+                &times,
+                &priorities,
+                &attempts,
+                &self.channel,
+            ],
+        )?;
+        let mut ids = rows
+            .iter()
+            .map(|row| row.try_get::<_, i64>(0))
+            .collect::<std::result::Result<Vec<i64>, _>>()?;
+        // Ids are drawn in insertion order, which is the tasks' order.
+        ids.sort_unstable();
+        Ok(ids.into_iter().map(Pushed::Stored).collect())
     }
 
     fn claim(&self, max: usize, _now: i64, lease: i64) -> Result<Vec<Task>> {
-        self.write(|tx| self.claim_in(tx, max, lease))
-    }
-
-    fn finish(&self, receipts: &[Receipt], _now: i64) -> Result<Vec<bool>> {
-        self.write(|tx| {
-            let held = self.finish_in(tx, receipts)?;
-            if self.limited.load(Ordering::Relaxed) {
-                // Slots of the limit are free.
-                self.notify(tx, &self.queue)?;
-            }
-            Ok(held)
+        self.claims.submit((max, lease), |claims| {
+            self.claim_together(|sql, params| self.write_one(sql, params), false, &claims)
         })
     }
 
+    fn finish(&self, receipts: &[Receipt], _now: i64) -> Result<Vec<bool>> {
+        let held = self.finishes.submit(receipts.to_vec(), |finishes| {
+            self.finish_together(&finishes)
+        })?;
+        self.slots_freed()?;
+        Ok(held)
+    }
+
     fn finish_and_claim(&self, receipt: Receipt, _now: i64, lease: i64) -> Result<Option<Task>> {
-        self.write(|tx| {
-            if !self.finish_in(tx, &[receipt])?[0] {
-                return Err(not_held(receipt.id));
-            }
-            Ok(self.claim_in(tx, 1, lease)?.pop())
+        self.finish_and_claims.submit((receipt, lease), |calls| {
+            self.finish_and_claim_together(&calls)
         })
     }
 
@@ -608,42 +766,35 @@ impl Store for PostgresStore {
         backoff: &RetryBackoff,
     ) -> Result<Failed> {
         let reason = (!reason.is_empty()).then_some(reason);
-        self.write(|tx| {
-            let row = tx
-                .query_opt(&self.sql(FAILING), &[&receipt.id, &receipt.token])?
-                .ok_or_else(|| not_held(receipt.id))?;
-            let attempts = count32(&row, 0)?;
-            let max_attempts = count32(&row, 1)?;
-            let random: i64 = row.try_get(2)?;
-            let now: i64 = row.try_get(3)?;
-            if attempts >= max_attempts {
-                tx.execute(&self.sql(BURY), &[&receipt.id, &now, &reason])?;
-                if self.limited.load(Ordering::Relaxed) {
-                    self.notify(tx, &self.queue)?;
-                }
-                return Ok(Failed::Dead);
-            }
-            let pause = backoff.pause(attempts, random as u64);
-            let retry_at = now.saturating_add(pause.as_millis() as i64);
-            let state: i16 = if retry_at <= now { 0 } else { 4 };
-            tx.execute(
-                &self.sql(RETRY_LATER),
-                &[&receipt.id, &state, &retry_at, &reason],
-            )?;
-            // The task may be another queue's of this schema.
-            let queue: String = row.try_get(4)?;
-            self.notify(tx, &queue)?;
-            Ok(Failed::RetryAt(retry_at))
-        })
+        let (min, max) = (
+            backoff.min.as_millis().min(i64::MAX as u128) as i64,
+            backoff.max.as_millis().min(i64::MAX as u128) as i64,
+        );
+        let rows = self.write_one(
+            &self.sql(FAIL),
+            &[
+                &receipt.id,
+                &receipt.token,
+                &reason,
+                &min,
+                &max,
+                &self.channel,
+            ],
+        )?;
+        let row = rows.first().ok_or_else(|| not_held(receipt.id))?;
+        if row.try_get(0)? {
+            self.slots_freed()?;
+            return Ok(Failed::Dead);
+        }
+        Ok(Failed::RetryAt(row.try_get(1)?))
     }
 
     fn extend(&self, receipt: Receipt, _now: i64, lease: i64) -> Result<()> {
-        self.write(|tx| {
-            if tx.execute(&self.sql(EXTEND), &[&receipt.id, &receipt.token, &lease])? == 0 {
-                return Err(not_held(receipt.id));
-            }
-            Ok(())
-        })
+        let extended = self.write_one(&self.sql(EXTEND), &[&receipt.id, &receipt.token, &lease])?;
+        if extended.is_empty() {
+            return Err(not_held(receipt.id));
+        }
+        Ok(())
     }
 
     fn recover(&self, _now: i64) -> Result<u64> {

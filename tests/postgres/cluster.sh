@@ -12,6 +12,8 @@
 # PostgreSQL refuses to run as root: as root, the server runs as the user
 # `postgres` (Debian's package creates it), else as the user `tqpg`, made
 # here when missing. PG_BIN overrides where initdb and pg_ctl are found.
+# pg_stat_statements is loaded, planning counted, so that tests can see
+# how often tq's statements are planned and run.
 set -euo pipefail
 
 usage="usage: cluster.sh start|restart|stop DIR"
@@ -60,7 +62,8 @@ start)
     # A free port: ask the kernel for one, then hand it to the server.
     port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     as_server "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-        -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=on -c max_connections=300" \
+        -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=on -c max_connections=300 \
+        -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track_planning=on" \
         start >/dev/null || {
         cat "$dir/server.log" >&2
         exit 1
