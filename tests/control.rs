@@ -5,9 +5,9 @@
 mod common;
 
 use std::thread;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use common::{lease, push, Scratch};
+use common::{lease, now_ms, pull, push, waiting, Scratch};
 use tq::{
     Cancelled, Durability, ErrorKind, OpenOptions, Pause, PullOptions, PushOptions, Pushed, Queue,
     RateLimit, TaskState,
@@ -30,23 +30,6 @@ fn one_attempt(scratch: &Scratch, name: &str, history: bool) -> Queue {
         .queue(name)
         .unwrap();
     scratch.open_with(&options)
-}
-
-fn pull(queue: &Queue) -> Option<tq::Task> {
-    queue.pull(&PullOptions::new()).unwrap()
-}
-
-fn waiting(ms: u64) -> PullOptions {
-    let mut options = PullOptions::new();
-    options.wait(Duration::from_millis(ms)).unwrap();
-    options
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
 }
 
 fn kind<T: std::fmt::Debug>(result: tq::Result<T>) -> ErrorKind {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{lease, push, Scratch};
+use common::{lease, now_ms, pull, push, waiting, Scratch};
 use tq::rusqlite::{self, Connection};
 use tq::{
     CancelToken, Durability, ErrorKind, Failed, OpenOptions, PullOptions, PushOptions, Pushed,
@@ -32,16 +32,6 @@ fn retry_at_once(scratch: &Scratch, max_attempts: u32) -> Queue {
         .max_attempts(max_attempts)
         .unwrap();
     scratch.open_with(&options)
-}
-
-fn pull(queue: &Queue) -> Option<tq::Task> {
-    queue.pull(&PullOptions::new()).unwrap()
-}
-
-fn waiting(ms: u64) -> PullOptions {
-    let mut options = PullOptions::new();
-    options.wait(Duration::from_millis(ms)).unwrap();
-    options
 }
 
 fn a_failed_task_comes_back_with_its_reason_until_its_attempts_run_out(scratch: Scratch) {
@@ -106,13 +96,6 @@ fn a_failure_waits_for_the_back_off_and_a_push_can_set_its_own_attempts(scratch:
     );
     assert!(pull(&queue).is_none(), "not before its back-off");
     assert_eq!(queue.count(TaskState::Pending).unwrap(), 1);
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
 }
 
 fn dead_tasks_can_be_retried_one_or_all_and_purged(scratch: Scratch) {

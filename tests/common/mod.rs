@@ -149,6 +149,26 @@ pub fn push(queue: &Queue, payload: &str) -> i64 {
     queue.push(payload, &PushOptions::new()).expect("push").id()
 }
 
+/// A pull that does not wait: the task, or `None` when none is ready.
+pub fn pull(queue: &Queue) -> Option<tq::Task> {
+    queue.pull(&PullOptions::new()).expect("pull")
+}
+
+/// Pull options that wait up to `ms` milliseconds.
+pub fn waiting(ms: u64) -> PullOptions {
+    let mut options = PullOptions::new();
+    options.wait(Duration::from_millis(ms)).expect("valid wait");
+    options
+}
+
+/// Milliseconds since the Unix epoch, the clock tq stores.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970")
+        .as_millis() as i64
+}
+
 pub fn lease(ms: u64) -> PullOptions {
     let mut options = PullOptions::new();
     options
