@@ -29,6 +29,7 @@ compile_error!("tq runs on Linux only: it relies on futexes and /proc");
 mod error;
 pub mod ffi;
 mod global_lock;
+mod group;
 mod holder;
 mod location;
 mod options;

@@ -18,7 +18,7 @@ use crate::task::{
 };
 
 /// A task to store, checked by the engine. It owns its payload: the write
-/// may be committed by another thread (see `sqlite/group.rs`).
+/// may be committed by another thread (see `group.rs`).
 #[derive(Debug, Clone)]
 pub(crate) struct NewTask {
     pub(crate) payload: String,

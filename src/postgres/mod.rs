@@ -29,7 +29,6 @@
 //! statements): connect directly or through a session-mode pooler, never a
 //! transaction-mode one. A URL without a password takes `PGPASSWORD`'s.
 
-mod coalesce;
 mod listener;
 mod pool;
 mod schema;
@@ -41,10 +40,10 @@ use postgres::error::SqlState;
 use postgres::Row;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::group::Group;
 use crate::options::{OpenOptions, DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA};
 use crate::task::{Receipt, Task};
 use crate::wait::Bell;
-use coalesce::Coalescer;
 use listener::{Listener, Waiters};
 use pool::{Conn, Connector, Params, Pool, Tx};
 
@@ -74,13 +73,13 @@ pub(crate) struct PostgresStore {
     opened_by_pid: u32,
     /// The claims (their size and lease) made at once by this handle's
     /// threads, run as one statement.
-    claims: Coalescer<(usize, i64), Vec<Task>>,
+    claims: Group<(usize, i64), Vec<Task>>,
     /// The finishes made at once by this handle's threads, run as one
     /// statement.
-    finishes: Coalescer<Vec<Receipt>, Vec<bool>>,
+    finishes: Group<Vec<Receipt>, Vec<bool>>,
     /// The finish-and-claims (a receipt and a lease each) made at once by
     /// this handle's threads, run as one transaction.
-    finish_and_claims: Coalescer<(Receipt, i64), Option<Task>>,
+    finish_and_claims: Group<(Receipt, i64), Option<Task>>,
 }
 
 impl Drop for PostgresStore {
@@ -130,9 +129,9 @@ impl PostgresStore {
             limited: std::sync::atomic::AtomicBool::new(false),
             wait: options.busy_timeout,
             opened_by_pid: std::process::id(),
-            claims: Coalescer::default(),
-            finishes: Coalescer::default(),
-            finish_and_claims: Coalescer::default(),
+            claims: Group::default(),
+            finishes: Group::default(),
+            finish_and_claims: Group::default(),
         })
     }
 

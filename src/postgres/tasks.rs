@@ -739,23 +739,26 @@ impl Store for PostgresStore {
     }
 
     fn claim(&self, max: usize, _now: i64, lease: i64) -> Result<Vec<Task>> {
-        self.claims.submit((max, lease), |claims| {
+        self.claims.submit_committed((max, lease), |claims| {
             self.claim_together(|sql, params| self.write_one(sql, params), false, &claims)
         })
     }
 
     fn finish(&self, receipts: &[Receipt], _now: i64) -> Result<Vec<bool>> {
-        let held = self.finishes.submit(receipts.to_vec(), |finishes| {
-            self.finish_together(&finishes)
-        })?;
+        let held = self
+            .finishes
+            .submit_committed(receipts.to_vec(), |finishes| {
+                self.finish_together(&finishes)
+            })?;
         self.slots_freed()?;
         Ok(held)
     }
 
     fn finish_and_claim(&self, receipt: Receipt, _now: i64, lease: i64) -> Result<Option<Task>> {
-        self.finish_and_claims.submit((receipt, lease), |calls| {
-            self.finish_and_claim_together(&calls)
-        })
+        self.finish_and_claims
+            .submit_committed((receipt, lease), |calls| {
+                self.finish_and_claim_together(&calls)
+            })
     }
 
     fn fail(

@@ -3,7 +3,7 @@
 //!
 //! Every handle on one file (with the same durability and busy timeout) in
 //! a process shares one [`SharedFile`]: a connection for writes, one for
-//! reads, and a [`group::Group`] that commits the writes of threads that
+//! reads, and a [`crate::group::Group`] that commits the writes of threads that
 //! arrive together in one transaction. Threads are thus ordered by the
 //! library, not by SQLite's busy loop, and reads never wait for a write of
 //! their own process. Processes sharing a file take fair turns at SQLite's
@@ -14,7 +14,6 @@
 //! write durable runs after the write lock is released (see `flush.rs`).
 
 mod flush;
-mod group;
 mod inherited;
 pub(crate) mod schema;
 pub(crate) mod tasks;
@@ -33,6 +32,7 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::group::Group;
 use crate::holder::ProcessId;
 use crate::options::{Durability, OpenOptions};
 use crate::registry::Registry;
@@ -103,7 +103,7 @@ pub(crate) struct SharedFile {
     writer: Arc<inherited::Slot>,
     /// The connection for reads, which never write.
     reader: Arc<inherited::Slot>,
-    group: group::Group<Op, Output>,
+    group: Group<Op, Output>,
     /// At `full`, makes each write durable before it returns; `None` at
     /// `normal`, and at `full` when SQLite flushes in each commit instead
     /// (see `flush::Flusher::new`).
@@ -178,7 +178,7 @@ impl SqliteStore {
                 let made = Arc::new(SharedFile {
                     writer: inherited::register(writer)?,
                     reader: inherited::register(reader)?,
-                    group: group::Group::default(),
+                    group: Group::default(),
                     flusher,
                     turns: turns.map(Arc::new),
                     watcher: wake::Watcher::default(),

@@ -1,5 +1,7 @@
-//! Group commit: writes that arrive together share one transaction, and so
-//! one flush of the disk.
+//! Group commit: writes that arrive together share one transaction (on
+//! SQLite, and so one flush of the disk), or one statement (on PostgreSQL:
+//! the claims or finishes of a handle's threads), and each caller still
+//! gets its own result.
 //!
 //! A thread with a write queues it. If no thread is leading, it leads: it
 //! takes every queued write, runs them all in one transaction, gives up the
@@ -21,7 +23,7 @@ use std::thread;
 
 use crate::error::{Error, ErrorKind, Result};
 
-pub(super) struct Group<Op, Out> {
+pub(crate) struct Group<Op, Out> {
     state: Mutex<State<Op, Out>>,
     /// Threads in [`Group::submit`], whether queued, leading, or woken and
     /// not yet returned.
@@ -108,7 +110,7 @@ impl<Op, Out> Group<Op, Out> {
     /// order, with what the group needs to settle; then, once the next
     /// group may start, `settle` with that. When settling fails, every
     /// operation of the group that succeeded gets its error instead.
-    pub(super) fn submit<C>(
+    pub(crate) fn submit<C>(
         &self,
         op: Op,
         run: impl FnOnce(Vec<Op>) -> (Vec<Result<Out>>, C),
@@ -210,6 +212,16 @@ impl<Op, Out> Group<Op, Out> {
             }
         }
         own.expect("the leader's own write is in its group")
+    }
+
+    /// [`Group::submit`] for a group that has nothing to settle once it is
+    /// committed: `run` commits it, and each call gets its result then.
+    pub(crate) fn submit_committed(
+        &self,
+        op: Op,
+        run: impl FnOnce(Vec<Op>) -> Vec<Result<Out>>,
+    ) -> Result<Out> {
+        self.submit(op, |ops| (run(ops), ()), |()| Ok(()))
     }
 
     /// Ends this thread's lead, waking the thread of the first write
