@@ -19,9 +19,10 @@
 //! | 6 many openers | openers.rs |
 //! | 7 WAL size under readers, shrink-back, explicit checkpoint | wal.rs |
 //! | 8 PostgreSQL only: server restarts, sessions ended, connections cut and stalled by a proxy | network.rs, proxy.rs |
+//! | 9 a queue under a concurrency limit, workers killed | limited.rs |
 //! | the checker's own tests | negative.rs |
 //!
-//! Scenarios 2 and 4 also run on PostgreSQL (`..._on_postgres`, with
+//! Scenarios 2, 4 and 9 also run on PostgreSQL (`..._on_postgres`, with
 //! `TQ_TEST_POSTGRES_URL` set; `make test-postgres` runs them), each in a
 //! schema of its own, the workers being separate clients of the server.
 //!
@@ -41,6 +42,7 @@ mod roles;
 mod vfs;
 
 mod exclusive;
+mod limited;
 mod negative;
 mod network;
 mod openers;
