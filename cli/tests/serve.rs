@@ -1,0 +1,364 @@
+//! `tq serve` over HTTP: the built command on a seeded file, its JSON API,
+//! the checks on actions and tokens, and `/metrics` as Prometheus reads it.
+
+mod serving;
+
+use serde_json::Value;
+use serving::{Seeded, Served, DEAD_REASON};
+use tq::TaskState;
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::new_with_config(
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .build(),
+    )
+}
+
+/// GETs `path`: its status and body.
+fn get(served: &Served, path: &str) -> (u16, String) {
+    let mut response = agent().get(served.url(path)).call().unwrap();
+    let status = response.status().as_u16();
+    (status, response.body_mut().read_to_string().unwrap())
+}
+
+fn get_json(served: &Served, path: &str) -> Value {
+    let (status, body) = get(served, path);
+    assert_eq!(status, 200, "GET {path}: {body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+/// The CSRF token of the action forms on the page at `path`.
+fn csrf(served: &Served, path: &str) -> String {
+    let (_, page) = get(served, path);
+    let marker = "name=\"csrf\" value=\"";
+    let start = page.find(marker).unwrap_or_else(|| panic!("no action form on {path}")) + marker.len();
+    page[start..].split('"').next().unwrap().to_owned()
+}
+
+/// POSTs a form to `path` as a page of the dashboard itself does.
+fn post(served: &Served, path: &str, fields: &[(&str, &str)]) -> (u16, String) {
+    post_from(served, path, fields, Some(&served.base), Some("same-origin"))
+}
+
+fn post_from(
+    served: &Served,
+    path: &str,
+    fields: &[(&str, &str)],
+    origin: Option<&str>,
+    fetch_site: Option<&str>,
+) -> (u16, String) {
+    let mut request = agent().post(served.url(path));
+    if let Some(origin) = origin {
+        request = request.header("Origin", origin);
+    }
+    if let Some(site) = fetch_site {
+        request = request.header("Sec-Fetch-Site", site);
+    }
+    let mut response = request.send_form(fields.iter().copied()).unwrap();
+    let status = response.status().as_u16();
+    (status, response.body_mut().read_to_string().unwrap())
+}
+
+fn queue_json<'a>(queues: &'a Value, name: &str) -> &'a Value {
+    queues["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|queue| queue["queue"] == name)
+        .unwrap_or_else(|| panic!("no queue {name} in {queues}"))
+}
+
+#[test]
+fn api_queues_counts_every_queue_by_state() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &[]);
+    let queues = get_json(&served, "/api/queues");
+    assert_eq!(queues["read_only"], true);
+    assert_eq!(queues["last_id"], 6);
+    let emails = queue_json(&queues, "emails");
+    assert_eq!((emails["pending"].as_u64(), emails["dead"].as_u64()), (Some(3), Some(1)));
+    assert!(emails["oldest_ready_age_ms"].is_u64());
+    assert_eq!(emails["paused"], false);
+    let default = queue_json(&queues, "default");
+    assert_eq!((default["pending"].as_u64(), default["dead"].as_u64()), (Some(2), Some(0)));
+    assert!(queues["history"]["points"].is_array());
+}
+
+#[test]
+fn api_tasks_pages_through_a_state_and_refuses_bad_arguments() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &[]);
+    let ids = |page: &Value| -> Vec<i64> {
+        page["tasks"].as_array().unwrap().iter().map(|task| task["id"].as_i64().unwrap()).collect()
+    };
+    let first = get_json(&served, "/api/queues/emails/tasks?state=pending&limit=2");
+    assert_eq!(ids(&first), [2, 3]);
+    assert_eq!(first["next_after"], 3);
+    assert_eq!(first["tasks"][0]["payload"]["to"], "user2@example.com");
+    let second = get_json(&served, "/api/queues/emails/tasks?state=pending&limit=2&after=3");
+    assert_eq!(ids(&second), [4]);
+    assert_eq!(second["next_after"], Value::Null);
+    let dead = get_json(&served, "/api/queues/emails/tasks?state=dead");
+    assert_eq!(ids(&dead), [1]);
+    for bad in [
+        "/api/queues/emails/tasks?state=asleep",
+        "/api/queues/emails/tasks?limit=0",
+        "/api/queues/emails/tasks?limit=1001",
+        "/api/queues/emails/tasks?after=-1",
+        "/api/queues/emails/tasks?order=sideways",
+    ] {
+        let (status, body) = get(&served, bad);
+        assert_eq!(status, 400, "GET {bad}: {body}");
+    }
+}
+
+#[test]
+fn api_task_shows_one_task_whole_in_any_queue() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &[]);
+    let task = get_json(&served, "/api/tasks/1");
+    assert_eq!(task["queue"], "emails");
+    assert_eq!(task["state"], "dead");
+    assert_eq!(task["last_error"], DEAD_REASON);
+    assert_eq!(task["payload"]["template"], "welcome");
+    assert_eq!(get_json(&served, "/api/tasks/5?queue=default")["payload"]["n"], 1);
+    assert_eq!(get(&served, "/api/tasks/1?queue=default").0, 404);
+    assert_eq!(get(&served, "/api/tasks/99").0, 404);
+    assert_eq!(get(&served, "/api/tasks/abc").0, 400);
+}
+
+#[test]
+fn without_allow_actions_the_pages_are_read_only_and_posts_are_refused() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &[]);
+    let (status, page) = get(&served, "/tasks/1?queue=emails");
+    assert_eq!(status, 200);
+    assert!(page.contains("read-only"), "{page}");
+    assert!(!page.contains("<form"), "an action form on a read-only page: {page}");
+    for (path, fields) in [
+        ("/queues/emails/actions/retry", vec![("id", "1")]),
+        ("/queues/emails/actions/purge-dead", vec![]),
+        ("/queues/emails/actions/pause", vec![]),
+    ] {
+        let (status, body) = post(&served, path, &fields);
+        assert_eq!(status, 403, "POST {path}: {body}");
+    }
+    let emails = seeded.queue("emails");
+    assert_eq!(emails.count(TaskState::Dead).unwrap(), 1);
+    assert_eq!(emails.paused().unwrap(), None);
+}
+
+#[test]
+fn actions_retry_cancel_pause_resume_and_purge_with_allow_actions() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &["--allow-actions"]);
+    let emails = seeded.queue("emails");
+    let token = csrf(&served, "/tasks/1?queue=emails");
+    let form = |extra: &[(&'static str, &'static str)]| {
+        let mut fields = vec![("csrf", token.as_str()), ("next", "/tasks/1?queue=emails")];
+        fields.extend_from_slice(extra);
+        fields
+    };
+
+    let (status, _) = post(&served, "/queues/emails/actions/retry", &form(&[("id", "1")]));
+    assert_eq!(status, 303);
+    assert_eq!(get_json(&served, "/api/tasks/1")["state"], "pending");
+    // Retrying it again is a clear error that changes nothing.
+    assert_eq!(post(&served, "/queues/emails/actions/retry", &form(&[("id", "1")])).0, 400);
+
+    assert_eq!(post(&served, "/queues/emails/actions/cancel", &form(&[("id", "2")])).0, 303);
+    assert_eq!(get(&served, "/api/tasks/2?queue=emails").0, 404);
+    assert_eq!(emails.count(TaskState::Pending).unwrap(), 3);
+
+    assert_eq!(post(&served, "/queues/emails/actions/pause", &form(&[])).0, 303);
+    assert_eq!(queue_json(&get_json(&served, "/api/queues"), "emails")["paused"], true);
+    assert_eq!(post(&served, "/queues/emails/actions/resume", &form(&[])).0, 303);
+    assert_eq!(emails.paused().unwrap(), None);
+
+    let reports = seeded.queue("reports");
+    let mut once = tq::PushOptions::new();
+    once.max_attempts(1).unwrap();
+    reports.push("{}", &once).unwrap();
+    let task = reports.pull(&tq::PullOptions::new()).unwrap().unwrap();
+    reports.fail(task.receipt(), "boom").unwrap();
+    let (status, page) = get(&served, "/queues/reports/dead");
+    assert_eq!(status, 200);
+    assert!(page.contains("boom") && page.contains("purge all dead"), "{page}");
+    assert_eq!(post(&served, "/queues/reports/actions/purge-dead", &form(&[])).0, 303);
+    assert_eq!(reports.count(TaskState::Dead).unwrap(), 0);
+    assert_eq!(emails.count(TaskState::Pending).unwrap(), 3, "a purge of another queue");
+}
+
+#[test]
+fn retry_by_reason_retries_the_dead_tasks_of_that_reason_only() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &["--allow-actions"]);
+    let emails = seeded.queue("emails");
+    let mut once = tq::PushOptions::new();
+    once.max_attempts(1).unwrap();
+    emails.push("{\"late\":true}", &once).unwrap();
+    // Pull every pending task to reach the new one, then hand the rest back.
+    let mut held = Vec::new();
+    while let Some(task) = emails.pull(&tq::PullOptions::new()).unwrap() {
+        held.push(task);
+    }
+    for task in held {
+        if task.id() == 7 {
+            emails.fail(task.receipt(), "timeout").unwrap();
+        } else {
+            emails.snooze(task.receipt(), std::time::Duration::ZERO).unwrap();
+        }
+    }
+    let token = csrf(&served, "/queues/emails/dead");
+    let fields = [("csrf", token.as_str()), ("by_reason", "1"), ("reason", "timeout")];
+    assert_eq!(post(&served, "/queues/emails/actions/retry", &fields).0, 303);
+    assert_eq!(get_json(&served, "/api/tasks/7")["state"], "pending");
+    assert_eq!(get_json(&served, "/api/tasks/1")["state"], "dead");
+}
+
+#[test]
+fn cross_site_posts_and_posts_without_the_csrf_token_are_refused() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &["--allow-actions"]);
+    let token = csrf(&served, "/tasks/1?queue=emails");
+    let retry = [("csrf", token.as_str()), ("id", "1")];
+    let path = "/queues/emails/actions/retry";
+    let attempts = [
+        ("from another site", post_from(&served, path, &retry, Some("http://evil.example"), Some("cross-site"))),
+        ("another origin", post_from(&served, path, &retry, Some("http://evil.example"), None)),
+        ("a sibling site", post_from(&served, path, &retry, None, Some("same-site"))),
+        ("no CSRF token", post(&served, path, &[("id", "1")])),
+        ("a wrong CSRF token", post(&served, path, &[("csrf", "0123"), ("id", "1")])),
+    ];
+    for (what, (status, body)) in attempts {
+        assert_eq!(status, 403, "a POST with {what}: {body}");
+    }
+    assert_eq!(seeded.queue("emails").count(TaskState::Dead).unwrap(), 1);
+}
+
+#[test]
+fn a_non_loopback_address_requires_the_token_printed_at_start() {
+    let seeded = Seeded::new();
+    let served = Served::listening(&seeded.file, "0.0.0.0:0", &[]);
+    let token = served
+        .banner
+        .iter()
+        .find_map(|line| line.strip_prefix("access token (shown once): "))
+        .unwrap_or_else(|| panic!("no token printed: {:?}", served.banner))
+        .to_owned();
+    assert_eq!(token.len(), 32);
+    for path in ["/", "/api/queues", "/metrics", "/tasks/1"] {
+        assert_eq!(get(&served, path).0, 401, "GET {path} without the token");
+    }
+    let with_bearer = |token: &str| {
+        agent()
+            .get(served.url("/api/queues"))
+            .header("Authorization", format!("Bearer {token}"))
+            .call()
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    assert_eq!(with_bearer(&token), 200);
+    assert_eq!(with_bearer("0123456789abcdef0123456789abcdef"), 401);
+
+    let response = agent().get(served.url(&format!("/?token={token}"))).call().unwrap();
+    assert_eq!(response.status().as_u16(), 303);
+    assert_eq!(response.headers()["location"], "/");
+    let cookie = response.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    let cookie = cookie.split(';').next().unwrap().to_owned();
+    let status = agent()
+        .get(served.url("/api/queues"))
+        .header("Cookie", cookie)
+        .call()
+        .unwrap()
+        .status()
+        .as_u16();
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn a_token_given_on_loopback_is_required_too() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &["--token", "s3cret-token"]);
+    assert!(served.banner.iter().all(|line| !line.contains("s3cret-token")));
+    assert_eq!(get(&served, "/api/queues").0, 401);
+    let status = agent()
+        .get(served.url("/api/queues"))
+        .header("Authorization", "Bearer s3cret-token")
+        .call()
+        .unwrap()
+        .status()
+        .as_u16();
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn metrics_parse_as_prometheus_text_with_tasks_by_queue_and_state() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &[]);
+    let (status, body) = get(&served, "/metrics");
+    assert_eq!(status, 200);
+    let scrape =
+        prometheus_parse::Scrape::parse(body.lines().map(|line| Ok(line.to_owned()))).unwrap();
+    let value = |metric: &str, labels: &[(&str, &str)]| -> Option<f64> {
+        scrape
+            .samples
+            .iter()
+            .find(|sample| {
+                sample.metric == metric
+                    && labels.iter().all(|(name, value)| sample.labels.get(name) == Some(*value))
+            })
+            .map(|sample| match sample.value {
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => v,
+                _ => panic!("{metric} is not a plain number"),
+            })
+    };
+    let tasks = |queue: &str, state: &str| value("tq_tasks", &[("queue", queue), ("state", state)]);
+    assert_eq!(tasks("emails", "pending"), Some(3.0));
+    assert_eq!(tasks("emails", "dead"), Some(1.0));
+    assert_eq!(tasks("emails", "cancelled"), Some(0.0));
+    assert_eq!(tasks("default", "pending"), Some(2.0));
+    assert!(value("tq_oldest_ready_age_seconds", &[("queue", "emails")]).is_some_and(|age| age >= 0.0));
+    assert_eq!(value("tq_paused", &[("queue", "emails")]), Some(0.0));
+    assert_eq!(value("tq_last_task_id", &[]), Some(6.0));
+    for counter in ["tq_pushed_total", "tq_finished_total", "tq_died_total"] {
+        assert!(value(counter, &[]).is_some(), "no {counter} in {body}");
+    }
+}
+
+#[test]
+fn a_database_password_shows_nowhere_when_the_database_cannot_be_reached() {
+    let output = assert_cmd::Command::cargo_bin("tq")
+        .unwrap()
+        .args(["serve", "postgres://worker:hunter2-secret@127.0.0.1:1/jobs", "--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let shown = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(shown.contains("127.0.0.1:1"), "{shown}");
+    assert!(!shown.contains("hunter2"), "the password shows: {shown}");
+}
+
+#[test]
+fn bad_paths_and_queue_names_get_clear_errors() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &[]);
+    assert_eq!(get(&served, "/nowhere").0, 404);
+    assert_eq!(get(&served, "/queues/%FF").0, 400);
+    let (status, page) = get(&served, "/queues/emails?state=dead");
+    assert_eq!(status, 200);
+    assert!(page.contains(DEAD_REASON), "{page}");
+    let response = agent().get(served.url("/queues/emails?id=3")).call().unwrap();
+    assert_eq!(response.status().as_u16(), 303);
+    assert_eq!(response.headers()["location"], "/tasks/3?queue=emails");
+}
