@@ -26,6 +26,17 @@ pub struct QueueStats {
 }
 
 impl QueueStats {
+    /// How many of the queue's tasks are in `state`.
+    pub fn count(&self, state: TaskState) -> u64 {
+        match state {
+            TaskState::Pending => self.pending,
+            TaskState::Leased => self.leased,
+            TaskState::Dead => self.dead,
+            TaskState::Done => self.done,
+            TaskState::Cancelled => self.cancelled,
+        }
+    }
+
     /// The queue's counts as `tq stats --json` shows them.
     pub fn to_json(&self) -> Value {
         json!({

@@ -33,13 +33,22 @@ fn get_json(served: &Served, path: &str) -> Value {
 fn csrf(served: &Served, path: &str) -> String {
     let (_, page) = get(served, path);
     let marker = "name=\"csrf\" value=\"";
-    let start = page.find(marker).unwrap_or_else(|| panic!("no action form on {path}")) + marker.len();
+    let start = page
+        .find(marker)
+        .unwrap_or_else(|| panic!("no action form on {path}"))
+        + marker.len();
     page[start..].split('"').next().unwrap().to_owned()
 }
 
 /// POSTs a form to `path` as a page of the dashboard itself does.
 fn post(served: &Served, path: &str, fields: &[(&str, &str)]) -> (u16, String) {
-    post_from(served, path, fields, Some(&served.base), Some("same-origin"))
+    post_from(
+        served,
+        path,
+        fields,
+        Some(&served.base),
+        Some("same-origin"),
+    )
 }
 
 fn post_from(
@@ -78,11 +87,17 @@ fn api_queues_counts_every_queue_by_state() {
     assert_eq!(queues["read_only"], true);
     assert_eq!(queues["last_id"], 6);
     let emails = queue_json(&queues, "emails");
-    assert_eq!((emails["pending"].as_u64(), emails["dead"].as_u64()), (Some(3), Some(1)));
+    assert_eq!(
+        (emails["pending"].as_u64(), emails["dead"].as_u64()),
+        (Some(3), Some(1))
+    );
     assert!(emails["oldest_ready_age_ms"].is_u64());
     assert_eq!(emails["paused"], false);
     let default = queue_json(&queues, "default");
-    assert_eq!((default["pending"].as_u64(), default["dead"].as_u64()), (Some(2), Some(0)));
+    assert_eq!(
+        (default["pending"].as_u64(), default["dead"].as_u64()),
+        (Some(2), Some(0))
+    );
     assert!(queues["history"]["points"].is_array());
 }
 
@@ -91,13 +106,21 @@ fn api_tasks_pages_through_a_state_and_refuses_bad_arguments() {
     let seeded = Seeded::new();
     let served = Served::start(&seeded.file, &[]);
     let ids = |page: &Value| -> Vec<i64> {
-        page["tasks"].as_array().unwrap().iter().map(|task| task["id"].as_i64().unwrap()).collect()
+        page["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|task| task["id"].as_i64().unwrap())
+            .collect()
     };
     let first = get_json(&served, "/api/queues/emails/tasks?state=pending&limit=2");
     assert_eq!(ids(&first), [2, 3]);
     assert_eq!(first["next_after"], 3);
     assert_eq!(first["tasks"][0]["payload"]["to"], "user2@example.com");
-    let second = get_json(&served, "/api/queues/emails/tasks?state=pending&limit=2&after=3");
+    let second = get_json(
+        &served,
+        "/api/queues/emails/tasks?state=pending&limit=2&after=3",
+    );
     assert_eq!(ids(&second), [4]);
     assert_eq!(second["next_after"], Value::Null);
     let dead = get_json(&served, "/api/queues/emails/tasks?state=dead");
@@ -123,7 +146,10 @@ fn api_task_shows_one_task_whole_in_any_queue() {
     assert_eq!(task["state"], "dead");
     assert_eq!(task["last_error"], DEAD_REASON);
     assert_eq!(task["payload"]["template"], "welcome");
-    assert_eq!(get_json(&served, "/api/tasks/5?queue=default")["payload"]["n"], 1);
+    assert_eq!(
+        get_json(&served, "/api/tasks/5?queue=default")["payload"]["n"],
+        1
+    );
     assert_eq!(get(&served, "/api/tasks/1?queue=default").0, 404);
     assert_eq!(get(&served, "/api/tasks/99").0, 404);
     assert_eq!(get(&served, "/api/tasks/abc").0, 400);
@@ -136,7 +162,10 @@ fn without_allow_actions_the_pages_are_read_only_and_posts_are_refused() {
     let (status, page) = get(&served, "/tasks/1?queue=emails");
     assert_eq!(status, 200);
     assert!(page.contains("read-only"), "{page}");
-    assert!(!page.contains("<form"), "an action form on a read-only page: {page}");
+    assert!(
+        !page.contains("<form"),
+        "an action form on a read-only page: {page}"
+    );
     for (path, fields) in [
         ("/queues/emails/actions/retry", vec![("id", "1")]),
         ("/queues/emails/actions/purge-dead", vec![]),
@@ -162,19 +191,48 @@ fn actions_retry_cancel_pause_resume_and_purge_with_allow_actions() {
         fields
     };
 
-    let (status, _) = post(&served, "/queues/emails/actions/retry", &form(&[("id", "1")]));
+    let (status, _) = post(
+        &served,
+        "/queues/emails/actions/retry",
+        &form(&[("id", "1")]),
+    );
     assert_eq!(status, 303);
     assert_eq!(get_json(&served, "/api/tasks/1")["state"], "pending");
     // Retrying it again is a clear error that changes nothing.
-    assert_eq!(post(&served, "/queues/emails/actions/retry", &form(&[("id", "1")])).0, 400);
+    assert_eq!(
+        post(
+            &served,
+            "/queues/emails/actions/retry",
+            &form(&[("id", "1")])
+        )
+        .0,
+        400
+    );
 
-    assert_eq!(post(&served, "/queues/emails/actions/cancel", &form(&[("id", "2")])).0, 303);
+    assert_eq!(
+        post(
+            &served,
+            "/queues/emails/actions/cancel",
+            &form(&[("id", "2")])
+        )
+        .0,
+        303
+    );
     assert_eq!(get(&served, "/api/tasks/2?queue=emails").0, 404);
     assert_eq!(emails.count(TaskState::Pending).unwrap(), 3);
 
-    assert_eq!(post(&served, "/queues/emails/actions/pause", &form(&[])).0, 303);
-    assert_eq!(queue_json(&get_json(&served, "/api/queues"), "emails")["paused"], true);
-    assert_eq!(post(&served, "/queues/emails/actions/resume", &form(&[])).0, 303);
+    assert_eq!(
+        post(&served, "/queues/emails/actions/pause", &form(&[])).0,
+        303
+    );
+    assert_eq!(
+        queue_json(&get_json(&served, "/api/queues"), "emails")["paused"],
+        true
+    );
+    assert_eq!(
+        post(&served, "/queues/emails/actions/resume", &form(&[])).0,
+        303
+    );
     assert_eq!(emails.paused().unwrap(), None);
 
     let reports = seeded.queue("reports");
@@ -185,10 +243,20 @@ fn actions_retry_cancel_pause_resume_and_purge_with_allow_actions() {
     reports.fail(task.receipt(), "boom").unwrap();
     let (status, page) = get(&served, "/queues/reports/dead");
     assert_eq!(status, 200);
-    assert!(page.contains("boom") && page.contains("purge all dead"), "{page}");
-    assert_eq!(post(&served, "/queues/reports/actions/purge-dead", &form(&[])).0, 303);
+    assert!(
+        page.contains("boom") && page.contains("purge all dead"),
+        "{page}"
+    );
+    assert_eq!(
+        post(&served, "/queues/reports/actions/purge-dead", &form(&[])).0,
+        303
+    );
     assert_eq!(reports.count(TaskState::Dead).unwrap(), 0);
-    assert_eq!(emails.count(TaskState::Pending).unwrap(), 3, "a purge of another queue");
+    assert_eq!(
+        emails.count(TaskState::Pending).unwrap(),
+        3,
+        "a purge of another queue"
+    );
 }
 
 #[test]
@@ -208,12 +276,21 @@ fn retry_by_reason_retries_the_dead_tasks_of_that_reason_only() {
         if task.id() == 7 {
             emails.fail(task.receipt(), "timeout").unwrap();
         } else {
-            emails.snooze(task.receipt(), std::time::Duration::ZERO).unwrap();
+            emails
+                .snooze(task.receipt(), std::time::Duration::ZERO)
+                .unwrap();
         }
     }
     let token = csrf(&served, "/queues/emails/dead");
-    let fields = [("csrf", token.as_str()), ("by_reason", "1"), ("reason", "timeout")];
-    assert_eq!(post(&served, "/queues/emails/actions/retry", &fields).0, 303);
+    let fields = [
+        ("csrf", token.as_str()),
+        ("by_reason", "1"),
+        ("reason", "timeout"),
+    ];
+    assert_eq!(
+        post(&served, "/queues/emails/actions/retry", &fields).0,
+        303
+    );
     assert_eq!(get_json(&served, "/api/tasks/7")["state"], "pending");
     assert_eq!(get_json(&served, "/api/tasks/1")["state"], "dead");
 }
@@ -226,11 +303,29 @@ fn cross_site_posts_and_posts_without_the_csrf_token_are_refused() {
     let retry = [("csrf", token.as_str()), ("id", "1")];
     let path = "/queues/emails/actions/retry";
     let attempts = [
-        ("from another site", post_from(&served, path, &retry, Some("http://evil.example"), Some("cross-site"))),
-        ("another origin", post_from(&served, path, &retry, Some("http://evil.example"), None)),
-        ("a sibling site", post_from(&served, path, &retry, None, Some("same-site"))),
+        (
+            "from another site",
+            post_from(
+                &served,
+                path,
+                &retry,
+                Some("http://evil.example"),
+                Some("cross-site"),
+            ),
+        ),
+        (
+            "another origin",
+            post_from(&served, path, &retry, Some("http://evil.example"), None),
+        ),
+        (
+            "a sibling site",
+            post_from(&served, path, &retry, None, Some("same-site")),
+        ),
         ("no CSRF token", post(&served, path, &[("id", "1")])),
-        ("a wrong CSRF token", post(&served, path, &[("csrf", "0123"), ("id", "1")])),
+        (
+            "a wrong CSRF token",
+            post(&served, path, &[("csrf", "0123"), ("id", "1")]),
+        ),
     ];
     for (what, (status, body)) in attempts {
         assert_eq!(status, 403, "a POST with {what}: {body}");
@@ -264,11 +359,20 @@ fn a_non_loopback_address_requires_the_token_printed_at_start() {
     assert_eq!(with_bearer(&token), 200);
     assert_eq!(with_bearer("0123456789abcdef0123456789abcdef"), 401);
 
-    let response = agent().get(served.url(&format!("/?token={token}"))).call().unwrap();
+    let response = agent()
+        .get(served.url(&format!("/?token={token}")))
+        .call()
+        .unwrap();
     assert_eq!(response.status().as_u16(), 303);
     assert_eq!(response.headers()["location"], "/");
-    let cookie = response.headers()["set-cookie"].to_str().unwrap().to_owned();
-    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    let cookie = response.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
     let cookie = cookie.split(';').next().unwrap().to_owned();
     let status = agent()
         .get(served.url("/api/queues"))
@@ -284,7 +388,10 @@ fn a_non_loopback_address_requires_the_token_printed_at_start() {
 fn a_token_given_on_loopback_is_required_too() {
     let seeded = Seeded::new();
     let served = Served::start(&seeded.file, &["--token", "s3cret-token"]);
-    assert!(served.banner.iter().all(|line| !line.contains("s3cret-token")));
+    assert!(served
+        .banner
+        .iter()
+        .all(|line| !line.contains("s3cret-token")));
     assert_eq!(get(&served, "/api/queues").0, 401);
     let status = agent()
         .get(served.url("/api/queues"))
@@ -294,6 +401,54 @@ fn a_token_given_on_loopback_is_required_too() {
         .status()
         .as_u16();
     assert_eq!(status, 200);
+}
+
+#[test]
+fn without_a_token_a_request_naming_another_host_is_refused() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &[]);
+    let port = served.base.rsplit(':').next().unwrap().to_owned();
+    let status = |host: &str| {
+        agent()
+            .get(served.url("/api/queues"))
+            .header("Host", host)
+            .call()
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    assert_eq!(status(&format!("evil.example:{port}")), 421);
+    assert_eq!(status("localhost:1"), 421);
+    assert_eq!(status(&format!("localhost:{port}")), 200);
+    assert_eq!(status(&format!("127.0.0.1:{port}")), 200);
+}
+
+#[test]
+fn an_action_and_the_token_link_redirect_only_to_paths_of_the_dashboard() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &["--allow-actions", "--token", "t0ken"]);
+    let response = agent().get(served.url("//evil.example/?token=t0ken")).call().unwrap();
+    assert_eq!(response.status().as_u16(), 303);
+    assert_eq!(response.headers()["location"], "/");
+    let page = agent()
+        .get(served.url("/tasks/1?queue=emails"))
+        .header("Authorization", "Bearer t0ken")
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    let marker = "name=\"csrf\" value=\"";
+    let start = page.find(marker).unwrap() + marker.len();
+    let csrf = page[start..].split('"').next().unwrap();
+    let response = agent()
+        .post(served.url("/queues/emails/actions/pause"))
+        .header("Authorization", "Bearer t0ken")
+        .header("Origin", &served.base)
+        .send_form([("csrf", csrf), ("next", "//evil.example/")])
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 303);
+    assert_eq!(response.headers()["location"], "/");
 }
 
 #[test]
@@ -310,7 +465,9 @@ fn metrics_parse_as_prometheus_text_with_tasks_by_queue_and_state() {
             .iter()
             .find(|sample| {
                 sample.metric == metric
-                    && labels.iter().all(|(name, value)| sample.labels.get(name) == Some(*value))
+                    && labels
+                        .iter()
+                        .all(|(name, value)| sample.labels.get(name) == Some(*value))
             })
             .map(|sample| match sample.value {
                 prometheus_parse::Value::Counter(v)
@@ -324,7 +481,9 @@ fn metrics_parse_as_prometheus_text_with_tasks_by_queue_and_state() {
     assert_eq!(tasks("emails", "dead"), Some(1.0));
     assert_eq!(tasks("emails", "cancelled"), Some(0.0));
     assert_eq!(tasks("default", "pending"), Some(2.0));
-    assert!(value("tq_oldest_ready_age_seconds", &[("queue", "emails")]).is_some_and(|age| age >= 0.0));
+    assert!(
+        value("tq_oldest_ready_age_seconds", &[("queue", "emails")]).is_some_and(|age| age >= 0.0)
+    );
     assert_eq!(value("tq_paused", &[("queue", "emails")]), Some(0.0));
     assert_eq!(value("tq_last_task_id", &[]), Some(6.0));
     for counter in ["tq_pushed_total", "tq_finished_total", "tq_died_total"] {
@@ -336,7 +495,12 @@ fn metrics_parse_as_prometheus_text_with_tasks_by_queue_and_state() {
 fn a_database_password_shows_nowhere_when_the_database_cannot_be_reached() {
     let output = assert_cmd::Command::cargo_bin("tq")
         .unwrap()
-        .args(["serve", "postgres://worker:hunter2-secret@127.0.0.1:1/jobs", "--listen", "127.0.0.1:0"])
+        .args([
+            "serve",
+            "postgres://worker:hunter2-secret@127.0.0.1:1/jobs",
+            "--listen",
+            "127.0.0.1:0",
+        ])
         .output()
         .unwrap();
     assert!(!output.status.success());
@@ -358,7 +522,72 @@ fn bad_paths_and_queue_names_get_clear_errors() {
     let (status, page) = get(&served, "/queues/emails?state=dead");
     assert_eq!(status, 200);
     assert!(page.contains(DEAD_REASON), "{page}");
-    let response = agent().get(served.url("/queues/emails?id=3")).call().unwrap();
+    let response = agent()
+        .get(served.url("/queues/emails?id=3"))
+        .call()
+        .unwrap();
     assert_eq!(response.status().as_u16(), 303);
     assert_eq!(response.headers()["location"], "/tasks/3?queue=emails");
+}
+
+/// The answer times of the pages and `/metrics` on a file of 1,000,000
+/// tasks, printed (no assertion on them): run with
+/// `cargo test --release -p tq-cli --test serve -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn answer_times_on_a_million_tasks() {
+    const PENDING: usize = 980_000;
+    const LEASED: usize = 10_000;
+    const DEAD: usize = 10_000;
+    const ROUNDS: usize = 20;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("jobs.db").to_str().unwrap().to_owned();
+    let bulk = serving::open(&file, "bulk");
+    let mut once = tq::PushOptions::new();
+    once.max_attempts(1).unwrap();
+    let batch: Vec<String> = (0..10_000).map(|n| format!("{{\"n\":{n}}}")).collect();
+    for _ in 0..(LEASED + DEAD) / batch.len() {
+        bulk.push_batch(&batch, &once).unwrap();
+    }
+    for task in bulk.pull_batch(DEAD, &tq::PullOptions::new()).unwrap() {
+        bulk.fail(task.receipt(), &format!("reason {}", task.id() % 7))
+            .unwrap();
+    }
+    assert_eq!(
+        bulk.pull_batch(LEASED, &tq::PullOptions::new())
+            .unwrap()
+            .len(),
+        LEASED
+    );
+    for _ in 0..PENDING / batch.len() {
+        bulk.push_batch(&batch, &tq::PushOptions::new()).unwrap();
+    }
+    assert_eq!(bulk.last_id().unwrap(), 1_000_000);
+    let served = Served::start(&file, &[]);
+    println!("{:<36} {:>10} {:>10}", "GET", "median ms", "max ms");
+    for path in [
+        "/",
+        "/api/queues",
+        "/metrics",
+        "/queues/bulk?state=pending",
+        "/queues/bulk?state=pending&after=900000",
+        "/api/queues/bulk/tasks?state=dead&limit=1000",
+        "/tasks/999999?queue=bulk",
+        "/api/tasks/500000",
+        "/queues/bulk/dead",
+    ] {
+        let mut times: Vec<f64> = (0..ROUNDS)
+            .map(|_| {
+                let started = std::time::Instant::now();
+                assert_eq!(get(&served, path).0, 200, "GET {path}");
+                started.elapsed().as_secs_f64() * 1000.0
+            })
+            .collect();
+        times.sort_by(f64::total_cmp);
+        println!(
+            "{path:<36} {:>10.1} {:>10.1}",
+            times[ROUNDS / 2],
+            times[ROUNDS - 1]
+        );
+    }
 }

@@ -131,14 +131,13 @@ pub fn history_json(app: &App) -> Value {
     })
 }
 
-/// `GET /api/queues`: every queue's counts, and the throughput history.
+/// `GET /api/queues`: every queue's counts as of the latest sample, and
+/// the throughput history.
 pub fn queues(app: &App) -> Answer {
-    let sample = match app.sample() {
-        Ok(sample) => sample,
-        Err(failure) => return failure.into(),
-    };
+    let (sample, sampled_at) = app.latest();
     Answer::json(&json!({
         "file": app.location.to_string(),
+        "sampled_at_unix_ms": sampled_at,
         "read_only": !app.allow_actions,
         "wal_bytes": sample.wal_bytes,
         "last_id": sample.last_id,

@@ -1,5 +1,5 @@
 //! `GET /metrics`: the file's state in the OpenMetrics text format, which
-//! Prometheus reads. Gauges come from a sample taken for the request; the
+//! Prometheus reads. Gauges come from the latest sample; the
 //! counters add up what the background samples derived (see
 //! [`crate::sample::Rates`]), so they start at 0 with the server and miss
 //! what a purge or a retry hides between two samples.
@@ -28,10 +28,7 @@ struct StateLabels {
 }
 
 pub fn answer(app: &App) -> Answer {
-    let sample = match app.sample() {
-        Ok(sample) => sample,
-        Err(failure) => return failure.into(),
-    };
+    let (sample, _) = app.latest();
     let mut registry = Registry::with_prefix("tq");
 
     let tasks = Family::<StateLabels, Gauge>::default();

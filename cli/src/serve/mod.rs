@@ -1,7 +1,11 @@
 //! `tq serve`: a web dashboard, a JSON API and Prometheus metrics for a
-//! queue file or database. Requests are answered by a few threads sharing
-//! one [`Sampler`]; a background thread samples the file every
-//! [`SAMPLE_EVERY`] for the throughput charts and the metrics' counters.
+//! queue file or database. A background thread samples the file every
+//! [`SAMPLE_EVERY`] on handles of its own: the overview, `/api/queues` and
+//! `/metrics` show the latest sample (counting a large queue takes a
+//! while, and a page must not), and the rates between samples make the
+//! charts and the metrics' counters. A few threads answer requests; lists
+//! and actions go through one [`Sampler`]'s handles, and an action takes a
+//! fresh sample so that the pages show its effect at once.
 
 mod api;
 mod metrics;
@@ -76,10 +80,15 @@ pub struct History {
 /// What every request thread shares.
 pub struct App {
     location: Location,
+    /// The handles of the request threads.
     sampler: Mutex<Sampler>,
+    /// The latest sample, and when it was taken (ms since the Unix epoch).
+    latest: Mutex<(Arc<Sample>, i64)>,
     history: Mutex<History>,
     allow_actions: bool,
     token: Option<String>,
+    /// The address listened on, with the port picked for port 0.
+    address: SocketAddr,
     /// Every action form carries it back: a page from another site cannot
     /// know it.
     csrf: String,
@@ -100,9 +109,28 @@ impl App {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Counts every queue now.
-    fn sample(&self) -> Result<Sample, Failure> {
-        self.sampler().sample()
+    /// The latest sample, and when it was taken.
+    fn latest(&self) -> (Arc<Sample>, i64) {
+        let latest = self
+            .latest
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        (latest.0.clone(), latest.1)
+    }
+
+    fn set_latest(&self, sample: Arc<Sample>) {
+        *self
+            .latest
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) =
+            (sample, crate::output::now_unix_ms());
+    }
+
+    /// Samples the file now, for the pages to show an action's effect.
+    fn refresh(&self) -> Result<(), Failure> {
+        let sample = self.sampler().sample()?;
+        self.set_latest(Arc::new(sample));
+        Ok(())
     }
 }
 
@@ -116,6 +144,8 @@ pub fn run(args: Args) -> CommandResult {
         None => None,
     };
     let sampler = Sampler::open(&args.file, None)?;
+    let mut background = Sampler::open(&args.file, None)?;
+    let first = Arc::new(background.sample()?);
     let server = Server::http(args.listen)
         .map_err(|err| Failure::new(format!("listening on {}: {err}", args.listen)))?;
     let address = server
@@ -125,9 +155,11 @@ pub fn run(args: Args) -> CommandResult {
     let app = Arc::new(App {
         location: args.file,
         sampler: Mutex::new(sampler),
+        latest: Mutex::new((first.clone(), crate::output::now_unix_ms())),
         history: Mutex::new(History::default()),
         allow_actions: args.allow_actions,
         token,
+        address,
         csrf: random_hex()?,
     });
     let mut out = std::io::stdout();
@@ -150,7 +182,7 @@ pub fn run(args: Args) -> CommandResult {
     let server = Arc::new(server);
     {
         let app = app.clone();
-        thread::spawn(move || sample_forever(&app));
+        thread::spawn(move || sample_forever(&app, background, first));
     }
     let threads: Vec<_> = (0..REQUEST_THREADS)
         .map(|_| {
@@ -168,32 +200,35 @@ pub fn run(args: Args) -> CommandResult {
     Ok(Outcome::Done)
 }
 
-/// Samples the file every [`SAMPLE_EVERY`] into the app's history.
-fn sample_forever(app: &App) {
-    let mut previous: Option<Sample> = None;
+/// Samples the file every [`SAMPLE_EVERY`] into the app's latest sample
+/// and history, starting from `previous`.
+fn sample_forever(app: &App, mut sampler: Sampler, mut previous: Arc<Sample>) {
     loop {
-        match app.sample() {
-            Ok(sample) => {
-                if let Some(previous) = &previous {
-                    let rates = rates(previous, &sample);
-                    let mut history = app.history();
-                    history.pushed += rates.pushed;
-                    history.finished += rates.finished;
-                    history.died += rates.died;
-                    if history.points.len() == HISTORY_LEN {
-                        history.points.pop_front();
-                    }
-                    history.points.push_back(Point {
-                        at_unix_ms: crate::output::now_unix_ms(),
-                        rates,
-                    });
-                }
-                previous = Some(sample);
-            }
-            Err(Failure::Message(message)) => eprintln!("tq serve: sampling: {message}"),
-            Err(Failure::ClosedOutput) => {}
-        }
         thread::sleep(SAMPLE_EVERY);
+        let sample = match sampler.sample() {
+            Ok(sample) => Arc::new(sample),
+            Err(Failure::Message(message)) => {
+                eprintln!("tq serve: sampling: {message}");
+                continue;
+            }
+            Err(Failure::ClosedOutput) => continue,
+        };
+        let rates = rates(&previous, &sample);
+        {
+            let mut history = app.history();
+            history.pushed += rates.pushed;
+            history.finished += rates.finished;
+            history.died += rates.died;
+            if history.points.len() == HISTORY_LEN {
+                history.points.pop_front();
+            }
+            history.points.push_back(Point {
+                at_unix_ms: crate::output::now_unix_ms(),
+                rates,
+            });
+        }
+        app.set_latest(sample.clone());
+        previous = sample;
     }
 }
 
@@ -320,6 +355,19 @@ fn answer(app: &App, mut request: Request) {
         Ok(incoming) => incoming,
         Err(answer) => return respond(request, answer, vec![]),
     };
+    if app.token.is_none() && !loopback_host(incoming.host.as_deref(), app.address.port()) {
+        // Without a token only loopback is listened on: a request naming
+        // another host comes from a page whose name was pointed at this
+        // machine (DNS rebinding), which must read nothing.
+        return respond(
+            request,
+            Answer::error(
+                421,
+                "the Host must be localhost, 127.0.0.1 or [::1] with the port",
+            ),
+            vec![],
+        );
+    }
     if let Some(token) = &app.token {
         let bearer = incoming
             .authorization
@@ -344,7 +392,7 @@ fn answer(app: &App, mut request: Request) {
                 "Set-Cookie",
                 &format!("{TOKEN_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"),
             );
-            let path = request.url().split('?').next().unwrap_or("/").to_owned();
+            let path = local_path(request.url().split('?').next()).to_owned();
             return respond(request, Answer::Redirect(path), vec![cookie]);
         }
         if !given(&bearer) && !given(&cookie) {
@@ -481,6 +529,22 @@ fn read_request(request: &mut Request) -> Result<Incoming, Answer> {
         authorization,
         cookie,
     })
+}
+
+/// Whether `host` (a Host header) names this machine's loopback
+/// interface and `port`.
+fn loopback_host(host: Option<&str>, port: u16) -> bool {
+    let Some((name, given_port)) = host.and_then(|host| host.rsplit_once(':')) else {
+        return false;
+    };
+    given_port.parse() == Ok(port) && matches!(name, "localhost" | "127.0.0.1" | "[::1]")
+}
+
+/// `path` if it is a path on this server, else `/`: a redirection never
+/// sends the browser to another site (`//host/...` would).
+pub fn local_path(path: Option<&str>) -> &str {
+    path.filter(|path| path.starts_with('/') && !path.starts_with("//") && !path.contains('\\'))
+        .unwrap_or("/")
 }
 
 /// Whether two secrets are equal, in a time that does not tell how much

@@ -89,10 +89,7 @@ fn pause_text(pause: Option<Pause>) -> String {
 
 /// The overview: every queue's counts, and the throughput charts.
 pub fn overview(app: &App) -> Answer {
-    let sample = match app.sample() {
-        Ok(sample) => sample,
-        Err(failure) => return failure.into(),
-    };
+    let (sample, _) = app.latest();
     let row = |stats: &QueueStats| {
         let queue = encoded(&stats.queue);
         let cell = |field: &str, value: String| {
@@ -170,14 +167,12 @@ pub fn tasks(app: &App, queue: &str, incoming: &Incoming) -> Answer {
             )));
         }
         let page = read_page(app, &queue, incoming)?;
-        let mut counts = Vec::new();
-        {
-            let mut sampler = app.sampler();
-            let handle = sampler.queue(&queue)?;
-            for state in STATES {
-                counts.push((state, handle.count(state)?));
-            }
-        }
+        let (sample, _) = app.latest();
+        let stats = sample.queues.iter().find(|stats| stats.queue == queue);
+        let counts: Vec<(TaskState, u64)> = STATES
+            .into_iter()
+            .map(|state| (state, stats.map_or(0, |stats| stats.count(state))))
+            .collect();
         let href = encoded(&queue);
         let content = html! {
             h1 { "Queue " (queue) }
@@ -410,12 +405,10 @@ pub fn act(app: &App, incoming: &Incoming) -> Answer {
                 _ => return Err(Answer::error(404, "no such action")),
             }
         }
-        // Only a path on this server: a form cannot send the browser away.
-        let next = incoming
-            .form("next")
-            .filter(|next| next.starts_with('/') && !next.starts_with("//") && !next.contains('\\'))
-            .unwrap_or("/");
-        Ok(Answer::Redirect(next.to_owned()))
+        app.refresh()?;
+        Ok(Answer::Redirect(
+            super::local_path(incoming.form("next")).to_owned(),
+        ))
     };
     answer().unwrap_or_else(|refusal| refusal)
 }

@@ -26,11 +26,21 @@ impl Seeded {
         let emails = open(&file, "emails");
         let mut once = PushOptions::new();
         once.max_attempts(1).unwrap();
-        emails.push("{\"to\":\"gone@example.com\",\"template\":\"welcome\"}", &once).unwrap();
+        emails
+            .push(
+                "{\"to\":\"gone@example.com\",\"template\":\"welcome\"}",
+                &once,
+            )
+            .unwrap();
         let task = emails.pull(&PullOptions::new()).unwrap().unwrap();
         emails.fail(task.receipt(), DEAD_REASON).unwrap();
         for n in 2..=4 {
-            emails.push(&format!("{{\"to\":\"user{n}@example.com\"}}"), &PushOptions::new()).unwrap();
+            emails
+                .push(
+                    &format!("{{\"to\":\"user{n}@example.com\"}}"),
+                    &PushOptions::new(),
+                )
+                .unwrap();
         }
         let default = open(&file, "default");
         default.push("{\"n\":1}", &PushOptions::new()).unwrap();
@@ -93,7 +103,12 @@ impl Served {
                 banner.push(line.trim_end().to_owned());
             }
         }
-        Served { child, base: format!("http://127.0.0.1:{port}"), banner, _stdout: stdout }
+        Served {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            banner,
+            _stdout: stdout,
+        }
     }
 
     pub fn url(&self, path: &str) -> String {
