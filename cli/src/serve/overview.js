@@ -38,8 +38,10 @@ function drawChart(series, points) {
   if (!svg) return;
   const values = points.map((point) => point[series + "_per_s"]);
   const top = Math.max(1, ...values);
-  const step = values.length > 1 ? 300 / (values.length - 1) : 0;
-  const line = values.map((value, i) => (i * step).toFixed(1) + "," + (58 - (value / top) * 56).toFixed(1));
+  // One point is drawn as a level line across the chart.
+  const drawn = values.length === 1 ? [values[0], values[0]] : values;
+  const step = drawn.length > 1 ? 300 / (drawn.length - 1) : 0;
+  const line = drawn.map((value, i) => (i * step).toFixed(1) + "," + (58 - (value / top) * 56).toFixed(1));
   svg.querySelector("polyline").setAttribute("points", line.join(" "));
   const rate = document.querySelector("[data-rate='" + series + "']");
   if (rate) rate.textContent = values.length ? values[values.length - 1].toFixed(1) : "-";
