@@ -49,7 +49,7 @@ impl Driver {
             .local_addr()
             .unwrap()
             .port();
-        let child = Command::new(&driver)
+        let mut child = Command::new(&driver)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -64,6 +64,8 @@ impl Driver {
             }
             thread::sleep(Duration::from_millis(50));
         }
+        let _ = child.kill();
+        let _ = child.wait();
         panic!("chromedriver did not listen on port {port}");
     }
 

@@ -102,6 +102,45 @@ fn api_queues_counts_every_queue_by_state() {
 }
 
 #[test]
+fn the_history_and_the_counters_follow_pushes_finishes_and_deaths_after_the_start() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &[]);
+    let default = seeded.queue("default");
+    let payloads: Vec<String> = (0..5).map(|n| format!("{{\"n\":{n}}}")).collect();
+    default
+        .push_batch(&payloads, &tq::PushOptions::new())
+        .unwrap();
+    let task = default.pull(&tq::PullOptions::new()).unwrap().unwrap();
+    default.finish(task.receipt()).unwrap();
+    // Background samples come every 2 s: wait (boundedly) for one after
+    // the changes.
+    let mut queues = Value::Null;
+    for _ in 0..200 {
+        queues = get_json(&served, "/api/queues");
+        if queues["history"]["since_start"]["pushed"] == 5 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let history = &queues["history"];
+    assert_eq!(history["since_start"]["pushed"], 5, "{queues}");
+    assert_eq!(history["since_start"]["finished"], 1, "{queues}");
+    assert_eq!(history["since_start"]["dead"], 0, "{queues}");
+    let last = history["points"].as_array().unwrap().last().unwrap();
+    assert!(last["pushed_per_s"].as_f64().unwrap() > 0.0, "{last}");
+    assert!(last["oldest_ready_age_ms"]["emails"].is_u64(), "{last}");
+    let (_, metrics) = get(&served, "/metrics");
+    assert!(
+        metrics.lines().any(|line| line == "tq_pushed_total 5"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.lines().any(|line| line == "tq_finished_total 1"),
+        "{metrics}"
+    );
+}
+
+#[test]
 fn api_tasks_pages_through_a_state_and_refuses_bad_arguments() {
     let seeded = Seeded::new();
     let served = Served::start(&seeded.file, &[]);
@@ -427,7 +466,10 @@ fn without_a_token_a_request_naming_another_host_is_refused() {
 fn an_action_and_the_token_link_redirect_only_to_paths_of_the_dashboard() {
     let seeded = Seeded::new();
     let served = Served::start(&seeded.file, &["--allow-actions", "--token", "t0ken"]);
-    let response = agent().get(served.url("//evil.example/?token=t0ken")).call().unwrap();
+    let response = agent()
+        .get(served.url("//evil.example/?token=t0ken"))
+        .call()
+        .unwrap();
     assert_eq!(response.status().as_u16(), 303);
     assert_eq!(response.headers()["location"], "/");
     let page = agent()

@@ -9,7 +9,7 @@ use crate::output::{parse_queue_name, state_name, task_json, Failure};
 /// The most tasks one page lists.
 pub const MAX_PAGE: usize = 1000;
 /// Tasks per page when the request does not say.
-pub const DEFAULT_PAGE: usize = 50;
+const DEFAULT_PAGE: usize = 50;
 
 /// Every task state, in the order the pages show them.
 pub const STATES: [TaskState; 5] = [
@@ -48,6 +48,7 @@ pub struct Page {
     pub next_after: Option<i64>,
 }
 
+/// Reads the page of `queue`'s tasks that the request's query names.
 pub fn read_page(app: &App, queue: &str, incoming: &Incoming) -> Result<Page, Answer> {
     let state = parse_state(incoming.query("state"))?;
     let number = |name: &str, default: i64| -> Result<i64, Answer> {
@@ -127,6 +128,9 @@ pub fn history_json(app: &App) -> Value {
             "pushed_per_s": point.rates.pushed_per_s,
             "finished_per_s": point.rates.finished_per_s,
             "dead_per_s": point.rates.dead_per_s,
+            "oldest_ready_age_ms": point.oldest_ready_age_ms.iter()
+                .map(|(queue, age)| (queue.clone(), json!(age)))
+                .collect::<serde_json::Map<_, _>>(),
         })).collect::<Vec<_>>(),
     })
 }

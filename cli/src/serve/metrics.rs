@@ -27,6 +27,7 @@ struct StateLabels {
     state: String,
 }
 
+/// `GET /metrics`.
 pub fn answer(app: &App) -> Answer {
     let (sample, _) = app.latest();
     let mut registry = Registry::with_prefix("tq");

@@ -59,10 +59,12 @@ pub struct Args {
     token: Option<String>,
 }
 
-/// The rates between two background samples, with when the later was taken.
+/// What the charts show of one background sample: when it was taken, the
+/// rates since the sample before, and each queue's oldest ready age.
 pub struct Point {
     pub at_unix_ms: i64,
     pub rates: crate::sample::Rates,
+    pub oldest_ready_age_ms: Vec<(String, Option<u64>)>,
 }
 
 /// What the background samples add up to.
@@ -225,6 +227,11 @@ fn sample_forever(app: &App, mut sampler: Sampler, mut previous: Arc<Sample>) {
             history.points.push_back(Point {
                 at_unix_ms: crate::output::now_unix_ms(),
                 rates,
+                oldest_ready_age_ms: sample
+                    .queues
+                    .iter()
+                    .map(|stats| (stats.queue.clone(), stats.oldest_ready_age_ms))
+                    .collect(),
             });
         }
         app.set_latest(sample.clone());
@@ -277,6 +284,7 @@ pub enum Answer {
 }
 
 impl Answer {
+    /// A page.
     pub fn html(body: String) -> Answer {
         Answer::Body {
             status: 200,
@@ -285,6 +293,7 @@ impl Answer {
         }
     }
 
+    /// A JSON answer.
     pub fn json(value: &serde_json::Value) -> Answer {
         Answer::Body {
             status: 200,

@@ -33,16 +33,22 @@ function setField(name, field, text) {
   }
 }
 
+// Draws `values` across `svg`, whose view box is `width` by `height`.
+function drawLine(svg, values, width, height) {
+  const top = Math.max(1, ...values);
+  // One point is drawn as a level line across the chart.
+  const drawn = values.length === 1 ? [values[0], values[0]] : values;
+  const step = drawn.length > 1 ? width / (drawn.length - 1) : 0;
+  const line = drawn.map((value, i) =>
+    (i * step).toFixed(1) + "," + (height - 2 - (value / top) * (height - 4)).toFixed(1));
+  svg.querySelector("polyline").setAttribute("points", line.join(" "));
+}
+
 function drawChart(series, points) {
   const svg = document.querySelector("svg[data-chart='" + series + "']");
   if (!svg) return;
   const values = points.map((point) => point[series + "_per_s"]);
-  const top = Math.max(1, ...values);
-  // One point is drawn as a level line across the chart.
-  const drawn = values.length === 1 ? [values[0], values[0]] : values;
-  const step = drawn.length > 1 ? 300 / (drawn.length - 1) : 0;
-  const line = drawn.map((value, i) => (i * step).toFixed(1) + "," + (58 - (value / top) * 56).toFixed(1));
-  svg.querySelector("polyline").setAttribute("points", line.join(" "));
+  drawLine(svg, values, 300, 60);
   const rate = document.querySelector("[data-rate='" + series + "']");
   if (rate) rate.textContent = values.length ? values[values.length - 1].toFixed(1) : "-";
 }
@@ -67,6 +73,10 @@ async function refresh() {
       setField(queue.queue, "paused", paused(queue));
     }
     for (const series of ["pushed", "finished", "dead"]) drawChart(series, data.history.points);
+    for (const svg of document.querySelectorAll("svg[data-age-chart]")) {
+      const name = svg.dataset.ageChart;
+      drawLine(svg, data.history.points.map((point) => point.oldest_ready_age_ms[name] || 0), 100, 20);
+    }
     document.body.dataset.refreshed = String(Date.now());
   } catch (err) {
     // The server may be restarting: try again at the next tick.

@@ -106,6 +106,11 @@ pub fn overview(app: &App) -> Answer {
                 (cell("done", stats.done.to_string()))
                 (cell("cancelled", stats.cancelled.to_string()))
                 (cell("oldest_ready_age", age(stats.oldest_ready_age_ms)))
+                td {
+                    svg.spark data-age-chart=(stats.queue) viewBox="0 0 100 20" preserveAspectRatio="none" {
+                        polyline points="" {}
+                    }
+                }
                 (cell("concurrency_limit", stats.concurrency_limit.map_or("-".to_owned(), |limit| limit.to_string())))
                 (cell("paused", pause_text(stats.paused)))
                 @if app.allow_actions {
@@ -128,7 +133,7 @@ pub fn overview(app: &App) -> Answer {
             table #queues {
                 thead { tr {
                     th { "queue" } th { "pending" } th { "leased" } th { "dead" } th { "done" }
-                    th { "cancelled" } th { "oldest ready" } th { "limit" } th { "paused" }
+                    th { "cancelled" } th { "oldest ready" } th { "its age, 30 min" } th { "limit" } th { "paused" }
                     @if app.allow_actions { th {} }
                 } }
                 tbody { @for stats in &sample.queues { (row(stats)) } }
@@ -277,9 +282,12 @@ pub fn task(app: &App, id: &str, incoming: &Incoming) -> Answer {
     answer().unwrap_or_else(|refusal| refusal)
 }
 
+/// Dead tasks' ids that share a last reason (`None`: died without one).
+type ReasonGroup = (Option<String>, Vec<i64>);
+
 /// Up to [`DEAD_SCAN`] dead tasks of a queue, grouped by their last
 /// reason (most tasks first), and whether there were more.
-fn dead_by_reason(queue: &Queue) -> Result<(Vec<(Option<String>, Vec<i64>)>, bool), Answer> {
+fn dead_by_reason(queue: &Queue) -> Result<(Vec<ReasonGroup>, bool), Answer> {
     let mut groups: BTreeMap<Option<String>, Vec<i64>> = BTreeMap::new();
     let mut after = 0;
     let mut read = 0;
