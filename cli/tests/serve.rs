@@ -12,6 +12,8 @@ fn agent() -> ureq::Agent {
         ureq::Agent::config_builder()
             .http_status_as_error(false)
             .max_redirects(0)
+            // A server that stopped answering fails the test, not hangs it.
+            .timeout_global(Some(std::time::Duration::from_secs(30)))
             .build(),
     )
 }
@@ -491,6 +493,74 @@ fn an_action_and_the_token_link_redirect_only_to_paths_of_the_dashboard() {
         .unwrap();
     assert_eq!(response.status().as_u16(), 303);
     assert_eq!(response.headers()["location"], "/");
+}
+
+#[test]
+fn a_next_field_that_is_no_plain_path_redirects_home_and_the_server_keeps_answering() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &["--allow-actions"]);
+    let token = csrf(&served, "/");
+    // More than the server's request threads, each a bad next field.
+    for next in [
+        "/x\r\nSet-Cookie: a=b",
+        "/caf\u{e9}",
+        "/x y",
+        "/\u{7f}",
+        "/\\evil",
+    ] {
+        let (status, _) = post(
+            &served,
+            "/queues/emails/actions/resume",
+            &[("csrf", &token), ("next", next)],
+        );
+        assert_eq!(status, 303, "next {next:?}");
+    }
+    let response = agent()
+        .post(served.url("/queues/emails/actions/resume"))
+        .header("Origin", &served.base)
+        .send_form([("csrf", token.as_str()), ("next", "/x\r\ny")])
+        .unwrap();
+    assert_eq!(response.headers()["location"], "/");
+    assert_eq!(get(&served, "/api/queues").0, 200);
+}
+
+#[test]
+fn a_token_that_cannot_go_into_a_cookie_is_refused_at_start() {
+    use std::io::{BufRead, BufReader, Read};
+    let seeded = Seeded::new();
+    for token in ["two words", "semi;colon", "caf\u{e9}"] {
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tq"))
+            .args([
+                "serve",
+                &seeded.file,
+                "--listen",
+                "127.0.0.1:0",
+                "--token",
+                token,
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut banner = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut banner)
+            .unwrap();
+        if !banner.is_empty() {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("started with the token {token:?}: {banner}");
+        }
+        let mut stderr = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        assert!(!child.wait().unwrap().success());
+        assert!(stderr.contains("--token must be"), "{stderr}");
+    }
 }
 
 #[test]

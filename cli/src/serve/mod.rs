@@ -15,6 +15,7 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::Duration;
@@ -140,7 +141,17 @@ impl App {
 pub fn run(args: Args) -> CommandResult {
     let generated = args.token.is_none() && !args.listen.ip().is_loopback();
     let token = match args.token {
-        Some(token) if token.is_empty() => return Err(Failure::new("--token must not be empty")),
+        Some(token)
+            if token.is_empty()
+                || !token
+                    .bytes()
+                    .all(|byte| byte.is_ascii_graphic() && byte != b';' && byte != b',') =>
+        {
+            // It goes into a cookie as it is.
+            return Err(Failure::new(
+                "--token must be letters, digits and punctuation other than ; and , (no spaces)",
+            ));
+        }
         Some(token) => Some(token),
         None if generated => Some(random_hex()?),
         None => None,
@@ -191,7 +202,9 @@ pub fn run(args: Args) -> CommandResult {
             let (server, app) = (server.clone(), app.clone());
             thread::spawn(move || {
                 for request in server.incoming_requests() {
-                    answer(&app, request);
+                    // A bug met by one request must not take a thread away
+                    // from the others: its connection is closed instead.
+                    let _ = panic::catch_unwind(AssertUnwindSafe(|| answer(&app, request)));
                 }
             })
         })
@@ -550,10 +563,17 @@ fn loopback_host(host: Option<&str>, port: u16) -> bool {
 }
 
 /// `path` if it is a path on this server, else `/`: a redirection never
-/// sends the browser to another site (`//host/...` would).
+/// sends the browser to another site (`//host/...` would), and its
+/// Location header holds only printable ASCII.
 pub fn local_path(path: Option<&str>) -> &str {
-    path.filter(|path| path.starts_with('/') && !path.starts_with("//") && !path.contains('\\'))
-        .unwrap_or("/")
+    path.filter(|path| {
+        path.starts_with('/')
+            && !path.starts_with("//")
+            && path
+                .bytes()
+                .all(|byte| byte.is_ascii_graphic() && byte != b'\\')
+    })
+    .unwrap_or("/")
 }
 
 /// Whether two secrets are equal, in a time that does not tell how much
