@@ -152,7 +152,7 @@ pub fn run_show(args: ShowArgs, json: bool) -> CommandResult {
 
 /// The task `id` of `queue`: for each state, the first task listed after
 /// `id - 1` is the one if it has that id.
-fn find(queue: &Queue, id: i64) -> Result<Option<TaskInfo>, Failure> {
+pub fn find(queue: &Queue, id: i64) -> Result<Option<TaskInfo>, Failure> {
     for state in [
         TaskState::Pending,
         TaskState::Leased,

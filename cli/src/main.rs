@@ -8,6 +8,8 @@ mod control;
 mod list;
 mod output;
 mod push;
+mod sample;
+mod serve;
 mod stats;
 mod work;
 
@@ -198,6 +200,22 @@ Examples:
   tq work jobs.db --until-empty --timeout 10m -- ./process-one.sh
   tq work jobs.db -j 8 --max-tasks 1000 --lease 2m -- python3 handle.py")]
     Work(work::Args),
+
+    /// Serve a web dashboard, a JSON API and Prometheus metrics for the file.
+    #[command(after_help = "\
+Pages: / (every queue, updating itself), /queues/NAME (tasks by state),
+/queues/NAME/dead (dead tasks by reason), /tasks/ID. JSON: /api/queues,
+/api/queues/NAME/tasks?state=&after=&limit=, /api/tasks/ID?queue=. Metrics:
+/metrics. The dashboard is read-only unless --allow-actions is given; each
+action is a POST with the page's CSRF token, refused from other sites.
+Listening beyond loopback requires a token (--token, or one made up and
+printed once); pages never show the database's password.
+
+Examples:
+  tq serve jobs.db
+  tq serve jobs.db --allow-actions
+  tq serve jobs.db --listen 0.0.0.0:7070 --token \"$(cat token.txt)\"")]
+    Serve(serve::Args),
 }
 
 fn main() -> ExitCode {
@@ -222,6 +240,7 @@ fn main() -> ExitCode {
         Command::Checkpoint(args) => admin::run_checkpoint(args, cli.json),
         Command::Backup(args) => backup::run(args, cli.json),
         Command::Work(args) => work::run(args, cli.json),
+        Command::Serve(args) => serve::run(args),
     };
     match result {
         Ok(Outcome::Done) => ExitCode::SUCCESS,

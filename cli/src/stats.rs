@@ -2,19 +2,19 @@
 //! and the write-ahead log's size; with `--watch`, refreshed in place with
 //! rates derived from the changes between two looks.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, IsTerminal};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use indicatif::HumanBytes;
-use serde_json::{json, Value};
-use tq::{Pause, Queue, RateLimit, TaskState, DEFAULT_QUEUE};
+use serde_json::json;
+use tq::Pause;
 
 use crate::output::{
     self, parse_positive_duration, parse_queue_name, print, print_json, CommandResult, Failure,
     Location, Outcome,
 };
+use crate::sample::{rates, QueueStats, Rates, Sample, Sampler};
 
 /// Arguments of `tq stats`.
 #[derive(clap::Args)]
@@ -37,65 +37,6 @@ pub struct Args {
         value_parser = parse_positive_duration
     )]
     watch: Option<Duration>,
-}
-
-/// One queue's counts.
-struct QueueStats {
-    queue: String,
-    pending: u64,
-    leased: u64,
-    dead: u64,
-    done: u64,
-    cancelled: u64,
-    /// How long the task ready longest has waited; `null` when none is ready.
-    oldest_ready_age_ms: Option<u64>,
-    /// The queue's pause in force, if any.
-    paused: Option<Pause>,
-    concurrency_limit: Option<u32>,
-    rate_limit: Option<RateLimit>,
-}
-
-impl QueueStats {
-    fn to_json(&self) -> Value {
-        json!({
-            "queue": self.queue,
-            "pending": self.pending,
-            "leased": self.leased,
-            "dead": self.dead,
-            "done": self.done,
-            "cancelled": self.cancelled,
-            "oldest_ready_age_ms": self.oldest_ready_age_ms,
-            "concurrency_limit": self.concurrency_limit,
-            "rate_limit": self.rate_limit.map(crate::control::rate_json),
-            "paused": self.paused.is_some(),
-            "paused_until": match self.paused {
-                Some(Pause::UntilUnixMs(until)) => Some(output::rfc3339(until)),
-                _ => None,
-            },
-        })
-    }
-}
-
-/// The whole file at one moment.
-struct Sample {
-    taken_at: Instant,
-    /// Every queue of the file, by name.
-    queues: Vec<QueueStats>,
-    /// The `-wal` file's size; `None` on PostgreSQL, which has no file.
-    wal_bytes: Option<u64>,
-    /// The highest task id handed out: its growth counts pushes.
-    last_id: i64,
-}
-
-/// Tasks per second between two samples, for the whole file. Pushes come
-/// from the id sequence; finished tasks are those pushed that no longer
-/// count as pending, leased or dead (done, cancelled or deleted; a purge
-/// of dead tasks counts too); dead is the growth of the dead count.
-struct Rates {
-    interval_s: f64,
-    pushed_per_s: f64,
-    finished_per_s: f64,
-    dead_per_s: f64,
 }
 
 /// Runs `tq stats`.
@@ -207,93 +148,4 @@ fn show(args: &Args, sample: &Sample, rates: Option<Rates>, json: bool) -> Resul
         lines += 1;
     }
     Ok(lines)
-}
-
-fn rates(before: &Sample, after: &Sample) -> Rates {
-    let seconds = after
-        .taken_at
-        .duration_since(before.taken_at)
-        .as_secs_f64()
-        .max(f64::EPSILON);
-    let active = |sample: &Sample| -> i64 {
-        sample
-            .queues
-            .iter()
-            .map(|stats| (stats.pending + stats.leased + stats.dead) as i64)
-            .sum()
-    };
-    let dead =
-        |sample: &Sample| -> i64 { sample.queues.iter().map(|stats| stats.dead as i64).sum() };
-    let pushed = after.last_id.saturating_sub(before.last_id);
-    let finished = (pushed - (active(after) - active(before))).max(0);
-    let died = (dead(after) - dead(before)).max(0);
-    Rates {
-        interval_s: seconds,
-        pushed_per_s: pushed as f64 / seconds,
-        finished_per_s: finished as f64 / seconds,
-        dead_per_s: died as f64 / seconds,
-    }
-}
-
-/// Takes samples of one file, keeping a handle on each queue it has seen.
-struct Sampler {
-    handles: BTreeMap<String, Queue>,
-    /// The queues to sample: those that had tasks at some look, and the
-    /// one asked for.
-    sampled: BTreeSet<String>,
-    /// The queue opened first, always open.
-    first: String,
-    location: Location,
-}
-
-impl Sampler {
-    /// Opens the file; `only` is sampled even while it has no task.
-    fn open(location: &Location, only: Option<&str>) -> Result<Sampler, Failure> {
-        let first = only.unwrap_or(DEFAULT_QUEUE);
-        let handle = location.open_existing(first, |_| Ok(()))?;
-        Ok(Sampler {
-            handles: BTreeMap::from([(first.to_owned(), handle)]),
-            sampled: only.map(str::to_owned).into_iter().collect(),
-            first: first.to_owned(),
-            location: location.clone(),
-        })
-    }
-
-    fn sample(&mut self) -> Result<Sample, Failure> {
-        for name in self.handles[&self.first].queue_names()? {
-            if !self.handles.contains_key(&name) {
-                let handle = self.location.open(&name, |_| Ok(()))?;
-                self.handles.insert(name.clone(), handle);
-            }
-            self.sampled.insert(name);
-        }
-        let last_id = self.handles[&self.first].last_id()?;
-        let mut queues = Vec::with_capacity(self.sampled.len());
-        for name in &self.sampled {
-            let handle = &self.handles[name];
-            queues.push(QueueStats {
-                queue: name.clone(),
-                pending: handle.count(TaskState::Pending)?,
-                leased: handle.count(TaskState::Leased)?,
-                dead: handle.count(TaskState::Dead)?,
-                done: handle.count(TaskState::Done)?,
-                cancelled: handle.count(TaskState::Cancelled)?,
-                oldest_ready_age_ms: handle.oldest_ready_age()?.map(|age| age.as_millis() as u64),
-                paused: handle.paused()?,
-                concurrency_limit: handle.concurrency_limit()?,
-                rate_limit: handle.rate_limit()?,
-            });
-        }
-        let wal_bytes = if self.location.is_postgres() {
-            None
-        } else {
-            Some(self.handles[&self.first].wal_size()?)
-        };
-        Ok(Sample {
-            taken_at: Instant::now(),
-            queues,
-            wal_bytes,
-            last_id,
-        })
-    }
 }

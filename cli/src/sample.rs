@@ -1,0 +1,190 @@
+//! Samples of a queue file: every queue's counts at one moment, and the
+//! rates derived from two samples. `tq stats --watch` and `tq serve` show
+//! them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+use serde_json::{json, Value};
+use tq::{Pause, Queue, RateLimit, TaskState, DEFAULT_QUEUE};
+
+use crate::output::{self, Failure, Location};
+
+/// One queue's counts.
+pub struct QueueStats {
+    pub queue: String,
+    pub pending: u64,
+    pub leased: u64,
+    pub dead: u64,
+    pub done: u64,
+    pub cancelled: u64,
+    /// How long the task ready longest has waited; `null` when none is ready.
+    pub oldest_ready_age_ms: Option<u64>,
+    /// The queue's pause in force, if any.
+    pub paused: Option<Pause>,
+    pub concurrency_limit: Option<u32>,
+    pub rate_limit: Option<RateLimit>,
+}
+
+impl QueueStats {
+    /// How many of the queue's tasks are in `state`.
+    pub fn count(&self, state: TaskState) -> u64 {
+        match state {
+            TaskState::Pending => self.pending,
+            TaskState::Leased => self.leased,
+            TaskState::Dead => self.dead,
+            TaskState::Done => self.done,
+            TaskState::Cancelled => self.cancelled,
+        }
+    }
+
+    /// The queue's counts as `tq stats --json` shows them.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "queue": self.queue,
+            "pending": self.pending,
+            "leased": self.leased,
+            "dead": self.dead,
+            "done": self.done,
+            "cancelled": self.cancelled,
+            "oldest_ready_age_ms": self.oldest_ready_age_ms,
+            "concurrency_limit": self.concurrency_limit,
+            "rate_limit": self.rate_limit.map(crate::control::rate_json),
+            "paused": self.paused.is_some(),
+            "paused_until": match self.paused {
+                Some(Pause::UntilUnixMs(until)) => Some(output::rfc3339(until)),
+                _ => None,
+            },
+        })
+    }
+}
+
+/// The whole file at one moment.
+pub struct Sample {
+    pub taken_at: Instant,
+    /// Every queue of the file, by name.
+    pub queues: Vec<QueueStats>,
+    /// The `-wal` file's size; `None` on PostgreSQL, which has no file.
+    pub wal_bytes: Option<u64>,
+    /// The highest task id handed out: its growth counts pushes.
+    pub last_id: i64,
+}
+
+/// Tasks per second between two samples, for the whole file. Pushes come
+/// from the id sequence; finished tasks are those pushed that no longer
+/// count as pending, leased or dead (done, cancelled or deleted; a purge
+/// of dead tasks counts too); dead is the growth of the dead count.
+pub struct Rates {
+    pub interval_s: f64,
+    pub pushed_per_s: f64,
+    pub finished_per_s: f64,
+    pub dead_per_s: f64,
+    /// The counts behind the rates: tasks pushed, finished and gone dead
+    /// between the two samples.
+    pub pushed: u64,
+    pub finished: u64,
+    pub died: u64,
+}
+
+/// The rates between two samples of the same file.
+pub fn rates(before: &Sample, after: &Sample) -> Rates {
+    let seconds = after
+        .taken_at
+        .duration_since(before.taken_at)
+        .as_secs_f64()
+        .max(f64::EPSILON);
+    let active = |sample: &Sample| -> i64 {
+        sample
+            .queues
+            .iter()
+            .map(|stats| (stats.pending + stats.leased + stats.dead) as i64)
+            .sum()
+    };
+    let dead =
+        |sample: &Sample| -> i64 { sample.queues.iter().map(|stats| stats.dead as i64).sum() };
+    let pushed = after.last_id.saturating_sub(before.last_id);
+    let finished = (pushed - (active(after) - active(before))).max(0);
+    let died = (dead(after) - dead(before)).max(0);
+    Rates {
+        interval_s: seconds,
+        pushed_per_s: pushed as f64 / seconds,
+        finished_per_s: finished as f64 / seconds,
+        dead_per_s: died as f64 / seconds,
+        pushed: pushed.max(0) as u64,
+        finished: finished as u64,
+        died: died as u64,
+    }
+}
+
+/// Takes samples of one file, keeping a handle on each queue it has seen.
+pub struct Sampler {
+    handles: BTreeMap<String, Queue>,
+    /// The queues to sample: those that had tasks at some look, and the
+    /// one asked for.
+    sampled: BTreeSet<String>,
+    /// The queue opened first, always open.
+    first: String,
+    location: Location,
+}
+
+impl Sampler {
+    /// Opens the file; `only` is sampled even while it has no task.
+    pub fn open(location: &Location, only: Option<&str>) -> Result<Sampler, Failure> {
+        let first = only.unwrap_or(DEFAULT_QUEUE);
+        let handle = location.open_existing(first, |_| Ok(()))?;
+        Ok(Sampler {
+            handles: BTreeMap::from([(first.to_owned(), handle)]),
+            sampled: only.map(str::to_owned).into_iter().collect(),
+            first: first.to_owned(),
+            location: location.clone(),
+        })
+    }
+
+    /// The handle on queue `name` of the file, opened on first use.
+    pub fn queue(&mut self, name: &str) -> Result<&Queue, Failure> {
+        if !self.handles.contains_key(name) {
+            let handle = self.location.open(name, |_| Ok(()))?;
+            self.handles.insert(name.to_owned(), handle);
+        }
+        Ok(&self.handles[name])
+    }
+
+    /// Counts every queue of the file now.
+    pub fn sample(&mut self) -> Result<Sample, Failure> {
+        for name in self.handles[&self.first].queue_names()? {
+            if !self.handles.contains_key(&name) {
+                let handle = self.location.open(&name, |_| Ok(()))?;
+                self.handles.insert(name.clone(), handle);
+            }
+            self.sampled.insert(name);
+        }
+        let last_id = self.handles[&self.first].last_id()?;
+        let mut queues = Vec::with_capacity(self.sampled.len());
+        for name in &self.sampled {
+            let handle = &self.handles[name];
+            queues.push(QueueStats {
+                queue: name.clone(),
+                pending: handle.count(TaskState::Pending)?,
+                leased: handle.count(TaskState::Leased)?,
+                dead: handle.count(TaskState::Dead)?,
+                done: handle.count(TaskState::Done)?,
+                cancelled: handle.count(TaskState::Cancelled)?,
+                oldest_ready_age_ms: handle.oldest_ready_age()?.map(|age| age.as_millis() as u64),
+                paused: handle.paused()?,
+                concurrency_limit: handle.concurrency_limit()?,
+                rate_limit: handle.rate_limit()?,
+            });
+        }
+        let wal_bytes = if self.location.is_postgres() {
+            None
+        } else {
+            Some(self.handles[&self.first].wal_size()?)
+        };
+        Ok(Sample {
+            taken_at: Instant::now(),
+            queues,
+            wal_bytes,
+            last_id,
+        })
+    }
+}

@@ -1,0 +1,422 @@
+//! The dashboard's pages, and the actions their forms post.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use maud::{html, Markup, DOCTYPE};
+use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+use tq::{Pause, Queue, TaskInfo, TaskState};
+
+use super::api::{self, checked_queue, find_task, read_page, STATES};
+use super::{Answer, App, Incoming};
+use crate::output::{relative_time, rfc3339, short_duration, state_name};
+use crate::sample::QueueStats;
+
+/// The most dead tasks the dead page reads to group them by reason.
+const DEAD_SCAN: usize = 10_000;
+/// The ids a reason's group shows as links.
+const IDS_SHOWN: usize = 10;
+/// The payload's length a task list shows.
+const PAYLOAD_SHOWN: usize = 120;
+/// The reason a cancellation from the dashboard stores.
+const CANCEL_REASON: &str = "cancelled from the dashboard";
+
+/// A queue name as a path segment or query value.
+fn encoded(text: &str) -> String {
+    utf8_percent_encode(text, NON_ALPHANUMERIC).to_string()
+}
+
+fn task_href(queue: &str, id: i64) -> String {
+    format!("/tasks/{id}?queue={}", encoded(queue))
+}
+
+fn layout(app: &App, title: &str, content: Markup) -> Answer {
+    Answer::html(
+        html! {
+            (DOCTYPE)
+            html lang="en" {
+                head {
+                    meta charset="utf-8";
+                    meta name="viewport" content="width=device-width, initial-scale=1";
+                    title { (title) " · tq" }
+                    link rel="stylesheet" href="/assets/style.css";
+                }
+                body {
+                    header {
+                        a.brand href="/" { "tq" }
+                        span.file { (app.location.to_string()) }
+                        @if app.allow_actions {
+                            span.mode.actions { "actions allowed" }
+                        } @else {
+                            span.mode.read-only #read-only { "read-only: start with --allow-actions to retry, purge, cancel, pause or resume" }
+                        }
+                    }
+                    main { (content) }
+                }
+            }
+        }
+        .into_string(),
+    )
+}
+
+/// A form that posts one action, with the CSRF token and where to go back.
+fn action(app: &App, path: &str, next: &str, label: &str, fields: &[(&str, &str)]) -> Markup {
+    html! {
+        form.action method="post" action=(path) {
+            input type="hidden" name="csrf" value=(app.csrf);
+            input type="hidden" name="next" value=(next);
+            @for (name, value) in fields {
+                input type="hidden" name=(name) value=(value);
+            }
+            button type="submit" data-action=(label) { (label) }
+        }
+    }
+}
+
+fn age(ms: Option<u64>) -> String {
+    ms.map_or("-".to_owned(), |ms| {
+        short_duration(Duration::from_millis(ms))
+    })
+}
+
+fn pause_text(pause: Option<Pause>) -> String {
+    match pause {
+        None => "-".to_owned(),
+        Some(Pause::UntilResumed) => "until resumed".to_owned(),
+        Some(Pause::UntilUnixMs(until)) => format!("until {}", rfc3339(until)),
+    }
+}
+
+/// The overview: every queue's counts, and the throughput charts.
+pub fn overview(app: &App) -> Answer {
+    let (sample, _) = app.latest();
+    let row = |stats: &QueueStats| {
+        let queue = encoded(&stats.queue);
+        let cell = |field: &str, value: String| {
+            html! { td data-queue=(stats.queue) data-field=(field) { (value) } }
+        };
+        html! {
+            tr data-queue=(stats.queue) {
+                td { a href={ "/queues/" (queue) } { (stats.queue) } }
+                (cell("pending", stats.pending.to_string()))
+                (cell("leased", stats.leased.to_string()))
+                td data-queue=(stats.queue) data-field="dead" {
+                    a href={ "/queues/" (queue) "/dead" } { (stats.dead) }
+                }
+                (cell("done", stats.done.to_string()))
+                (cell("cancelled", stats.cancelled.to_string()))
+                (cell("oldest_ready_age", age(stats.oldest_ready_age_ms)))
+                td {
+                    svg.spark data-age-chart=(stats.queue) viewBox="0 0 100 20" preserveAspectRatio="none" {
+                        polyline points="" {}
+                    }
+                }
+                (cell("concurrency_limit", stats.concurrency_limit.map_or("-".to_owned(), |limit| limit.to_string())))
+                (cell("paused", pause_text(stats.paused)))
+                @if app.allow_actions {
+                    td {
+                        @if stats.paused.is_some() {
+                            (action(app, &format!("/queues/{queue}/actions/resume"), "/", "resume", &[]))
+                        } @else {
+                            (action(app, &format!("/queues/{queue}/actions/pause"), "/", "pause", &[]))
+                        }
+                    }
+                }
+            }
+        }
+    };
+    let content = html! {
+        h1 { "Queues" }
+        @if sample.queues.is_empty() {
+            p { "No tasks in this file yet." }
+        } @else {
+            table #queues {
+                thead { tr {
+                    th { "queue" } th { "pending" } th { "leased" } th { "dead" } th { "done" }
+                    th { "cancelled" } th { "oldest ready" } th { "its age, 30 min" } th { "limit" } th { "paused" }
+                    @if app.allow_actions { th {} }
+                } }
+                tbody { @for stats in &sample.queues { (row(stats)) } }
+            }
+        }
+        h2 { "Throughput, whole file (tasks per second, last 30 minutes)" }
+        div.charts {
+            @for (series, label) in [("pushed", "pushed"), ("finished", "finished"), ("dead", "gone dead")] {
+                figure {
+                    figcaption { (label) ": " span data-rate=(series) { "-" } "/s" }
+                    svg.chart data-chart=(series) viewBox="0 0 300 60" preserveAspectRatio="none" {
+                        polyline points="" {}
+                    }
+                }
+            }
+        }
+        p.note {
+            "Rates are derived from samples every 2 s: pushes from the id sequence, finished tasks from those that left the pending, leased and dead counts. "
+            "Data: " a href="/api/queues" { "/api/queues" } ", " a href="/metrics" { "/metrics" } "."
+        }
+        script src="/assets/overview.js" {}
+    };
+    layout(app, "Queues", content)
+}
+
+/// Tasks of a queue in one state, a page at a time; `?id=N` finds task N.
+pub fn tasks(app: &App, queue: &str, incoming: &Incoming) -> Answer {
+    let answer = || -> Result<Answer, Answer> {
+        let queue = checked_queue(queue)?;
+        if let Some(id) = incoming.query("id") {
+            let id = id.trim();
+            return Ok(Answer::Redirect(format!(
+                "/tasks/{}?queue={}",
+                encoded(id),
+                encoded(&queue)
+            )));
+        }
+        let page = read_page(app, &queue, incoming)?;
+        let (sample, _) = app.latest();
+        let stats = sample.queues.iter().find(|stats| stats.queue == queue);
+        let counts: Vec<(TaskState, u64)> = STATES
+            .into_iter()
+            .map(|state| (state, stats.map_or(0, |stats| stats.count(state))))
+            .collect();
+        let href = encoded(&queue);
+        let content = html! {
+            h1 { "Queue " (queue) }
+            nav.states {
+                @for (state, count) in &counts {
+                    a class=@if *state == page.state { "current" } href={ "/queues/" (href) "?state=" (state_name(*state)) } {
+                        (state_name(*state)) " " span.count { (count) }
+                    }
+                }
+                a href={ "/queues/" (href) "/dead" } { "dead by reason" }
+            }
+            form.search method="get" action={ "/queues/" (href) } {
+                label { "Task id " input type="search" name="id" inputmode="numeric" required; }
+                button type="submit" { "Find" }
+            }
+            (task_table(&queue, &page.tasks))
+            @if let Some(after) = page.next_after {
+                p { a.next href={ "/queues/" (href) "?state=" (state_name(page.state)) "&after=" (after) } { "Next page" } }
+            }
+        };
+        Ok(layout(
+            app,
+            &format!("{queue}: {}", state_name(page.state)),
+            content,
+        ))
+    };
+    answer().unwrap_or_else(|refusal| refusal)
+}
+
+fn task_table(queue: &str, tasks: &[TaskInfo]) -> Markup {
+    html! {
+        @if tasks.is_empty() {
+            p { "No tasks here." }
+        } @else {
+            table.tasks {
+                thead { tr { th { "id" } th { "state" } th { "attempts" } th { "run at" } th { "last reason" } th { "payload" } } }
+                tbody {
+                    @for task in tasks {
+                        tr {
+                            td { a href=(task_href(queue, task.id())) { (task.id()) } }
+                            td { (state_name(task.state())) }
+                            td { (task.attempts()) "/" (task.max_attempts()) }
+                            td title=(rfc3339(task.run_at_unix_ms())) { (relative_time(task.run_at_unix_ms())) }
+                            td.reason { (task.last_error().unwrap_or("")) }
+                            td.payload { code { (shorten(task.payload(), PAYLOAD_SHOWN)) } }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `text` cut to at most `chars` characters, with an ellipsis if cut.
+fn shorten(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
+/// One task whole, with the actions its state allows.
+pub fn task(app: &App, id: &str, incoming: &Incoming) -> Answer {
+    let answer = || -> Result<Answer, Answer> {
+        let Some((queue, task)) = find_task(app, id, incoming.query("queue"))? else {
+            return Err(Answer::error(404, format!("no task {id}")));
+        };
+        let payload = serde_json::from_str::<serde_json::Value>(task.payload())
+            .and_then(|value| serde_json::to_string_pretty(&value))
+            .unwrap_or_else(|_| task.payload().to_owned());
+        let here = task_href(&queue, task.id());
+        let base = format!("/queues/{}/actions", encoded(&queue));
+        let id_text = task.id().to_string();
+        let content = html! {
+            h1 { "Task " (task.id()) }
+            dl.task {
+                dt { "queue" } dd { a href={ "/queues/" (encoded(&queue)) } { (queue) } }
+                dt { "state" } dd #state { (state_name(task.state())) }
+                dt { "attempts" } dd { (task.attempts()) " of " (task.max_attempts()) }
+                dt { "priority" } dd { (task.priority()) }
+                dt { "run at" } dd { (rfc3339(task.run_at_unix_ms())) " (" (relative_time(task.run_at_unix_ms())) ")" }
+            }
+            @if let Some(reason) = task.last_error() {
+                h2 { "Last reason" }
+                pre.reason { (reason) }
+            }
+            h2 { "Payload" }
+            pre.payload { code { (payload) } }
+            @if app.allow_actions {
+                div.actions {
+                    @if task.state() == TaskState::Dead {
+                        (action(app, &format!("{base}/retry"), &here, "retry", &[("id", &id_text)]))
+                    }
+                    @if matches!(task.state(), TaskState::Pending | TaskState::Leased | TaskState::Dead) {
+                        (action(app, &format!("{base}/cancel"), &here, "cancel", &[("id", &id_text)]))
+                    }
+                }
+            }
+        };
+        Ok(layout(app, &format!("task {}", task.id()), content))
+    };
+    answer().unwrap_or_else(|refusal| refusal)
+}
+
+/// Dead tasks' ids that share a last reason (`None`: died without one).
+type ReasonGroup = (Option<String>, Vec<i64>);
+
+/// Up to [`DEAD_SCAN`] dead tasks of a queue, grouped by their last
+/// reason (most tasks first), and whether there were more.
+fn dead_by_reason(queue: &Queue) -> Result<(Vec<ReasonGroup>, bool), Answer> {
+    let mut groups: BTreeMap<Option<String>, Vec<i64>> = BTreeMap::new();
+    let mut after = 0;
+    let mut read = 0;
+    loop {
+        let page = queue.list(TaskState::Dead, after, api::MAX_PAGE.min(DEAD_SCAN - read))?;
+        let Some(last) = page.last() else { break };
+        after = last.id();
+        read += page.len();
+        for task in page {
+            groups
+                .entry(task.last_error().map(str::to_owned))
+                .or_default()
+                .push(task.id());
+        }
+        if read >= DEAD_SCAN {
+            break;
+        }
+    }
+    let more = read >= DEAD_SCAN && !queue.list(TaskState::Dead, after, 1)?.is_empty();
+    let mut groups: Vec<_> = groups.into_iter().collect();
+    groups.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| a.0.cmp(&b.0)));
+    Ok((groups, more))
+}
+
+/// A queue's dead tasks grouped by reason, with retry and purge.
+pub fn dead(app: &App, queue: &str) -> Answer {
+    let answer = || -> Result<Answer, Answer> {
+        let queue = checked_queue(queue)?;
+        let (groups, more) = dead_by_reason(app.sampler().queue(&queue)?)?;
+        let href = encoded(&queue);
+        let here = format!("/queues/{href}/dead");
+        let base = format!("/queues/{href}/actions");
+        let content = html! {
+            h1 { "Dead tasks of " a href={ "/queues/" (href) "?state=dead" } { (queue) } }
+            @if more {
+                p.note { "Showing the first " (DEAD_SCAN) " dead tasks." }
+            }
+            @if groups.is_empty() {
+                p { "No dead tasks." }
+            } @else {
+                @if app.allow_actions {
+                    div.actions {
+                        (action(app, &format!("{base}/retry"), &here, "retry all", &[("all", "1")]))
+                        (action(app, &format!("{base}/purge-dead"), &here, "purge all dead", &[]))
+                    }
+                }
+                table.groups {
+                    thead { tr { th { "tasks" } th { "reason" } th { "ids" } @if app.allow_actions { th {} } } }
+                    tbody {
+                        @for (reason, ids) in &groups {
+                            tr {
+                                td { (ids.len()) }
+                                td.reason { pre { (reason.as_deref().unwrap_or("(no reason)")) } }
+                                td {
+                                    @for id in ids.iter().take(IDS_SHOWN) {
+                                        a href=(task_href(&queue, *id)) { (id) } " "
+                                    }
+                                    @if ids.len() > IDS_SHOWN { "…" }
+                                }
+                                @if app.allow_actions {
+                                    td { (action(app, &format!("{base}/retry"), &here, "retry these",
+                                        &[("by_reason", "1"), ("reason", reason.as_deref().unwrap_or(""))])) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        Ok(layout(app, &format!("{queue}: dead"), content))
+    };
+    answer().unwrap_or_else(|refusal| refusal)
+}
+
+/// Carries out a form's action (`POST /queues/{q}/actions/{name}`), once
+/// the request has passed the checks of [`super::post_refusal`].
+pub fn act(app: &App, incoming: &Incoming) -> Answer {
+    let answer = || -> Result<Answer, Answer> {
+        let segments: Vec<&str> = incoming.segments.iter().map(String::as_str).collect();
+        let ["queues", queue, "actions", name] = segments.as_slice() else {
+            return Err(Answer::error(404, "no such action"));
+        };
+        let queue = checked_queue(queue)?;
+        let id = || -> Result<i64, Answer> {
+            incoming
+                .form("id")
+                .and_then(|id| id.parse().ok())
+                .ok_or_else(|| Answer::error(400, "the form has no task id"))
+        };
+        let refused = |err: tq::Error| match err.kind() {
+            tq::ErrorKind::InvalidArgument => Answer::error(400, err.to_string()),
+            _ => Answer::from(err),
+        };
+        {
+            let mut sampler = app.sampler();
+            let handle = sampler.queue(&queue)?;
+            match *name {
+                "retry" if incoming.form("all").is_some() => {
+                    handle.retry_all_dead().map_err(refused)?;
+                }
+                "retry" if incoming.form("by_reason").is_some() => {
+                    let reason = incoming.form("reason");
+                    let (groups, _) = dead_by_reason(handle)?;
+                    for (group, ids) in groups {
+                        if group.as_deref() == reason {
+                            for id in ids {
+                                handle.retry_dead(id).map_err(refused)?;
+                            }
+                        }
+                    }
+                }
+                "retry" => handle.retry_dead(id()?).map_err(refused)?,
+                "cancel" => {
+                    handle.cancel_task(id()?, CANCEL_REASON).map_err(refused)?;
+                }
+                "purge-dead" => {
+                    handle
+                        .purge(TaskState::Dead, Duration::ZERO)
+                        .map_err(refused)?;
+                }
+                "pause" => handle.pause(Pause::UntilResumed).map_err(refused)?,
+                "resume" => handle.resume().map_err(refused)?,
+                _ => return Err(Answer::error(404, "no such action")),
+            }
+        }
+        app.refresh()?;
+        Ok(Answer::Redirect(
+            super::local_path(incoming.form("next")).to_owned(),
+        ))
+    };
+    answer().unwrap_or_else(|refusal| refusal)
+}

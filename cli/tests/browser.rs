@@ -1,0 +1,275 @@
+//! The dashboard as a person uses it: headless Chromium, driven through
+//! WebDriver (chromedriver), on `tq serve` of a seeded file. Skipped, with
+//! the reason printed, only where chromedriver is missing and CI is not
+//! set; in CI a missing browser fails the test. With
+//! TQ_UPDATE_SCREENSHOTS=1 the screenshots also go to docs/ for the README.
+
+mod serving;
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use hyper_util::client::legacy::connect::HttpConnector;
+use serde_json::json;
+use serving::{Seeded, Served};
+use tq::{PushOptions, TaskState};
+
+/// How long to wait for the page to show what it should (a bound on the
+/// wait, never an assertion about speed).
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// chromedriver on a free loopback port, stopped when dropped.
+struct Driver {
+    child: Child,
+    url: String,
+}
+
+impl Driver {
+    /// Starts chromedriver, or says why it cannot and returns `None`
+    /// (outside CI only).
+    fn start() -> Option<Driver> {
+        let driver = std::env::var("TQ_CHROMEDRIVER").unwrap_or("/usr/bin/chromedriver".to_owned());
+        if !Path::new(&driver).exists() || !Path::new(&chromium()).exists() {
+            let why = format!(
+                "{driver} or {} is missing (Debian: apt-get install chromium chromium-driver)",
+                chromium()
+            );
+            if std::env::var_os("CI").is_some() {
+                panic!("the browser tests must run in CI: {why}");
+            }
+            eprintln!("skipped: {why}");
+            return None;
+        }
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = Command::new(&driver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        for _ in 0..200 {
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Some(Driver {
+                    child,
+                    url: format!("http://127.0.0.1:{port}"),
+                });
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("chromedriver did not listen on port {port}");
+    }
+
+    async fn client(&self) -> Client {
+        let capabilities = json!({
+            "goog:chromeOptions": {
+                "binary": chromium(),
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                         "--disable-dev-shm-usage", "--window-size=1200,760"],
+            }
+        });
+        let serde_json::Value::Object(capabilities) = capabilities else {
+            unreachable!()
+        };
+        ClientBuilder::new(HttpConnector::new())
+            .capabilities(capabilities)
+            .connect(&self.url)
+            .await
+            .unwrap()
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn chromium() -> String {
+    std::env::var("TQ_CHROMIUM").unwrap_or("/usr/bin/chromium".to_owned())
+}
+
+/// Saves a screenshot under target/, and into docs/ when asked to.
+fn save_screenshot(png: &[u8], name: &str) {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let shots = root.join("target/screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    std::fs::write(shots.join(name), png).unwrap();
+    if std::env::var_os("TQ_UPDATE_SCREENSHOTS").is_some() {
+        std::fs::write(root.join("docs").join(name), png).unwrap();
+    }
+}
+
+/// Waits until the cell of `queue`'s `field` on the overview reads `want`,
+/// and fails with what it read last.
+async fn wait_for_cell(client: &Client, queue: &str, field: &str, want: &str) {
+    let selector = format!("td[data-queue='{queue}'][data-field='{field}']");
+    let mut last = String::new();
+    for _ in 0..(PATIENCE.as_millis() / 100) {
+        if let Ok(cell) = client.find(Locator::Css(&selector)).await {
+            last = cell.text().await.unwrap_or_default();
+            if last.trim() == want {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{queue} {field} reads {last:?}, not {want:?}");
+}
+
+async fn text_of(client: &Client, css: &str) -> String {
+    client
+        .find(Locator::Css(css))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_person_sees_the_counts_opens_a_dead_task_and_retries_it() {
+    let Some(driver) = Driver::start() else {
+        return;
+    };
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &["--allow-actions"]);
+    let client = driver.client().await;
+
+    client.goto(&served.url("/")).await.unwrap();
+    wait_for_cell(&client, "emails", "pending", "3").await;
+    wait_for_cell(&client, "emails", "dead", "1").await;
+    wait_for_cell(&client, "default", "pending", "2").await;
+    // The overview follows the file without being reloaded.
+    client
+        .execute("document.body.dataset.sameDocument = 'yes'", vec![])
+        .await
+        .unwrap();
+    seeded
+        .queue("emails")
+        .push("{\"to\":\"new@example.com\"}", &PushOptions::new())
+        .unwrap();
+    wait_for_cell(&client, "emails", "pending", "4").await;
+    let same_document = client
+        .execute("return document.body.dataset.sameDocument", vec![])
+        .await
+        .unwrap();
+    assert_eq!(same_document, "yes", "the page was reloaded");
+    save_screenshot(
+        &client.screenshot().await.unwrap(),
+        "dashboard-overview.png",
+    );
+
+    client
+        .find(Locator::Css("td[data-queue='emails'][data-field='dead'] a"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let reason = text_of(&client, "td.reason").await;
+    assert_eq!(reason, serving::DEAD_REASON);
+    client
+        .find(Locator::LinkText("1"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(text_of(&client, "#state").await, "dead");
+    assert!(text_of(&client, "pre.payload")
+        .await
+        .contains("\"template\": \"welcome\""));
+    save_screenshot(&client.screenshot().await.unwrap(), "dashboard-task.png");
+
+    client
+        .find(Locator::Css("button[data-action='retry']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(text_of(&client, "#state").await, "pending");
+    assert_eq!(seeded.queue("emails").count(TaskState::Dead).unwrap(), 0);
+    client.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn read_only_pages_have_no_buttons_and_refuse_forged_and_cross_site_posts() {
+    let Some(driver) = Driver::start() else {
+        return;
+    };
+    let seeded = Seeded::new();
+    let read_only = Served::start(&seeded.file, &[]);
+    let client = driver.client().await;
+
+    client
+        .goto(&read_only.url("/tasks/1?queue=emails"))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&client, "#state").await, "dead");
+    assert!(text_of(&client, "#read-only").await.contains("read-only"));
+    assert!(client
+        .find_all(Locator::Css("button, form"))
+        .await
+        .unwrap()
+        .is_empty());
+    // A POST forged from the page itself is refused.
+    let forged = client
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             fetch('/queues/emails/actions/retry', {method: 'POST', body: new URLSearchParams({id: '1'})})
+               .then((response) => done(response.status));",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(forged, 403);
+
+    // A page of another site posts a form to a dashboard with actions
+    // allowed, with the right CSRF token even: refused.
+    let allowed = Served::start(&seeded.file, &["--allow-actions"]);
+    client
+        .goto(&allowed.url("/tasks/1?queue=emails"))
+        .await
+        .unwrap();
+    let csrf = client
+        .find(Locator::Css("input[name='csrf']"))
+        .await
+        .unwrap()
+        .attr("value")
+        .await
+        .unwrap()
+        .unwrap();
+    let target = allowed.url("/queues/emails/actions/retry");
+    let attack = format!(
+        "<form method=post action='{target}'><input name=csrf value='{csrf}'><input name=id value=1>\
+         <input name=next value='/api/tasks/1'></form><script>document.forms[0].submit()</script>"
+    );
+    let attack = percent_encoding::utf8_percent_encode(&attack, percent_encoding::NON_ALPHANUMERIC);
+    client
+        .goto(&format!("data:text/html,{attack}"))
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    for _ in 0..(PATIENCE.as_millis() / 100) {
+        answer = client.source().await.unwrap();
+        if answer.contains("refused") || answer.contains("\"state\"") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(answer.contains("cross-site request refused"), "{answer}");
+    assert_eq!(seeded.queue("emails").count(TaskState::Dead).unwrap(), 1);
+    client.close().await.unwrap();
+}

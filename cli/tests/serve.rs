@@ -1,0 +1,705 @@
+//! `tq serve` over HTTP: the built command on a seeded file, its JSON API,
+//! the checks on actions and tokens, and `/metrics` as Prometheus reads it.
+
+mod serving;
+
+use serde_json::Value;
+use serving::{Seeded, Served, DEAD_REASON};
+use tq::TaskState;
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::new_with_config(
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            // A server that stopped answering fails the test, not hangs it.
+            .timeout_global(Some(std::time::Duration::from_secs(30)))
+            .build(),
+    )
+}
+
+/// GETs `path`: its status and body.
+fn get(served: &Served, path: &str) -> (u16, String) {
+    let mut response = agent().get(served.url(path)).call().unwrap();
+    let status = response.status().as_u16();
+    (status, response.body_mut().read_to_string().unwrap())
+}
+
+fn get_json(served: &Served, path: &str) -> Value {
+    let (status, body) = get(served, path);
+    assert_eq!(status, 200, "GET {path}: {body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+/// The CSRF token of the action forms on the page at `path`.
+fn csrf(served: &Served, path: &str) -> String {
+    let (_, page) = get(served, path);
+    let marker = "name=\"csrf\" value=\"";
+    let start = page
+        .find(marker)
+        .unwrap_or_else(|| panic!("no action form on {path}"))
+        + marker.len();
+    page[start..].split('"').next().unwrap().to_owned()
+}
+
+/// POSTs a form to `path` as a page of the dashboard itself does.
+fn post(served: &Served, path: &str, fields: &[(&str, &str)]) -> (u16, String) {
+    post_from(
+        served,
+        path,
+        fields,
+        Some(&served.base),
+        Some("same-origin"),
+    )
+}
+
+fn post_from(
+    served: &Served,
+    path: &str,
+    fields: &[(&str, &str)],
+    origin: Option<&str>,
+    fetch_site: Option<&str>,
+) -> (u16, String) {
+    let mut request = agent().post(served.url(path));
+    if let Some(origin) = origin {
+        request = request.header("Origin", origin);
+    }
+    if let Some(site) = fetch_site {
+        request = request.header("Sec-Fetch-Site", site);
+    }
+    let mut response = request.send_form(fields.iter().copied()).unwrap();
+    let status = response.status().as_u16();
+    (status, response.body_mut().read_to_string().unwrap())
+}
+
+fn queue_json<'a>(queues: &'a Value, name: &str) -> &'a Value {
+    queues["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|queue| queue["queue"] == name)
+        .unwrap_or_else(|| panic!("no queue {name} in {queues}"))
+}
+
+#[test]
+fn api_queues_counts_every_queue_by_state() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &[]);
+    let queues = get_json(&served, "/api/queues");
+    assert_eq!(queues["read_only"], true);
+    assert_eq!(queues["last_id"], 6);
+    let emails = queue_json(&queues, "emails");
+    assert_eq!(
+        (emails["pending"].as_u64(), emails["dead"].as_u64()),
+        (Some(3), Some(1))
+    );
+    assert!(emails["oldest_ready_age_ms"].is_u64());
+    assert_eq!(emails["paused"], false);
+    let default = queue_json(&queues, "default");
+    assert_eq!(
+        (default["pending"].as_u64(), default["dead"].as_u64()),
+        (Some(2), Some(0))
+    );
+    assert!(queues["history"]["points"].is_array());
+}
+
+#[test]
+fn the_history_and_the_counters_follow_pushes_finishes_and_deaths_after_the_start() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &[]);
+    let default = seeded.queue("default");
+    let payloads: Vec<String> = (0..5).map(|n| format!("{{\"n\":{n}}}")).collect();
+    default
+        .push_batch(&payloads, &tq::PushOptions::new())
+        .unwrap();
+    let task = default.pull(&tq::PullOptions::new()).unwrap().unwrap();
+    default.finish(task.receipt()).unwrap();
+    // Background samples come every 2 s: wait (boundedly) for one after
+    // the changes.
+    let mut queues = Value::Null;
+    for _ in 0..200 {
+        queues = get_json(&served, "/api/queues");
+        if queues["history"]["since_start"]["pushed"] == 5 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let history = &queues["history"];
+    assert_eq!(history["since_start"]["pushed"], 5, "{queues}");
+    assert_eq!(history["since_start"]["finished"], 1, "{queues}");
+    assert_eq!(history["since_start"]["dead"], 0, "{queues}");
+    let last = history["points"].as_array().unwrap().last().unwrap();
+    assert!(last["pushed_per_s"].as_f64().unwrap() > 0.0, "{last}");
+    assert!(last["oldest_ready_age_ms"]["emails"].is_u64(), "{last}");
+    let (_, metrics) = get(&served, "/metrics");
+    assert!(
+        metrics.lines().any(|line| line == "tq_pushed_total 5"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.lines().any(|line| line == "tq_finished_total 1"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn api_tasks_pages_through_a_state_and_refuses_bad_arguments() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &[]);
+    let ids = |page: &Value| -> Vec<i64> {
+        page["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|task| task["id"].as_i64().unwrap())
+            .collect()
+    };
+    let first = get_json(&served, "/api/queues/emails/tasks?state=pending&limit=2");
+    assert_eq!(ids(&first), [2, 3]);
+    assert_eq!(first["next_after"], 3);
+    assert_eq!(first["tasks"][0]["payload"]["to"], "user2@example.com");
+    let second = get_json(
+        &served,
+        "/api/queues/emails/tasks?state=pending&limit=2&after=3",
+    );
+    assert_eq!(ids(&second), [4]);
+    assert_eq!(second["next_after"], Value::Null);
+    let dead = get_json(&served, "/api/queues/emails/tasks?state=dead");
+    assert_eq!(ids(&dead), [1]);
+    for bad in [
+        "/api/queues/emails/tasks?state=asleep",
+        "/api/queues/emails/tasks?limit=0",
+        "/api/queues/emails/tasks?limit=1001",
+        "/api/queues/emails/tasks?after=-1",
+        "/api/queues/emails/tasks?order=sideways",
+    ] {
+        let (status, body) = get(&served, bad);
+        assert_eq!(status, 400, "GET {bad}: {body}");
+    }
+}
+
+#[test]
+fn api_task_shows_one_task_whole_in_any_queue() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &[]);
+    let task = get_json(&served, "/api/tasks/1");
+    assert_eq!(task["queue"], "emails");
+    assert_eq!(task["state"], "dead");
+    assert_eq!(task["last_error"], DEAD_REASON);
+    assert_eq!(task["payload"]["template"], "welcome");
+    assert_eq!(
+        get_json(&served, "/api/tasks/5?queue=default")["payload"]["n"],
+        1
+    );
+    assert_eq!(get(&served, "/api/tasks/1?queue=default").0, 404);
+    assert_eq!(get(&served, "/api/tasks/99").0, 404);
+    assert_eq!(get(&served, "/api/tasks/abc").0, 400);
+}
+
+#[test]
+fn without_allow_actions_the_pages_are_read_only_and_posts_are_refused() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &[]);
+    let (status, page) = get(&served, "/tasks/1?queue=emails");
+    assert_eq!(status, 200);
+    assert!(page.contains("read-only"), "{page}");
+    assert!(
+        !page.contains("<form"),
+        "an action form on a read-only page: {page}"
+    );
+    for (path, fields) in [
+        ("/queues/emails/actions/retry", vec![("id", "1")]),
+        ("/queues/emails/actions/purge-dead", vec![]),
+        ("/queues/emails/actions/pause", vec![]),
+    ] {
+        let (status, body) = post(&served, path, &fields);
+        assert_eq!(status, 403, "POST {path}: {body}");
+    }
+    let emails = seeded.queue("emails");
+    assert_eq!(emails.count(TaskState::Dead).unwrap(), 1);
+    assert_eq!(emails.paused().unwrap(), None);
+}
+
+#[test]
+fn actions_retry_cancel_pause_resume_and_purge_with_allow_actions() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &["--allow-actions"]);
+    let emails = seeded.queue("emails");
+    let token = csrf(&served, "/tasks/1?queue=emails");
+    let form = |extra: &[(&'static str, &'static str)]| {
+        let mut fields = vec![("csrf", token.as_str()), ("next", "/tasks/1?queue=emails")];
+        fields.extend_from_slice(extra);
+        fields
+    };
+
+    let (status, _) = post(
+        &served,
+        "/queues/emails/actions/retry",
+        &form(&[("id", "1")]),
+    );
+    assert_eq!(status, 303);
+    assert_eq!(get_json(&served, "/api/tasks/1")["state"], "pending");
+    // Retrying it again is a clear error that changes nothing.
+    assert_eq!(
+        post(
+            &served,
+            "/queues/emails/actions/retry",
+            &form(&[("id", "1")])
+        )
+        .0,
+        400
+    );
+
+    assert_eq!(
+        post(
+            &served,
+            "/queues/emails/actions/cancel",
+            &form(&[("id", "2")])
+        )
+        .0,
+        303
+    );
+    assert_eq!(get(&served, "/api/tasks/2?queue=emails").0, 404);
+    assert_eq!(emails.count(TaskState::Pending).unwrap(), 3);
+
+    assert_eq!(
+        post(&served, "/queues/emails/actions/pause", &form(&[])).0,
+        303
+    );
+    assert_eq!(
+        queue_json(&get_json(&served, "/api/queues"), "emails")["paused"],
+        true
+    );
+    assert_eq!(
+        post(&served, "/queues/emails/actions/resume", &form(&[])).0,
+        303
+    );
+    assert_eq!(emails.paused().unwrap(), None);
+
+    let reports = seeded.queue("reports");
+    let mut once = tq::PushOptions::new();
+    once.max_attempts(1).unwrap();
+    reports.push("{}", &once).unwrap();
+    let task = reports.pull(&tq::PullOptions::new()).unwrap().unwrap();
+    reports.fail(task.receipt(), "boom").unwrap();
+    let (status, page) = get(&served, "/queues/reports/dead");
+    assert_eq!(status, 200);
+    assert!(
+        page.contains("boom") && page.contains("purge all dead"),
+        "{page}"
+    );
+    assert_eq!(
+        post(&served, "/queues/reports/actions/purge-dead", &form(&[])).0,
+        303
+    );
+    assert_eq!(reports.count(TaskState::Dead).unwrap(), 0);
+    assert_eq!(
+        emails.count(TaskState::Pending).unwrap(),
+        3,
+        "a purge of another queue"
+    );
+}
+
+#[test]
+fn retry_by_reason_retries_the_dead_tasks_of_that_reason_only() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &["--allow-actions"]);
+    let emails = seeded.queue("emails");
+    let mut once = tq::PushOptions::new();
+    once.max_attempts(1).unwrap();
+    emails.push("{\"late\":true}", &once).unwrap();
+    // Pull every pending task to reach the new one, then hand the rest back.
+    let mut held = Vec::new();
+    while let Some(task) = emails.pull(&tq::PullOptions::new()).unwrap() {
+        held.push(task);
+    }
+    for task in held {
+        if task.id() == 7 {
+            emails.fail(task.receipt(), "timeout").unwrap();
+        } else {
+            emails
+                .snooze(task.receipt(), std::time::Duration::ZERO)
+                .unwrap();
+        }
+    }
+    let token = csrf(&served, "/queues/emails/dead");
+    let fields = [
+        ("csrf", token.as_str()),
+        ("by_reason", "1"),
+        ("reason", "timeout"),
+    ];
+    assert_eq!(
+        post(&served, "/queues/emails/actions/retry", &fields).0,
+        303
+    );
+    assert_eq!(get_json(&served, "/api/tasks/7")["state"], "pending");
+    assert_eq!(get_json(&served, "/api/tasks/1")["state"], "dead");
+}
+
+#[test]
+fn cross_site_posts_and_posts_without_the_csrf_token_are_refused() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &["--allow-actions"]);
+    let token = csrf(&served, "/tasks/1?queue=emails");
+    let retry = [("csrf", token.as_str()), ("id", "1")];
+    let path = "/queues/emails/actions/retry";
+    let attempts = [
+        (
+            "from another site",
+            post_from(
+                &served,
+                path,
+                &retry,
+                Some("http://evil.example"),
+                Some("cross-site"),
+            ),
+        ),
+        (
+            "another origin",
+            post_from(&served, path, &retry, Some("http://evil.example"), None),
+        ),
+        (
+            "a sibling site",
+            post_from(&served, path, &retry, None, Some("same-site")),
+        ),
+        ("no CSRF token", post(&served, path, &[("id", "1")])),
+        (
+            "a wrong CSRF token",
+            post(&served, path, &[("csrf", "0123"), ("id", "1")]),
+        ),
+    ];
+    for (what, (status, body)) in attempts {
+        assert_eq!(status, 403, "a POST with {what}: {body}");
+    }
+    assert_eq!(seeded.queue("emails").count(TaskState::Dead).unwrap(), 1);
+}
+
+#[test]
+fn a_non_loopback_address_requires_the_token_printed_at_start() {
+    let seeded = Seeded::new();
+    let served = Served::listening(&seeded.file, "0.0.0.0:0", &[]);
+    let token = served
+        .banner
+        .iter()
+        .find_map(|line| line.strip_prefix("access token (shown once): "))
+        .unwrap_or_else(|| panic!("no token printed: {:?}", served.banner))
+        .to_owned();
+    assert_eq!(token.len(), 32);
+    for path in ["/", "/api/queues", "/metrics", "/tasks/1"] {
+        assert_eq!(get(&served, path).0, 401, "GET {path} without the token");
+    }
+    let with_bearer = |token: &str| {
+        agent()
+            .get(served.url("/api/queues"))
+            .header("Authorization", format!("Bearer {token}"))
+            .call()
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    assert_eq!(with_bearer(&token), 200);
+    assert_eq!(with_bearer("0123456789abcdef0123456789abcdef"), 401);
+
+    let response = agent()
+        .get(served.url(&format!("/?token={token}")))
+        .call()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 303);
+    assert_eq!(response.headers()["location"], "/");
+    let cookie = response.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let cookie = cookie.split(';').next().unwrap().to_owned();
+    let status = agent()
+        .get(served.url("/api/queues"))
+        .header("Cookie", cookie)
+        .call()
+        .unwrap()
+        .status()
+        .as_u16();
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn a_token_given_on_loopback_is_required_too() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &["--token", "s3cret-token"]);
+    assert!(served
+        .banner
+        .iter()
+        .all(|line| !line.contains("s3cret-token")));
+    assert_eq!(get(&served, "/api/queues").0, 401);
+    let status = agent()
+        .get(served.url("/api/queues"))
+        .header("Authorization", "Bearer s3cret-token")
+        .call()
+        .unwrap()
+        .status()
+        .as_u16();
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn without_a_token_a_request_naming_another_host_is_refused() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &[]);
+    let port = served.base.rsplit(':').next().unwrap().to_owned();
+    let status = |host: &str| {
+        agent()
+            .get(served.url("/api/queues"))
+            .header("Host", host)
+            .call()
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    assert_eq!(status(&format!("evil.example:{port}")), 421);
+    assert_eq!(status("localhost:1"), 421);
+    assert_eq!(status(&format!("localhost:{port}")), 200);
+    assert_eq!(status(&format!("127.0.0.1:{port}")), 200);
+}
+
+#[test]
+fn an_action_and_the_token_link_redirect_only_to_paths_of_the_dashboard() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &["--allow-actions", "--token", "t0ken"]);
+    let response = agent()
+        .get(served.url("//evil.example/?token=t0ken"))
+        .call()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 303);
+    assert_eq!(response.headers()["location"], "/");
+    let page = agent()
+        .get(served.url("/tasks/1?queue=emails"))
+        .header("Authorization", "Bearer t0ken")
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    let marker = "name=\"csrf\" value=\"";
+    let start = page.find(marker).unwrap() + marker.len();
+    let csrf = page[start..].split('"').next().unwrap();
+    let response = agent()
+        .post(served.url("/queues/emails/actions/pause"))
+        .header("Authorization", "Bearer t0ken")
+        .header("Origin", &served.base)
+        .send_form([("csrf", csrf), ("next", "//evil.example/")])
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 303);
+    assert_eq!(response.headers()["location"], "/");
+}
+
+#[test]
+fn a_next_field_that_is_no_plain_path_redirects_home_and_the_server_keeps_answering() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &["--allow-actions"]);
+    let token = csrf(&served, "/");
+    // More than the server's request threads, each a bad next field.
+    for next in [
+        "/x\r\nSet-Cookie: a=b",
+        "/caf\u{e9}",
+        "/x y",
+        "/\u{7f}",
+        "/\\evil",
+    ] {
+        let (status, _) = post(
+            &served,
+            "/queues/emails/actions/resume",
+            &[("csrf", &token), ("next", next)],
+        );
+        assert_eq!(status, 303, "next {next:?}");
+    }
+    let response = agent()
+        .post(served.url("/queues/emails/actions/resume"))
+        .header("Origin", &served.base)
+        .send_form([("csrf", token.as_str()), ("next", "/x\r\ny")])
+        .unwrap();
+    assert_eq!(response.headers()["location"], "/");
+    assert_eq!(get(&served, "/api/queues").0, 200);
+}
+
+#[test]
+fn a_token_that_cannot_go_into_a_cookie_is_refused_at_start() {
+    use std::io::{BufRead, BufReader, Read};
+    let seeded = Seeded::new();
+    for token in ["two words", "semi;colon", "caf\u{e9}"] {
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tq"))
+            .args([
+                "serve",
+                &seeded.file,
+                "--listen",
+                "127.0.0.1:0",
+                "--token",
+                token,
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut banner = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut banner)
+            .unwrap();
+        if !banner.is_empty() {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("started with the token {token:?}: {banner}");
+        }
+        let mut stderr = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        assert!(!child.wait().unwrap().success());
+        assert!(stderr.contains("--token must be"), "{stderr}");
+    }
+}
+
+#[test]
+fn metrics_parse_as_prometheus_text_with_tasks_by_queue_and_state() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &[]);
+    let (status, body) = get(&served, "/metrics");
+    assert_eq!(status, 200);
+    let scrape =
+        prometheus_parse::Scrape::parse(body.lines().map(|line| Ok(line.to_owned()))).unwrap();
+    let value = |metric: &str, labels: &[(&str, &str)]| -> Option<f64> {
+        scrape
+            .samples
+            .iter()
+            .find(|sample| {
+                sample.metric == metric
+                    && labels
+                        .iter()
+                        .all(|(name, value)| sample.labels.get(name) == Some(*value))
+            })
+            .map(|sample| match sample.value {
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => v,
+                _ => panic!("{metric} is not a plain number"),
+            })
+    };
+    let tasks = |queue: &str, state: &str| value("tq_tasks", &[("queue", queue), ("state", state)]);
+    assert_eq!(tasks("emails", "pending"), Some(3.0));
+    assert_eq!(tasks("emails", "dead"), Some(1.0));
+    assert_eq!(tasks("emails", "cancelled"), Some(0.0));
+    assert_eq!(tasks("default", "pending"), Some(2.0));
+    assert!(
+        value("tq_oldest_ready_age_seconds", &[("queue", "emails")]).is_some_and(|age| age >= 0.0)
+    );
+    assert_eq!(value("tq_paused", &[("queue", "emails")]), Some(0.0));
+    assert_eq!(value("tq_last_task_id", &[]), Some(6.0));
+    for counter in ["tq_pushed_total", "tq_finished_total", "tq_died_total"] {
+        assert!(value(counter, &[]).is_some(), "no {counter} in {body}");
+    }
+}
+
+#[test]
+fn a_database_password_shows_nowhere_when_the_database_cannot_be_reached() {
+    let output = assert_cmd::Command::cargo_bin("tq")
+        .unwrap()
+        .args([
+            "serve",
+            "postgres://worker:hunter2-secret@127.0.0.1:1/jobs",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let shown = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(shown.contains("127.0.0.1:1"), "{shown}");
+    assert!(!shown.contains("hunter2"), "the password shows: {shown}");
+}
+
+#[test]
+fn bad_paths_and_queue_names_get_clear_errors() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &[]);
+    assert_eq!(get(&served, "/nowhere").0, 404);
+    assert_eq!(get(&served, "/queues/%FF").0, 400);
+    let (status, page) = get(&served, "/queues/emails?state=dead");
+    assert_eq!(status, 200);
+    assert!(page.contains(DEAD_REASON), "{page}");
+    let response = agent()
+        .get(served.url("/queues/emails?id=3"))
+        .call()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 303);
+    assert_eq!(response.headers()["location"], "/tasks/3?queue=emails");
+}
+
+/// The answer times of the pages and `/metrics` on a file of 1,000,000
+/// tasks, printed (no assertion on them): run with
+/// `cargo test --release -p tq-cli --test serve -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn answer_times_on_a_million_tasks() {
+    const PENDING: usize = 980_000;
+    const LEASED: usize = 10_000;
+    const DEAD: usize = 10_000;
+    const ROUNDS: usize = 20;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("jobs.db").to_str().unwrap().to_owned();
+    let bulk = serving::open(&file, "bulk");
+    let mut once = tq::PushOptions::new();
+    once.max_attempts(1).unwrap();
+    let batch: Vec<String> = (0..10_000).map(|n| format!("{{\"n\":{n}}}")).collect();
+    for _ in 0..(LEASED + DEAD) / batch.len() {
+        bulk.push_batch(&batch, &once).unwrap();
+    }
+    for task in bulk.pull_batch(DEAD, &tq::PullOptions::new()).unwrap() {
+        bulk.fail(task.receipt(), &format!("reason {}", task.id() % 7))
+            .unwrap();
+    }
+    assert_eq!(
+        bulk.pull_batch(LEASED, &tq::PullOptions::new())
+            .unwrap()
+            .len(),
+        LEASED
+    );
+    for _ in 0..PENDING / batch.len() {
+        bulk.push_batch(&batch, &tq::PushOptions::new()).unwrap();
+    }
+    assert_eq!(bulk.last_id().unwrap(), 1_000_000);
+    let served = Served::start(&file, &[]);
+    println!("{:<36} {:>10} {:>10}", "GET", "median ms", "max ms");
+    for path in [
+        "/",
+        "/api/queues",
+        "/metrics",
+        "/queues/bulk?state=pending",
+        "/queues/bulk?state=pending&after=900000",
+        "/api/queues/bulk/tasks?state=dead&limit=1000",
+        "/tasks/999999?queue=bulk",
+        "/api/tasks/500000",
+        "/queues/bulk/dead",
+    ] {
+        let mut times: Vec<f64> = (0..ROUNDS)
+            .map(|_| {
+                let started = std::time::Instant::now();
+                assert_eq!(get(&served, path).0, 200, "GET {path}");
+                started.elapsed().as_secs_f64() * 1000.0
+            })
+            .collect();
+        times.sort_by(f64::total_cmp);
+        println!(
+            "{path:<36} {:>10.1} {:>10.1}",
+            times[ROUNDS / 2],
+            times[ROUNDS - 1]
+        );
+    }
+}
