@@ -110,31 +110,35 @@ fn save_screenshot(png: &[u8], name: &str) {
     }
 }
 
-/// Waits until the cell of `queue`'s `field` on the overview reads `want`,
-/// and fails with what it read last.
-async fn wait_for_cell(client: &Client, queue: &str, field: &str, want: &str) {
-    let selector = format!("td[data-queue='{queue}'][data-field='{field}']");
+/// Waits until the element `css` reads `want`, and fails with what it
+/// read last. After a click that navigates, the old page's element can be
+/// found and then go stale, or the new page can still be loading: both
+/// are read again, not failed on.
+async fn wait_for_text(client: &Client, css: &str, want: impl Fn(&str) -> bool) -> String {
     let mut last = String::new();
     for _ in 0..(PATIENCE.as_millis() / 100) {
-        if let Ok(cell) = client.find(Locator::Css(&selector)).await {
-            last = cell.text().await.unwrap_or_default();
-            if last.trim() == want {
-                return;
+        if let Ok(element) = client.find(Locator::Css(css)).await {
+            if let Ok(text) = element.text().await {
+                if want(text.trim()) {
+                    return text;
+                }
+                last = text;
             }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("{queue} {field} reads {last:?}, not {want:?}");
+    panic!("{css} reads {last:?}");
 }
 
-async fn text_of(client: &Client, css: &str) -> String {
-    client
-        .find(Locator::Css(css))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
+/// Waits until `css` reads exactly `want`.
+async fn wait_for(client: &Client, css: &str, want: &str) {
+    wait_for_text(client, css, |text| text == want).await;
+}
+
+/// Waits until the cell of `queue`'s `field` on the overview reads `want`.
+async fn wait_for_cell(client: &Client, queue: &str, field: &str, want: &str) {
+    let css = format!("td[data-queue='{queue}'][data-field='{field}']");
+    wait_for(client, &css, want).await;
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -177,8 +181,7 @@ async fn a_person_sees_the_counts_opens_a_dead_task_and_retries_it() {
         .click()
         .await
         .unwrap();
-    let reason = text_of(&client, "td.reason").await;
-    assert_eq!(reason, serving::DEAD_REASON);
+    wait_for(&client, "td.reason", serving::DEAD_REASON).await;
     client
         .find(Locator::LinkText("1"))
         .await
@@ -186,10 +189,11 @@ async fn a_person_sees_the_counts_opens_a_dead_task_and_retries_it() {
         .click()
         .await
         .unwrap();
-    assert_eq!(text_of(&client, "#state").await, "dead");
-    assert!(text_of(&client, "pre.payload")
-        .await
-        .contains("\"template\": \"welcome\""));
+    wait_for(&client, "#state", "dead").await;
+    wait_for_text(&client, "pre.payload", |text| {
+        text.contains("\"template\": \"welcome\"")
+    })
+    .await;
     save_screenshot(&client.screenshot().await.unwrap(), "dashboard-task.png");
 
     client
@@ -199,7 +203,7 @@ async fn a_person_sees_the_counts_opens_a_dead_task_and_retries_it() {
         .click()
         .await
         .unwrap();
-    assert_eq!(text_of(&client, "#state").await, "pending");
+    wait_for(&client, "#state", "pending").await;
     assert_eq!(seeded.queue("emails").count(TaskState::Dead).unwrap(), 0);
     client.close().await.unwrap();
 }
@@ -217,8 +221,8 @@ async fn read_only_pages_have_no_buttons_and_refuse_forged_and_cross_site_posts(
         .goto(&read_only.url("/tasks/1?queue=emails"))
         .await
         .unwrap();
-    assert_eq!(text_of(&client, "#state").await, "dead");
-    assert!(text_of(&client, "#read-only").await.contains("read-only"));
+    wait_for(&client, "#state", "dead").await;
+    wait_for_text(&client, "#read-only", |text| text.contains("read-only")).await;
     assert!(client
         .find_all(Locator::Css("button, form"))
         .await
