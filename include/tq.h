@@ -295,8 +295,9 @@ typedef struct tq_queue tq_queue;
 
 /*
  A task owned by the caller: one delivery from `tq_pull` or
- `tq_pull_batch`, or a snapshot from `tq_list` (which is not held, so
- finishing it answers TQ_ERR_NOT_HELD). Reading it from several threads
+ `tq_pull_batch`, or a snapshot from `tq_list`, `tq_get_task` or
+ `tq_wait_task` (which is not held, so finishing it answers
+ TQ_ERR_NOT_HELD). Reading it from several threads
  at once is safe; freeing it is not.
  */
 typedef struct tq_task tq_task;
@@ -402,6 +403,18 @@ enum tq_status tq_options_set_busy_timeout_ms(struct tq_options *options, uint64
  Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options).
  */
 enum tq_status tq_options_set_keep_history(struct tq_options *options, bool keep);
+
+/*
+ Sets how long a task finished with `tq_finish_with_result` through a
+ handle opened with these options is kept for its result, when the
+ handle keeps no history: 1 ms to one year (default 7 days). Later
+ finishes with a result delete the tasks whose time has passed; with
+ history, a result stays with its done task until `tq_purge`.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
+ */
+enum tq_status tq_options_set_result_retention_ms(struct tq_options *options,
+                                                  uint64_t retention_ms);
 
 /*
  Sets the largest payload a handle opened with these options pushes, in
@@ -786,7 +799,28 @@ int32_t tq_task_state(const struct tq_task *task);
 const char *tq_task_last_error(const struct tq_task *task);
 
 /*
- Frees a task from `tq_pull`, `tq_pull_batch` or `tq_list`. NULL is a no-op; call at most once per
+ Returns the JSON result the task's finish stored
+ (`tq_finish_with_result`), or NULL when it has none, was pulled rather
+ than read by `tq_get_task`, `tq_wait_task` or `tq_list`, or `task` is
+ NULL.
+
+ Ownership: the text belongs to the task and lives until `tq_task_free`.
+ Thread safety: safe on a task read by several threads.
+ */
+const char *tq_task_result(const struct tq_task *task);
+
+/*
+ Returns the JSON progress the task's last heartbeat recorded
+ (`tq_extend_with_progress`), or NULL as `tq_task_result` does.
+
+ Ownership: the text belongs to the task and lives until `tq_task_free`.
+ Thread safety: safe on a task read by several threads.
+ */
+const char *tq_task_progress(const struct tq_task *task);
+
+/*
+ Frees a task from `tq_pull`, `tq_pull_batch`, `tq_list`, `tq_get_task`
+ or `tq_wait_task`. NULL is a no-op; call at most once per
  task. Freeing does not finish the task: an unfinished task becomes
  ready again when its lease expires or its holder is recovered.
  */
@@ -808,6 +842,63 @@ void tq_task_free(struct tq_task *task);
  Thread safety: any number of threads may finish on one handle at once.
  */
 enum tq_status tq_finish(struct tq_queue *queue, const struct tq_task *task);
+
+/*
+ Completes this delivery of `task` as `tq_finish` does, and keeps
+ `result` (UTF-8 JSON, at most the handle's payload limit) with the task
+ for any process to read (`tq_get_task`) or wait for (`tq_wait_task`):
+ on a handle without history for its result retention
+ (`tq_options_set_result_retention_ms`), with history as long as the
+ done task.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_JSON (nothing changes: the task stays
+ held), TQ_ERR_INVALID_ARGUMENT (NULL queue, task or result, not UTF-8,
+ longer than the payload limit: nothing changes), or an error as
+ `tq_finish`. `result` is only read during the call.
+
+ Thread safety: any number of threads may finish on one handle at once.
+ */
+enum tq_status tq_finish_with_result(struct tq_queue *queue,
+                                     const struct tq_task *task,
+                                     const char *result);
+
+/*
+ Reads task `id` of the queue as it is now, with its result and
+ progress, into `*out`.
+
+ Returns TQ_OK with `*out` set, TQ_EMPTY with `*out` NULL when the queue
+ has no such task (never pushed, or ended and not kept), or
+ TQ_ERR_INVALID_ARGUMENT (NULL queue or out), TQ_ERR_BUSY, TQ_ERR_IO.
+
+ Ownership: the caller owns `*out` and frees it with `tq_task_free`; it
+ is a snapshot, not held.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_get_task(const struct tq_queue *queue, int64_t id, struct tq_task **out);
+
+/*
+ Waits up to `timeout_ms` milliseconds (0 to one year) for task `id` of
+ the queue to end, and stores it as it ended in `*out`: TQ_STATE_DONE
+ with its result (`tq_task_result`), TQ_STATE_DEAD or
+ TQ_STATE_CANCELLED with its reason (`tq_task_last_error`). A task that
+ has ended already answers at once. The wait only reads, and wakes when
+ the task ends through this process or, through another, by a write that
+ rings the queue's waiters (else it looks as often as a waiting
+ `tq_pull`).
+
+ Returns TQ_OK with `*out` set, TQ_EMPTY with `*out` NULL when the
+ timeout passed first, TQ_ERR_INVALID_ARGUMENT (NULL queue or out,
+ timeout out of range, no task `id`, or one that ended without being
+ kept: on a handle without history, finish it with a result to wait for
+ it), TQ_ERR_INTERRUPTED (after `tq_interrupt`), TQ_ERR_BUSY, TQ_ERR_IO.
+
+ Ownership: the caller owns `*out` and frees it with `tq_task_free`.
+ Thread safety: any number of threads may wait on one handle at once.
+ */
+enum tq_status tq_wait_task(const struct tq_queue *queue,
+                            int64_t id,
+                            uint64_t timeout_ms,
+                            struct tq_task **out);
 
 /*
  Returns to pending every leased task whose lease expired or whose holder
@@ -902,6 +993,22 @@ enum tq_status tq_fail(struct tq_queue *queue, const struct tq_task *task, const
  Thread safety: may run concurrently with any other call.
  */
 enum tq_status tq_extend(struct tq_queue *queue, const struct tq_task *task, uint64_t lease_ms);
+
+/*
+ Renews the lease of a held task as `tq_extend` does, and records
+ `progress` (UTF-8 JSON, at most the handle's payload limit) with it, for
+ anyone to read (`tq_get_task`, `tq_task_progress`), a later delivery of
+ the task included.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_JSON, TQ_ERR_INVALID_ARGUMENT (NULL
+ progress, not UTF-8, too long; nothing changes), or an error as
+ `tq_extend`. `progress` is only read during the call.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_extend_with_progress(struct tq_queue *queue,
+                                       const struct tq_task *task,
+                                       uint64_t lease_ms,
+                                       const char *progress);
 
 /*
  Hands this delivery of `task` back: the task runs again `delay_ms`

@@ -14,6 +14,11 @@ pub const DEFAULT_QUEUE: &str = "default";
 /// otherwise ([`OpenOptions::max_attempts`], [`PushOptions::max_attempts`]).
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 25;
 
+/// How long a task finished with a result is kept for it, on a handle
+/// without history, unless [`OpenOptions::result_retention`] says
+/// otherwise: 7 days.
+pub const DEFAULT_RESULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// The longest queue name, in bytes.
 pub const MAX_QUEUE_NAME_LEN: usize = 128;
 
@@ -91,7 +96,7 @@ pub enum Durability {
 /// The longest lease or busy timeout accepted: one year.
 const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
 
-fn check_duration(what: &str, value: Duration, min: Duration) -> Result<Duration> {
+pub(crate) fn check_duration(what: &str, value: Duration, min: Duration) -> Result<Duration> {
     if value < min || value > MAX_DURATION {
         return Err(Error::invalid_argument(format!(
             "{what} must be between {} ms and {} ms, got {} ms",
@@ -109,6 +114,7 @@ pub struct OpenOptions {
     pub(crate) durability: Durability,
     pub(crate) busy_timeout: Duration,
     pub(crate) keep_history: bool,
+    pub(crate) result_retention: Duration,
     pub(crate) max_payload_len: usize,
     pub(crate) queue: String,
     pub(crate) max_attempts: u32,
@@ -147,6 +153,7 @@ impl Default for OpenOptions {
             durability: Durability::Full,
             busy_timeout: Duration::from_secs(5),
             keep_history: false,
+            result_retention: DEFAULT_RESULT_RETENTION,
             max_payload_len: MAX_PAYLOAD_LEN,
             queue: DEFAULT_QUEUE.to_owned(),
             max_attempts: DEFAULT_MAX_ATTEMPTS,
@@ -161,8 +168,8 @@ impl Default for OpenOptions {
 }
 
 impl OpenOptions {
-    /// Defaults: [`Durability::Full`], a 5 s busy timeout, no history, the
-    /// largest payload limit ([`MAX_PAYLOAD_LEN`]), the queue named
+    /// Defaults: [`Durability::Full`], a 5 s busy timeout, no history,
+    /// results kept for [`DEFAULT_RESULT_RETENTION`], the largest payload limit ([`MAX_PAYLOAD_LEN`]), the queue named
     /// [`DEFAULT_QUEUE`], [`DEFAULT_MAX_ATTEMPTS`] deliveries per task, and
     /// retries after 1 s doubling up to 1 hour.
     pub fn new() -> Self {
@@ -188,6 +195,18 @@ impl OpenOptions {
     pub fn keep_history(&mut self, keep: bool) -> &mut Self {
         self.keep_history = keep;
         self
+    }
+
+    /// Sets how long a task finished with a result
+    /// ([`crate::Queue::finish_with_result`]) through this handle is kept
+    /// for its result when the handle keeps no history: 1 ms to one year,
+    /// default [`DEFAULT_RESULT_RETENTION`]. Later finishes with a result
+    /// delete the tasks whose time has passed. With history, a result stays
+    /// with its done task until [`crate::Queue::purge`].
+    pub fn result_retention(&mut self, retention: Duration) -> Result<&mut Self> {
+        self.result_retention =
+            check_duration("result retention", retention, Duration::from_millis(1))?;
+        Ok(self)
     }
 }
 

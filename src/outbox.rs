@@ -45,7 +45,7 @@ pub fn push(
 /// Fails with [`crate::ErrorKind::NotHeld`] as [`crate::Queue::finish`] does.
 pub fn finish(tx: &Transaction<'_>, receipt: Receipt, keep_history: bool) -> Result<()> {
     check_schema(tx)?;
-    if !tasks::finish_one(tx, receipt, now_unix_ms(), keep_history)? {
+    if !tasks::finish_one(tx, receipt, now_unix_ms(), keep_history, None)? {
         return Err(not_held(receipt.id()));
     }
     Ok(())

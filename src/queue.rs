@@ -10,7 +10,7 @@ use serde::de::IgnoredAny;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{
-    check_delay, check_lease, OpenOptions, PullOptions, PushOptions, RetryBackoff,
+    check_delay, check_duration, check_lease, OpenOptions, PullOptions, PushOptions, RetryBackoff,
 };
 use crate::sqlite::SqliteStore;
 use crate::store::{Checkpoint, NewTask, Store};
@@ -49,6 +49,8 @@ pub struct Queue {
     max_payload_len: usize,
     max_attempts: u32,
     retry_backoff: RetryBackoff,
+    /// How long a result is kept on a handle without history, in ms.
+    result_retention: i64,
     name: String,
 }
 
@@ -86,6 +88,7 @@ impl Queue {
             max_payload_len: options.max_payload_len,
             max_attempts: options.max_attempts,
             retry_backoff: options.retry_backoff,
+            result_retention: options.result_retention.as_millis() as i64,
             name: options.queue.clone(),
         })
     }
@@ -268,6 +271,29 @@ impl Queue {
         Ok(())
     }
 
+    /// Completes the delivery named by `receipt`, as [`Queue::finish`]
+    /// does, and keeps `result` (a JSON text, at most the payload limit)
+    /// with the task, for any process to read ([`Queue::task`]) or wait
+    /// for ([`Queue::wait_for`]): on a handle without history for
+    /// [`OpenOptions::result_retention`], with history as long as the done
+    /// task. A result that is too long or not JSON fails with
+    /// [`ErrorKind::InvalidArgument`] or [`ErrorKind::InvalidJson`] and
+    /// changes nothing: the task stays held.
+    pub fn finish_with_result(&self, receipt: Receipt, result: &str) -> Result<()> {
+        let store = self.store()?;
+        check_json("result", result, self.max_payload_len)?;
+        check_receipt(store, receipt)?;
+        let held =
+            store.finish_with_result(receipt, result, now_unix_ms(), self.result_retention)?;
+        // A finish frees a slot of a concurrency limit, and ends a task
+        // that may be waited for.
+        self.bell.ring();
+        if !held {
+            return Err(not_current(store, receipt));
+        }
+        Ok(())
+    }
+
     /// Completes the delivery named by `receipt` and claims the next ready
     /// task in the same transaction: a worker draining a backlog pays one
     /// commit (one flush at [`crate::Durability::Full`]) per task instead
@@ -353,7 +379,33 @@ impl Queue {
         check_lease(lease)?;
         check_receipt(store, receipt)?;
         store
-            .extend(receipt, now_unix_ms(), lease.as_millis() as i64)
+            .extend(receipt, now_unix_ms(), lease.as_millis() as i64, None)
+            .map_err(|err| or_cancelled(store, receipt, err))
+    }
+
+    /// Renews the lease of a held task, as [`Queue::extend`] does, and
+    /// records `progress` (a JSON text, at most the payload limit) with the
+    /// task, for anyone to read ([`TaskInfo::progress`]), the next delivery
+    /// of the task included. Progress that is too long or not JSON fails
+    /// with [`ErrorKind::InvalidArgument`] or [`ErrorKind::InvalidJson`]
+    /// and changes nothing.
+    pub fn extend_with_progress(
+        &self,
+        receipt: Receipt,
+        lease: Duration,
+        progress: &str,
+    ) -> Result<()> {
+        let store = self.store()?;
+        check_lease(lease)?;
+        check_json("progress", progress, self.max_payload_len)?;
+        check_receipt(store, receipt)?;
+        store
+            .extend(
+                receipt,
+                now_unix_ms(),
+                lease.as_millis() as i64,
+                Some(progress),
+            )
             .map_err(|err| or_cancelled(store, receipt, err))
     }
 
@@ -528,6 +580,67 @@ impl Queue {
     /// `after_id` on, so it is a call for tools, not for a worker's loop.
     pub fn list(&self, state: TaskState, after_id: i64, limit: usize) -> Result<Vec<TaskInfo>> {
         self.store()?.list(state, after_id, limit)
+    }
+
+    /// Task `id` of this queue as it is now, with its result and progress;
+    /// `None` when the queue has no such task (never pushed, or ended and
+    /// not kept: see [`Queue::finish_with_result`]).
+    pub fn task(&self, id: i64) -> Result<Option<TaskInfo>> {
+        self.store()?.task(id)
+    }
+
+    /// Waits up to `timeout` (at most one year) for task `id` of this queue
+    /// to end, and returns it as it ended: [`TaskState::Done`] with its
+    /// result, [`TaskState::Dead`] or [`TaskState::Cancelled`] with its
+    /// reason as last error; `None` when the timeout passed first. A task
+    /// that has ended already answers at once. The wait only reads: it
+    /// wakes when a write of this process, or one of another process that
+    /// rings the queue's waiters, ends a task, else looks at the store as
+    /// often as a waiting pull does (see [`Queue::pull`]). Fails with
+    /// [`ErrorKind::InvalidArgument`] when the queue has no task `id` or it
+    /// ended without being kept (on a handle without history, finish it
+    /// with a result to wait for it), and with [`ErrorKind::Interrupted`]
+    /// after [`Queue::interrupt`].
+    pub fn wait_for(&self, id: i64, timeout: Duration) -> Result<Option<TaskInfo>> {
+        let store = self.store()?;
+        let timeout = check_duration("the wait", timeout, Duration::ZERO)?;
+        let deadline = Instant::now() + timeout;
+        let poll_interval = store.watch_other_processes();
+        loop {
+            // Read before the task, so a write that lands between them and
+            // the sleep still ends the sleep.
+            let rings = self.bell.rings();
+            let changes = store.change_counter()?;
+            match store.task(id)? {
+                Some(task) if task.has_ended() => return Ok(Some(task)),
+                Some(_) => {}
+                None => {
+                    return Err(Error::invalid_argument(format!(
+                        "queue '{}' has no task {id} to wait for: it was never pushed, or it \
+                         ended and was not kept (finish it with a result, or keep history)",
+                        self.name
+                    )))
+                }
+            }
+            loop {
+                let stopped = || self.interrupted.load(Ordering::SeqCst);
+                if stopped() {
+                    return Err(Error::new(
+                        ErrorKind::Interrupted,
+                        "the wait for a task's outcome was interrupted",
+                    ));
+                }
+                let now = Instant::now();
+                if now >= deadline {
+                    return Ok(None);
+                }
+                self.bell
+                    .sleep(rings, deadline.min(now + poll_interval), stopped);
+                if self.bell.rings() != rings || store.change_counter()? != changes {
+                    break;
+                }
+            }
+        }
     }
 
     /// Makes the dead task `id` of this queue pending again, ready now,
@@ -718,18 +831,24 @@ fn cut(text: &str, max: usize) -> &str {
 
 /// Checks that `payload` is one JSON text of at most `limit` bytes.
 pub(crate) fn check_payload(payload: &str, limit: usize) -> Result<()> {
-    if payload.len() > limit {
+    check_json("payload", payload, limit)
+}
+
+/// Checks that `text`, the `what` (payload, result, progress), is one JSON
+/// text of at most `limit` bytes.
+fn check_json(what: &str, text: &str, limit: usize) -> Result<()> {
+    if text.len() > limit {
         return Err(Error::invalid_argument(format!(
-            "the payload is {} bytes; this queue's limit is {limit}",
-            payload.len()
+            "the {what} is {} bytes; this queue's limit is {limit}",
+            text.len()
         )));
     }
-    serde_json::from_str::<IgnoredAny>(payload)
+    serde_json::from_str::<IgnoredAny>(text)
         .map(|_| ())
         .map_err(|err| {
             Error::new(
                 ErrorKind::InvalidJson,
-                format!("the payload is not JSON: {err}"),
+                format!("the {what} is not JSON: {err}"),
             )
         })
 }

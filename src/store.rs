@@ -95,6 +95,19 @@ pub(crate) trait Store: Send + Sync {
     /// it was still current (and is now complete).
     fn finish(&self, receipts: &[Receipt], now: i64) -> Result<Vec<bool>>;
 
+    /// Completes the delivery named by `receipt`, keeping the task as done
+    /// with `result`: for `retention` ms from `now` on a handle without
+    /// history, with the rest of its history otherwise. Also deletes some
+    /// of the queue's tasks kept for a result whose time has passed. Says
+    /// whether the delivery was current.
+    fn finish_with_result(
+        &self,
+        receipt: Receipt,
+        result: &str,
+        now: i64,
+        retention: i64,
+    ) -> Result<bool>;
+
     /// Completes the delivery named by `receipt` and claims the next ready
     /// task, in one transaction; `NotHeld`, changing nothing, when the
     /// delivery is no longer current.
@@ -111,9 +124,10 @@ pub(crate) trait Store: Send + Sync {
         backoff: &RetryBackoff,
     ) -> Result<Failed>;
 
-    /// Moves the lease of a current delivery to `lease` ms after `now`;
-    /// `NotHeld` when the delivery is no longer current.
-    fn extend(&self, receipt: Receipt, now: i64, lease: i64) -> Result<()>;
+    /// Moves the lease of a current delivery to `lease` ms after `now`,
+    /// recording `progress` when given; `NotHeld` when the delivery is no
+    /// longer current.
+    fn extend(&self, receipt: Receipt, now: i64, lease: i64, progress: Option<&str>) -> Result<()>;
 
     /// Takes back every leased task whose lease expired by `now` or whose
     /// holder process is gone (pending again, or dead if that was its last
@@ -125,6 +139,9 @@ pub(crate) trait Store: Send + Sync {
 
     /// When the ready task that has been ready longest became ready.
     fn oldest_ready(&self, now: i64) -> Result<Option<i64>>;
+
+    /// Task `id` of the queue, if the queue has it.
+    fn task(&self, id: i64) -> Result<Option<TaskInfo>>;
 
     /// Up to `limit` tasks in `state` with ids above `after_id`, by id.
     fn list(&self, state: TaskState, after_id: i64, limit: usize) -> Result<Vec<TaskInfo>>;

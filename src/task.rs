@@ -104,6 +104,8 @@ pub struct TaskInfo {
     pub(crate) run_at_unix_ms: i64,
     pub(crate) last_error: Option<String>,
     pub(crate) payload: String,
+    pub(crate) result: Option<String>,
+    pub(crate) progress: Option<String>,
 }
 
 impl TaskInfo {
@@ -145,6 +147,27 @@ impl TaskInfo {
     /// The JSON text exactly as pushed.
     pub fn payload(&self) -> &str {
         &self.payload
+    }
+
+    /// The JSON result its finish stored
+    /// ([`crate::Queue::finish_with_result`]), if any.
+    pub fn result(&self) -> Option<&str> {
+        self.result.as_deref()
+    }
+
+    /// The JSON progress its last heartbeat recorded
+    /// ([`crate::Queue::extend_with_progress`]), if any: kept after the
+    /// delivery ends, so a later delivery can see how far the last got.
+    pub fn progress(&self) -> Option<&str> {
+        self.progress.as_deref()
+    }
+
+    /// Whether it has ended: done, dead or cancelled.
+    pub fn has_ended(&self) -> bool {
+        matches!(
+            self.state,
+            TaskState::Done | TaskState::Dead | TaskState::Cancelled
+        )
     }
 }
 

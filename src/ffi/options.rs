@@ -121,6 +121,27 @@ pub extern "C" fn tq_options_set_keep_history(options: *mut tq_options, keep: bo
     })
 }
 
+/// Sets how long a task finished with `tq_finish_with_result` through a
+/// handle opened with these options is kept for its result, when the
+/// handle keeps no history: 1 ms to one year (default 7 days). Later
+/// finishes with a result delete the tasks whose time has passed; with
+/// history, a result stays with its done task until `tq_purge`.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
+#[no_mangle]
+pub extern "C" fn tq_options_set_result_retention_ms(
+    options: *mut tq_options,
+    retention_ms: u64,
+) -> tq_status {
+    guard("tq_options_set_result_retention_ms", || {
+        let options = unsafe { borrow_mut(options, "options") }?;
+        options
+            .0
+            .result_retention(Duration::from_millis(retention_ms))?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
 /// Sets the largest payload a handle opened with these options pushes, in
 /// bytes: 1 to `TQ_MAX_PAYLOAD_LEN` (the default). A larger push fails with
 /// TQ_ERR_INVALID_ARGUMENT and stores nothing.

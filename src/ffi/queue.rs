@@ -18,8 +18,9 @@ use crate::task::{Cancelled, Pause, Pushed, RateLimit, Receipt, Task, TaskInfo, 
 pub struct tq_queue(Queue);
 
 /// A task owned by the caller: one delivery from `tq_pull` or
-/// `tq_pull_batch`, or a snapshot from `tq_list` (which is not held, so
-/// finishing it answers TQ_ERR_NOT_HELD). Reading it from several threads
+/// `tq_pull_batch`, or a snapshot from `tq_list`, `tq_get_task` or
+/// `tq_wait_task` (which is not held, so finishing it answers
+/// TQ_ERR_NOT_HELD). Reading it from several threads
 /// at once is safe; freeing it is not.
 pub struct tq_task {
     /// Present for a delivery, absent for a listed task.
@@ -32,6 +33,9 @@ pub struct tq_task {
     run_at_unix_ms: i64,
     last_error: Option<CString>,
     payload: CString,
+    /// A snapshot's result and progress; a delivery has neither.
+    result: Option<CString>,
+    progress: Option<CString>,
 }
 
 impl tq_task {
@@ -49,6 +53,8 @@ impl tq_task {
                 .map(|text| c_text(task.receipt.id(), text))
                 .transpose()?,
             payload: c_text(task.receipt.id(), task.payload)?,
+            result: None,
+            progress: None,
         })
     }
 
@@ -66,6 +72,11 @@ impl tq_task {
                 .map(|text| c_text(task.id, text))
                 .transpose()?,
             payload: c_text(task.id, task.payload)?,
+            result: task.result.map(|text| c_text(task.id, text)).transpose()?,
+            progress: task
+                .progress
+                .map(|text| c_text(task.id, text))
+                .transpose()?,
         })
     }
 
@@ -492,14 +503,40 @@ pub extern "C" fn tq_task_last_error(task: *const tq_task) -> *const c_char {
     guard_or("tq_task_last_error", std::ptr::null(), || {
         task_field(
             task,
-            |task| {
-                task.last_error
-                    .as_ref()
-                    .map_or(std::ptr::null(), |text| text.as_ptr())
-            },
+            |task| optional_text(&task.last_error),
             std::ptr::null(),
         )
     })
+}
+
+/// Returns the JSON result the task's finish stored
+/// (`tq_finish_with_result`), or NULL when it has none, was pulled rather
+/// than read by `tq_get_task`, `tq_wait_task` or `tq_list`, or `task` is
+/// NULL.
+///
+/// Ownership: the text belongs to the task and lives until `tq_task_free`.
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_result(task: *const tq_task) -> *const c_char {
+    guard_or("tq_task_result", std::ptr::null(), || {
+        task_field(task, |task| optional_text(&task.result), std::ptr::null())
+    })
+}
+
+/// Returns the JSON progress the task's last heartbeat recorded
+/// (`tq_extend_with_progress`), or NULL as `tq_task_result` does.
+///
+/// Ownership: the text belongs to the task and lives until `tq_task_free`.
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_progress(task: *const tq_task) -> *const c_char {
+    guard_or("tq_task_progress", std::ptr::null(), || {
+        task_field(task, |task| optional_text(&task.progress), std::ptr::null())
+    })
+}
+
+fn optional_text(text: &Option<CString>) -> *const c_char {
+    text.as_ref().map_or(std::ptr::null(), |text| text.as_ptr())
 }
 
 /// Reads a field of a live task, or records the error and returns
@@ -514,7 +551,8 @@ fn task_field<T>(task: *const tq_task, field: impl FnOnce(&tq_task) -> T, fallba
     }
 }
 
-/// Frees a task from `tq_pull`, `tq_pull_batch` or `tq_list`. NULL is a no-op; call at most once per
+/// Frees a task from `tq_pull`, `tq_pull_batch`, `tq_list`, `tq_get_task`
+/// or `tq_wait_task`. NULL is a no-op; call at most once per
 /// task. Freeing does not finish the task: an unfinished task becomes
 /// ready again when its lease expires or its holder is recovered.
 #[no_mangle]
@@ -541,6 +579,104 @@ pub extern "C" fn tq_finish(queue: *mut tq_queue, task: *const tq_task) -> tq_st
         let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
         let task = unsafe { borrow(task, "task") }?;
         queue.0.finish(task.receipt()?)?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Completes this delivery of `task` as `tq_finish` does, and keeps
+/// `result` (UTF-8 JSON, at most the handle's payload limit) with the task
+/// for any process to read (`tq_get_task`) or wait for (`tq_wait_task`):
+/// on a handle without history for its result retention
+/// (`tq_options_set_result_retention_ms`), with history as long as the
+/// done task.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_JSON (nothing changes: the task stays
+/// held), TQ_ERR_INVALID_ARGUMENT (NULL queue, task or result, not UTF-8,
+/// longer than the payload limit: nothing changes), or an error as
+/// `tq_finish`. `result` is only read during the call.
+///
+/// Thread safety: any number of threads may finish on one handle at once.
+#[no_mangle]
+pub extern "C" fn tq_finish_with_result(
+    queue: *mut tq_queue,
+    task: *const tq_task,
+    result: *const c_char,
+) -> tq_status {
+    guard("tq_finish_with_result", || {
+        let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
+        let task = unsafe { borrow(task, "task") }?;
+        let result = unsafe { utf8_string(result, "result") }?;
+        queue.0.finish_with_result(task.receipt()?, result)?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Reads task `id` of the queue as it is now, with its result and
+/// progress, into `*out`.
+///
+/// Returns TQ_OK with `*out` set, TQ_EMPTY with `*out` NULL when the queue
+/// has no such task (never pushed, or ended and not kept), or
+/// TQ_ERR_INVALID_ARGUMENT (NULL queue or out), TQ_ERR_BUSY, TQ_ERR_IO.
+///
+/// Ownership: the caller owns `*out` and frees it with `tq_task_free`; it
+/// is a snapshot, not held.
+/// Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_get_task(
+    queue: *const tq_queue,
+    id: i64,
+    out: *mut *mut tq_task,
+) -> tq_status {
+    guard("tq_get_task", || {
+        let out = out_pointer(out, "out")?;
+        // SAFETY: `out` is non-NULL and writable per the contract.
+        unsafe { out.write(std::ptr::null_mut()) };
+        let queue = unsafe { borrow(queue, "queue") }?;
+        let Some(task) = queue.0.task(id)? else {
+            return Ok(tq_status::TQ_EMPTY);
+        };
+        let task = tq_task::listed(task)?;
+        // SAFETY: as above.
+        unsafe { out.write(hand_out(task)?) };
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Waits up to `timeout_ms` milliseconds (0 to one year) for task `id` of
+/// the queue to end, and stores it as it ended in `*out`: TQ_STATE_DONE
+/// with its result (`tq_task_result`), TQ_STATE_DEAD or
+/// TQ_STATE_CANCELLED with its reason (`tq_task_last_error`). A task that
+/// has ended already answers at once. The wait only reads, and wakes when
+/// the task ends through this process or, through another, by a write that
+/// rings the queue's waiters (else it looks as often as a waiting
+/// `tq_pull`).
+///
+/// Returns TQ_OK with `*out` set, TQ_EMPTY with `*out` NULL when the
+/// timeout passed first, TQ_ERR_INVALID_ARGUMENT (NULL queue or out,
+/// timeout out of range, no task `id`, or one that ended without being
+/// kept: on a handle without history, finish it with a result to wait for
+/// it), TQ_ERR_INTERRUPTED (after `tq_interrupt`), TQ_ERR_BUSY, TQ_ERR_IO.
+///
+/// Ownership: the caller owns `*out` and frees it with `tq_task_free`.
+/// Thread safety: any number of threads may wait on one handle at once.
+#[no_mangle]
+pub extern "C" fn tq_wait_task(
+    queue: *const tq_queue,
+    id: i64,
+    timeout_ms: u64,
+    out: *mut *mut tq_task,
+) -> tq_status {
+    guard("tq_wait_task", || {
+        let out = out_pointer(out, "out")?;
+        // SAFETY: `out` is non-NULL and writable per the contract.
+        unsafe { out.write(std::ptr::null_mut()) };
+        let queue = unsafe { borrow(queue, "queue") }?;
+        let Some(task) = queue.0.wait_for(id, Duration::from_millis(timeout_ms))? else {
+            return Ok(tq_status::TQ_EMPTY);
+        };
+        let task = tq_task::listed(task)?;
+        // SAFETY: as above.
+        unsafe { out.write(hand_out(task)?) };
         Ok(tq_status::TQ_OK)
     })
 }
@@ -724,6 +860,33 @@ pub extern "C" fn tq_extend(
         queue
             .0
             .extend(task.receipt()?, Duration::from_millis(lease_ms))?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Renews the lease of a held task as `tq_extend` does, and records
+/// `progress` (UTF-8 JSON, at most the handle's payload limit) with it, for
+/// anyone to read (`tq_get_task`, `tq_task_progress`), a later delivery of
+/// the task included.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_JSON, TQ_ERR_INVALID_ARGUMENT (NULL
+/// progress, not UTF-8, too long; nothing changes), or an error as
+/// `tq_extend`. `progress` is only read during the call.
+/// Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_extend_with_progress(
+    queue: *mut tq_queue,
+    task: *const tq_task,
+    lease_ms: u64,
+    progress: *const c_char,
+) -> tq_status {
+    guard("tq_extend_with_progress", || {
+        let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
+        let task = unsafe { borrow(task, "task") }?;
+        let progress = unsafe { utf8_string(progress, "progress") }?;
+        queue
+            .0
+            .extend_with_progress(task.receipt()?, Duration::from_millis(lease_ms), progress)?;
         Ok(tq_status::TQ_OK)
     })
 }

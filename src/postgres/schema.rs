@@ -97,6 +97,10 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (queue, slot)
     );
     CREATE INDEX rate_slots_free ON @.rate_slots (queue, used_at);",
+    // 4: SQLite's version 6: results and progress.
+    "ALTER TABLE @.tasks ADD COLUMN result text, ADD COLUMN result_until bigint,
+        ADD COLUMN progress text;
+    CREATE INDEX tasks_results ON @.tasks (queue, result_until) WHERE result_until IS NOT NULL;",
 ];
 
 /// The schema version this library writes.

@@ -179,8 +179,35 @@ const FINISH: &str = "WITH clock AS (SELECT NOW_MS AS now),
             SELECT id FROM @.tasks
             WHERE queue = $4 AND state = 2 AND unique_until IS NOT NULL
               AND unique_until <= (SELECT now FROM clock)
+              AND (result_until IS NULL OR result_until <= (SELECT now FROM clock))
             LIMIT 100 FOR UPDATE SKIP LOCKED))
     SELECT id, token FROM deleted UNION ALL SELECT id, token FROM kept";
+
+/// Completes the delivery `($1, $2)`, if current, keeping the task as done
+/// with result `$3`: for `$5` ms on a handle without history (`$4`), with
+/// its history otherwise. Also deletes a few done tasks of queue `$6`
+/// whose result's time has passed, and notifies channel `$7`, for the
+/// processes waiting for the task's outcome. Returns the task if current.
+const FINISH_WITH_RESULT: &str = "WITH clock AS (SELECT NOW_MS AS now),
+    kept AS (
+        UPDATE @.tasks t
+        SET state = 2, finished_at = clock.now,
+            lease_token = NULL, lease_expires_at = NULL, holder_id = NULL,
+            unique_key = CASE WHEN t.unique_for > 0 THEN t.unique_key END,
+            unique_until = CASE WHEN t.unique_for > 0 AND t.unique_key IS NOT NULL
+                                THEN clock.now + t.unique_for END,
+            result = $3, result_until = CASE WHEN NOT $4::bool THEN clock.now + $5::int8 END
+        FROM clock
+        WHERE t.id = $1 AND t.state = 1 AND t.lease_token = $2
+        RETURNING t.id),
+    swept AS (
+        DELETE FROM @.tasks WHERE id IN (
+            SELECT id FROM @.tasks
+            WHERE queue = $6 AND state = 2 AND result_until IS NOT NULL
+              AND result_until <= (SELECT now FROM clock)
+              AND (unique_until IS NULL OR unique_until <= (SELECT now FROM clock))
+            LIMIT 100 FOR UPDATE SKIP LOCKED))
+    SELECT id, pg_notify($7, $6)::text FROM kept";
 
 /// Ends the delivery `($1, $2)`, if current, as failed for reason `$3`:
 /// dead on its last attempt, else due again after the back-off that
@@ -208,7 +235,10 @@ const FAIL: &str = "WITH clock AS (
         RETURNING c.dead, c.retry_at, c.queue)
     SELECT dead, retry_at, CASE WHEN NOT dead THEN pg_notify($6, queue)::text END FROM failed";
 
-const EXTEND: &str = "UPDATE @.tasks SET lease_expires_at = NOW_MS + $3::int8
+/// Moves the lease of delivery `($1, $2)` to `$3` ms from now, recording
+/// progress `$4` when not NULL.
+const EXTEND: &str = "UPDATE @.tasks
+    SET lease_expires_at = NOW_MS + $3::int8, progress = coalesce($4::text, progress)
     WHERE id = $1 AND state = 1 AND lease_token = $2 RETURNING id";
 
 /// A lease token: 64 random bits, as in SQLite, so that a receipt never
@@ -320,10 +350,29 @@ fn count_sql(state: TaskState) -> String {
 /// Lists up to `$3` tasks of queue `$1` in `state` with ids above `$2`.
 fn list_sql(state: TaskState) -> String {
     format!(
-        "SELECT id, state, attempts, max_attempts, priority, run_at, last_error, payload
+        "SELECT {TASK_INFO}
          FROM @.tasks WHERE queue = $1 AND {} AND id > $2 ORDER BY id LIMIT $3",
         state_condition(state)
     )
+}
+
+/// The columns of a task as [`info_from_row`] reads them.
+const TASK_INFO: &str =
+    "id, state, attempts, max_attempts, priority, run_at, last_error, payload, result, progress";
+
+fn info_from_row(row: &Row) -> Result<TaskInfo> {
+    Ok(TaskInfo {
+        id: row.try_get(0)?,
+        state: visible_state(row.try_get(1)?)?,
+        attempts: count32(row, 2)?,
+        max_attempts: count32(row, 3)?,
+        priority: row.try_get(4)?,
+        run_at_unix_ms: row.try_get(5)?,
+        last_error: row.try_get(6)?,
+        payload: row.try_get(7)?,
+        result: row.try_get(8)?,
+        progress: row.try_get(9)?,
+    })
 }
 
 /// The visible state of a stored one; an unknown one means the schema was
@@ -754,6 +803,29 @@ impl Store for PostgresStore {
         Ok(held)
     }
 
+    fn finish_with_result(
+        &self,
+        receipt: Receipt,
+        result: &str,
+        _now: i64,
+        retention: i64,
+    ) -> Result<bool> {
+        let rows = self.write_one(
+            &self.sql(FINISH_WITH_RESULT),
+            &[
+                &receipt.id,
+                &receipt.token,
+                &result,
+                &self.keep_history,
+                &retention,
+                &self.queue,
+                &self.channel,
+            ],
+        )?;
+        self.slots_freed()?;
+        Ok(!rows.is_empty())
+    }
+
     fn finish_and_claim(&self, receipt: Receipt, _now: i64, lease: i64) -> Result<Option<Task>> {
         self.finish_and_claims
             .submit_committed((receipt, lease), |calls| {
@@ -792,8 +864,17 @@ impl Store for PostgresStore {
         Ok(Failed::RetryAt(row.try_get(1)?))
     }
 
-    fn extend(&self, receipt: Receipt, _now: i64, lease: i64) -> Result<()> {
-        let extended = self.write_one(&self.sql(EXTEND), &[&receipt.id, &receipt.token, &lease])?;
+    fn extend(
+        &self,
+        receipt: Receipt,
+        _now: i64,
+        lease: i64,
+        progress: Option<&str>,
+    ) -> Result<()> {
+        let extended = self.write_one(
+            &self.sql(EXTEND),
+            &[&receipt.id, &receipt.token, &lease, &progress],
+        )?;
         if extended.is_empty() {
             return Err(not_held(receipt.id));
         }
@@ -844,24 +925,25 @@ impl Store for PostgresStore {
         Ok(oldest.map(|ready_at| now.saturating_sub(server_now.saturating_sub(ready_at))))
     }
 
+    fn task(&self, id: i64) -> Result<Option<TaskInfo>> {
+        let sql = self.sql(&format!(
+            "SELECT {TASK_INFO} FROM @.tasks WHERE id = $1 AND queue = $2"
+        ));
+        self.read(|conn| {
+            conn.query(&sql, &[&id, &self.queue])?
+                .first()
+                .map(info_from_row)
+                .transpose()
+        })
+    }
+
     fn list(&self, state: TaskState, after_id: i64, limit: usize) -> Result<Vec<TaskInfo>> {
         let sql = self.sql(&list_sql(state));
         let limit = limit.min(i64::MAX as usize) as i64;
         self.read(|conn| {
             conn.query(&sql, &[&self.queue, &after_id, &limit])?
                 .iter()
-                .map(|row| {
-                    Ok(TaskInfo {
-                        id: row.try_get(0)?,
-                        state: visible_state(row.try_get(1)?)?,
-                        attempts: count32(row, 2)?,
-                        max_attempts: count32(row, 3)?,
-                        priority: row.try_get(4)?,
-                        run_at_unix_ms: row.try_get(5)?,
-                        last_error: row.try_get(6)?,
-                        payload: row.try_get(7)?,
-                    })
-                })
+                .map(info_from_row)
                 .collect()
         })
     }

@@ -136,6 +136,13 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (queue, slot)
     ) WITHOUT ROWID;
     CREATE INDEX tq_rate_slots_free ON tq_rate_slots (queue, used_at);",
+    // 6: results and progress. A done task kept only for its result (on a
+    // handle without history) is deleted once result_until passes.
+    "ALTER TABLE tq_tasks ADD COLUMN result       TEXT;
+    ALTER TABLE tq_tasks ADD COLUMN result_until INTEGER;
+    ALTER TABLE tq_tasks ADD COLUMN progress     TEXT;
+    CREATE INDEX tq_tasks_results ON tq_tasks (queue, result_until)
+        WHERE result_until IS NOT NULL;",
 ];
 
 /// The schema version this library writes.

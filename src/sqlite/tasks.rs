@@ -427,17 +427,26 @@ fn candidate_from_row(row: &Row<'_>) -> rusqlite::Result<Candidate> {
     Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
 }
 
+/// A result to keep with a finished task, and until when on a handle
+/// without history (`None` with history: as long as the done task).
+#[derive(Clone, Copy)]
+pub(crate) struct KeptResult<'a> {
+    pub(crate) result: &'a str,
+    pub(crate) until: Option<i64>,
+}
+
 /// Completes the delivery named by `receipt`, if it is current: the task
-/// is deleted, or kept as done with history. A task whose unique key stays
-/// reserved after it is done is kept as done either way, until its window
-/// passes. Returns whether the delivery was current.
+/// is deleted, or kept as done with history, with a result, or while its
+/// unique key stays reserved after it is done (until its window passes).
+/// Returns whether the delivery was current.
 pub(crate) fn finish_one(
     conn: &Connection,
     receipt: Receipt,
     now: i64,
     keep_history: bool,
+    result: Option<KeptResult<'_>>,
 ) -> Result<bool> {
-    if !keep_history {
+    if !keep_history && result.is_none() {
         let deleted = conn
             .prepare_cached(
                 "DELETE FROM tq_tasks
@@ -456,10 +465,17 @@ pub(crate) fn finish_one(
                  lease_token = NULL, lease_expires_at = NULL, holder_id = NULL,
                  unique_key = CASE WHEN unique_for > 0 THEN unique_key END,
                  unique_until = CASE WHEN unique_for > 0 AND unique_key IS NOT NULL
-                                     THEN ?3 + unique_for END
+                                     THEN ?3 + unique_for END,
+                 result = ?4, result_until = ?5
              WHERE id = ?1 AND state = 1 AND lease_token = ?2",
         )?
-        .execute(params![receipt.id, receipt.token, now])?;
+        .execute(params![
+            receipt.id,
+            receipt.token,
+            now,
+            result.map(|kept| kept.result),
+            result.and_then(|kept| kept.until)
+        ])?;
     Ok(kept > 0)
 }
 
@@ -489,26 +505,45 @@ fn end_as_cancelled(
     Ok(())
 }
 
-/// Deletes, on a handle without history, the done tasks kept only for a
-/// unique window that has now passed.
+/// Deletes, on a handle without history, some done tasks kept only for a
+/// unique window that has now passed (and no result still kept).
 fn sweep_reserved(conn: &Connection, queue: &str, now: i64) -> Result<()> {
+    sweep(
+        conn,
+        "FROM tq_tasks
+         WHERE queue = ?1 AND state = 2 AND unique_until IS NOT NULL AND unique_until <= ?2
+           AND (result_until IS NULL OR result_until <= ?2)",
+        queue,
+        now,
+    )
+}
+
+/// Deletes some done tasks kept for a result whose time has passed (and
+/// no unique key still reserved).
+fn sweep_results(conn: &Connection, queue: &str, now: i64) -> Result<()> {
+    sweep(
+        conn,
+        "FROM tq_tasks
+         WHERE queue = ?1 AND state = 2 AND result_until IS NOT NULL AND result_until <= ?2
+           AND (unique_until IS NULL OR unique_until <= ?2)",
+        queue,
+        now,
+    )
+}
+
+/// Deletes up to 100 of the tasks `from` selects (with the queue `?1` and
+/// the time `?2`), after a cheaper look for one: most calls find none.
+fn sweep(conn: &Connection, from: &str, queue: &str, now: i64) -> Result<()> {
     let any = conn
-        .prepare_cached(
-            "SELECT 1 FROM tq_tasks
-             WHERE queue = ?1 AND state = 2 AND unique_until IS NOT NULL AND unique_until <= ?2
-             LIMIT 1",
-        )?
+        .prepare_cached(&format!("SELECT 1 {from} LIMIT 1"))?
         .query_row(params![queue, now], |_| Ok(()))
         .optional()?;
     if any.is_none() {
         return Ok(());
     }
-    conn.prepare_cached(
-        "DELETE FROM tq_tasks WHERE id IN
-            (SELECT id FROM tq_tasks
-             WHERE queue = ?1 AND state = 2 AND unique_until IS NOT NULL AND unique_until <= ?2
-             LIMIT 100)",
-    )?
+    conn.prepare_cached(&format!(
+        "DELETE FROM tq_tasks WHERE id IN (SELECT id {from} LIMIT 100)"
+    ))?
     .execute(params![queue, now])?;
     Ok(())
 }
@@ -541,10 +576,29 @@ fn count_sql(state: TaskState) -> String {
 /// `normal` fell from about 0.6 to 0.44 of bare SQLite's rate).
 fn list_sql(state: TaskState) -> String {
     format!(
-        "SELECT id, state, attempts, max_attempts, priority, run_at, last_error, payload
+        "SELECT {TASK_INFO}
          FROM tq_tasks WHERE queue = ?1 AND {} AND id > ?2 ORDER BY id LIMIT ?3",
         state_condition(state)
     )
+}
+
+/// The columns of a task as [`info_from_row`] reads them.
+const TASK_INFO: &str =
+    "id, state, attempts, max_attempts, priority, run_at, last_error, payload, result, progress";
+
+fn info_from_row(row: &Row<'_>) -> rusqlite::Result<TaskInfo> {
+    Ok(TaskInfo {
+        id: row.get(0)?,
+        state: visible_state(row.get(1)?)?,
+        attempts: row.get(2)?,
+        max_attempts: row.get(3)?,
+        priority: row.get(4)?,
+        run_at_unix_ms: row.get(5)?,
+        last_error: row.get(6)?,
+        payload: row.get(7)?,
+        result: row.get(8)?,
+        progress: row.get(9)?,
+    })
 }
 
 /// A write that may share a transaction with others (see `group.rs`).
@@ -561,6 +615,14 @@ pub(crate) enum Op {
         now: i64,
         keep_history: bool,
     },
+    FinishWithResult {
+        queue: String,
+        receipt: Receipt,
+        result: String,
+        now: i64,
+        keep_history: bool,
+        keep_until: i64,
+    },
     FinishAndClaim {
         receipt: Receipt,
         keep_history: bool,
@@ -575,6 +637,7 @@ pub(crate) enum Op {
     Extend {
         receipt: Receipt,
         lease_expires_at: i64,
+        progress: Option<String>,
     },
 }
 
@@ -618,19 +681,35 @@ pub(super) fn run(
         } => {
             let held = receipts
                 .iter()
-                .map(|&receipt| finish_one(conn, receipt, now, keep_history))
+                .map(|&receipt| finish_one(conn, receipt, now, keep_history, None))
                 .collect::<Result<Vec<bool>>>()?;
             if !keep_history {
                 sweep_reserved(conn, &queue, now)?;
             }
             Ok(Output::Held(held))
         }
+        Op::FinishWithResult {
+            queue,
+            receipt,
+            result,
+            now,
+            keep_history,
+            keep_until,
+        } => {
+            let kept = KeptResult {
+                result: &result,
+                until: (!keep_history).then_some(keep_until),
+            };
+            let held = finish_one(conn, receipt, now, keep_history, Some(kept))?;
+            sweep_results(conn, &queue, now)?;
+            Ok(Output::Held(vec![held]))
+        }
         Op::FinishAndClaim {
             receipt,
             keep_history,
             claim,
         } => {
-            if !finish_one(conn, receipt, claim.now, keep_history)? {
+            if !finish_one(conn, receipt, claim.now, keep_history, None)? {
                 return Err(not_held(receipt.id));
             }
             if !keep_history {
@@ -649,13 +728,19 @@ pub(super) fn run(
         Op::Extend {
             receipt,
             lease_expires_at,
+            progress,
         } => {
             let extended = conn
                 .prepare_cached(
-                    "UPDATE tq_tasks SET lease_expires_at = ?3
+                    "UPDATE tq_tasks SET lease_expires_at = ?3, progress = coalesce(?4, progress)
                      WHERE id = ?1 AND state = 1 AND lease_token = ?2",
                 )?
-                .execute(params![receipt.id, receipt.token, lease_expires_at])?;
+                .execute(params![
+                    receipt.id,
+                    receipt.token,
+                    lease_expires_at,
+                    progress
+                ])?;
             if extended == 0 {
                 return Err(not_held(receipt.id));
             }
@@ -797,6 +882,30 @@ impl Store for SqliteStore {
         }
     }
 
+    fn finish_with_result(
+        &self,
+        receipt: Receipt,
+        result: &str,
+        now: i64,
+        retention: i64,
+    ) -> Result<bool> {
+        match self.submit(Op::FinishWithResult {
+            queue: self.queue.clone(),
+            receipt,
+            result: result.to_owned(),
+            now,
+            keep_history: self.keep_history,
+            keep_until: now.saturating_add(retention),
+        })? {
+            Output::Held(held) => {
+                // Waiters for the task's outcome, and a slot of a limit.
+                self.ring_other_processes();
+                Ok(held[0])
+            }
+            _ => Err(mismatch()),
+        }
+    }
+
     fn finish_and_claim(&self, receipt: Receipt, now: i64, lease: i64) -> Result<Option<Task>> {
         let lease_expires_at = now.saturating_add(lease);
         match self.submit(Op::FinishAndClaim {
@@ -831,10 +940,11 @@ impl Store for SqliteStore {
         }
     }
 
-    fn extend(&self, receipt: Receipt, now: i64, lease: i64) -> Result<()> {
+    fn extend(&self, receipt: Receipt, now: i64, lease: i64, progress: Option<&str>) -> Result<()> {
         match self.submit(Op::Extend {
             receipt,
             lease_expires_at: now.saturating_add(lease),
+            progress: progress.map(str::to_owned),
         })? {
             Output::Extended => Ok(()),
             _ => Err(mismatch()),
@@ -930,24 +1040,24 @@ impl Store for SqliteStore {
         })
     }
 
+    fn task(&self, id: i64) -> Result<Option<TaskInfo>> {
+        self.read(|conn| {
+            Ok(conn
+                .prepare_cached(&format!(
+                    "SELECT {TASK_INFO} FROM tq_tasks WHERE id = ?1 AND queue = ?2"
+                ))?
+                .query_row(params![id, self.queue], info_from_row)
+                .optional()?)
+        })
+    }
+
     fn list(&self, state: TaskState, after_id: i64, limit: usize) -> Result<Vec<TaskInfo>> {
         let sql = list_sql(state);
         self.read(|conn| {
             let mut statement = conn.prepare_cached(&sql)?;
             let rows = statement.query_map(
                 params![self.queue, after_id, limit.min(i64::MAX as usize) as i64],
-                |row| {
-                    Ok(TaskInfo {
-                        id: row.get(0)?,
-                        state: visible_state(row.get(1)?)?,
-                        attempts: row.get(2)?,
-                        max_attempts: row.get(3)?,
-                        priority: row.get(4)?,
-                        run_at_unix_ms: row.get(5)?,
-                        last_error: row.get(6)?,
-                        payload: row.get(7)?,
-                    })
-                },
+                info_from_row,
             )?;
             Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
         })
