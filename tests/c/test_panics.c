@@ -101,6 +101,10 @@ int main(int argc, char **argv)
     STATUS_CASE(tq_finish_and_pull, tq_finish_and_pull(queue, task, NULL, &unpulled));
     STATUS_CASE(tq_fail, tq_fail(queue, task, "no"));
     STATUS_CASE(tq_extend, tq_extend(queue, task, 1000));
+    STATUS_CASE(tq_extend_with_progress, tq_extend_with_progress(queue, task, 1000, "1"));
+    STATUS_CASE(tq_finish_with_result, tq_finish_with_result(queue, task, "1"));
+    STATUS_CASE(tq_get_task, tq_get_task(queue, 1, &unpulled));
+    STATUS_CASE(tq_wait_task, tq_wait_task(queue, 1, 0, &unpulled));
     STATUS_CASE(tq_retry_dead, tq_retry_dead(queue, 1));
     STATUS_CASE(tq_retry_all_dead, tq_retry_all_dead(queue, &n));
     int32_t state = 0;
@@ -138,6 +142,7 @@ int main(int argc, char **argv)
     STATUS_CASE(tq_options_set_keep_history, tq_options_set_keep_history(options, true));
     STATUS_CASE(tq_options_set_max_payload_len, tq_options_set_max_payload_len(options, 10));
     STATUS_CASE(tq_options_set_pool_size, tq_options_set_pool_size(options, 2));
+    STATUS_CASE(tq_options_set_result_retention_ms, tq_options_set_result_retention_ms(options, 10));
     STATUS_CASE(tq_options_set_postgres_schema, tq_options_set_postgres_schema(options, "jobs"));
     STATUS_CASE(tq_push_options_set_delay_ms, tq_push_options_set_delay_ms(push_options, 10));
     STATUS_CASE(tq_push_options_set_run_at_unix_ms, tq_push_options_set_run_at_unix_ms(push_options, 10));
@@ -152,6 +157,8 @@ int main(int argc, char **argv)
     VALUE_CASE(tq_task_run_at_unix_ms, tq_task_run_at_unix_ms(task), 0);
     VALUE_CASE(tq_task_state, tq_task_state(task), -1);
     VALUE_CASE(tq_task_last_error, tq_task_last_error(task), NULL);
+    VALUE_CASE(tq_task_result, tq_task_result(task), NULL);
+    VALUE_CASE(tq_task_progress, tq_task_progress(task), NULL);
     VALUE_CASE(tq_cancel_new, tq_cancel_new(), NULL);
     VALUE_CASE(tq_version_number, tq_version_number(), 0u);
     VALUE_CASE(tq_task_payload, tq_task_payload(task, NULL), NULL);

@@ -2685,6 +2685,57 @@ static void test_cancel_pause_snooze(const char *dir)
 
 #define CASE(name) {#name, test_##name}
 
+static void test_results_progress_and_waiting(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "results.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(q != NULL);
+    int64_t id = push_text(q, "{\"resize\":\"a.png\"}");
+    tq_task *task = pull_one(q);
+    REQUIRE(task != NULL);
+    CHECK(tq_task_result(task) == NULL);
+    CHECK_STATUS(tq_extend_with_progress(q, task, 60000, "{bad"), TQ_ERR_INVALID_JSON);
+    CHECK_STATUS(tq_extend_with_progress(q, task, 60000, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_extend_with_progress(q, task, 60000, "{\"done\":3}"), TQ_OK);
+
+    tq_task *seen = NULL;
+    CHECK_STATUS(tq_get_task(q, id, &seen), TQ_OK);
+    REQUIRE(seen != NULL);
+    CHECK_INT(tq_task_state(seen), TQ_STATE_LEASED);
+    CHECK(strcmp(tq_task_progress(seen), "{\"done\":3}") == 0);
+    CHECK(tq_task_result(seen) == NULL);
+    tq_task_free(seen);
+    CHECK_STATUS(tq_get_task(q, id + 100, &seen), TQ_EMPTY);
+    CHECK(seen == NULL);
+    CHECK_STATUS(tq_get_task(q, id, NULL), TQ_ERR_INVALID_ARGUMENT);
+
+    /* Still leased: the wait times out. */
+    tq_task *outcome = NULL;
+    CHECK_STATUS(tq_wait_task(q, id, 50, &outcome), TQ_EMPTY);
+    CHECK(outcome == NULL);
+    CHECK_STATUS(tq_wait_task(q, id + 100, 50, &outcome), TQ_ERR_INVALID_ARGUMENT);
+
+    CHECK_STATUS(tq_finish_with_result(q, task, "not json"), TQ_ERR_INVALID_JSON);
+    CHECK_STATUS(tq_finish_with_result(q, task, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_INT(count(q, TQ_STATE_LEASED), 1);
+    CHECK_STATUS(tq_finish_with_result(q, task, "{\"width\":640}"), TQ_OK);
+    CHECK_STATUS(tq_finish_with_result(q, task, "1"), TQ_ERR_NOT_HELD);
+    tq_task_free(task);
+
+    CHECK_STATUS(tq_wait_task(q, id, 10000, &outcome), TQ_OK);
+    REQUIRE(outcome != NULL);
+    CHECK_INT(tq_task_state(outcome), TQ_STATE_DONE);
+    CHECK(strcmp(tq_task_result(outcome), "{\"width\":640}") == 0);
+    CHECK(strcmp(tq_task_progress(outcome), "{\"done\":3}") == 0);
+    CHECK_STATUS(tq_finish(q, outcome), TQ_ERR_NOT_HELD);
+    tq_task_free(outcome);
+
+    tq_options *options = tq_options_new();
+    CHECK_STATUS(tq_options_set_result_retention_ms(options, 0), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_options_set_result_retention_ms(options, 1000), TQ_OK);
+    tq_options_free(options);
+    tq_close(q);
+}
+
 static const struct test_case cases[] = {
     CASE(version),
     CASE(location_redacted),
@@ -2749,6 +2800,7 @@ static const struct test_case cases[] = {
     CASE(unique_keys),
     CASE(visibility),
     CASE(cancel_pause_snooze),
+    CASE(results_progress_and_waiting),
 };
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
