@@ -1,5 +1,7 @@
 //! `tq list`: a page of tasks in one state; `tq show`: one task whole.
 
+use std::time::Duration;
+
 use clap::ValueEnum;
 use tq::{Queue, TaskInfo, TaskState, DEFAULT_QUEUE};
 
@@ -127,48 +129,82 @@ pub struct ShowArgs {
 
 /// Runs `tq show`.
 pub fn run_show(args: ShowArgs, json: bool) -> CommandResult {
-    let first = args.queue.as_deref().unwrap_or(DEFAULT_QUEUE);
-    let handle = args.file.open_existing(first, |_| Ok(()))?;
-    let names = match &args.queue {
-        Some(name) => vec![name.clone()],
-        None => handle.queue_names()?,
+    let (_, name, task) = locate(&args.file, args.queue.as_deref(), args.id)?;
+    show(&task, &name, json)?;
+    Ok(Outcome::Done)
+}
+
+/// Task `id` in `queue`, or in whichever queue of the file has it: a
+/// handle on its queue, the queue's name and the task as it is now.
+fn locate(
+    file: &Location,
+    queue: Option<&str>,
+    id: i64,
+) -> Result<(Queue, String, TaskInfo), Failure> {
+    let first = queue.unwrap_or(DEFAULT_QUEUE);
+    let mut handle = Some(file.open_existing(first, |_| Ok(()))?);
+    let names = match queue {
+        Some(name) => vec![name.to_owned()],
+        None => handle.as_ref().map_or(Ok(Vec::new()), Queue::queue_names)?,
     };
     for name in names {
-        let found = if name == first {
-            find(&handle, args.id)?
-        } else {
-            find(&args.file.open(&name, |_| Ok(()))?, args.id)?
+        let handle = match handle.take().filter(|_| name == first) {
+            Some(handle) => handle,
+            None => file.open(&name, |_| Ok(()))?,
         };
-        if let Some(task) = found {
-            show(&task, &name, json)?;
-            return Ok(Outcome::Done);
+        if let Some(task) = handle.task(id)? {
+            return Ok((handle, name, task));
         }
     }
-    Err(Failure::new(match &args.queue {
-        Some(name) => format!("{}: queue {name:?} has no task {}", args.file, args.id),
-        None => format!("{}: no task {}", args.file, args.id),
+    Err(Failure::new(match queue {
+        Some(name) => format!("{file}: queue {name:?} has no task {id}"),
+        None => format!("{file}: no task {id}"),
     }))
 }
 
-/// The task `id` of `queue`: for each state, the first task listed after
-/// `id - 1` is the one if it has that id.
-pub fn find(queue: &Queue, id: i64) -> Result<Option<TaskInfo>, Failure> {
-    for state in [
-        TaskState::Pending,
-        TaskState::Leased,
-        TaskState::Dead,
-        TaskState::Done,
-        TaskState::Cancelled,
-    ] {
-        let page = queue.list(state, id.saturating_sub(1), 1)?;
-        if let Some(task) = page.into_iter().next().filter(|task| task.id() == id) {
-            return Ok(Some(task));
-        }
-    }
-    Ok(None)
+/// Arguments of `tq wait`.
+#[derive(clap::Args)]
+pub struct WaitArgs {
+    /// The queue file or PostgreSQL URL; `-`: $TQ_DATABASE_URL.
+    #[arg(value_parser = Location::parse)]
+    file: Location,
+
+    /// The task's id.
+    id: i64,
+
+    /// Look only in this queue (default: every queue in the file).
+    #[arg(long, short, value_parser = parse_queue_name)]
+    queue: Option<String>,
+
+    /// Give up after this long (exit status 3).
+    #[arg(long, default_value = "1h", value_parser = output::parse_duration)]
+    timeout: Duration,
 }
 
-fn show(task: &TaskInfo, queue: &str, json: bool) -> Result<(), Failure> {
+/// Runs `tq wait`: shows the task once it has ended; fails when it ended
+/// dead or cancelled.
+pub fn run_wait(args: WaitArgs, json: bool) -> CommandResult {
+    let (handle, name, _) = locate(&args.file, args.queue.as_deref(), args.id)?;
+    let Some(task) = handle.wait_for(args.id, args.timeout)? else {
+        eprintln!(
+            "task {} has not ended after {}",
+            args.id,
+            humantime::format_duration(args.timeout)
+        );
+        return Ok(Outcome::Nothing);
+    };
+    show(&task, &name, json)?;
+    match task.state() {
+        TaskState::Done => Ok(Outcome::Done),
+        state => Err(Failure::new(format!(
+            "task {} ended {}",
+            args.id,
+            state_name(state)
+        ))),
+    }
+}
+
+pub fn show(task: &TaskInfo, queue: &str, json: bool) -> Result<(), Failure> {
     if json {
         return print(task_json(task, queue)?);
     }
@@ -193,5 +229,12 @@ fn show(task: &TaskInfo, queue: &str, json: bool) -> Result<(), Failure> {
     if let Some(reason) = task.last_error() {
         print(format!("last reason\n{reason}"))?;
     }
-    print(format!("payload\n{}", task.payload()))
+    print(format!("payload\n{}", task.payload()))?;
+    if let Some(progress) = task.progress() {
+        print(format!("progress\n{progress}"))?;
+    }
+    if let Some(result) = task.result() {
+        print(format!("result\n{result}"))?;
+    }
+    Ok(())
 }

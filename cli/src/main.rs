@@ -78,12 +78,25 @@ Examples:
   tq list jobs.db --state dead --json | jq -r '.[].id'")]
     List(list::ListArgs),
 
-    /// Show one task whole: its state, attempts, last failure and payload.
+    /// Show one task whole: its state, attempts, last failure, payload,
+    /// progress and result.
     #[command(after_help = "\
 Examples:
   tq show jobs.db 42
   tq show jobs.db 42 --json | jq .payload")]
     Show(list::ShowArgs),
+
+    /// Wait for a task to end, and show it as it ended.
+    #[command(after_help = "\
+Exit status 0 when the task is done (its result, if its worker stored one,
+is shown), 1 when it ended dead or cancelled, 3 when the timeout passed
+first. A task finished without a result by a worker that keeps no history
+is deleted at once: there is nothing to wait for, and tq says so.
+
+Examples:
+  tq wait jobs.db 42
+  tq wait jobs.db 42 --timeout 10m --json | jq .result")]
+    Wait(list::WaitArgs),
 
     /// Put dead tasks back to pending, with all their attempts ahead of them.
     #[command(after_help = "\
@@ -230,6 +243,7 @@ fn main() -> ExitCode {
         Command::Push(args) => push::run(args, cli.json),
         Command::List(args) => list::run_list(args, cli.json),
         Command::Show(args) => list::run_show(args, cli.json),
+        Command::Wait(args) => list::run_wait(args, cli.json),
         Command::Retry(args) => admin::run_retry(args, cli.json),
         Command::Cancel(args) => control::run_cancel(args, cli.json),
         Command::Pause(args) => control::run_pause(args, cli.json),

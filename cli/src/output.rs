@@ -276,12 +276,21 @@ pub fn rfc3339(unix_ms: i64) -> String {
 /// pushed; surrounding blanks dropped).
 pub fn task_json(task: &TaskInfo, queue: &str) -> Result<String, Failure> {
     // tq stores only JSON texts, so this fails only on a damaged file.
-    serde_json::from_str::<IgnoredAny>(task.payload()).map_err(|err| {
-        Failure::new(format!(
-            "task {}: the stored payload is not JSON: {err}",
-            task.id()
-        ))
-    })?;
+    let stored = [
+        ("payload", Some(task.payload())),
+        ("progress", task.progress()),
+        ("result", task.result()),
+    ];
+    for (what, text) in stored {
+        if let Some(text) = text {
+            serde_json::from_str::<IgnoredAny>(text).map_err(|err| {
+                Failure::new(format!(
+                    "task {}: the stored {what} is not JSON: {err}",
+                    task.id()
+                ))
+            })?;
+        }
+    }
     let fields = json!({
         "id": task.id(),
         "queue": queue,
@@ -293,8 +302,13 @@ pub fn task_json(task: &TaskInfo, queue: &str) -> Result<String, Failure> {
         "run_at": rfc3339(task.run_at_unix_ms()),
         "last_error": task.last_error(),
     });
-    // The fields' object without its closing brace, then the payload.
+    // The fields' object without its closing brace, then the stored JSON
+    // texts as they are.
     let fields = fields.to_string();
-    let open = fields.strip_suffix('}').unwrap_or(&fields);
-    Ok(format!("{open},\"payload\":{}}}", task.payload().trim()))
+    let mut json = fields.strip_suffix('}').unwrap_or(&fields).to_owned();
+    for (what, text) in stored {
+        json.push_str(&format!(",\"{what}\":{}", text.map_or("null", str::trim)));
+    }
+    json.push('}');
+    Ok(json)
 }

@@ -26,6 +26,7 @@ fn every_command_has_help_with_examples() {
         "push",
         "list",
         "show",
+        "wait",
         "retry",
         "cancel",
         "pause",
@@ -204,7 +205,7 @@ fn push_one_task_and_see_it_in_stats_list_and_show() {
         .tq("show", &["4", "--json"])
         .assert()
         .stdout(predicate::str::ends_with(
-            r#","payload":{"b": 1.0, "a": [1e3]}}
+            r#","payload":{"b": 1.0, "a": [1e3]},"progress":null,"result":null}
 "#,
         ));
     fixture
@@ -624,4 +625,75 @@ fn cancel_pause_and_resume() {
         .assert()
         .success()
         .stdout("1 done, 0 failed (retried later), 0 dead\n");
+}
+
+#[test]
+fn show_and_wait_give_a_tasks_progress_and_result() {
+    let fixture = Fixture::new();
+    fixture.push_numbers(2, "emails", &[]);
+    let mut options = tq::OpenOptions::new();
+    options.queue("emails").unwrap();
+    let queue = tq::Queue::open(fixture.file(), &options).unwrap();
+    let task = queue.pull(&tq::PullOptions::new()).unwrap().unwrap();
+    queue
+        .extend_with_progress(
+            task.receipt(),
+            std::time::Duration::from_secs(60),
+            "{\"sent\":3}",
+        )
+        .unwrap();
+    fixture
+        .tq("show", &["1"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("progress\n{\"sent\":3}\n"));
+    fixture
+        .tq("wait", &["1", "--timeout", "200ms"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("task 1 has not ended after 200ms"));
+
+    // A wait begun before the finish shows the result it ends with.
+    let waiting = std::process::Command::new(assert_cmd::cargo::cargo_bin("tq"))
+        .args(["wait", fixture.file(), "1", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    queue
+        .finish_with_result(task.receipt(), "{\"message_id\": \"m-1\"}")
+        .unwrap();
+    let output = waiting.wait_with_output().unwrap();
+    assert!(output.status.success());
+    let shown: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(shown["state"], "done");
+    assert_eq!(shown["result"], json!({"message_id": "m-1"}));
+    assert_eq!(shown["progress"], json!({"sent": 3}));
+    fixture
+        .tq("show", &["1"])
+        .assert()
+        .stdout(predicate::str::ends_with(
+            "result\n{\"message_id\": \"m-1\"}\n",
+        ));
+
+    // A task that ends dead: shown, and the exit status says so.
+    let mut one_attempt = options.clone();
+    one_attempt.max_attempts(1).unwrap();
+    let queue = tq::Queue::open(fixture.file(), &one_attempt).unwrap();
+    queue.cancel_task(2, "").unwrap();
+    let third = queue.push("3", &tq::PushOptions::new()).unwrap().id();
+    let task = queue.pull(&tq::PullOptions::new()).unwrap().unwrap();
+    assert_eq!(task.id(), third);
+    queue.fail(task.receipt(), "bounced").unwrap();
+    fixture
+        .tq("wait", &["3", "--timeout", "10s"])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("last reason\nbounced"))
+        .stderr(predicate::str::contains("task 3 ended dead"));
+    fixture
+        .tq("wait", &["99"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("no task 99"));
 }

@@ -106,7 +106,7 @@ pub fn find_task(
         None => sampler.queue(DEFAULT_QUEUE)?.queue_names()?,
     };
     for name in names {
-        if let Some(task) = crate::list::find(sampler.queue(&name)?, id)? {
+        if let Some(task) = sampler.queue(&name)?.task(id)? {
             return Ok(Some((name, task)));
         }
     }

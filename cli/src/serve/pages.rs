@@ -239,15 +239,21 @@ fn shorten(text: &str, chars: usize) -> String {
     }
 }
 
+/// A stored JSON text indented for reading (as stored if it does not
+/// parse, which only a damaged file gives).
+fn pretty(json: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(json)
+        .and_then(|value| serde_json::to_string_pretty(&value))
+        .unwrap_or_else(|_| json.to_owned())
+}
+
 /// One task whole, with the actions its state allows.
 pub fn task(app: &App, id: &str, incoming: &Incoming) -> Answer {
     let answer = || -> Result<Answer, Answer> {
         let Some((queue, task)) = find_task(app, id, incoming.query("queue"))? else {
             return Err(Answer::error(404, format!("no task {id}")));
         };
-        let payload = serde_json::from_str::<serde_json::Value>(task.payload())
-            .and_then(|value| serde_json::to_string_pretty(&value))
-            .unwrap_or_else(|_| task.payload().to_owned());
+        let payload = pretty(task.payload());
         let here = task_href(&queue, task.id());
         let base = format!("/queues/{}/actions", encoded(&queue));
         let id_text = task.id().to_string();
@@ -266,6 +272,14 @@ pub fn task(app: &App, id: &str, incoming: &Incoming) -> Answer {
             }
             h2 { "Payload" }
             pre.payload { code { (payload) } }
+            @if let Some(progress) = task.progress() {
+                h2 { "Progress" }
+                pre.progress { code { (pretty(progress)) } }
+            }
+            @if let Some(result) = task.result() {
+                h2 { "Result" }
+                pre.result { code { (pretty(result)) } }
+            }
             @if app.allow_actions {
                 div.actions {
                     @if task.state() == TaskState::Dead {
