@@ -16,7 +16,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
-use tq::{ErrorKind, Failed, PullOptions, Queue, Task, TaskState, DEFAULT_QUEUE};
+use tq::{ErrorKind, Failed, PullOptions, Queue, Task, TaskState, DEFAULT_QUEUE, MAX_PAYLOAD_LEN};
 
 use crate::output::{
     parse_duration, parse_positive_duration, parse_queue_name, print, print_json, CommandResult,
@@ -71,6 +71,12 @@ pub struct Args {
     /// instead of deleting them.
     #[arg(long)]
     keep_history: bool,
+
+    /// Keep each command's standard output, one JSON text, as its task's
+    /// result (see `tq wait`, `tq show`); a command that exits 0 with
+    /// output that is not JSON fails its task.
+    #[arg(long)]
+    result: bool,
 
     /// The pause before a failed task is retried, doubling with each
     /// attempt (0s retries at once).
@@ -204,7 +210,9 @@ struct Pool<'a> {
 
 /// How a command's run ended.
 enum Ended {
-    Exited(ExitStatus, String),
+    /// The exit status, the tail of standard error, and with `--result`
+    /// standard output (or why it could not be read whole).
+    Exited(ExitStatus, String, Option<io::Result<Vec<u8>>>),
     TimedOut(Duration, String),
     LeaseLost,
     Killed,
@@ -298,13 +306,35 @@ impl Pool<'_> {
         self.running.fetch_sub(1, Ordering::SeqCst);
         let id = task.id();
         match ended {
-            Ok(Ended::Exited(status, _)) if status.success() => {
-                match self.queue.finish(task.receipt()) {
+            Ok(Ended::Exited(status, _, output)) if status.success() => {
+                let finished = match &output {
+                    None => self.queue.finish(task.receipt()),
+                    Some(Err(err)) => {
+                        return self.fail(&task, format!("its output could not be read: {err}"))
+                    }
+                    Some(Ok(output)) => {
+                        let text = String::from_utf8_lossy(output);
+                        let result = Some(text.trim()).filter(|text| !text.is_empty());
+                        self.queue
+                            .finish_with_result(task.receipt(), result.unwrap_or("null"))
+                    }
+                };
+                match finished {
                     Ok(()) => Tally::add(&self.tally.done),
+                    Err(err)
+                        if matches!(
+                            err.kind(),
+                            ErrorKind::InvalidJson | ErrorKind::InvalidArgument
+                        ) =>
+                    {
+                        self.fail(&task, format!("its output is no result: {err}"))
+                    }
                     Err(err) => self.lost_or_fatal(id, err),
                 }
             }
-            Ok(Ended::Exited(status, tail)) => self.fail(&task, with_tail(describe(status), &tail)),
+            Ok(Ended::Exited(status, tail, _)) => {
+                self.fail(&task, with_tail(describe(status), &tail))
+            }
             Ok(Ended::TimedOut(limit, tail)) => self.fail(
                 &task,
                 with_tail(
@@ -367,7 +397,11 @@ impl Pool<'_> {
             .env("TQ_TASK_ATTEMPTS", task.attempts().to_string())
             .env("TQ_QUEUE", &self.args.queue)
             .stdin(Stdio::piped())
-            .stdout(Stdio::inherit())
+            .stdout(if self.args.result {
+                Stdio::piped()
+            } else {
+                Stdio::inherit()
+            })
             .stderr(Stdio::piped())
             // Its own process group: Ctrl-C at a terminal reaches tq only,
             // and a kill reaches the command's own children too.
@@ -390,6 +424,18 @@ impl Pool<'_> {
                 copy_stderr(stderr, &tail, &bar);
             });
         }
+        let output = child.stdout.take().map(|stdout| {
+            let (sender, received) = mpsc::channel();
+            thread::spawn(move || {
+                let mut output = Vec::new();
+                // One more byte than a result may have: too long is refused.
+                let read = stdout
+                    .take(MAX_PAYLOAD_LEN as u64 + 1)
+                    .read_to_end(&mut output);
+                let _ = sender.send(read.map(|_| output));
+            });
+            received
+        });
         let started = Instant::now();
         let beat_every = self.args.lease / 3;
         let mut next_beat = started + beat_every;
@@ -434,9 +480,18 @@ impl Pool<'_> {
             pause = (pause * 2).min(MAX_POLL);
         };
         // The rest of standard error, unless a process the command left
-        // behind keeps it open.
+        // behind keeps it open; standard output likewise.
         let _ = closed.recv_timeout(Duration::from_secs(1));
-        Ok(Ended::Exited(status, tail_text(&tail)))
+        let output = output.map(|received| {
+            received
+                .recv_timeout(Duration::from_secs(1))
+                .unwrap_or_else(|_| {
+                    Err(io::Error::other(
+                        "its standard output stayed open after it exited",
+                    ))
+                })
+        });
+        Ok(Ended::Exited(status, tail_text(&tail), output))
     }
 
     /// Keeps the progress bar's counts current until the workers are done.

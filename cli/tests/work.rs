@@ -184,6 +184,51 @@ fn failures_are_retried_then_dead_with_the_exit_status_and_stderr() {
 }
 
 #[test]
+fn with_result_a_commands_output_is_its_tasks_result() {
+    let fixture = Fixture::new();
+    fixture.push_numbers(3, "default", &["--max-attempts", "1"]);
+    // Task 1 prints a JSON result, task 2 nothing, task 3 no JSON.
+    let script = r#"
+        case "$TQ_TASK_ID" in
+            1) printf '{"pages": %s}\n' "$(cat)" ;;
+            2) ;;
+            3) echo 'not json' ;;
+        esac
+    "#;
+    fixture
+        .tq(
+            "work",
+            &["--until-empty", "--result", "--", "sh", "-c", script],
+        )
+        .assert()
+        .success()
+        .stdout("2 done, 0 failed (retried later), 1 dead\n");
+    assert_eq!(
+        fixture.json("show", &["1"])["result"],
+        json!({"pages": {"n": 1}})
+    );
+    assert_eq!(
+        fixture.json("wait", &["1"])["result"],
+        json!({"pages": {"n": 1}})
+    );
+    // No output: the result is null, and the task is kept for it.
+    let empty = fixture.json("wait", &["2"]);
+    assert_eq!(
+        (&empty["state"], &empty["result"]),
+        (&json!("done"), &json!(null))
+    );
+    let dead = fixture.json("show", &["3"]);
+    assert_eq!(dead["state"], "dead");
+    assert!(
+        dead["last_error"]
+            .as_str()
+            .unwrap()
+            .starts_with("its output is no result: the result is not JSON"),
+        "{dead}"
+    );
+}
+
+#[test]
 fn a_command_past_its_timeout_is_killed_and_its_task_failed() {
     let fixture = Fixture::new();
     fixture.push_numbers(1, "default", &[]);
