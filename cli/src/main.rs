@@ -202,7 +202,9 @@ status and the last lines of the command's standard error as the reason,
 and the task is retried after a back-off or, after its last attempt, dead.
 The lease is extended while the command runs. Tasks of workers that died
 are recovered at start. At the end a summary goes to standard output (with
---json, its last line; the commands' own output goes there too).
+--json, its last line; the commands' own output goes there too, unless
+--result keeps each command's output, one JSON text, as its task's result:
+see `tq wait`).
 
 Ctrl-C (or SIGTERM) stops taking tasks and waits for the running commands;
 a second one kills them and leaves their tasks to `tq recover`. Commands
@@ -211,6 +213,7 @@ run in their own process group, so Ctrl-C at a terminal reaches only tq.
 Examples:
   tq work jobs.db -j 4 -- sh -c 'ffmpeg -nostdin -i \"$(jq -r .file)\" \"out/$TQ_TASK_ID.opus\"'
   tq work jobs.db --until-empty --timeout 10m -- ./process-one.sh
+  tq work jobs.db --result -- sh -c 'jq -c \"{pages: .pages}\"'
   tq work jobs.db -j 8 --max-tasks 1000 --lease 2m -- python3 handle.py")]
     Work(work::Args),
 
