@@ -338,10 +338,11 @@ func (q *Queue) Recover() (int64, error) {
 	return int64(n), err
 }
 
-// Interrupt ends the wait of every Pull, PullBatch and FinishAndPull on
-// the queue with an error matching ErrInterrupted, now and from then on: a
-// later pull still claims a task that is ready, and returns ErrInterrupted
-// at once when none is. Pulls through other Queues are not affected. Close
+// Interrupt ends the wait of every Pull, PullBatch, FinishAndPull and Wait
+// on the queue with an error matching ErrInterrupted, now and from then
+// on: a later pull still claims a task that is ready, and returns
+// ErrInterrupted at once when none is (a later Wait, when the task has not
+// ended). Pulls through other Queues are not affected. Close
 // does this itself; Interrupt is for stopping workers that share no
 // context while the queue stays open for other calls.
 func (q *Queue) Interrupt() error {

@@ -785,8 +785,9 @@ class Queue:
         return [finished.get(id(task), False) for task in tasks]
 
     def interrupt(self) -> None:
-        """Ends the wait of every pull on this queue with ``tq.Interrupted``,
-        now and from then on (a pull still takes a task that is ready):
+        """Ends the wait of every pull and ``wait`` on this queue with
+        ``tq.Interrupted``, now and from then on (a pull still takes a task
+        that is ready, a ``wait`` still returns a task that has ended):
         call it to stop worker threads, join them, then ``close()``."""
         with self._handle as queue:
             _check(lib.tq_interrupt(queue))
