@@ -36,7 +36,8 @@ def test_a_result_given_as_json_text_is_kept_exactly(path):
         assert queue.task(first).raw_result == b'{"a": 1,  "b": [true]}'
         null = queue.task(second)
         assert (null.result, null.raw_result) == (None, b"null")
-        assert [snapshot.raw_result for snapshot in queue.list("done")] == [b'{"a": 1,  "b": [true]}', b"null"]
+        listed = [snapshot.raw_result for snapshot in queue.list("done")]
+        assert listed == [b'{"a": 1,  "b": [true]}', b"null"]
 
 
 @pytest.mark.parametrize(
