@@ -390,8 +390,8 @@ func (t *Task) Finish() error {
 // FinishWithResult finishes the task as Finish does, and keeps result, one
 // JSON text in UTF-8 (at most the queue's payload limit), with it, exactly
 // as given, for any process to read (Queue.Task) or wait for (Queue.Wait):
-// on a queue without history for its result retention
-// (WithResultRetention), WithHistory as long as the done task.
+// for the queue's result retention (WithResultRetention), or, on a queue
+// opened WithHistory, as long as the done task is kept.
 //
 // Errors are those of Finish, and ErrInvalidJSON or ErrInvalidArgument
 // (not UTF-8, too long), which change nothing: the task is still held.

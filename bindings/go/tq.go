@@ -458,8 +458,9 @@ func (q *Queue) Task(id int64) (TaskInfo, bool, error) {
 	return info, true, nil
 }
 
-// waitSlice is how long one C call of Wait waits: libtq's wait for a task
-// takes no cancellation, so Wait looks at ctx between calls of this length.
+// waitSlice is how long one C call of Wait waits for a ctx that can end:
+// libtq's wait for a task takes no cancellation, so Wait looks at ctx
+// between calls of this length.
 const waitSlice = 50 * time.Millisecond
 
 // Wait waits for task id of the queue to end and returns it as it ended:
@@ -481,6 +482,10 @@ func (q *Queue) Wait(ctx context.Context, id int64) (TaskInfo, error) {
 			return TaskInfo{}, err
 		}
 		slice := waitSlice
+		if ctx.Done() == nil {
+			// ctx never ends: only Close and Interrupt end the wait.
+			slice = maxWait
+		}
 		if deadline, ok := ctx.Deadline(); ok {
 			slice = min(slice, time.Until(deadline))
 		}
