@@ -172,6 +172,15 @@ function jsonText(name, value) {
 
 const NUL = Buffer.from([0]);
 
+/** The options object of a call, refusing anything else: a result passed
+ * as finish(result) instead of finish({ result }) must not be dropped. */
+function callOptions(call, options) {
+  if (options === null || typeof options !== 'object' || Array.isArray(options) || ArrayBuffer.isView(options)) {
+    throw new TypeError(`${call} takes an options object, not ${describe(options)}`);
+  }
+  return options;
+}
+
 /** A failure reason for tq_fail: a string, an Error (as "Name: message") or
  * undefined. Any text is kept: a NUL, which a C string cannot carry, is
  * written as "\u0000", and a lone surrogate becomes U+FFFD. */
@@ -1157,7 +1166,8 @@ class Task extends TaskFields {
 
   /** Completes this delivery, keeping `result` (when given) for
    * Queue.task and Queue.wait to read. */
-  finish({ result } = {}) {
+  finish(options = {}) {
+    const { result } = callOptions('finish', options);
     if (result === undefined) {
       this.#settle((queue, ptr) => lib.tq_finish(queue, ptr), 'finished');
       return;
@@ -1174,8 +1184,9 @@ class Task extends TaskFields {
 
   /** Renews the lease: it now expires `lease` milliseconds from now; with
    * `progress`, records it for Queue.task to read. */
-  extend(lease, { progress } = {}) {
+  extend(lease, options = {}) {
     const leaseMs = milliseconds('lease', lease);
+    const { progress } = callOptions('extend', options);
     if (progress === undefined) {
       this.#settle((queue, ptr) => lib.tq_extend(queue, ptr, leaseMs), null);
       return;

@@ -63,6 +63,8 @@ test('a bad result changes nothing', () =>
       ]) {
         assert.throws(() => task.finish({ result }), (thrown) => thrown instanceof error && message.test(thrown.message));
       }
+      assert.throws(() => task.finish('{"a":1}'), /finish takes an options object, not string/);
+      assert.throws(() => task.extend(1000, [1]), TypeError);
       assert.equal(task.closed, false);
       assert.equal(queue.task(id).state, 'leased');
       task.finish({ result: true });
