@@ -108,3 +108,45 @@ func ExampleQueue_Push_unique() {
 	// task 1 duplicate: false
 	// task 1 duplicate: true
 }
+
+func ExampleQueue_Wait() {
+	dir, err := os.MkdirTemp("", "tq-example")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	q, err := tq.Open(filepath.Join(dir, "jobs.db"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer q.Close()
+	id, err := q.PushJSON(map[string]int{"a": 2, "b": 3})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	// A worker, here in a goroutine, finishes the task with a result.
+	go func() {
+		task, err := q.Pull(context.Background())
+		if err != nil {
+			return
+		}
+		var sum struct{ A, B int }
+		task.Decode(&sum)
+		task.FinishWithResultJSON(map[string]int{"sum": sum.A + sum.B})
+	}()
+
+	// Whoever pushed it waits for the outcome, here up to 5 s.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	info, err := q.Wait(ctx, id)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(info.State(), string(info.Result()))
+	// Output: done {"sum":5}
+}

@@ -89,6 +89,19 @@ func WithHistory() Option {
 	}}
 }
 
+// WithResultRetention sets how long a task finished through this queue
+// with FinishWithResult is kept for its result when the queue keeps no
+// history (default 7 days; 1 ms to one year, rounded up to whole
+// milliseconds): Task and Wait read it meanwhile, and later finishes with
+// a result delete the tasks whose time has passed. With WithHistory, a
+// result stays with its done task until Purge.
+func WithResultRetention(d time.Duration) Option {
+	return Option{func(s *optionSetter[*C.tq_options]) {
+		ms := s.millis("result retention", d)
+		s.set(func(o *C.tq_options) C.enum_tq_status { return C.tq_options_set_result_retention_ms(o, ms) })
+	}}
+}
+
 // WithMaxPayloadLen sets the largest payload this queue pushes, in bytes,
 // from 1 to MaxPayloadLen (the default). A larger Push fails with
 // ErrInvalidArgument.

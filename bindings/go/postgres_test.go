@@ -1,6 +1,7 @@
 package tq_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -99,5 +100,38 @@ func TestPostgresPushPullFinish(t *testing.T) {
 		if n := count(t, q, state); n != 0 {
 			t.Fatalf("%v = %d after Finish, want 0", state, n)
 		}
+	}
+}
+
+// TestPostgresResultProgressAndWait runs on TQ_TEST_POSTGRES_URL as
+// TestPostgresPushPullFinish does.
+func TestPostgresResultProgressAndWait(t *testing.T) {
+	url := os.Getenv("TQ_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("TQ_TEST_POSTGRES_URL is not set (`make test-postgres` starts a server)")
+	}
+	schema := fmt.Sprintf("go_test_%d_%d", os.Getpid(), time.Now().UnixNano())
+	q, err := tq.Open(url, tq.WithPostgresSchema(schema), tq.WithResultRetention(time.Hour))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer q.Close()
+	id := push(t, q, `"job"`)
+	task := tryPull(t, q)
+	if err := task.ExtendWithProgress(time.Minute, []byte(`{"step": 1}`)); err != nil {
+		t.Fatalf("ExtendWithProgress: %v", err)
+	}
+	if info, found, err := q.Task(id); err != nil || !found || string(info.Progress()) != `{"step": 1}` {
+		t.Fatalf("Task = %v, %v; progress %s", found, err, info.Progress())
+	}
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		task.FinishWithResult([]byte(`{"ok": true}`))
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := q.Wait(ctx, id)
+	if err != nil || info.State() != tq.Done || string(info.Result()) != `{"ok": true}` {
+		t.Fatalf("Wait = state %v, result %s, %v", info.State(), info.Result(), err)
 	}
 }

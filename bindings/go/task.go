@@ -1,14 +1,17 @@
 package tq
 
 // #include <stdlib.h>
+// #include <string.h>
 // #include <tq.h>
 import "C"
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"strings"
@@ -106,15 +109,55 @@ type Task struct {
 // taskSeq numbers the tasks wrapped by this process.
 var taskSeq atomic.Uint64
 
-// TaskInfo is a task as List saw it: a snapshot, not a delivery. It cannot
-// be finished, and listing a task does not hold it.
+// TaskInfo is a task as List, Task or Wait saw it: a snapshot, not a
+// delivery. It cannot be finished, and reading a task does not hold it.
 type TaskInfo struct {
 	taskFields
-	state State
+	state    State
+	result   []byte
+	progress []byte
 }
 
-// State returns the task's state when it was listed.
+// readInfo copies a C snapshot task.
+func readInfo(c *C.tq_task) TaskInfo {
+	return TaskInfo{
+		taskFields: readTask(c),
+		state:      State(C.tq_task_state(c)),
+		result:     goText(C.tq_task_result(c)),
+		progress:   goText(C.tq_task_progress(c)),
+	}
+}
+
+// goText copies a NUL-terminated C text, or returns nil for NULL.
+func goText(text *C.char) []byte {
+	if text == nil {
+		return nil
+	}
+	return C.GoBytes(unsafe.Pointer(text), C.int(C.strlen(text)))
+}
+
+// State returns the task's state when it was read.
 func (i TaskInfo) State() State { return i.state }
+
+// Result returns the JSON text the task was finished with
+// (FinishWithResult), exactly as given, or nil when it has none. The slice
+// is the snapshot's own copy; do not modify it.
+func (i TaskInfo) Result() []byte { return i.result }
+
+// Progress returns the JSON text its holder last recorded
+// (ExtendWithProgress), in this delivery or an earlier one, or nil when
+// none was. The slice is the snapshot's own copy; do not modify it.
+func (i TaskInfo) Progress() []byte { return i.progress }
+
+// cJSON copies a JSON text for libtq, which takes it NUL-terminated: a NUL
+// byte inside it, which no JSON text has, is an ErrInvalidJSON rather than
+// the end of a shorter text. The caller frees the copy.
+func cJSON(op, what string, text []byte) (*C.char, error) {
+	if nul := bytes.IndexByte(text, 0); nul >= 0 {
+		return nil, bindingError(op, ErrInvalidJSON, "the %s has a NUL byte at byte %d", what, nul)
+	}
+	return C.CString(string(text)), nil
+}
 
 // TryPull claims the ready task first in line under a lease without
 // waiting, or returns ErrEmpty when no task is ready. The first in line
@@ -344,6 +387,38 @@ func (t *Task) Finish() error {
 	return err
 }
 
+// FinishWithResult finishes the task as Finish does, and keeps result, one
+// JSON text in UTF-8 (at most the queue's payload limit), with it, exactly
+// as given, for any process to read (Queue.Task) or wait for (Queue.Wait):
+// for the queue's result retention (WithResultRetention), or, on a queue
+// opened WithHistory, as long as the done task is kept.
+//
+// Errors are those of Finish, and ErrInvalidJSON or ErrInvalidArgument
+// (not UTF-8, too long), which change nothing: the task is still held.
+func (t *Task) FinishWithResult(result []byte) error {
+	cresult, err := cJSON("finish", "result", result)
+	if err != nil {
+		return err
+	}
+	defer C.free(unsafe.Pointer(cresult))
+	_, err = t.end("finish", "was already finished", func(c *C.tq_queue, task *C.tq_task) C.enum_tq_status {
+		return C.tq_finish_with_result(c, task, cresult)
+	})
+	return err
+}
+
+// FinishWithResultJSON finishes the task with v, encoded with
+// encoding/json, as its result: FinishWithResult of json.Marshal(v). A
+// value that encoding/json cannot encode is an error wrapping json's, and
+// the task is still held.
+func (t *Task) FinishWithResultJSON(v any) error {
+	result, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("tq: finish: %w", err)
+	}
+	return t.FinishWithResult(result)
+}
+
 // FinishAndPull finishes t and pulls the next task, as Finish then Pull
 // do, but in one commit when a task is ready: a worker draining a backlog
 // pays one commit (one flush at DurabilityFull) per task instead of two.
@@ -432,6 +507,41 @@ func (t *Task) Extend(lease time.Duration) error {
 		return C.tq_extend(c, task, ms)
 	})
 	return err
+}
+
+// ExtendWithProgress renews the task's lease as Extend does, and records
+// progress, one JSON text in UTF-8 (at most the queue's payload limit),
+// with it, for anyone to read (Queue.Task, TaskInfo.Progress) until the
+// next progress replaces it, a later delivery's included.
+//
+// Errors are those of Extend, and ErrInvalidJSON or ErrInvalidArgument
+// (not UTF-8, too long), which change nothing.
+func (t *Task) ExtendWithProgress(lease time.Duration, progress []byte) error {
+	if lease < 0 {
+		return bindingError("extend", ErrInvalidArgument, "the lease %v is negative", lease)
+	}
+	ms := ceilMillis(lease)
+	cprogress, err := cJSON("extend", "progress", progress)
+	if err != nil {
+		return err
+	}
+	defer C.free(unsafe.Pointer(cprogress))
+	_, err = t.end("extend", "", func(c *C.tq_queue, task *C.tq_task) C.enum_tq_status {
+		return C.tq_extend_with_progress(c, task, ms, cprogress)
+	})
+	return err
+}
+
+// ExtendWithProgressJSON renews the lease with v, encoded with
+// encoding/json, as the progress: ExtendWithProgress of json.Marshal(v). A
+// value that encoding/json cannot encode is an error wrapping json's, and
+// the lease is not renewed.
+func (t *Task) ExtendWithProgressJSON(lease time.Duration, v any) error {
+	progress, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("tq: extend: %w", err)
+	}
+	return t.ExtendWithProgress(lease, progress)
 }
 
 // Snooze hands this delivery back: the task is pulled again delay from now

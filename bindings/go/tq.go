@@ -46,7 +46,9 @@ package tq
 import "C"
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -336,10 +338,11 @@ func (q *Queue) Recover() (int64, error) {
 	return int64(n), err
 }
 
-// Interrupt ends the wait of every Pull, PullBatch and FinishAndPull on
-// the queue with an error matching ErrInterrupted, now and from then on: a
-// later pull still claims a task that is ready, and returns ErrInterrupted
-// at once when none is. Pulls through other Queues are not affected. Close
+// Interrupt ends the wait of every Pull, PullBatch, FinishAndPull and Wait
+// on the queue with an error matching ErrInterrupted, now and from then
+// on: a later pull still claims a task that is ready, and returns
+// ErrInterrupted at once when none is (a later Wait, when the task has not
+// ended). Pulls through other Queues are not affected. Close
 // does this itself; Interrupt is for stopping workers that share no
 // context while the queue stays open for other calls.
 func (q *Queue) Interrupt() error {
@@ -424,7 +427,7 @@ func (q *Queue) List(state State, afterID int64, limit int) ([]TaskInfo, error) 
 		status := C.tq_list(c, C.int32_t(state), C.int64_t(afterID), C.size_t(limit), &out[0], &n)
 		infos = make([]TaskInfo, n)
 		for i, ct := range out[:n] {
-			infos[i] = TaskInfo{taskFields: readTask(ct), state: State(C.tq_task_state(ct))}
+			infos[i] = readInfo(ct)
 			C.tq_task_free(ct)
 		}
 		return status
@@ -433,6 +436,79 @@ func (q *Queue) List(state State, afterID int64, limit int) ([]TaskInfo, error) 
 		return nil, err
 	}
 	return infos, nil
+}
+
+// Task reads task id of the queue as it is now, with its result and
+// progress, and returns false when the queue has no such task (never
+// pushed, or ended and not kept: see FinishWithResult).
+func (q *Queue) Task(id int64) (TaskInfo, bool, error) {
+	var info TaskInfo
+	status, err := q.call("task", func(c *C.tq_queue) C.enum_tq_status {
+		var ct *C.tq_task
+		status := C.tq_get_task(c, C.int64_t(id), &ct)
+		if status == C.TQ_OK {
+			info = readInfo(ct)
+			C.tq_task_free(ct)
+		}
+		return status
+	})
+	if err != nil || status == C.TQ_EMPTY {
+		return TaskInfo{}, false, err
+	}
+	return info, true, nil
+}
+
+// waitSlice is how long one C call of Wait waits for a ctx that can end:
+// libtq's wait for a task takes no cancellation, so Wait looks at ctx
+// between calls of this length.
+const waitSlice = 50 * time.Millisecond
+
+// Wait waits for task id of the queue to end and returns it as it ended:
+// Done with its result (TaskInfo.Result), Dead or Cancelled with its
+// reason (TaskInfo.LastError). A task that has ended already returns at
+// once. The wait only reads; it wakes when the task ends through this
+// process or, through another, by a write that wakes the queue's pulls.
+//
+// When ctx ends first (give it a deadline to wait for a while), Wait
+// returns ctx.Err() itself, within about 50 ms; when the queue is closed,
+// an error matching ErrClosed; when Interrupt ends the wait, one matching
+// ErrInterrupted. An id that is no task of the queue, or one that ended
+// without being kept (on a queue without history, finish it with
+// FinishWithResult to wait for it), is an ErrInvalidArgument. Other errors
+// match ErrBusy or ErrIO.
+func (q *Queue) Wait(ctx context.Context, id int64) (TaskInfo, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return TaskInfo{}, err
+		}
+		slice := waitSlice
+		if ctx.Done() == nil {
+			// ctx never ends: only Close and Interrupt end the wait.
+			slice = maxWait
+		}
+		if deadline, ok := ctx.Deadline(); ok {
+			slice = min(slice, time.Until(deadline))
+		}
+		var info TaskInfo
+		status, err := q.call("wait", func(c *C.tq_queue) C.enum_tq_status {
+			var ct *C.tq_task
+			status := C.tq_wait_task(c, C.int64_t(id), ceilMillis(max(slice, 0)), &ct)
+			if status == C.TQ_OK {
+				info = readInfo(ct)
+				C.tq_task_free(ct)
+			}
+			return status
+		})
+		switch {
+		case errors.Is(err, ErrInterrupted) && q.h.closing.Load():
+			return TaskInfo{}, bindingError("wait", ErrClosed, "the queue was closed while waiting")
+		case err != nil:
+			return TaskInfo{}, err
+		case status == C.TQ_OK:
+			return info, nil
+		}
+		// TQ_EMPTY: the slice passed with the task still running.
+	}
 }
 
 // CancelTask cancels task id of the queue, keeping reason (cut to 64 KiB;

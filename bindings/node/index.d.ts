@@ -55,6 +55,11 @@ export interface OpenOptions {
   busyTimeout?: number;
   /** Keep finished tasks as done (default false). */
   keepHistory?: boolean;
+  /** How long a task finished here with a result is kept for it when the
+   * handle keeps no history, in milliseconds: 1 to one year (default 7
+   * days). Later finishes with a result delete the tasks whose time has
+   * passed; with keepHistory a result stays with its done task until purge. */
+  resultRetention?: number;
   /** The largest payload this handle pushes, in bytes. */
   maxPayloadLen?: number;
   /** Deliveries a task pushed here gets before a failure makes it dead (default 25). */
@@ -147,16 +152,24 @@ export class Task implements TaskFields {
   /** True once the delivery ended: finished, failed, lost or closed. */
   readonly closed: boolean;
   /** Completes this delivery: the task is deleted (or kept as done with
-   * keepHistory). Throws NotHeldError when the delivery is no longer current. */
-  finish(): void;
+   * keepHistory). Throws NotHeldError when the delivery is no longer current.
+   * `result` (a Payload: a string or Buffer is JSON text as given, null is
+   * JSON null) is kept with the task for any process to read (Queue.task)
+   * or wait for (Queue.wait): without keepHistory for the queue's
+   * resultRetention. A bad result (InvalidJsonError, InvalidArgumentError:
+   * not UTF-8, over the payload limit) changes nothing: the task is still held. */
+  finish(options?: { result?: Payload }): void;
   /** Ends this delivery as failed, keeping `reason` (an Error is kept as
    * "Name: message") as the task's lastError: pending again after the
    * queue's back-off, or dead after its last attempt. */
   fail(reason?: string | Error): void;
   /** Renews the lease: it now expires `lease` milliseconds from now.
    * Throws NotHeldError when the lease was lost, CancelledError when the
-   * task was cancelled: stop working on the task. */
-  extend(lease: number): void;
+   * task was cancelled: stop working on the task. `progress` (a Payload,
+   * refused as finish's result is) is recorded with the task for anyone to
+   * read (Queue.task) until the next progress replaces it, a later
+   * delivery's included. */
+  extend(lease: number, options?: { progress?: Payload }): void;
   /** Hands this delivery back: the task runs again `delay` milliseconds
    * from now (default 0); this delivery does not count as an attempt. */
   snooze(delay?: number): void;
@@ -168,7 +181,8 @@ export class Task implements TaskFields {
   [Symbol.dispose](): void;
 }
 
-/** A task as Queue.list read it: not held, so it cannot be finished. */
+/** A task as Queue.list, Queue.task or Queue.wait read it: not held, so it
+ * cannot be finished. */
 export class TaskSnapshot implements TaskFields {
   private constructor();
   readonly id: number;
@@ -180,6 +194,24 @@ export class TaskSnapshot implements TaskFields {
   readonly runAt: Date;
   readonly lastError: string | null;
   readonly state: StateName;
+  /** The JSON text the task was finished with (Task.finish's result),
+   * exactly as given, or null when it has none. */
+  readonly rawResult: string | null;
+  /** The result parsed from JSON, or undefined when it has none. */
+  readonly result: any;
+  /** The JSON text its holder last recorded (Task.extend's progress), in
+   * this delivery or an earlier one, or null. */
+  readonly rawProgress: string | null;
+  /** The progress parsed from JSON, or undefined when none was recorded. */
+  readonly progress: any;
+}
+
+export interface WaitOptions {
+  /** How long to wait for the task to end, in milliseconds (default
+   * Infinity; 0 only looks). */
+  timeout?: number;
+  /** Ends the wait: the promise rejects with the signal's reason at once. */
+  signal?: AbortSignal;
 }
 
 /**
@@ -228,7 +260,7 @@ export class Queue {
   /** Finishes many tasks in one transaction: true for each finished, false
    * for each whose delivery was no longer current. */
   finishMany(tasks: Iterable<Task>): boolean[];
-  /** Ends the wait of every pull on this handle with InterruptedError, now and from then on. */
+  /** Ends the wait of every pull and wait() on this handle with InterruptedError, now and from then on. */
   interrupt(): void;
 
   /** Takes back the tasks of expired leases and of dead holder processes;
@@ -240,6 +272,19 @@ export class Queue {
   counts(): Record<StateName, number>;
   /** How long the task ready longest has waited, in milliseconds, or null when none is ready. */
   oldestReadyAge(): number | null;
+  /** Task `id` of this queue as it is now, with its result and progress;
+   * null when the queue has no such task (never pushed, or ended and not
+   * kept: finish it with a result, or keep history). */
+  task(id: number): TaskSnapshot | null;
+  /** Resolves to task `id` as it ended: 'done' with its result, 'dead' or
+   * 'cancelled' with its lastError; at once when it has ended already, null
+   * when `timeout` passed first. Only reads: it wakes when the task ends
+   * through this process or, through another, by a write that wakes
+   * waiting pulls. Rejects with InvalidArgumentError for a task the queue
+   * does not have or that ended without being kept, ClosedError when the
+   * queue is closed, InterruptedError after interrupt(), or the signal's
+   * reason. Each wait in progress holds one of libuv's worker threads. */
+  wait(id: number, options?: WaitOptions): Promise<TaskSnapshot | null>;
   /** A page of this queue's tasks in `state`, with ids above `afterId`, by id. */
   list(state?: StateValue, options?: { afterId?: number; limit?: number }): TaskSnapshot[];
   /** Every task of this queue in `state`, by id, read a page at a time. */

@@ -32,7 +32,10 @@ koffi.alias('tq_status', 'int');
 // and `enum` dropped before type names; `_Out_` on the parameters the
 // library writes a single value to (koffi then copies it back into a
 // one-element array); and the payload of tq_push as `const uint8_t *`, so
-// that it takes the Buffer of UTF-8 bytes whose length is passed beside it.
+// that it takes the Buffer of UTF-8 bytes whose length is passed beside it,
+// as are the JSON texts of tq_finish_with_result and tq_extend_with_progress
+// (Buffers that end with a NUL byte), so that their bytes reach the library
+// as given.
 // Arrays are passed as JavaScript arrays (the payloads of tq_push_batch, as
 // Buffers) or typed arrays (tasks as 64-bit addresses).
 const PROTOTYPES = [
@@ -46,6 +49,7 @@ const PROTOTYPES = [
   'tq_status tq_options_set_durability(tq_options *options, int32_t durability)',
   'tq_status tq_options_set_busy_timeout_ms(tq_options *options, uint64_t timeout_ms)',
   'tq_status tq_options_set_keep_history(tq_options *options, bool keep)',
+  'tq_status tq_options_set_result_retention_ms(tq_options *options, uint64_t retention_ms)',
   'tq_status tq_options_set_max_payload_len(tq_options *options, size_t limit)',
   'tq_status tq_options_set_pool_size(tq_options *options, uint32_t size)',
   'tq_status tq_options_set_postgres_schema(tq_options *options, const char *name)',
@@ -82,14 +86,20 @@ const PROTOTYPES = [
   'int64_t tq_task_run_at_unix_ms(const tq_task *task)',
   'int32_t tq_task_state(const tq_task *task)',
   'const char *tq_task_last_error(const tq_task *task)',
+  'const char *tq_task_result(const tq_task *task)',
+  'const char *tq_task_progress(const tq_task *task)',
   'void tq_task_free(tq_task *task)',
   'tq_status tq_finish(tq_queue *queue, const tq_task *task)',
+  'tq_status tq_finish_with_result(tq_queue *queue, const tq_task *task, const uint8_t *result)',
+  'tq_status tq_get_task(const tq_queue *queue, int64_t id, _Out_ tq_task **out)',
+  'tq_status tq_wait_task(const tq_queue *queue, int64_t id, uint64_t timeout_ms, _Out_ tq_task **out)',
   'tq_status tq_recover(tq_queue *queue, _Out_ int64_t *out_recovered)',
   'tq_status tq_count(const tq_queue *queue, int32_t state, _Out_ int64_t *out_count)',
   'tq_status tq_finish_and_pull(tq_queue *queue, const tq_task *task, const tq_pull_options *options, _Out_ tq_task **out)',
   'tq_status tq_finish_batch(tq_queue *queue, const tq_task *const *tasks, size_t count, int32_t *out_statuses)',
   'tq_status tq_fail(tq_queue *queue, const tq_task *task, const char *reason)',
   'tq_status tq_extend(tq_queue *queue, const tq_task *task, uint64_t lease_ms)',
+  'tq_status tq_extend_with_progress(tq_queue *queue, const tq_task *task, uint64_t lease_ms, const uint8_t *progress)',
   'tq_status tq_retry_dead(tq_queue *queue, int64_t id)',
   'tq_status tq_retry_all_dead(tq_queue *queue, _Out_ int64_t *out_retried)',
   'tq_status tq_purge(tq_queue *queue, int32_t state, uint64_t older_than_ms, _Out_ int64_t *out_purged)',

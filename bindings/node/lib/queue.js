@@ -17,6 +17,10 @@
 // therefore holds at most one of libuv's worker threads (4 by default,
 // shared with the file system and DNS) per Queue, however many pulls wait.
 //
+// Waiting for a task's outcome (wait) makes asynchronous koffi calls of
+// tq_wait_task, apart from the line of pulls so that no pull waits behind
+// it: each wait in progress holds one of libuv's worker threads.
+//
 // Threads. JavaScript calls on one Queue never overlap. worker_threads each
 // load the package and open their own Queue; libtq's handle is thread-safe,
 // so they may share a file as processes do.
@@ -42,6 +46,11 @@ const UINT64_MAX = 2n ** 64n - 1n;
  * bound (`wait: Infinity`) waits in calls of an hour, each of which starts
  * with a claim. */
 const LONGEST_WAIT_MS = 3_600_000;
+
+/** The longest one C call of a wait given an AbortSignal lasts, in
+ * milliseconds: tq_wait_task takes no tq_cancel, so after an abort, which
+ * rejects at once, the worker thread is busy this long at most. */
+const SIGNALLED_WAIT_SLICE_MS = 100;
 
 /** Values for `durability`: how far a write must reach before a call returns. */
 const Durability = Object.freeze({ FULL: 0, NORMAL: 1 });
@@ -149,6 +158,29 @@ function encode(payload) {
   return Buffer.from(text, 'utf8');
 }
 
+/** The JSON text of a result or progress as a NUL-terminated Buffer: the
+ * value as encode() makes a payload of it. A NUL byte, which no JSON text
+ * has, is refused rather than cutting the text short. */
+function jsonText(name, value) {
+  const data = encode(value);
+  const at = data.indexOf(0);
+  if (at >= 0) {
+    throw new errors.InvalidJsonError(`the ${name} contains a NUL byte (at byte ${at})`);
+  }
+  return Buffer.concat([data, NUL]);
+}
+
+const NUL = Buffer.from([0]);
+
+/** The options object of a call, refusing anything else: a result passed
+ * as finish(result) instead of finish({ result }) must not be dropped. */
+function callOptions(call, options) {
+  if (options === null || typeof options !== 'object' || Array.isArray(options) || ArrayBuffer.isView(options)) {
+    throw new TypeError(`${call} takes an options object, not ${describe(options)}`);
+  }
+  return options;
+}
+
 /** A failure reason for tq_fail: a string, an Error (as "Name: message") or
  * undefined. Any text is kept: a NUL, which a C string cannot carry, is
  * written as "\u0000", and a lone surrogate becomes U+FFFD. */
@@ -246,10 +278,22 @@ const unfreedTasks = new FinalizationRegistry((ptr) => lib.tq_task_free(ptr));
  * libuv's worker threads, so on exit (process.exit(), an uncaught
  * exception) their waits are interrupted: the process would otherwise stay
  * until the waits ran out. */
-const waitingHandles = new Set();
+const waitingHandles = new Map();
 process.on('exit', () => {
-  for (const ptr of waitingHandles) lib.tq_interrupt(ptr);
+  for (const ptr of waitingHandles.keys()) lib.tq_interrupt(ptr);
 });
+
+/** Counts one more waiting call on the handle `ptr`. */
+function startWaiting(ptr) {
+  waitingHandles.set(ptr, (waitingHandles.get(ptr) ?? 0) + 1);
+}
+
+/** Counts one waiting call on `ptr` less. */
+function stopWaiting(ptr) {
+  const calls = waitingHandles.get(ptr) - 1;
+  if (calls) waitingHandles.set(ptr, calls);
+  else waitingHandles.delete(ptr);
+}
 
 /** The time now, in milliseconds, for deadlines. */
 function now() {
@@ -282,6 +326,8 @@ class Queue {
   #waiting = null;
   /** The WaitRequests lined up behind it. */
   #line = [];
+  /** The C calls of wait() in progress (Promises). */
+  #outcomeCalls = new Set();
   /** Resolved once the handle is freed. */
   #closed = null;
 
@@ -355,10 +401,10 @@ class Queue {
     }
     const ptr = this.#ptr;
     unclosedQueues.unregister(this);
-    if (this.#waiting) {
+    if (this.#waiting || this.#outcomeCalls.size) {
       lib.tq_interrupt(ptr);
-      // The waiting call keeps the handle alive until it returns.
-      this.#closed = this.#waiting.then(() => lib.tq_close(ptr));
+      // The waiting calls keep the handle alive until they return.
+      this.#closed = Promise.all([this.#waiting, ...this.#outcomeCalls]).then(() => lib.tq_close(ptr));
     } else {
       lib.tq_close(ptr);
       this.#closed = Promise.resolve();
@@ -555,13 +601,13 @@ class Queue {
         continue;
       }
       request.active = true;
-      waitingHandles.add(this.#ptr);
+      startWaiting(this.#ptr);
       this.#waiting = request.run().then(
         (tasks) => settle(request, () => request.resolve(tasks)),
         (error) => settle(request, () => request.reject(error)),
       );
       this.#waiting.then(() => {
-        waitingHandles.delete(this.#ptr);
+        stopWaiting(this.#ptr);
         this.#waiting = null;
         this.#nextWait();
       });
@@ -629,6 +675,97 @@ class Queue {
     });
   }
 
+  // --- Outcomes --------------------------------------------------------------
+
+  /** Task `id` of this queue as it is now, with its result and progress, as
+   * a TaskSnapshot; null when the queue has no such task. */
+  task(id) {
+    const out = [null];
+    const status = check(lib.tq_get_task(this._handle(), integer('id', id, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER), out));
+    return status === EMPTY ? null : adoptSnapshot(out[0]);
+  }
+
+  /**
+   * Resolves to task `id` as it ended, a TaskSnapshot ('done' with its
+   * result, 'dead' or 'cancelled' with its lastError), once it ends, or to
+   * null when `timeout` milliseconds (default Infinity) passed first.
+   */
+  wait(id, options = {}) {
+    let deadline, signal;
+    try {
+      integer('id', id, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
+      let timeout;
+      ({ timeout = Infinity, signal } = options);
+      milliseconds('timeout', timeout);
+      if (signal !== undefined && !(signal instanceof AbortSignal)) {
+        throw new TypeError(`signal must be an AbortSignal, not ${describe(signal)}`);
+      }
+      if (signal?.aborted) {
+        return Promise.reject(signal.reason);
+      }
+      deadline = now() + timeout;
+      // An ended task, and an unknown one (with the library's message),
+      // answer at once, without a worker thread.
+      const out = [null];
+      if (check(lib.tq_wait_task(this._handle(), id, 0, out)) === OK) {
+        return Promise.resolve(adoptSnapshot(out[0]));
+      }
+      if (timeout === 0) {
+        return Promise.resolve(null);
+      }
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    let onAbort;
+    return new Promise((resolve, reject) => {
+      onAbort = () => reject(signal.reason);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      const slice = signal ? SIGNALLED_WAIT_SLICE_MS : LONGEST_WAIT_MS;
+      const next = () => {
+        if (this.#closing) return reject(this.#closedError());
+        const remaining = Math.max(0, Math.min(deadline - now(), slice));
+        this.#waitTaskAsync(id, remaining).then((outcome) => {
+          if (signal?.aborted) return;
+          if (outcome === INTERRUPTED) {
+            if (this.#closing) return reject(this.#closedError());
+            return reject(new errors.InterruptedError('tq_wait_task: the wait was ended by interrupt() on its queue'));
+          }
+          if (outcome !== null) return resolve(outcome);
+          if (now() >= deadline) return resolve(null);
+          next();
+        }, reject);
+      };
+      next();
+    }).finally(() => signal?.removeEventListener('abort', onAbort));
+  }
+
+  /** One asynchronous tq_wait_task of up to `timeoutMs`; resolves to the
+   * snapshot, null when the time ran out, or INTERRUPTED. The handle stays
+   * open until it returns. */
+  #waitTaskAsync(id, timeoutMs) {
+    const ptr = this.#ptr;
+    const call = new Promise((resolve, reject) => {
+      const out = [null];
+      lib.tq_wait_task.async(ptr, id, Math.ceil(timeoutMs), out, (fail, status) => {
+        if (fail) return reject(fail);
+        if (status === INTERRUPTED) return resolve(INTERRUPTED);
+        if (status < 0) return reject(asyncError(status, 'tq_wait_task'));
+        resolve(status === OK ? adoptSnapshot(out[0]) : null);
+      });
+    });
+    const tracked = call.then(
+      () => {},
+      () => {},
+    );
+    this.#outcomeCalls.add(tracked);
+    startWaiting(ptr);
+    tracked.then(() => {
+      this.#outcomeCalls.delete(tracked);
+      stopWaiting(ptr);
+    });
+    return call;
+  }
+
   /** Finishes many tasks in one transaction; returns, for each, true when it
    * was finished and false when its delivery was no longer current. */
   finishMany(tasks) {
@@ -664,8 +801,9 @@ class Queue {
     return list.map((task) => finished.get(task) ?? false);
   }
 
-  /** Ends the wait of every pull on this handle with InterruptedError, now
-   * and from then on (a pull still takes a task that is ready). */
+  /** Ends the wait of every pull and wait() on this handle with
+   * InterruptedError, now and from then on (a pull still takes a task that
+   * is ready, a wait() still resolves to a task that has ended). */
   interrupt() {
     check(lib.tq_interrupt(this._handle()));
   }
@@ -712,7 +850,7 @@ class Queue {
     for (let i = 0; i < listed; i++) {
       const ptr = koffi.decode(slots, i * 8, 'tq_task *');
       try {
-        snapshots.push(new TaskSnapshot(readFields(ptr)));
+        snapshots.push(snapshotOf(ptr));
       } finally {
         lib.tq_task_free(ptr);
       }
@@ -867,6 +1005,7 @@ function openSettings(options) {
     retryBackoff,
     poolSize,
     postgresSchema,
+    resultRetention,
   } = options;
   if (queue !== undefined) settings.push([lib.tq_options_set_queue, cString('queue', queue)]);
   if (durability !== undefined) {
@@ -876,6 +1015,9 @@ function openSettings(options) {
     settings.push([lib.tq_options_set_busy_timeout_ms, milliseconds('busyTimeout', busyTimeout)]);
   }
   if (keepHistory !== undefined) settings.push([lib.tq_options_set_keep_history, Boolean(keepHistory)]);
+  if (resultRetention !== undefined) {
+    settings.push([lib.tq_options_set_result_retention_ms, milliseconds('resultRetention', resultRetention)]);
+  }
   if (maxPayloadLen !== undefined) {
     settings.push([lib.tq_options_set_max_payload_len, integer('maxPayloadLen', maxPayloadLen, 0, Number.MAX_SAFE_INTEGER)]);
   }
@@ -1022,9 +1164,16 @@ class Task extends TaskFields {
     return this.#ended !== null;
   }
 
-  /** Completes this delivery. */
-  finish() {
-    this.#settle((queue, ptr) => lib.tq_finish(queue, ptr), 'finished');
+  /** Completes this delivery, keeping `result` (when given) for
+   * Queue.task and Queue.wait to read. */
+  finish(options = {}) {
+    const { result } = callOptions('finish', options);
+    if (result === undefined) {
+      this.#settle((queue, ptr) => lib.tq_finish(queue, ptr), 'finished');
+      return;
+    }
+    const text = jsonText('result', result);
+    this.#settle((queue, ptr) => lib.tq_finish_with_result(queue, ptr, text), 'finished');
   }
 
   /** Ends this delivery as failed, keeping `reason` as its last error. */
@@ -1033,10 +1182,17 @@ class Task extends TaskFields {
     this.#settle((queue, ptr) => lib.tq_fail(queue, ptr, text), 'failed');
   }
 
-  /** Renews the lease: it now expires `lease` milliseconds from now. */
-  extend(lease) {
+  /** Renews the lease: it now expires `lease` milliseconds from now; with
+   * `progress`, records it for Queue.task to read. */
+  extend(lease, options = {}) {
     const leaseMs = milliseconds('lease', lease);
-    this.#settle((queue, ptr) => lib.tq_extend(queue, ptr, leaseMs), null);
+    const { progress } = callOptions('extend', options);
+    if (progress === undefined) {
+      this.#settle((queue, ptr) => lib.tq_extend(queue, ptr, leaseMs), null);
+      return;
+    }
+    const text = jsonText('progress', progress);
+    this.#settle((queue, ptr) => lib.tq_extend_with_progress(queue, ptr, leaseMs, text), null);
   }
 
   /** Hands this delivery back: the task runs again `delay` milliseconds
@@ -1120,7 +1276,49 @@ class Task extends TaskFields {
   }
 }
 
-/** A task as Queue.list read it: read-only, not held. */
-class TaskSnapshot extends TaskFields {}
+/** A task as Queue.list, Queue.task or Queue.wait read it: read-only, not
+ * held, with its result and progress. */
+class TaskSnapshot extends TaskFields {
+  #rawResult;
+  #rawProgress;
+
+  constructor(fields, rawResult = null, rawProgress = null) {
+    super(fields);
+    this.#rawResult = rawResult;
+    this.#rawProgress = rawProgress;
+  }
+
+  /** The JSON text the task was finished with, exactly as given, or null. */
+  get rawResult() {
+    return this.#rawResult;
+  }
+  /** The result parsed from JSON, or undefined when it has none. */
+  get result() {
+    return this.#rawResult === null ? undefined : JSON.parse(this.#rawResult);
+  }
+  /** The JSON text its holder last recorded with extend(), or null. */
+  get rawProgress() {
+    return this.#rawProgress;
+  }
+  /** The progress parsed from JSON, or undefined when none was recorded. */
+  get progress() {
+    return this.#rawProgress === null ? undefined : JSON.parse(this.#rawProgress);
+  }
+}
+
+/** A snapshot of the task at `ptr` (from tq_get_task or tq_wait_task),
+ * which it frees. */
+function adoptSnapshot(ptr) {
+  try {
+    return snapshotOf(ptr);
+  } finally {
+    lib.tq_task_free(ptr);
+  }
+}
+
+/** A snapshot of the task at `ptr`, which stays the caller's. */
+function snapshotOf(ptr) {
+  return new TaskSnapshot(readFields(ptr), lib.tq_task_result(ptr), lib.tq_task_progress(ptr));
+}
 
 module.exports = { CONSTANTS, Durability, Queue, State, Task, TaskSnapshot };

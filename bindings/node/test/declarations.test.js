@@ -16,10 +16,13 @@ const HEADER = fs.readFileSync(path.join(REPOSITORY, 'include', 'tq.h'), 'utf8')
 const { koffi, lib } = native;
 
 // Where the binding deliberately declares another type than the header's:
-// bytes whose length is passed beside them, given as Buffers.
+// bytes whose length is passed beside them, and JSON texts ending with a
+// NUL byte, given as Buffers.
 const DELIBERATE = new Map([
   ['tq_push 1', 'const uint8_t *'],
   ['tq_location_redacted 1', 'uint8_t *'],
+  ['tq_finish_with_result 2', 'const uint8_t *'],
+  ['tq_extend_with_progress 3', 'const uint8_t *'],
 ]);
 
 /** name -> { result, args } (C types as written) for every function of the header. */

@@ -60,6 +60,24 @@ test('PostgreSQL: push, pull, finish, and a push waking a waiting pull', { skip:
   }
 });
 
+test('PostgreSQL: progress, a result and a wait for it', { skip: SKIP }, async () => {
+  const schema = `node_test_${process.pid}_${Date.now()}_results`;
+  const queue = tq.open(POSTGRES_URL, { postgresSchema: schema, resultRetention: 3_600_000 });
+  try {
+    const id = queue.push({ n: 1 });
+    const task = await queue.pull();
+    task.extend(60_000, { progress: { step: 1 } });
+    assert.deepEqual(queue.task(id).progress, { step: 1 });
+    const waiting = queue.wait(id, { timeout: 10_000 });
+    setTimeout(() => task.finish({ result: { ok: true } }), 100);
+    const ended = await waiting;
+    assert.equal(ended.state, 'done');
+    assert.deepEqual(ended.result, { ok: true });
+  } finally {
+    await queue.close();
+  }
+});
+
 test('a URL with a password is kept out of the message when the server cannot be reached', () => {
   const url = NO_SERVER.replace('nobody@', 'nobody:hunter2@');
   assert.throws(

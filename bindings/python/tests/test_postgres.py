@@ -3,6 +3,7 @@ on the server ``TQ_TEST_POSTGRES_URL`` names (``make test-postgres`` starts
 one)."""
 
 import os
+import threading
 import time
 
 import pytest
@@ -63,3 +64,18 @@ def test_postgres_push_pull_finish():
         task.finish()
         assert queue.pull() is None
         assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 0, "cancelled": 0}
+
+
+@pytest.mark.skipif(
+    POSTGRES_URL is None, reason="TQ_TEST_POSTGRES_URL is not set (`make test-postgres` starts a server)"
+)
+def test_postgres_result_progress_and_wait():
+    schema = f"py_test_{os.getpid()}_{time.time_ns()}"
+    with tq.Queue(POSTGRES_URL, postgres_schema=schema, result_retention=3600) as queue:
+        task_id = queue.push({"n": 1})
+        task = queue.pull()
+        task.extend(60, progress={"step": 1})
+        assert queue.task(task_id).progress == {"step": 1}
+        threading.Timer(0.2, lambda: task.finish(result={"ok": True})).start()
+        snapshot = queue.wait(task_id, timeout=10)
+        assert (snapshot.state, snapshot.result) == (tq.State.DONE, {"ok": True})

@@ -6,8 +6,9 @@ by ``close()`` (or leaving a ``with`` block), or, as a safety net, when the
 object is garbage collected (``weakref.finalize``; ``__del__`` for tasks). A task's id, attempt
 count and payload are copied into Python when it is pulled; its other
 fields are read on first use and copied before it is freed, so they all
-stay readable afterwards. ``Queue.list`` copies whole tasks into
-``TaskSnapshot`` objects and frees the library's copies at once.
+stay readable afterwards. ``Queue.list``, ``Queue.task`` and ``Queue.wait``
+copy whole tasks into ``TaskSnapshot`` objects and free the library's
+copies at once.
 
 Threads. A ``Queue`` may be shared by any number of threads, as libtq's
 handle may. ``close()`` interrupts the pulls waiting on other threads and
@@ -20,7 +21,7 @@ process or another. It waits in slices of at most
 ``WAIT_SLICE`` seconds on the main thread, so that Python gets control
 back that often: a Ctrl-C raises ``KeyboardInterrupt`` within a slice.
 Other threads, which never run signal handlers, wait in one call (of up
-to an hour).
+to an hour). ``Queue.wait`` waits for a task's outcome the same way.
 
 Errors. A failed C call raises the exception for its status, carrying
 ``tq_last_error()``, which is read on the same thread straight after the
@@ -226,6 +227,17 @@ def _encode(obj) -> bytes:
     return _JSON_ENCODER.encode(obj).encode("utf-8", "surrogatepass")
 
 
+def _json_text(name: str, obj) -> bytes:
+    """The JSON text of a result or progress for a NUL-terminated C string:
+    ``obj`` as ``_encode`` makes a payload of it. A NUL byte, which no JSON
+    text has, is refused rather than cutting the text short."""
+    data = _encode(obj)
+    at = data.find(b"\0")
+    if at >= 0:
+        raise errors.InvalidJSONError(f"the {name} contains a NUL byte (at byte {at})")
+    return data
+
+
 def _path_bytes(path) -> bytes:
     """A file path as bytes for a NUL-terminated C string."""
     encoded = os.fsencode(path)
@@ -393,6 +405,12 @@ class Queue:
     - ``busy_timeout``: seconds a call waits for other processes' writes
       before raising ``BusyError`` (default 5).
     - ``keep_history``: keep finished tasks as done (default False).
+    - ``result_retention``: seconds (or a ``timedelta``) a task finished
+      here with a result (``Task.finish(result=...)``) is kept for it when
+      the handle keeps no history: 0.001 to one year (default 7 days).
+      Later finishes with a result delete the tasks whose time has passed;
+      with ``keep_history`` a result stays with its done task until
+      ``purge``.
     - ``max_payload_len``: the largest payload this handle pushes, in bytes.
     - ``max_attempts``: deliveries a task pushed here gets before a failure
       makes it dead (default ``tq.DEFAULT_MAX_ATTEMPTS``, 25).
@@ -426,6 +444,7 @@ class Queue:
         durability=None,
         busy_timeout=None,
         keep_history=None,
+        result_retention=None,
         max_payload_len=None,
         max_attempts=None,
         retry_backoff=None,
@@ -443,6 +462,10 @@ class Queue:
             settings.append((lib.tq_options_set_busy_timeout_ms, _milliseconds("busy_timeout", busy_timeout)))
         if keep_history is not None:
             settings.append((lib.tq_options_set_keep_history, bool(keep_history)))
+        if result_retention is not None:
+            settings.append(
+                (lib.tq_options_set_result_retention_ms, _milliseconds("result_retention", result_retention))
+            )
         if max_payload_len is not None:
             if not isinstance(max_payload_len, int) or max_payload_len < 0:
                 raise errors.InvalidArgumentError(
@@ -762,8 +785,9 @@ class Queue:
         return [finished.get(id(task), False) for task in tasks]
 
     def interrupt(self) -> None:
-        """Ends the wait of every pull on this queue with ``tq.Interrupted``,
-        now and from then on (a pull still takes a task that is ready):
+        """Ends the wait of every pull and ``wait`` on this queue with
+        ``tq.Interrupted``, now and from then on (a pull still takes a task
+        that is ready, a ``wait`` still returns a task that has ended):
         call it to stop worker threads, join them, then ``close()``."""
         with self._handle as queue:
             _check(lib.tq_interrupt(queue))
@@ -843,6 +867,51 @@ class Queue:
         return pages()
 
     # --- Control ----------------------------------------------------------------
+
+    def task(self, task_id: int) -> "TaskSnapshot | None":
+        """Task ``task_id`` of this queue as it is now, with its ``result``
+        and ``progress``, as a ``TaskSnapshot``; None when the queue has no
+        such task (never pushed, or ended and not kept: see
+        ``Task.finish``'s ``result``)."""
+        task_id = _integer("task_id", task_id, _INT64_MIN, _INT64_MAX)
+        out = TASK_P()
+        with self._handle as queue:
+            status = _check(lib.tq_get_task(queue, task_id, byref(out)))
+        return None if status == EMPTY else TaskSnapshot._adopt(out)
+
+    def wait(self, task_id: int, timeout=None) -> "TaskSnapshot | None":
+        """Waits for task ``task_id`` of this queue to end and returns it as
+        it ended, a ``TaskSnapshot``: ``State.DONE`` with its ``result``,
+        ``State.DEAD`` or ``State.CANCELLED`` with its ``last_error``. A
+        task that has ended already returns at once; None when ``timeout``
+        (seconds or a ``timedelta``; None waits as long as it takes) passed
+        first. The wait only reads: it wakes when the task ends through this
+        process or, through another, by a write that wakes waiting pulls.
+
+        Ends as ``pull`` does: ``KeyboardInterrupt`` on Ctrl-C (within
+        ``WAIT_SLICE``), ``ClosedError`` when the queue is closed from
+        another thread, ``tq.Interrupted`` after ``interrupt()``. Raises
+        ``InvalidArgumentError`` when the queue has no task ``task_id`` or
+        it ended without being kept (on a queue without ``keep_history``,
+        finish it with a result to wait for it), ``BusyError``, ``IoError``.
+        """
+        task_id = _integer("task_id", task_id, _INT64_MIN, _INT64_MAX)
+        wait = math.inf if timeout is None else _seconds("timeout", timeout)
+        deadline = time.monotonic() + wait
+        on_main = threading.current_thread() is threading.main_thread()
+        slice_ = WAIT_SLICE if on_main else _OFF_MAIN_WAIT_SLICE
+        out = TASK_P()
+        while True:
+            remaining = max(0.0, deadline - time.monotonic())
+            wait_ms = math.ceil(round(min(remaining, slice_) * 1000, 6))
+            with self._handle as queue:
+                status = lib.tq_wait_task(queue, task_id, wait_ms, byref(out))
+            if status == errors.Interrupted.status and self._handle.closed:
+                raise self._handle.closed_error()
+            if _check(status) == OK:
+                return TaskSnapshot._adopt(out)
+            if time.monotonic() >= deadline:
+                return None
 
     def cancel_task(self, task_id: int, reason=None) -> State:
         """Cancels the task ``task_id`` of this queue, keeping ``reason`` (as
@@ -1109,10 +1178,19 @@ class Task(_TaskFields):
                     self._fields = _read_fields(self._ptr)
         return self._fields
 
-    def finish(self) -> None:
+    def finish(self, result=None) -> None:
         """Completes this delivery: the task is deleted, or kept as done on a
         queue opened with ``keep_history``. Succeeds as long as no other worker
         took the task since it was pulled, even past its lease.
+
+        ``result``, when not None, is kept with the task for any process to
+        read (``Queue.task``) or wait for (``Queue.wait``): on a queue
+        without ``keep_history`` for its ``result_retention``, with it as
+        long as the done task. It is taken as ``Queue.push`` takes a payload
+        (``bytes`` and ``str`` as JSON text; ``"null"`` for JSON null), at
+        most the payload limit; ``InvalidJSONError`` or
+        ``InvalidArgumentError`` for a bad one changes nothing: the task is
+        still held.
 
         Raises ``NotHeldError`` when the delivery is no longer current (the
         task was already finished or failed, recovered, or taken by another
@@ -1121,7 +1199,11 @@ class Task(_TaskFields):
         ``BusyError`` or ``IoError`` (the delivery is then still held and
         ``finish()`` may be tried again).
         """
-        self._settle(lambda queue, ptr: lib.tq_finish(queue, ptr), "finished")
+        if result is None:
+            self._settle(lambda queue, ptr: lib.tq_finish(queue, ptr), "finished")
+            return
+        text = _json_text("result", result)
+        self._settle(lambda queue, ptr: lib.tq_finish_with_result(queue, ptr, text), "finished")
 
     def fail(self, reason=None) -> None:
         """Ends this delivery as failed, keeping ``reason`` (a ``str``, an
@@ -1132,13 +1214,22 @@ class Task(_TaskFields):
         text = _reason(reason)
         self._settle(lambda queue, ptr: lib.tq_fail(queue, ptr, text), "failed")
 
-    def extend(self, lease) -> None:
+    def extend(self, lease, progress=None) -> None:
         """Renews the lease: it now expires ``lease`` seconds (or a
         ``timedelta``) from now. Call it regularly while working on a long
         task. Raises ``NotHeldError`` when the lease was lost (stop working
-        on the task: another worker may have it), and as ``finish`` does."""
+        on the task: another worker may have it), and as ``finish`` does.
+
+        ``progress``, when not None, is recorded with the task for anyone to
+        read (``Queue.task``) until the next progress replaces it, a later
+        delivery's included; taken and refused as ``finish`` takes a
+        ``result``."""
         lease_ms = _milliseconds("lease", lease)
-        self._settle(lambda queue, ptr: lib.tq_extend(queue, ptr, lease_ms), None)
+        if progress is None:
+            self._settle(lambda queue, ptr: lib.tq_extend(queue, ptr, lease_ms), None)
+            return
+        text = _json_text("progress", progress)
+        self._settle(lambda queue, ptr: lib.tq_extend_with_progress(queue, ptr, lease_ms, text), None)
 
     def snooze(self, delay=0) -> None:
         """Hands this delivery back: the task runs again ``delay`` seconds (or
@@ -1239,18 +1330,59 @@ class Task(_TaskFields):
 
 
 class TaskSnapshot(_TaskFields):
-    """A task as ``Queue.list`` read it: the same read-only fields as a
-    ``Task`` (``id``, ``attempts``, ``payload``, ``raw``, ``priority``,
-    ``max_attempts``, ``run_at``, ``last_error``, ``state``), copied out of
-    the library. A snapshot is not held: it cannot be finished or failed."""
+    """A task as ``Queue.list``, ``Queue.task`` or ``Queue.wait`` read it:
+    the same read-only fields as a ``Task`` (``id``, ``attempts``,
+    ``payload``, ``raw``, ``priority``, ``max_attempts``, ``run_at``,
+    ``last_error``, ``state``), and its ``result`` and ``progress``, copied
+    out of the library. A snapshot is not held: it cannot be finished or
+    failed."""
 
-    __slots__ = ()
+    __slots__ = ("_raw_result", "_raw_progress", "_result", "_progress")
 
     def __init__(self, ptr):
-        """Copies the listed task at ``ptr``, which stays the caller's; not
-        for direct use."""
+        """Copies the task at ``ptr``, which stays the caller's; not for
+        direct use."""
         self._copy(ptr)
         self._fields = _read_fields(ptr)
+        self._raw_result = lib.tq_task_result(ptr)
+        self._raw_progress = lib.tq_task_progress(ptr)
+        self._result = self._progress = _NOT_PARSED
+
+    @staticmethod
+    def _adopt(ptr) -> "TaskSnapshot":
+        """A snapshot of ``ptr``, which it frees."""
+        try:
+            return TaskSnapshot(ptr)
+        finally:
+            lib.tq_task_free(ptr)
+
+    @property
+    def raw_result(self) -> "bytes | None":
+        """The JSON text the task was finished with (``Task.finish``'s
+        ``result``), exactly as given, or None when it has none."""
+        return self._raw_result
+
+    @property
+    def result(self):
+        """The result parsed from JSON (on first use; ``json.loads``), or
+        None when it has none (``raw_result`` tells that from JSON null)."""
+        if self._result is _NOT_PARSED:
+            self._result = None if self._raw_result is None else json.loads(self._raw_result)
+        return self._result
+
+    @property
+    def raw_progress(self) -> "bytes | None":
+        """The JSON text its holder last recorded (``Task.extend``'s
+        ``progress``), in this delivery or an earlier one, or None."""
+        return self._raw_progress
+
+    @property
+    def progress(self):
+        """The progress parsed from JSON (on first use), or None when none
+        was recorded (``raw_progress`` tells that from JSON null)."""
+        if self._progress is _NOT_PARSED:
+            self._progress = None if self._raw_progress is None else json.loads(self._raw_progress)
+        return self._progress
 
     def __repr__(self) -> str:
         return (

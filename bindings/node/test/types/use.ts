@@ -17,6 +17,13 @@ async function main(): Promise<void> {
     next?.fail(new Error('x'));
   }
   for await (const t of queue.tasks({ wait: 0 })) t.snooze(10);
+  const worked: tq.Task | null = await queue.pull();
+  worked?.extend(1000, { progress: { done: 1 } });
+  worked?.finish({ result: { ok: true } });
+  const now: tq.TaskSnapshot | null = queue.task(id);
+  const ended: tq.TaskSnapshot | null = await queue.wait(id, { timeout: 1000, signal: stop.signal });
+  console.log(now?.progress, now?.rawProgress, ended?.result, ended?.rawResult);
+  tq.open('y.db', { resultRetention: 60_000 });
   const cancelled: 'cancelled' | 'leased' = queue.cancelTask(id, new Error('not wanted'));
   queue.pause(new Date(Date.now() + 1000));
   const until: Date | number | null = queue.pausedUntil();
