@@ -97,6 +97,23 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (queue, slot)
     );
     CREATE INDEX rate_slots_free ON @.rate_slots (queue, used_at);",
+    // 4: SQLite's version 6: periodic schedules, their slots on the
+    // server's clock.
+    "CREATE TABLE @.schedules (
+        queue          text     NOT NULL,
+        name           text     NOT NULL,
+        spec           text     NOT NULL,
+        time_zone      text     NOT NULL,
+        payload        text     NOT NULL,
+        priority       integer  NOT NULL,
+        max_attempts   bigint   NOT NULL,
+        catch_up       smallint NOT NULL,
+        catch_up_limit bigint   NOT NULL,
+        paused         boolean  NOT NULL,
+        next_slot      bigint   NOT NULL,
+        PRIMARY KEY (queue, name)
+    );
+    CREATE INDEX schedules_due ON @.schedules (queue, next_slot) WHERE NOT paused;",
 ];
 
 /// The schema version this library writes.
