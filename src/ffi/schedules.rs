@@ -287,7 +287,7 @@ fn put(
 /// every slot of `options`, its first slot after now. Each slot is
 /// enqueued exactly once however many processes drive the queue's
 /// schedules (see `tq_run_due_schedules`), as a task with the unique key
-/// "schedule:<name>:<slot ms>" due at the slot's time.
+/// `schedule:<name>:<slot ms>` due at the slot's time.
 ///
 /// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, name, payload or
 /// options; options with no spec; a bad name; a name the queue already
