@@ -251,7 +251,6 @@ impl Schedule {
     }
 
     /// A schedule read back from the store, as stored.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn from_stored(
         name: String,
         spec: &str,
