@@ -19,7 +19,8 @@
  *
  * Ownership. What tq allocates, tq frees: tq_open's handle with tq_close,
  * each task from tq_pull, tq_pull_batch or tq_list with tq_task_free, each
- * options or cancel object with its _free.
+ * schedule from tq_schedules with tq_schedule_free, each options or cancel
+ * object with its _free.
  * Every _free and tq_close accepts NULL and must be called at most once per
  * object. A borrowed result (tq_task_payload) lives exactly as long as its
  * parent. Strings tq returns from tq_status_str and tq_version are static.
@@ -49,8 +50,14 @@
  *
  * Options. Options are opaque objects with a _new, one setter per option
  * and a _free; passing NULL instead of an options object means the
- * defaults. Setters check their value and return TQ_ERR_INVALID_ARGUMENT for
- * one out of range.
+ * defaults (except for tq_schedule_add and tq_schedule_replace, whose
+ * options carry the schedule's spec). Setters check their value and return
+ * TQ_ERR_INVALID_ARGUMENT for one out of range.
+ *
+ * Schedules. A queue may hold periodic schedules (a cron expression in a
+ * time zone, or an interval) that enqueue a task at each slot, exactly once
+ * however many processes drive them: tq_pull drives the due ones of its
+ * queue by itself, and tq_run_due_schedules does where nothing pulls.
  *
  * Durability. TQ_DURABILITY_FULL (the default): a call returns once its
  * write is flushed to disk, so it survives power loss; one flush per commit.
@@ -133,6 +140,16 @@
  character boundary.
  */
 #define TQ_MAX_REASON_LEN (64 * 1024)
+
+/*
+ The longest schedule name, in bytes.
+ */
+#define MAX_SCHEDULE_NAME_LEN 200
+
+/*
+ The most slots [`CatchUp::Each`] enqueues in one go.
+ */
+#define MAX_CATCH_UP 10000
 
 /*
  The most deliveries a window may allow (each is a row in the file).
@@ -267,6 +284,28 @@ typedef enum tq_state {
 } tq_state;
 
 /*
+ Values for `tq_schedule_options_set_catch_up` and
+ `tq_schedule_catch_up`: what the slots that came due while no handle
+ drove a schedule become when one next does.
+ */
+typedef enum tq_catch_up {
+  /*
+   The latest due slot runs if it came due at most a minute ago;
+   the others are skipped.
+   */
+  TQ_CATCH_UP_SKIP = 0,
+  /*
+   The latest due slot runs, however late: one run for all missed.
+   The default.
+   */
+  TQ_CATCH_UP_ONE = 1,
+  /*
+   Every due slot runs, the latest `limit` of them, in slot order.
+   */
+  TQ_CATCH_UP_EACH = 2,
+} tq_catch_up;
+
+/*
  Ends the wait of the pulls given it through `tq_pull_options_set_cancel`,
  from any thread (see `tq_cancel_trigger`).
  */
@@ -292,6 +331,20 @@ typedef struct tq_push_options tq_push_options;
  used from any number of threads at once.
  */
 typedef struct tq_queue tq_queue;
+
+/*
+ A schedule listed by `tq_schedules`, owned by the caller. Reading it
+ from several threads at once is safe; freeing it is not.
+ */
+typedef struct tq_schedule tq_schedule;
+
+/*
+ What `tq_schedule_add` and `tq_schedule_replace` store besides the
+ schedule's name and payload: when its slots fall (required: a cron
+ expression or an interval), its time zone, the push options of its
+ tasks, and its catch-up policy.
+ */
+typedef struct tq_schedule_options tq_schedule_options;
 
 /*
  A task owned by the caller: one delivery from `tq_pull` or
@@ -1244,6 +1297,268 @@ enum tq_status tq_wal_size(const struct tq_queue *queue, int64_t *out_wal_bytes)
  Thread safety: safe from any thread, while other threads wait in pulls.
  */
 enum tq_status tq_interrupt(const struct tq_queue *queue);
+
+/*
+ Creates a schedule options object with no spec yet (set one with
+ `tq_schedule_options_set_cron` or `tq_schedule_options_set_every_ms`),
+ the time zone UTC, priority 0, the adding handle's max attempts, and
+ TQ_CATCH_UP_ONE.
+
+ Ownership: the caller owns the result and frees it with
+ `tq_schedule_options_free`. Returns NULL only if tq failed internally.
+ Thread safety: as every options object (see `tq_options_new`).
+ */
+struct tq_schedule_options *tq_schedule_options_new(void);
+
+/*
+ Frees an object from `tq_schedule_options_new`. NULL is a no-op; call
+ at most once per object.
+ */
+void tq_schedule_options_free(struct tq_schedule_options *options);
+
+/*
+ The schedule's slots are those of the cron `expression`: five fields
+ (minute, hour, day of month, month, day of week) or six (seconds
+ first), or an alias such as "@daily", read in the schedule's time zone.
+ Replaces an earlier spec.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options or expression,
+ bad UTF-8, an expression that does not parse, named in the message; the
+ object is then unchanged).
+ */
+enum tq_status tq_schedule_options_set_cron(struct tq_schedule_options *options,
+                                            const char *expression);
+
+/*
+ The schedule's slots fall every `interval_ms` milliseconds (1 ms to 366
+ days), the first one interval after it is added. Replaces an earlier
+ spec.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
+ */
+enum tq_status tq_schedule_options_set_every_ms(struct tq_schedule_options *options,
+                                                uint64_t interval_ms);
+
+/*
+ Reads the cron expression in the IANA time zone `name` (such as
+ "Europe/Paris"; default "UTC"). Only a cron schedule takes a zone other
+ than UTC: adding an interval with one fails.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options or name, bad
+ UTF-8, an unknown zone, named in the message).
+ */
+enum tq_status tq_schedule_options_set_time_zone(struct tq_schedule_options *options,
+                                                 const char *name);
+
+/*
+ Sets the priority of the schedule's tasks (higher first; default 0).
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options).
+ */
+enum tq_status tq_schedule_options_set_priority(struct tq_schedule_options *options,
+                                                int32_t priority);
+
+/*
+ Sets how many deliveries each of the schedule's tasks gets (at least 1;
+ default the adding handle's).
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, 0).
+ */
+enum tq_status tq_schedule_options_set_max_attempts(struct tq_schedule_options *options,
+                                                    uint32_t max_attempts);
+
+/*
+ Sets the catch-up policy: a `tq_catch_up` value (a plain integer, so any
+ other value is an error rather than undefined behaviour), and for
+ TQ_CATCH_UP_EACH the most slots run at once, 1 to 10,000 (`limit` is
+ ignored for the others).
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, unknown
+ policy, limit out of range; the object is then unchanged).
+ */
+enum tq_status tq_schedule_options_set_catch_up(struct tq_schedule_options *options,
+                                                int32_t policy,
+                                                uint32_t limit);
+
+/*
+ Adds to the handle's queue the schedule `name` (1 to 200 bytes of
+ UTF-8) that enqueues `payload` (`len` bytes of UTF-8, a JSON text) at
+ every slot of `options`, its first slot after now. Each slot is
+ enqueued exactly once however many processes drive the queue's
+ schedules (see `tq_run_due_schedules`), as a task with the unique key
+ `schedule:<name>:<slot ms>` due at the slot's time.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, name, payload or
+ options; options with no spec; a bad name; a name the queue already
+ has; a time zone on an interval), TQ_ERR_INVALID_JSON, TQ_ERR_BUSY,
+ TQ_ERR_IO. On any error nothing is stored.
+
+ Ownership: tq copies what it keeps; the caller keeps its arguments.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_schedule_add(struct tq_queue *queue,
+                               const char *name,
+                               const char *payload,
+                               size_t len,
+                               const struct tq_schedule_options *options);
+
+/*
+ As `tq_schedule_add`, but a schedule of the same name is overwritten:
+ its next slot is computed afresh from now and it is no longer paused.
+ Tasks already enqueued stay, and a slot enqueued before is not enqueued
+ again (its unique key stays reserved for a day after its task is done).
+
+ Returns as `tq_schedule_add`, without the error for a taken name.
+ Ownership and thread safety: as `tq_schedule_add`.
+ */
+enum tq_status tq_schedule_replace(struct tq_queue *queue,
+                                   const char *name,
+                                   const char *payload,
+                                   size_t len,
+                                   const struct tq_schedule_options *options);
+
+/*
+ Deletes the schedule `name` of the handle's queue; the tasks it
+ enqueued stay.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or name, bad
+ UTF-8, no such schedule), TQ_ERR_BUSY, TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_schedule_remove(struct tq_queue *queue, const char *name);
+
+/*
+ Pauses the schedule `name` of the handle's queue: its slots are skipped
+ until `tq_schedule_resume`. Pausing a paused schedule does nothing.
+
+ Returns as `tq_schedule_remove`. Thread safety: may run concurrently
+ with any other call.
+ */
+enum tq_status tq_schedule_pause(struct tq_queue *queue, const char *name);
+
+/*
+ Resumes the schedule `name` of the handle's queue: it goes on from its
+ first slot at or after now (slots that fell while it was paused are
+ skipped, whatever its catch-up policy).
+
+ Returns as `tq_schedule_remove`. Thread safety: may run concurrently
+ with any other call.
+ */
+enum tq_status tq_schedule_resume(struct tq_queue *queue, const char *name);
+
+/*
+ Enqueues the task of every due slot of the handle's queue's schedules
+ (by each one's catch-up policy) and writes how many tasks it stored to
+ `*out_enqueued` when it is not NULL. Any number of handles, processes
+ and machines may call it at once: each slot is enqueued once, in the
+ transaction that moves its schedule on. `tq_pull` and `tq_pull_batch`
+ call it by themselves when a slot is due (and a waiting pull wakes at
+ the next slot), so a worker needs no other scheduler.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue), TQ_ERR_BUSY,
+ TQ_ERR_IO. Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_run_due_schedules(struct tq_queue *queue, int64_t *out_enqueued);
+
+/*
+ Lists the handle's queue's schedules by name: up to `max` of them with
+ names after `after_name` (NULL or "" to start), stored in
+ `out_schedules[0..*out_count]` (the rest set to NULL). Pass the last
+ name of a page to get the next; a page shorter than `max` is the last.
+
+ Returns TQ_OK (`*out_count` may be 0), or TQ_ERR_INVALID_ARGUMENT (NULL
+ queue, out_schedules or out_count; bad UTF-8), TQ_ERR_BUSY, TQ_ERR_IO.
+
+ Ownership: the caller owns each schedule and frees it with
+ `tq_schedule_free`. Thread safety: may run concurrently with any other
+ call.
+ */
+enum tq_status tq_schedules(const struct tq_queue *queue,
+                            const char *after_name,
+                            size_t max,
+                            struct tq_schedule **out_schedules,
+                            size_t *out_count);
+
+/*
+ Frees a schedule from `tq_schedules`. NULL is a no-op; call at most
+ once per schedule.
+ */
+void tq_schedule_free(struct tq_schedule *schedule);
+
+/*
+ Returns the schedule's name, or NULL when `schedule` is NULL.
+
+ Ownership: the text belongs to the schedule and lives until
+ `tq_schedule_free`. Thread safety: safe on a schedule read by several
+ threads.
+ */
+const char *tq_schedule_name(const struct tq_schedule *schedule);
+
+/*
+ Returns the schedule's cron expression, or NULL for an interval (see
+ `tq_schedule_every_ms`) or when `schedule` is NULL.
+
+ Ownership and thread safety: as `tq_schedule_name`.
+ */
+const char *tq_schedule_cron(const struct tq_schedule *schedule);
+
+/*
+ Returns the schedule's interval in milliseconds, or 0 for a cron
+ schedule or when `schedule` is NULL. Thread safety: safe on a schedule
+ read by several threads.
+ */
+uint64_t tq_schedule_every_ms(const struct tq_schedule *schedule);
+
+/*
+ Returns the IANA name of the time zone the schedule's cron expression
+ is read in, or NULL when `schedule` is NULL.
+
+ Ownership and thread safety: as `tq_schedule_name`.
+ */
+const char *tq_schedule_time_zone(const struct tq_schedule *schedule);
+
+/*
+ Returns the payload of the schedule's tasks, NUL-terminated, and stores
+ its length (without the NUL) in `*len` when `len` is not NULL; NULL
+ (and length 0) when `schedule` is NULL.
+
+ Ownership and thread safety: as `tq_schedule_name`.
+ */
+const char *tq_schedule_payload(const struct tq_schedule *schedule, size_t *len);
+
+/*
+ Returns the priority of the schedule's tasks, or 0 when `schedule` is
+ NULL. Thread safety: safe on a schedule read by several threads.
+ */
+int32_t tq_schedule_priority(const struct tq_schedule *schedule);
+
+/*
+ Returns the max attempts of the schedule's tasks, or 0 when `schedule`
+ is NULL. Thread safety: safe on a schedule read by several threads.
+ */
+uint32_t tq_schedule_max_attempts(const struct tq_schedule *schedule);
+
+/*
+ Returns the schedule's catch-up policy (a `tq_catch_up` value), or -1
+ when `schedule` is NULL; with TQ_CATCH_UP_EACH, `*out_limit` (when not
+ NULL) gets its bound, else 1. Thread safety: safe on a schedule read by
+ several threads.
+ */
+int32_t tq_schedule_catch_up(const struct tq_schedule *schedule, uint32_t *out_limit);
+
+/*
+ Returns whether the schedule is paused (false when `schedule` is NULL).
+ Thread safety: safe on a schedule read by several threads.
+ */
+bool tq_schedule_paused(const struct tq_schedule *schedule);
+
+/*
+ Returns the schedule's next slot not yet enqueued, in milliseconds since
+ the Unix epoch (on PostgreSQL, on the server's clock), or 0 when
+ `schedule` is NULL. Thread safety: safe on a schedule read by several
+ threads.
+ */
+int64_t tq_schedule_next_slot_unix_ms(const struct tq_schedule *schedule);
 
 #ifdef __cplusplus
 }  // extern "C"

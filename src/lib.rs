@@ -10,7 +10,9 @@
 //! generated from it.
 //!
 //! Layout: `queue.rs` is the engine's front (argument checks, clock, fork
-//! guard, waiting); `wait.rs` wakes waiting pulls; `location.rs` shows a
+//! guard, waiting); `schedule.rs` says what a periodic schedule is and
+//! when its slots fall (each backend's `schedules.rs` stores and drives
+//! them); `wait.rs` wakes waiting pulls; `location.rs` shows a
 //! location without its password; `store.rs` is the narrow interface a storage backend implements;
 //! `sqlite/` is the SQLite backend (schema in `sqlite/schema.rs`, the
 //! claim and every other task statement in `sqlite/tasks.rs`); `holder.rs`
@@ -38,6 +40,7 @@ pub mod outbox;
 mod postgres;
 mod queue;
 mod registry;
+mod schedule;
 mod sqlite;
 mod store;
 mod task;
@@ -54,6 +57,9 @@ pub use queue::{is_postgres_url, Queue, MAX_PAYLOAD_LEN, MAX_REASON_LEN};
 /// The SQLite binding tq is built on, for [`outbox`] callers: using this
 /// one keeps one copy of SQLite in the process.
 pub use rusqlite;
+pub use schedule::{
+    CatchUp, Schedule, ScheduleInfo, ScheduleSpec, MAX_CATCH_UP, MAX_SCHEDULE_NAME_LEN, SKIP_GRACE,
+};
 pub use store::Checkpoint;
 pub use task::{Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Task, TaskInfo, TaskState};
 pub use wait::CancelToken;

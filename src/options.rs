@@ -38,7 +38,7 @@ pub const MAX_UNIQUE_KEY_LEN: usize = 1024;
 
 /// Checks a name or key given by the caller: 1 to `max` bytes, no NUL (C
 /// callers could not pass it back).
-fn check_text(what: &str, text: &str, max: usize) -> Result<()> {
+pub(crate) fn check_text(what: &str, text: &str, max: usize) -> Result<()> {
     if text.is_empty() || text.len() > max {
         return Err(Error::invalid_argument(format!(
             "{what} must be 1 to {max} bytes long, got {} bytes",
@@ -68,7 +68,7 @@ pub(crate) fn check_queue_name(name: &str) -> Result<()> {
     check_text("a queue name", name, MAX_QUEUE_NAME_LEN)
 }
 
-fn check_max_attempts(max_attempts: u32) -> Result<u32> {
+pub(crate) fn check_max_attempts(max_attempts: u32) -> Result<u32> {
     if max_attempts == 0 {
         return Err(Error::invalid_argument(
             "max attempts must be at least 1 (the first delivery is an attempt)",

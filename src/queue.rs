@@ -2,7 +2,7 @@
 //! against use after `fork()`, waits for tasks, and hands each operation to
 //! its storage backend.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -12,6 +12,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::options::{
     check_delay, check_duration, check_lease, OpenOptions, PullOptions, PushOptions, RetryBackoff,
 };
+use crate::schedule::{Schedule, ScheduleInfo};
 use crate::sqlite::SqliteStore;
 use crate::store::{Checkpoint, NewTask, Store};
 use crate::task::{
@@ -52,6 +53,8 @@ pub struct Queue {
     /// How long a result is kept on a handle without history, in ms.
     result_retention: i64,
     name: String,
+    /// The earliest next slot of the queue's schedules, as last read.
+    slots: SlotCache,
 }
 
 impl Queue {
@@ -90,6 +93,7 @@ impl Queue {
             retry_backoff: options.retry_backoff,
             result_retention: options.result_retention.as_millis() as i64,
             name: options.queue.clone(),
+            slots: SlotCache::default(),
         })
     }
 
@@ -178,6 +182,156 @@ impl Queue {
         Ok(stamped(self.store()?, self.claim(max, options)?))
     }
 
+    /// Adds `schedule` to this queue, its first slot after now (see
+    /// [`ScheduleSpec`](crate::ScheduleSpec)); its tasks get this handle's
+    /// max attempts unless the schedule says otherwise. Fails with
+    /// [`ErrorKind::InvalidArgument`] when the queue already has a
+    /// schedule of that name, with [`ErrorKind::InvalidJson`] for a payload
+    /// that is not JSON (or over the queue's limit: `InvalidArgument`);
+    /// each stores nothing.
+    pub fn add_schedule(&self, schedule: &Schedule) -> Result<()> {
+        self.put_schedule(schedule, false)
+    }
+
+    /// Adds `schedule`, or overwrites the schedule of the same name: its
+    /// next slot is computed afresh from now, and it is no longer paused.
+    /// Tasks already enqueued stay; a slot enqueued before keeps its
+    /// unique key, so it is not enqueued twice. Fails as
+    /// [`Queue::add_schedule`] does for the payload.
+    pub fn replace_schedule(&self, schedule: &Schedule) -> Result<()> {
+        self.put_schedule(schedule, true)
+    }
+
+    fn put_schedule(&self, schedule: &Schedule, replace: bool) -> Result<()> {
+        let store = self.store()?;
+        check_payload(&schedule.payload, self.max_payload_len).map_err(|err| {
+            Error::new(
+                err.kind(),
+                format!("schedule '{}': {}", schedule.name, err.message()),
+            )
+        })?;
+        let mut schedule = schedule.clone();
+        schedule.max_attempts.get_or_insert(self.max_attempts);
+        store.put_schedule(&schedule, replace, now_unix_ms())?;
+        self.slots.forget();
+        // Waiting pulls wake to bound their waits by the new slot.
+        self.bell.ring();
+        Ok(())
+    }
+
+    /// This queue's schedules, by name, with whether each is paused and
+    /// its next slot.
+    pub fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
+        self.store()?.schedules()
+    }
+
+    /// Deletes the schedule `name` of this queue; tasks it enqueued stay.
+    /// Fails with [`ErrorKind::InvalidArgument`] when there is none.
+    pub fn remove_schedule(&self, name: &str) -> Result<()> {
+        let found = self.store()?.remove_schedule(name)?;
+        self.slots.forget();
+        self.found_schedule(name, found)
+    }
+
+    /// Pauses the schedule `name` of this queue: its slots are skipped
+    /// until [`Queue::resume_schedule`]. Pausing a paused schedule does
+    /// nothing. Fails with [`ErrorKind::InvalidArgument`] when there is
+    /// none.
+    pub fn pause_schedule(&self, name: &str) -> Result<()> {
+        self.set_schedule_paused(name, true)
+    }
+
+    /// Resumes the schedule `name` of this queue: it goes on from its
+    /// first slot at or after now (the slots that fell while it was paused
+    /// are skipped, whatever its catch-up policy). Resuming a schedule not
+    /// paused does nothing. Fails with [`ErrorKind::InvalidArgument`] when
+    /// there is none.
+    pub fn resume_schedule(&self, name: &str) -> Result<()> {
+        self.set_schedule_paused(name, false)?;
+        self.bell.ring();
+        Ok(())
+    }
+
+    fn set_schedule_paused(&self, name: &str, paused: bool) -> Result<()> {
+        let found = self
+            .store()?
+            .set_schedule_paused(name, paused, now_unix_ms())?;
+        self.slots.forget();
+        self.found_schedule(name, found)
+    }
+
+    fn found_schedule(&self, name: &str, found: bool) -> Result<()> {
+        if !found {
+            return Err(Error::invalid_argument(format!(
+                "queue '{}' has no schedule named '{name}'",
+                self.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// Enqueues the task of every due slot of this queue's schedules (by
+    /// each one's catch-up policy) and says how many tasks it stored. Any
+    /// number of handles, processes and machines may call it at once: each
+    /// slot is enqueued exactly once, in the transaction that moves its
+    /// schedule on, under the unique key `schedule:<name>:<slot ms>`.
+    /// Pulls call it by themselves when a slot is due, so a worker needs no
+    /// other scheduler; call it where nothing pulls.
+    pub fn run_due_schedules(&self) -> Result<u64> {
+        let store = self.store()?;
+        let stored = store.run_due_schedules(now_unix_ms())?;
+        self.slots.forget();
+        if stored > 0 {
+            self.bell.ring();
+        }
+        Ok(stored)
+    }
+
+    /// Claims up to `max` ready tasks at once, first driving the queue's
+    /// due schedules; returns them with the next slot of the schedules.
+    /// The cached next slot is trusted up to [`SLOT_CACHE_BUSY`], so a
+    /// worker that keeps finding tasks pays no read for schedules; one
+    /// that finds none reads it again once [`SLOT_CACHE_IDLE`] old, and
+    /// claims again if that enqueued a task.
+    fn claim_now(
+        &self,
+        store: &dyn Store,
+        max: usize,
+        lease: i64,
+    ) -> Result<(Vec<Task>, Option<i64>)> {
+        let (next_slot, _) = self.drive_due_schedules(store, SLOT_CACHE_BUSY)?;
+        let tasks = store.claim(max, now_unix_ms(), lease)?;
+        if !tasks.is_empty() {
+            return Ok((tasks, next_slot));
+        }
+        let (next_slot, stored) = self.drive_due_schedules(store, SLOT_CACHE_IDLE)?;
+        if stored == 0 {
+            return Ok((tasks, next_slot));
+        }
+        Ok((store.claim(max, now_unix_ms(), lease)?, next_slot))
+    }
+
+    /// Drives the queue's due schedules when the next slot cached (read
+    /// again when older than `max_age`, so that schedules written through
+    /// other handles are seen) says one is due; returns the next slot, on
+    /// the engine's clock, for a waiting pull to wake at, and how many
+    /// tasks were stored.
+    fn drive_due_schedules(&self, store: &dyn Store, max_age: i64) -> Result<(Option<i64>, u64)> {
+        let now = now_unix_ms();
+        let next = match self.slots.get(now, max_age) {
+            Some(next) => next,
+            None => self.slots.set(store.next_schedule_slot(now)?, now),
+        };
+        if next.is_none_or(|at| at > now) {
+            return Ok((next, 0));
+        }
+        let stored = store.run_due_schedules(now)?;
+        if stored > 0 {
+            self.bell.ring();
+        }
+        Ok((self.slots.set(store.next_schedule_slot(now)?, now), stored))
+    }
+
     /// Tries to claim, then waits for a reason to try again: a ring of the
     /// bell (a write to the queue, in this process or another), a commit
     /// seen through the change counter (looked at as often as the backend
@@ -190,7 +344,7 @@ impl Queue {
         let store = self.store()?;
         let lease = options.lease.as_millis() as i64;
         if options.wait.is_zero() {
-            return store.claim(max, now_unix_ms(), lease);
+            return Ok(self.claim_now(store, max, lease)?.0);
         }
         let deadline = Instant::now() + options.wait;
         let _watch = options.cancel.as_ref().map(|token| token.watch(&self.bell));
@@ -208,15 +362,21 @@ impl Queue {
         let mut changes = store.change_counter()?;
         let mut now = now_unix_ms();
         let mut claimable = Some(now);
+        let mut next_slot = None;
         loop {
             if claimable.is_some_and(|at| at <= now) {
-                let tasks = store.claim(max, now, lease)?;
+                let (tasks, slot) = self.claim_now(store, max, lease)?;
+                next_slot = slot;
                 if !tasks.is_empty() {
                     return Ok(tasks);
                 }
                 claimable = store.next_claimable(now)?.filter(|&at| at > now);
             }
-            let due = claimable.map(|at| {
+            let wake = match (claimable, next_slot) {
+                (Some(at), Some(slot)) => Some(at.min(slot)),
+                (at, slot) => at.or(slot),
+            };
+            let due = wake.map(|at| {
                 Instant::now() + Duration::from_millis(at.saturating_sub(now).max(1) as u64)
             });
             loop {
@@ -244,6 +404,9 @@ impl Queue {
             }
             rings = self.bell.rings();
             changes = store.change_counter()?;
+            // A wake-up may come from a schedule written elsewhere.
+            self.slots.forget();
+            next_slot = self.drive_due_schedules(store, SLOT_CACHE_BUSY)?.0;
             now = now_unix_ms();
             claimable = store.next_claimable(now)?;
         }
@@ -731,6 +894,62 @@ impl Queue {
             )));
         }
         Ok(self.store.as_ref())
+    }
+}
+
+/// How long a pull that finds no task trusts the next slot its handle
+/// read of the queue's schedules: a schedule written through another
+/// handle is driven by this one's idle pulls within this time (ms).
+const SLOT_CACHE_IDLE: i64 = 1000;
+
+/// How long any pull trusts it (ms): even a worker that always finds a
+/// task drives a schedule written elsewhere within this time.
+const SLOT_CACHE_BUSY: i64 = 60_000;
+
+/// A handle's cached earliest next slot of its queue's schedules, with
+/// when it was read (both ms on the engine's clock).
+struct SlotCache {
+    next: AtomicI64,
+    read_at: AtomicI64,
+}
+
+/// No slot at all, as cached.
+const NO_SLOT: i64 = i64::MAX;
+
+/// Never read, as cached.
+const UNREAD: i64 = i64::MIN;
+
+impl Default for SlotCache {
+    fn default() -> Self {
+        SlotCache {
+            next: AtomicI64::new(NO_SLOT),
+            read_at: AtomicI64::new(UNREAD),
+        }
+    }
+}
+
+impl SlotCache {
+    /// The cached next slot (inner `None`: no schedule), or `None` when
+    /// the cache must be read again at `now`, being `max_age` old.
+    fn get(&self, now: i64, max_age: i64) -> Option<Option<i64>> {
+        let read_at = self.read_at.load(Ordering::Acquire);
+        if read_at == UNREAD || now < read_at || now - read_at >= max_age {
+            return None;
+        }
+        let next = self.next.load(Ordering::Acquire);
+        Some((next != NO_SLOT).then_some(next))
+    }
+
+    /// Caches `next`, read at `now`, and returns it.
+    fn set(&self, next: Option<i64>, now: i64) -> Option<i64> {
+        self.next.store(next.unwrap_or(NO_SLOT), Ordering::Release);
+        self.read_at.store(now, Ordering::Release);
+        next
+    }
+
+    /// Makes the next look read the store again.
+    fn forget(&self) {
+        self.read_at.store(UNREAD, Ordering::Release);
     }
 }
 

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use crate::error::Result;
 use crate::options::{NotBefore, PushOptions, RetryBackoff};
+use crate::schedule::{slot_key, Schedule, ScheduleInfo, SLOT_KEY_RESERVED};
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Task, TaskInfo, TaskState,
 };
@@ -227,6 +228,33 @@ pub(crate) trait Store: Send + Sync {
     /// the first push).
     fn last_id(&self) -> Result<i64>;
 
+    /// Stores `schedule` (its max attempts resolved) in the queue with its
+    /// first slot after `now`; with `replace`, over a schedule of the same
+    /// name (which is then not paused), else failing with
+    /// `InvalidArgument`, changing nothing, when the name is taken.
+    fn put_schedule(&self, schedule: &Schedule, replace: bool, now: i64) -> Result<()>;
+
+    /// Deletes the schedule named `name`; says whether there was one.
+    fn remove_schedule(&self, name: &str) -> Result<bool>;
+
+    /// Pauses or resumes the schedule named `name`; says whether there was
+    /// one. A resumed schedule goes on from its first slot at or after
+    /// `now` (see [`crate::schedule::Timetable::slot_from`]).
+    fn set_schedule_paused(&self, name: &str, paused: bool, now: i64) -> Result<bool>;
+
+    /// The queue's schedules, by name.
+    fn schedules(&self) -> Result<Vec<ScheduleInfo>>;
+
+    /// In one transaction: enqueues the tasks of every slot due by `now`
+    /// of the queue's schedules not paused (see [`due_tasks`]) and moves
+    /// each schedule's next slot past `now`; returns how many tasks were
+    /// stored. A concurrent call finds nothing left due.
+    fn run_due_schedules(&self, now: i64) -> Result<u64>;
+
+    /// The earliest next slot of the queue's schedules not paused, on the
+    /// engine's clock; `None` without any. A read.
+    fn next_schedule_slot(&self, now: i64) -> Result<Option<i64>>;
+
     /// The store's identity: the same for every handle on it, different
     /// for any other store. Receipts carry it, so that one from another
     /// store (whose ids and tokens may match an unrelated delivery here)
@@ -289,4 +317,23 @@ pub(crate) fn state_condition(state: TaskState) -> &'static str {
         TaskState::Dead => "state = 3",
         TaskState::Cancelled => "state = 5",
     }
+}
+
+/// The tasks a schedule whose next slot is `next` enqueues at `now`, by its
+/// catch-up policy, each under its slot's unique key and due at its slot;
+/// and its next slot afterwards, the first after `now`.
+pub(crate) fn due_tasks(schedule: &Schedule, next: i64, now: i64) -> Result<(Vec<NewTask>, i64)> {
+    let (slots, after) = schedule.timetable()?.due(next, now, schedule.catch_up)?;
+    let tasks = slots
+        .into_iter()
+        .map(|slot| NewTask {
+            payload: schedule.payload.clone(),
+            run_at: slot,
+            delay: None,
+            priority: schedule.priority,
+            max_attempts: schedule.max_attempts.unwrap_or(1),
+            unique: Some((slot_key(&schedule.name, slot), SLOT_KEY_RESERVED)),
+        })
+        .collect();
+    Ok((tasks, after))
 }

@@ -135,3 +135,43 @@ func TestPostgresResultProgressAndWait(t *testing.T) {
 		t.Fatalf("Wait = state %v, result %s, %v", info.State(), info.Result(), err)
 	}
 }
+
+func TestPostgresScheduleSlotsArePulledOnce(t *testing.T) {
+	url := os.Getenv("TQ_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("TQ_TEST_POSTGRES_URL is not set (`make test-postgres` starts a server)")
+	}
+	schema := fmt.Sprintf("go_test_%d_%d", os.Getpid(), time.Now().UnixNano())
+	q, err := tq.Open(url, tq.WithPostgresSchema(schema))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer q.Close()
+	if err := q.AddSchedule("tick", []byte(`"tick"`), tq.Every(200*time.Millisecond),
+		tq.WithCatchUp(tq.CatchUpEach, 100)); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{}
+	deadline := time.Now().Add(1100 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if n, err := q.RunDueSchedules(); err != nil || n > 1 {
+			t.Fatalf("RunDueSchedules = %d, %v", n, err)
+		}
+		for {
+			task, err := q.TryPull()
+			if err != nil {
+				break
+			}
+			slot := task.RunAt().UnixMilli()
+			if seen[slot] {
+				t.Fatalf("slot %d enqueued twice", slot)
+			}
+			seen[slot] = true
+			task.Finish()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(seen) < 4 {
+		t.Fatalf("%d slots in 1.1 s", len(seen))
+	}
+}

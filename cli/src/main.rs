@@ -9,6 +9,7 @@ mod list;
 mod output;
 mod push;
 mod sample;
+mod schedule;
 mod serve;
 mod stats;
 mod work;
@@ -153,6 +154,21 @@ Example:
   tq resume jobs.db --queue emails")]
     Resume(control::ResumeArgs),
 
+    /// Periodic schedules: add, list, rm, pause, resume.
+    #[command(
+        subcommand,
+        after_help = "\
+A schedule enqueues a task at each slot of a cron expression or interval,
+exactly once however many workers run; workers enqueue due slots by
+themselves.
+
+Examples:
+  tq schedule add jobs.db nightly '{\"report\": \"daily\"}' --cron '0 2 * * *' --tz Europe/Paris
+  tq schedule list jobs.db
+  tq schedule pause jobs.db nightly"
+    )]
+    Schedule(schedule::Command),
+
     /// Delete old done tasks, or dead or cancelled tasks.
     #[command(after_help = "\
 Done tasks are kept only by workers that keep history (`tq work --keep-history`).
@@ -252,6 +268,7 @@ fn main() -> ExitCode {
         Command::Pause(args) => control::run_pause(args, cli.json),
         Command::Resume(args) => control::run_resume(args, cli.json),
         Command::Limit(args) => control::run_limit(args, cli.json),
+        Command::Schedule(command) => schedule::run(command, cli.json),
         Command::Purge(args) => admin::run_purge(args, cli.json),
         Command::Recover(args) => admin::run_recover(args, cli.json),
         Command::Checkpoint(args) => admin::run_checkpoint(args, cli.json),

@@ -15,6 +15,7 @@ mod location;
 mod objects;
 mod options;
 mod queue;
+mod schedules;
 
 use std::any::Any;
 use std::cell::RefCell;
@@ -26,6 +27,7 @@ use crate::error::{Error, ErrorKind, Result};
 pub use location::*;
 pub use options::*;
 pub use queue::*;
+pub use schedules::*;
 
 /// The outcome of a call. 0 is success, positive values are non-error
 /// outcomes, negative values are errors (the thread's `tq_last_error()` then

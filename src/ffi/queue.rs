@@ -15,7 +15,7 @@ use crate::task::{Cancelled, Pause, Pushed, RateLimit, Receipt, Task, TaskInfo, 
 
 /// A handle on one named queue in one file. Thread-safe: one handle may be
 /// used from any number of threads at once.
-pub struct tq_queue(Queue);
+pub struct tq_queue(pub(super) Queue);
 
 /// A task owned by the caller: one delivery from `tq_pull` or
 /// `tq_pull_batch`, or a snapshot from `tq_list`, `tq_get_task` or
@@ -402,7 +402,7 @@ pub extern "C" fn tq_push_batch(
 /// A payload from C: `len` bytes of UTF-8 at `pointer`.
 ///
 /// Safety: a non-NULL `pointer` points to `len` readable bytes.
-unsafe fn payload_text<'a>(pointer: *const c_char, len: usize) -> Result<&'a str> {
+pub(super) unsafe fn payload_text<'a>(pointer: *const c_char, len: usize) -> Result<&'a str> {
     let pointer = non_null(pointer, "payload")?;
     if len > MAX_PAYLOAD_LEN {
         return Err(Error::invalid_argument(format!(

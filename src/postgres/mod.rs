@@ -31,6 +31,7 @@
 
 mod listener;
 mod pool;
+mod schedules;
 mod schema;
 mod tasks;
 

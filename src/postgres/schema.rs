@@ -101,6 +101,23 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE @.tasks ADD COLUMN result text, ADD COLUMN result_until bigint,
         ADD COLUMN progress text;
     CREATE INDEX tasks_results ON @.tasks (queue, result_until) WHERE result_until IS NOT NULL;",
+    // 5: SQLite's version 7: periodic schedules, their slots on the
+    // server's clock.
+    "CREATE TABLE @.schedules (
+        queue          text     NOT NULL,
+        name           text     NOT NULL,
+        spec           text     NOT NULL,
+        time_zone      text     NOT NULL,
+        payload        text     NOT NULL,
+        priority       integer  NOT NULL,
+        max_attempts   bigint   NOT NULL,
+        catch_up       smallint NOT NULL,
+        catch_up_limit bigint   NOT NULL,
+        paused         boolean  NOT NULL,
+        next_slot      bigint   NOT NULL,
+        PRIMARY KEY (queue, name)
+    );
+    CREATE INDEX schedules_due ON @.schedules (queue, next_slot) WHERE NOT paused;",
 ];
 
 /// The schema version this library writes.

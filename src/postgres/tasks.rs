@@ -19,6 +19,7 @@ use super::pool::{Params, Tx};
 use super::{no_wal_file, PostgresStore};
 use crate::error::{Error, Result};
 use crate::options::RetryBackoff;
+use crate::schedule::{Schedule, ScheduleInfo};
 use crate::sqlite::not_held;
 use crate::store::{
     holds_unique_key, pause_until, state_condition, stored_pause, Checkpoint, NewTask, Store,
@@ -676,7 +677,7 @@ impl PostgresStore {
     }
 
     /// Wakes the waiters of `queue`, in every process, once `tx` commits.
-    fn notify(&self, tx: &mut Tx<'_>, queue: &str) -> Result<()> {
+    pub(super) fn notify(&self, tx: &mut Tx<'_>, queue: &str) -> Result<()> {
         tx.query(NOTIFY, &[&self.channel, &queue])?;
         Ok(())
     }
@@ -684,7 +685,7 @@ impl PostgresStore {
     /// Stores one task with a unique key, or finds the task holding it. A
     /// key is held by a pending or leased task, or by a done one until its
     /// window ends; a task that no longer holds its key gives it up here.
-    fn push_unique(
+    pub(super) fn push_unique(
         &self,
         tx: &mut Tx<'_>,
         task: &NewTask,
@@ -1194,6 +1195,30 @@ impl Store for PostgresStore {
                 .map(|row| Ok(row.try_get(0)?))
                 .collect()
         })
+    }
+
+    fn put_schedule(&self, schedule: &Schedule, replace: bool, _now: i64) -> Result<()> {
+        self.put_schedule_row(schedule, replace)
+    }
+
+    fn remove_schedule(&self, name: &str) -> Result<bool> {
+        self.remove_schedule_row(name)
+    }
+
+    fn set_schedule_paused(&self, name: &str, paused: bool, _now: i64) -> Result<bool> {
+        self.set_schedule_row_paused(name, paused)
+    }
+
+    fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
+        self.schedule_rows()
+    }
+
+    fn run_due_schedules(&self, _now: i64) -> Result<u64> {
+        self.run_due_schedule_rows()
+    }
+
+    fn next_schedule_slot(&self, now: i64) -> Result<Option<i64>> {
+        self.next_schedule_row_slot(now)
     }
 
     fn last_id(&self) -> Result<i64> {

@@ -15,6 +15,7 @@
 
 mod flush;
 mod inherited;
+mod schedules;
 pub(crate) mod schema;
 pub(crate) mod tasks;
 mod turns;

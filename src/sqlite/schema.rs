@@ -143,6 +143,25 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE tq_tasks ADD COLUMN progress     TEXT;
     CREATE INDEX tq_tasks_results ON tq_tasks (queue, result_until)
         WHERE result_until IS NOT NULL;",
+    // 7: periodic schedules. spec: a cron expression, or '@every <ms>ms';
+    // catch_up: 0 skip, 1 one run, 2 each slot up to catch_up_limit;
+    // next_slot: the first slot not yet enqueued (ms since the Unix epoch).
+    "CREATE TABLE tq_schedules (
+        queue          TEXT    NOT NULL,
+        name           TEXT    NOT NULL,
+        spec           TEXT    NOT NULL,
+        time_zone      TEXT    NOT NULL,
+        payload        TEXT    NOT NULL,
+        priority       INTEGER NOT NULL,
+        max_attempts   INTEGER NOT NULL,
+        catch_up       INTEGER NOT NULL,
+        catch_up_limit INTEGER NOT NULL,
+        paused         INTEGER NOT NULL,
+        next_slot      INTEGER NOT NULL,
+        PRIMARY KEY (queue, name)
+    ) WITHOUT ROWID;
+    -- The due schedules of a queue: one lookup.
+    CREATE INDEX tq_schedules_due ON tq_schedules (queue, next_slot) WHERE paused = 0;",
 ];
 
 /// The schema version this library writes.

@@ -19,10 +19,11 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
-use super::SqliteStore;
+use super::{schedules, SqliteStore};
 use crate::error::{Error, ErrorKind, Result};
 use crate::holder::{Liveness, ProcessId};
 use crate::options::RetryBackoff;
+use crate::schedule::{Schedule, ScheduleInfo};
 use crate::store::{
     holds_unique_key, pause_until, state_condition, stored_pause, Checkpoint, NewTask, Store,
     CANCELLED, CANCELLING, NEVER_USED, UNTIL_RESUMED,
@@ -1336,6 +1337,42 @@ impl Store for SqliteStore {
             }
             Ok(names.into_iter().collect())
         })
+    }
+
+    fn put_schedule(&self, schedule: &Schedule, replace: bool, now: i64) -> Result<()> {
+        self.write(|conn| schedules::put(conn, &self.queue, schedule, replace, now))?;
+        // A waiter's wait may now end sooner, at the first slot.
+        self.ring_other_processes();
+        Ok(())
+    }
+
+    fn remove_schedule(&self, name: &str) -> Result<bool> {
+        self.write(|conn| schedules::remove(conn, &self.queue, name))
+    }
+
+    fn set_schedule_paused(&self, name: &str, paused: bool, now: i64) -> Result<bool> {
+        let found =
+            self.write(|conn| schedules::set_paused(conn, &self.queue, name, paused, now))?;
+        if found && !paused {
+            self.ring_other_processes();
+        }
+        Ok(found)
+    }
+
+    fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
+        self.read(|conn| schedules::list(conn, &self.queue))
+    }
+
+    fn run_due_schedules(&self, now: i64) -> Result<u64> {
+        let stored = self.write(|conn| schedules::run_due(conn, &self.queue, now))?;
+        if stored > 0 {
+            self.ring_other_processes();
+        }
+        Ok(stored)
+    }
+
+    fn next_schedule_slot(&self, _now: i64) -> Result<Option<i64>> {
+        self.read(|conn| schedules::next_slot(conn, &self.queue))
     }
 
     fn last_id(&self) -> Result<i64> {

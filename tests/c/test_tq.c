@@ -2683,6 +2683,124 @@ static void test_cancel_pause_snooze(const char *dir)
     tq_close(q);
 }
 
+/* Schedules: options checked by their setters, add, list, pause, resume,
+ * remove, and a slot's task enqueued once by a waiting pull. */
+static void test_schedules(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "schedules.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(q != NULL);
+    tq_schedule_options *opts = tq_schedule_options_new();
+    REQUIRE(opts != NULL);
+    const char *payload = "{\"report\":true}";
+    size_t len = strlen(payload);
+    CHECK_STATUS(tq_schedule_add(q, "nightly", payload, len, opts), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("no spec");
+    CHECK_STATUS(tq_schedule_options_set_cron(opts, "61 * * * *"), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("'61 * * * *'");
+    CHECK_STATUS(tq_schedule_options_set_cron(NULL, "@daily"), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_schedule_options_set_time_zone(opts, "Mars/Olympus"), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("'Mars/Olympus'");
+    CHECK_STATUS(tq_schedule_options_set_catch_up(opts, 7, 0), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_schedule_options_set_catch_up(opts, TQ_CATCH_UP_EACH, 0), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_schedule_options_set_max_attempts(opts, 0), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_schedule_options_set_every_ms(opts, 0), TQ_ERR_INVALID_ARGUMENT);
+
+    CHECK_STATUS(tq_schedule_options_set_cron(opts, "0 2 * * *"), TQ_OK);
+    CHECK_STATUS(tq_schedule_options_set_time_zone(opts, "Europe/Paris"), TQ_OK);
+    CHECK_STATUS(tq_schedule_options_set_priority(opts, 4), TQ_OK);
+    CHECK_STATUS(tq_schedule_options_set_max_attempts(opts, 2), TQ_OK);
+    CHECK_STATUS(tq_schedule_options_set_catch_up(opts, TQ_CATCH_UP_EACH, 5), TQ_OK);
+    CHECK_STATUS(tq_schedule_add(q, "nightly", "not json", 8, opts), TQ_ERR_INVALID_JSON);
+    CHECK_STATUS(tq_schedule_add(NULL, "nightly", payload, len, opts), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_schedule_add(q, "nightly", payload, len, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_schedule_add(q, "nightly", payload, len, opts), TQ_OK);
+    CHECK_STATUS(tq_schedule_add(q, "nightly", payload, len, opts), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("already has a schedule named 'nightly'");
+    CHECK_STATUS(tq_schedule_replace(q, "nightly", payload, len, opts), TQ_OK);
+
+    /* An interval with a time zone is refused at the add. */
+    tq_schedule_options *tick = tq_schedule_options_new();
+    REQUIRE(tick != NULL);
+    CHECK_STATUS(tq_schedule_options_set_every_ms(tick, 200), TQ_OK);
+    CHECK_STATUS(tq_schedule_options_set_time_zone(tick, "Europe/Paris"), TQ_OK);
+    CHECK_STATUS(tq_schedule_add(q, "tick", "\"tick\"", 6, tick), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_schedule_options_set_time_zone(tick, "UTC"), TQ_OK);
+    CHECK_STATUS(tq_schedule_add(q, "tick", "\"tick\"", 6, tick), TQ_OK);
+
+    tq_schedule *listed[3] = {NULL, NULL, NULL};
+    size_t n = 9;
+    CHECK_STATUS(tq_schedules(q, NULL, 3, NULL, &n), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_schedules(q, NULL, 3, listed, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_schedules(q, NULL, 3, listed, &n), TQ_OK);
+    REQUIRE(n == 2);
+    CHECK(strcmp(tq_schedule_name(listed[0]), "nightly") == 0);
+    CHECK(strcmp(tq_schedule_cron(listed[0]), "0 2 * * *") == 0);
+    CHECK_INT(tq_schedule_every_ms(listed[0]), 0);
+    CHECK(strcmp(tq_schedule_time_zone(listed[0]), "Europe/Paris") == 0);
+    size_t payload_len = 0;
+    CHECK(strcmp(tq_schedule_payload(listed[0], &payload_len), payload) == 0);
+    CHECK_INT(payload_len, len);
+    CHECK_INT(tq_schedule_priority(listed[0]), 4);
+    CHECK_INT(tq_schedule_max_attempts(listed[0]), 2);
+    uint32_t limit = 0;
+    CHECK_INT(tq_schedule_catch_up(listed[0], &limit), TQ_CATCH_UP_EACH);
+    CHECK_INT(limit, 5);
+    CHECK(!tq_schedule_paused(listed[0]));
+    CHECK(tq_schedule_next_slot_unix_ms(listed[0]) > now_ms());
+    CHECK(strcmp(tq_schedule_name(listed[1]), "tick") == 0);
+    CHECK(tq_schedule_cron(listed[1]) == NULL);
+    CHECK_INT(tq_schedule_every_ms(listed[1]), 200);
+    CHECK_INT(tq_schedule_catch_up(listed[1], NULL), TQ_CATCH_UP_ONE);
+    CHECK_INT(tq_schedule_catch_up(NULL, &limit), -1);
+    CHECK(tq_schedule_name(NULL) == NULL);
+    tq_schedule_free(listed[0]);
+    tq_schedule_free(listed[1]);
+    /* Paged by name. */
+    CHECK_STATUS(tq_schedules(q, "nightly", 3, listed, &n), TQ_OK);
+    REQUIRE(n == 1);
+    CHECK(strcmp(tq_schedule_name(listed[0]), "tick") == 0);
+    CHECK(listed[1] == NULL);
+    tq_schedule_free(listed[0]);
+
+    /* A waiting pull wakes at the slot and takes its task. */
+    tq_pull_options *wait = tq_pull_options_new();
+    REQUIRE(wait != NULL);
+    CHECK_STATUS(tq_pull_options_set_wait_ms(wait, 5000), TQ_OK);
+    int64_t started = now_ms();
+    tq_task *task = NULL;
+    CHECK_STATUS(tq_pull(q, wait, &task), TQ_OK);
+    REQUIRE(task != NULL);
+    CHECK(now_ms() - started < 2000);
+    CHECK(payload_is(task, "\"tick\""));
+    CHECK_STATUS(tq_finish(q, task), TQ_OK);
+    tq_task_free(task);
+
+    /* Paused, nothing is enqueued; removed, the name is free again. */
+    CHECK_STATUS(tq_schedule_pause(q, "tick"), TQ_OK);
+    CHECK_STATUS(tq_schedule_pause(q, "missing"), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_schedule_pause(q, NULL), TQ_ERR_INVALID_ARGUMENT);
+    struct timespec pause = {0, 450 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    int64_t enqueued = -1;
+    CHECK_STATUS(tq_run_due_schedules(q, &enqueued), TQ_OK);
+    CHECK_INT(enqueued, 0);
+    CHECK_STATUS(tq_run_due_schedules(NULL, &enqueued), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_schedule_resume(q, "tick"), TQ_OK);
+    nanosleep(&pause, NULL);
+    CHECK_STATUS(tq_run_due_schedules(q, NULL), TQ_OK);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 1);
+    CHECK_STATUS(tq_schedule_remove(q, "tick"), TQ_OK);
+    CHECK_STATUS(tq_schedule_remove(q, "tick"), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_schedule_add(q, "tick", "\"tick\"", 6, tick), TQ_OK);
+
+    tq_pull_options_free(wait);
+    tq_schedule_options_free(tick);
+    tq_schedule_options_free(opts);
+    tq_schedule_options_free(NULL);
+    tq_schedule_free(NULL);
+    tq_close(q);
+}
+
 #define CASE(name) {#name, test_##name}
 
 static void test_results_progress_and_waiting(const char *dir)
@@ -2801,6 +2919,7 @@ static const struct test_case cases[] = {
     CASE(visibility),
     CASE(cancel_pause_snooze),
     CASE(results_progress_and_waiting),
+    CASE(schedules),
 };
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)

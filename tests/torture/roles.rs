@@ -41,6 +41,7 @@ pub fn run(role: &str) -> ! {
         "reader" => reader(),
         "snapshot" => snapshot(),
         "power" => power(),
+        "schedule-driver" => schedule_driver(),
         other => panic!("unknown child role {other}"),
     }
     // Each role has closed its queue on returning; exiting here skips the
@@ -471,4 +472,30 @@ pub fn reopen_and_use(target: &Target) -> Result<(), String> {
     queue
         .finish(task.receipt())
         .map_err(|e| format!("finish: {e}"))
+}
+
+/// Drives the queue's schedules until the deadline: pulls of random waits
+/// (which drive due schedules) finishing what they take, and explicit
+/// `run_due_schedules` calls. Errors (a busy file) are passed over: the
+/// scenario checks the slots enqueued, not each call.
+fn schedule_driver() {
+    let queue = Queue::open(&arg::<String>("db"), &options(None)).expect("open");
+    let mut rng = Rng::new(arg("seed"));
+    while !past_deadline() {
+        if rng.chance(0.25) {
+            let _ = queue.run_due_schedules();
+            sleep_ms(rng.range(0, 40));
+            continue;
+        }
+        let mut pull = tq::PullOptions::new();
+        pull.wait(Duration::from_millis(rng.range(0, 300)))
+            .expect("a valid wait");
+        match queue.pull(&pull) {
+            Ok(Some(task)) => {
+                let _ = queue.finish(task.receipt());
+            }
+            Ok(None) => {}
+            Err(_) => sleep_ms(5),
+        }
+    }
 }

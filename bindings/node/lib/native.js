@@ -22,7 +22,16 @@ const SONAME = 'libtq.so.0.3';
  * (before 1.0 a minor release may change the ABI, so both must match). */
 const ABI_VERSION = [0, 3];
 
-for (const name of ['tq_queue', 'tq_task', 'tq_options', 'tq_push_options', 'tq_pull_options', 'tq_cancel']) {
+for (const name of [
+  'tq_queue',
+  'tq_task',
+  'tq_options',
+  'tq_push_options',
+  'tq_pull_options',
+  'tq_cancel',
+  'tq_schedule_options',
+  'tq_schedule',
+]) {
   koffi.opaque(name);
 }
 // enum tq_status is returned as a C int.
@@ -119,6 +128,32 @@ const PROTOTYPES = [
   'tq_status tq_set_rate_limit(tq_queue *queue, uint32_t claims, uint64_t per_ms)',
   'tq_status tq_clear_rate_limit(tq_queue *queue)',
   'tq_status tq_rate_limit(tq_queue *queue, _Out_ uint32_t *out_claims, _Out_ uint64_t *out_per_ms)',
+  'tq_schedule_options *tq_schedule_options_new(void)',
+  'void tq_schedule_options_free(tq_schedule_options *options)',
+  'tq_status tq_schedule_options_set_cron(tq_schedule_options *options, const char *expression)',
+  'tq_status tq_schedule_options_set_every_ms(tq_schedule_options *options, uint64_t interval_ms)',
+  'tq_status tq_schedule_options_set_time_zone(tq_schedule_options *options, const char *name)',
+  'tq_status tq_schedule_options_set_priority(tq_schedule_options *options, int32_t priority)',
+  'tq_status tq_schedule_options_set_max_attempts(tq_schedule_options *options, uint32_t max_attempts)',
+  'tq_status tq_schedule_options_set_catch_up(tq_schedule_options *options, int32_t policy, uint32_t limit)',
+  'tq_status tq_schedule_add(tq_queue *queue, const char *name, const char *payload, size_t len, const tq_schedule_options *options)',
+  'tq_status tq_schedule_replace(tq_queue *queue, const char *name, const char *payload, size_t len, const tq_schedule_options *options)',
+  'tq_status tq_schedule_remove(tq_queue *queue, const char *name)',
+  'tq_status tq_schedule_pause(tq_queue *queue, const char *name)',
+  'tq_status tq_schedule_resume(tq_queue *queue, const char *name)',
+  'tq_status tq_run_due_schedules(tq_queue *queue, _Out_ int64_t *out_enqueued)',
+  'tq_status tq_schedules(const tq_queue *queue, const char *after_name, size_t max, tq_schedule **out_schedules, _Out_ size_t *out_count)',
+  'void tq_schedule_free(tq_schedule *schedule)',
+  'const char *tq_schedule_name(const tq_schedule *schedule)',
+  'const char *tq_schedule_cron(const tq_schedule *schedule)',
+  'uint64_t tq_schedule_every_ms(const tq_schedule *schedule)',
+  'const char *tq_schedule_time_zone(const tq_schedule *schedule)',
+  'const char *tq_schedule_payload(const tq_schedule *schedule, size_t *len)',
+  'int32_t tq_schedule_priority(const tq_schedule *schedule)',
+  'uint32_t tq_schedule_max_attempts(const tq_schedule *schedule)',
+  'int32_t tq_schedule_catch_up(const tq_schedule *schedule, uint32_t *out_limit)',
+  'bool tq_schedule_paused(const tq_schedule *schedule)',
+  'int64_t tq_schedule_next_slot_unix_ms(const tq_schedule *schedule)',
 ];
 
 /** The header's limits and defaults (#define constants, which a shared

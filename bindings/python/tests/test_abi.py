@@ -22,6 +22,8 @@ OPAQUE = {
     "tq_push_options": _native.tq_push_options,
     "tq_pull_options": _native.tq_pull_options,
     "tq_cancel": _native.tq_cancel,
+    "tq_schedule_options": _native.tq_schedule_options,
+    "tq_schedule": _native.tq_schedule,
 }
 SCALARS = {
     "void": None,
@@ -37,7 +39,10 @@ SCALARS = {
 # Where the binding deliberately declares another type than the header's:
 # the payload is read by length, so its pointer must not become bytes at the
 # first NUL.
-DELIBERATE = {("tq_task_payload", "result"): ctypes.c_void_p}
+DELIBERATE = {
+    ("tq_task_payload", "result"): ctypes.c_void_p,
+    ("tq_schedule_payload", "result"): ctypes.c_void_p,
+}
 
 
 def ctypes_type(c_type: str):
@@ -127,6 +132,7 @@ def test_every_error_status_has_its_exception():
 def test_durabilities_and_states_match_the_header():
     assert header_enum("tq_durability") == {f"TQ_DURABILITY_{d.name}": d.value for d in tq.Durability}
     assert header_enum("tq_state") == {f"TQ_STATE_{s.name}": s.value for s in tq.State}
+    assert header_enum("tq_catch_up") == {f"TQ_CATCH_UP_{c.name}": c.value for c in tq.CatchUp}
 
 
 def header_define(name):

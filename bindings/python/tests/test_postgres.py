@@ -79,3 +79,28 @@ def test_postgres_result_progress_and_wait():
         threading.Timer(0.2, lambda: task.finish(result={"ok": True})).start()
         snapshot = queue.wait(task_id, timeout=10)
         assert (snapshot.state, snapshot.result) == (tq.State.DONE, {"ok": True})
+
+
+@pytest.mark.skipif(
+    POSTGRES_URL is None, reason="TQ_TEST_POSTGRES_URL is not set (`make test-postgres` starts a server)"
+)
+def test_postgres_schedule_slots_are_pulled_once_by_two_handles():
+    schema = f"py_test_{os.getpid()}_{time.time_ns()}"
+    first = tq.Queue(POSTGRES_URL, postgres_schema=schema)
+    second = tq.Queue(POSTGRES_URL, postgres_schema=schema)
+    with first, second:
+        first.add_schedule("tick", {"tick": 1}, every=0.2, catch_up="each", catch_up_limit=100)
+        assert [schedule.name for schedule in second.schedules()] == ["tick"]
+        slots = []
+        started = time.monotonic()
+        while time.monotonic() - started < 1.1:
+            for queue in (first, second):
+                task = queue.pull(timeout=0.1)
+                if task is not None:
+                    slots.append(task.run_at.timestamp())
+                    task.finish()
+        first.remove_schedule("tick")
+        assert len(slots) >= 4
+        assert len(set(slots)) == len(slots)
+        slots.sort()
+        assert {round(b - a, 3) for a, b in zip(slots, slots[1:])} == {0.2}

@@ -40,7 +40,18 @@ from .errors import (
     NotHeldError,
     UnknownOutcomeError,
 )
-from .queue import Cancel, Durability, Pushed, Queue, State, Task, TaskSnapshot, UNTIL_RESUMED
+from .queue import (
+    UNTIL_RESUMED,
+    Cancel,
+    CatchUp,
+    Durability,
+    Pushed,
+    Queue,
+    Schedule,
+    State,
+    Task,
+    TaskSnapshot,
+)
 
 __version__ = "0.3.0"
 
@@ -55,6 +66,7 @@ __all__ = [
     "BusyError",
     "Cancel",
     "CancelledError",
+    "CatchUp",
     "ClosedError",
     "Durability",
     "Error",
@@ -68,6 +80,7 @@ __all__ = [
     "UnknownOutcomeError",
     "Pushed",
     "Queue",
+    "Schedule",
     "State",
     "Task",
     "TaskSnapshot",

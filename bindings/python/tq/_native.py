@@ -47,12 +47,22 @@ class tq_cancel(ctypes.Structure):
     """Opaque: ends the wait of the pulls whose options hold it."""
 
 
+class tq_schedule_options(ctypes.Structure):
+    """Opaque: what tq_schedule_add stores besides a schedule's name and payload."""
+
+
+class tq_schedule(ctypes.Structure):
+    """Opaque: a schedule listed by tq_schedules."""
+
+
 QUEUE_P = POINTER(tq_queue)
 TASK_P = POINTER(tq_task)
 OPTIONS_P = POINTER(tq_options)
 PUSH_OPTIONS_P = POINTER(tq_push_options)
 PULL_OPTIONS_P = POINTER(tq_pull_options)
 CANCEL_P = POINTER(tq_cancel)
+SCHEDULE_OPTIONS_P = POINTER(tq_schedule_options)
+SCHEDULE_P = POINTER(tq_schedule)
 
 # enum tq_status is returned as a C int; statuses, durabilities and states
 # are passed as int32_t.
@@ -145,6 +155,33 @@ PROTOTYPES = {
     "tq_purge": (STATUS, [QUEUE_P, c_int32, c_uint64, POINTER(c_int64)]),
     "tq_checkpoint": (STATUS, [QUEUE_P, POINTER(c_int64)]),
     "tq_wal_size": (STATUS, [QUEUE_P, POINTER(c_int64)]),
+    "tq_schedule_options_new": (SCHEDULE_OPTIONS_P, []),
+    "tq_schedule_options_free": (None, [SCHEDULE_OPTIONS_P]),
+    "tq_schedule_options_set_cron": (STATUS, [SCHEDULE_OPTIONS_P, c_char_p]),
+    "tq_schedule_options_set_every_ms": (STATUS, [SCHEDULE_OPTIONS_P, c_uint64]),
+    "tq_schedule_options_set_time_zone": (STATUS, [SCHEDULE_OPTIONS_P, c_char_p]),
+    "tq_schedule_options_set_priority": (STATUS, [SCHEDULE_OPTIONS_P, c_int32]),
+    "tq_schedule_options_set_max_attempts": (STATUS, [SCHEDULE_OPTIONS_P, c_uint32]),
+    "tq_schedule_options_set_catch_up": (STATUS, [SCHEDULE_OPTIONS_P, c_int32, c_uint32]),
+    "tq_schedule_add": (STATUS, [QUEUE_P, c_char_p, c_char_p, c_size_t, SCHEDULE_OPTIONS_P]),
+    "tq_schedule_replace": (STATUS, [QUEUE_P, c_char_p, c_char_p, c_size_t, SCHEDULE_OPTIONS_P]),
+    "tq_schedule_remove": (STATUS, [QUEUE_P, c_char_p]),
+    "tq_schedule_pause": (STATUS, [QUEUE_P, c_char_p]),
+    "tq_schedule_resume": (STATUS, [QUEUE_P, c_char_p]),
+    "tq_run_due_schedules": (STATUS, [QUEUE_P, POINTER(c_int64)]),
+    "tq_schedules": (STATUS, [QUEUE_P, c_char_p, c_size_t, POINTER(SCHEDULE_P), POINTER(c_size_t)]),
+    "tq_schedule_free": (None, [SCHEDULE_P]),
+    "tq_schedule_name": (c_char_p, [SCHEDULE_P]),
+    "tq_schedule_cron": (c_char_p, [SCHEDULE_P]),
+    "tq_schedule_every_ms": (c_uint64, [SCHEDULE_P]),
+    "tq_schedule_time_zone": (c_char_p, [SCHEDULE_P]),
+    # c_void_p, as for tq_task_payload: copied by length.
+    "tq_schedule_payload": (c_void_p, [SCHEDULE_P, POINTER(c_size_t)]),
+    "tq_schedule_priority": (c_int32, [SCHEDULE_P]),
+    "tq_schedule_max_attempts": (c_uint32, [SCHEDULE_P]),
+    "tq_schedule_catch_up": (c_int32, [SCHEDULE_P, POINTER(c_uint32)]),
+    "tq_schedule_paused": (c_bool, [SCHEDULE_P]),
+    "tq_schedule_next_slot_unix_ms": (c_int64, [SCHEDULE_P]),
 }
 
 #: The header's limits and defaults (#define constants, which a shared
