@@ -3,14 +3,16 @@
 //! where a task is claimed ([`CLAIM`]).
 //!
 //! The states and their meaning are SQLite's (see `sqlite/tasks.rs`): 0
-//! ready, 1 leased, 2 done, 3 dead, 4 waiting, 5 cancelled, 6 cancelling.
+//! ready, 1 leased, 2 done, 3 dead, 4 waiting, 5 cancelled, 6 cancelling,
+//! 7 blocked (the end of a task reaches those waiting for it through a
+//! trigger: see `schema.rs`).
 //! Every time is read from
 //! the server's clock (`NOW_MS`, once per statement), never the client's,
 //! so leases and due times mean the same to every machine. Rows being
 //! changed by another transaction are skipped (`FOR UPDATE SKIP LOCKED`),
 //! so claims never wait for one another.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
 use postgres::Row;
@@ -21,8 +23,8 @@ use crate::error::{Error, Result};
 use crate::options::RetryBackoff;
 use crate::sqlite::not_held;
 use crate::store::{
-    holds_unique_key, pause_until, state_condition, stored_pause, Checkpoint, NewTask, Store,
-    CANCELLED, CANCELLING, NEVER_USED,
+    holds_unique_key, of_item, parent_ids, pause_until, state_condition, stored_pause, waits_for,
+    Checkpoint, NewTask, Store, BLOCKED, CANCELLED, CANCELLING, NEVER_USED,
 };
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Task, TaskInfo, TaskState,
@@ -49,16 +51,29 @@ const PUSH: &str = "WITH clock AS (SELECT NOW_MS AS now),
 const UNIQUE_HOLDER: &str = "SELECT id, state, unique_until, NOW_MS FROM @.tasks
     WHERE queue = $1 AND unique_key = $2 FOR UPDATE";
 
-/// Stores one task with a unique key, unless a task pushed meanwhile by
-/// another transaction took the key.
-const PUSH_UNIQUE: &str = "WITH clock AS (SELECT NOW_MS AS now),
+/// Stores one task, with a unique key `$7` unless NULL, and unless a task
+/// pushed meanwhile by another transaction took the key. It was pushed to
+/// wait for tasks `$9` (NULL: none), `$10` of them unfinished.
+const PUSH_ONE: &str = "WITH clock AS (SELECT NOW_MS AS now),
     v AS (SELECT coalesce(clock.now + $3::int8, $4::int8) AS run_at, clock.now FROM clock)
     INSERT INTO @.tasks
-        (queue, state, payload, created_at, run_at, priority, max_attempts, unique_key, unique_for)
-    SELECT $1, CASE WHEN v.run_at <= v.now THEN 0 ELSE 4 END, $2, v.now, v.run_at, $5, $6, $7, $8
+        (queue, state, payload, created_at, run_at, priority, max_attempts, unique_key, unique_for,
+         parents, waiting_for)
+    SELECT $1, CASE WHEN $10::int8 > 0 THEN 7 WHEN v.run_at <= v.now THEN 0 ELSE 4 END, $2, v.now,
+           v.run_at, $5, $6, $7, $8, $9, $10
     FROM v
     ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
     RETURNING id";
+
+/// Marks the tasks `$1` of queue `$2` as waited for (so that their end
+/// reaches the task waiting, see `schema.rs`) and answers the state of
+/// each: the newest, as the rows are locked until the push commits.
+const MARK_PARENTS: &str = "UPDATE @.tasks SET has_children = true
+    WHERE id = ANY ($1) AND queue = $2 RETURNING id, state";
+
+/// Records that task `$2` waits for the tasks `$1` (`$3`: to run anyway).
+const ADD_DEPENDENCIES: &str = "INSERT INTO @.dependencies (parent, task, run_anyway)
+    SELECT unnest($1::int8[]), $2, $3";
 
 const NOTIFY: &str = "SELECT pg_notify($1, $2)::text";
 
@@ -119,11 +134,11 @@ const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
                               ELSE t.last_error END
         FROM clock WHERE t.id = ANY (ARRAY(SELECT id FROM picked WHERE NOT last))
         RETURNING t.id, t.lease_token, t.attempts, t.max_attempts, t.priority, t.run_at,
-                  t.last_error, t.payload)
-    SELECT id, lease_token, attempts, max_attempts, priority, run_at, last_error, payload
+                  t.last_error, t.payload, t.parents)
+    SELECT id, lease_token, attempts, max_attempts, priority, run_at, last_error, payload, parents
     FROM taken
-    UNION ALL SELECT id, NULL, 0, 0, 0, 0, NULL, NULL FROM buried
-    UNION ALL SELECT NULL, NULL, 0, 0, 0, 0, NULL, NULL FROM settings
+    UNION ALL SELECT id, NULL, 0, 0, 0, 0, NULL, NULL, NULL FROM buried
+    UNION ALL SELECT NULL, NULL, 0, 0, 0, 0, NULL, NULL, NULL FROM settings
         WHERE unbounded AND NOT paused";
 
 /// Locks the settings of queue `$1`, which has a concurrency limit, and
@@ -320,8 +335,10 @@ fn count_sql(state: TaskState) -> String {
 /// Lists up to `$3` tasks of queue `$1` in `state` with ids above `$2`.
 fn list_sql(state: TaskState) -> String {
     format!(
-        "SELECT id, state, attempts, max_attempts, priority, run_at, last_error, payload
-         FROM @.tasks WHERE queue = $1 AND {} AND id > $2 ORDER BY id LIMIT $3",
+        "SELECT id, state, attempts, max_attempts, priority, run_at, last_error, payload,
+                CASE WHEN state = 7 THEN ARRAY(SELECT parent FROM @.dependencies
+                                               WHERE task = t.id ORDER BY parent) END
+         FROM @.tasks t WHERE queue = $1 AND {} AND id > $2 ORDER BY id LIMIT $3",
         state_condition(state)
     )
 }
@@ -330,7 +347,7 @@ fn list_sql(state: TaskState) -> String {
 /// changed outside tq.
 fn visible_state(stored: i16) -> Result<TaskState> {
     match i64::from(stored) {
-        0 | 4 => Ok(TaskState::Pending),
+        0 | 4 | BLOCKED => Ok(TaskState::Pending),
         1 | CANCELLING => Ok(TaskState::Leased),
         2 => Ok(TaskState::Done),
         3 => Ok(TaskState::Dead),
@@ -373,6 +390,7 @@ fn task_from_row(row: &Row) -> Result<Option<Task>> {
         run_at_unix_ms: row.try_get(5)?,
         last_error: row.try_get(6)?,
         payload: row.try_get(7)?,
+        parents: row.try_get::<_, Option<Vec<i64>>>(8)?.unwrap_or_default(),
     }))
 }
 
@@ -528,6 +546,10 @@ impl PostgresStore {
     /// Ends task `id` as cancelled (see `sqlite/tasks.rs`): kept with
     /// `reason` with history, deleted without.
     fn end_as_cancelled(&self, tx: &mut Tx<'_>, id: i64, reason: Option<&str>) -> Result<()> {
+        tx.execute(
+            &self.sql("DELETE FROM @.dependencies WHERE task = $1"),
+            &[&id],
+        )?;
         if self.keep_history {
             tx.execute(&self.sql(KEEP_CANCELLED), &[&id, &reason])?;
         } else {
@@ -632,35 +654,54 @@ impl PostgresStore {
         Ok(())
     }
 
-    /// Stores one task with a unique key, or finds the task holding it. A
-    /// key is held by a pending or leased task, or by a done one until its
-    /// window ends; a task that no longer holds its key gives it up here.
-    fn push_unique(
-        &self,
-        tx: &mut Tx<'_>,
-        task: &NewTask,
-        key: &str,
-        window: i64,
-    ) -> Result<Pushed> {
+    /// Stores one task, or, with a unique key, finds the task holding it.
+    /// A key is held by a pending or leased task, or by a done one until
+    /// its window ends; a task that no longer holds its key gives it up
+    /// here. `earlier` is what the earlier items of the same push did,
+    /// which the task may wait for; a task to wait for that cannot be
+    /// ([`waits_for`]) fails the push.
+    fn push_one(&self, tx: &mut Tx<'_>, task: &NewTask, earlier: &[Pushed]) -> Result<Pushed> {
+        let parents = parent_ids(&task.after, earlier);
+        let mut unfinished = Vec::new();
+        if !parents.is_empty() {
+            let mut states = HashMap::new();
+            for row in tx.query(&self.sql(MARK_PARENTS), &[&parents, &self.queue])? {
+                states.insert(row.try_get::<_, i64>(0)?, row.try_get::<_, i16>(1)?);
+            }
+            for &parent in &parents {
+                let state = states.get(&parent).map(|&state| i64::from(state));
+                if waits_for(&self.queue, parent, state, task.run_anyway)? {
+                    unfinished.push(parent);
+                }
+            }
+        }
+        let waiting = unfinished.len() as i64;
+        let parents = (!parents.is_empty()).then_some(parents);
+        let (key, window) = match &task.unique {
+            Some((key, window)) => (Some(key.as_str()), *window),
+            None => (None, 0),
+        };
         // Two rounds at most: a concurrent push that took the key first is
         // seen by the second look.
         for _ in 0..2 {
-            if let Some(row) = tx.query_opt(&self.sql(UNIQUE_HOLDER), &[&self.queue, &key])? {
-                let id: i64 = row.try_get(0)?;
-                let state: i16 = row.try_get(1)?;
-                let unique_until: Option<i64> = row.try_get(2)?;
-                let now: i64 = row.try_get(3)?;
-                if holds_unique_key(i64::from(state), unique_until, now) {
-                    return Ok(Pushed::Duplicate(id));
+            if let Some(key) = key {
+                if let Some(row) = tx.query_opt(&self.sql(UNIQUE_HOLDER), &[&self.queue, &key])? {
+                    let id: i64 = row.try_get(0)?;
+                    let state: i16 = row.try_get(1)?;
+                    let unique_until: Option<i64> = row.try_get(2)?;
+                    let now: i64 = row.try_get(3)?;
+                    if holds_unique_key(i64::from(state), unique_until, now) {
+                        return Ok(Pushed::Duplicate(id));
+                    }
+                    tx.execute(
+                        &self.sql("UPDATE @.tasks SET unique_key = NULL WHERE id = $1"),
+                        &[&id],
+                    )?;
                 }
-                tx.execute(
-                    &self.sql("UPDATE @.tasks SET unique_key = NULL WHERE id = $1"),
-                    &[&id],
-                )?;
             }
             let max_attempts = i64::from(task.max_attempts);
             let inserted = tx.query_opt(
-                &self.sql(PUSH_UNIQUE),
+                &self.sql(PUSH_ONE),
                 &[
                     &self.queue,
                     &task.payload,
@@ -670,11 +711,20 @@ impl PostgresStore {
                     &max_attempts,
                     &key,
                     &window,
+                    &parents,
+                    &waiting,
                 ],
             )?;
             if let Some(row) = inserted {
+                let id: i64 = row.try_get(0)?;
+                if !unfinished.is_empty() {
+                    tx.execute(
+                        &self.sql(ADD_DEPENDENCIES),
+                        &[&unfinished, &id, &task.run_anyway],
+                    )?;
+                }
                 self.notify(tx, &self.queue)?;
-                return Ok(Pushed::Stored(row.try_get(0)?));
+                return Ok(Pushed::Stored(id));
             }
         }
         Err(Error::new(
@@ -704,10 +754,22 @@ impl PostgresStore {
 
 impl Store for PostgresStore {
     fn push(&self, tasks: Vec<NewTask>, _now: i64) -> Result<Vec<Pushed>> {
-        if let [task] = tasks.as_slice() {
-            if let Some((key, window)) = &task.unique {
-                return self.write(|tx| self.push_unique(tx, task, key, *window).map(|p| vec![p]));
-            }
+        // One at a time: a task with a unique key, or a push with tasks
+        // to wait for.
+        if tasks
+            .iter()
+            .any(|task| task.unique.is_some() || !task.after.is_empty())
+        {
+            return self.write(|tx| {
+                let mut pushed = Vec::with_capacity(tasks.len());
+                for (index, task) in tasks.iter().enumerate() {
+                    let one = self
+                        .push_one(tx, task, &pushed)
+                        .map_err(|err| of_item(err, index, tasks.len()))?;
+                    pushed.push(one);
+                }
+                Ok(pushed)
+            });
         }
         let payloads: Vec<&str> = tasks.iter().map(|task| task.payload.as_str()).collect();
         let delays: Vec<Option<i64>> = tasks.iter().map(|task| task.delay).collect();
@@ -860,6 +922,7 @@ impl Store for PostgresStore {
                         run_at_unix_ms: row.try_get(5)?,
                         last_error: row.try_get(6)?,
                         payload: row.try_get(7)?,
+                        waiting_for: row.try_get::<_, Option<Vec<i64>>>(8)?.unwrap_or_default(),
                     })
                 })
                 .collect()
@@ -1128,7 +1191,7 @@ impl Store for PostgresStore {
 /// index (all start with the queue's name), a skip from name to name. The
 /// states are literals, so that each partial index can serve its branch.
 fn queue_names_sql() -> String {
-    let states = [0, 1, 2, 3, 4];
+    let states = [0, 1, 2, 3, 4, 7];
     let branches: Vec<String> = states
         .iter()
         .map(|state| {

@@ -6,7 +6,8 @@
 //! that SQLite can use the partial index of each state (see `schema.rs`):
 //! 0 ready (pending and due), 1 leased, 2 done, 3 dead, 4 waiting (pending,
 //! not yet due), 5 cancelled, 6 leased with its cancellation waiting for its
-//! holder. A waiting task becomes ready at the next claim after its
+//! holder, 7 blocked (pending, waiting for other tasks to end: see
+//! [`release_waiting`]). A waiting task becomes ready at the next claim after its
 //! due time, so the ready tasks in the index of live tasks are the
 //! claimable ones, in claim order.
 //!
@@ -24,8 +25,9 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::holder::{Liveness, ProcessId};
 use crate::options::RetryBackoff;
 use crate::store::{
-    holds_unique_key, pause_until, state_condition, stored_pause, Checkpoint, NewTask, Store,
-    CANCELLED, CANCELLING, NEVER_USED, UNTIL_RESUMED,
+    cancelled_for, holds_unique_key, of_item, parent_ids, pause_until, state_condition,
+    stored_pause, waits_for, Checkpoint, NewTask, Store, BLOCKED, CANCELLED, CANCELLING,
+    NEVER_USED, UNTIL_RESUMED,
 };
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Task, TaskInfo, TaskState,
@@ -58,8 +60,27 @@ fn register_holder(conn: &Connection, process: &ProcessId) -> Result<i64> {
 
 /// Stores one task in `queue`, or finds the task holding its unique key.
 /// A task that no longer holds its key ([`holds_unique_key`]) gives it up
-/// here.
-pub(crate) fn push_one(conn: &Connection, queue: &str, task: &NewTask, now: i64) -> Result<Pushed> {
+/// here. `earlier` is what the earlier items of the same push did, which
+/// the task may wait for; a task to wait for that cannot be
+/// ([`waits_for`]) fails the push.
+pub(crate) fn push_one(
+    conn: &Connection,
+    queue: &str,
+    task: &NewTask,
+    earlier: &[Pushed],
+    now: i64,
+) -> Result<Pushed> {
+    let parents = parent_ids(&task.after, earlier);
+    let mut unfinished = Vec::new();
+    for &parent in &parents {
+        let state: Option<i64> = conn
+            .prepare_cached("SELECT state FROM tq_tasks WHERE id = ?1 AND queue = ?2")?
+            .query_row(params![parent, queue], |row| row.get(0))
+            .optional()?;
+        if waits_for(queue, parent, state, task.run_anyway)? {
+            unfinished.push(parent);
+        }
+    }
     if let Some((key, _)) = &task.unique {
         let holder: Option<(i64, i64, Option<i64>)> = conn
             .prepare_cached(
@@ -77,15 +98,24 @@ pub(crate) fn push_one(conn: &Connection, queue: &str, task: &NewTask, now: i64)
                 .execute([id])?;
         }
     }
-    let state = if task.run_at <= now { 0 } else { 4 };
+    let state = if !unfinished.is_empty() {
+        BLOCKED
+    } else if task.run_at <= now {
+        0
+    } else {
+        4
+    };
     let (key, reserved_for) = task
         .unique
         .as_ref()
         .map_or((None, 0), |(key, ms)| (Some(key.as_str()), *ms));
+    let parents_json = (!parents.is_empty())
+        .then(|| serde_json::to_string(&parents).expect("a list of integers serializes"));
     conn.prepare_cached(
         "INSERT INTO tq_tasks
-            (queue, state, payload, created_at, run_at, priority, max_attempts, unique_key, unique_for)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            (queue, state, payload, created_at, run_at, priority, max_attempts, unique_key,
+             unique_for, parents, waiting_for)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )?
     .execute(params![
         queue,
@@ -96,9 +126,86 @@ pub(crate) fn push_one(conn: &Connection, queue: &str, task: &NewTask, now: i64)
         task.priority,
         task.max_attempts,
         key,
-        reserved_for
+        reserved_for,
+        parents_json,
+        unfinished.len() as i64
     ])?;
-    Ok(Pushed::Stored(conn.last_insert_rowid()))
+    let id = conn.last_insert_rowid();
+    for parent in unfinished {
+        conn.prepare_cached(
+            "INSERT INTO tq_dependencies (parent, task, run_anyway) VALUES (?1, ?2, ?3)",
+        )?
+        .execute(params![parent, id, task.run_anyway])?;
+    }
+    Ok(Pushed::Stored(id))
+}
+
+/// How a task ended, for the tasks waiting for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    Done,
+    Dead,
+    Cancelled,
+}
+
+/// Hands the end of task `parent` to the tasks waiting for it, found by
+/// the index of `tq_dependencies` (a lookup that finds nothing for the
+/// most common task, one nobody waits for). A waiting task whose last
+/// task ends becomes ready, or waiting when not yet due; one that waited
+/// for a task ending dead or cancelled, unless it runs anyway, is
+/// cancelled, and so in turn are the tasks waiting for it.
+fn release_waiting(
+    conn: &Connection,
+    parent: i64,
+    ended: Ended,
+    now: i64,
+    keep_history: bool,
+) -> Result<()> {
+    let mut ends = vec![(parent, ended)];
+    while let Some((parent, ended)) = ends.pop() {
+        let waiting: Vec<(i64, bool)> = conn
+            .prepare_cached(
+                "DELETE FROM tq_dependencies WHERE parent = ?1 RETURNING task, run_anyway",
+            )?
+            .query_map([parent], |row| Ok((row.get(0)?, row.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        for (task, run_anyway) in waiting {
+            if ended == Ended::Done || run_anyway {
+                conn.prepare_cached(
+                    "UPDATE tq_tasks
+                     SET waiting_for = waiting_for - 1,
+                         state = CASE WHEN waiting_for > 1 THEN 7 WHEN run_at <= ?2 THEN 0 ELSE 4 END
+                     WHERE id = ?1 AND state = 7",
+                )?
+                .execute(params![task, now])?;
+            } else {
+                let reason = cancelled_for(parent, ended == Ended::Dead);
+                if cancel_blocked(conn, task, &reason, now, keep_history)? {
+                    ends.push((task, Ended::Cancelled));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Cancels task `id` if it is still blocked, forgetting the other tasks it
+/// waited for; says whether it did.
+fn cancel_blocked(
+    conn: &Connection,
+    id: i64,
+    reason: &str,
+    now: i64,
+    keep_history: bool,
+) -> Result<bool> {
+    let blocked = conn
+        .prepare_cached("SELECT 1 FROM tq_tasks WHERE id = ?1 AND state = 7")?
+        .query_row([id], |_| Ok(()))
+        .optional()?;
+    if blocked.is_some() {
+        cancel_row(conn, id, Some(reason), now, keep_history)?;
+    }
+    Ok(blocked.is_some())
 }
 
 /// Whether queue `?1` has a waiting task due by `?2`: a cheap look before
@@ -159,8 +266,8 @@ const LEASE: &str = "UPDATE tq_tasks
         lease_expires_at = ?2, holder_id = ?3";
 
 /// What every claim returns, in the order [`task_from_row`] reads it.
-const RETURNING: &str =
-    "RETURNING id, lease_token, attempts, max_attempts, priority, run_at, last_error, payload";
+const RETURNING: &str = "RETURNING id, lease_token, attempts, max_attempts, priority, run_at,
+    last_error, payload, parents";
 
 /// Takes task `?1`; `?4`, when not NULL, is why its previous delivery ended
 /// (an expired lease).
@@ -207,13 +314,22 @@ fn claim(
     now: i64,
     lease_expires_at: i64,
     holder_id: i64,
+    keep_history: bool,
 ) -> Result<Vec<Task>> {
     let bounds = bounds(conn, queue, now, max)?;
     let max = bounds.room.map_or(max, |room| max.min(room));
     if max == 0 {
         return Ok(Vec::new());
     }
-    let tasks = claim_up_to(conn, queue, max, now, lease_expires_at, holder_id)?;
+    let tasks = claim_up_to(
+        conn,
+        queue,
+        max,
+        now,
+        lease_expires_at,
+        holder_id,
+        keep_history,
+    )?;
     if let (Some(period), false) = (bounds.rate_period, tasks.is_empty()) {
         conn.prepare_cached(USE_RATE_SLOTS)?.execute(params![
             queue,
@@ -233,6 +349,7 @@ fn claim_up_to(
     now: i64,
     lease_expires_at: i64,
     holder_id: i64,
+    keep_history: bool,
 ) -> Result<Vec<Task>> {
     let any_due = conn
         .prepare_cached(ANY_DUE)?
@@ -310,6 +427,7 @@ fn claim_up_to(
                 if first_expired.3 {
                     conn.prepare_cached(BURY_EXPIRED)?
                         .execute(params![first_expired.0, now])?;
+                    release_waiting(conn, first_expired.0, Ended::Dead, now, keep_history)?;
                     continue;
                 }
                 (
@@ -420,6 +538,16 @@ fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
         run_at_unix_ms: row.get(5)?,
         last_error: row.get(6)?,
         payload: row.get(7)?,
+        parents: ids_from_json(row.get(8)?)?,
+    })
+}
+
+/// The ids stored as a JSON array (NULL: none).
+fn ids_from_json(json: Option<String>) -> rusqlite::Result<Vec<i64>> {
+    json.map_or(Ok(Vec::new()), |json| {
+        serde_json::from_str(&json).map_err(|err| {
+            rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(err))
+        })
     })
 }
 
@@ -446,6 +574,7 @@ pub(crate) fn finish_one(
             )?
             .execute(params![receipt.id, receipt.token])?;
         if deleted > 0 {
+            release_waiting(conn, receipt.id, Ended::Done, now, keep_history)?;
             return Ok(true);
         }
     }
@@ -460,12 +589,15 @@ pub(crate) fn finish_one(
              WHERE id = ?1 AND state = 1 AND lease_token = ?2",
         )?
         .execute(params![receipt.id, receipt.token, now])?;
+    if kept > 0 {
+        release_waiting(conn, receipt.id, Ended::Done, now, keep_history)?;
+    }
     Ok(kept > 0)
 }
 
 /// Ends task `id` as cancelled, keeping `reason` (when given) as its last
 /// error: kept as such with history, deleted without. Its unique key is
-/// free again.
+/// free again, and the tasks waiting for it learn of it.
 fn end_as_cancelled(
     conn: &Connection,
     id: i64,
@@ -473,6 +605,20 @@ fn end_as_cancelled(
     now: i64,
     keep_history: bool,
 ) -> Result<()> {
+    cancel_row(conn, id, reason, now, keep_history)?;
+    release_waiting(conn, id, Ended::Cancelled, now, keep_history)
+}
+
+/// [`end_as_cancelled`] but for the tasks waiting for it.
+fn cancel_row(
+    conn: &Connection,
+    id: i64,
+    reason: Option<&str>,
+    now: i64,
+    keep_history: bool,
+) -> Result<()> {
+    conn.prepare_cached("DELETE FROM tq_dependencies WHERE task = ?1")?
+        .execute([id])?;
     if keep_history {
         conn.prepare_cached(
             "UPDATE tq_tasks
@@ -541,7 +687,10 @@ fn count_sql(state: TaskState) -> String {
 /// `normal` fell from about 0.6 to 0.44 of bare SQLite's rate).
 fn list_sql(state: TaskState) -> String {
     format!(
-        "SELECT id, state, attempts, max_attempts, priority, run_at, last_error, payload
+        "SELECT id, state, attempts, max_attempts, priority, run_at, last_error, payload,
+                CASE WHEN state = 7 THEN (SELECT json_group_array(parent) FROM
+                    (SELECT parent FROM tq_dependencies WHERE task = tq_tasks.id ORDER BY parent))
+                END
          FROM tq_tasks WHERE queue = ?1 AND {} AND id > ?2 ORDER BY id LIMIT ?3",
         state_condition(state)
     )
@@ -571,6 +720,7 @@ pub(crate) enum Op {
         reason: String,
         now: i64,
         backoff: RetryBackoff,
+        keep_history: bool,
     },
     Extend {
         receipt: Receipt,
@@ -583,6 +733,8 @@ pub(crate) struct ClaimArgs {
     max: usize,
     now: i64,
     lease_expires_at: i64,
+    /// For the tasks waiting for an expired last attempt buried as dead.
+    keep_history: bool,
 }
 
 /// What an [`Op`] returns.
@@ -603,12 +755,15 @@ pub(super) fn run(
     process: &ProcessId,
 ) -> Result<Output> {
     match op {
-        Op::Push { queue, tasks, now } => Ok(Output::Pushed(
-            tasks
-                .iter()
-                .map(|task| push_one(conn, &queue, task, now))
-                .collect::<Result<_>>()?,
-        )),
+        Op::Push { queue, tasks, now } => {
+            let mut pushed = Vec::with_capacity(tasks.len());
+            for (index, task) in tasks.iter().enumerate() {
+                let one = push_one(conn, &queue, task, &pushed, now)
+                    .map_err(|err| of_item(err, index, tasks.len()))?;
+                pushed.push(one);
+            }
+            Ok(Output::Pushed(pushed))
+        }
         Op::Claim(args) => Ok(Output::Tasks(claim_for(conn, &args, holder, process)?)),
         Op::Finish {
             queue,
@@ -643,8 +798,14 @@ pub(super) fn run(
             reason,
             now,
             backoff,
+            keep_history,
         } => Ok(Output::Failed(fail_one(
-            conn, receipt, &reason, now, &backoff,
+            conn,
+            receipt,
+            &reason,
+            now,
+            &backoff,
+            keep_history,
         )?)),
         Op::Extend {
             receipt,
@@ -683,6 +844,7 @@ fn claim_for(
         args.now,
         args.lease_expires_at,
         holder_id,
+        args.keep_history,
     )
 }
 
@@ -694,6 +856,7 @@ fn fail_one(
     reason: &str,
     now: i64,
     backoff: &RetryBackoff,
+    keep_history: bool,
 ) -> Result<Failed> {
     let delivery: Option<(u32, u32, i64)> = conn
         .prepare_cached(
@@ -714,6 +877,7 @@ fn fail_one(
              WHERE id = ?1",
         )?
         .execute(params![receipt.id, now, reason])?;
+        release_waiting(conn, receipt.id, Ended::Dead, now, keep_history)?;
         return Ok(Failed::Dead);
     }
     let pause = backoff.pause(attempts, random as u64);
@@ -749,6 +913,7 @@ impl SqliteStore {
             max,
             now,
             lease_expires_at,
+            keep_history: self.keep_history,
         }
     }
 }
@@ -821,6 +986,7 @@ impl Store for SqliteStore {
             reason: reason.to_owned(),
             now,
             backoff: *backoff,
+            keep_history: self.keep_history,
         })? {
             Output::Failed(failed) => {
                 // A retry readies a task; either way, a slot of a limit is free.
@@ -845,7 +1011,7 @@ impl Store for SqliteStore {
         let recovered = self.write(|conn| {
             let dead = dead_holders(conn, &self.file.process)?;
             let dead_json = serde_json::to_string(&dead).expect("a list of integers serializes");
-            let recovered = conn
+            let recovered: Vec<(i64, i64)> = conn
                 .prepare_cached(
                     "UPDATE tq_tasks
                      SET state = CASE WHEN attempts >= max_attempts THEN 3 ELSE 0 END,
@@ -858,23 +1024,38 @@ impl Store for SqliteStore {
                          lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
                      WHERE queue = ?3 AND state = 1
                        AND (lease_expires_at <= ?1
-                            OR holder_id IN (SELECT value FROM json_each(?2)))",
+                            OR holder_id IN (SELECT value FROM json_each(?2)))
+                     RETURNING id, state",
                 )?
-                .execute(params![now, dead_json, self.queue])?;
+                .query_map(params![now, dead_json, self.queue], |row| {
+                    Ok((row.get(0)?, row.get(1)?))
+                })?
+                .collect::<rusqlite::Result<_>>()?;
+            for &(id, state) in &recovered {
+                if state == 3 {
+                    release_waiting(conn, id, Ended::Dead, now, self.keep_history)?;
+                }
+            }
             // A cancelled task whose holder is gone is over.
-            conn.prepare_cached(if self.keep_history {
+            let cancelled: Vec<i64> = conn.prepare_cached(if self.keep_history {
                 "UPDATE tq_tasks
                  SET state = 5, finished_at = ?1,
                      lease_token = NULL, lease_expires_at = NULL, holder_id = NULL,
                      unique_key = NULL, unique_until = NULL
                  WHERE queue = ?3 AND state = 6
-                   AND (lease_expires_at <= ?1 OR holder_id IN (SELECT value FROM json_each(?2)))"
+                   AND (lease_expires_at <= ?1 OR holder_id IN (SELECT value FROM json_each(?2)))
+                 RETURNING id"
             } else {
                 "DELETE FROM tq_tasks
                  WHERE queue = ?3 AND state = 6
-                   AND (lease_expires_at <= ?1 OR holder_id IN (SELECT value FROM json_each(?2)))"
+                   AND (lease_expires_at <= ?1 OR holder_id IN (SELECT value FROM json_each(?2)))
+                 RETURNING id"
             })?
-            .execute(params![now, dead_json, self.queue])?;
+            .query_map(params![now, dead_json, self.queue], |row| row.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+            for id in cancelled {
+                release_waiting(conn, id, Ended::Cancelled, now, self.keep_history)?;
+            }
             // A dead holder's row goes once no queue has its tasks.
             conn.prepare_cached(
                 "DELETE FROM tq_holders
@@ -883,7 +1064,7 @@ impl Store for SqliteStore {
                                    WHERE (state = 1 OR state = 6) AND holder_id = tq_holders.id)",
             )?
             .execute([dead_json])?;
-            Ok(recovered as u64)
+            Ok(recovered.len() as u64)
         })?;
         if recovered > 0 {
             self.ring_other_processes();
@@ -946,6 +1127,7 @@ impl Store for SqliteStore {
                         run_at_unix_ms: row.get(5)?,
                         last_error: row.get(6)?,
                         payload: row.get(7)?,
+                        waiting_for: ids_from_json(row.get(8)?)?,
                     })
                 },
             )?;
@@ -1240,9 +1422,9 @@ impl Store for SqliteStore {
 }
 
 /// Every state a task is stored in: pending (0), leased (1), done (2),
-/// dead (3), waiting (4), cancelled (5) and cancelling (6); each has a
-/// partial index that starts with the queue's name.
-const STORED_STATES: [u8; 7] = [0, 1, 2, 3, 4, 5, 6];
+/// dead (3), waiting (4), cancelled (5), cancelling (6) and blocked (7);
+/// each has a partial index that starts with the queue's name.
+const STORED_STATES: [u8; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
 
 /// The queues with a task in `state`, skipping from name to name in the
 /// state's index: a few lookups per queue.
@@ -1261,7 +1443,7 @@ fn queue_names_sql(state: u8) -> String {
 /// changed outside tq.
 fn visible_state(stored: i64) -> rusqlite::Result<TaskState> {
     match stored {
-        0 | 4 => Ok(TaskState::Pending),
+        0 | 4 | BLOCKED => Ok(TaskState::Pending),
         1 | CANCELLING => Ok(TaskState::Leased),
         2 => Ok(TaskState::Done),
         3 => Ok(TaskState::Dead),
@@ -1314,6 +1496,8 @@ mod tests {
                 priority: 0,
                 max_attempts: 3,
                 unique: None,
+                after: Vec::new(),
+                run_anyway: false,
             }],
             now: 1,
         };
@@ -1336,6 +1520,7 @@ mod tests {
                 max: 1,
                 now: 1,
                 lease_expires_at: 1000,
+                keep_history: false,
             })
         };
         let (claimed, _) = store
