@@ -105,6 +105,18 @@ fn a_task_released_before_it_is_due_waits_for_its_time(scratch: Scratch) {
     run(&queue, child);
 }
 
+fn a_task_released_is_in_line_from_its_release_on(scratch: Scratch) {
+    let queue = open(&scratch, "default", false, 3);
+    let parent = push(&queue, "1");
+    let child = push_after(&queue, "2", &[parent]);
+    let task = pull(&queue).unwrap();
+    let other = push(&queue, "3");
+    thread::sleep(Duration::from_millis(5));
+    queue.finish(task.receipt()).unwrap();
+    run(&queue, other);
+    run(&queue, child);
+}
+
 fn a_graph_pushed_in_one_call_runs_in_order(scratch: Scratch) {
     let queue = open(&scratch, "default", false, 3);
     let items = vec![
@@ -346,6 +358,7 @@ fn a_blocked_task_holds_its_unique_key(scratch: Scratch) {
 on_both_backends!(
     a_task_runs_only_once_every_task_it_waits_for_is_done,
     a_task_released_before_it_is_due_waits_for_its_time,
+    a_task_released_is_in_line_from_its_release_on,
     a_graph_pushed_in_one_call_runs_in_order,
     an_item_waiting_for_a_duplicate_waits_for_the_task_holding_the_key,
     a_bad_graph_stores_nothing_and_says_which_item,

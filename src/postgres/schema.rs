@@ -141,7 +141,8 @@ const MIGRATIONS: &[&str] = &[
             IF done OR waiting.run_anyway THEN
                 UPDATE @.tasks
                 SET waiting_for = waiting_for - 1,
-                    state = CASE WHEN waiting_for > 1 THEN 7 WHEN run_at <= ended_at THEN 0 ELSE 4 END
+                    state = CASE WHEN waiting_for > 1 THEN 7 WHEN run_at <= ended_at THEN 0 ELSE 4 END,
+                    run_at = CASE WHEN waiting_for = 1 THEN greatest(run_at, ended_at) ELSE run_at END
                 WHERE id = waiting.task AND state = 7;
             ELSE
                 IF keep THEN

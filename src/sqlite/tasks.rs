@@ -151,7 +151,8 @@ enum Ended {
 /// Hands the end of task `parent` to the tasks waiting for it, found by
 /// the index of `tq_dependencies` (a lookup that finds nothing for the
 /// most common task, one nobody waits for). A waiting task whose last
-/// task ends becomes ready, or waiting when not yet due; one that waited
+/// task ends becomes ready, in line from then on (its `run_at`), or
+/// waiting when not yet due; one that waited
 /// for a task ending dead or cancelled, unless it runs anyway, is
 /// cancelled, and so in turn are the tasks waiting for it.
 fn release_waiting(
@@ -174,7 +175,8 @@ fn release_waiting(
                 conn.prepare_cached(
                     "UPDATE tq_tasks
                      SET waiting_for = waiting_for - 1,
-                         state = CASE WHEN waiting_for > 1 THEN 7 WHEN run_at <= ?2 THEN 0 ELSE 4 END
+                         state = CASE WHEN waiting_for > 1 THEN 7 WHEN run_at <= ?2 THEN 0 ELSE 4 END,
+                         run_at = CASE WHEN waiting_for = 1 THEN max(run_at, ?2) ELSE run_at END
                      WHERE id = ?1 AND state = 7",
                 )?
                 .execute(params![task, now])?;
