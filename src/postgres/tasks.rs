@@ -1383,6 +1383,64 @@ mod tests {
             .unwrap();
     }
 
+    #[test]
+    fn claiming_stays_an_index_lookup_with_a_million_blocked_tasks() {
+        let Some(url) = server("claiming_stays_an_index_lookup_with_a_million_blocked_tasks")
+        else {
+            return;
+        };
+        let schema = format!("unit_blocked_{}", std::process::id());
+        let store = fresh_store(&url, &schema, "default");
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        client
+            .batch_execute(&format!(
+                "INSERT INTO \"{schema}\".tasks
+                     (queue, state, payload, created_at, run_at, max_attempts, waiting_for)
+                 SELECT 'default', 7, '1', 0, i, 3, 1 FROM generate_series(1, 1000000) AS i;
+                 INSERT INTO \"{schema}\".dependencies (parent, task, run_anyway)
+                 SELECT 1, id, false FROM \"{schema}\".tasks;
+                 INSERT INTO \"{schema}\".tasks (queue, state, payload, created_at, run_at, max_attempts)
+                 VALUES ('default', 0, '2', 0, 5, 3);
+                 ANALYZE \"{schema}\".tasks;
+                 ANALYZE \"{schema}\".dependencies"
+            ))
+            .unwrap();
+        let claim = store
+            .sql(CLAIM)
+            .replace("$1", "'default'")
+            .replace("$2", "1")
+            .replace("$3", "1000")
+            .replace("$4", "1")
+            .replace("$5", "false");
+        let plan: Vec<String> = client
+            .query(&format!("EXPLAIN {claim}"), &[])
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        let plan = plan.join("\n");
+        assert!(!plan.contains("Seq Scan"), "{plan}");
+        let tasks = store.claim(1, 0, 1000).unwrap();
+        assert_eq!(tasks.len(), 1);
+        assert_eq!(tasks[0].payload(), "2");
+        // A finish of a task nobody waits for calls no trigger function;
+        // one waited for finds the tasks waiting by the primary key.
+        let take: Vec<String> = client
+            .query(
+                &format!("EXPLAIN DELETE FROM \"{schema}\".dependencies WHERE parent = 2"),
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        assert!(!take.join("\n").contains("Seq Scan"), "{take:?}");
+        drop(store);
+        client
+            .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+            .unwrap();
+    }
+
     /// Waits (up to a generous bound) until `bell` has rung after `seen`.
     fn rung_after(bell: &crate::wait::Bell, seen: u64) -> bool {
         let until = std::time::Instant::now() + std::time::Duration::from_secs(20);

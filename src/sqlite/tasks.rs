@@ -140,6 +140,14 @@ pub(crate) fn push_one(
     Ok(Pushed::Stored(id))
 }
 
+/// The tasks waiting for task `?1`, which has ended: one lookup in the
+/// primary key of `tq_dependencies`, which starts with the parent.
+const TAKE_WAITING: &str =
+    "DELETE FROM tq_dependencies WHERE parent = ?1 RETURNING task, run_anyway";
+
+/// Forgets what task `?1` waits for, as it ends before them.
+const FORGET_PARENTS: &str = "DELETE FROM tq_dependencies WHERE task = ?1";
+
 /// How a task ended, for the tasks waiting for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ended {
@@ -165,9 +173,7 @@ fn release_waiting(
     let mut ends = vec![(parent, ended)];
     while let Some((parent, ended)) = ends.pop() {
         let waiting: Vec<(i64, bool)> = conn
-            .prepare_cached(
-                "DELETE FROM tq_dependencies WHERE parent = ?1 RETURNING task, run_anyway",
-            )?
+            .prepare_cached(TAKE_WAITING)?
             .query_map([parent], |row| Ok((row.get(0)?, row.get(1)?)))?
             .collect::<rusqlite::Result<_>>()?;
         for (task, run_anyway) in waiting {
@@ -619,8 +625,7 @@ fn cancel_row(
     now: i64,
     keep_history: bool,
 ) -> Result<()> {
-    conn.prepare_cached("DELETE FROM tq_dependencies WHERE task = ?1")?
-        .execute([id])?;
+    conn.prepare_cached(FORGET_PARENTS)?.execute([id])?;
     if keep_history {
         conn.prepare_cached(
             "UPDATE tq_tasks
@@ -1564,6 +1569,55 @@ mod tests {
             steps.push(row.get::<_, String>(3).unwrap());
         }
         steps.join("\n")
+    }
+
+    #[test]
+    fn claiming_stays_an_index_lookup_with_a_million_blocked_tasks() {
+        let conn = Connection::open_in_memory().unwrap();
+        super::super::schema::migrate(&conn).unwrap();
+        conn.execute_batch(
+            "WITH RECURSIVE n(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM n
+                                         WHERE value < 1000000)
+             INSERT INTO tq_tasks (queue, state, payload, created_at, run_at, waiting_for)
+             SELECT 'default', 7, '1', 0, value, 1 FROM n;
+             INSERT INTO tq_dependencies (parent, task, run_anyway)
+             SELECT 1, id, 0 FROM tq_tasks;
+             INSERT INTO tq_tasks (queue, state, payload, created_at, run_at)
+             VALUES ('default', 0, '\"ready\"', 0, 5);
+             ANALYZE;",
+        )
+        .unwrap();
+        // Each statement of a claim (and what a finish adds) reads a few
+        // entries, however many tasks are blocked.
+        use rusqlite::types::Value;
+        let steps = |sql: &str, params: Vec<Value>| -> i32 {
+            let mut statement = conn.prepare(sql).unwrap();
+            let mut rows = statement.query(rusqlite::params_from_iter(params)).unwrap();
+            while rows.next().unwrap().is_some() {}
+            drop(rows);
+            statement.get_status(rusqlite::StatementStatus::VmStep)
+        };
+        let queue = || Value::Text("default".to_owned());
+        for (sql, params) in [
+            (ready_first_sql(), vec![queue()]),
+            (ANY_DUE.to_owned(), vec![queue(), Value::Integer(10)]),
+            (ANY_EXPIRED.to_owned(), vec![queue(), Value::Integer(10)]),
+            (NEXT_CLAIMABLE.to_owned(), vec![queue(), Value::Integer(10)]),
+            (
+                "SELECT task FROM tq_dependencies WHERE parent = ?1".to_owned(),
+                vec![Value::Integer(2)],
+            ),
+        ] {
+            let steps = steps(&sql, params);
+            assert!(steps < 200, "{steps} steps: {sql}");
+        }
+        let tasks = claim(&conn, "default", 1, 10, 1000, 1, false).unwrap();
+        assert_eq!(tasks.len(), 1);
+        assert_eq!(tasks[0].payload(), "\"ready\"");
+        let take = plan(&conn, TAKE_WAITING);
+        assert!(take.contains("PRIMARY KEY"), "{take}");
+        let forget = plan(&conn, FORGET_PARENTS);
+        assert!(forget.contains("tq_dependencies_task"), "{forget}");
     }
 
     #[test]

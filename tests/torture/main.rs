@@ -20,9 +20,10 @@
 //! | 7 WAL size under readers, shrink-back, explicit checkpoint | wal.rs |
 //! | 8 PostgreSQL only: server restarts, sessions ended, connections cut and stalled by a proxy | network.rs, proxy.rs |
 //! | 9 a queue under a concurrency limit, workers killed | limited.rs |
+//! | 10 a graph of tasks waiting for one another, workers killed | graph.rs |
 //! | the checker's own tests | negative.rs |
 //!
-//! Scenarios 2, 4 and 9 also run on PostgreSQL (`..._on_postgres`, with
+//! Scenarios 2, 4, 9 and 10 also run on PostgreSQL (`..._on_postgres`, with
 //! `TQ_TEST_POSTGRES_URL` set; `make test-postgres` runs them), each in a
 //! schema of its own, the workers being separate clients of the server.
 //!
@@ -42,6 +43,7 @@ mod roles;
 mod vfs;
 
 mod exclusive;
+mod graph;
 mod limited;
 mod negative;
 mod network;
