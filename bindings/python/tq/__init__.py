@@ -40,7 +40,7 @@ from .errors import (
     NotHeldError,
     UnknownOutcomeError,
 )
-from .queue import Cancel, Durability, Pushed, Queue, State, Task, TaskSnapshot, UNTIL_RESUMED
+from .queue import Cancel, Durability, Item, Pushed, Queue, State, Task, TaskSnapshot, UNTIL_RESUMED
 
 __version__ = "0.3.0"
 
@@ -63,6 +63,7 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidJSONError",
     "IoError",
+    "Item",
     "NotADatabaseError",
     "NotHeldError",
     "UnknownOutcomeError",
