@@ -117,6 +117,27 @@ fn a_task_released_is_in_line_from_its_release_on(scratch: Scratch) {
     run(&queue, child);
 }
 
+fn a_pull_waiting_elsewhere_wakes_when_the_last_parent_finishes(scratch: Scratch) {
+    let queue = open(&scratch, "default", false, 3);
+    let other = open(&scratch, "default", false, 3);
+    let parent = push(&queue, "1");
+    let child = push_after(&queue, "2", &[parent]);
+    let task = pull(&queue).unwrap();
+    let waiter = thread::spawn(move || {
+        let began = std::time::Instant::now();
+        let task = other.pull(&common::waiting(10_000)).unwrap();
+        (task.map(|task| task.id()), began.elapsed())
+    });
+    thread::sleep(Duration::from_millis(300));
+    queue.finish(task.receipt()).unwrap();
+    let (woken, waited) = waiter.join().unwrap();
+    assert_eq!(woken, Some(child));
+    assert!(
+        waited < Duration::from_millis(2_000),
+        "the waiting pull took {waited:?}"
+    );
+}
+
 fn a_graph_pushed_in_one_call_runs_in_order(scratch: Scratch) {
     let queue = open(&scratch, "default", false, 3);
     let items = vec![
@@ -359,6 +380,7 @@ on_both_backends!(
     a_task_runs_only_once_every_task_it_waits_for_is_done,
     a_task_released_before_it_is_due_waits_for_its_time,
     a_task_released_is_in_line_from_its_release_on,
+    a_pull_waiting_elsewhere_wakes_when_the_last_parent_finishes,
     a_graph_pushed_in_one_call_runs_in_order,
     an_item_waiting_for_a_duplicate_waits_for_the_task_holding_the_key,
     a_bad_graph_stores_nothing_and_says_which_item,

@@ -84,6 +84,14 @@ impl Connector {
         // Read by the trigger that cancels the tasks waiting for a task
         // that ended (see `schema.rs`).
         let keep_history = if options.keep_history { "on" } else { "off" };
+        // The schema's channel, which the same trigger notifies when it
+        // makes a task ready (the name is letters, digits and '_').
+        let channel = super::listener::channel(
+            options
+                .postgres_schema
+                .as_deref()
+                .unwrap_or(crate::options::DEFAULT_POSTGRES_SCHEMA),
+        );
         // A prepared statement is planned once, for any values: left to
         // choose, the server plans a claim again at every call once the
         // table's statistics show a backlog, which costs more than running
@@ -93,7 +101,8 @@ impl Connector {
             config,
             setup: format!(
                 "SET synchronous_commit TO {synchronous_commit}; SET lock_timeout TO {lock_timeout}; \
-                 SET plan_cache_mode TO force_generic_plan; SET tq.keep_history TO {keep_history}"
+                 SET plan_cache_mode TO force_generic_plan; SET tq.keep_history TO {keep_history}; \
+                 SET tq.channel TO '{channel}'"
             ),
             place,
         })

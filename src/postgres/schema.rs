@@ -106,7 +106,8 @@ const MIGRATIONS: &[&str] = &[
     // for) calls the function, so a plain finish pays one test of a column.
     // A task cancelled for its parent is kept with history and deleted
     // without, as the session's `tq.keep_history` (set by each handle's
-    // connections) says; unset, it is kept.
+    // connections) says; unset, it is kept. A task made ready notifies the
+    // session's `tq.channel`, as a push does.
     "ALTER TABLE @.tasks ADD COLUMN parents      int8[];
     ALTER TABLE @.tasks ADD COLUMN waiting_for  bigint  NOT NULL DEFAULT 0;
     ALTER TABLE @.tasks ADD COLUMN has_children boolean NOT NULL DEFAULT false;
@@ -122,9 +123,11 @@ const MIGRATIONS: &[&str] = &[
     DECLARE
         ended_at bigint := floor(extract(epoch FROM statement_timestamp()) * 1000)::int8;
         keep boolean := coalesce(current_setting('tq.keep_history', true), '') <> 'off';
+        channel text := current_setting('tq.channel', true);
         done boolean;
         reason text;
         waiting record;
+        ready_queue text;
     BEGIN
         -- A leased task deleted was finished on a handle without history;
         -- any other deleted was cancelled.
@@ -143,7 +146,12 @@ const MIGRATIONS: &[&str] = &[
                 SET waiting_for = waiting_for - 1,
                     state = CASE WHEN waiting_for > 1 THEN 7 WHEN run_at <= ended_at THEN 0 ELSE 4 END,
                     run_at = CASE WHEN waiting_for = 1 THEN greatest(run_at, ended_at) ELSE run_at END
-                WHERE id = waiting.task AND state = 7;
+                WHERE id = waiting.task AND state = 7
+                RETURNING CASE WHEN state <> 7 THEN queue END INTO ready_queue;
+                -- Wakes the waiting pulls, as a push does.
+                IF ready_queue IS NOT NULL AND coalesce(channel, '') <> '' THEN
+                    PERFORM pg_notify(channel, ready_queue);
+                END IF;
             ELSE
                 IF keep THEN
                     UPDATE @.tasks
