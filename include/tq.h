@@ -130,6 +130,11 @@
 #define TQ_MAX_UNIQUE_KEY_LEN 1024
 
 /*
+ The most tasks one task may wait for.
+ */
+#define TQ_MAX_PARENTS 10000
+
+/*
  The largest payload any queue accepts, in bytes (SQLite's limit on one
  value); [`OpenOptions::max_payload_len`] sets a queue's own limit.
  */
@@ -304,6 +309,22 @@ typedef enum tq_catch_up {
    */
   TQ_CATCH_UP_EACH = 2,
 } tq_catch_up;
+
+/*
+ Values for `tq_push_options_set_on_parent_failure`.
+ */
+typedef enum tq_parent_failure {
+  /*
+   The default. When a task it waits for ends dead or cancelled, the
+   waiting task is cancelled with a reason naming that task, and so in
+   turn are the tasks waiting for it.
+   */
+  TQ_PARENT_FAILURE_CANCEL = 0,
+  /*
+   A task it waits for ending dead or cancelled counts as finished.
+   */
+  TQ_PARENT_FAILURE_RUN_ANYWAY = 1,
+} tq_parent_failure;
 
 /*
  Ends the wait of the pulls given it through `tq_pull_options_set_cancel`,
@@ -531,6 +552,45 @@ enum tq_status tq_push_options_set_delay_ms(struct tq_push_options *options, uin
  Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, negative time).
  */
 enum tq_status tq_push_options_set_run_at_unix_ms(struct tq_push_options *options, int64_t unix_ms);
+
+/*
+ Makes the task wait for the stored task `id` too (besides those added
+ before): it is stored blocked (counted and listed as TQ_STATE_PENDING,
+ never pulled) until every task it waits for is done. `id` must name a
+ task of the same queue that is stored when the task is pushed: not yet
+ finished, or kept as history (a done one does not hold it back);
+ otherwise the push fails with TQ_ERR_INVALID_ARGUMENT and stores
+ nothing. At most `TQ_MAX_PARENTS` in all, items included.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, an id not
+ positive, too many).
+ Thread safety: not with other calls on the same options object.
+ */
+enum tq_status tq_push_options_add_after(struct tq_push_options *options, int64_t id);
+
+/*
+ Makes an item of `tq_push_items` wait for the earlier item at `index`
+ of the same call too, as `tq_push_options_add_after` does for a stored
+ task, so that a graph of tasks is stored in one call, all or none. Any
+ other push with such options fails with TQ_ERR_INVALID_ARGUMENT.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, too many).
+ Thread safety: not with other calls on the same options object.
+ */
+enum tq_status tq_push_options_add_after_item(struct tq_push_options *options, size_t index);
+
+/*
+ Sets what the task does when a task it waits for ends dead or
+ cancelled: a `tq_parent_failure` value (a plain integer, so any other
+ value is an error rather than undefined behaviour). Default
+ `TQ_PARENT_FAILURE_CANCEL`.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, unknown value;
+ the object is then unchanged).
+ Thread safety: not with other calls on the same options object.
+ */
+enum tq_status tq_push_options_set_on_parent_failure(struct tq_push_options *options,
+                                                     int32_t policy);
 
 /*
  Creates an options object for `tq_pull` holding the defaults: a 30,000
@@ -792,6 +852,35 @@ enum tq_status tq_push_batch(struct tq_queue *queue,
                              int64_t *out_ids);
 
 /*
+ Stores `count` JSON texts as new tasks in one transaction, in order,
+ each with its own options, as `tq_push` would: all of them or none.
+ `payloads[i]` points to `lens[i]` bytes of UTF-8; `options[i]` may be
+ NULL for the defaults (`options` itself may be NULL for all defaults).
+ An item may wait for an earlier one (`tq_push_options_add_after_item`),
+ so a graph is stored whole; an item whose unique key a task holds
+ stores nothing, and an item waiting for it waits for that task. Writes
+ each item's id (new, or of the task holding its key) to
+ `out_ids[0..count]` when `out_ids` is not NULL. `count` 0 stores
+ nothing and succeeds.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_JSON or TQ_ERR_INVALID_ARGUMENT (a
+ NULL array or payload, bad UTF-8, a payload over the limit, an item
+ waiting for itself or a later one, a task to wait for that is not in
+ the queue, or that is dead or cancelled for an item to be cancelled
+ then) with a message naming the index of the first bad item;
+ TQ_ERR_BUSY, TQ_ERR_IO. On any error nothing is stored.
+
+ Ownership: tq copies the payloads and reads the options only during the
+ call. Thread safety: as `tq_push`.
+ */
+enum tq_status tq_push_items(struct tq_queue *queue,
+                             const char *const *payloads,
+                             const size_t *lens,
+                             const struct tq_push_options *const *options,
+                             size_t count,
+                             int64_t *out_ids);
+
+/*
  Returns the task's id (as returned by `tq_push`), or 0 when `task` is
  NULL. Thread safety: safe on a task read by several threads.
  */
@@ -870,6 +959,29 @@ const char *tq_task_result(const struct tq_task *task);
  Thread safety: safe on a task read by several threads.
  */
 const char *tq_task_progress(const struct tq_task *task);
+
+/*
+ Returns the ids of the tasks a pulled task was pushed to wait for
+ (`tq_push_options_add_after`), ascending, and stores how many in
+ `*out_count` (when not NULL): each has ended, so a worker may read
+ what they left. NULL with count 0 when there are none, for a listed
+ task, or when `task` is NULL.
+
+ Ownership: the array belongs to the task and lives until `tq_task_free`.
+ Thread safety: safe on a task read by several threads.
+ */
+const int64_t *tq_task_parents(const struct tq_task *task, size_t *out_count);
+
+/*
+ Returns the ids of the tasks a listed task still waits for, ascending
+ (empty unless it is pending and blocked), and stores how many in
+ `*out_count` (when not NULL). NULL with count 0 when there are none,
+ for a pulled task, or when `task` is NULL.
+
+ Ownership: the array belongs to the task and lives until `tq_task_free`.
+ Thread safety: safe on a task read by several threads.
+ */
+const int64_t *tq_task_waiting_for(const struct tq_task *task, size_t *out_count);
 
 /*
  Frees a task from `tq_pull`, `tq_pull_batch`, `tq_list`, `tq_get_task`

@@ -1,6 +1,7 @@
 //! Options for opening a queue, pushing and pulling. Each setter checks its
 //! value, so an options object never holds an out-of-range setting.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
@@ -333,6 +334,30 @@ pub(crate) struct UniqueKey {
     pub(crate) reserved_after_done: Duration,
 }
 
+/// The most tasks one task may wait for.
+pub const MAX_PARENTS: usize = 10_000;
+
+/// A task a push waits for: one stored already, or an earlier item of the
+/// same [`crate::Queue::push_items`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum Parent {
+    Task(i64),
+    Item(usize),
+}
+
+/// What a waiting task does when a task it waits for ends dead or
+/// cancelled ([`PushOptions::on_parent_failure`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ParentFailure {
+    /// The waiting task is cancelled, with a reason naming the task it
+    /// waited for, and so are the tasks waiting for it, in turn.
+    #[default]
+    Cancel,
+    /// The end counts as finished: the waiting task runs once every task
+    /// it waits for has ended, however each ended.
+    RunAnyway,
+}
+
 /// Options for [`crate::Queue::push`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PushOptions {
@@ -340,6 +365,8 @@ pub struct PushOptions {
     pub(crate) priority: i32,
     pub(crate) max_attempts: Option<u32>,
     pub(crate) unique: Option<UniqueKey>,
+    pub(crate) after: BTreeSet<Parent>,
+    pub(crate) on_parent_failure: ParentFailure,
 }
 
 impl PushOptions {
@@ -419,6 +446,56 @@ impl PushOptions {
             )));
         }
         self.not_before = NotBefore::UnixMillis(unix_ms);
+        Ok(self)
+    }
+
+    /// Makes the task wait for the tasks `ids` too (besides any named
+    /// before): it is stored blocked, counted and listed as pending but
+    /// never claimed, until each of them is done (see
+    /// [`PushOptions::on_parent_failure`] for one that ends otherwise).
+    /// Each must be a task of the same queue that is stored when the task
+    /// is pushed: not yet finished, or kept as history (done ones do not
+    /// hold the task back). At most [`MAX_PARENTS`] in all.
+    pub fn after(&mut self, ids: &[i64]) -> Result<&mut Self> {
+        if let Some(id) = ids.iter().find(|&&id| id <= 0) {
+            return Err(Error::invalid_argument(format!(
+                "a task to wait for is named by its id, which is positive, got {id}"
+            )));
+        }
+        self.add_parents(ids.iter().map(|&id| Parent::Task(id)))
+    }
+
+    /// Makes an item of [`crate::Queue::push_items`] wait for the earlier
+    /// item at `index` of the same call too, as [`PushOptions::after`]
+    /// does for a stored task: a graph is stored in one call, all or none.
+    pub fn after_item(&mut self, index: usize) -> Result<&mut Self> {
+        self.add_parents([Parent::Item(index)])
+    }
+
+    /// Forgets the tasks and items named by [`PushOptions::after`] and
+    /// [`PushOptions::after_item`].
+    pub fn clear_after(&mut self) -> &mut Self {
+        self.after.clear();
+        self
+    }
+
+    /// What the task does when a task it waits for ends dead or cancelled;
+    /// default [`ParentFailure::Cancel`].
+    pub fn on_parent_failure(&mut self, policy: ParentFailure) -> &mut Self {
+        self.on_parent_failure = policy;
+        self
+    }
+
+    fn add_parents(&mut self, parents: impl IntoIterator<Item = Parent>) -> Result<&mut Self> {
+        let mut after = self.after.clone();
+        after.extend(parents);
+        if after.len() > MAX_PARENTS {
+            return Err(Error::invalid_argument(format!(
+                "a task may wait for at most {MAX_PARENTS} tasks, got {}",
+                after.len()
+            )));
+        }
+        self.after = after;
         Ok(self)
     }
 }

@@ -16,7 +16,7 @@ use rusqlite::Transaction;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{check_queue_name, PushOptions, DEFAULT_MAX_ATTEMPTS};
-use crate::queue::{check_payload, now_unix_ms, MAX_PAYLOAD_LEN};
+use crate::queue::{check_items_named, check_payload, now_unix_ms, MAX_PAYLOAD_LEN};
 use crate::sqlite::{not_held, schema, tasks};
 use crate::store::NewTask;
 use crate::task::{Pushed, Receipt};
@@ -32,11 +32,12 @@ pub fn push(
     options: &PushOptions,
 ) -> Result<Pushed> {
     check_queue_name(queue)?;
+    check_items_named(options, 0, "a single push")?;
     check_payload(payload, MAX_PAYLOAD_LEN)?;
     check_schema(tx)?;
     let now = now_unix_ms();
     let task = NewTask::new(payload, options, now, DEFAULT_MAX_ATTEMPTS);
-    tasks::push_one(tx, queue, &task, now)
+    tasks::push_one(tx, queue, &task, &[], now)
 }
 
 /// Completes the delivery named by `receipt` in the caller's transaction

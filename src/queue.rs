@@ -10,7 +10,8 @@ use serde::de::IgnoredAny;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{
-    check_delay, check_duration, check_lease, OpenOptions, PullOptions, PushOptions, RetryBackoff,
+    check_delay, check_duration, check_lease, OpenOptions, Parent, PullOptions, PushOptions,
+    RetryBackoff,
 };
 use crate::schedule::{Schedule, ScheduleInfo};
 use crate::sqlite::SqliteStore;
@@ -111,6 +112,7 @@ impl Queue {
     /// nothing.
     pub fn push(&self, payload: &str, options: &PushOptions) -> Result<Pushed> {
         let store = self.store()?;
+        check_items_named(options, 0, "a single push")?;
         check_payload(payload, self.max_payload_len)?;
         let now = now_unix_ms();
         let pushed = store.push(
@@ -149,6 +151,38 @@ impl Queue {
         let pushed = store.push(tasks, now)?;
         self.bell.ring();
         Ok(pushed.into_iter().map(Pushed::id).collect())
+    }
+
+    /// Stores each item (a payload and its own options) as
+    /// [`Queue::push`] would, in order, in one transaction: all or none.
+    /// An item may wait for an earlier item ([`PushOptions::after_item`]),
+    /// so a graph of tasks is stored whole or not at all; cycles cannot be
+    /// written. An item whose unique key a task holds stores nothing, and
+    /// an item waiting for it waits for that task. A bad payload or
+    /// option, or a task to wait for that cannot be waited for, fails the
+    /// whole call with an error naming the item's index.
+    pub fn push_items<P: AsRef<str>>(&self, items: &[(P, PushOptions)]) -> Result<Vec<Pushed>> {
+        let store = self.store()?;
+        for (index, (payload, options)) in items.iter().enumerate() {
+            check_items_named(options, index, "an item")
+                .and_then(|()| check_payload(payload.as_ref(), self.max_payload_len))
+                .map_err(|err| {
+                    Error::new(err.kind(), format!("item {index}: {}", err.message()))
+                })?;
+        }
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = now_unix_ms();
+        let tasks = items
+            .iter()
+            .map(|(payload, options)| {
+                NewTask::new(payload.as_ref(), options, now, self.max_attempts)
+            })
+            .collect();
+        let pushed = store.push(tasks, now)?;
+        self.bell.ring();
+        Ok(pushed)
     }
 
     /// Checks one payload as a push through this handle would.
@@ -1033,7 +1067,22 @@ pub(crate) fn check_batch_options(options: &PushOptions) -> Result<()> {
             "a unique key names one task: push tasks with unique keys one at a time",
         ));
     }
-    Ok(())
+    check_items_named(options, 0, "a batch sharing its options")
+}
+
+/// Checks that the items `options` waits for come before item `index` of
+/// its push, `what`.
+pub(crate) fn check_items_named(options: &PushOptions, index: usize, what: &str) -> Result<()> {
+    match options.after.iter().find_map(|parent| match *parent {
+        Parent::Item(item) if item >= index => Some(item),
+        _ => None,
+    }) {
+        Some(item) => Err(Error::invalid_argument(format!(
+            "{what} at index {index} waits for item {item}: a task can wait only for an \
+             earlier item of the same push_items"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// `text` cut to at most `max` bytes at a character boundary.

@@ -11,8 +11,9 @@
 
 use std::time::Duration;
 
+use crate::error::Error;
 use crate::error::Result;
-use crate::options::{NotBefore, PushOptions, RetryBackoff};
+use crate::options::{NotBefore, Parent, ParentFailure, PushOptions, RetryBackoff};
 use crate::schedule::{slot_key, Schedule, ScheduleInfo, SLOT_KEY_RESERVED};
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Task, TaskInfo, TaskState,
@@ -33,6 +34,12 @@ pub(crate) struct NewTask {
     pub(crate) max_attempts: u32,
     /// The unique key and how long (ms) it stays reserved once done.
     pub(crate) unique: Option<(String, i64)>,
+    /// The tasks it waits for, each once; an item is an earlier one of
+    /// the same push.
+    pub(crate) after: Vec<Parent>,
+    /// Whether a task it waits for ending dead or cancelled counts as
+    /// finished ([`ParentFailure::RunAnyway`]) rather than cancelling it.
+    pub(crate) run_anyway: bool,
 }
 
 impl NewTask {
@@ -65,6 +72,8 @@ impl NewTask {
                     unique.reserved_after_done.as_millis() as i64,
                 )
             }),
+            after: options.after.iter().copied().collect(),
+            run_anyway: options.on_parent_failure == ParentFailure::RunAnyway,
         }
     }
 }
@@ -270,6 +279,74 @@ pub(crate) const CANCELLED: i64 = 5;
 /// as leased until its holder or a recovery ends it as [`CANCELLED`].
 pub(crate) const CANCELLING: i64 = 6;
 
+/// The stored `state` of a task waiting for unfinished tasks: out of the
+/// index of live tasks, so never claimed, and counted as pending. The last
+/// of them to end makes it ready (0) or waiting (4), in the same
+/// transaction.
+pub(crate) const BLOCKED: i64 = 7;
+
+/// The ids of the tasks `after` names, an item being the task stored (or
+/// found by its unique key) for that earlier item of the same push.
+pub(crate) fn parent_ids(after: &[Parent], earlier: &[Pushed]) -> Vec<i64> {
+    let mut ids: Vec<i64> = after
+        .iter()
+        .map(|parent| match *parent {
+            Parent::Task(id) => id,
+            Parent::Item(index) => earlier[index].id(),
+        })
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+/// Whether a task pushed to wait for task `parent` of `queue`, found in
+/// the stored `state` (`None`: not stored in the queue), waits for it: yes
+/// while it is unfinished; no once done, or once dead or cancelled when
+/// `run_anyway`. Otherwise the push fails, storing nothing: a task not in
+/// the queue cannot be waited for (dependencies stay within a queue, and
+/// a finished task deleted is gone), and one dead or cancelled would
+/// cancel the new task at once.
+pub(crate) fn waits_for(
+    queue: &str,
+    parent: i64,
+    state: Option<i64>,
+    run_anyway: bool,
+) -> Result<bool> {
+    match state {
+        None => Err(Error::invalid_argument(format!(
+            "queue '{queue}' has no task {parent} to wait for: a task can wait only for \
+             tasks of its own queue that are not finished, or finished and kept as history"
+        ))),
+        Some(2) => Ok(false),
+        Some(3 | CANCELLED) if run_anyway => Ok(false),
+        Some(state @ (3 | CANCELLED)) => Err(Error::invalid_argument(format!(
+            "task {parent} is {}: a task waiting for it would be cancelled at once \
+             (push it to run anyway, or retry task {parent} first)",
+            if state == 3 { "dead" } else { "cancelled" }
+        ))),
+        Some(_) => Ok(true),
+    }
+}
+
+/// `err`, from item `index` of a push of `count` tasks, saying which item
+/// when there are several.
+pub(crate) fn of_item(err: Error, index: usize, count: usize) -> Error {
+    if count == 1 {
+        return err;
+    }
+    Error::new(err.kind(), format!("item {index}: {}", err.message()))
+}
+
+/// Why a task waiting for `parent` was cancelled when `parent` ended
+/// dead (`dead`) or cancelled.
+pub(crate) fn cancelled_for(parent: i64, dead: bool) -> String {
+    format!(
+        "task {parent}, which it waited for, {}",
+        if dead { "is dead" } else { "was cancelled" }
+    )
+}
+
 /// When a new rate slot was last used, as stored: so long ago that it is
 /// free in any window.
 pub(crate) const NEVER_USED: i64 = i64::MIN / 2;
@@ -294,24 +371,24 @@ pub(crate) fn stored_pause(until: i64) -> Pause {
 }
 
 /// Whether a task in the stored `state`, with `unique_until`, still holds
-/// its unique key at `now`: pending, leased (cancelling too, while its
-/// holder runs it), or done and within its window.
+/// its unique key at `now`: pending (blocked too), leased (cancelling too,
+/// while its holder runs it), or done and within its window.
 pub(crate) fn holds_unique_key(state: i64, unique_until: Option<i64>, now: i64) -> bool {
     match state {
-        0 | 1 | 4 | CANCELLING => true,
+        0 | 1 | 4 | CANCELLING | BLOCKED => true,
         2 => unique_until.is_some_and(|until| until > now),
         _ => false,
     }
 }
 
 /// The SQL condition on the stored `state` column of a visible state, the
-/// same in both backends. Pending is ready (0) or waiting (4), written as an
+/// same in both backends. Pending is ready (0), waiting (4) or [`BLOCKED`] (7), written as an
 /// `OR` of equalities: each arm can use the partial index of its state,
 /// which `state IN (0, 4)` matches in neither SQLite nor PostgreSQL (both
 /// then scan the table). Leased is leased (1) or [`CANCELLING`] (6).
 pub(crate) fn state_condition(state: TaskState) -> &'static str {
     match state {
-        TaskState::Pending => "(state = 0 OR state = 4)",
+        TaskState::Pending => "(state = 0 OR state = 4 OR state = 7)",
         TaskState::Leased => "(state = 1 OR state = 6)",
         TaskState::Done => "state = 2",
         TaskState::Dead => "state = 3",
@@ -333,6 +410,8 @@ pub(crate) fn due_tasks(schedule: &Schedule, next: i64, now: i64) -> Result<(Vec
             priority: schedule.priority,
             max_attempts: schedule.max_attempts.unwrap_or(1),
             unique: Some((slot_key(&schedule.name, slot), SLOT_KEY_RESERVED)),
+            after: Vec::new(),
+            run_anyway: false,
         })
         .collect();
     Ok((tasks, after))

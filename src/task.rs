@@ -45,6 +45,7 @@ pub struct Task {
     pub(crate) run_at_unix_ms: i64,
     pub(crate) last_error: Option<String>,
     pub(crate) payload: String,
+    pub(crate) parents: Vec<i64>,
 }
 
 impl Task {
@@ -90,6 +91,13 @@ impl Task {
     pub fn receipt(&self) -> Receipt {
         self.receipt
     }
+
+    /// The ids of the tasks it was pushed to wait for
+    /// ([`crate::PushOptions::after`]), ascending: each has ended (done,
+    /// or dead or cancelled for a task pushed to run anyway).
+    pub fn parents(&self) -> &[i64] {
+        &self.parents
+    }
 }
 
 /// A stored task as [`crate::Queue::list`] shows it. It is not held: it is
@@ -106,6 +114,7 @@ pub struct TaskInfo {
     pub(crate) payload: String,
     pub(crate) result: Option<String>,
     pub(crate) progress: Option<String>,
+    pub(crate) waiting_for: Vec<i64>,
 }
 
 impl TaskInfo {
@@ -168,6 +177,12 @@ impl TaskInfo {
             self.state,
             TaskState::Done | TaskState::Dead | TaskState::Cancelled
         )
+    }
+
+    /// The ids of the tasks it still waits for, ascending: empty unless it
+    /// is pending and blocked by tasks not yet ended.
+    pub fn waiting_for(&self) -> &[i64] {
+        &self.waiting_for
     }
 }
 

@@ -244,6 +244,64 @@ func WithUniqueKey(key string) PushOption {
 	}}
 }
 
+// ParentFailure says what a task does when a task it waits for ends dead
+// or cancelled. See WithOnParentFailure.
+type ParentFailure int32
+
+const (
+	// ParentFailureCancel (the default): the waiting task is cancelled,
+	// with a reason naming that task, and so in turn are the tasks
+	// waiting for it.
+	ParentFailureCancel ParentFailure = C.TQ_PARENT_FAILURE_CANCEL
+	// ParentFailureRunAnyway: the end counts as finished.
+	ParentFailureRunAnyway ParentFailure = C.TQ_PARENT_FAILURE_RUN_ANYWAY
+)
+
+// MaxParents is the most tasks one task may wait for.
+const MaxParents = C.TQ_MAX_PARENTS
+
+// WithAfter makes the task wait for the stored tasks ids: it is stored
+// blocked (counted and listed as Pending, never pulled) until each is
+// done. Each must be a task of the same queue that is stored at the push:
+// not yet finished, or kept as history; otherwise the push fails with
+// ErrInvalidArgument and stores nothing.
+func WithAfter(ids ...int64) PushOption {
+	return PushOption{func(s *optionSetter[*C.tq_push_options]) {
+		for _, id := range ids {
+			s.set(func(o *C.tq_push_options) C.enum_tq_status {
+				return C.tq_push_options_add_after(o, C.int64_t(id))
+			})
+		}
+	}}
+}
+
+// WithAfterItem makes an item of PushItems wait for the earlier item at
+// index of the same call, as WithAfter does for a stored task, so that a
+// graph of tasks is stored in one call, all or none. Any other push with
+// it fails with ErrInvalidArgument.
+func WithAfterItem(index int) PushOption {
+	return PushOption{func(s *optionSetter[*C.tq_push_options]) {
+		if index < 0 {
+			s.fail("the item index %d is negative", index)
+			return
+		}
+		s.set(func(o *C.tq_push_options) C.enum_tq_status {
+			return C.tq_push_options_add_after_item(o, C.size_t(index))
+		})
+	}}
+}
+
+// WithOnParentFailure sets what the task does when a task it waits for
+// ends dead or cancelled (default ParentFailureCancel). Any other value
+// than the constants is an ErrInvalidArgument from the push.
+func WithOnParentFailure(policy ParentFailure) PushOption {
+	return PushOption{func(s *optionSetter[*C.tq_push_options]) {
+		s.set(func(o *C.tq_push_options) C.enum_tq_status {
+			return C.tq_push_options_set_on_parent_failure(o, C.int32_t(policy))
+		})
+	}}
+}
+
 // MaxUniqueKeyLen is the longest unique key, in bytes.
 const MaxUniqueKeyLen = C.TQ_MAX_UNIQUE_KEY_LEN
 

@@ -32,6 +32,20 @@ type taskFields struct {
 	lastError    string
 	hasLastError bool
 	payload      []byte
+	parents      []int64
+	waitingFor   []int64
+}
+
+// readIDs copies an array of ids from a C task (nil when empty).
+func readIDs(ids *C.int64_t, n C.size_t) []int64 {
+	if ids == nil || n == 0 {
+		return nil
+	}
+	out := make([]int64, int(n))
+	for i, id := range unsafe.Slice(ids, int(n)) {
+		out[i] = int64(id)
+	}
+	return out
 }
 
 // readTask copies the fields of a C task.
@@ -49,6 +63,9 @@ func readTask(c *C.tq_task) taskFields {
 	if reason := C.tq_task_last_error(c); reason != nil {
 		f.lastError, f.hasLastError = C.GoString(reason), true
 	}
+	var count C.size_t
+	f.parents = readIDs(C.tq_task_parents(c, &count), count)
+	f.waitingFor = readIDs(C.tq_task_waiting_for(c, &count), count)
 	return f
 }
 
@@ -75,6 +92,15 @@ func (f taskFields) RunAt() time.Time { return f.runAt }
 // given to Fail, or libtq's words for a lost lease or a dead holder), and
 // false when no delivery has ended that way.
 func (f taskFields) LastError() (string, bool) { return f.lastError, f.hasLastError }
+
+// Parents returns, for a Task, the ids of the tasks it was pushed to wait
+// for (WithAfter), ascending: each has ended, so a worker may read what
+// they left. Nil for a TaskInfo and for a task that waited for none.
+func (f taskFields) Parents() []int64 { return f.parents }
+
+// WaitingFor returns, for a TaskInfo, the ids of the tasks it still waits
+// for, ascending: nil unless it is pending and blocked. Nil for a Task.
+func (f taskFields) WaitingFor() []int64 { return f.waitingFor }
 
 // Payload returns the task's JSON text exactly as pushed. The slice is the
 // task's own copy, valid at any time; do not modify it.

@@ -312,6 +312,66 @@ func (q *Queue) PushBatch(payloads [][]byte, opts ...PushOption) ([]int64, error
 	return out, nil
 }
 
+// A PushItem is one task of PushItems: its payload and its own options.
+type PushItem struct {
+	Payload []byte
+	Options []PushOption
+}
+
+// PushItems stores each item as Push would, in order, in one transaction,
+// and returns their ids (for an item whose unique key a task holds, that
+// task's): all of them or none. An item may wait for an earlier one
+// (WithAfterItem), so a graph of tasks is stored whole. No items stores
+// nothing.
+//
+// Errors are those of Push; the message names the index of the first bad
+// item ("item 17: ...").
+func (q *Queue) PushItems(items []PushItem) ([]int64, error) {
+	n := max(len(items), 1) // never a zero-sized allocation
+	// As in PushBatch, what libtq reads through pointers is C memory.
+	total := 1
+	for _, item := range items {
+		total += len(item.Payload)
+	}
+	buf := C.malloc(C.size_t(total))
+	defer C.free(buf)
+	array := C.malloc(C.size_t(n) * C.size_t(unsafe.Sizeof((*C.char)(nil))))
+	defer C.free(array)
+	optionArray := C.malloc(C.size_t(n) * C.size_t(unsafe.Sizeof((*C.tq_push_options)(nil))))
+	defer C.free(optionArray)
+	data := unsafe.Slice((*byte)(buf), total)
+	pointers := unsafe.Slice((**C.char)(array), n)
+	options := unsafe.Slice((**C.tq_push_options)(optionArray), n)
+	lens := make([]C.size_t, n)
+	offset := 0
+	for i, item := range items {
+		opts, err := newOptions("push", item.Options,
+			func() *C.tq_push_options { return C.tq_push_options_new() },
+			func(o *C.tq_push_options) { C.tq_push_options_free(o) })
+		if err != nil {
+			return nil, err
+		}
+		defer opts.release()
+		options[i] = opts.obj
+		copy(data[offset:], item.Payload)
+		pointers[i] = (*C.char)(unsafe.Pointer(&data[offset]))
+		lens[i] = C.size_t(len(item.Payload))
+		offset += len(item.Payload)
+	}
+	ids := make([]C.int64_t, n)
+	_, err := q.call("push", func(c *C.tq_queue) C.enum_tq_status {
+		return C.tq_push_items(c, &pointers[0], &lens[0], &options[0], C.size_t(len(items)), &ids[0])
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, len(items))
+	for i := range out {
+		out[i] = int64(ids[i])
+	}
+	return out, nil
+}
+
 // PushJSON stores v, encoded with encoding/json, as a new task: Push of
 // json.Marshal(v), with the same results. A value that encoding/json cannot encode is an error
 // wrapping json's.

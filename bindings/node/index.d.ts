@@ -20,6 +20,8 @@ export const DEFAULT_MAX_ATTEMPTS: number;
 export const DEFAULT_POOL_SIZE: number;
 /** The largest connection pool a handle may have. */
 export const MAX_POOL_SIZE: number;
+/** The most tasks one task may wait for. */
+export const MAX_PARENTS: number;
 /** The header's TQ_UNTIL_RESUMED (INT64_MAX); pause() and pausedUntil() say Infinity. */
 export const UNTIL_RESUMED: bigint;
 

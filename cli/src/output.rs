@@ -291,7 +291,7 @@ pub fn task_json(task: &TaskInfo, queue: &str) -> Result<String, Failure> {
             })?;
         }
     }
-    let fields = json!({
+    let mut fields = json!({
         "id": task.id(),
         "queue": queue,
         "state": state_name(task.state()),
@@ -302,6 +302,10 @@ pub fn task_json(task: &TaskInfo, queue: &str) -> Result<String, Failure> {
         "run_at": rfc3339(task.run_at_unix_ms()),
         "last_error": task.last_error(),
     });
+    // Only for a blocked task: what it still waits for.
+    if !task.waiting_for().is_empty() {
+        fields["waiting_for"] = json!(task.waiting_for());
+    }
     // The fields' object without its closing brace, then the stored JSON
     // texts as they are.
     let fields = fields.to_string();

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
-use tq::{PushOptions, Pushed, Queue, DEFAULT_QUEUE};
+use tq::{ParentFailure, PushOptions, Pushed, Queue, DEFAULT_QUEUE};
 
 use crate::output::{
     parse_duration, parse_queue_name, print, print_json, CommandResult, Failure, Location, Outcome,
@@ -52,6 +52,16 @@ pub struct Args {
     #[arg(long, requires = "unique_key", value_parser = parse_duration)]
     unique_for: Option<Duration>,
 
+    /// Wait for these tasks of the queue: the new tasks run only once each
+    /// is done.
+    #[arg(long, value_name = "ID", num_args = 1.., value_parser = clap::value_parser!(i64).range(1..))]
+    after: Vec<i64>,
+
+    /// Run the new tasks even if a task they wait for ends dead or
+    /// cancelled (by default they are cancelled with it).
+    #[arg(long, requires = "after")]
+    run_anyway: bool,
+
     /// Lines of standard input stored per transaction.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     batch: u64,
@@ -81,6 +91,10 @@ fn push_options(args: &Args) -> Result<PushOptions, Failure> {
     }
     if let Some(window) = args.unique_for {
         options.unique_for(window)?;
+    }
+    options.after(&args.after)?;
+    if args.run_anyway {
+        options.on_parent_failure(ParentFailure::RunAnyway);
     }
     Ok(options)
 }

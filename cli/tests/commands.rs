@@ -117,6 +117,32 @@ fn usage_errors_exit_with_2() {
 }
 
 #[test]
+fn push_after_tasks_and_see_what_a_task_waits_for() {
+    let fixture = Fixture::new();
+    fixture.tq("push", &["1"]).assert().success();
+    fixture.tq("push", &["2"]).assert().success();
+    fixture
+        .tq("push", &[r#"{"report": 1}"#, "--after", "1", "2"])
+        .assert()
+        .success()
+        .stdout("pushed task 3\n");
+    fixture
+        .tq("show", &["3"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("state       pending\n"))
+        .stdout(predicate::str::contains("waits for   1 2\n"));
+    assert_eq!(fixture.json("show", &["3"])["waiting_for"], json!([1, 2]));
+    assert!(fixture.json("show", &["1"]).get("waiting_for").is_none());
+    fixture
+        .tq("push", &["4", "--after", "99"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("no task 99"));
+    fixture.tq("push", &["4", "--run-anyway"]).assert().code(2);
+}
+
+#[test]
 fn push_one_task_and_see_it_in_stats_list_and_show() {
     let fixture = Fixture::new();
     fixture

@@ -11,7 +11,7 @@ use std::ffi::c_char;
 use super::objects::{borrow, borrow_mut, borrow_optional, free, hand_out_or_null};
 use super::{guard, guard_or, tq_status, utf8_string};
 use crate::error::Error;
-use crate::options::{Durability, OpenOptions, PullOptions, PushOptions};
+use crate::options::{Durability, OpenOptions, ParentFailure, PullOptions, PushOptions};
 use crate::wait::CancelToken;
 
 /// Options for `tq_open`.
@@ -243,6 +243,86 @@ pub extern "C" fn tq_push_options_set_run_at_unix_ms(
     guard("tq_push_options_set_run_at_unix_ms", || {
         let options = unsafe { borrow_mut(options, "options") }?;
         options.0.run_at_unix_ms(unix_ms)?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Values for `tq_push_options_set_on_parent_failure`.
+#[repr(C)]
+pub enum tq_parent_failure {
+    /// The default. When a task it waits for ends dead or cancelled, the
+    /// waiting task is cancelled with a reason naming that task, and so in
+    /// turn are the tasks waiting for it.
+    TQ_PARENT_FAILURE_CANCEL = 0,
+    /// A task it waits for ending dead or cancelled counts as finished.
+    TQ_PARENT_FAILURE_RUN_ANYWAY = 1,
+}
+
+/// Makes the task wait for the stored task `id` too (besides those added
+/// before): it is stored blocked (counted and listed as TQ_STATE_PENDING,
+/// never pulled) until every task it waits for is done. `id` must name a
+/// task of the same queue that is stored when the task is pushed: not yet
+/// finished, or kept as history (a done one does not hold it back);
+/// otherwise the push fails with TQ_ERR_INVALID_ARGUMENT and stores
+/// nothing. At most `TQ_MAX_PARENTS` in all, items included.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, an id not
+/// positive, too many).
+/// Thread safety: not with other calls on the same options object.
+#[no_mangle]
+pub extern "C" fn tq_push_options_add_after(options: *mut tq_push_options, id: i64) -> tq_status {
+    guard("tq_push_options_add_after", || {
+        unsafe { borrow_mut(options, "options") }?.0.after(&[id])?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Makes an item of `tq_push_items` wait for the earlier item at `index`
+/// of the same call too, as `tq_push_options_add_after` does for a stored
+/// task, so that a graph of tasks is stored in one call, all or none. Any
+/// other push with such options fails with TQ_ERR_INVALID_ARGUMENT.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, too many).
+/// Thread safety: not with other calls on the same options object.
+#[no_mangle]
+pub extern "C" fn tq_push_options_add_after_item(
+    options: *mut tq_push_options,
+    index: usize,
+) -> tq_status {
+    guard("tq_push_options_add_after_item", || {
+        unsafe { borrow_mut(options, "options") }?
+            .0
+            .after_item(index)?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Sets what the task does when a task it waits for ends dead or
+/// cancelled: a `tq_parent_failure` value (a plain integer, so any other
+/// value is an error rather than undefined behaviour). Default
+/// `TQ_PARENT_FAILURE_CANCEL`.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, unknown value;
+/// the object is then unchanged).
+/// Thread safety: not with other calls on the same options object.
+#[no_mangle]
+pub extern "C" fn tq_push_options_set_on_parent_failure(
+    options: *mut tq_push_options,
+    policy: i32,
+) -> tq_status {
+    guard("tq_push_options_set_on_parent_failure", || {
+        let options = unsafe { borrow_mut(options, "options") }?;
+        let policy = match policy {
+            0 => ParentFailure::Cancel,
+            1 => ParentFailure::RunAnyway,
+            other => {
+                return Err(Error::invalid_argument(format!(
+                    "unknown parent failure policy {other}: use TQ_PARENT_FAILURE_CANCEL or \
+                     TQ_PARENT_FAILURE_RUN_ANYWAY"
+                )))
+            }
+        };
+        options.0.on_parent_failure(policy);
         Ok(tq_status::TQ_OK)
     })
 }

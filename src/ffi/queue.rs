@@ -36,6 +36,9 @@ pub struct tq_task {
     /// A snapshot's result and progress; a delivery has neither.
     result: Option<CString>,
     progress: Option<CString>,
+    /// A delivery's parents; a listed task's tasks it still waits for.
+    parents: Vec<i64>,
+    waiting_for: Vec<i64>,
 }
 
 impl tq_task {
@@ -55,6 +58,8 @@ impl tq_task {
             payload: c_text(task.receipt.id(), task.payload)?,
             result: None,
             progress: None,
+            parents: task.parents,
+            waiting_for: Vec::new(),
         })
     }
 
@@ -77,6 +82,8 @@ impl tq_task {
                 .progress
                 .map(|text| c_text(task.id, text))
                 .transpose()?,
+            parents: Vec::new(),
+            waiting_for: task.waiting_for,
         })
     }
 
@@ -399,6 +406,77 @@ pub extern "C" fn tq_push_batch(
     })
 }
 
+/// Stores `count` JSON texts as new tasks in one transaction, in order,
+/// each with its own options, as `tq_push` would: all of them or none.
+/// `payloads[i]` points to `lens[i]` bytes of UTF-8; `options[i]` may be
+/// NULL for the defaults (`options` itself may be NULL for all defaults).
+/// An item may wait for an earlier one (`tq_push_options_add_after_item`),
+/// so a graph is stored whole; an item whose unique key a task holds
+/// stores nothing, and an item waiting for it waits for that task. Writes
+/// each item's id (new, or of the task holding its key) to
+/// `out_ids[0..count]` when `out_ids` is not NULL. `count` 0 stores
+/// nothing and succeeds.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_JSON or TQ_ERR_INVALID_ARGUMENT (a
+/// NULL array or payload, bad UTF-8, a payload over the limit, an item
+/// waiting for itself or a later one, a task to wait for that is not in
+/// the queue, or that is dead or cancelled for an item to be cancelled
+/// then) with a message naming the index of the first bad item;
+/// TQ_ERR_BUSY, TQ_ERR_IO. On any error nothing is stored.
+///
+/// Ownership: tq copies the payloads and reads the options only during the
+/// call. Thread safety: as `tq_push`.
+#[no_mangle]
+pub extern "C" fn tq_push_items(
+    queue: *mut tq_queue,
+    payloads: *const *const c_char,
+    lens: *const usize,
+    options: *const *const tq_push_options,
+    count: usize,
+    out_ids: *mut i64,
+) -> tq_status {
+    guard("tq_push_items", || {
+        let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
+        let pointers = unsafe { array(payloads, count, "payloads") }?;
+        let lens = unsafe { array(lens, count, "lens") }?;
+        let options: &[*const tq_push_options] = if options.is_null() {
+            &[]
+        } else {
+            unsafe { array(options, count, "options") }?
+        };
+        let items = (0..count)
+            .map(|index| {
+                let item = || -> Result<(&str, PushOptions)> {
+                    // Checked whole, as tq_push_batch does, so the error
+                    // is the first bad item's.
+                    let payload = unsafe { payload_text(pointers[index], lens[index]) }?;
+                    queue.0.check_payload(payload)?;
+                    let item_options = match options.get(index) {
+                        Some(&pointer) => unsafe { borrow_optional(pointer, "options") }?
+                            .map_or_else(PushOptions::default, |o| o.0.clone()),
+                        None => PushOptions::default(),
+                    };
+                    Ok((payload, item_options))
+                };
+                item().map_err(|err| {
+                    Error::new(err.kind(), format!("item {index}: {}", err.message()))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let ids: Vec<i64> = queue
+            .0
+            .push_items(&items)?
+            .into_iter()
+            .map(Pushed::id)
+            .collect();
+        if !out_ids.is_null() {
+            // SAFETY: a non-NULL `out_ids` has room for `count` ids.
+            unsafe { std::slice::from_raw_parts_mut(out_ids, count) }.copy_from_slice(&ids);
+        }
+        Ok(tq_status::TQ_OK)
+    })
+}
+
 /// A payload from C: `len` bytes of UTF-8 at `pointer`.
 ///
 /// Safety: a non-NULL `pointer` points to `len` readable bytes.
@@ -537,6 +615,58 @@ pub extern "C" fn tq_task_progress(task: *const tq_task) -> *const c_char {
 
 fn optional_text(text: &Option<CString>) -> *const c_char {
     text.as_ref().map_or(std::ptr::null(), |text| text.as_ptr())
+}
+
+/// Returns the ids of the tasks a pulled task was pushed to wait for
+/// (`tq_push_options_add_after`), ascending, and stores how many in
+/// `*out_count` (when not NULL): each has ended, so a worker may read
+/// what they left. NULL with count 0 when there are none, for a listed
+/// task, or when `task` is NULL.
+///
+/// Ownership: the array belongs to the task and lives until `tq_task_free`.
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_parents(task: *const tq_task, out_count: *mut usize) -> *const i64 {
+    guard_or("tq_task_parents", std::ptr::null(), || {
+        ids_field(task, out_count, |task| &task.parents)
+    })
+}
+
+/// Returns the ids of the tasks a listed task still waits for, ascending
+/// (empty unless it is pending and blocked), and stores how many in
+/// `*out_count` (when not NULL). NULL with count 0 when there are none,
+/// for a pulled task, or when `task` is NULL.
+///
+/// Ownership: the array belongs to the task and lives until `tq_task_free`.
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_waiting_for(task: *const tq_task, out_count: *mut usize) -> *const i64 {
+    guard_or("tq_task_waiting_for", std::ptr::null(), || {
+        ids_field(task, out_count, |task| &task.waiting_for)
+    })
+}
+
+/// A list of ids of a live task for C: its start (NULL when empty), its
+/// length stored in `*out_count` when not NULL.
+fn ids_field(
+    task: *const tq_task,
+    out_count: *mut usize,
+    ids: impl FnOnce(&tq_task) -> &Vec<i64>,
+) -> *const i64 {
+    let (pointer, count) = task_field(
+        task,
+        |task| {
+            let ids = ids(task);
+            if ids.is_empty() {
+                (std::ptr::null(), 0)
+            } else {
+                (ids.as_ptr(), ids.len())
+            }
+        },
+        (std::ptr::null(), 0),
+    );
+    unsafe { write_optional(out_count, count) };
+    pointer
 }
 
 /// Reads a field of a live task, or records the error and returns

@@ -30,7 +30,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Makes connections to one server with the settings of one handle.
 pub(super) struct Connector {
     config: postgres::Config,
-    /// Run on each new connection: the session's durability and lock wait.
+    /// Run on each new connection: the session's durability, lock wait and
+    /// history.
     setup: String,
     /// Where the server is, for messages (never the password).
     pub(super) place: String,
@@ -80,6 +81,17 @@ impl Connector {
         // The busy timeout bounds waits for locks held by other sessions. 0
         // means "no limit" to PostgreSQL, so "fail at once" becomes 1 ms.
         let lock_timeout = options.busy_timeout.as_millis().max(1);
+        // Read by the trigger that cancels the tasks waiting for a task
+        // that ended (see `schema.rs`).
+        let keep_history = if options.keep_history { "on" } else { "off" };
+        // The schema's channel, which the same trigger notifies when it
+        // makes a task ready (the name is letters, digits and '_').
+        let channel = super::listener::channel(
+            options
+                .postgres_schema
+                .as_deref()
+                .unwrap_or(crate::options::DEFAULT_POSTGRES_SCHEMA),
+        );
         // A prepared statement is planned once, for any values: left to
         // choose, the server plans a claim again at every call once the
         // table's statistics show a backlog, which costs more than running
@@ -89,7 +101,8 @@ impl Connector {
             config,
             setup: format!(
                 "SET synchronous_commit TO {synchronous_commit}; SET lock_timeout TO {lock_timeout}; \
-                 SET plan_cache_mode TO force_generic_plan"
+                 SET plan_cache_mode TO force_generic_plan; SET tq.keep_history TO {keep_history}; \
+                 SET tq.channel TO '{channel}'"
             ),
             place,
         })

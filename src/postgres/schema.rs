@@ -14,7 +14,7 @@ use crate::error::{Error, ErrorKind, Result};
 const MIGRATIONS: &[&str] = &[
     // 1: the tables of SQLite's version 2, with the same states: 0 ready,
     // 1 leased, 2 done, 3 dead, 4 waiting (pending, not yet due); version 3
-    // adds 5 cancelled and 6 cancelling. Times
+    // adds 5 cancelled and 6 cancelling, version 5 adds 7 blocked. Times
     // are milliseconds since the Unix epoch on the server's clock.
     "CREATE TABLE @.meta (
         key   text PRIMARY KEY,
@@ -118,6 +118,82 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (queue, name)
     );
     CREATE INDEX schedules_due ON @.schedules (queue, next_slot) WHERE NOT paused;",
+    // 6: SQLite's version 8: dependencies, with blocked tasks (state 7),
+    // `waiting_for`, `parents` and the dependencies table as in SQLite.
+    // Here a task's end reaches the tasks waiting for it through triggers,
+    // so that every statement ending a task (a finish of many, a claim
+    // burying an expired last attempt, a recovery) hands it on in its own
+    // transaction; only a task marked `has_children` (one that was waited
+    // for) calls the function, so a plain finish pays one test of a column.
+    // A task cancelled for its parent is kept with history and deleted
+    // without, as the session's `tq.keep_history` (set by each handle's
+    // connections) says; unset, it is kept. A task made ready notifies the
+    // session's `tq.channel`, as a push does.
+    "ALTER TABLE @.tasks ADD COLUMN parents      int8[];
+    ALTER TABLE @.tasks ADD COLUMN waiting_for  bigint  NOT NULL DEFAULT 0;
+    ALTER TABLE @.tasks ADD COLUMN has_children boolean NOT NULL DEFAULT false;
+    CREATE INDEX tasks_blocked ON @.tasks (queue, run_at) WHERE state = 7;
+    CREATE TABLE @.dependencies (
+        parent     bigint  NOT NULL,
+        task       bigint  NOT NULL,
+        run_anyway boolean NOT NULL,
+        PRIMARY KEY (parent, task)
+    );
+    CREATE INDEX dependencies_task ON @.dependencies (task);
+    CREATE FUNCTION @.release_waiting() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+        ended_at bigint := floor(extract(epoch FROM statement_timestamp()) * 1000)::int8;
+        keep boolean := coalesce(current_setting('tq.keep_history', true), '') <> 'off';
+        channel text := current_setting('tq.channel', true);
+        done boolean;
+        reason text;
+        waiting record;
+        ready_queue text;
+    BEGIN
+        -- A leased task deleted was finished on a handle without history;
+        -- any other deleted was cancelled.
+        IF TG_OP = 'DELETE' THEN
+            done := OLD.state = 1;
+            reason := 'task ' || OLD.id || ', which it waited for, was cancelled';
+        ELSE
+            done := NEW.state = 2;
+            reason := 'task ' || OLD.id || ', which it waited for, '
+                || CASE WHEN NEW.state = 3 THEN 'is dead' ELSE 'was cancelled' END;
+        END IF;
+        FOR waiting IN DELETE FROM @.dependencies WHERE parent = OLD.id
+                       RETURNING task, run_anyway LOOP
+            IF done OR waiting.run_anyway THEN
+                UPDATE @.tasks
+                SET waiting_for = waiting_for - 1,
+                    state = CASE WHEN waiting_for > 1 THEN 7 WHEN run_at <= ended_at THEN 0 ELSE 4 END,
+                    run_at = CASE WHEN waiting_for = 1 THEN greatest(run_at, ended_at) ELSE run_at END
+                WHERE id = waiting.task AND state = 7
+                RETURNING CASE WHEN state <> 7 THEN queue END INTO ready_queue;
+                -- Wakes the waiting pulls, as a push does.
+                IF ready_queue IS NOT NULL AND coalesce(channel, '') <> '' THEN
+                    PERFORM pg_notify(channel, ready_queue);
+                END IF;
+            ELSE
+                IF keep THEN
+                    UPDATE @.tasks
+                    SET state = 5, finished_at = ended_at, last_error = reason,
+                        unique_key = NULL, unique_until = NULL
+                    WHERE id = waiting.task AND state = 7;
+                ELSE
+                    DELETE FROM @.tasks WHERE id = waiting.task AND state = 7;
+                END IF;
+                IF FOUND THEN
+                    DELETE FROM @.dependencies WHERE task = waiting.task;
+                END IF;
+            END IF;
+        END LOOP;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER tasks_ended AFTER UPDATE OF state ON @.tasks FOR EACH ROW
+        WHEN (OLD.has_children AND NEW.state IN (2, 3, 5) AND OLD.state <> NEW.state)
+        EXECUTE FUNCTION @.release_waiting();
+    CREATE TRIGGER tasks_deleted AFTER DELETE ON @.tasks FOR EACH ROW
+        WHEN (OLD.has_children) EXECUTE FUNCTION @.release_waiting();",
 ];
 
 /// The schema version this library writes.

@@ -3,14 +3,16 @@
 //! where a task is claimed ([`CLAIM`]).
 //!
 //! The states and their meaning are SQLite's (see `sqlite/tasks.rs`): 0
-//! ready, 1 leased, 2 done, 3 dead, 4 waiting, 5 cancelled, 6 cancelling.
+//! ready, 1 leased, 2 done, 3 dead, 4 waiting, 5 cancelled, 6 cancelling,
+//! 7 blocked (the end of a task reaches those waiting for it through a
+//! trigger: see `schema.rs`).
 //! Every time is read from
 //! the server's clock (`NOW_MS`, once per statement), never the client's,
 //! so leases and due times mean the same to every machine. Rows being
 //! changed by another transaction are skipped (`FOR UPDATE SKIP LOCKED`),
 //! so claims never wait for one another.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
 use postgres::Row;
@@ -22,8 +24,8 @@ use crate::options::RetryBackoff;
 use crate::schedule::{Schedule, ScheduleInfo};
 use crate::sqlite::not_held;
 use crate::store::{
-    holds_unique_key, pause_until, state_condition, stored_pause, Checkpoint, NewTask, Store,
-    CANCELLED, CANCELLING, NEVER_USED,
+    holds_unique_key, of_item, parent_ids, pause_until, state_condition, stored_pause, waits_for,
+    Checkpoint, NewTask, Store, BLOCKED, CANCELLED, CANCELLING, NEVER_USED,
 };
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Task, TaskInfo, TaskState,
@@ -50,16 +52,29 @@ const PUSH: &str = "WITH clock AS (SELECT NOW_MS AS now),
 const UNIQUE_HOLDER: &str = "SELECT id, state, unique_until, NOW_MS FROM @.tasks
     WHERE queue = $1 AND unique_key = $2 FOR UPDATE";
 
-/// Stores one task with a unique key, unless a task pushed meanwhile by
-/// another transaction took the key.
-const PUSH_UNIQUE: &str = "WITH clock AS (SELECT NOW_MS AS now),
+/// Stores one task, with a unique key `$7` unless NULL, and unless a task
+/// pushed meanwhile by another transaction took the key. It was pushed to
+/// wait for tasks `$9` (NULL: none), `$10` of them unfinished.
+const PUSH_ONE: &str = "WITH clock AS (SELECT NOW_MS AS now),
     v AS (SELECT coalesce(clock.now + $3::int8, $4::int8) AS run_at, clock.now FROM clock)
     INSERT INTO @.tasks
-        (queue, state, payload, created_at, run_at, priority, max_attempts, unique_key, unique_for)
-    SELECT $1, CASE WHEN v.run_at <= v.now THEN 0 ELSE 4 END, $2, v.now, v.run_at, $5, $6, $7, $8
+        (queue, state, payload, created_at, run_at, priority, max_attempts, unique_key, unique_for,
+         parents, waiting_for)
+    SELECT $1, CASE WHEN $10::int8 > 0 THEN 7 WHEN v.run_at <= v.now THEN 0 ELSE 4 END, $2, v.now,
+           v.run_at, $5, $6, $7, $8, $9, $10
     FROM v
     ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
     RETURNING id";
+
+/// Marks the tasks `$1` of queue `$2` as waited for (so that their end
+/// reaches the task waiting, see `schema.rs`) and answers the state of
+/// each: the newest, as the rows are locked until the push commits.
+const MARK_PARENTS: &str = "UPDATE @.tasks SET has_children = true
+    WHERE id = ANY ($1) AND queue = $2 RETURNING id, state";
+
+/// Records that task `$2` waits for the tasks `$1` (`$3`: to run anyway).
+const ADD_DEPENDENCIES: &str = "INSERT INTO @.dependencies (parent, task, run_anyway)
+    SELECT unnest($1::int8[]), $2, $3";
 
 const NOTIFY: &str = "SELECT pg_notify($1, $2)::text";
 
@@ -120,11 +135,11 @@ const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
                               ELSE t.last_error END
         FROM clock WHERE t.id = ANY (ARRAY(SELECT id FROM picked WHERE NOT last))
         RETURNING t.id, t.lease_token, t.attempts, t.max_attempts, t.priority, t.run_at,
-                  t.last_error, t.payload)
-    SELECT id, lease_token, attempts, max_attempts, priority, run_at, last_error, payload
+                  t.last_error, t.payload, t.parents)
+    SELECT id, lease_token, attempts, max_attempts, priority, run_at, last_error, payload, parents
     FROM taken
-    UNION ALL SELECT id, NULL, 0, 0, 0, 0, NULL, NULL FROM buried
-    UNION ALL SELECT NULL, NULL, 0, 0, 0, 0, NULL, NULL FROM settings
+    UNION ALL SELECT id, NULL, 0, 0, 0, 0, NULL, NULL, NULL FROM buried
+    UNION ALL SELECT NULL, NULL, 0, 0, 0, 0, NULL, NULL, NULL FROM settings
         WHERE unbounded AND NOT paused";
 
 /// Locks the settings of queue `$1`, which has a concurrency limit, and
@@ -352,14 +367,16 @@ fn count_sql(state: TaskState) -> String {
 fn list_sql(state: TaskState) -> String {
     format!(
         "SELECT {TASK_INFO}
-         FROM @.tasks WHERE queue = $1 AND {} AND id > $2 ORDER BY id LIMIT $3",
+         FROM @.tasks t WHERE queue = $1 AND {} AND id > $2 ORDER BY id LIMIT $3",
         state_condition(state)
     )
 }
 
 /// The columns of a task as [`info_from_row`] reads them.
 const TASK_INFO: &str =
-    "id, state, attempts, max_attempts, priority, run_at, last_error, payload, result, progress";
+    "id, state, attempts, max_attempts, priority, run_at, last_error, payload, result, progress,
+     CASE WHEN state = 7 THEN ARRAY(SELECT parent FROM @.dependencies
+                                    WHERE task = t.id ORDER BY parent) END";
 
 fn info_from_row(row: &Row) -> Result<TaskInfo> {
     Ok(TaskInfo {
@@ -373,6 +390,7 @@ fn info_from_row(row: &Row) -> Result<TaskInfo> {
         payload: row.try_get(7)?,
         result: row.try_get(8)?,
         progress: row.try_get(9)?,
+        waiting_for: row.try_get::<_, Option<Vec<i64>>>(10)?.unwrap_or_default(),
     })
 }
 
@@ -380,7 +398,7 @@ fn info_from_row(row: &Row) -> Result<TaskInfo> {
 /// changed outside tq.
 fn visible_state(stored: i16) -> Result<TaskState> {
     match i64::from(stored) {
-        0 | 4 => Ok(TaskState::Pending),
+        0 | 4 | BLOCKED => Ok(TaskState::Pending),
         1 | CANCELLING => Ok(TaskState::Leased),
         2 => Ok(TaskState::Done),
         3 => Ok(TaskState::Dead),
@@ -423,6 +441,7 @@ fn task_from_row(row: &Row) -> Result<Option<Task>> {
         run_at_unix_ms: row.try_get(5)?,
         last_error: row.try_get(6)?,
         payload: row.try_get(7)?,
+        parents: row.try_get::<_, Option<Vec<i64>>>(8)?.unwrap_or_default(),
     }))
 }
 
@@ -578,6 +597,10 @@ impl PostgresStore {
     /// Ends task `id` as cancelled (see `sqlite/tasks.rs`): kept with
     /// `reason` with history, deleted without.
     fn end_as_cancelled(&self, tx: &mut Tx<'_>, id: i64, reason: Option<&str>) -> Result<()> {
+        tx.execute(
+            &self.sql("DELETE FROM @.dependencies WHERE task = $1"),
+            &[&id],
+        )?;
         if self.keep_history {
             tx.execute(&self.sql(KEEP_CANCELLED), &[&id, &reason])?;
         } else {
@@ -682,35 +705,59 @@ impl PostgresStore {
         Ok(())
     }
 
-    /// Stores one task with a unique key, or finds the task holding it. A
-    /// key is held by a pending or leased task, or by a done one until its
-    /// window ends; a task that no longer holds its key gives it up here.
-    pub(super) fn push_unique(
+    /// Stores one task, or, with a unique key, finds the task holding it.
+    /// A key is held by a pending or leased task, or by a done one until
+    /// its window ends; a task that no longer holds its key gives it up
+    /// here. `earlier` is what the earlier items of the same push did,
+    /// which the task may wait for; a task to wait for that cannot be
+    /// ([`waits_for`]) fails the push.
+    pub(super) fn push_one(
         &self,
         tx: &mut Tx<'_>,
         task: &NewTask,
-        key: &str,
-        window: i64,
+        earlier: &[Pushed],
     ) -> Result<Pushed> {
+        let parents = parent_ids(&task.after, earlier);
+        let mut unfinished = Vec::new();
+        if !parents.is_empty() {
+            let mut states = HashMap::new();
+            for row in tx.query(&self.sql(MARK_PARENTS), &[&parents, &self.queue])? {
+                states.insert(row.try_get::<_, i64>(0)?, row.try_get::<_, i16>(1)?);
+            }
+            for &parent in &parents {
+                let state = states.get(&parent).map(|&state| i64::from(state));
+                if waits_for(&self.queue, parent, state, task.run_anyway)? {
+                    unfinished.push(parent);
+                }
+            }
+        }
+        let waiting = unfinished.len() as i64;
+        let parents = (!parents.is_empty()).then_some(parents);
+        let (key, window) = match &task.unique {
+            Some((key, window)) => (Some(key.as_str()), *window),
+            None => (None, 0),
+        };
         // Two rounds at most: a concurrent push that took the key first is
         // seen by the second look.
         for _ in 0..2 {
-            if let Some(row) = tx.query_opt(&self.sql(UNIQUE_HOLDER), &[&self.queue, &key])? {
-                let id: i64 = row.try_get(0)?;
-                let state: i16 = row.try_get(1)?;
-                let unique_until: Option<i64> = row.try_get(2)?;
-                let now: i64 = row.try_get(3)?;
-                if holds_unique_key(i64::from(state), unique_until, now) {
-                    return Ok(Pushed::Duplicate(id));
+            if let Some(key) = key {
+                if let Some(row) = tx.query_opt(&self.sql(UNIQUE_HOLDER), &[&self.queue, &key])? {
+                    let id: i64 = row.try_get(0)?;
+                    let state: i16 = row.try_get(1)?;
+                    let unique_until: Option<i64> = row.try_get(2)?;
+                    let now: i64 = row.try_get(3)?;
+                    if holds_unique_key(i64::from(state), unique_until, now) {
+                        return Ok(Pushed::Duplicate(id));
+                    }
+                    tx.execute(
+                        &self.sql("UPDATE @.tasks SET unique_key = NULL WHERE id = $1"),
+                        &[&id],
+                    )?;
                 }
-                tx.execute(
-                    &self.sql("UPDATE @.tasks SET unique_key = NULL WHERE id = $1"),
-                    &[&id],
-                )?;
             }
             let max_attempts = i64::from(task.max_attempts);
             let inserted = tx.query_opt(
-                &self.sql(PUSH_UNIQUE),
+                &self.sql(PUSH_ONE),
                 &[
                     &self.queue,
                     &task.payload,
@@ -720,11 +767,20 @@ impl PostgresStore {
                     &max_attempts,
                     &key,
                     &window,
+                    &parents,
+                    &waiting,
                 ],
             )?;
             if let Some(row) = inserted {
+                let id: i64 = row.try_get(0)?;
+                if !unfinished.is_empty() {
+                    tx.execute(
+                        &self.sql(ADD_DEPENDENCIES),
+                        &[&unfinished, &id, &task.run_anyway],
+                    )?;
+                }
                 self.notify(tx, &self.queue)?;
-                return Ok(Pushed::Stored(row.try_get(0)?));
+                return Ok(Pushed::Stored(id));
             }
         }
         Err(Error::new(
@@ -754,10 +810,22 @@ impl PostgresStore {
 
 impl Store for PostgresStore {
     fn push(&self, tasks: Vec<NewTask>, _now: i64) -> Result<Vec<Pushed>> {
-        if let [task] = tasks.as_slice() {
-            if let Some((key, window)) = &task.unique {
-                return self.write(|tx| self.push_unique(tx, task, key, *window).map(|p| vec![p]));
-            }
+        // One at a time: a task with a unique key, or a push with tasks
+        // to wait for.
+        if tasks
+            .iter()
+            .any(|task| task.unique.is_some() || !task.after.is_empty())
+        {
+            return self.write(|tx| {
+                let mut pushed = Vec::with_capacity(tasks.len());
+                for (index, task) in tasks.iter().enumerate() {
+                    let one = self
+                        .push_one(tx, task, &pushed)
+                        .map_err(|err| of_item(err, index, tasks.len()))?;
+                    pushed.push(one);
+                }
+                Ok(pushed)
+            });
         }
         let payloads: Vec<&str> = tasks.iter().map(|task| task.payload.as_str()).collect();
         let delays: Vec<Option<i64>> = tasks.iter().map(|task| task.delay).collect();
@@ -928,7 +996,7 @@ impl Store for PostgresStore {
 
     fn task(&self, id: i64) -> Result<Option<TaskInfo>> {
         let sql = self.sql(&format!(
-            "SELECT {TASK_INFO} FROM @.tasks WHERE id = $1 AND queue = $2"
+            "SELECT {TASK_INFO} FROM @.tasks t WHERE id = $1 AND queue = $2"
         ));
         self.read(|conn| {
             conn.query(&sql, &[&id, &self.queue])?
@@ -1235,7 +1303,7 @@ impl Store for PostgresStore {
 /// index (all start with the queue's name), a skip from name to name. The
 /// states are literals, so that each partial index can serve its branch.
 fn queue_names_sql() -> String {
-    let states = [0, 1, 2, 3, 4];
+    let states = [0, 1, 2, 3, 4, 7];
     let branches: Vec<String> = states
         .iter()
         .map(|state| {
@@ -1421,6 +1489,64 @@ mod tests {
         }
         assert_eq!(store.count(TaskState::Pending).unwrap(), 67);
         assert_eq!(store.list(TaskState::Pending, 0, 1000).unwrap().len(), 67);
+        drop(store);
+        client
+            .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+            .unwrap();
+    }
+
+    #[test]
+    fn claiming_stays_an_index_lookup_with_a_million_blocked_tasks() {
+        let Some(url) = server("claiming_stays_an_index_lookup_with_a_million_blocked_tasks")
+        else {
+            return;
+        };
+        let schema = format!("unit_blocked_{}", std::process::id());
+        let store = fresh_store(&url, &schema, "default");
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        client
+            .batch_execute(&format!(
+                "INSERT INTO \"{schema}\".tasks
+                     (queue, state, payload, created_at, run_at, max_attempts, waiting_for)
+                 SELECT 'default', 7, '1', 0, i, 3, 1 FROM generate_series(1, 1000000) AS i;
+                 INSERT INTO \"{schema}\".dependencies (parent, task, run_anyway)
+                 SELECT 1, id, false FROM \"{schema}\".tasks;
+                 INSERT INTO \"{schema}\".tasks (queue, state, payload, created_at, run_at, max_attempts)
+                 VALUES ('default', 0, '2', 0, 5, 3);
+                 ANALYZE \"{schema}\".tasks;
+                 ANALYZE \"{schema}\".dependencies"
+            ))
+            .unwrap();
+        let claim = store
+            .sql(CLAIM)
+            .replace("$1", "'default'")
+            .replace("$2", "1")
+            .replace("$3", "1000")
+            .replace("$4", "1")
+            .replace("$5", "false");
+        let plan: Vec<String> = client
+            .query(&format!("EXPLAIN {claim}"), &[])
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        let plan = plan.join("\n");
+        assert!(!plan.contains("Seq Scan"), "{plan}");
+        let tasks = store.claim(1, 0, 1000).unwrap();
+        assert_eq!(tasks.len(), 1);
+        assert_eq!(tasks[0].payload(), "2");
+        // A finish of a task nobody waits for calls no trigger function;
+        // one waited for finds the tasks waiting by the primary key.
+        let take: Vec<String> = client
+            .query(
+                &format!("EXPLAIN DELETE FROM \"{schema}\".dependencies WHERE parent = 2"),
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        assert!(!take.join("\n").contains("Seq Scan"), "{take:?}");
         drop(store);
         client
             .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))

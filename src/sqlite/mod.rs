@@ -809,6 +809,8 @@ mod tests {
             priority: 0,
             max_attempts: 3,
             unique: unique_key.map(|key| (key.to_owned(), 0)),
+            after: Vec::new(),
+            run_anyway: false,
         }
     }
 

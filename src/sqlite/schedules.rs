@@ -132,7 +132,7 @@ pub(super) fn run_due(conn: &Connection, queue: &str, now: i64) -> Result<u64> {
     for info in due {
         let (tasks, after) = due_tasks(&info.schedule, info.next_slot, now)?;
         for task in &tasks {
-            if let Pushed::Stored(_) = push_one(conn, queue, task, now)? {
+            if let Pushed::Stored(_) = push_one(conn, queue, task, &[], now)? {
                 stored += 1;
             }
         }

@@ -162,6 +162,24 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     -- The due schedules of a queue: one lookup.
     CREATE INDEX tq_schedules_due ON tq_schedules (queue, next_slot) WHERE paused = 0;",
+    // 8: dependencies. A task pushed to wait for unfinished tasks is
+    // blocked (state 7: out of the index of live tasks, so never claimed)
+    // until the last of them ends: `waiting_for` counts those left, and
+    // `tq_dependencies` holds one row per task still waited for, found by
+    // the parent when it ends (and deleted then). `parents` is the JSON
+    // array of every task it was pushed to wait for, handed to its worker.
+    "ALTER TABLE tq_tasks ADD COLUMN parents     TEXT;
+    ALTER TABLE tq_tasks ADD COLUMN waiting_for INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX tq_tasks_blocked ON tq_tasks (queue, run_at) WHERE state = 7;
+    CREATE TABLE tq_dependencies (
+        parent     INTEGER NOT NULL,
+        task       INTEGER NOT NULL,
+        -- 1: the parent ending dead or cancelled counts as finished;
+        -- 0: it cancels the task.
+        run_anyway INTEGER NOT NULL,
+        PRIMARY KEY (parent, task)
+    ) WITHOUT ROWID;
+    CREATE INDEX tq_dependencies_task ON tq_dependencies (task);",
 ];
 
 /// The schema version this library writes.

@@ -6,7 +6,8 @@
 //! that SQLite can use the partial index of each state (see `schema.rs`):
 //! 0 ready (pending and due), 1 leased, 2 done, 3 dead, 4 waiting (pending,
 //! not yet due), 5 cancelled, 6 leased with its cancellation waiting for its
-//! holder. A waiting task becomes ready at the next claim after its
+//! holder, 7 blocked (pending, waiting for other tasks to end: see
+//! [`release_waiting`]). A waiting task becomes ready at the next claim after its
 //! due time, so the ready tasks in the index of live tasks are the
 //! claimable ones, in claim order.
 //!
@@ -25,8 +26,9 @@ use crate::holder::{Liveness, ProcessId};
 use crate::options::RetryBackoff;
 use crate::schedule::{Schedule, ScheduleInfo};
 use crate::store::{
-    holds_unique_key, pause_until, state_condition, stored_pause, Checkpoint, NewTask, Store,
-    CANCELLED, CANCELLING, NEVER_USED, UNTIL_RESUMED,
+    cancelled_for, holds_unique_key, of_item, parent_ids, pause_until, state_condition,
+    stored_pause, waits_for, Checkpoint, NewTask, Store, BLOCKED, CANCELLED, CANCELLING,
+    NEVER_USED, UNTIL_RESUMED,
 };
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Task, TaskInfo, TaskState,
@@ -59,8 +61,27 @@ fn register_holder(conn: &Connection, process: &ProcessId) -> Result<i64> {
 
 /// Stores one task in `queue`, or finds the task holding its unique key.
 /// A task that no longer holds its key ([`holds_unique_key`]) gives it up
-/// here.
-pub(crate) fn push_one(conn: &Connection, queue: &str, task: &NewTask, now: i64) -> Result<Pushed> {
+/// here. `earlier` is what the earlier items of the same push did, which
+/// the task may wait for; a task to wait for that cannot be
+/// ([`waits_for`]) fails the push.
+pub(crate) fn push_one(
+    conn: &Connection,
+    queue: &str,
+    task: &NewTask,
+    earlier: &[Pushed],
+    now: i64,
+) -> Result<Pushed> {
+    let parents = parent_ids(&task.after, earlier);
+    let mut unfinished = Vec::new();
+    for &parent in &parents {
+        let state: Option<i64> = conn
+            .prepare_cached("SELECT state FROM tq_tasks WHERE id = ?1 AND queue = ?2")?
+            .query_row(params![parent, queue], |row| row.get(0))
+            .optional()?;
+        if waits_for(queue, parent, state, task.run_anyway)? {
+            unfinished.push(parent);
+        }
+    }
     if let Some((key, _)) = &task.unique {
         let holder: Option<(i64, i64, Option<i64>)> = conn
             .prepare_cached(
@@ -78,15 +99,24 @@ pub(crate) fn push_one(conn: &Connection, queue: &str, task: &NewTask, now: i64)
                 .execute([id])?;
         }
     }
-    let state = if task.run_at <= now { 0 } else { 4 };
+    let state = if !unfinished.is_empty() {
+        BLOCKED
+    } else if task.run_at <= now {
+        0
+    } else {
+        4
+    };
     let (key, reserved_for) = task
         .unique
         .as_ref()
         .map_or((None, 0), |(key, ms)| (Some(key.as_str()), *ms));
+    let parents_json = (!parents.is_empty())
+        .then(|| serde_json::to_string(&parents).expect("a list of integers serializes"));
     conn.prepare_cached(
         "INSERT INTO tq_tasks
-            (queue, state, payload, created_at, run_at, priority, max_attempts, unique_key, unique_for)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            (queue, state, payload, created_at, run_at, priority, max_attempts, unique_key,
+             unique_for, parents, waiting_for)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )?
     .execute(params![
         queue,
@@ -97,9 +127,94 @@ pub(crate) fn push_one(conn: &Connection, queue: &str, task: &NewTask, now: i64)
         task.priority,
         task.max_attempts,
         key,
-        reserved_for
+        reserved_for,
+        parents_json,
+        unfinished.len() as i64
     ])?;
-    Ok(Pushed::Stored(conn.last_insert_rowid()))
+    let id = conn.last_insert_rowid();
+    for parent in unfinished {
+        conn.prepare_cached(
+            "INSERT INTO tq_dependencies (parent, task, run_anyway) VALUES (?1, ?2, ?3)",
+        )?
+        .execute(params![parent, id, task.run_anyway])?;
+    }
+    Ok(Pushed::Stored(id))
+}
+
+/// The tasks waiting for task `?1`, which has ended: one lookup in the
+/// primary key of `tq_dependencies`, which starts with the parent.
+const TAKE_WAITING: &str =
+    "DELETE FROM tq_dependencies WHERE parent = ?1 RETURNING task, run_anyway";
+
+/// Forgets what task `?1` waits for, as it ends before them.
+const FORGET_PARENTS: &str = "DELETE FROM tq_dependencies WHERE task = ?1";
+
+/// How a task ended, for the tasks waiting for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    Done,
+    Dead,
+    Cancelled,
+}
+
+/// Hands the end of task `parent` to the tasks waiting for it, found by
+/// the index of `tq_dependencies` (a lookup that finds nothing for the
+/// most common task, one nobody waits for). A waiting task whose last
+/// task ends becomes ready, in line from then on (its `run_at`), or
+/// waiting when not yet due; one that waited
+/// for a task ending dead or cancelled, unless it runs anyway, is
+/// cancelled, and so in turn are the tasks waiting for it.
+fn release_waiting(
+    conn: &Connection,
+    parent: i64,
+    ended: Ended,
+    now: i64,
+    keep_history: bool,
+) -> Result<()> {
+    let mut ends = vec![(parent, ended)];
+    while let Some((parent, ended)) = ends.pop() {
+        let waiting: Vec<(i64, bool)> = conn
+            .prepare_cached(TAKE_WAITING)?
+            .query_map([parent], |row| Ok((row.get(0)?, row.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        for (task, run_anyway) in waiting {
+            if ended == Ended::Done || run_anyway {
+                conn.prepare_cached(
+                    "UPDATE tq_tasks
+                     SET waiting_for = waiting_for - 1,
+                         state = CASE WHEN waiting_for > 1 THEN 7 WHEN run_at <= ?2 THEN 0 ELSE 4 END,
+                         run_at = CASE WHEN waiting_for = 1 THEN max(run_at, ?2) ELSE run_at END
+                     WHERE id = ?1 AND state = 7",
+                )?
+                .execute(params![task, now])?;
+            } else {
+                let reason = cancelled_for(parent, ended == Ended::Dead);
+                if cancel_blocked(conn, task, &reason, now, keep_history)? {
+                    ends.push((task, Ended::Cancelled));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Cancels task `id` if it is still blocked, forgetting the other tasks it
+/// waited for; says whether it did.
+fn cancel_blocked(
+    conn: &Connection,
+    id: i64,
+    reason: &str,
+    now: i64,
+    keep_history: bool,
+) -> Result<bool> {
+    let blocked = conn
+        .prepare_cached("SELECT 1 FROM tq_tasks WHERE id = ?1 AND state = 7")?
+        .query_row([id], |_| Ok(()))
+        .optional()?;
+    if blocked.is_some() {
+        cancel_row(conn, id, Some(reason), now, keep_history)?;
+    }
+    Ok(blocked.is_some())
 }
 
 /// Whether queue `?1` has a waiting task due by `?2`: a cheap look before
@@ -160,8 +275,8 @@ const LEASE: &str = "UPDATE tq_tasks
         lease_expires_at = ?2, holder_id = ?3";
 
 /// What every claim returns, in the order [`task_from_row`] reads it.
-const RETURNING: &str =
-    "RETURNING id, lease_token, attempts, max_attempts, priority, run_at, last_error, payload";
+const RETURNING: &str = "RETURNING id, lease_token, attempts, max_attempts, priority, run_at,
+    last_error, payload, parents";
 
 /// Takes task `?1`; `?4`, when not NULL, is why its previous delivery ended
 /// (an expired lease).
@@ -208,13 +323,22 @@ fn claim(
     now: i64,
     lease_expires_at: i64,
     holder_id: i64,
+    keep_history: bool,
 ) -> Result<Vec<Task>> {
     let bounds = bounds(conn, queue, now, max)?;
     let max = bounds.room.map_or(max, |room| max.min(room));
     if max == 0 {
         return Ok(Vec::new());
     }
-    let tasks = claim_up_to(conn, queue, max, now, lease_expires_at, holder_id)?;
+    let tasks = claim_up_to(
+        conn,
+        queue,
+        max,
+        now,
+        lease_expires_at,
+        holder_id,
+        keep_history,
+    )?;
     if let (Some(period), false) = (bounds.rate_period, tasks.is_empty()) {
         conn.prepare_cached(USE_RATE_SLOTS)?.execute(params![
             queue,
@@ -234,6 +358,7 @@ fn claim_up_to(
     now: i64,
     lease_expires_at: i64,
     holder_id: i64,
+    keep_history: bool,
 ) -> Result<Vec<Task>> {
     let any_due = conn
         .prepare_cached(ANY_DUE)?
@@ -311,6 +436,7 @@ fn claim_up_to(
                 if first_expired.3 {
                     conn.prepare_cached(BURY_EXPIRED)?
                         .execute(params![first_expired.0, now])?;
+                    release_waiting(conn, first_expired.0, Ended::Dead, now, keep_history)?;
                     continue;
                 }
                 (
@@ -421,6 +547,16 @@ fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
         run_at_unix_ms: row.get(5)?,
         last_error: row.get(6)?,
         payload: row.get(7)?,
+        parents: ids_from_json(row.get(8)?)?,
+    })
+}
+
+/// The ids stored as a JSON array (NULL: none).
+fn ids_from_json(json: Option<String>) -> rusqlite::Result<Vec<i64>> {
+    json.map_or(Ok(Vec::new()), |json| {
+        serde_json::from_str(&json).map_err(|err| {
+            rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(err))
+        })
     })
 }
 
@@ -456,6 +592,7 @@ pub(crate) fn finish_one(
             )?
             .execute(params![receipt.id, receipt.token])?;
         if deleted > 0 {
+            release_waiting(conn, receipt.id, Ended::Done, now, keep_history)?;
             return Ok(true);
         }
     }
@@ -477,12 +614,15 @@ pub(crate) fn finish_one(
             result.map(|kept| kept.result),
             result.and_then(|kept| kept.until)
         ])?;
+    if kept > 0 {
+        release_waiting(conn, receipt.id, Ended::Done, now, keep_history)?;
+    }
     Ok(kept > 0)
 }
 
 /// Ends task `id` as cancelled, keeping `reason` (when given) as its last
 /// error: kept as such with history, deleted without. Its unique key is
-/// free again.
+/// free again, and the tasks waiting for it learn of it.
 fn end_as_cancelled(
     conn: &Connection,
     id: i64,
@@ -490,6 +630,19 @@ fn end_as_cancelled(
     now: i64,
     keep_history: bool,
 ) -> Result<()> {
+    cancel_row(conn, id, reason, now, keep_history)?;
+    release_waiting(conn, id, Ended::Cancelled, now, keep_history)
+}
+
+/// [`end_as_cancelled`] but for the tasks waiting for it.
+fn cancel_row(
+    conn: &Connection,
+    id: i64,
+    reason: Option<&str>,
+    now: i64,
+    keep_history: bool,
+) -> Result<()> {
+    conn.prepare_cached(FORGET_PARENTS)?.execute([id])?;
     if keep_history {
         conn.prepare_cached(
             "UPDATE tq_tasks
@@ -585,7 +738,10 @@ fn list_sql(state: TaskState) -> String {
 
 /// The columns of a task as [`info_from_row`] reads them.
 const TASK_INFO: &str =
-    "id, state, attempts, max_attempts, priority, run_at, last_error, payload, result, progress";
+    "id, state, attempts, max_attempts, priority, run_at, last_error, payload, result, progress,
+     CASE WHEN state = 7 THEN (SELECT json_group_array(parent) FROM
+         (SELECT parent FROM tq_dependencies WHERE task = tq_tasks.id ORDER BY parent))
+     END";
 
 fn info_from_row(row: &Row<'_>) -> rusqlite::Result<TaskInfo> {
     Ok(TaskInfo {
@@ -599,6 +755,7 @@ fn info_from_row(row: &Row<'_>) -> rusqlite::Result<TaskInfo> {
         payload: row.get(7)?,
         result: row.get(8)?,
         progress: row.get(9)?,
+        waiting_for: ids_from_json(row.get(10)?)?,
     })
 }
 
@@ -634,6 +791,7 @@ pub(crate) enum Op {
         reason: String,
         now: i64,
         backoff: RetryBackoff,
+        keep_history: bool,
     },
     Extend {
         receipt: Receipt,
@@ -647,6 +805,8 @@ pub(crate) struct ClaimArgs {
     max: usize,
     now: i64,
     lease_expires_at: i64,
+    /// For the tasks waiting for an expired last attempt buried as dead.
+    keep_history: bool,
 }
 
 /// What an [`Op`] returns.
@@ -667,12 +827,15 @@ pub(super) fn run(
     process: &ProcessId,
 ) -> Result<Output> {
     match op {
-        Op::Push { queue, tasks, now } => Ok(Output::Pushed(
-            tasks
-                .iter()
-                .map(|task| push_one(conn, &queue, task, now))
-                .collect::<Result<_>>()?,
-        )),
+        Op::Push { queue, tasks, now } => {
+            let mut pushed = Vec::with_capacity(tasks.len());
+            for (index, task) in tasks.iter().enumerate() {
+                let one = push_one(conn, &queue, task, &pushed, now)
+                    .map_err(|err| of_item(err, index, tasks.len()))?;
+                pushed.push(one);
+            }
+            Ok(Output::Pushed(pushed))
+        }
         Op::Claim(args) => Ok(Output::Tasks(claim_for(conn, &args, holder, process)?)),
         Op::Finish {
             queue,
@@ -723,8 +886,14 @@ pub(super) fn run(
             reason,
             now,
             backoff,
+            keep_history,
         } => Ok(Output::Failed(fail_one(
-            conn, receipt, &reason, now, &backoff,
+            conn,
+            receipt,
+            &reason,
+            now,
+            &backoff,
+            keep_history,
         )?)),
         Op::Extend {
             receipt,
@@ -769,6 +938,7 @@ fn claim_for(
         args.now,
         args.lease_expires_at,
         holder_id,
+        args.keep_history,
     )
 }
 
@@ -780,6 +950,7 @@ fn fail_one(
     reason: &str,
     now: i64,
     backoff: &RetryBackoff,
+    keep_history: bool,
 ) -> Result<Failed> {
     let delivery: Option<(u32, u32, i64)> = conn
         .prepare_cached(
@@ -800,6 +971,7 @@ fn fail_one(
              WHERE id = ?1",
         )?
         .execute(params![receipt.id, now, reason])?;
+        release_waiting(conn, receipt.id, Ended::Dead, now, keep_history)?;
         return Ok(Failed::Dead);
     }
     let pause = backoff.pause(attempts, random as u64);
@@ -835,6 +1007,7 @@ impl SqliteStore {
             max,
             now,
             lease_expires_at,
+            keep_history: self.keep_history,
         }
     }
 }
@@ -931,6 +1104,7 @@ impl Store for SqliteStore {
             reason: reason.to_owned(),
             now,
             backoff: *backoff,
+            keep_history: self.keep_history,
         })? {
             Output::Failed(failed) => {
                 // A retry readies a task; either way, a slot of a limit is free.
@@ -956,7 +1130,7 @@ impl Store for SqliteStore {
         let recovered = self.write(|conn| {
             let dead = dead_holders(conn, &self.file.process)?;
             let dead_json = serde_json::to_string(&dead).expect("a list of integers serializes");
-            let recovered = conn
+            let recovered: Vec<(i64, i64)> = conn
                 .prepare_cached(
                     "UPDATE tq_tasks
                      SET state = CASE WHEN attempts >= max_attempts THEN 3 ELSE 0 END,
@@ -969,23 +1143,38 @@ impl Store for SqliteStore {
                          lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
                      WHERE queue = ?3 AND state = 1
                        AND (lease_expires_at <= ?1
-                            OR holder_id IN (SELECT value FROM json_each(?2)))",
+                            OR holder_id IN (SELECT value FROM json_each(?2)))
+                     RETURNING id, state",
                 )?
-                .execute(params![now, dead_json, self.queue])?;
+                .query_map(params![now, dead_json, self.queue], |row| {
+                    Ok((row.get(0)?, row.get(1)?))
+                })?
+                .collect::<rusqlite::Result<_>>()?;
+            for &(id, state) in &recovered {
+                if state == 3 {
+                    release_waiting(conn, id, Ended::Dead, now, self.keep_history)?;
+                }
+            }
             // A cancelled task whose holder is gone is over.
-            conn.prepare_cached(if self.keep_history {
+            let cancelled: Vec<i64> = conn.prepare_cached(if self.keep_history {
                 "UPDATE tq_tasks
                  SET state = 5, finished_at = ?1,
                      lease_token = NULL, lease_expires_at = NULL, holder_id = NULL,
                      unique_key = NULL, unique_until = NULL
                  WHERE queue = ?3 AND state = 6
-                   AND (lease_expires_at <= ?1 OR holder_id IN (SELECT value FROM json_each(?2)))"
+                   AND (lease_expires_at <= ?1 OR holder_id IN (SELECT value FROM json_each(?2)))
+                 RETURNING id"
             } else {
                 "DELETE FROM tq_tasks
                  WHERE queue = ?3 AND state = 6
-                   AND (lease_expires_at <= ?1 OR holder_id IN (SELECT value FROM json_each(?2)))"
+                   AND (lease_expires_at <= ?1 OR holder_id IN (SELECT value FROM json_each(?2)))
+                 RETURNING id"
             })?
-            .execute(params![now, dead_json, self.queue])?;
+            .query_map(params![now, dead_json, self.queue], |row| row.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+            for id in cancelled {
+                release_waiting(conn, id, Ended::Cancelled, now, self.keep_history)?;
+            }
             // A dead holder's row goes once no queue has its tasks.
             conn.prepare_cached(
                 "DELETE FROM tq_holders
@@ -994,7 +1183,7 @@ impl Store for SqliteStore {
                                    WHERE (state = 1 OR state = 6) AND holder_id = tq_holders.id)",
             )?
             .execute([dead_json])?;
-            Ok(recovered as u64)
+            Ok(recovered.len() as u64)
         })?;
         if recovered > 0 {
             self.ring_other_processes();
@@ -1387,9 +1576,9 @@ impl Store for SqliteStore {
 }
 
 /// Every state a task is stored in: pending (0), leased (1), done (2),
-/// dead (3), waiting (4), cancelled (5) and cancelling (6); each has a
-/// partial index that starts with the queue's name.
-const STORED_STATES: [u8; 7] = [0, 1, 2, 3, 4, 5, 6];
+/// dead (3), waiting (4), cancelled (5), cancelling (6) and blocked (7);
+/// each has a partial index that starts with the queue's name.
+const STORED_STATES: [u8; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
 
 /// The queues with a task in `state`, skipping from name to name in the
 /// state's index: a few lookups per queue.
@@ -1408,7 +1597,7 @@ fn queue_names_sql(state: u8) -> String {
 /// changed outside tq.
 fn visible_state(stored: i64) -> rusqlite::Result<TaskState> {
     match stored {
-        0 | 4 => Ok(TaskState::Pending),
+        0 | 4 | BLOCKED => Ok(TaskState::Pending),
         1 | CANCELLING => Ok(TaskState::Leased),
         2 => Ok(TaskState::Done),
         3 => Ok(TaskState::Dead),
@@ -1461,6 +1650,8 @@ mod tests {
                 priority: 0,
                 max_attempts: 3,
                 unique: None,
+                after: Vec::new(),
+                run_anyway: false,
             }],
             now: 1,
         };
@@ -1483,6 +1674,7 @@ mod tests {
                 max: 1,
                 now: 1,
                 lease_expires_at: 1000,
+                keep_history: false,
             })
         };
         let (claimed, _) = store
@@ -1524,6 +1716,55 @@ mod tests {
             steps.push(row.get::<_, String>(3).unwrap());
         }
         steps.join("\n")
+    }
+
+    #[test]
+    fn claiming_stays_an_index_lookup_with_a_million_blocked_tasks() {
+        let conn = Connection::open_in_memory().unwrap();
+        super::super::schema::migrate(&conn).unwrap();
+        conn.execute_batch(
+            "WITH RECURSIVE n(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM n
+                                         WHERE value < 1000000)
+             INSERT INTO tq_tasks (queue, state, payload, created_at, run_at, waiting_for)
+             SELECT 'default', 7, '1', 0, value, 1 FROM n;
+             INSERT INTO tq_dependencies (parent, task, run_anyway)
+             SELECT 1, id, 0 FROM tq_tasks;
+             INSERT INTO tq_tasks (queue, state, payload, created_at, run_at)
+             VALUES ('default', 0, '\"ready\"', 0, 5);
+             ANALYZE;",
+        )
+        .unwrap();
+        // Each statement of a claim (and what a finish adds) reads a few
+        // entries, however many tasks are blocked.
+        use rusqlite::types::Value;
+        let steps = |sql: &str, params: Vec<Value>| -> i32 {
+            let mut statement = conn.prepare(sql).unwrap();
+            let mut rows = statement.query(rusqlite::params_from_iter(params)).unwrap();
+            while rows.next().unwrap().is_some() {}
+            drop(rows);
+            statement.get_status(rusqlite::StatementStatus::VmStep)
+        };
+        let queue = || Value::Text("default".to_owned());
+        for (sql, params) in [
+            (ready_first_sql(), vec![queue()]),
+            (ANY_DUE.to_owned(), vec![queue(), Value::Integer(10)]),
+            (ANY_EXPIRED.to_owned(), vec![queue(), Value::Integer(10)]),
+            (NEXT_CLAIMABLE.to_owned(), vec![queue(), Value::Integer(10)]),
+            (
+                "SELECT task FROM tq_dependencies WHERE parent = ?1".to_owned(),
+                vec![Value::Integer(2)],
+            ),
+        ] {
+            let steps = steps(&sql, params);
+            assert!(steps < 200, "{steps} steps: {sql}");
+        }
+        let tasks = claim(&conn, "default", 1, 10, 1000, 1, false).unwrap();
+        assert_eq!(tasks.len(), 1);
+        assert_eq!(tasks[0].payload(), "\"ready\"");
+        let take = plan(&conn, TAKE_WAITING);
+        assert!(take.contains("PRIMARY KEY"), "{take}");
+        let forget = plan(&conn, FORGET_PARENTS);
+        assert!(forget.contains("tq_dependencies_task"), "{forget}");
     }
 
     #[test]

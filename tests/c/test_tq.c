@@ -2854,6 +2854,115 @@ static void test_results_progress_and_waiting(const char *dir)
     tq_close(q);
 }
 
+static void test_dependencies(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "deps.db", TQ_DURABILITY_NORMAL, true);
+    REQUIRE(q != NULL);
+    int64_t first = push_text(q, "1");
+    int64_t second = push_text(q, "2");
+
+    tq_push_options *after = tq_push_options_new();
+    REQUIRE(after != NULL);
+    CHECK_STATUS(tq_push_options_add_after(NULL, first), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_push_options_add_after(after, 0), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_push_options_set_on_parent_failure(after, 2), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("TQ_PARENT_FAILURE_CANCEL");
+    CHECK_STATUS(tq_push_options_add_after(after, first), TQ_OK);
+    CHECK_STATUS(tq_push_options_add_after(after, second), TQ_OK);
+    int64_t join = 0;
+    CHECK_STATUS(tq_push(q, "\"join\"", 6, after, &join), TQ_OK);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 3);
+
+    /* Listed, it says what it waits for. */
+    tq_task *listed[4] = {NULL};
+    size_t n = 0;
+    CHECK_STATUS(tq_list(q, TQ_STATE_PENDING, second, 4, listed, &n), TQ_OK);
+    REQUIRE(n == 1);
+    size_t waiting = 0;
+    const int64_t *ids = tq_task_waiting_for(listed[0], &waiting);
+    CHECK(waiting == 2 && ids != NULL && ids[0] == first && ids[1] == second);
+    CHECK(tq_task_parents(listed[0], &waiting) == NULL && waiting == 0);
+    tq_task_free(listed[0]);
+    CHECK(tq_task_waiting_for(NULL, &waiting) == NULL && waiting == 0);
+
+    tq_task *a = pull_one(q);
+    tq_task *b = pull_one(q);
+    REQUIRE(a != NULL && b != NULL);
+    tq_task *none = NULL;
+    CHECK_STATUS(tq_pull(q, NULL, &none), TQ_EMPTY);
+    CHECK_STATUS(tq_finish(q, a), TQ_OK);
+    CHECK_STATUS(tq_pull(q, NULL, &none), TQ_EMPTY);
+    CHECK_STATUS(tq_finish(q, b), TQ_OK);
+    tq_task_free(a);
+    tq_task_free(b);
+    tq_task *task = pull_one(q);
+    REQUIRE(task != NULL);
+    CHECK_INT(tq_task_id(task), join);
+    size_t parents = 0;
+    ids = tq_task_parents(task, &parents);
+    CHECK(parents == 2 && ids != NULL && ids[0] == first && ids[1] == second);
+    CHECK(tq_task_waiting_for(task, NULL) == NULL);
+    CHECK_STATUS(tq_finish(q, task), TQ_OK);
+    tq_task_free(task);
+
+    /* An unknown task to wait for stores nothing. */
+    tq_push_options *unknown = tq_push_options_new();
+    REQUIRE(unknown != NULL);
+    CHECK_STATUS(tq_push_options_add_after(unknown, join + 1000), TQ_OK);
+    CHECK_STATUS(tq_push(q, "1", 1, unknown, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("no task");
+    tq_push_options_free(unknown);
+
+    /* A graph in one call: a root, two children, a join run anyway. */
+    tq_push_options *child = tq_push_options_new();
+    tq_push_options *anyway = tq_push_options_new();
+    REQUIRE(child != NULL && anyway != NULL);
+    CHECK_STATUS(tq_push_options_add_after_item(child, 0), TQ_OK);
+    CHECK_STATUS(tq_push_options_add_after_item(anyway, 1), TQ_OK);
+    CHECK_STATUS(tq_push_options_add_after_item(anyway, 2), TQ_OK);
+    CHECK_STATUS(tq_push_options_set_on_parent_failure(anyway, TQ_PARENT_FAILURE_RUN_ANYWAY), TQ_OK);
+    const char *payloads[] = {"\"root\"", "\"left\"", "\"right\"", "\"join\""};
+    size_t lens[] = {6, 6, 7, 6};
+    const tq_push_options *options[] = {NULL, child, child, anyway};
+    int64_t graph[4] = {0};
+    /* An item may not wait for itself or a later one; nothing is stored. */
+    const tq_push_options *backwards[] = {child, NULL, NULL, NULL};
+    CHECK_STATUS(tq_push_items(q, payloads, lens, backwards, 4, graph), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("item 0");
+    CHECK_STATUS(tq_push(q, "1", 1, child, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_push_batch(q, payloads, lens, 2, child, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 0);
+    CHECK_STATUS(tq_push_items(NULL, payloads, lens, options, 4, graph), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_push_items(q, payloads, lens, options, 4, graph), TQ_OK);
+    CHECK(graph[0] > 0 && graph[1] > graph[0] && graph[3] > graph[2]);
+    CHECK_STATUS(tq_push_items(q, payloads, lens, NULL, 1, NULL), TQ_OK);
+    tq_push_options_free(child);
+    tq_push_options_free(anyway);
+    tq_push_options_free(after);
+
+    task = pull_one(q);
+    REQUIRE(task != NULL);
+    CHECK_INT(tq_task_id(task), graph[0]);
+    CHECK_STATUS(tq_finish(q, task), TQ_OK);
+    tq_task_free(task);
+    /* The left child is cancelled: the join runs anyway once the right is done. */
+    int32_t state = -1;
+    CHECK_STATUS(tq_cancel_task(q, graph[1], NULL, &state), TQ_OK);
+    /* The three left, the join after the right child. */
+    int64_t order[3] = {0};
+    for (int k = 0; k < 3; k++) {
+        task = pull_one(q);
+        REQUIRE(task != NULL);
+        order[k] = tq_task_id(task);
+        CHECK_STATUS(tq_finish(q, task), TQ_OK);
+        tq_task_free(task);
+    }
+    CHECK((order[0] == graph[2] && (order[1] == graph[3] || order[2] == graph[3])) ||
+          (order[1] == graph[2] && order[2] == graph[3]));
+    CHECK_STATUS(tq_pull(q, NULL, &none), TQ_EMPTY);
+    tq_close(q);
+}
+
 static const struct test_case cases[] = {
     CASE(version),
     CASE(location_redacted),
@@ -2920,6 +3029,7 @@ static const struct test_case cases[] = {
     CASE(cancel_pause_snooze),
     CASE(results_progress_and_waiting),
     CASE(schedules),
+    CASE(dependencies),
 };
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)

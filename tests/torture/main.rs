@@ -21,6 +21,7 @@
 //! | 8 PostgreSQL only: server restarts, sessions ended, connections cut and stalled by a proxy | network.rs, proxy.rs |
 //! | 9 a queue under a concurrency limit, workers killed | limited.rs |
 //! | 10 schedules driven by processes killed at random, their clocks stepped | schedules.rs |
+//! | 11 a graph of tasks waiting for one another, workers killed | graph.rs |
 //! | the checker's own tests | negative.rs |
 //!
 //! Scenarios 2, 4, 9 and 10 also run on PostgreSQL (`..._on_postgres`, with
@@ -43,6 +44,7 @@ mod roles;
 mod vfs;
 
 mod exclusive;
+mod graph;
 mod limited;
 mod negative;
 mod network;

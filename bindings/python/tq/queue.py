@@ -44,7 +44,7 @@ from ctypes import byref, c_char_p, c_int32, c_int64, c_size_t, c_uint32, c_uint
 from typing import NamedTuple
 
 from . import errors
-from ._native import QUEUE_P, SCHEDULE_P, TASK_P, lib
+from ._native import PUSH_OPTIONS_P, QUEUE_P, SCHEDULE_P, TASK_P, lib
 
 OK = 0
 EMPTY = 1
@@ -68,6 +68,12 @@ _OFF_MAIN_WAIT_SLICE = 3600.0
 # tq_push_batch names the payload that failed the batch at the start of its
 # message.
 _PAYLOAD_INDEX = re.compile(r"payload (\d+): ")
+
+# tq_push_items names the item that failed at the start of its message.
+_ITEM_INDEX = re.compile(r"item (\d+): ")
+
+# tq_push_options_set_on_parent_failure's TQ_PARENT_FAILURE_RUN_ANYWAY.
+_PARENT_FAILURE_RUN_ANYWAY = 1
 
 # Why a delivery is no longer held, when the library does not say.
 _LOST = "finished, recovered or taken by another worker"
@@ -327,9 +333,25 @@ _PULL_OPTIONS = _Options(lib.tq_pull_options_new, lib.tq_pull_options_free)
 _SCHEDULE_OPTIONS = _Options(lib.tq_schedule_options_new, lib.tq_schedule_options_free)
 
 
-def _push_settings(delay, run_at, priority, max_attempts, unique_key=None, unique_for=None):
+def _push_settings(
+    delay,
+    run_at,
+    priority,
+    max_attempts,
+    unique_key=None,
+    unique_for=None,
+    after=(),
+    after_items=(),
+    run_anyway=False,
+):
     """The push options' setters and values for the arguments given."""
     settings = []
+    for parent in after:
+        settings.append((lib.tq_push_options_add_after, _integer("after", parent, _INT64_MIN, _INT64_MAX)))
+    for index in after_items:
+        settings.append((lib.tq_push_options_add_after_item, _integer("after_items", index, 0, _SIZE_MAX)))
+    if run_anyway:
+        settings.append((lib.tq_push_options_set_on_parent_failure, _PARENT_FAILURE_RUN_ANYWAY))
     if delay is not None and run_at is not None:
         raise errors.InvalidArgumentError("give delay or run_at, not both")
     if delay is not None:
@@ -582,6 +604,8 @@ class Queue:
         max_attempts=None,
         unique_key=None,
         unique_for=None,
+        after=(),
+        run_anyway=False,
     ) -> int:
         """Stores a task and returns its id once it is stored at the queue's
         durability.
@@ -602,6 +626,12 @@ class Queue:
           returned (``push_unique`` tells the two cases apart).
           ``unique_for`` (seconds) keeps the key reserved that long after
           the task is done.
+        - ``after``: ids of tasks of this queue the task waits for: it is
+          stored blocked (counted and listed as pending, never pulled) until
+          each is done. Each must be stored at the push: not yet finished,
+          or kept as history. ``run_anyway``: one of them ending dead or
+          cancelled counts as finished, instead of cancelling this task (and
+          those waiting for it).
 
         Raises ``InvalidJSONError``, ``InvalidArgumentError`` (bad UTF-8,
         over the payload limit, an option out of range), ``BusyError``,
@@ -616,11 +646,15 @@ class Queue:
             and max_attempts is None
             and unique_key is None
             and unique_for is None
+            and not after
+            and not run_anyway
         ):
             with self._handle as queue:
                 _check(lib.tq_push(queue, data, len(data), None, byref(out)))
             return out.value
-        settings = _push_settings(delay, run_at, priority, max_attempts, unique_key, unique_for)
+        settings = _push_settings(
+            delay, run_at, priority, max_attempts, unique_key, unique_for, after, run_anyway=run_anyway
+        )
         self._push_with(data, settings, out)
         return out.value
 
@@ -685,6 +719,48 @@ class Queue:
         finally:
             _PUSH_OPTIONS.free(options)
         return ids[:]
+
+    def push_items(self, items) -> "list[int]":
+        """Stores each ``tq.Item`` of ``items`` as ``push`` would, in order,
+        in one transaction, and returns their ids (for an item whose unique
+        key a task holds, that task's): all of them or none. An item may
+        wait for earlier items of the same call (``after_items``), so a
+        graph of tasks is stored whole.
+
+        A bad item stores nothing and raises with its position in
+        ``error.index``, as ``push_many`` does.
+        """
+        items = list(items)
+        datas, built = [], []
+        try:
+            for index, item in enumerate(items):
+                try:
+                    datas.append(_encode(item.payload))
+                    built.append(_PUSH_OPTIONS.build(item._settings()))
+                except (TypeError, ValueError, errors.Error) as error:
+                    if isinstance(error, errors.Error):
+                        error.index = index
+                        raise
+                    failed = type(error)(f"item {index}: {error}")
+                    failed.index = index
+                    raise failed from error
+            count = len(datas)
+            payloads = (c_char_p * count)(*datas)
+            lens = (c_size_t * count)(*map(len, datas))
+            options = (PUSH_OPTIONS_P * count)(*built)
+            ids = (c_int64 * count)()
+            try:
+                with self._handle as queue:
+                    _check(lib.tq_push_items(queue, payloads, lens, options, count, ids))
+            except errors.Error as error:
+                match = _ITEM_INDEX.match(error.message)
+                if match:
+                    error.index = int(match.group(1))
+                raise
+            return ids[:]
+        finally:
+            for options in built:
+                _PUSH_OPTIONS.free(options)
 
     # --- Pulling --------------------------------------------------------------
 
@@ -1275,7 +1351,16 @@ def _read_fields(ptr) -> tuple:
         lib.tq_task_run_at_unix_ms(ptr),
         None if last_error is None else last_error.decode("utf-8", "replace"),
         lib.tq_task_state(ptr),
+        _read_ids(lib.tq_task_parents, ptr),
+        _read_ids(lib.tq_task_waiting_for, ptr),
     )
+
+
+def _read_ids(accessor, ptr) -> tuple:
+    """The ids a task's ``accessor`` (tq_task_parents, tq_task_waiting_for) lists."""
+    count = c_size_t()
+    ids = accessor(ptr, byref(count))
+    return tuple(ids[: count.value]) if ids else ()
 
 
 class _TaskFields:
@@ -1344,6 +1429,19 @@ class _TaskFields:
     def state(self) -> State:
         """The task's state when it was pulled (``State.LEASED``) or listed."""
         return State(self._details()[4])
+
+    @property
+    def parents(self) -> "tuple[int, ...]":
+        """For a pulled task, the ids of the tasks it was pushed to wait for
+        (``after``), ascending: each has ended. Empty for a snapshot."""
+        return self._details()[5]
+
+    @property
+    def waiting_for(self) -> "tuple[int, ...]":
+        """For a snapshot, the ids of the tasks it still waits for,
+        ascending: empty unless it is pending and blocked. Empty for a
+        pulled task."""
+        return self._details()[6]
 
 
 class Task(_TaskFields):
@@ -1545,6 +1643,44 @@ class Task(_TaskFields):
 
     def _end(self, cls, message) -> None:
         self._ended = (cls, message)
+
+
+class Item:
+    """One task of ``Queue.push_items``: its payload (as ``push`` takes it)
+    and the options of ``push``, plus ``after_items``, the indexes of
+    earlier items of the same call that it waits for."""
+
+    __slots__ = ("_options", "payload")
+
+    def __init__(
+        self,
+        payload,
+        *,
+        delay=None,
+        run_at=None,
+        priority=None,
+        max_attempts=None,
+        unique_key=None,
+        unique_for=None,
+        after=(),
+        after_items=(),
+        run_anyway=False,
+    ):
+        self.payload = payload
+        self._options = (
+            delay,
+            run_at,
+            priority,
+            max_attempts,
+            unique_key,
+            unique_for,
+            tuple(after),
+            tuple(after_items),
+            run_anyway,
+        )
+
+    def _settings(self):
+        return _push_settings(*self._options)
 
 
 class TaskSnapshot(_TaskFields):
