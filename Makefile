@@ -94,9 +94,9 @@ test-rust:
 
 # tests/postgres/cluster.sh starts a PostgreSQL server of its own on
 # 127.0.0.1 (from the postgresql package), stopped and removed whatever the
-# outcome. The core, job, control, results, schedules and dependencies suites run
-# their postgres:: variants on it, in
-# a schema per test; tests/postgres.rs runs what only PostgreSQL does; the
+# outcome. The core, job, control, results, schedules and dependencies
+# suites run their postgres:: variants on it, in a schema per test;
+# tests/postgres.rs runs what only PostgreSQL does; the
 # torture scenarios with PostgreSQL variants (workers killed, exclusive
 # delivery) run theirs, one at a time like test-torture, and so does the
 # network faults scenario, which restarts the server (cluster.sh restart,
