@@ -286,14 +286,14 @@ fn run_names(
 }
 
 /// `0 2 * * * (Europe/Paris)`, or `every 30s`.
-fn spec_text(schedule: &Schedule) -> String {
+pub fn spec_text(schedule: &Schedule) -> String {
     match schedule.spec() {
         ScheduleSpec::Cron(expression) => format!("{expression} ({})", schedule.time_zone_name()),
         ScheduleSpec::Every(interval) => format!("every {}", humantime::format_duration(*interval)),
     }
 }
 
-fn catch_up_text(policy: CatchUp) -> String {
+pub fn catch_up_text(policy: CatchUp) -> String {
     match policy {
         CatchUp::Skip => "skip".to_owned(),
         CatchUp::One => "one".to_owned(),

@@ -197,6 +197,45 @@ fn api_task_shows_one_task_whole_in_any_queue() {
 }
 
 #[test]
+fn pages_show_what_a_task_waits_for_its_result_and_the_queues_schedules() {
+    let seeded = Seeded::new();
+    let queue = seeded.queue("default");
+    let first = queue.pull(&tq::PullOptions::new()).unwrap().unwrap();
+    let mut after = tq::PushOptions::new();
+    after.after(&[first.id()]).unwrap();
+    let waiting = queue.push("\"report\"", &after).unwrap().id();
+    queue
+        .finish_with_result(first.receipt(), "{\"rows\": 12}")
+        .unwrap();
+    let mut schedule = tq::Schedule::new(
+        "nightly",
+        tq::ScheduleSpec::Cron("0 2 * * *".to_owned()),
+        "{\"report\": \"daily\"}",
+    )
+    .unwrap();
+    schedule.time_zone("Europe/Paris").unwrap();
+    queue.add_schedule(&schedule).unwrap();
+    let mut after_it = tq::PushOptions::new();
+    after_it.after(&[waiting]).unwrap();
+    let blocked = queue.push("\"later\"", &after_it).unwrap().id();
+    let served = Served::start(&seeded.file, &[]);
+
+    let (status, page) = get(&served, &format!("/tasks/{}", first.id()));
+    assert_eq!(status, 200);
+    assert!(page.contains("Result"), "{page}");
+    assert!(page.contains("&quot;rows&quot;: 12"), "{page}");
+    let (_, page) = get(&served, &format!("/tasks/{blocked}"));
+    assert!(page.contains("Waits for"), "{page}");
+    assert!(
+        page.contains(&format!("href=\"/tasks/{waiting}?queue=default\"")),
+        "{page}"
+    );
+    let (_, page) = get(&served, "/queues/default");
+    assert!(page.contains("Schedules"), "{page}");
+    assert!(page.contains("0 2 * * * (Europe/Paris)"), "{page}");
+}
+
+#[test]
 fn without_allow_actions_the_pages_are_read_only_and_posts_are_refused() {
     let seeded = Seeded::new();
     let served = Served::start(&seeded.file, &[]);

@@ -11,6 +11,7 @@ use super::api::{self, checked_queue, find_task, read_page, STATES};
 use super::{Answer, App, Incoming};
 use crate::output::{relative_time, rfc3339, short_duration, state_name};
 use crate::sample::QueueStats;
+use crate::schedule::{catch_up_text, spec_text};
 
 /// The most dead tasks the dead page reads to group them by reason.
 const DEAD_SCAN: usize = 10_000;
@@ -172,6 +173,7 @@ pub fn tasks(app: &App, queue: &str, incoming: &Incoming) -> Answer {
             )));
         }
         let page = read_page(app, &queue, incoming)?;
+        let schedules = app.sampler().queue(&queue)?.schedules()?;
         let (sample, _) = app.latest();
         let stats = sample.queues.iter().find(|stats| stats.queue == queue);
         let counts: Vec<(TaskState, u64)> = STATES
@@ -196,6 +198,25 @@ pub fn tasks(app: &App, queue: &str, incoming: &Incoming) -> Answer {
             (task_table(&queue, &page.tasks))
             @if let Some(after) = page.next_after {
                 p { a.next href={ "/queues/" (href) "?state=" (state_name(page.state)) "&after=" (after) } { "Next page" } }
+            }
+            @if !schedules.is_empty() {
+                h2 { "Schedules" }
+                table.schedules {
+                    thead { tr { th { "name" } th { "when" } th { "catch-up" } th { "next slot" } th { "payload" } } }
+                    tbody {
+                        @for info in &schedules {
+                            tr {
+                                td { (info.schedule().name()) }
+                                td { (spec_text(info.schedule())) }
+                                td { (catch_up_text(info.schedule().catch_up_policy())) }
+                                td.next-slot {
+                                    @if info.paused() { "paused" } @else { (relative_time(info.next_slot_unix_ms())) }
+                                }
+                                td.payload { code { (shorten(info.schedule().payload(), PAYLOAD_SHOWN)) } }
+                            }
+                        }
+                    }
+                }
             }
         };
         Ok(layout(
@@ -269,6 +290,14 @@ pub fn task(app: &App, id: &str, incoming: &Incoming) -> Answer {
             @if let Some(reason) = task.last_error() {
                 h2 { "Last reason" }
                 pre.reason { (reason) }
+            }
+            @if !task.waiting_for().is_empty() {
+                h2 { "Waits for" }
+                ul.waiting-for {
+                    @for parent in task.waiting_for() {
+                        li { a href=(task_href(&queue, *parent)) { "task " (parent) } }
+                    }
+                }
             }
             h2 { "Payload" }
             pre.payload { code { (payload) } }
