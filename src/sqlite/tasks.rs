@@ -141,6 +141,13 @@ pub(crate) fn push_one(
     Ok(Pushed::Stored(id))
 }
 
+/// Whether any task waits for task `?1`: a plain lookup in the primary
+/// key of `tq_dependencies`, asked before [`TAKE_WAITING`], whose
+/// `RETURNING` costs every finish a statement journal and a temporary
+/// table even when it deletes nothing (measured: a third of a pull and
+/// finish at `normal`).
+const ANY_WAITING: &str = "SELECT 1 FROM tq_dependencies WHERE parent = ?1 LIMIT 1";
+
 /// The tasks waiting for task `?1`, which has ended: one lookup in the
 /// primary key of `tq_dependencies`, which starts with the parent.
 const TAKE_WAITING: &str =
@@ -173,6 +180,13 @@ fn release_waiting(
 ) -> Result<()> {
     let mut ends = vec![(parent, ended)];
     while let Some((parent, ended)) = ends.pop() {
+        let any = conn
+            .prepare_cached(ANY_WAITING)?
+            .query_row([parent], |_| Ok(()))
+            .optional()?;
+        if any.is_none() {
+            continue;
+        }
         let waiting: Vec<(i64, bool)> = conn
             .prepare_cached(TAKE_WAITING)?
             .query_map([parent], |row| Ok((row.get(0)?, row.get(1)?)))?
@@ -1761,6 +1775,8 @@ mod tests {
         let tasks = claim(&conn, "default", 1, 10, 1000, 1, false).unwrap();
         assert_eq!(tasks.len(), 1);
         assert_eq!(tasks[0].payload(), "\"ready\"");
+        let any = plan(&conn, ANY_WAITING);
+        assert!(any.contains("PRIMARY KEY"), "{any}");
         let take = plan(&conn, TAKE_WAITING);
         assert!(take.contains("PRIMARY KEY"), "{take}");
         let forget = plan(&conn, FORGET_PARENTS);
