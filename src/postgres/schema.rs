@@ -194,6 +194,9 @@ const MIGRATIONS: &[&str] = &[
         EXECUTE FUNCTION @.release_waiting();
     CREATE TRIGGER tasks_deleted AFTER DELETE ON @.tasks FOR EACH ROW
         WHEN (OLD.has_children) EXECUTE FUNCTION @.release_waiting();",
+    // 7: SQLite's version 9: ordered groups, with the same index.
+    "ALTER TABLE @.tasks ADD COLUMN group_key text;
+    CREATE INDEX tasks_group ON @.tasks (queue, group_key, id) WHERE group_key IS NOT NULL;",
 ];
 
 /// The schema version this library writes.

@@ -26,9 +26,9 @@ use crate::holder::{Liveness, ProcessId};
 use crate::options::RetryBackoff;
 use crate::schedule::{Schedule, ScheduleInfo};
 use crate::store::{
-    cancelled_for, holds_unique_key, of_item, parent_ids, pause_until, state_condition,
-    stored_pause, waits_for, Checkpoint, NewTask, Store, BLOCKED, CANCELLED, CANCELLING,
-    NEVER_USED, UNTIL_RESUMED,
+    cancelled_for, group_predecessor_sql, holds_unique_key, of_item, parent_ids, pause_until,
+    state_condition, stored_pause, waits_for, Checkpoint, NewTask, Store, BLOCKED, CANCELLED,
+    CANCELLING, NEVER_USED, UNTIL_RESUMED,
 };
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Task, TaskInfo, TaskState,
@@ -99,7 +99,12 @@ pub(crate) fn push_one(
                 .execute([id])?;
         }
     }
-    let state = if !unfinished.is_empty() {
+    let group_parent = match &task.group {
+        Some((group, at_once)) => group_parent(conn, queue, group, *at_once, &unfinished)?,
+        None => None,
+    };
+    let waiting_for = unfinished.len() + usize::from(group_parent.is_some());
+    let state = if waiting_for > 0 {
         BLOCKED
     } else if task.run_at <= now {
         0
@@ -115,8 +120,8 @@ pub(crate) fn push_one(
     conn.prepare_cached(
         "INSERT INTO tq_tasks
             (queue, state, payload, created_at, run_at, priority, max_attempts, unique_key,
-             unique_for, parents, waiting_for)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+             unique_for, parents, waiting_for, group_key)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
     )?
     .execute(params![
         queue,
@@ -129,16 +134,39 @@ pub(crate) fn push_one(
         key,
         reserved_for,
         parents_json,
-        unfinished.len() as i64
+        waiting_for as i64,
+        task.group.as_ref().map(|(group, _)| group.as_str()),
     ])?;
     let id = conn.last_insert_rowid();
-    for parent in unfinished {
+    let dependencies = unfinished
+        .into_iter()
+        .map(|parent| (parent, task.run_anyway))
+        .chain(group_parent.map(|parent| (parent, true)));
+    for (parent, run_anyway) in dependencies {
         conn.prepare_cached(
             "INSERT INTO tq_dependencies (parent, task, run_anyway) VALUES (?1, ?2, ?3)",
         )?
-        .execute(params![parent, id, task.run_anyway])?;
+        .execute(params![parent, id, run_anyway])?;
     }
     Ok(Pushed::Stored(id))
+}
+
+/// The task a task pushed to `group` of `queue`, `at_once` of whose tasks
+/// run at once, waits for as its group's predecessor (see
+/// [`group_predecessor_sql`]), unless it waits for that task already among
+/// its `parents`, with their own policy.
+fn group_parent(
+    conn: &Connection,
+    queue: &str,
+    group: &str,
+    at_once: u32,
+    parents: &[i64],
+) -> Result<Option<i64>> {
+    let predecessor: Option<i64> = conn
+        .prepare_cached(&group_predecessor_sql("tq_tasks", '?'))?
+        .query_row(params![queue, group, at_once - 1], |row| row.get(0))
+        .optional()?;
+    Ok(predecessor.filter(|id| !parents.contains(id)))
 }
 
 /// The tasks waiting for task `?1`, which has ended: one lookup in the
@@ -741,7 +769,8 @@ const TASK_INFO: &str =
     "id, state, attempts, max_attempts, priority, run_at, last_error, payload, result, progress,
      CASE WHEN state = 7 THEN (SELECT json_group_array(parent) FROM
          (SELECT parent FROM tq_dependencies WHERE task = tq_tasks.id ORDER BY parent))
-     END";
+     END,
+     group_key";
 
 fn info_from_row(row: &Row<'_>) -> rusqlite::Result<TaskInfo> {
     Ok(TaskInfo {
@@ -756,6 +785,7 @@ fn info_from_row(row: &Row<'_>) -> rusqlite::Result<TaskInfo> {
         result: row.get(8)?,
         progress: row.get(9)?,
         waiting_for: ids_from_json(row.get(10)?)?,
+        group: row.get(11)?,
     })
 }
 
@@ -1652,6 +1682,7 @@ mod tests {
                 unique: None,
                 after: Vec::new(),
                 run_anyway: false,
+                group: None,
             }],
             now: 1,
         };
