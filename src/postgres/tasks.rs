@@ -1629,6 +1629,76 @@ mod tests {
             .unwrap();
     }
 
+    #[test]
+    fn claiming_stays_an_index_lookup_with_a_thousand_groups_of_a_hundred() {
+        let Some(url) =
+            server("claiming_stays_an_index_lookup_with_a_thousand_groups_of_a_hundred")
+        else {
+            return;
+        };
+        let schema = format!("unit_groups_{}", std::process::id());
+        let store = fresh_store(&url, &schema, "default");
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        // What pushes of 100 rounds to 1,000 groups store: each group's
+        // head ready, each other task blocked by the one before it.
+        client
+            .batch_execute(&format!(
+                "INSERT INTO \"{schema}\".tasks
+                     (id, queue, state, payload, created_at, run_at, max_attempts, waiting_for,
+                      has_children, group_key)
+                 SELECT i, 'default', CASE WHEN i <= 1000 THEN 0 ELSE 7 END, '1', 0, i, 3,
+                        CASE WHEN i <= 1000 THEN 0 ELSE 1 END, i <= 99000, 'g' || (i % 1000)
+                 FROM generate_series(1, 100000) AS i;
+                 INSERT INTO \"{schema}\".dependencies (parent, task, run_anyway)
+                 SELECT i - 1000, i, true FROM generate_series(1001, 100000) AS i;
+                 SELECT setval(pg_get_serial_sequence('\"{schema}\".tasks', 'id'), 100000);
+                 ANALYZE \"{schema}\".tasks;
+                 ANALYZE \"{schema}\".dependencies"
+            ))
+            .unwrap();
+        let explain = |client: &mut postgres::Client, sql: &str| -> String {
+            let plan: Vec<String> = client
+                .query(&format!("EXPLAIN {sql}"), &[])
+                .unwrap()
+                .iter()
+                .map(|row| row.get(0))
+                .collect();
+            plan.join("\n")
+        };
+        let claim = store
+            .sql(CLAIM)
+            .replace("$1", "'default'")
+            .replace("$2", "1")
+            .replace("$3", "1000")
+            .replace("$4", "1")
+            .replace("$5", "false");
+        let plan = explain(&mut client, &claim);
+        assert!(!plan.contains("Seq Scan"), "{plan}");
+        let predecessor = store
+            .sql(&group_predecessor_sql("@.tasks", '$'))
+            .replace("$1", "'default'")
+            .replace("$2", "'g7'")
+            .replace("$3", "0");
+        let plan = explain(&mut client, &predecessor);
+        assert!(plan.contains("tasks_group"), "{plan}");
+        let tasks = store.claim(1, 0, 1000).unwrap();
+        assert_eq!(tasks.len(), 1);
+        assert!(tasks[0].receipt().id() <= 1000, "a group's head");
+        // A push to a group waits for the group's newest task.
+        let mut options = PushOptions::new();
+        options.group("g7", 1).unwrap();
+        let pushed = store
+            .push(vec![NewTask::new("1", &options, 0, 3)], 0)
+            .unwrap();
+        let info = store.task(pushed[0].id()).unwrap().unwrap();
+        assert_eq!(info.waiting_for(), [99_007]);
+        assert_eq!(info.group(), Some("g7"));
+        drop(store);
+        client
+            .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+            .unwrap();
+    }
+
     /// Waits (up to a generous bound) until `bell` has rung after `seen`.
     fn rung_after(bell: &crate::wait::Bell, seen: u64) -> bool {
         let until = std::time::Instant::now() + std::time::Duration::from_secs(20);

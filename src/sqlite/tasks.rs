@@ -1799,6 +1799,61 @@ mod tests {
     }
 
     #[test]
+    fn claiming_stays_an_index_lookup_with_a_thousand_groups_of_a_hundred() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        super::super::schema::migrate(&conn).unwrap();
+        let tx = conn.transaction().unwrap();
+        let grouped = |group: usize| NewTask {
+            payload: "1".to_owned(),
+            run_at: 0,
+            delay: Some(0),
+            priority: 0,
+            max_attempts: 3,
+            unique: None,
+            after: Vec::new(),
+            run_anyway: false,
+            group: Some((format!("g{group}"), 1)),
+        };
+        for _ in 0..100 {
+            for group in 0..1000 {
+                push_one(&tx, "default", &grouped(group), &[], 0).unwrap();
+            }
+        }
+        tx.commit().unwrap();
+        conn.execute_batch("ANALYZE").unwrap();
+        let count = |state: i64| -> i64 {
+            conn.query_row(
+                "SELECT count(*) FROM tq_tasks WHERE state = ?1",
+                [state],
+                |row| row.get(0),
+            )
+            .unwrap()
+        };
+        assert_eq!(
+            (count(0), count(BLOCKED)),
+            (1000, 99_000),
+            "a head per group"
+        );
+        let steps = |sql: &str, params: &[&dyn rusqlite::ToSql]| -> i32 {
+            let mut statement = conn.prepare(sql).unwrap();
+            let mut rows = statement.query(params).unwrap();
+            while rows.next().unwrap().is_some() {}
+            drop(rows);
+            statement.get_status(rusqlite::StatementStatus::VmStep)
+        };
+        let first = steps(&ready_first_sql(), &[&"default"]);
+        assert!(first < 200, "{first} steps to find the task to claim");
+        // A push finds its predecessor from the newest task of its group.
+        let predecessor = group_predecessor_sql("tq_tasks", '?');
+        let found = steps(&predecessor, &[&"default", &"g7", &0]);
+        assert!(found < 200, "{found} steps to find a group's predecessor");
+        let plan = plan(&conn, &predecessor);
+        assert!(plan.contains("tq_tasks_group"), "{plan}");
+        let tasks = claim(&conn, "default", 1, 10, 1000, 1, false).unwrap();
+        assert_eq!(tasks.len(), 1);
+    }
+
+    #[test]
     fn claims_and_upkeep_are_index_lookups() {
         let conn = Connection::open_in_memory().unwrap();
         super::super::schema::migrate(&conn).unwrap();
