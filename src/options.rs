@@ -513,8 +513,8 @@ impl PushOptions {
     /// named by `after`. Tasks of one group pushed in one call wait for
     /// each other likewise, in order. Pushes to one group should use the
     /// same `max_at_once`: each push counts with its own. A task of the
-    /// group cancelled while it still waits lets the task waiting for it
-    /// run at once, beside the ones it waited for.
+    /// group cancelled while it still waits hands its place on: the tasks
+    /// of the group waiting for it wait for the task it waited for.
     pub fn group(&mut self, key: &str, max_at_once: u32) -> Result<&mut Self> {
         check_text("a group key", key, MAX_UNIQUE_KEY_LEN)?;
         if !(1..=MAX_GROUP_AT_ONCE).contains(&max_at_once) {

@@ -187,13 +187,14 @@ fn a_group_combines_with_the_tasks_named_after(scratch: Scratch) {
     // The parent dying cancels the task (its own policy); the group moves on.
     let first = pull_all(&queue);
     assert_eq!(ids(&first), [parent, head]);
-    queue.finish(first[1].receipt()).unwrap();
-    assert!(pull(&queue).is_none(), "the parent still holds it");
     queue.fail(first[0].receipt(), "no").unwrap();
     assert_eq!(
         queue.task(both).unwrap().unwrap().state(),
         TaskState::Cancelled
     );
+    assert!(pull(&queue).is_none(), "the head still holds the group");
+    assert_eq!(queue.task(last).unwrap().unwrap().waiting_for(), [head]);
+    queue.finish(first[1].receipt()).unwrap();
     assert_eq!(pull(&queue).unwrap().id(), last);
 
     // A task waiting for the group's predecessor by `after` too keeps
@@ -214,6 +215,41 @@ fn a_group_combines_with_the_tasks_named_after(scratch: Scratch) {
         queue.task(follower).unwrap().unwrap().state(),
         TaskState::Cancelled
     );
+}
+
+fn a_task_cancelled_while_it_waits_hands_its_place_on(scratch: Scratch) {
+    for history in [true, false] {
+        let mut options = OpenOptions::new();
+        options
+            .durability(Durability::Normal)
+            .keep_history(history)
+            .queue(if history { "kept" } else { "gone" })
+            .unwrap();
+        let queue = scratch.open_with(&options);
+        let tasks: Vec<i64> = (0..5)
+            .map(|n| push_to(&queue, &n.to_string(), "g", 1))
+            .collect();
+        let head = pull(&queue).unwrap();
+        assert_eq!(head.id(), tasks[0]);
+        queue.cancel_task(tasks[1], "not needed").unwrap();
+        assert!(pull(&queue).is_none(), "the head still holds the group");
+        assert_eq!(
+            queue.task(tasks[2]).unwrap().unwrap().waiting_for(),
+            [tasks[0]]
+        );
+        // The next one in the middle too.
+        queue.cancel_task(tasks[3], "not needed").unwrap();
+        assert_eq!(
+            queue.task(tasks[4]).unwrap().unwrap().waiting_for(),
+            [tasks[2]]
+        );
+        queue.finish(head.receipt()).unwrap();
+        let next = pull(&queue).unwrap();
+        assert_eq!(next.id(), tasks[2]);
+        assert!(pull(&queue).is_none());
+        queue.finish(next.receipt()).unwrap();
+        assert_eq!(pull(&queue).unwrap().id(), tasks[4]);
+    }
 }
 
 fn concurrent_pushes_to_one_group_keep_one_chain(scratch: Scratch) {
@@ -273,6 +309,7 @@ on_both_backends!(
     a_task_taken_back_still_holds_its_group,
     a_batch_chains_its_tasks_of_one_group,
     a_group_combines_with_the_tasks_named_after,
+    a_task_cancelled_while_it_waits_hands_its_place_on,
     concurrent_pushes_to_one_group_keep_one_chain,
     bad_groups_are_refused_and_store_nothing,
 );

@@ -314,7 +314,8 @@ const MaxGroupAtOnce = C.TQ_MAX_GROUP_AT_ONCE
 // recent unfinished task of the group, if any: listed by WaitingFor while
 // it is blocked, not by Parents. Tasks of one group in one PushBatch or
 // PushItems wait for each other likewise, in order. A task of the group
-// cancelled while it still waits lets the task waiting for it run at once.
+// cancelled while it still waits hands its place on: the tasks of the
+// group waiting for it wait for the task it waited for.
 func WithGroup(key string, maxAtOnce int) PushOption {
 	return PushOption{func(s *optionSetter[*C.tq_push_options]) {
 		limit := s.uint32("group's tasks at once", maxAtOnce)

@@ -338,7 +338,8 @@ pub extern "C" fn tq_push_options_set_on_parent_failure(
 /// `tq_task_waiting_for` while blocked, not by `tq_task_parents`). Tasks of
 /// one group in one `tq_push_batch` or `tq_push_items` wait for each other
 /// likewise, in order. A task of the group cancelled while it still waits
-/// lets the task waiting for it run at once.
+/// hands its place on: the tasks of the group waiting for it wait for the
+/// task it waited for.
 ///
 /// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, a key empty,
 /// too long or not UTF-8, `max_at_once` out of range; the object is then

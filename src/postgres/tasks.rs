@@ -608,15 +608,17 @@ impl PostgresStore {
     /// Ends task `id` as cancelled (see `sqlite/tasks.rs`): kept with
     /// `reason` with history, deleted without.
     fn end_as_cancelled(&self, tx: &mut Tx<'_>, id: i64, reason: Option<&str>) -> Result<()> {
-        tx.execute(
-            &self.sql("DELETE FROM @.dependencies WHERE task = $1"),
-            &[&id],
-        )?;
+        // What it waited for is forgotten after its end, which a blocked
+        // task of an ordered group hands on first (see `schema.rs`).
         if self.keep_history {
             tx.execute(&self.sql(KEEP_CANCELLED), &[&id, &reason])?;
         } else {
             tx.execute(&self.sql("DELETE FROM @.tasks WHERE id = $1"), &[&id])?;
         }
+        tx.execute(
+            &self.sql("DELETE FROM @.dependencies WHERE task = $1"),
+            &[&id],
+        )?;
         Ok(())
     }
 

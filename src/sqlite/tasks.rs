@@ -670,6 +670,7 @@ fn cancel_row(
     now: i64,
     keep_history: bool,
 ) -> Result<()> {
+    hand_on_group(conn, id)?;
     conn.prepare_cached(FORGET_PARENTS)?.execute([id])?;
     if keep_history {
         conn.prepare_cached(
@@ -684,6 +685,47 @@ fn cancel_row(
         conn.prepare_cached("DELETE FROM tq_tasks WHERE id = ?1")?
             .execute([id])?;
     }
+    Ok(())
+}
+
+/// Hands the place of task `id`, if it is a blocked task of an ordered
+/// group about to be cancelled, to the tasks of its group waiting for it
+/// (to run anyway): they wait for the task it waited for in its group
+/// instead, so that its end lets no more of the group run at once.
+fn hand_on_group(conn: &Connection, id: i64) -> Result<()> {
+    let predecessor: Option<i64> = conn
+        .prepare_cached(
+            "SELECT max(d.parent) FROM tq_tasks t
+             JOIN tq_dependencies d ON d.task = t.id
+             JOIN tq_tasks p ON p.id = d.parent AND p.queue = t.queue AND p.group_key = t.group_key
+             WHERE t.id = ?1 AND t.state = 7",
+        )?
+        .query_row([id], |row| row.get(0))?;
+    let Some(predecessor) = predecessor else {
+        return Ok(());
+    };
+    // The successors in the group: those waiting for the predecessor
+    // already merely stop waiting for `id`; the others wait for it instead.
+    const SUCCESSORS: &str = "SELECT d.task FROM tq_dependencies d
+        JOIN tq_tasks s ON s.id = d.task
+        WHERE d.parent = ?1 AND d.run_anyway
+          AND s.group_key = (SELECT group_key FROM tq_tasks WHERE id = ?1)";
+    conn.prepare_cached(&format!(
+        "UPDATE tq_tasks SET waiting_for = waiting_for - 1
+         WHERE id IN ({SUCCESSORS})
+           AND id IN (SELECT task FROM tq_dependencies WHERE parent = ?2)"
+    ))?
+    .execute(params![id, predecessor])?;
+    conn.prepare_cached(&format!(
+        "DELETE FROM tq_dependencies
+         WHERE parent = ?1 AND task IN ({SUCCESSORS})
+           AND task IN (SELECT task FROM tq_dependencies WHERE parent = ?2)"
+    ))?
+    .execute(params![id, predecessor])?;
+    conn.prepare_cached(&format!(
+        "UPDATE tq_dependencies SET parent = ?2 WHERE parent = ?1 AND task IN ({SUCCESSORS})"
+    ))?
+    .execute(params![id, predecessor])?;
     Ok(())
 }
 
