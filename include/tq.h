@@ -135,6 +135,12 @@
 #define TQ_MAX_PARENTS 10000
 
 /*
+ The most tasks of one ordered group delivered at once
+ ([`PushOptions::group`]).
+ */
+#define TQ_MAX_GROUP_AT_ONCE 1000
+
+/*
  The largest payload any queue accepts, in bytes (SQLite's limit on one
  value); [`OpenOptions::max_payload_len`] sets a queue's own limit.
  */
@@ -593,6 +599,30 @@ enum tq_status tq_push_options_set_on_parent_failure(struct tq_push_options *opt
                                                      int32_t policy);
 
 /*
+ Puts the task in the ordered group `key` of its queue: 1 to
+ `TQ_MAX_UNIQUE_KEY_LEN` bytes of UTF-8 (NUL-terminated; copied), or
+ NULL to take it out of any group. The tasks of one group are delivered
+ at most `max_at_once` at a time (1 to `TQ_MAX_GROUP_AT_ONCE`), in push
+ order when it is 1, while other groups proceed in parallel: the task
+ waits, as one added by `tq_push_options_add_after` with
+ `TQ_PARENT_FAILURE_RUN_ANYWAY` would, for the `max_at_once`-th most
+ recent unfinished task of the group, if any (listed by
+ `tq_task_waiting_for` while blocked, not by `tq_task_parents`). Tasks of
+ one group in one `tq_push_batch` or `tq_push_items` wait for each other
+ likewise, in order. A task of the group cancelled while it still waits
+ hands its place on: the tasks of the group waiting for it wait for the
+ task it waited for.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, a key empty,
+ too long or not UTF-8, `max_at_once` out of range; the object is then
+ unchanged).
+ Thread safety: not with other calls on the same options object.
+ */
+enum tq_status tq_push_options_set_group(struct tq_push_options *options,
+                                         const char *key,
+                                         uint32_t max_at_once);
+
+/*
  Creates an options object for `tq_pull` holding the defaults: a 30,000
  ms lease, no waiting, no cancellation.
 
@@ -971,6 +1001,17 @@ const char *tq_task_progress(const struct tq_task *task);
  Thread safety: safe on a task read by several threads.
  */
 const int64_t *tq_task_parents(const struct tq_task *task, size_t *out_count);
+
+/*
+ Returns the key of the ordered group a listed task was pushed to
+ (`tq_push_options_set_group`), or NULL when it has none, was pulled
+ rather than read by `tq_get_task`, `tq_wait_task` or `tq_list`, or
+ `task` is NULL.
+
+ Ownership: the text belongs to the task and lives until `tq_task_free`.
+ Thread safety: safe on a task read by several threads.
+ */
+const char *tq_task_group(const struct tq_task *task);
 
 /*
  Returns the ids of the tasks a listed task still waits for, ascending

@@ -51,7 +51,7 @@ pub use location::redacted_location;
 pub use options::{
     Durability, OpenOptions, ParentFailure, PullOptions, PushOptions, DEFAULT_MAX_ATTEMPTS,
     DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA, DEFAULT_QUEUE, DEFAULT_RESULT_RETENTION,
-    MAX_PARENTS, MAX_POOL_SIZE, MAX_QUEUE_NAME_LEN, MAX_UNIQUE_KEY_LEN,
+    MAX_GROUP_AT_ONCE, MAX_PARENTS, MAX_POOL_SIZE, MAX_QUEUE_NAME_LEN, MAX_UNIQUE_KEY_LEN,
 };
 pub use queue::{is_postgres_url, Queue, MAX_PAYLOAD_LEN, MAX_REASON_LEN};
 /// The SQLite binding tq is built on, for [`outbox`] callers: using this

@@ -337,6 +337,18 @@ pub(crate) struct UniqueKey {
 /// The most tasks one task may wait for.
 pub const MAX_PARENTS: usize = 10_000;
 
+/// The most tasks of one ordered group delivered at once
+/// ([`PushOptions::group`]).
+pub const MAX_GROUP_AT_ONCE: u32 = 1_000;
+
+/// A push's ordered group: its key and how many of its tasks may be
+/// delivered at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Group {
+    pub(crate) key: String,
+    pub(crate) max_at_once: u32,
+}
+
 /// A task a push waits for: one stored already, or an earlier item of the
 /// same [`crate::Queue::push_items`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -367,6 +379,7 @@ pub struct PushOptions {
     pub(crate) unique: Option<UniqueKey>,
     pub(crate) after: BTreeSet<Parent>,
     pub(crate) on_parent_failure: ParentFailure,
+    pub(crate) group: Option<Group>,
 }
 
 impl PushOptions {
@@ -483,6 +496,42 @@ impl PushOptions {
     /// default [`ParentFailure::Cancel`].
     pub fn on_parent_failure(&mut self, policy: ParentFailure) -> &mut Self {
         self.on_parent_failure = policy;
+        self
+    }
+
+    /// Puts the task in the ordered group `key` (1 to
+    /// [`MAX_UNIQUE_KEY_LEN`] bytes of UTF-8, no NUL) of its queue, whose
+    /// tasks are delivered at most `max_at_once` at a time (1 to
+    /// [`MAX_GROUP_AT_ONCE`]), in push order when it is 1, while other
+    /// groups proceed in parallel. The task waits, as it would for a task
+    /// named by [`PushOptions::after`] with [`ParentFailure::RunAnyway`],
+    /// for the `max_at_once`-th most recent unfinished task of the group,
+    /// if there is one: that task ending in any way (a crashed holder's
+    /// task taken back does not end it) lets the next run. The task it
+    /// waits for so is listed by [`crate::TaskInfo::waiting_for`] while
+    /// blocked, not by [`crate::Task::parents`], which lists the tasks
+    /// named by `after`. Tasks of one group pushed in one call wait for
+    /// each other likewise, in order. Pushes to one group should use the
+    /// same `max_at_once`: each push counts with its own. A task of the
+    /// group cancelled while it still waits hands its place on: the tasks
+    /// of the group waiting for it wait for the task it waited for.
+    pub fn group(&mut self, key: &str, max_at_once: u32) -> Result<&mut Self> {
+        check_text("a group key", key, MAX_UNIQUE_KEY_LEN)?;
+        if !(1..=MAX_GROUP_AT_ONCE).contains(&max_at_once) {
+            return Err(Error::invalid_argument(format!(
+                "a group delivers 1 to {MAX_GROUP_AT_ONCE} of its tasks at once, got {max_at_once}"
+            )));
+        }
+        self.group = Some(Group {
+            key: key.to_owned(),
+            max_at_once,
+        });
+        Ok(self)
+    }
+
+    /// Takes the task out of its ordered group ([`PushOptions::group`]).
+    pub fn clear_group(&mut self) -> &mut Self {
+        self.group = None;
         self
     }
 

@@ -40,6 +40,8 @@ pub(crate) struct NewTask {
     /// Whether a task it waits for ending dead or cancelled counts as
     /// finished ([`ParentFailure::RunAnyway`]) rather than cancelling it.
     pub(crate) run_anyway: bool,
+    /// The ordered group's key and how many of its tasks run at once.
+    pub(crate) group: Option<(String, u32)>,
 }
 
 impl NewTask {
@@ -74,6 +76,10 @@ impl NewTask {
             }),
             after: options.after.iter().copied().collect(),
             run_anyway: options.on_parent_failure == ParentFailure::RunAnyway,
+            group: options
+                .group
+                .as_ref()
+                .map(|group| (group.key.clone(), group.max_at_once)),
         }
     }
 }
@@ -329,6 +335,24 @@ pub(crate) fn waits_for(
     }
 }
 
+/// The stored states of an unfinished task (pending, blocked, leased or
+/// cancelling), as an SQL condition the same in both backends: a task
+/// pushed to an ordered group waits for one of these.
+pub(crate) const UNFINISHED: &str = "state IN (0, 1, 4, 6, 7)";
+
+/// The task a task pushed to group `$2` of queue `$1` waits for, `$3`
+/// being how many of the group run at once minus one: the `$3 + 1`-th most
+/// recent unfinished task of the group, found from the group's newest task
+/// in its index (its finished tasks are mostly older than its unfinished
+/// ones). No row when the group has fewer unfinished tasks: the task may
+/// run at once. `tasks` names the table, `mark` starts a parameter.
+pub(crate) fn group_predecessor_sql(tasks: &str, mark: char) -> String {
+    format!(
+        "SELECT id FROM {tasks} WHERE queue = {mark}1 AND group_key = {mark}2 AND {UNFINISHED}
+         ORDER BY id DESC LIMIT 1 OFFSET {mark}3"
+    )
+}
+
 /// `err`, from item `index` of a push of `count` tasks, saying which item
 /// when there are several.
 pub(crate) fn of_item(err: Error, index: usize, count: usize) -> Error {
@@ -412,6 +436,7 @@ pub(crate) fn due_tasks(schedule: &Schedule, next: i64, now: i64) -> Result<(Vec
             unique: Some((slot_key(&schedule.name, slot), SLOT_KEY_RESERVED)),
             after: Vec::new(),
             run_anyway: false,
+            group: None,
         })
         .collect();
     Ok((tasks, after))

@@ -115,6 +115,7 @@ pub struct TaskInfo {
     pub(crate) result: Option<String>,
     pub(crate) progress: Option<String>,
     pub(crate) waiting_for: Vec<i64>,
+    pub(crate) group: Option<String>,
 }
 
 impl TaskInfo {
@@ -183,6 +184,12 @@ impl TaskInfo {
     /// is pending and blocked by tasks not yet ended.
     pub fn waiting_for(&self) -> &[i64] {
         &self.waiting_for
+    }
+
+    /// The key of the ordered group it was pushed to
+    /// ([`crate::PushOptions::group`]), if any.
+    pub fn group(&self) -> Option<&str> {
+        self.group.as_deref()
     }
 }
 

@@ -302,6 +302,29 @@ func WithOnParentFailure(policy ParentFailure) PushOption {
 	}}
 }
 
+// MaxGroupAtOnce is the most tasks of one ordered group delivered at
+// once (see WithGroup).
+const MaxGroupAtOnce = C.TQ_MAX_GROUP_AT_ONCE
+
+// WithGroup puts the task in the ordered group key of its queue (1 to
+// MaxUniqueKeyLen bytes, no NUL), whose tasks are delivered at most
+// maxAtOnce at a time (1 to MaxGroupAtOnce), in push order for 1, while
+// other groups proceed in parallel. The task waits, as one pushed
+// WithAfter and ParentFailureRunAnyway would, for the maxAtOnce-th most
+// recent unfinished task of the group, if any: listed by WaitingFor while
+// it is blocked, not by Parents. Tasks of one group in one PushBatch or
+// PushItems wait for each other likewise, in order. A task of the group
+// cancelled while it still waits hands its place on: the tasks of the
+// group waiting for it wait for the task it waited for.
+func WithGroup(key string, maxAtOnce int) PushOption {
+	return PushOption{func(s *optionSetter[*C.tq_push_options]) {
+		limit := s.uint32("group's tasks at once", maxAtOnce)
+		s.setString("group key", key, func(o *C.tq_push_options, key *C.char) C.enum_tq_status {
+			return C.tq_push_options_set_group(o, key, limit)
+		})
+	}}
+}
+
 // MaxUniqueKeyLen is the longest unique key, in bytes.
 const MaxUniqueKeyLen = C.TQ_MAX_UNIQUE_KEY_LEN
 

@@ -34,6 +34,7 @@ type taskFields struct {
 	payload      []byte
 	parents      []int64
 	waitingFor   []int64
+	group        string
 }
 
 // readIDs copies an array of ids from a C task (nil when empty).
@@ -66,6 +67,9 @@ func readTask(c *C.tq_task) taskFields {
 	var count C.size_t
 	f.parents = readIDs(C.tq_task_parents(c, &count), count)
 	f.waitingFor = readIDs(C.tq_task_waiting_for(c, &count), count)
+	if group := C.tq_task_group(c); group != nil {
+		f.group = C.GoString(group)
+	}
 	return f
 }
 
@@ -101,6 +105,10 @@ func (f taskFields) Parents() []int64 { return f.parents }
 // WaitingFor returns, for a TaskInfo, the ids of the tasks it still waits
 // for, ascending: nil unless it is pending and blocked. Nil for a Task.
 func (f taskFields) WaitingFor() []int64 { return f.waitingFor }
+
+// Group returns, for a TaskInfo, the key of the ordered group it was
+// pushed to (WithGroup), or "" when none. "" for a Task.
+func (f taskFields) Group() string { return f.group }
 
 // Payload returns the task's JSON text exactly as pushed. The slice is the
 // task's own copy, valid at any time; do not modify it.

@@ -226,6 +226,9 @@ pub fn show(task: &TaskInfo, queue: &str, json: bool) -> Result<(), Failure> {
     for (name, value) in fields {
         print(format!("{name:<12}{value}"))?;
     }
+    if let Some(group) = task.group() {
+        print(format!("{:<12}{group}", "group"))?;
+    }
     if !task.waiting_for().is_empty() {
         let ids: Vec<String> = task.waiting_for().iter().map(i64::to_string).collect();
         print(format!("{:<12}{}", "waits for", ids.join(" ")))?;

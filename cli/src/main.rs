@@ -68,6 +68,7 @@ Examples:
   tq push jobs.db '{\"file\": \"a.mp4\"}'
   tq push jobs.db '{\"invoice\": 1042}' --unique-key invoice:1042 --priority 10
   tq push jobs.db '{\"report\": \"daily\"}' --after 17 18   # once tasks 17 and 18 are done
+  tq push jobs.db '{\"order\": 7}' --group customer:42      # one at a time per customer
   tq push jobs.db --delay 10m < tasks.jsonl
   ls *.wav | jq -R -c '{file: .}' | tq push jobs.db")]
     Push(push::Args),

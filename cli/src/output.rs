@@ -306,6 +306,10 @@ pub fn task_json(task: &TaskInfo, queue: &str) -> Result<String, Failure> {
     if !task.waiting_for().is_empty() {
         fields["waiting_for"] = json!(task.waiting_for());
     }
+    // Only for a task of an ordered group.
+    if let Some(group) = task.group() {
+        fields["group"] = json!(group);
+    }
     // The fields' object without its closing brace, then the stored JSON
     // texts as they are.
     let fields = fields.to_string();

@@ -62,6 +62,16 @@ pub struct Args {
     #[arg(long, requires = "after")]
     run_anyway: bool,
 
+    /// Put the tasks in this ordered group of the queue: its tasks run one
+    /// at a time (or --group-max at a time), in push order, while other
+    /// groups proceed.
+    #[arg(long, value_name = "KEY")]
+    group: Option<String>,
+
+    /// How many tasks of the group run at once (1 to 1000).
+    #[arg(long, value_name = "K", requires = "group", default_value_t = 1)]
+    group_max: u32,
+
     /// Lines of standard input stored per transaction.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     batch: u64,
@@ -95,6 +105,9 @@ fn push_options(args: &Args) -> Result<PushOptions, Failure> {
     options.after(&args.after)?;
     if args.run_anyway {
         options.on_parent_failure(ParentFailure::RunAnyway);
+    }
+    if let Some(group) = &args.group {
+        options.group(group, args.group_max)?;
     }
     Ok(options)
 }

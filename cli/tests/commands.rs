@@ -143,6 +143,41 @@ fn push_after_tasks_and_see_what_a_task_waits_for() {
 }
 
 #[test]
+fn push_to_a_group_and_see_the_group_in_show() {
+    let fixture = Fixture::new();
+    for payload in ["1", "2"] {
+        fixture
+            .tq("push", &[payload, "--group", "customer:42"])
+            .assert()
+            .success();
+    }
+    fixture
+        .tq("push", &["3", "--group", "wide", "--group-max", "2"])
+        .assert()
+        .success();
+    fixture
+        .tq("show", &["2"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("group       customer:42\n"))
+        .stdout(predicate::str::contains("waits for   1\n"));
+    let shown = fixture.json("show", &["2"]);
+    assert_eq!(shown["group"], "customer:42");
+    assert_eq!(shown["waiting_for"], json!([1]));
+    assert!(fixture.json("show", &["3"]).get("waiting_for").is_none());
+    fixture
+        .tq("push", &["4", "--group", "g", "--group-max", "0"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("at once"));
+    fixture
+        .tq("push", &["4", "--group-max", "2"])
+        .assert()
+        .code(2);
+    assert_eq!(fixture.json("stats", &[])["queues"][0]["pending"], 3);
+}
+
+#[test]
 fn push_one_task_and_see_it_in_stats_list_and_show() {
     let fixture = Fixture::new();
     fixture

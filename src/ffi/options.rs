@@ -327,6 +327,43 @@ pub extern "C" fn tq_push_options_set_on_parent_failure(
     })
 }
 
+/// Puts the task in the ordered group `key` of its queue: 1 to
+/// `TQ_MAX_UNIQUE_KEY_LEN` bytes of UTF-8 (NUL-terminated; copied), or
+/// NULL to take it out of any group. The tasks of one group are delivered
+/// at most `max_at_once` at a time (1 to `TQ_MAX_GROUP_AT_ONCE`), in push
+/// order when it is 1, while other groups proceed in parallel: the task
+/// waits, as one added by `tq_push_options_add_after` with
+/// `TQ_PARENT_FAILURE_RUN_ANYWAY` would, for the `max_at_once`-th most
+/// recent unfinished task of the group, if any (listed by
+/// `tq_task_waiting_for` while blocked, not by `tq_task_parents`). Tasks of
+/// one group in one `tq_push_batch` or `tq_push_items` wait for each other
+/// likewise, in order. A task of the group cancelled while it still waits
+/// hands its place on: the tasks of the group waiting for it wait for the
+/// task it waited for.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, a key empty,
+/// too long or not UTF-8, `max_at_once` out of range; the object is then
+/// unchanged).
+/// Thread safety: not with other calls on the same options object.
+#[no_mangle]
+pub extern "C" fn tq_push_options_set_group(
+    options: *mut tq_push_options,
+    key: *const c_char,
+    max_at_once: u32,
+) -> tq_status {
+    guard("tq_push_options_set_group", || {
+        let options = unsafe { borrow_mut(options, "options") }?;
+        if key.is_null() {
+            options.0.clear_group();
+        } else {
+            options
+                .0
+                .group(unsafe { utf8_string(key, "key") }?, max_at_once)?;
+        }
+        Ok(tq_status::TQ_OK)
+    })
+}
+
 /// Creates an options object for `tq_pull` holding the defaults: a 30,000
 /// ms lease, no waiting, no cancellation.
 ///

@@ -39,6 +39,8 @@ pub struct tq_task {
     /// A delivery's parents; a listed task's tasks it still waits for.
     parents: Vec<i64>,
     waiting_for: Vec<i64>,
+    /// A listed task's ordered group; a delivery has none.
+    group: Option<CString>,
 }
 
 impl tq_task {
@@ -60,6 +62,7 @@ impl tq_task {
             progress: None,
             parents: task.parents,
             waiting_for: Vec::new(),
+            group: None,
         })
     }
 
@@ -84,6 +87,7 @@ impl tq_task {
                 .transpose()?,
             parents: Vec::new(),
             waiting_for: task.waiting_for,
+            group: task.group.map(|key| c_text(task.id, key)).transpose()?,
         })
     }
 
@@ -629,6 +633,20 @@ fn optional_text(text: &Option<CString>) -> *const c_char {
 pub extern "C" fn tq_task_parents(task: *const tq_task, out_count: *mut usize) -> *const i64 {
     guard_or("tq_task_parents", std::ptr::null(), || {
         ids_field(task, out_count, |task| &task.parents)
+    })
+}
+
+/// Returns the key of the ordered group a listed task was pushed to
+/// (`tq_push_options_set_group`), or NULL when it has none, was pulled
+/// rather than read by `tq_get_task`, `tq_wait_task` or `tq_list`, or
+/// `task` is NULL.
+///
+/// Ownership: the text belongs to the task and lives until `tq_task_free`.
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_group(task: *const tq_task) -> *const c_char {
+    guard_or("tq_task_group", std::ptr::null(), || {
+        task_field(task, |task| optional_text(&task.group), std::ptr::null())
     })
 }
 

@@ -194,6 +194,45 @@ const MIGRATIONS: &[&str] = &[
         EXECUTE FUNCTION @.release_waiting();
     CREATE TRIGGER tasks_deleted AFTER DELETE ON @.tasks FOR EACH ROW
         WHEN (OLD.has_children) EXECUTE FUNCTION @.release_waiting();",
+    // 7: SQLite's version 9: ordered groups, with the same index. A
+    // blocked task of a group cancelled (or deleted) before it ran hands
+    // its place to the tasks of its group waiting for it, before the
+    // trigger of its end releases them: they wait for the task it waited
+    // for in its group instead, so that no more of the group run at once.
+    "ALTER TABLE @.tasks ADD COLUMN group_key text;
+    CREATE INDEX tasks_group ON @.tasks (queue, group_key, id) WHERE group_key IS NOT NULL;
+    CREATE FUNCTION @.hand_on_group() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+        predecessor bigint;
+    BEGIN
+        SELECT max(d.parent) INTO predecessor FROM @.dependencies d
+        JOIN @.tasks p ON p.id = d.parent
+        WHERE d.task = OLD.id AND p.queue = OLD.queue AND p.group_key = OLD.group_key;
+        IF predecessor IS NOT NULL THEN
+            -- Those waiting for the predecessor already merely stop
+            -- waiting for this one; the others wait for it instead.
+            UPDATE @.tasks s SET waiting_for = waiting_for - 1
+            FROM @.dependencies d, @.dependencies e
+            WHERE d.parent = OLD.id AND d.run_anyway AND s.id = d.task
+              AND s.group_key = OLD.group_key AND e.task = d.task AND e.parent = predecessor;
+            DELETE FROM @.dependencies d USING @.dependencies e, @.tasks s
+            WHERE d.parent = OLD.id AND d.run_anyway AND s.id = d.task
+              AND s.group_key = OLD.group_key AND e.task = d.task AND e.parent = predecessor;
+            UPDATE @.dependencies d SET parent = predecessor FROM @.tasks s
+            WHERE d.parent = OLD.id AND d.run_anyway AND s.id = d.task
+              AND s.group_key = OLD.group_key;
+        END IF;
+        IF TG_OP = 'DELETE' THEN
+            RETURN OLD;
+        END IF;
+        RETURN NEW;
+    END $$;
+    CREATE TRIGGER tasks_group_cancelled BEFORE UPDATE OF state ON @.tasks FOR EACH ROW
+        WHEN (OLD.state = 7 AND NEW.state = 5 AND OLD.group_key IS NOT NULL)
+        EXECUTE FUNCTION @.hand_on_group();
+    CREATE TRIGGER tasks_group_deleted BEFORE DELETE ON @.tasks FOR EACH ROW
+        WHEN (OLD.state = 7 AND OLD.group_key IS NOT NULL)
+        EXECUTE FUNCTION @.hand_on_group();",
 ];
 
 /// The schema version this library writes.

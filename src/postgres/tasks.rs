@@ -24,8 +24,9 @@ use crate::options::RetryBackoff;
 use crate::schedule::{Schedule, ScheduleInfo};
 use crate::sqlite::not_held;
 use crate::store::{
-    holds_unique_key, of_item, parent_ids, pause_until, state_condition, stored_pause, waits_for,
-    Checkpoint, NewTask, Store, BLOCKED, CANCELLED, CANCELLING, NEVER_USED,
+    group_predecessor_sql, holds_unique_key, of_item, parent_ids, pause_until, state_condition,
+    stored_pause, waits_for, Checkpoint, NewTask, Store, BLOCKED, CANCELLED, CANCELLING,
+    NEVER_USED,
 };
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Task, TaskInfo, TaskState,
@@ -54,14 +55,15 @@ const UNIQUE_HOLDER: &str = "SELECT id, state, unique_until, NOW_MS FROM @.tasks
 
 /// Stores one task, with a unique key `$7` unless NULL, and unless a task
 /// pushed meanwhile by another transaction took the key. It was pushed to
-/// wait for tasks `$9` (NULL: none), `$10` of them unfinished.
+/// wait for tasks `$9` (NULL: none), waiting for `$10` unfinished ones, in
+/// ordered group `$11` (NULL: none).
 const PUSH_ONE: &str = "WITH clock AS (SELECT NOW_MS AS now),
     v AS (SELECT coalesce(clock.now + $3::int8, $4::int8) AS run_at, clock.now FROM clock)
     INSERT INTO @.tasks
         (queue, state, payload, created_at, run_at, priority, max_attempts, unique_key, unique_for,
-         parents, waiting_for)
+         parents, waiting_for, group_key)
     SELECT $1, CASE WHEN $10::int8 > 0 THEN 7 WHEN v.run_at <= v.now THEN 0 ELSE 4 END, $2, v.now,
-           v.run_at, $5, $6, $7, $8, $9, $10
+           v.run_at, $5, $6, $7, $8, $9, $10, $11
     FROM v
     ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
     RETURNING id";
@@ -75,6 +77,13 @@ const MARK_PARENTS: &str = "UPDATE @.tasks SET has_children = true
 /// Records that task `$2` waits for the tasks `$1` (`$3`: to run anyway).
 const ADD_DEPENDENCIES: &str = "INSERT INTO @.dependencies (parent, task, run_anyway)
     SELECT unnest($1::int8[]), $2, $3";
+
+/// Serialises the pushes to ordered group `$1` (a text naming the schema,
+/// the queue and the group) until the transaction ends, so that each finds
+/// the tasks the others pushed before it. A key of one `bigint`, apart
+/// from the schema's `(lock space, n)` keys (the migration's and holders'),
+/// whose second half a hash could not avoid.
+const LOCK_GROUP: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))::text";
 
 const NOTIFY: &str = "SELECT pg_notify($1, $2)::text";
 
@@ -376,7 +385,8 @@ fn list_sql(state: TaskState) -> String {
 const TASK_INFO: &str =
     "id, state, attempts, max_attempts, priority, run_at, last_error, payload, result, progress,
      CASE WHEN state = 7 THEN ARRAY(SELECT parent FROM @.dependencies
-                                    WHERE task = t.id ORDER BY parent) END";
+                                    WHERE task = t.id ORDER BY parent) END,
+     group_key";
 
 fn info_from_row(row: &Row) -> Result<TaskInfo> {
     Ok(TaskInfo {
@@ -391,6 +401,7 @@ fn info_from_row(row: &Row) -> Result<TaskInfo> {
         result: row.try_get(8)?,
         progress: row.try_get(9)?,
         waiting_for: row.try_get::<_, Option<Vec<i64>>>(10)?.unwrap_or_default(),
+        group: row.try_get(11)?,
     })
 }
 
@@ -597,15 +608,17 @@ impl PostgresStore {
     /// Ends task `id` as cancelled (see `sqlite/tasks.rs`): kept with
     /// `reason` with history, deleted without.
     fn end_as_cancelled(&self, tx: &mut Tx<'_>, id: i64, reason: Option<&str>) -> Result<()> {
-        tx.execute(
-            &self.sql("DELETE FROM @.dependencies WHERE task = $1"),
-            &[&id],
-        )?;
+        // What it waited for is forgotten after its end, which a blocked
+        // task of an ordered group hands on first (see `schema.rs`).
         if self.keep_history {
             tx.execute(&self.sql(KEEP_CANCELLED), &[&id, &reason])?;
         } else {
             tx.execute(&self.sql("DELETE FROM @.tasks WHERE id = $1"), &[&id])?;
         }
+        tx.execute(
+            &self.sql("DELETE FROM @.dependencies WHERE task = $1"),
+            &[&id],
+        )?;
         Ok(())
     }
 
@@ -731,8 +744,13 @@ impl PostgresStore {
                 }
             }
         }
-        let waiting = unfinished.len() as i64;
+        let group_parent = match &task.group {
+            Some((group, at_once)) => self.group_parent(tx, group, *at_once, &unfinished)?,
+            None => None,
+        };
+        let waiting = (unfinished.len() + usize::from(group_parent.is_some())) as i64;
         let parents = (!parents.is_empty()).then_some(parents);
+        let group = task.group.as_ref().map(|(group, _)| group.as_str());
         let (key, window) = match &task.unique {
             Some((key, window)) => (Some(key.as_str()), *window),
             None => (None, 0),
@@ -769,6 +787,7 @@ impl PostgresStore {
                     &window,
                     &parents,
                     &waiting,
+                    &group,
                 ],
             )?;
             if let Some(row) = inserted {
@@ -779,6 +798,9 @@ impl PostgresStore {
                         &[&unfinished, &id, &task.run_anyway],
                     )?;
                 }
+                if let Some(parent) = group_parent {
+                    tx.execute(&self.sql(ADD_DEPENDENCIES), &[&vec![parent], &id, &true])?;
+                }
                 self.notify(tx, &self.queue)?;
                 return Ok(Pushed::Stored(id));
             }
@@ -787,6 +809,61 @@ impl PostgresStore {
             crate::ErrorKind::Busy,
             "the unique key was taken and given up by other pushes meanwhile: try again",
         ))
+    }
+
+    /// The task a task pushed to `group`, `at_once` of whose tasks run at
+    /// once, waits for as its group's predecessor (see
+    /// [`group_predecessor_sql`]), marked as waited for, unless it waits
+    /// for that task already among its `parents`, with their own policy.
+    /// The group must be locked ([`PostgresStore::lock_groups`]).
+    fn group_parent(
+        &self,
+        tx: &mut Tx<'_>,
+        group: &str,
+        at_once: u32,
+        parents: &[i64],
+    ) -> Result<Option<i64>> {
+        let offset = i64::from(at_once) - 1;
+        let Some(row) = tx.query_opt(
+            &self.sql(&group_predecessor_sql("@.tasks", '$')),
+            &[&self.queue, &group, &offset],
+        )?
+        else {
+            return Ok(None);
+        };
+        let predecessor: i64 = row.try_get(0)?;
+        if parents.contains(&predecessor) {
+            return Ok(None);
+        }
+        // It may have ended since it was found: then it holds nothing back.
+        let marked = tx.query_opt(&self.sql(MARK_PARENTS), &[&vec![predecessor], &self.queue])?;
+        let state = match marked {
+            Some(row) => Some(i64::from(row.try_get::<_, i16>(1)?)),
+            None => None,
+        };
+        Ok(state
+            .filter(|&state| !matches!(state, 2 | 3 | CANCELLED))
+            .map(|_| predecessor))
+    }
+
+    /// Locks the ordered groups of `tasks` ([`LOCK_GROUP`]) for the rest
+    /// of the transaction, in one order, so that two pushes to the same
+    /// groups cannot each wait for the other.
+    fn lock_groups(&self, tx: &mut Tx<'_>, tasks: &[NewTask]) -> Result<()> {
+        let groups: std::collections::BTreeSet<&str> = tasks
+            .iter()
+            .filter_map(|task| task.group.as_ref().map(|(group, _)| group.as_str()))
+            .collect();
+        for group in groups {
+            let key = format!(
+                "tq:{}:{}:{}:{group}",
+                self.schema,
+                self.queue.len(),
+                self.queue
+            );
+            tx.query(LOCK_GROUP, &[&key])?;
+        }
+        Ok(())
     }
 
     /// One number from a query returning one row and column.
@@ -811,12 +888,13 @@ impl PostgresStore {
 impl Store for PostgresStore {
     fn push(&self, tasks: Vec<NewTask>, _now: i64) -> Result<Vec<Pushed>> {
         // One at a time: a task with a unique key, or a push with tasks
-        // to wait for.
+        // to wait for or in groups.
         if tasks
             .iter()
-            .any(|task| task.unique.is_some() || !task.after.is_empty())
+            .any(|task| task.unique.is_some() || !task.after.is_empty() || task.group.is_some())
         {
             return self.write(|tx| {
+                self.lock_groups(tx, &tasks)?;
                 let mut pushed = Vec::with_capacity(tasks.len());
                 for (index, task) in tasks.iter().enumerate() {
                     let one = self
@@ -1547,6 +1625,76 @@ mod tests {
             .map(|row| row.get(0))
             .collect();
         assert!(!take.join("\n").contains("Seq Scan"), "{take:?}");
+        drop(store);
+        client
+            .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+            .unwrap();
+    }
+
+    #[test]
+    fn claiming_stays_an_index_lookup_with_a_thousand_groups_of_a_hundred() {
+        let Some(url) =
+            server("claiming_stays_an_index_lookup_with_a_thousand_groups_of_a_hundred")
+        else {
+            return;
+        };
+        let schema = format!("unit_groups_{}", std::process::id());
+        let store = fresh_store(&url, &schema, "default");
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        // What pushes of 100 rounds to 1,000 groups store: each group's
+        // head ready, each other task blocked by the one before it.
+        client
+            .batch_execute(&format!(
+                "INSERT INTO \"{schema}\".tasks
+                     (id, queue, state, payload, created_at, run_at, max_attempts, waiting_for,
+                      has_children, group_key)
+                 SELECT i, 'default', CASE WHEN i <= 1000 THEN 0 ELSE 7 END, '1', 0, i, 3,
+                        CASE WHEN i <= 1000 THEN 0 ELSE 1 END, i <= 99000, 'g' || (i % 1000)
+                 FROM generate_series(1, 100000) AS i;
+                 INSERT INTO \"{schema}\".dependencies (parent, task, run_anyway)
+                 SELECT i - 1000, i, true FROM generate_series(1001, 100000) AS i;
+                 SELECT setval(pg_get_serial_sequence('\"{schema}\".tasks', 'id'), 100000);
+                 ANALYZE \"{schema}\".tasks;
+                 ANALYZE \"{schema}\".dependencies"
+            ))
+            .unwrap();
+        let explain = |client: &mut postgres::Client, sql: &str| -> String {
+            let plan: Vec<String> = client
+                .query(&format!("EXPLAIN {sql}"), &[])
+                .unwrap()
+                .iter()
+                .map(|row| row.get(0))
+                .collect();
+            plan.join("\n")
+        };
+        let claim = store
+            .sql(CLAIM)
+            .replace("$1", "'default'")
+            .replace("$2", "1")
+            .replace("$3", "1000")
+            .replace("$4", "1")
+            .replace("$5", "false");
+        let plan = explain(&mut client, &claim);
+        assert!(!plan.contains("Seq Scan"), "{plan}");
+        let predecessor = store
+            .sql(&group_predecessor_sql("@.tasks", '$'))
+            .replace("$1", "'default'")
+            .replace("$2", "'g7'")
+            .replace("$3", "0");
+        let plan = explain(&mut client, &predecessor);
+        assert!(plan.contains("tasks_group"), "{plan}");
+        let tasks = store.claim(1, 0, 1000).unwrap();
+        assert_eq!(tasks.len(), 1);
+        assert!(tasks[0].receipt().id() <= 1000, "a group's head");
+        // A push to a group waits for the group's newest task.
+        let mut options = PushOptions::new();
+        options.group("g7", 1).unwrap();
+        let pushed = store
+            .push(vec![NewTask::new("1", &options, 0, 3)], 0)
+            .unwrap();
+        let info = store.task(pushed[0].id()).unwrap().unwrap();
+        assert_eq!(info.waiting_for(), [99_007]);
+        assert_eq!(info.group(), Some("g7"));
         drop(store);
         client
             .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))

@@ -811,6 +811,7 @@ mod tests {
             unique: unique_key.map(|key| (key.to_owned(), 0)),
             after: Vec::new(),
             run_anyway: false,
+            group: None,
         }
     }
 

@@ -180,6 +180,11 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (parent, task)
     ) WITHOUT ROWID;
     CREATE INDEX tq_dependencies_task ON tq_dependencies (task);",
+    // 9: ordered groups. A task pushed to a group waits (a dependency
+    // that runs anyway) for the K-th most recent unfinished task of its
+    // group, found from the group's newest task in this index.
+    "ALTER TABLE tq_tasks ADD COLUMN group_key TEXT;
+    CREATE INDEX tq_tasks_group ON tq_tasks (queue, group_key, id) WHERE group_key IS NOT NULL;",
 ];
 
 /// The schema version this library writes.

@@ -26,9 +26,9 @@ use crate::holder::{Liveness, ProcessId};
 use crate::options::RetryBackoff;
 use crate::schedule::{Schedule, ScheduleInfo};
 use crate::store::{
-    cancelled_for, holds_unique_key, of_item, parent_ids, pause_until, state_condition,
-    stored_pause, waits_for, Checkpoint, NewTask, Store, BLOCKED, CANCELLED, CANCELLING,
-    NEVER_USED, UNTIL_RESUMED,
+    cancelled_for, group_predecessor_sql, holds_unique_key, of_item, parent_ids, pause_until,
+    state_condition, stored_pause, waits_for, Checkpoint, NewTask, Store, BLOCKED, CANCELLED,
+    CANCELLING, NEVER_USED, UNTIL_RESUMED,
 };
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Task, TaskInfo, TaskState,
@@ -99,7 +99,12 @@ pub(crate) fn push_one(
                 .execute([id])?;
         }
     }
-    let state = if !unfinished.is_empty() {
+    let group_parent = match &task.group {
+        Some((group, at_once)) => group_parent(conn, queue, group, *at_once, &unfinished)?,
+        None => None,
+    };
+    let waiting_for = unfinished.len() + usize::from(group_parent.is_some());
+    let state = if waiting_for > 0 {
         BLOCKED
     } else if task.run_at <= now {
         0
@@ -115,8 +120,8 @@ pub(crate) fn push_one(
     conn.prepare_cached(
         "INSERT INTO tq_tasks
             (queue, state, payload, created_at, run_at, priority, max_attempts, unique_key,
-             unique_for, parents, waiting_for)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+             unique_for, parents, waiting_for, group_key)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
     )?
     .execute(params![
         queue,
@@ -129,16 +134,39 @@ pub(crate) fn push_one(
         key,
         reserved_for,
         parents_json,
-        unfinished.len() as i64
+        waiting_for as i64,
+        task.group.as_ref().map(|(group, _)| group.as_str()),
     ])?;
     let id = conn.last_insert_rowid();
-    for parent in unfinished {
+    let dependencies = unfinished
+        .into_iter()
+        .map(|parent| (parent, task.run_anyway))
+        .chain(group_parent.map(|parent| (parent, true)));
+    for (parent, run_anyway) in dependencies {
         conn.prepare_cached(
             "INSERT INTO tq_dependencies (parent, task, run_anyway) VALUES (?1, ?2, ?3)",
         )?
-        .execute(params![parent, id, task.run_anyway])?;
+        .execute(params![parent, id, run_anyway])?;
     }
     Ok(Pushed::Stored(id))
+}
+
+/// The task a task pushed to `group` of `queue`, `at_once` of whose tasks
+/// run at once, waits for as its group's predecessor (see
+/// [`group_predecessor_sql`]), unless it waits for that task already among
+/// its `parents`, with their own policy.
+fn group_parent(
+    conn: &Connection,
+    queue: &str,
+    group: &str,
+    at_once: u32,
+    parents: &[i64],
+) -> Result<Option<i64>> {
+    let predecessor: Option<i64> = conn
+        .prepare_cached(&group_predecessor_sql("tq_tasks", '?'))?
+        .query_row(params![queue, group, at_once - 1], |row| row.get(0))
+        .optional()?;
+    Ok(predecessor.filter(|id| !parents.contains(id)))
 }
 
 /// Whether any task waits for task `?1`: a plain lookup in the primary
@@ -656,6 +684,7 @@ fn cancel_row(
     now: i64,
     keep_history: bool,
 ) -> Result<()> {
+    hand_on_group(conn, id)?;
     conn.prepare_cached(FORGET_PARENTS)?.execute([id])?;
     if keep_history {
         conn.prepare_cached(
@@ -670,6 +699,47 @@ fn cancel_row(
         conn.prepare_cached("DELETE FROM tq_tasks WHERE id = ?1")?
             .execute([id])?;
     }
+    Ok(())
+}
+
+/// Hands the place of task `id`, if it is a blocked task of an ordered
+/// group about to be cancelled, to the tasks of its group waiting for it
+/// (to run anyway): they wait for the task it waited for in its group
+/// instead, so that its end lets no more of the group run at once.
+fn hand_on_group(conn: &Connection, id: i64) -> Result<()> {
+    let predecessor: Option<i64> = conn
+        .prepare_cached(
+            "SELECT max(d.parent) FROM tq_tasks t
+             JOIN tq_dependencies d ON d.task = t.id
+             JOIN tq_tasks p ON p.id = d.parent AND p.queue = t.queue AND p.group_key = t.group_key
+             WHERE t.id = ?1 AND t.state = 7",
+        )?
+        .query_row([id], |row| row.get(0))?;
+    let Some(predecessor) = predecessor else {
+        return Ok(());
+    };
+    // The successors in the group: those waiting for the predecessor
+    // already merely stop waiting for `id`; the others wait for it instead.
+    const SUCCESSORS: &str = "SELECT d.task FROM tq_dependencies d
+        JOIN tq_tasks s ON s.id = d.task
+        WHERE d.parent = ?1 AND d.run_anyway
+          AND s.group_key = (SELECT group_key FROM tq_tasks WHERE id = ?1)";
+    conn.prepare_cached(&format!(
+        "UPDATE tq_tasks SET waiting_for = waiting_for - 1
+         WHERE id IN ({SUCCESSORS})
+           AND id IN (SELECT task FROM tq_dependencies WHERE parent = ?2)"
+    ))?
+    .execute(params![id, predecessor])?;
+    conn.prepare_cached(&format!(
+        "DELETE FROM tq_dependencies
+         WHERE parent = ?1 AND task IN ({SUCCESSORS})
+           AND task IN (SELECT task FROM tq_dependencies WHERE parent = ?2)"
+    ))?
+    .execute(params![id, predecessor])?;
+    conn.prepare_cached(&format!(
+        "UPDATE tq_dependencies SET parent = ?2 WHERE parent = ?1 AND task IN ({SUCCESSORS})"
+    ))?
+    .execute(params![id, predecessor])?;
     Ok(())
 }
 
@@ -755,7 +825,8 @@ const TASK_INFO: &str =
     "id, state, attempts, max_attempts, priority, run_at, last_error, payload, result, progress,
      CASE WHEN state = 7 THEN (SELECT json_group_array(parent) FROM
          (SELECT parent FROM tq_dependencies WHERE task = tq_tasks.id ORDER BY parent))
-     END";
+     END,
+     group_key";
 
 fn info_from_row(row: &Row<'_>) -> rusqlite::Result<TaskInfo> {
     Ok(TaskInfo {
@@ -770,6 +841,7 @@ fn info_from_row(row: &Row<'_>) -> rusqlite::Result<TaskInfo> {
         result: row.get(8)?,
         progress: row.get(9)?,
         waiting_for: ids_from_json(row.get(10)?)?,
+        group: row.get(11)?,
     })
 }
 
@@ -1666,6 +1738,7 @@ mod tests {
                 unique: None,
                 after: Vec::new(),
                 run_anyway: false,
+                group: None,
             }],
             now: 1,
         };
@@ -1781,6 +1854,61 @@ mod tests {
         assert!(take.contains("PRIMARY KEY"), "{take}");
         let forget = plan(&conn, FORGET_PARENTS);
         assert!(forget.contains("tq_dependencies_task"), "{forget}");
+    }
+
+    #[test]
+    fn claiming_stays_an_index_lookup_with_a_thousand_groups_of_a_hundred() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        super::super::schema::migrate(&conn).unwrap();
+        let tx = conn.transaction().unwrap();
+        let grouped = |group: usize| NewTask {
+            payload: "1".to_owned(),
+            run_at: 0,
+            delay: Some(0),
+            priority: 0,
+            max_attempts: 3,
+            unique: None,
+            after: Vec::new(),
+            run_anyway: false,
+            group: Some((format!("g{group}"), 1)),
+        };
+        for _ in 0..100 {
+            for group in 0..1000 {
+                push_one(&tx, "default", &grouped(group), &[], 0).unwrap();
+            }
+        }
+        tx.commit().unwrap();
+        conn.execute_batch("ANALYZE").unwrap();
+        let count = |state: i64| -> i64 {
+            conn.query_row(
+                "SELECT count(*) FROM tq_tasks WHERE state = ?1",
+                [state],
+                |row| row.get(0),
+            )
+            .unwrap()
+        };
+        assert_eq!(
+            (count(0), count(BLOCKED)),
+            (1000, 99_000),
+            "a head per group"
+        );
+        let steps = |sql: &str, params: &[&dyn rusqlite::ToSql]| -> i32 {
+            let mut statement = conn.prepare(sql).unwrap();
+            let mut rows = statement.query(params).unwrap();
+            while rows.next().unwrap().is_some() {}
+            drop(rows);
+            statement.get_status(rusqlite::StatementStatus::VmStep)
+        };
+        let first = steps(&ready_first_sql(), &[&"default"]);
+        assert!(first < 200, "{first} steps to find the task to claim");
+        // A push finds its predecessor from the newest task of its group.
+        let predecessor = group_predecessor_sql("tq_tasks", '?');
+        let found = steps(&predecessor, &[&"default", &"g7", &0]);
+        assert!(found < 200, "{found} steps to find a group's predecessor");
+        let plan = plan(&conn, &predecessor);
+        assert!(plan.contains("tq_tasks_group"), "{plan}");
+        let tasks = claim(&conn, "default", 1, 10, 1000, 1, false).unwrap();
+        assert_eq!(tasks.len(), 1);
     }
 
     #[test]

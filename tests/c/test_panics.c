@@ -170,6 +170,7 @@ int main(int argc, char **argv)
     STATUS_CASE(tq_push_options_set_max_attempts, tq_push_options_set_max_attempts(push_options, 1));
     STATUS_CASE(tq_push_options_set_unique_key, tq_push_options_set_unique_key(push_options, "k"));
     STATUS_CASE(tq_push_options_set_unique_for_ms, tq_push_options_set_unique_for_ms(push_options, 1));
+    STATUS_CASE(tq_push_options_set_group, tq_push_options_set_group(push_options, "g", 1));
     STATUS_CASE(tq_pull_options_set_wait_ms, tq_pull_options_set_wait_ms(pull_options, 1));
     STATUS_CASE(tq_pull_options_set_cancel, tq_pull_options_set_cancel(pull_options, cancel));
     STATUS_CASE(tq_cancel_trigger, tq_cancel_trigger(cancel));
@@ -196,6 +197,7 @@ int main(int argc, char **argv)
     VALUE_CASE(tq_task_last_error, tq_task_last_error(task), NULL);
     VALUE_CASE(tq_task_result, tq_task_result(task), NULL);
     VALUE_CASE(tq_task_progress, tq_task_progress(task), NULL);
+    VALUE_CASE(tq_task_group, tq_task_group(task), NULL);
     VALUE_CASE(tq_cancel_new, tq_cancel_new(), NULL);
     VALUE_CASE(tq_version_number, tq_version_number(), 0u);
     VALUE_CASE(tq_task_payload, tq_task_payload(task, NULL), NULL);

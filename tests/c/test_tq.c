@@ -2963,6 +2963,67 @@ static void test_dependencies(const char *dir)
     tq_close(q);
 }
 
+static void test_groups(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "groups.db", TQ_DURABILITY_NORMAL, true);
+    REQUIRE(q != NULL);
+    tq_push_options *group = tq_push_options_new();
+    REQUIRE(group != NULL);
+    CHECK_STATUS(tq_push_options_set_group(NULL, "a", 1), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_push_options_set_group(group, "", 1), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_push_options_set_group(group, "a", 0), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_push_options_set_group(group, "a", TQ_MAX_GROUP_AT_ONCE + 1),
+                 TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("at once");
+    /* A refused group leaves the options as they were: in no group. */
+    int64_t free_task = 0;
+    CHECK_STATUS(tq_push(q, "0", 1, group, &free_task), TQ_OK);
+    CHECK_STATUS(tq_push_options_set_group(group, "a", 1), TQ_OK);
+    const char *payloads[] = {"1", "2", "3"};
+    size_t lens[] = {1, 1, 1};
+    int64_t ids[3] = {0};
+    CHECK_STATUS(tq_push_batch(q, payloads, lens, 3, group, ids), TQ_OK);
+
+    /* The task in no group and the group's head only. */
+    tq_task *first = pull_one(q);
+    tq_task *head = pull_one(q);
+    REQUIRE(first != NULL && head != NULL);
+    CHECK_INT(tq_task_id(first), free_task);
+    CHECK_INT(tq_task_id(head), ids[0]);
+    tq_task *none = NULL;
+    CHECK_STATUS(tq_pull(q, NULL, &none), TQ_EMPTY);
+    CHECK(tq_task_group(head) == NULL);
+    CHECK(tq_task_group(NULL) == NULL);
+
+    tq_task *listed = NULL;
+    CHECK_STATUS(tq_get_task(q, ids[1], &listed), TQ_OK);
+    REQUIRE(listed != NULL);
+    CHECK(tq_task_group(listed) != NULL && strcmp(tq_task_group(listed), "a") == 0);
+    size_t waiting = 0;
+    const int64_t *waits = tq_task_waiting_for(listed, &waiting);
+    CHECK(waiting == 1 && waits != NULL && waits[0] == ids[0]);
+    tq_task_free(listed);
+
+    CHECK_STATUS(tq_finish(q, head), TQ_OK);
+    tq_task *second = pull_one(q);
+    REQUIRE(second != NULL);
+    CHECK_INT(tq_task_id(second), ids[1]);
+    CHECK_STATUS(tq_pull(q, NULL, &none), TQ_EMPTY);
+    /* NULL takes the options out of the group. */
+    CHECK_STATUS(tq_push_options_set_group(group, NULL, 0), TQ_OK);
+    int64_t other = push_text(q, "4");
+    CHECK_STATUS(tq_push(q, "5", 1, group, &other), TQ_OK);
+    tq_task *ungrouped = pull_one(q);
+    REQUIRE(ungrouped != NULL);
+    CHECK(tq_task_id(ungrouped) != ids[2]);
+    tq_task_free(first);
+    tq_task_free(head);
+    tq_task_free(second);
+    tq_task_free(ungrouped);
+    tq_push_options_free(group);
+    tq_close(q);
+}
+
 static const struct test_case cases[] = {
     CASE(version),
     CASE(location_redacted),
@@ -3030,6 +3091,7 @@ static const struct test_case cases[] = {
     CASE(results_progress_and_waiting),
     CASE(schedules),
     CASE(dependencies),
+    CASE(groups),
 };
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)

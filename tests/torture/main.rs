@@ -22,6 +22,7 @@
 //! | 9 a queue under a concurrency limit, workers killed | limited.rs |
 //! | 10 schedules driven by processes killed at random, their clocks stepped | schedules.rs |
 //! | 11 a graph of tasks waiting for one another, workers killed | graph.rs |
+//! | 12 ordered groups, at most K of each delivered at once, workers killed | groups.rs |
 //! | the checker's own tests | negative.rs |
 //!
 //! Scenarios 2, 4, 9 and 10 also run on PostgreSQL (`..._on_postgres`, with
@@ -45,6 +46,7 @@ mod vfs;
 
 mod exclusive;
 mod graph;
+mod groups;
 mod limited;
 mod negative;
 mod network;

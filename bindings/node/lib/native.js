@@ -79,6 +79,7 @@ const PROTOTYPES = [
   'tq_status tq_push_options_add_after(tq_push_options *options, int64_t id)',
   'tq_status tq_push_options_add_after_item(tq_push_options *options, size_t index)',
   'tq_status tq_push_options_set_on_parent_failure(tq_push_options *options, int32_t policy)',
+  'tq_status tq_push_options_set_group(tq_push_options *options, const char *key, uint32_t max_at_once)',
   'tq_status tq_pull_options_set_wait_ms(tq_pull_options *options, uint64_t wait_ms)',
   'tq_status tq_pull_options_set_cancel(tq_pull_options *options, const tq_cancel *cancel)',
   'tq_cancel *tq_cancel_new(void)',
@@ -103,6 +104,7 @@ const PROTOTYPES = [
   'const char *tq_task_progress(const tq_task *task)',
   'const int64_t *tq_task_parents(const tq_task *task, size_t *out_count)',
   'const int64_t *tq_task_waiting_for(const tq_task *task, size_t *out_count)',
+  'const char *tq_task_group(const tq_task *task)',
   'void tq_task_free(tq_task *task)',
   'tq_status tq_finish(tq_queue *queue, const tq_task *task)',
   'tq_status tq_finish_with_result(tq_queue *queue, const tq_task *task, const uint8_t *result)',
@@ -173,6 +175,7 @@ const CONSTANTS = Object.freeze({
   DEFAULT_POOL_SIZE: 4,
   MAX_POOL_SIZE: 1024,
   MAX_PARENTS: 10_000,
+  MAX_GROUP_AT_ONCE: 1000,
   /** The end of a pause that lasts until resumed (INT64_MAX), as a BigInt;
    * Queue.pause and Queue.pausedUntil speak of it as Infinity. */
   UNTIL_RESUMED: 2n ** 63n - 1n,

@@ -152,6 +152,7 @@ def header_define(name):
         "DEFAULT_MAX_ATTEMPTS",
         "DEFAULT_POOL_SIZE",
         "MAX_POOL_SIZE",
+        "MAX_GROUP_AT_ONCE",
     ],
 )
 def test_constants_match_the_header(name):

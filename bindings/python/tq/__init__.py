@@ -18,6 +18,7 @@ wheel built with it), else the system's library search path.
 from ._native import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_POOL_SIZE,
+    MAX_GROUP_AT_ONCE,
     MAX_PAYLOAD_LEN,
     MAX_POOL_SIZE,
     MAX_QUEUE_NAME_LEN,
@@ -59,6 +60,7 @@ __version__ = "0.3.0"
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
     "DEFAULT_POOL_SIZE",
+    "MAX_GROUP_AT_ONCE",
     "MAX_PAYLOAD_LEN",
     "MAX_POOL_SIZE",
     "MAX_QUEUE_NAME_LEN",

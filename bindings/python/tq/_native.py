@@ -94,6 +94,7 @@ PROTOTYPES = {
     "tq_push_options_set_priority": (STATUS, [PUSH_OPTIONS_P, c_int32]),
     "tq_push_options_set_max_attempts": (STATUS, [PUSH_OPTIONS_P, c_uint32]),
     "tq_push_options_set_unique_key": (STATUS, [PUSH_OPTIONS_P, c_char_p]),
+    "tq_push_options_set_group": (STATUS, [PUSH_OPTIONS_P, c_char_p, c_uint32]),
     "tq_push_options_set_unique_for_ms": (STATUS, [PUSH_OPTIONS_P, c_uint64]),
     "tq_push_options_add_after": (STATUS, [PUSH_OPTIONS_P, c_int64]),
     "tq_push_options_add_after_item": (STATUS, [PUSH_OPTIONS_P, c_size_t]),
@@ -132,6 +133,7 @@ PROTOTYPES = {
     "tq_task_last_error": (c_char_p, [TASK_P]),
     "tq_task_result": (c_char_p, [TASK_P]),
     "tq_task_progress": (c_char_p, [TASK_P]),
+    "tq_task_group": (c_char_p, [TASK_P]),
     "tq_task_parents": (POINTER(c_int64), [TASK_P, POINTER(c_size_t)]),
     "tq_task_waiting_for": (POINTER(c_int64), [TASK_P, POINTER(c_size_t)]),
     "tq_task_free": (None, [TASK_P]),
@@ -202,6 +204,7 @@ MAX_REASON_LEN = 64 * 1024
 DEFAULT_MAX_ATTEMPTS = 25
 DEFAULT_POOL_SIZE = 4
 MAX_POOL_SIZE = 1024
+MAX_GROUP_AT_ONCE = 1000
 
 
 def _open_library():

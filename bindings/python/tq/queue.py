@@ -343,9 +343,16 @@ def _push_settings(
     after=(),
     after_items=(),
     run_anyway=False,
+    group=None,
+    group_max=None,
 ):
     """The push options' setters and values for the arguments given."""
     settings = []
+    if group is not None:
+        limit = 1 if group_max is None else _integer("group_max", group_max, 0, _UINT32_MAX)
+        settings.append((lib.tq_push_options_set_group, _c_string("group", group), limit))
+    elif group_max is not None:
+        raise errors.InvalidArgumentError("group_max needs a group: give group too")
     for parent in after:
         settings.append((lib.tq_push_options_add_after, _integer("after", parent, _INT64_MIN, _INT64_MAX)))
     for index in after_items:
@@ -606,6 +613,8 @@ class Queue:
         unique_for=None,
         after=(),
         run_anyway=False,
+        group=None,
+        group_max=None,
     ) -> int:
         """Stores a task and returns its id once it is stored at the queue's
         durability.
@@ -632,6 +641,13 @@ class Queue:
           or kept as history. ``run_anyway``: one of them ending dead or
           cancelled counts as finished, instead of cancelling this task (and
           those waiting for it).
+        - ``group`` (a ``str``): the ordered group of the queue the task
+          belongs to, whose tasks are delivered at most ``group_max`` (1 to
+          ``MAX_GROUP_AT_ONCE``, default 1) at a time, in push order for 1,
+          while other groups proceed. The task waits for the
+          ``group_max``-th most recent unfinished task of the group, if any
+          (in ``waiting_for`` while blocked, not in ``parents``); that task
+          ending in any way lets it run.
 
         Raises ``InvalidJSONError``, ``InvalidArgumentError`` (bad UTF-8,
         over the payload limit, an option out of range), ``BusyError``,
@@ -648,12 +664,23 @@ class Queue:
             and unique_for is None
             and not after
             and not run_anyway
+            and group is None
+            and group_max is None
         ):
             with self._handle as queue:
                 _check(lib.tq_push(queue, data, len(data), None, byref(out)))
             return out.value
         settings = _push_settings(
-            delay, run_at, priority, max_attempts, unique_key, unique_for, after, run_anyway=run_anyway
+            delay,
+            run_at,
+            priority,
+            max_attempts,
+            unique_key,
+            unique_for,
+            after,
+            run_anyway=run_anyway,
+            group=group,
+            group_max=group_max,
         )
         self._push_with(data, settings, out)
         return out.value
@@ -682,7 +709,9 @@ class Queue:
         finally:
             _PUSH_OPTIONS.free(options)
 
-    def push_many(self, objs, *, delay=None, run_at=None, priority=None, max_attempts=None) -> "list[int]":
+    def push_many(
+        self, objs, *, delay=None, run_at=None, priority=None, max_attempts=None, group=None, group_max=None
+    ) -> "list[int]":
         """Stores every payload of ``objs`` (an iterable, each as ``push``
         takes it) as a task, in order, in one transaction, and returns their
         ids: all of them or none.
@@ -702,7 +731,7 @@ class Queue:
                 failed = type(error)(f"payload {index}: {error}")
                 failed.index = index
                 raise failed from error
-        settings = _push_settings(delay, run_at, priority, max_attempts)
+        settings = _push_settings(delay, run_at, priority, max_attempts, group=group, group_max=group_max)
         count = len(datas)
         payloads = (c_char_p * count)(*datas)
         lens = (c_size_t * count)(*map(len, datas))
@@ -1353,6 +1382,7 @@ def _read_fields(ptr) -> tuple:
         lib.tq_task_state(ptr),
         _read_ids(lib.tq_task_parents, ptr),
         _read_ids(lib.tq_task_waiting_for, ptr),
+        lib.tq_task_group(ptr),
     )
 
 
@@ -1442,6 +1472,13 @@ class _TaskFields:
         ascending: empty unless it is pending and blocked. Empty for a
         pulled task."""
         return self._details()[6]
+
+    @property
+    def group(self) -> "str | None":
+        """For a snapshot, the ordered group it was pushed to (``group``),
+        or None. None for a pulled task."""
+        group = self._details()[7]
+        return None if group is None else group.decode("utf-8")
 
 
 class Task(_TaskFields):
@@ -1665,6 +1702,8 @@ class Item:
         after=(),
         after_items=(),
         run_anyway=False,
+        group=None,
+        group_max=None,
     ):
         self.payload = payload
         self._options = (
@@ -1677,6 +1716,8 @@ class Item:
             tuple(after),
             tuple(after_items),
             run_anyway,
+            group,
+            group_max,
         )
 
     def _settings(self):

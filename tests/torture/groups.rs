@@ -1,0 +1,236 @@
+//! Scenario 12: ordered groups drain with workers killed. The driver
+//! pushes tasks to 30 groups (about 1,500 tasks in CI, 15,000 in long
+//! mode), in calls of 100 items, each group delivering 1, 2 or 3 of its
+//! tasks at once. Three worker processes of two threads pull with short
+//! leases, fail a tenth of their deliveries (retried) and finish the rest,
+//! while the driver kills them at random and starts others; then drain
+//! workers empty the queue.
+//!
+//! From the histories: no task was delivered before a finish of the task
+//! K places before it in its group was invoked (so a group of K = 1 is
+//! delivered in push order); never more than K deliveries of one group
+//! surely held at once (from a delivery's return to the invocation of its
+//! finish or fail that succeeded); and every task was finished.
+//!
+//! Also on PostgreSQL (`..._on_postgres`), where pushes to one group are
+//! serialised by an advisory lock.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use tq::{OpenOptions, PushOptions, Queue, TaskState};
+
+use super::client;
+use super::db::Target;
+use super::harness::{now_ns, sleep_ms, spawn, Dir, Proc, Settings};
+use super::history::{Histories, History, Outcome};
+
+#[test]
+#[ignore = "torture test: make test-torture"]
+fn groups_drain_with_workers_killed_never_more_than_k_at_once_in_push_order() {
+    let dir = Dir::new();
+    groups(&dir, &Target::File(dir.file("queue.db")), "groups");
+}
+
+#[test]
+#[ignore = "torture test on PostgreSQL: make test-postgres"]
+fn groups_drain_with_workers_killed_never_more_than_k_at_once_in_push_order_on_postgres() {
+    if let Some(target) = Target::postgres(
+        "groups_drain_with_workers_killed_never_more_than_k_at_once_in_push_order_on_postgres",
+        "torture_groups",
+    ) {
+        groups(&Dir::new(), &target, "groups-postgres");
+    }
+}
+
+const GROUPS: usize = 30;
+
+/// How many tasks of group `group` are delivered at once.
+fn at_once(group: usize) -> u32 {
+    group as u32 % 3 + 1
+}
+
+fn groups(dir: &Dir, target: &Target, scenario: &str) {
+    let settings = Settings::new(scenario);
+    let mut rng = settings.rng();
+    let history_dir = dir.sub("history");
+    let driver = History::create(&history_dir, "driver");
+    let size = if settings.is_long() { 15_000 } else { 1_500 };
+    let phase = settings.duration(Duration::from_secs(10));
+    let deadline = now_ns() + phase.as_nanos() as i64 + 180_000_000_000;
+
+    let mut options = OpenOptions::new();
+    options.max_attempts(1000).expect("a valid maximum");
+    let queue = Queue::open(target.db(), &target.options(&options)).expect("open");
+    let group_of: Vec<usize> = (0..size)
+        .map(|_| rng.range(0, GROUPS as u64 - 1) as usize)
+        .collect();
+    let mut ids = Vec::with_capacity(size);
+    for (call, chunk) in group_of.chunks(100).enumerate() {
+        let items: Vec<(String, PushOptions)> = chunk
+            .iter()
+            .enumerate()
+            .map(|(index, &group)| {
+                let mut options = PushOptions::new();
+                options
+                    .group(&format!("group {group}"), at_once(group))
+                    .expect("a valid group");
+                (client::payload(&format!("c{call}i{index}"), 0), options)
+            })
+            .collect();
+        let pushed = queue.push_items(&items).expect("push to the groups");
+        ids.extend(pushed.into_iter().map(|pushed| pushed.id()));
+    }
+    // Every task was unfinished when the next ones were pushed: each
+    // waits for the task K places before it in its group.
+    let mut members: Vec<Vec<i64>> = vec![Vec::new(); GROUPS];
+    let mut group_of_id = HashMap::new();
+    let mut predecessor = HashMap::new();
+    for (index, &group) in group_of.iter().enumerate() {
+        let k = at_once(group) as usize;
+        let members = &mut members[group];
+        if members.len() >= k {
+            predecessor.insert(ids[index], members[members.len() - k]);
+        }
+        members.push(ids[index]);
+        group_of_id.insert(ids[index], group);
+    }
+
+    let mut slots: Vec<Option<(Proc, String, Instant)>> = (0..3).map(|_| None).collect();
+    let (mut started, mut killed) = (0, 0);
+    let begin = Instant::now();
+    while begin.elapsed() < phase && queue.count(TaskState::Pending).unwrap() > 20 {
+        for slot in &mut slots {
+            if let Some((proc, label, kill_at)) = slot {
+                if Instant::now() >= *kill_at {
+                    driver.info("kill", &format!("target={label}"));
+                    proc.kill();
+                    killed += 1;
+                    *slot = None;
+                }
+            }
+            if slot.is_none() {
+                let label = format!("w{started}");
+                started += 1;
+                let mut args = target.child_args(&history_dir, &label, rng.next(), deadline);
+                args.extend([
+                    ("threads", "2".into()),
+                    ("shared", rng.range(0, 1).to_string()),
+                    ("lease_min", "50".into()),
+                    ("lease_max", "300".into()),
+                    ("work_min", "0".into()),
+                    ("work_max", "10".into()),
+                    ("recover", rng.range(0, 1).to_string()),
+                    ("fail", "10".into()),
+                    ("finish_pull", "30".into()),
+                    ("backoff", "1:20".into()),
+                ]);
+                let life = Duration::from_millis(rng.range(50, 600));
+                *slot = Some((spawn("worker", &args), label, Instant::now() + life));
+            }
+        }
+        sleep_ms(2);
+    }
+    for (proc, label, _) in slots.iter_mut().flatten() {
+        driver.info("kill", &format!("target={label}"));
+        proc.kill();
+        killed += 1;
+    }
+
+    // Drain: workers that recover at start, until the queue is empty.
+    let mut round = 0;
+    while queue.count(TaskState::Pending).unwrap() + queue.count(TaskState::Leased).unwrap() > 0 {
+        assert!(round < 20, "the drain workers never emptied the queue");
+        let mut args =
+            target.child_args(&history_dir, &format!("drain{round}"), rng.next(), deadline);
+        args.extend([
+            ("threads", "2".into()),
+            ("lease_min", "200".into()),
+            ("lease_max", "400".into()),
+            ("work_min", "0".into()),
+            ("work_max", "1".into()),
+            ("recover", "1".into()),
+            ("idle_exit", "500".into()),
+            ("finish_pull", "80".into()),
+        ]);
+        spawn("worker", &args)
+            .wait_timeout(Duration::from_secs(180))
+            .expect("drain");
+        round += 1;
+    }
+    for state in [TaskState::Dead, TaskState::Cancelled, TaskState::Done] {
+        assert_eq!(queue.count(state).unwrap(), 0, "{state:?} tasks left");
+    }
+    drop(queue);
+
+    let histories = Histories::read(&history_dir);
+    // When each finish that may have committed was invoked, per task.
+    let mut finishes: HashMap<i64, Vec<i64>> = HashMap::new();
+    // When each delivery, by task and attempt, was surely ended by its
+    // holder: the invocation of its finish or fail that succeeded.
+    let mut ended: HashMap<(i64, i64), i64> = HashMap::new();
+    for op in &histories.ops {
+        let id = op.num("id");
+        if op.op == "finish" && !matches!(op.outcome, Outcome::Fail(_)) {
+            finishes
+                .entry(id.expect("a finish names its task"))
+                .or_default()
+                .push(op.invoked);
+        }
+        if (op.op == "finish" || op.op == "fail") && matches!(op.outcome, Outcome::Ok) {
+            let attempt = op.num("attempt").expect("a delivery's attempt");
+            ended.insert((id.expect("an id"), attempt), op.invoked);
+        }
+    }
+    let mut checked = 0;
+    // Per group, the times a delivery surely held began (+1) and ended (-1).
+    let mut held: Vec<Vec<(i64, i32)>> = vec![Vec::new(); GROUPS];
+    for delivery in histories.delivered() {
+        let id = delivery.num("id").expect("a delivered id");
+        let attempt = delivery.num("attempt").expect("a delivered attempt");
+        let returned = delivery.completed.expect("a logged delivery returned");
+        if let Some(parent) = predecessor.get(&id) {
+            let finished_before = finishes
+                .get(parent)
+                .is_some_and(|times| times.iter().any(|&invoked| invoked < returned));
+            assert!(
+                finished_before,
+                "task {id} of group {} was delivered (attempt {attempt}, by {}) before any \
+                 finish of task {parent}, {} places before it",
+                group_of_id[&id],
+                delivery.process,
+                at_once(group_of_id[&id])
+            );
+            checked += 1;
+        }
+        if let Some(&end) = ended.get(&(id, attempt)) {
+            let group = group_of_id[&id];
+            held[group].push((returned, 1));
+            held[group].push((end, -1));
+        }
+    }
+    let mut most_held = 0;
+    for (group, mut events) in held.into_iter().enumerate() {
+        // An end before a start at the same instant: the intervals are open.
+        events.sort_unstable();
+        let mut now_held = 0;
+        for (at, change) in events {
+            now_held += change;
+            assert!(
+                now_held <= at_once(group) as i32,
+                "{now_held} deliveries of group {group} held at once at {at}, more than {}",
+                at_once(group)
+            );
+            most_held = most_held.max(now_held);
+        }
+    }
+    for id in &ids {
+        assert!(finishes.contains_key(id), "task {id} was never finished");
+    }
+    println!(
+        "[{scenario}] {size} tasks in {GROUPS} groups, {started} worker processes, {killed} killed \
+         by the driver, {round} drain rounds; {checked} deliveries checked against their \
+         predecessors' finishes, at most {most_held} of one group held at once"
+    );
+    assert!(killed > 0 && checked > 0 && most_held > 1);
+}
