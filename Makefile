@@ -94,7 +94,7 @@ test-rust:
 
 # tests/postgres/cluster.sh starts a PostgreSQL server of its own on
 # 127.0.0.1 (from the postgresql package), stopped and removed whatever the
-# outcome. The core, job, control, results, schedules and dependencies
+# outcome. The core, job, control, results, schedules, dependencies and groups
 # suites run their postgres:: variants on it, in a schema per test;
 # tests/postgres.rs runs what only PostgreSQL does; the
 # torture scenarios with PostgreSQL variants (workers killed, exclusive
@@ -110,7 +110,7 @@ test-postgres: lib bindings/node/node_modules/.package-lock.json
 	trap 'tests/postgres/cluster.sh stop "'"$$dir"'"' EXIT && \
 	url=$$(tests/postgres/cluster.sh start "$$dir") && \
 	echo "PostgreSQL test server: $$url" && \
-	TQ_TEST_POSTGRES_URL=$$url $(CARGO) test --locked --lib --test queue --test jobs --test control --test results --test schedules --test dependencies postgres:: && \
+	TQ_TEST_POSTGRES_URL=$$url $(CARGO) test --locked --lib --test queue --test jobs --test control --test results --test schedules --test dependencies --test groups postgres:: && \
 	TQ_TEST_POSTGRES_URL=$$url $(CARGO) test --locked --test postgres && \
 	TQ_TEST_POSTGRES_URL=$$url TQ_TEST_POSTGRES_DIR=$$dir $(CARGO) test --locked --test torture -- \
 		--include-ignored --test-threads=1 --nocapture on_postgres && \
