@@ -22,6 +22,8 @@ export const DEFAULT_POOL_SIZE: number;
 export const MAX_POOL_SIZE: number;
 /** The most tasks one task may wait for. */
 export const MAX_PARENTS: number;
+/** The most tasks of one ordered group delivered at once. */
+export const MAX_GROUP_AT_ONCE: number;
 /** The header's TQ_UNTIL_RESUMED (INT64_MAX); pause() and pausedUntil() say Infinity. */
 export const UNTIL_RESUMED: bigint;
 
