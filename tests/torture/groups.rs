@@ -16,13 +16,13 @@
 //! serialised by an advisory lock.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tq::{OpenOptions, PushOptions, Queue, TaskState};
 
 use super::client;
 use super::db::Target;
-use super::harness::{now_ns, sleep_ms, spawn, Dir, Proc, Settings};
+use super::harness::{now_ns, work_killed_then_drain, Dir, Settings, Turnover};
 use super::history::{Histories, History, Outcome};
 
 #[test]
@@ -96,68 +96,19 @@ fn groups(dir: &Dir, target: &Target, scenario: &str) {
         group_of_id.insert(ids[index], group);
     }
 
-    let mut slots: Vec<Option<(Proc, String, Instant)>> = (0..3).map(|_| None).collect();
-    let (mut started, mut killed) = (0, 0);
-    let begin = Instant::now();
-    while begin.elapsed() < phase && queue.count(TaskState::Pending).unwrap() > 20 {
-        for slot in &mut slots {
-            if let Some((proc, label, kill_at)) = slot {
-                if Instant::now() >= *kill_at {
-                    driver.info("kill", &format!("target={label}"));
-                    proc.kill();
-                    killed += 1;
-                    *slot = None;
-                }
-            }
-            if slot.is_none() {
-                let label = format!("w{started}");
-                started += 1;
-                let mut args = target.child_args(&history_dir, &label, rng.next(), deadline);
-                args.extend([
-                    ("threads", "2".into()),
-                    ("shared", rng.range(0, 1).to_string()),
-                    ("lease_min", "50".into()),
-                    ("lease_max", "300".into()),
-                    ("work_min", "0".into()),
-                    ("work_max", "10".into()),
-                    ("recover", rng.range(0, 1).to_string()),
-                    ("fail", "10".into()),
-                    ("finish_pull", "30".into()),
-                    ("backoff", "1:20".into()),
-                ]);
-                let life = Duration::from_millis(rng.range(50, 600));
-                *slot = Some((spawn("worker", &args), label, Instant::now() + life));
-            }
-        }
-        sleep_ms(2);
-    }
-    for (proc, label, _) in slots.iter_mut().flatten() {
-        driver.info("kill", &format!("target={label}"));
-        proc.kill();
-        killed += 1;
-    }
-
-    // Drain: workers that recover at start, until the queue is empty.
-    let mut round = 0;
-    while queue.count(TaskState::Pending).unwrap() + queue.count(TaskState::Leased).unwrap() > 0 {
-        assert!(round < 20, "the drain workers never emptied the queue");
-        let mut args =
-            target.child_args(&history_dir, &format!("drain{round}"), rng.next(), deadline);
-        args.extend([
-            ("threads", "2".into()),
-            ("lease_min", "200".into()),
-            ("lease_max", "400".into()),
-            ("work_min", "0".into()),
-            ("work_max", "1".into()),
-            ("recover", "1".into()),
-            ("idle_exit", "500".into()),
-            ("finish_pull", "80".into()),
-        ]);
-        spawn("worker", &args)
-            .wait_timeout(Duration::from_secs(180))
-            .expect("drain");
-        round += 1;
-    }
+    let Turnover {
+        started,
+        killed,
+        drain_rounds: round,
+    } = work_killed_then_drain(
+        &queue,
+        target,
+        &history_dir,
+        &driver,
+        &mut rng,
+        phase,
+        deadline,
+    );
     for state in [TaskState::Dead, TaskState::Cancelled, TaskState::Done] {
         assert_eq!(queue.count(state).unwrap(), 0, "{state:?} tasks left");
     }

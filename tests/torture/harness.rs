@@ -16,6 +16,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use tq::{Queue, TaskState};
+
+use super::db::Target;
+use super::history::History;
+
 /// A scenario's settings: its seed and its time budget.
 pub struct Settings {
     pub seed: u64,
@@ -392,4 +397,97 @@ pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> boo
         }
         sleep_ms(3);
     }
+}
+
+/// Three workers at a time, each killed at random within 50 to 600 ms and
+/// replaced (they fail and retry some tasks, finish-and-pull some, and
+/// recover at start or not), for `phase` or until at most 20 tasks of
+/// `queue` are pending; then drain workers, which recover at start, until
+/// the queue holds nothing pending or leased.
+pub fn work_killed_then_drain(
+    queue: &Queue,
+    target: &Target,
+    history_dir: &Path,
+    driver: &History,
+    rng: &mut Rng,
+    phase: Duration,
+    deadline: i64,
+) -> Turnover {
+    let mut slots: Vec<Option<(Proc, String, Instant)>> = (0..3).map(|_| None).collect();
+    let (mut started, mut killed) = (0, 0);
+    let begin = Instant::now();
+    while begin.elapsed() < phase && queue.count(TaskState::Pending).unwrap() > 20 {
+        for slot in &mut slots {
+            if let Some((proc, label, kill_at)) = slot {
+                if Instant::now() >= *kill_at {
+                    driver.info("kill", &format!("target={label}"));
+                    proc.kill();
+                    killed += 1;
+                    *slot = None;
+                }
+            }
+            if slot.is_none() {
+                let label = format!("w{started}");
+                started += 1;
+                let mut args = target.child_args(history_dir, &label, rng.next(), deadline);
+                args.extend([
+                    ("threads", "2".into()),
+                    ("shared", rng.range(0, 1).to_string()),
+                    ("lease_min", "50".into()),
+                    ("lease_max", "300".into()),
+                    ("work_min", "0".into()),
+                    ("work_max", "10".into()),
+                    ("recover", rng.range(0, 1).to_string()),
+                    ("fail", "10".into()),
+                    ("finish_pull", "30".into()),
+                    ("backoff", "1:20".into()),
+                ]);
+                let life = Duration::from_millis(rng.range(50, 600));
+                *slot = Some((spawn("worker", &args), label, Instant::now() + life));
+            }
+        }
+        sleep_ms(2);
+    }
+    for (proc, label, _) in slots.iter_mut().flatten() {
+        driver.info("kill", &format!("target={label}"));
+        proc.kill();
+        killed += 1;
+    }
+
+    // Drain: workers that recover at start, until the queue is empty.
+    let mut round = 0;
+    while queue.count(TaskState::Pending).unwrap() + queue.count(TaskState::Leased).unwrap() > 0 {
+        assert!(round < 20, "the drain workers never emptied the queue");
+        let mut args =
+            target.child_args(history_dir, &format!("drain{round}"), rng.next(), deadline);
+        args.extend([
+            ("threads", "2".into()),
+            ("lease_min", "200".into()),
+            ("lease_max", "400".into()),
+            ("work_min", "0".into()),
+            ("work_max", "1".into()),
+            ("recover", "1".into()),
+            ("idle_exit", "500".into()),
+            ("finish_pull", "80".into()),
+        ]);
+        spawn("worker", &args)
+            .wait_timeout(Duration::from_secs(180))
+            .expect("drain");
+        round += 1;
+    }
+    Turnover {
+        started,
+        killed,
+        drain_rounds: round,
+    }
+}
+
+/// What [`work_killed_then_drain`] did.
+pub struct Turnover {
+    /// Worker processes started before the drain.
+    pub started: usize,
+    /// How many of them the driver killed.
+    pub killed: usize,
+    /// Drain workers run one after another until the queue was empty.
+    pub drain_rounds: usize,
 }
