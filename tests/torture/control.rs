@@ -161,7 +161,8 @@ fn preload(target: &Target, history_dir: &std::path::Path, size: usize) -> Vec<i
 
 /// Until `stop`, cancels a task every 10 to 60 ms: half the time one of
 /// the backlog's at random (pending, or held, or over already), else one
-/// the queue lists as leased (held, or its holder killed).
+/// the queue lists as leased (held, or its holder killed), most often the
+/// last claimed.
 fn cancel_at_random(
     target: &Target,
     history_dir: &std::path::Path,
@@ -188,8 +189,14 @@ fn cancel_at_random(
             Some(ids[rng.range(0, ids.len() as u64 - 1) as usize])
         } else {
             let leased = queue.list(TaskState::Leased, 0, 100).expect("list");
-            (!leased.is_empty())
-                .then(|| leased[rng.range(0, leased.len() as u64 - 1) as usize].id())
+            // The backlog is claimed in push order: the last leased is most
+            // often held by a live worker, the others by killed ones.
+            let pick = if rng.chance(0.7) {
+                leased.len().saturating_sub(1)
+            } else {
+                rng.range(0, leased.len().max(1) as u64 - 1) as usize
+            };
+            leased.get(pick).map(|task| task.id())
         };
         if let Some(id) = id {
             let _ = client.cancel(id);
