@@ -1,8 +1,10 @@
 //! Scenario 13: cancellation and the rate limit. A backlog on a queue
 //! limited to 8 claims in any 100 ms is worked by processes killed at
-//! random and replaced, then drained (see `work_killed_then_drain`), while
-//! a thread of the driver cancels random tasks, some pending, some leased,
-//! each cancel logged with its answer. Besides everything the checker
+//! random and replaced, then drained (see `work_killed_then_drain`; here
+//! with leases of 20 to 80 ms, work of up to 80 ms, and two in five
+//! deliveries worked in steps with an extend between them),
+//! while a thread of the driver cancels random tasks, some pending, some
+//! leased, each cancel logged with its answer. Besides everything the checker
 //! checks (exactly-once accounting of the tasks not cancelled included),
 //! the histories show:
 //! - no task delivered by a pull invoked after a cancel of it returned
@@ -47,7 +49,7 @@ use tq::{Durability, OpenOptions, Queue, RateLimit, TaskState};
 use super::checker::{verify_run, Expect};
 use super::client::{self, Client};
 use super::db::Target;
-use super::harness::{now_ns, sleep_ms, work_killed_then_drain, Dir, Rng, Settings, Turnover};
+use super::harness::{sleep_ms, work_killed_then_drain, Dir, Rng, Settings, Turnover};
 use super::history::History;
 
 /// The queue's rate: 80 claims a second, fewer than the workers would
@@ -85,7 +87,6 @@ fn control(dir: &Dir, target: &Target, scenario: &str) {
     // About what the rate lets through in the phase, less the tasks
     // cancelled and the claims spent on retries.
     let size = phase.as_secs() as usize * 60;
-    let deadline = now_ns() + phase.as_nanos() as i64 + 180_000_000_000;
 
     let queue = Queue::open(target.db(), &target.options(&OpenOptions::new())).expect("open");
     queue.set_rate_limit(Some(RATE)).expect("set the rate");
@@ -106,7 +107,12 @@ fn control(dir: &Dir, target: &Target, scenario: &str) {
             &driver,
             &mut rng,
             phase,
-            deadline,
+            &vec![
+                ("lease_min", "20".into()),
+                ("lease_max", "80".into()),
+                ("work_max", "80".into()),
+                ("heartbeat", "40".into()),
+            ],
         );
         stop.store(true, Ordering::Relaxed);
         canceller.join().expect("the canceller");
@@ -128,13 +134,22 @@ fn control(dir: &Dir, target: &Target, scenario: &str) {
         rate: Some(RATE),
         ..Expect::default()
     };
-    let (_, report) = verify_run(target, &history_dir, &expect, scenario);
+    let (histories, report) = verify_run(target, &history_dir, &expect, scenario);
     let s = &report.stats;
+    let told_at_extend = histories
+        .ops
+        .iter()
+        .filter(|op| op.op == "extend" && op.failed_with("Cancelled"))
+        .count();
+    println!("[{scenario}] {told_at_extend} holders told Cancelled by an extend");
     assert!(killed > 0, "{scenario}: no worker was killed");
     assert!(
-        s.cancels_removed > 0 && s.cancels_requested > 0 && s.holders_told > 0,
+        s.cancels_removed > 0
+            && s.cancels_requested > 0
+            && s.holders_told > 0
+            && told_at_extend > 0,
         "{scenario}: the cancels did not reach both pending and held tasks, or no holder was \
-         told: {report}"
+         told (by an extend among others): {report}"
     );
     assert_eq!(
         s.most_in_window, RATE.claims as usize,
