@@ -33,15 +33,33 @@
 //! - **errors**: any other error but "not held" (and, under network
 //!   faults, "I/O": nothing committed; a call failed with "unknown
 //!   outcome" is read as one cut short, which may have taken effect);
-//! - **undrained**: tasks left pending or held after a drain.
+//! - **undrained**: tasks left pending or held after a drain;
+//! - **delivered after cancel**: a task delivered by a pull invoked after
+//!   a cancel of it returned (removed or requested);
+//! - **cancel ignored**: after a cancel of a task returned, a finish, fail
+//!   or extend of it accepted; a cancelled task finished, or stored in any
+//!   state but cancelled (or still cancelling, unless drained); the holder
+//!   of a task whose cancellation was requested not told `Cancelled` by
+//!   its next call (unless a recovery or a lost pull may have taken the
+//!   task from it after its lease could have run out). A call told
+//!   `Cancelled` with no cancel of its task invoked before it answered,
+//!   and a cancel refused as of no task (or a done one) that no finish or
+//!   cancel of the task invoked earlier explains, are errors;
+//! - **over the rate** (when the scenario set a rate limit): more claims
+//!   surely inside one window of the rate's period than it allows (see
+//!   [`check_rate`]).
 //!
-//! So pushed = finished + dead + remaining, for each queue.
+//! A task without history that a cancel (acknowledged, or of unknown
+//! outcome) may have removed is counted cancelled, not lost. So pushed =
+//! finished + dead + cancelled + remaining, for each queue.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::path::Path;
 
-use super::db::{Row, Target, DEAD, DONE, LEASED};
+use tq::RateLimit;
+
+use super::db::{Row, Target, CANCELLED, CANCELLING, DEAD, DONE, LEASED};
 use super::history::{Histories, Operation, Outcome};
 
 /// What a scenario allows.
@@ -58,6 +76,9 @@ pub struct Expect {
     /// any call may fail with `Io` (the write was not committed) or
     /// `UnknownOutcome` (it may or may not have been), as tq documents.
     pub network_faults: bool,
+    /// The rate limit of the queue every pull went to, checked on the
+    /// claims.
+    pub rate: Option<RateLimit>,
 }
 
 #[derive(Default)]
@@ -73,6 +94,9 @@ pub struct Report {
     pub busy: Vec<String>,
     pub errors: Vec<String>,
     pub undrained: Vec<String>,
+    pub delivered_after_cancel: Vec<String>,
+    pub cancel_ignored: Vec<String>,
+    pub over_rate: Vec<String>,
     pub stats: Stats,
     /// Per queue: tasks that existed, finished, dead, remaining.
     pub queues: BTreeMap<String, Balance>,
@@ -105,21 +129,35 @@ pub struct Stats {
     /// `UnknownOutcome`.
     pub io_failures: usize,
     pub unknown_outcomes: usize,
+    /// Cancels answered removed, requested, and refused (no such task, or
+    /// a done one).
+    pub cancels_removed: usize,
+    pub cancels_requested: usize,
+    pub cancels_refused: usize,
+    /// Tasks gone or stored as cancelled.
+    pub cancelled: usize,
+    /// Finishes, fails and extends told `Cancelled`, and of them the
+    /// holders' first calls after a cancel answered requested.
+    pub told_cancelled: usize,
+    pub holders_told: usize,
+    /// The most claims surely inside one window of the rate's period.
+    pub most_in_window: usize,
 }
 
 /// One queue's tasks: pushed (acknowledged, or of unknown outcome and
-/// stored) = finished + dead + remaining.
+/// stored) = finished + dead + cancelled + remaining.
 #[derive(Default, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Balance {
     pub pushed: usize,
     pub finished: usize,
     pub dead: usize,
+    pub cancelled: usize,
     pub remaining: usize,
 }
 
 impl Balance {
     pub fn holds(&self) -> bool {
-        self.pushed == self.finished + self.dead + self.remaining
+        self.pushed == self.finished + self.dead + self.cancelled + self.remaining
     }
 }
 
@@ -139,6 +177,7 @@ pub fn check(histories: &Histories, rows: &[Row], expect: &Expect) -> Report {
     let mut deliveries: BTreeMap<i64, Vec<Delivery>> = BTreeMap::new();
     let mut ends: ByTask = BTreeMap::new();
     let mut extends: ByTask = BTreeMap::new();
+    let mut cancels: ByTask = BTreeMap::new();
     let network_ops;
     let ops = if expect.network_faults {
         network_ops = with_network_outcomes(&histories.ops, &mut report.stats);
@@ -156,6 +195,13 @@ pub fn check(histories: &Histories, rows: &[Row], expect: &Expect) -> Report {
                 report.stats.extends_refused += 1
             }
             Outcome::Fail(kind) if kind == "NotHeld" && on_delivery => report.stats.not_held += 1,
+            // Both judged against the task's cancels (check_cancels).
+            Outcome::Fail(kind) if kind == "Cancelled" && on_delivery => {
+                report.stats.told_cancelled += 1
+            }
+            Outcome::Fail(kind) if kind == "InvalidArgument" && op.op == "cancel" => {
+                report.stats.cancels_refused += 1
+            }
             Outcome::Fail(_) if op.op == "push" => {} // judged with the push below
             Outcome::Fail(_) => report.errors.push(describe(op)),
             _ => {}
@@ -185,6 +231,7 @@ pub fn check(histories: &Histories, rows: &[Row], expect: &Expect) -> Report {
             }
             "finish" | "fail" => ends.entry(task_of(op)).or_default().push(op),
             "extend" => extends.entry(task_of(op)).or_default().push(op),
+            "cancel" => cancels.entry(task_of(op)).or_default().push(op),
             _ => {}
         }
         if op.is_ok() {
@@ -194,6 +241,10 @@ pub fn check(histories: &Histories, rows: &[Row], expect: &Expect) -> Report {
                     report.stats.failed_dead += usize::from(op.get("dead").is_some());
                 }
                 "extend" => report.stats.extended += 1,
+                "cancel" if op.get("cancelled") == Some("requested") => {
+                    report.stats.cancels_requested += 1
+                }
+                "cancel" => report.stats.cancels_removed += 1,
                 _ => {}
             }
         }
@@ -247,6 +298,7 @@ pub fn check(histories: &Histories, rows: &[Row], expect: &Expect) -> Report {
         rows_of_key,
         deliveries,
         ends,
+        cancels,
     };
     for key in keys {
         check_key(key, &index, expect, &mut report);
@@ -260,6 +312,10 @@ pub fn check(histories: &Histories, rows: &[Row], expect: &Expect) -> Report {
         check_deliveries(*id, list, &calls, &kills, expect, &mut report);
         report.stats.deliveries += list.len();
         report.stats.redeliveries += list.iter().filter(|d| d.attempt > 1).count();
+    }
+    check_cancels(&index, &extends, ops, &mut report);
+    if let Some(limit) = expect.rate {
+        check_rate(ops, limit, &mut report);
     }
     report
 }
@@ -301,6 +357,7 @@ struct Index<'a> {
     rows_of_key: BTreeMap<&'a str, Vec<&'a Row>>,
     deliveries: BTreeMap<i64, Vec<Delivery<'a>>>,
     ends: ByTask<'a>,
+    cancels: ByTask<'a>,
 }
 
 fn check_key(key: &str, index: &Index, expect: &Expect, report: &mut Report) {
@@ -336,6 +393,15 @@ fn check_key(key: &str, index: &Index, expect: &Expect, report: &mut Report) {
     let live = rows.iter().filter(|row| row.is_live()).count();
     let dead = rows.iter().filter(|row| row.state == DEAD).count();
     let done = rows.iter().filter(|row| row.state == DONE).count();
+    let stored_cancelled = rows.iter().filter(|row| row.state == CANCELLED).count();
+    let task_cancels: Vec<&Operation> = ids
+        .iter()
+        .filter_map(|id| index.cancels.get(id))
+        .flatten()
+        .copied()
+        .collect();
+    let cancel_answered = task_cancels.iter().find(|op| op.is_ok());
+    let cancel_maybe = task_cancels.iter().any(|op| may_have_taken_effect(op));
     // Without history a finish deletes the row: it stands for the copy.
     let copies = rows.len() + if expect.keep_history { 0 } else { finished };
 
@@ -420,9 +486,13 @@ fn check_key(key: &str, index: &Index, expect: &Expect, report: &mut Report) {
             .push(format!("{key}: {finished} finishes acknowledged"));
     }
     // Without history, a finish of unknown outcome may have deleted the
-    // task; with history it would have left a done row.
-    let gone_by_unknown_finish = finish_unknown && !expect.keep_history;
-    if copies == 0 && existed && !gone_by_unknown_finish {
+    // task, and so may a cancel, acknowledged or not; with history they
+    // would have left a done or a cancelled row. A cancel acknowledged says
+    // no finish took effect (the task would have been gone, or done).
+    let gone_by_unknown_finish =
+        finish_unknown && !expect.keep_history && cancel_answered.is_none();
+    let gone_by_cancel = cancel_maybe && !expect.keep_history && !gone_by_unknown_finish;
+    if copies == 0 && existed && !gone_by_unknown_finish && !gone_by_cancel {
         let why = if push.is_ok() {
             "acknowledged"
         } else {
@@ -443,8 +513,39 @@ fn check_key(key: &str, index: &Index, expect: &Expect, report: &mut Report) {
             .unexpected
             .push(format!("{key} is done, but no finish was called"));
     }
+    for row in rows
+        .iter()
+        .filter(|row| matches!(row.state, CANCELLED | CANCELLING))
+    {
+        if !cancel_maybe {
+            report.unexpected.push(format!(
+                "{key} (task {}) is stored in state {}, but no cancel of it took effect",
+                row.id, row.state
+            ));
+        }
+    }
+    if let Some(cancel) = cancel_answered {
+        if finished > 0 {
+            report.cancel_ignored.push(format!(
+                "{key} was cancelled ({}), yet {finished} finishes of it were acknowledged",
+                describe(cancel)
+            ));
+        }
+        for row in rows
+            .iter()
+            .filter(|row| !matches!(row.state, CANCELLED | CANCELLING))
+        {
+            report.cancel_ignored.push(format!(
+                "{key} was cancelled ({}), yet task {} is stored in state {}",
+                describe(cancel),
+                row.id,
+                row.state
+            ));
+        }
+    }
     if let Some(fail) = failed_dead {
-        if let Some(row) = rows.iter().find(|row| row.state != DEAD) {
+        let ended = |row: &&&Row| row.state == DEAD || (row.state == CANCELLED && cancel_maybe);
+        if let Some(row) = rows.iter().find(|row| !ended(row)) {
             report.unexpected.push(format!(
                 "{key} was failed for good ({}), but is stored in state {}",
                 describe(fail),
@@ -455,6 +556,8 @@ fn check_key(key: &str, index: &Index, expect: &Expect, report: &mut Report) {
     if copies == 0 && existed && gone_by_unknown_finish {
         report.stats.finished_unknown += 1;
     }
+    let cancelled = stored_cancelled + usize::from(copies == 0 && existed && gone_by_cancel);
+    report.stats.cancelled += cancelled;
     report.stats.finished += finished;
     report.stats.dead += dead;
     report.stats.remaining += live;
@@ -467,14 +570,15 @@ fn check_key(key: &str, index: &Index, expect: &Expect, report: &mut Report) {
             finished + usize::from(copies == 0 && gone_by_unknown_finish)
         };
         balance.dead += dead;
+        balance.cancelled += cancelled;
         balance.remaining += live;
     }
     if expect.drained {
         for row in rows.iter().filter(|row| row.is_live()) {
-            let state = if row.state == LEASED {
-                "held"
-            } else {
-                "pending"
+            let state = match row.state {
+                LEASED => "held",
+                CANCELLING => "held, its cancellation waiting",
+                _ => "pending",
             };
             report
                 .undrained
@@ -638,6 +742,202 @@ fn check_deliveries(
     }
 }
 
+/// The rules of cancellation (see the module's comment), task by task:
+/// its cancels' answers against its deliveries and the calls on them.
+fn check_cancels(index: &Index, extends: &ByTask, ops: &[Operation], report: &mut Report) {
+    let none: &[&Operation] = &[];
+    let ids: BTreeSet<i64> = index
+        .cancels
+        .keys()
+        .chain(index.ends.keys())
+        .chain(extends.keys())
+        .copied()
+        .collect();
+    for id in ids {
+        let cancels = index.cancels.get(&id).map_or(none, Vec::as_slice);
+        let ends = index.ends.get(&id).map_or(none, Vec::as_slice);
+        let task_extends = extends.get(&id).map_or(none, Vec::as_slice);
+        let calls = Calls {
+            ends,
+            extends: task_extends,
+        };
+        let on_delivery: Vec<&Operation> = ends.iter().chain(task_extends).copied().collect();
+        for told in on_delivery.iter().filter(|op| op.failed_with("Cancelled")) {
+            let asked = cancels.iter().any(|cancel| {
+                may_have_taken_effect(cancel) && cancel.invoked < told.completed.unwrap()
+            });
+            if !asked {
+                report.errors.push(format!(
+                    "task {id}: {} was told Cancelled, but no cancel of the task was invoked before",
+                    describe(told)
+                ));
+            }
+        }
+        for refused in cancels
+            .iter()
+            .filter(|op| op.failed_with("InvalidArgument"))
+        {
+            let before = |op: &Operation| {
+                may_have_taken_effect(op) && op.invoked < refused.completed.unwrap()
+            };
+            let finished = ends.iter().any(|op| op.op == "finish" && before(op));
+            let cancelled = cancels.iter().any(|op| before(op));
+            if !finished && !cancelled {
+                report.errors.push(format!(
+                    "task {id}: {} was refused, but no finish or cancel of the task was invoked before",
+                    describe(refused)
+                ));
+            }
+        }
+        // The first cancel to return is the one every later call must heed.
+        let Some(cancel) = cancels
+            .iter()
+            .filter(|op| op.is_ok())
+            .min_by_key(|op| op.completed)
+        else {
+            continue;
+        };
+        let returned = cancel.completed.unwrap();
+        let deliveries = index.deliveries.get(&id).map_or(&[][..], Vec::as_slice);
+        for delivery in deliveries.iter().filter(|d| d.pull.invoked > returned) {
+            report.delivered_after_cancel.push(format!(
+                "task {id} was delivered by a pull invoked after its cancel returned: {} then {}",
+                describe(cancel),
+                describe(delivery.pull)
+            ));
+        }
+        for call in on_delivery
+            .iter()
+            .filter(|op| op.is_ok() && op.invoked > returned)
+        {
+            report.cancel_ignored.push(format!(
+                "task {id}: a {} was accepted after its cancel returned: {} then {}",
+                call.op,
+                describe(cancel),
+                describe(call)
+            ));
+        }
+        let requested = cancels
+            .iter()
+            .filter(|op| op.is_ok() && op.get("cancelled") == Some("requested"))
+            .min_by_key(|op| op.completed);
+        // The holder: the last delivery, none coming after a cancel.
+        if let (Some(cancel), Some(holder)) = (requested, deliveries.last()) {
+            check_holder_told(id, cancel, holder, &calls, ops, report);
+        }
+    }
+}
+
+/// Whether `op` is acknowledged or of unknown outcome.
+fn may_have_taken_effect(op: &Operation) -> bool {
+    !matches!(op.outcome, Outcome::Fail(_))
+}
+
+/// The holder of task `id` when `cancel` answered that its cancellation
+/// was requested is told so (`Cancelled`) by its first call invoked after
+/// that answer, unless it was told by a call that overlapped the cancel,
+/// or the task may have been taken from it: by a recovery that can have
+/// read the clock once its lease could have run out, or, before the
+/// cancel, by a pull lost with its process (whose delivery the cancel then
+/// found).
+fn check_holder_told(
+    id: i64,
+    cancel: &Operation,
+    holder: &Delivery,
+    calls: &Calls,
+    ops: &[Operation],
+    report: &mut Report,
+) {
+    let returned = cancel.completed.unwrap();
+    let mut of_holder: Vec<&&Operation> = calls
+        .ends
+        .iter()
+        .chain(calls.extends)
+        .filter(|op| attempt_of(op) == holder.attempt)
+        .collect();
+    of_holder.sort_by_key(|op| op.invoked);
+    let Some(first) = of_holder.iter().find(|op| op.invoked > returned) else {
+        return;
+    };
+    if first.failed_with("Cancelled") {
+        report.stats.holders_told += 1;
+        return;
+    }
+    if !first.failed_with("NotHeld") {
+        return; // Accepted (reported), of unknown outcome, or an error.
+    }
+    let told_before = of_holder
+        .iter()
+        .any(|op| op.failed_with("Cancelled") && op.invoked <= returned);
+    let lease_end = lease_end_ms(holder, calls);
+    let taken = ops.iter().any(|op| match (op.op.as_str(), &op.outcome) {
+        ("recover", Outcome::Ok | Outcome::Unknown) => {
+            op.invoked < first.completed.unwrap()
+                && op.completed.map_or(i64::MAX, |at| at / 1_000_000) >= lease_end
+        }
+        ("pull", Outcome::Unknown) => op.invoked < returned && lease_end <= returned / 1_000_000,
+        _ => false,
+    });
+    if !told_before && !taken {
+        report.cancel_ignored.push(format!(
+            "task {id}: its holder was told NotHeld, not Cancelled, by its first call after its \
+             cancel returned requested: {} then {} (delivered by {})",
+            describe(cancel),
+            describe(first),
+            describe(holder.pull)
+        ));
+    }
+}
+
+/// Rule "over the rate": the claims surely inside one window of the rate's
+/// period, against its limit (see control.rs for why this is sound). A
+/// claim reads tq's clock, whole milliseconds, between its pull's invoke
+/// and its completion: it lies between their milliseconds. A window from
+/// the earliest instant a claim can have happened (its invoke) holds every
+/// claim whose pull was invoked in it and completed before it ended.
+fn check_rate(ops: &[Operation], limit: RateLimit, report: &mut Report) {
+    let period = limit.per.as_millis() as i64;
+    let mut claims: Vec<(i64, i64, &Operation)> = ops
+        .iter()
+        .filter(|op| op.op == "pull" && op.is_ok() && op.num("id").is_some())
+        .map(|op| {
+            let completed = op.completed.expect("an acknowledged pull completed");
+            (op.invoked / 1_000_000, completed / 1_000_000, op)
+        })
+        .collect();
+    claims.sort_by_key(|&(earliest, latest, _)| (earliest, latest));
+    let allowed = limit.claims as usize;
+    let mut most = 0;
+    for (first, &(start, _, _)) in claims.iter().enumerate() {
+        if first > 0 && claims[first - 1].0 == start {
+            continue;
+        }
+        let end = start + period;
+        let inside: Vec<&Operation> = claims[first..]
+            .iter()
+            .take_while(|&&(earliest, _, _)| earliest < end)
+            .filter(|&&(_, latest, _)| latest < end)
+            .map(|&(_, _, op)| op)
+            .collect();
+        most = most.max(inside.len());
+        if inside.len() > allowed {
+            let listed: Vec<String> = inside
+                .iter()
+                .take(allowed + 1)
+                .map(|op| describe(op))
+                .collect();
+            report.over_rate.push(format!(
+                "{} claims surely inside the {period} ms from {} ms, where the rate allows {allowed}: {}{}",
+                inside.len(),
+                start % 1_000_000,
+                listed.join(", "),
+                if inside.len() > allowed + 1 { ", ..." } else { "" }
+            ));
+        }
+    }
+    report.stats.most_in_window = most;
+}
+
 /// The earliest time (Unix ms) delivery `a`'s lease can have ended. tq
 /// reads the wall clock in milliseconds after each call's invoke record:
 /// a lease ends no earlier than the invoke of the call that set it plus
@@ -676,10 +976,19 @@ fn describe(op: &Operation) -> String {
         Outcome::Fail(kind) => format!("failed {kind}"),
         Outcome::Unknown => "unknown".to_owned(),
     };
-    let mut fields: Vec<String> = ["id", "attempt", "key", "lease", "queue", "dead", "retry_at"]
-        .iter()
-        .filter_map(|k| op.get(k).map(|v| format!("{k}={v}")))
-        .collect();
+    let mut fields: Vec<String> = [
+        "id",
+        "attempt",
+        "key",
+        "lease",
+        "queue",
+        "dead",
+        "retry_at",
+        "cancelled",
+    ]
+    .iter()
+    .filter_map(|k| op.get(k).map(|v| format!("{k}={v}")))
+    .collect();
     fields.sort();
     format!(
         "{} {} [{}] by {} at {} ms",
@@ -692,7 +1001,7 @@ fn describe(op: &Operation) -> String {
 }
 
 impl Report {
-    fn violations(&self) -> [(&'static str, &Vec<String>); 11] {
+    fn violations(&self) -> [(&'static str, &Vec<String>); 14] {
         [
             ("lost", &self.lost),
             ("duplicated", &self.duplicated),
@@ -705,6 +1014,9 @@ impl Report {
             ("busy", &self.busy),
             ("errors", &self.errors),
             ("undrained", &self.undrained),
+            ("delivered after cancel", &self.delivered_after_cancel),
+            ("cancel ignored", &self.cancel_ignored),
+            ("over the rate", &self.over_rate),
         ]
     }
 
@@ -727,7 +1039,7 @@ impl fmt::Display for Report {
         writeln!(
             f,
             "pushed {} acknowledged + {} unknown ({} of them stored) = finished {} + {} gone by a finish of \
-             unknown outcome + dead {} + remaining {}; {} deliveries ({} redeliveries, {} early by a shifted \
+             unknown outcome + dead {} + cancelled {} + remaining {}; {} deliveries ({} redeliveries, {} early by a shifted \
              clock); {} fails accepted ({} for good); {} extends accepted, {} refused; {} finishes and fails \
              refused as not held",
             s.pushed,
@@ -736,6 +1048,7 @@ impl fmt::Display for Report {
             s.finished,
             s.finished_unknown,
             s.dead,
+            s.cancelled,
             s.remaining,
             s.deliveries,
             s.redeliveries,
@@ -754,12 +1067,33 @@ impl fmt::Display for Report {
                 s.io_failures, s.unknown_outcomes
             )?;
         }
+        let cancels = s.cancels_removed + s.cancels_requested + s.cancels_refused;
+        if cancels > 0 {
+            writeln!(
+                f,
+                "cancels: {} removed, {} requested, {} refused; {} tasks cancelled; {} calls told \
+                 cancelled, {} of them holders' first after a requested cancel",
+                s.cancels_removed,
+                s.cancels_requested,
+                s.cancels_refused,
+                s.cancelled,
+                s.told_cancelled,
+                s.holders_told
+            )?;
+        }
+        if s.most_in_window > 0 {
+            writeln!(
+                f,
+                "at most {} claims surely inside one window of the rate",
+                s.most_in_window
+            )?;
+        }
         if self.queues.len() > 1 {
             for (queue, b) in &self.queues {
                 writeln!(
                     f,
-                    "  queue {queue}: pushed {} = finished {} + dead {} + remaining {}",
-                    b.pushed, b.finished, b.dead, b.remaining
+                    "  queue {queue}: pushed {} = finished {} + dead {} + cancelled {} + remaining {}",
+                    b.pushed, b.finished, b.dead, b.cancelled, b.remaining
                 )?;
             }
         }

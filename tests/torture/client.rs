@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use tq::{Checkpoint, Failed, OpenOptions, PullOptions, PushOptions, Pushed, Queue, Task};
+use tq::{
+    Cancelled, Checkpoint, Failed, OpenOptions, PullOptions, PushOptions, Pushed, Queue, Task,
+};
 
 use super::history::{Call, History};
 
@@ -141,6 +143,23 @@ impl Client<'_> {
             .queue
             .extend(task.receipt(), Duration::from_millis(lease_ms));
         self.log_unit(call, &result);
+        result
+    }
+
+    /// Cancels task `id` of the handle's queue: the answer is
+    /// `cancelled=removed` or `cancelled=requested`.
+    pub fn cancel(&self, id: i64) -> tq::Result<Cancelled> {
+        let call = self.history.invoke(
+            self.thread,
+            "cancel",
+            &format!("id={id} {}", self.queue_field()),
+        );
+        let result = self.queue.cancel_task(id, "torture: cancelled");
+        match &result {
+            Ok(Cancelled::Removed) => self.history.ok(call, "cancelled=removed"),
+            Ok(Cancelled::Requested) => self.history.ok(call, "cancelled=requested"),
+            Err(err) => self.history.fail(call, err),
+        }
         result
     }
 

@@ -85,18 +85,23 @@ pub struct Row {
     pub sum: u64,
 }
 
-/// The stored states (tq's `sqlite/tasks.rs`): pending and due, leased,
-/// done, dead, and pending but not yet due (a retry after its back-off).
+/// The stored states (tq's `sqlite/tasks.rs` and `store.rs`): pending and
+/// due, leased, done, dead, pending but not yet due (a retry after its
+/// back-off), cancelled (kept as history), and leased with its
+/// cancellation waiting for the holder.
 pub const READY: i64 = 0;
 pub const LEASED: i64 = 1;
 pub const DONE: i64 = 2;
 pub const DEAD: i64 = 3;
 pub const WAITING: i64 = 4;
+pub const CANCELLED: i64 = 5;
+pub const CANCELLING: i64 = 6;
 
 impl Row {
-    /// Pending (due or not) or leased: not yet at its end.
+    /// Pending (due or not) or leased (its cancellation waiting or not):
+    /// not yet at its end.
     pub fn is_live(&self) -> bool {
-        matches!(self.state, READY | LEASED | WAITING)
+        matches!(self.state, READY | LEASED | WAITING | CANCELLING)
     }
 }
 

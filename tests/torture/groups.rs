@@ -22,7 +22,7 @@ use tq::{OpenOptions, PushOptions, Queue, TaskState};
 
 use super::client;
 use super::db::Target;
-use super::harness::{now_ns, work_killed_then_drain, Dir, Settings, Turnover};
+use super::harness::{work_killed_then_drain, Dir, Settings, Turnover};
 use super::history::{Histories, History, Outcome};
 
 #[test]
@@ -57,7 +57,6 @@ fn groups(dir: &Dir, target: &Target, scenario: &str) {
     let driver = History::create(&history_dir, "driver");
     let size = if settings.is_long() { 15_000 } else { 1_500 };
     let phase = settings.duration(Duration::from_secs(10));
-    let deadline = now_ns() + phase.as_nanos() as i64 + 180_000_000_000;
 
     let mut options = OpenOptions::new();
     options.max_attempts(1000).expect("a valid maximum");
@@ -107,7 +106,7 @@ fn groups(dir: &Dir, target: &Target, scenario: &str) {
         &driver,
         &mut rng,
         phase,
-        deadline,
+        &Vec::new(),
     );
     for state in [TaskState::Dead, TaskState::Cancelled, TaskState::Done] {
         assert_eq!(queue.count(state).unwrap(), 0, "{state:?} tasks left");

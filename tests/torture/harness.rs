@@ -401,9 +401,11 @@ pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> boo
 
 /// Three workers at a time, each killed at random within 50 to 600 ms and
 /// replaced (they fail and retry some tasks, finish-and-pull some, and
-/// recover at start or not), for `phase` or until at most 20 tasks of
-/// `queue` are pending; then drain workers, which recover at start, until
-/// the queue holds nothing pending or leased.
+/// recover at start or not; `overrides` replace or add to their settings,
+/// see roles.rs), for `phase` or until at most 20 tasks of `queue` are
+/// pending; then drain workers, which recover at start, until the queue
+/// holds nothing pending or leased. Every worker stops by itself 180 s
+/// after the phase, should the driver fail to.
 pub fn work_killed_then_drain(
     queue: &Queue,
     target: &Target,
@@ -411,8 +413,9 @@ pub fn work_killed_then_drain(
     driver: &History,
     rng: &mut Rng,
     phase: Duration,
-    deadline: i64,
+    overrides: &Args,
 ) -> Turnover {
+    let deadline = now_ns() + phase.as_nanos() as i64 + 180_000_000_000;
     let mut slots: Vec<Option<(Proc, String, Instant)>> = (0..3).map(|_| None).collect();
     let (mut started, mut killed) = (0, 0);
     let begin = Instant::now();
@@ -442,6 +445,8 @@ pub fn work_killed_then_drain(
                     ("finish_pull", "30".into()),
                     ("backoff", "1:20".into()),
                 ]);
+                args.retain(|(name, _)| overrides.iter().all(|(other, _)| other != name));
+                args.extend(overrides.iter().cloned());
                 let life = Duration::from_millis(rng.range(50, 600));
                 *slot = Some((spawn("worker", &args), label, Instant::now() + life));
             }

@@ -23,9 +23,10 @@
 //! | 10 schedules driven by processes killed at random, their clocks stepped | schedules.rs |
 //! | 11 a graph of tasks waiting for one another, workers killed | graph.rs |
 //! | 12 ordered groups, at most K of each delivered at once, workers killed | groups.rs |
+//! | 13 cancellation and the rate limit, workers killed | control.rs |
 //! | the checker's own tests | negative.rs |
 //!
-//! Scenarios 2, 4, 9 and 10 also run on PostgreSQL (`..._on_postgres`, with
+//! Scenarios 2, 4, 9, 10, 11, 12 and 13 also run on PostgreSQL (`..._on_postgres`, with
 //! `TQ_TEST_POSTGRES_URL` set; `make test-postgres` runs them), each in a
 //! schema of its own, the workers being separate clients of the server.
 //!
@@ -44,6 +45,7 @@ mod proxy;
 mod roles;
 mod vfs;
 
+mod control;
 mod exclusive;
 mod graph;
 mod groups;

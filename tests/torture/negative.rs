@@ -645,3 +645,165 @@ fn a_fail_of_unknown_outcome_may_have_ended_its_lease() {
     );
     assert!(report.is_clean(), "{report}");
 }
+
+/// A cancel of task `id` at `at_ms`: `answer` is `removed` or `requested`
+/// when acknowledged, empty otherwise.
+fn cancel(id: i64, at_ms: i64, outcome: Outcome, answer: &str) -> Operation {
+    let mut fields = format!("id={id} queue=default");
+    if !answer.is_empty() {
+        fields += &format!(" cancelled={answer}");
+    }
+    Operation::new("c", "cancel", at_ms * MS, outcome, &fields)
+}
+
+#[test]
+fn cancelled_tasks_are_counted_cancelled_and_their_holders_told() {
+    let report = run(
+        vec![
+            push("k1", 1, 0),
+            push("k2", 2, 0),
+            push("k3", 3, 0),
+            // Pending: removed at once.
+            cancel(1, 5, Outcome::Ok, "removed"),
+            // Held: requested; the holder learns it at its next call.
+            pull("a", 2, 1, 1_000, 10),
+            cancel(2, 20, Outcome::Ok, "requested"),
+            finish("a", 2, 1, 30, Outcome::Fail("Cancelled".into())),
+            // Finished first, then refused.
+            pull("a", 3, 1, 1_000, 40),
+            finish("a", 3, 1, 50, Outcome::Ok),
+            cancel(3, 60, Outcome::Fail("InvalidArgument".into()), ""),
+            // Cancelled already: refused.
+            cancel(1, 70, Outcome::Fail("InvalidArgument".into()), ""),
+        ],
+        Vec::new(),
+        &[],
+    );
+    assert!(report.is_clean(), "{report}");
+    let s = &report.stats;
+    assert_eq!(
+        (
+            s.cancels_removed,
+            s.cancels_requested,
+            s.cancels_refused,
+            s.cancelled,
+            s.holders_told,
+            s.finished
+        ),
+        (1, 1, 2, 2, 1, 1)
+    );
+    let balance = report.queues["default"];
+    assert_eq!((balance.cancelled, balance.finished), (2, 1));
+    assert!(balance.holds());
+}
+
+#[test]
+fn a_delivery_after_a_cancel_returned_is_caught() {
+    let report = run(
+        vec![
+            push("k1", 1, 0),
+            cancel(1, 5, Outcome::Ok, "removed"),
+            pull("a", 1, 1, 1_000, 10),
+        ],
+        Vec::new(),
+        &[row(1, LEASED, 1)],
+    );
+    assert_eq!(report.delivered_after_cancel.len(), 1, "{report}");
+    // Stored as held though cancelled.
+    assert_eq!(report.cancel_ignored.len(), 1, "{report}");
+}
+
+#[test]
+fn a_finish_accepted_after_a_cancel_returned_is_caught() {
+    let report = run(
+        vec![
+            push("k1", 1, 0),
+            pull("a", 1, 1, 1_000, 1),
+            cancel(1, 10, Outcome::Ok, "requested"),
+            extend("a", 1, 1, 1_000, 20, Outcome::Ok),
+            finish("a", 1, 1, 30, Outcome::Ok),
+        ],
+        Vec::new(),
+        &[],
+    );
+    // The extend and the finish accepted, and a cancelled task finished.
+    assert_eq!(report.cancel_ignored.len(), 3, "{report}");
+}
+
+#[test]
+fn a_holder_told_not_held_after_a_requested_cancel_is_caught_unless_a_recovery_may_have_ended_it() {
+    let ops = |recover_at_ms: Option<i64>| {
+        let mut ops = vec![
+            push("k1", 1, 0),
+            pull("a", 1, 1, 100, 1),
+            cancel(1, 10, Outcome::Ok, "requested"),
+            finish("a", 1, 1, 200, Outcome::Fail("NotHeld".into())),
+        ];
+        ops.extend(recover_at_ms.map(|at_ms| {
+            Operation::new("b", "recover", at_ms * MS, Outcome::Ok, "n=1 queue=default")
+        }));
+        ops
+    };
+    let report = run(ops(None), Vec::new(), &[]);
+    assert_eq!(report.cancel_ignored.len(), 1, "{report}");
+    // Before the lease ran out (at 101 ms), a recovery leaves it alone.
+    let report = run(ops(Some(50)), Vec::new(), &[]);
+    assert_eq!(report.cancel_ignored.len(), 1, "{report}");
+    let report = run(ops(Some(150)), Vec::new(), &[]);
+    assert!(report.is_clean(), "{report}");
+}
+
+#[test]
+fn told_cancelled_without_a_cancel_or_refused_without_a_reason_is_an_error() {
+    let report = run(
+        vec![
+            push("k1", 1, 0),
+            push("k2", 2, 0),
+            pull("a", 1, 1, 1_000, 1),
+            finish("a", 1, 1, 10, Outcome::Fail("Cancelled".into())),
+            cancel(2, 20, Outcome::Fail("InvalidArgument".into()), ""),
+        ],
+        Vec::new(),
+        &[row(1, LEASED, 1), row(2, READY, 0)],
+    );
+    assert_eq!(report.errors.len(), 2, "{report}");
+}
+
+#[test]
+fn claims_surely_inside_one_window_beyond_the_rate_are_caught() {
+    let expect = Expect {
+        rate: Some(tq::RateLimit {
+            claims: 2,
+            per: std::time::Duration::from_millis(100),
+        }),
+        ..Expect::default()
+    };
+    let claims = |third_at_ms, third_took_ms| {
+        let mut third = pull("c", 3, 1, 1_000, third_at_ms);
+        third.completed = Some((third_at_ms + third_took_ms) * MS);
+        vec![
+            push("k1", 1, 0),
+            push("k2", 2, 0),
+            push("k3", 3, 0),
+            pull("a", 1, 1, 1_000, 10),
+            pull("b", 2, 1, 1_000, 20),
+            third,
+        ]
+    };
+    let rows = [row(1, LEASED, 1), row(2, LEASED, 1), row(3, LEASED, 1)];
+    let histories = |ops| Histories {
+        ops,
+        events: Vec::new(),
+    };
+    let report = check(&histories(claims(109, 0)), &rows, &expect);
+    assert_eq!(report.over_rate.len(), 1, "{report}");
+    assert_eq!(report.stats.most_in_window, 3);
+    // A window from 10 ms ends before 110 ms: the third claim may be outside.
+    let report = check(&histories(claims(110, 0)), &rows, &expect);
+    assert!(report.is_clean(), "{report}");
+    // Invoked inside the window but answered after it: it may have claimed
+    // after the window.
+    let report = check(&histories(claims(50, 70)), &rows, &expect);
+    assert!(report.is_clean(), "{report}");
+    assert_eq!(report.stats.most_in_window, 2);
+}
