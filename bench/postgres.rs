@@ -13,12 +13,22 @@
 //! of them over the time from the first process starting to the last one
 //! ending; each figure the median of 3 runs, the backends interleaved.
 //!
+//! Then the control features' quality bars (`control.rs`): a concurrency
+//! limit of 40 against none, with four threads draining a backlog at both
+//! durabilities, and 100,000 tasks in 1,000 ordered groups of 100 against
+//! no groups, from one thread and from four, at durability normal.
+//!
 //! `TQ_BENCH_QUICK=1` makes the runs small, and the processes' ones a
 //! single run at durability full only (a smoke test; its figures mean
-//! nothing).
+//! nothing). `TQ_BENCH_PARTS` (comma-separated, from `one-thread`,
+//! `processes`, `control`) runs only the parts named.
 
 #[path = "children.rs"]
 mod children;
+#[path = "control.rs"]
+mod control;
+
+use std::cell::Cell;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -46,6 +56,9 @@ const WORKER_ROLE: &str = "TQ_BENCH_POSTGRES_WORKER";
 /// Worker process counts of the multi-process figures.
 const PROCESSES: [usize; 3] = [1, 4, 16];
 
+/// The parts of the benchmark, in the order they run.
+const PARTS: [&str; 3] = ["one-thread", "processes", "control"];
+
 fn main() {
     if let Ok(spec) = std::env::var(WORKER_ROLE) {
         if let Err(err) = run_worker(&spec) {
@@ -68,13 +81,50 @@ fn run() -> Result<()> {
         return Ok(());
     };
     let quick = std::env::var("TQ_BENCH_QUICK").is_ok();
-    let tasks = if quick { 200 } else { 2000 };
+    let parts = parts()?;
     let dir = tempfile::tempdir_in(std::env::var("TQ_BENCH_DIR").unwrap_or_else(|_| ".".into()))?;
     let link = if url.contains("127.0.0.1") || url.contains("localhost") {
         "loopback"
     } else {
         "network"
     };
+    if parts.contains(&"one-thread") {
+        measure_one_thread(&url, dir.path(), quick, link)?;
+    }
+    if parts.contains(&"processes") {
+        measure_processes(&url, dir.path(), quick, link)?;
+    }
+    if parts.contains(&"control") {
+        measure_control(&url, quick)?;
+    }
+    Ok(())
+}
+
+/// The parts named in `TQ_BENCH_PARTS`, or all of them.
+fn parts() -> Result<Vec<&'static str>> {
+    let Ok(text) = std::env::var("TQ_BENCH_PARTS") else {
+        return Ok(PARTS.to_vec());
+    };
+    text.split(',')
+        .map(|name| {
+            PARTS
+                .into_iter()
+                .find(|part| *part == name.trim())
+                .ok_or_else(|| {
+                    format!(
+                        "TQ_BENCH_PARTS: unknown part {name:?} (the parts: {})",
+                        PARTS.join(", ")
+                    )
+                    .into()
+                })
+        })
+        .collect()
+}
+
+/// The four steps from one thread, at both durabilities, SQLite and
+/// PostgreSQL interleaved.
+fn measure_one_thread(url: &str, dir: &std::path::Path, quick: bool, link: &str) -> Result<()> {
+    let tasks = if quick { 200 } else { 2000 };
     println!("{tasks} tasks per run, median of {RUNS} runs, one thread");
     println!("| step | durability | SQLite (file) | PostgreSQL ({link}) | PostgreSQL / SQLite |");
     println!("|---|---|---:|---:|---:|");
@@ -84,17 +134,17 @@ fn run() -> Result<()> {
         for run in 0..RUNS {
             let mut options = OpenOptions::new();
             options.durability(durability);
-            let file = dir.path().join(format!("{durability:?}-{run}.db"));
+            let file = dir.join(format!("{durability:?}-{run}.db"));
             sqlite.push(measure(
                 &Queue::open(file.to_str().ok_or("a UTF-8 path")?, &options)?,
                 tasks,
             )?);
             let schema = format!("bench_{}_{run}", std::process::id());
             options.postgres_schema(&schema)?;
-            let queue = Queue::open(&url, &options)?;
+            let queue = Queue::open(url, &options)?;
             postgres.push(measure(&queue, tasks)?);
             drop(queue);
-            postgres::Client::connect(&url, postgres::NoTls)?
+            postgres::Client::connect(url, postgres::NoTls)?
                 .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))?;
         }
         for (step, name) in STEPS.iter().enumerate() {
@@ -107,7 +157,7 @@ fn run() -> Result<()> {
             );
         }
     }
-    measure_processes(&url, dir.path(), quick, link)
+    Ok(())
 }
 
 /// Runs the four steps on an empty queue and returns their rates.
@@ -337,4 +387,131 @@ fn now_us() -> u128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |since| since.as_micros())
+}
+
+// ---------------------------------------------------------------------------
+// The control features' quality bars
+
+/// A schema of the server made for one run, dropped with what it holds
+/// when the run is over.
+struct Schema<'a> {
+    url: &'a str,
+    name: String,
+}
+
+impl Drop for Schema<'_> {
+    fn drop(&mut self) {
+        let dropped =
+            postgres::Client::connect(self.url, postgres::NoTls).and_then(|mut client| {
+                client.batch_execute(&format!("DROP SCHEMA \"{}\" CASCADE", self.name))
+            });
+        if let Err(err) = dropped {
+            eprintln!("cannot drop schema {}: {err}", self.name);
+        }
+    }
+}
+
+/// The limit at both durabilities, then the groups at normal, from one
+/// thread and from four (see `control.rs`), each in a fresh schema per run.
+fn measure_control(url: &str, quick: bool) -> Result<()> {
+    // Smaller backlogs than SQLite's: the server here drains a few thousand
+    // tasks a second.
+    let (limit_full, limit_normal) = if quick { (500, 1_000) } else { (5_000, 20_000) };
+    let (groups, group_size) = if quick { (100, 10) } else { (1_000, 100) };
+    let runs = if quick { 1 } else { RUNS };
+    let made = Cell::new(0);
+    let open = |durability: Durability| {
+        let made = &made;
+        move || -> Result<control::Fresh<Schema<'_>>> {
+            made.set(made.get() + 1);
+            let schema = Schema {
+                url,
+                name: format!("bench_{}_control_{}", std::process::id(), made.get()),
+            };
+            let mut options = OpenOptions::new();
+            options
+                .durability(durability)
+                .postgres_schema(&schema.name)?;
+            Ok((Queue::open(url, &options)?, schema))
+        }
+    };
+    println!(
+        "\nControl features, PostgreSQL: pull+finish one task per call, threads sharing a handle \
+         (pool of {} connections); the runs with and without the feature interleaved, median of {runs}",
+        tq::DEFAULT_POOL_SIZE
+    );
+    println!(
+        "| case (with / without) | durability | threads | tasks | with | without | ratio | bar |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---|");
+    let print = |case: &str,
+                 durability: Durability,
+                 pair: &control::Pair,
+                 ratio: f64,
+                 bar: String,
+                 met: bool| {
+        println!(
+            "| {case} | {} | {} | {} | {:.0}/s | {:.0}/s | {ratio:.2}{} | {bar} |",
+            format!("{durability:?}").to_lowercase(),
+            pair.threads,
+            pair.tasks,
+            pair.with_median(),
+            pair.without_median(),
+            if met { "" } else { " (!)" },
+        );
+        println!(
+            "|   runs | | | | {} | {} | | |",
+            show_runs(&pair.with),
+            show_runs(&pair.without)
+        );
+    };
+    for (durability, backlog) in [
+        (Durability::Full, limit_full),
+        (Durability::Normal, limit_normal),
+    ] {
+        let title = format!("{durability:?} concurrency limit").to_lowercase();
+        let pair = control::measure_limit(&title, runs, backlog, open(durability))?;
+        let ratio = pair.throughput_ratio();
+        print(
+            &format!("limit of {} / no limit", control::LIMIT),
+            durability,
+            &pair,
+            ratio,
+            format!("with/without >= {:.2}", control::LIMIT_TARGET),
+            ratio >= control::LIMIT_TARGET,
+        );
+    }
+    for threads in control::GROUP_THREADS {
+        let title = format!("normal groups, threads: {threads}");
+        let pair = control::measure_groups(
+            &title,
+            runs,
+            groups,
+            group_size,
+            threads,
+            open(Durability::Normal),
+        )?;
+        let ratio = pair.cost_ratio();
+        print(
+            &format!("{groups} groups of {group_size}, 1 at once / no groups"),
+            Durability::Normal,
+            &pair,
+            ratio,
+            format!("cost with/without <= {:.2}", control::GROUP_TARGET),
+            ratio <= control::GROUP_TARGET,
+        );
+    }
+    println!(
+        "ratio: of the medians; for groups, time per task with over without; (!) the bar is missed"
+    );
+    Ok(())
+}
+
+/// Each run's rate, in run order.
+fn show_runs(rates: &[f64]) -> String {
+    rates
+        .iter()
+        .map(|rate| format!("{rate:.0}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

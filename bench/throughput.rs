@@ -5,12 +5,14 @@
 //! statements run through rusqlite directly ("bare": what tq's design can
 //! reach on this disk) and with the Python prototype it replaces; then its
 //! claim rate is measured as the table grows; then batches and the wake-up
-//! of waiting pulls (`batches.rs`). Every figure is the median of several
-//! runs on fresh files, the runs of compared cases interleaved.
+//! of waiting pulls (`batches.rs`); then the control features' quality
+//! bars (`control.rs`). Every figure is the median of several runs on fresh
+//! files, the runs of compared cases interleaved.
 
 mod batches;
 mod children;
 mod concurrency;
+mod control;
 mod drain;
 
 use std::cell::Cell;
@@ -135,6 +137,11 @@ fn run() -> Result<()> {
         || concurrency::measure_fairness(&config, &dir),
         concurrency::print_fairness,
     )?;
+    let controls = part(
+        wanted("control"),
+        || measure_control(&config, &dir),
+        print_control,
+    )?;
 
     let duration = started.elapsed();
     println!("\ntotal time: {:.0} s", duration.as_secs_f64());
@@ -156,6 +163,7 @@ fn run() -> Result<()> {
         "threads": threads.iter().map(concurrency::ThreadRow::to_json).collect::<Vec<_>>(),
         "processes": processes.iter().map(concurrency::ProcessRow::to_json).collect::<Vec<_>>(),
         "fairness": fairness.iter().map(concurrency::Fairness::to_json).collect::<Vec<_>>(),
+        "control": controls.iter().map(ControlRow::to_json).collect::<Vec<_>>(),
         "duration_s": duration.as_secs_f64(),
     });
     fs::write(
@@ -203,6 +211,13 @@ struct Config {
     wakeups: u64,
     /// Tasks in the backlog of a drain run.
     drain: u64,
+    /// Tasks drained per run of the concurrency limit's figures, at `full`
+    /// and at `normal`.
+    limit_full: u64,
+    limit_normal: u64,
+    /// The groups of the group figures, and the tasks in each.
+    groups: u64,
+    group_size: u64,
     /// Each run of the benchmark makes a fresh directory in here. It must be
     /// on the disk to measure: the default is under target/, as /tmp may be
     /// held in memory, where a flush costs nothing.
@@ -214,7 +229,7 @@ struct Config {
 }
 
 /// The parts of the benchmark, in the order they run.
-const PARTS: [&str; 8] = [
+const PARTS: [&str; 9] = [
     "comparison",
     "scaling",
     "batches",
@@ -223,6 +238,7 @@ const PARTS: [&str; 8] = [
     "threads",
     "processes",
     "fairness",
+    "control",
 ];
 
 impl Config {
@@ -256,6 +272,10 @@ impl Config {
             batches: env_count("TQ_BENCH_BATCHES")?.unwrap_or(if quick { 3 } else { 100 }),
             wakeups: env_count("TQ_BENCH_WAKEUPS")?.unwrap_or(if quick { 10 } else { 200 }),
             drain: env_count("TQ_BENCH_DRAIN")?.unwrap_or(if quick { 2_000 } else { 1_000_000 }),
+            limit_full: if quick { 500 } else { 10_000 },
+            limit_normal: if quick { 1_000 } else { 100_000 },
+            groups: if quick { 100 } else { 1_000 },
+            group_size: if quick { 10 } else { 100 },
             parent_dir: env::var_os("TQ_BENCH_DIR")
                 .map_or_else(|| repo.join("target/bench-tmp"), PathBuf::from),
             json_path: env::var_os("TQ_BENCH_JSON")
@@ -263,6 +283,13 @@ impl Config {
             prototype_driver: repo.join("bench/prototype.py"),
             parts: env_parts()?,
         })
+    }
+
+    fn limit_backlog(&self, durability: Durability) -> u64 {
+        match durability {
+            Durability::Full => self.limit_full,
+            Durability::Normal => self.limit_normal,
+        }
     }
 
     fn ops(&self, durability: Durability) -> u64 {
@@ -284,6 +311,10 @@ impl Config {
             "batches": self.batches,
             "wakeups": self.wakeups,
             "drain": self.drain,
+            "limit_full": self.limit_full,
+            "limit_normal": self.limit_normal,
+            "groups": self.groups,
+            "group_size": self.group_size,
             "parts": self.parts,
         })
     }
@@ -429,7 +460,11 @@ struct Stats {
 
 impl Stats {
     fn of(timings: impl IntoIterator<Item = Timing>) -> Stats {
-        let runs: Vec<f64> = timings.into_iter().map(|timing| timing.rate()).collect();
+        Stats::of_rates(timings.into_iter().map(|timing| timing.rate()).collect())
+    }
+
+    /// The statistics of rates already computed, in run order.
+    fn of_rates(runs: Vec<f64>) -> Stats {
         let mut sorted = runs.clone();
         sorted.sort_by(f64::total_cmp);
         let middle = sorted.len() / 2;
@@ -982,6 +1017,157 @@ impl ScalingRow {
             "over_small_queue": self.vs_small,
         })
     }
+}
+
+// ---------------------------------------------------------------------------
+// The control features' quality bars (`control.rs`)
+
+/// What one control figure measures.
+#[derive(Clone, Copy)]
+enum ControlFeature {
+    /// A queue limited to `control::LIMIT` tasks leased at once, against none.
+    Limit,
+    /// Tasks in this many ordered groups of `size` delivering one at a
+    /// time, against no group.
+    Groups { groups: u64, size: u64 },
+}
+
+struct ControlRow {
+    feature: ControlFeature,
+    durability: Durability,
+    pair: control::Pair,
+}
+
+/// The limit at both durabilities, then the groups at `normal` (at `full`
+/// the flush of each commit would hide what a claim costs), from one thread
+/// and from four.
+fn measure_control(config: &Config, dir: &BenchDir) -> Result<Vec<ControlRow>> {
+    let open = |durability: Durability| {
+        move || -> Result<control::Fresh<DbFile>> {
+            let file = dir.fresh("control");
+            let queue = Queue::open(file.path(), OpenOptions::new().durability(durability))?;
+            Ok((queue, file))
+        }
+    };
+    let mut rows = Vec::new();
+    for durability in DURABILITIES {
+        let title = format!("{} concurrency limit", label(durability));
+        let backlog = config.limit_backlog(durability);
+        rows.push(ControlRow {
+            feature: ControlFeature::Limit,
+            durability,
+            pair: control::measure_limit(&title, config.runs, backlog, open(durability))?,
+        });
+    }
+    let durability = Durability::Normal;
+    for threads in control::GROUP_THREADS {
+        let title = format!("{} groups, threads: {threads}", label(durability));
+        let pair = control::measure_groups(
+            &title,
+            config.runs,
+            config.groups,
+            config.group_size,
+            threads,
+            open(durability),
+        )?;
+        rows.push(ControlRow {
+            feature: ControlFeature::Groups {
+                groups: config.groups,
+                size: config.group_size,
+            },
+            durability,
+            pair,
+        });
+    }
+    Ok(rows)
+}
+
+impl ControlRow {
+    /// The figure held against the bar, and whether it meets it.
+    fn ratio(&self) -> (f64, bool) {
+        match self.feature {
+            ControlFeature::Limit => {
+                let ratio = self.pair.throughput_ratio();
+                (ratio, ratio >= control::LIMIT_TARGET)
+            }
+            ControlFeature::Groups { .. } => {
+                let ratio = self.pair.cost_ratio();
+                (ratio, ratio <= control::GROUP_TARGET)
+            }
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        let pair = &self.pair;
+        let mut row = json!({
+            "tasks_per_run": pair.tasks,
+            "threads": pair.threads,
+            "with": Stats::of_rates(pair.with.clone()).to_json(),
+            "without": Stats::of_rates(pair.without.clone()).to_json(),
+            "throughput_ratio": pair.throughput_ratio(),
+            "cost_ratio": pair.cost_ratio(),
+        });
+        row["feature"] = match self.feature {
+            ControlFeature::Limit => json!("concurrency limit"),
+            ControlFeature::Groups { .. } => json!("groups"),
+        };
+        row["durability"] = json!(label(self.durability));
+        if let ControlFeature::Groups { groups, size } = self.feature {
+            row["groups"] = json!(groups);
+            row["group_size"] = json!(size);
+        }
+        row["meets_bar"] = json!(self.ratio().1);
+        row
+    }
+}
+
+fn print_control(rows: &[ControlRow]) {
+    println!(
+        "\nControl features: pull+finish one task per call, threads sharing a handle; tasks/s, \
+         the runs with and without the feature interleaved"
+    );
+    let widths = [44, 11, 8, 9, 27, 27, 0];
+    print_line(
+        &widths,
+        &[
+            "case (with / without)",
+            "durability",
+            "threads",
+            "tasks",
+            "with",
+            "without",
+            "ratio (bar)",
+        ],
+    );
+    for row in rows {
+        let (case, bar) = match row.feature {
+            ControlFeature::Limit => (
+                format!("limit of {} / no limit", control::LIMIT),
+                format!("with/without >= {:.2}", control::LIMIT_TARGET),
+            ),
+            ControlFeature::Groups { groups, size } => (
+                format!(
+                    "{} groups of {size}, 1 at once / no groups",
+                    thousands(groups)
+                ),
+                format!("cost with/without <= {:.2}", control::GROUP_TARGET),
+            ),
+        };
+        let (ratio, met) = row.ratio();
+        print_line(
+            &widths,
+            &[
+                &case,
+                label(row.durability),
+                &row.pair.threads.to_string(),
+                &thousands(row.pair.tasks),
+                &show_stats(&Stats::of_rates(row.pair.with.clone())),
+                &show_stats(&Stats::of_rates(row.pair.without.clone())),
+                &format!("{ratio:.2} ({bar}){}", if met { "" } else { " (!)" }),
+            ],
+        );
+    }
+    println!("(!) the bar is missed");
 }
 
 // ---------------------------------------------------------------------------

@@ -169,17 +169,17 @@ fn group_parent(
     Ok(predecessor.filter(|id| !parents.contains(id)))
 }
 
-/// Whether any task waits for task `?1`: a plain lookup in the primary
-/// key of `tq_dependencies`, asked before [`TAKE_WAITING`], whose
-/// `RETURNING` costs every finish a statement journal and a temporary
-/// table even when it deletes nothing (measured: a third of a pull and
-/// finish at `normal`).
-const ANY_WAITING: &str = "SELECT 1 FROM tq_dependencies WHERE parent = ?1 LIMIT 1";
+/// The tasks waiting for task `?1`: one lookup in the primary key of
+/// `tq_dependencies`, which starts with the parent. A plain query, then
+/// [`FORGET_WAITING`] when it found any: a `DELETE ... RETURNING` in their
+/// place costs every call a statement journal and a temporary table, even
+/// when it deletes nothing. Measured at `normal`, it made a pull and finish
+/// of a task nobody waits for take 1.5 times as long, and of a task of an
+/// ordered group (whose finish hands its group on) 1.4 times.
+const WAITING: &str = "SELECT task, run_anyway FROM tq_dependencies WHERE parent = ?1";
 
-/// The tasks waiting for task `?1`, which has ended: one lookup in the
-/// primary key of `tq_dependencies`, which starts with the parent.
-const TAKE_WAITING: &str =
-    "DELETE FROM tq_dependencies WHERE parent = ?1 RETURNING task, run_anyway";
+/// Forgets the tasks waiting for task `?1`, which has ended.
+const FORGET_WAITING: &str = "DELETE FROM tq_dependencies WHERE parent = ?1";
 
 /// Forgets what task `?1` waits for, as it ends before them.
 const FORGET_PARENTS: &str = "DELETE FROM tq_dependencies WHERE task = ?1";
@@ -208,17 +208,14 @@ fn release_waiting(
 ) -> Result<()> {
     let mut ends = vec![(parent, ended)];
     while let Some((parent, ended)) = ends.pop() {
-        let any = conn
-            .prepare_cached(ANY_WAITING)?
-            .query_row([parent], |_| Ok(()))
-            .optional()?;
-        if any.is_none() {
-            continue;
-        }
         let waiting: Vec<(i64, bool)> = conn
-            .prepare_cached(TAKE_WAITING)?
+            .prepare_cached(WAITING)?
             .query_map([parent], |row| Ok((row.get(0)?, row.get(1)?)))?
             .collect::<rusqlite::Result<_>>()?;
+        if waiting.is_empty() {
+            continue;
+        }
+        conn.prepare_cached(FORGET_WAITING)?.execute([parent])?;
         for (task, run_anyway) in waiting {
             if ended == Ended::Done || run_anyway {
                 conn.prepare_cached(
@@ -1848,10 +1845,10 @@ mod tests {
         let tasks = claim(&conn, "default", 1, 10, 1000, 1, false).unwrap();
         assert_eq!(tasks.len(), 1);
         assert_eq!(tasks[0].payload(), "\"ready\"");
-        let any = plan(&conn, ANY_WAITING);
-        assert!(any.contains("PRIMARY KEY"), "{any}");
-        let take = plan(&conn, TAKE_WAITING);
-        assert!(take.contains("PRIMARY KEY"), "{take}");
+        let waiting = plan(&conn, WAITING);
+        assert!(waiting.contains("PRIMARY KEY"), "{waiting}");
+        let forget_waiting = plan(&conn, FORGET_WAITING);
+        assert!(forget_waiting.contains("PRIMARY KEY"), "{forget_waiting}");
         let forget = plan(&conn, FORGET_PARENTS);
         assert!(forget.contains("tq_dependencies_task"), "{forget}");
     }

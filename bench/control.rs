@@ -1,0 +1,268 @@
+//! The quality bars of the control features, on either backend (shared by
+//! the throughput benchmark's part `control` on SQLite and by
+//! `postgres.rs`):
+//!
+//! - a concurrency limit: a backlog drained by four threads sharing one
+//!   handle, from a queue limited to 40 tasks leased at once and from the
+//!   same queue with no limit. Four workers never reach the limit, so the
+//!   difference is what checking it costs every claim; the bar is a
+//!   throughput of at least 0.9 of the unlimited queue's.
+//! - ordered groups: the same tasks pushed in groups delivering one task at
+//!   a time (`PushOptions::group(key, 1)`) and in no group, then pulled and
+//!   finished, from one thread and from four. A grouped task's finish hands
+//!   its group on to the next task; the bar is a claim (pull+finish) costing
+//!   at most 1.5 times one without groups.
+//!
+//! Each figure pairs the runs of the two cases, interleaved (with, without,
+//! with, without, ...), each on a fresh store, the backlog pushed
+//! beforehand in batches, untimed; the ratios are of the medians.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use tq::{PullOptions, PushOptions, Queue, TaskState};
+
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+const PAYLOAD: &str = r#"{"kind":"email","to":"user@example.com","template":"welcome"}"#;
+
+/// Worker threads of the limit's drain, sharing one handle.
+pub const WORKERS: usize = 4;
+
+/// The concurrency limit measured.
+pub const LIMIT: u32 = 40;
+
+/// The limited queue's throughput over the unlimited one's should reach this.
+pub const LIMIT_TARGET: f64 = 0.9;
+
+/// A grouped task's pull+finish should cost at most this many times an
+/// ungrouped one's.
+pub const GROUP_TARGET: f64 = 1.5;
+
+/// Thread counts of the group figures.
+pub const GROUP_THREADS: [usize; 2] = [1, WORKERS];
+
+/// Tasks per push while filling a backlog.
+const FILL_BATCH: u64 = 1000;
+
+/// How long a worker tries again while its pulls find nothing though tasks
+/// are left (the next task of a group waits for one another thread holds)
+/// before it takes tasks to have gone missing.
+const STALL: Duration = Duration::from_secs(10);
+
+/// A queue on a fresh, empty store of the backend measured, with what holds
+/// that store (its file, or its schema), dropped after the queue once the
+/// run is over.
+pub type Fresh<G> = (Queue, G);
+
+/// One figure: the rates, in tasks per second, of the runs with the
+/// feature and of the runs without it, each in run order.
+pub struct Pair {
+    pub tasks: u64,
+    pub threads: usize,
+    pub with: Vec<f64>,
+    pub without: Vec<f64>,
+}
+
+impl Pair {
+    pub fn with_median(&self) -> f64 {
+        median(&self.with)
+    }
+
+    pub fn without_median(&self) -> f64 {
+        median(&self.without)
+    }
+
+    /// The median rate with the feature over the median rate without: the
+    /// concurrency limit's bar.
+    pub fn throughput_ratio(&self) -> f64 {
+        self.with_median() / self.without_median()
+    }
+
+    /// The median time per task with the feature over the median time per
+    /// task without: the groups' bar.
+    pub fn cost_ratio(&self) -> f64 {
+        self.without_median() / self.with_median()
+    }
+}
+
+/// The median of `values` (the mean of the middle two for an even count).
+pub fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let middle = sorted.len() / 2;
+    if sorted.len() % 2 == 1 {
+        sorted[middle]
+    } else {
+        (sorted[middle - 1] + sorted[middle]) / 2.0
+    }
+}
+
+/// The limit's figure: `runs` drains of `backlog` tasks by [`WORKERS`]
+/// threads from a queue limited to [`LIMIT`], interleaved with as many from
+/// a queue never limited; `open` makes each run's fresh store.
+pub fn measure_limit<G>(
+    title: &str,
+    runs: usize,
+    backlog: u64,
+    open: impl Fn() -> Result<Fresh<G>>,
+) -> Result<Pair> {
+    let run = |limited: bool| -> Result<f64> {
+        let (queue, store) = open()?;
+        if limited {
+            queue.set_concurrency_limit(Some(LIMIT))?;
+        }
+        fill(&queue, backlog, None)?;
+        let rate = drain(&queue, backlog, WORKERS)?;
+        check_empty(&queue)?;
+        drop(queue);
+        drop(store);
+        Ok(rate)
+    };
+    let (with, without) = interleave(title, runs, || run(true), || run(false))?;
+    Ok(Pair {
+        tasks: backlog,
+        threads: WORKERS,
+        with,
+        without,
+    })
+}
+
+/// The groups' figure at one thread count: `runs` drains of `groups` ×
+/// `group_size` tasks pushed in groups of one at a time, the groups taking
+/// turns (task n in group n mod `groups`), interleaved with as many drains
+/// of the same tasks in no group.
+pub fn measure_groups<G>(
+    title: &str,
+    runs: usize,
+    groups: u64,
+    group_size: u64,
+    threads: usize,
+    open: impl Fn() -> Result<Fresh<G>>,
+) -> Result<Pair> {
+    let tasks = groups * group_size;
+    let run = |grouped: bool| -> Result<f64> {
+        let (queue, store) = open()?;
+        fill(&queue, tasks, grouped.then_some(groups))?;
+        if grouped {
+            let last = queue.last_id()?;
+            let waits = queue.task(last)?.map(|info| info.waiting_for().len());
+            if group_size > 1 && waits != Some(1) {
+                return Err("the last task pushed does not wait for its group".into());
+            }
+        }
+        let rate = drain(&queue, tasks, threads)?;
+        check_empty(&queue)?;
+        drop(queue);
+        drop(store);
+        Ok(rate)
+    };
+    let (with, without) = interleave(title, runs, || run(true), || run(false))?;
+    Ok(Pair {
+        tasks,
+        threads,
+        with,
+        without,
+    })
+}
+
+/// Runs `with` and `without` in turn, `runs` times each, and returns
+/// their results in run order.
+fn interleave(
+    title: &str,
+    runs: usize,
+    mut with: impl FnMut() -> Result<f64>,
+    mut without: impl FnMut() -> Result<f64>,
+) -> Result<(Vec<f64>, Vec<f64>)> {
+    let (mut with_rates, mut without_rates) = (Vec::new(), Vec::new());
+    for round in 1..=runs {
+        eprintln!("  {title}: round {round} of {runs}");
+        with_rates.push(with().map_err(|err| format!("{title}, with: {err}"))?);
+        without_rates.push(without().map_err(|err| format!("{title}, without: {err}"))?);
+    }
+    Ok((with_rates, without_rates))
+}
+
+/// Pushes `tasks` tasks in batches: in no group, or in `groups` groups of
+/// one at a time taking turns.
+fn fill(queue: &Queue, tasks: u64, groups: Option<u64>) -> Result<()> {
+    let mut pushed = 0;
+    while pushed < tasks {
+        let batch = FILL_BATCH.min(tasks - pushed);
+        match groups {
+            None => {
+                queue.push_batch(&vec![PAYLOAD; batch as usize], &PushOptions::new())?;
+            }
+            Some(groups) => {
+                let items = (pushed..pushed + batch)
+                    .map(|n| {
+                        let mut options = PushOptions::new();
+                        options.group(&format!("group-{}", n % groups), 1)?;
+                        Ok((PAYLOAD, options))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                queue.push_items(&items)?;
+            }
+        }
+        pushed += batch;
+    }
+    Ok(())
+}
+
+/// Pulls and finishes `tasks` tasks one at a time from `threads` threads
+/// sharing `queue`, and returns the tasks per second.
+fn drain(queue: &Queue, tasks: u64, threads: usize) -> Result<f64> {
+    let left = AtomicU64::new(tasks);
+    let started = Instant::now();
+    thread::scope(|scope| -> Result<()> {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                let left = &left;
+                // Errors cross back to the measuring thread as text.
+                scope.spawn(move || work(queue, left).map_err(|err| err.to_string()))
+            })
+            .collect();
+        for worker in workers {
+            worker.join().map_err(|_| "a thread panicked")??;
+        }
+        Ok(())
+    })?;
+    Ok(tasks as f64 / started.elapsed().as_secs_f64())
+}
+
+/// One worker: takes one of the tasks `left`, pulls until it gets a task
+/// and finishes it, and so on until none is left. A pull finds nothing
+/// while each ready group's next task waits for a task another worker
+/// holds: it tries again.
+fn work(queue: &Queue, left: &AtomicU64) -> Result<()> {
+    let options = PullOptions::new();
+    while left
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+        .is_ok()
+    {
+        let since = Instant::now();
+        let task = loop {
+            match queue.pull(&options)? {
+                Some(task) => break task,
+                None if since.elapsed() > STALL => {
+                    return Err("pulls found no task for 10 s with tasks left".into())
+                }
+                None => thread::yield_now(),
+            }
+        };
+        if task.payload() != PAYLOAD {
+            return Err("a pull returned another payload".into());
+        }
+        queue.finish(task.receipt())?;
+    }
+    Ok(())
+}
+
+fn check_empty(queue: &Queue) -> Result<()> {
+    let left = queue.count(TaskState::Pending)? + queue.count(TaskState::Leased)?;
+    if left != 0 {
+        return Err(format!("{left} tasks left after the drain").into());
+    }
+    Ok(())
+}
