@@ -9,7 +9,23 @@
 
 const fs = require('node:fs');
 const path = require('node:path');
-const koffi = require('koffi');
+const koffi = requireKoffi();
+
+/** koffi, or an error saying how to install it: `npm install <folder>`
+ * links the folder without installing its dependencies. */
+function requireKoffi() {
+  try {
+    return require('koffi');
+  } catch (error) {
+    if (error.code !== 'MODULE_NOT_FOUND' || !error.message.startsWith("Cannot find module 'koffi'")) throw error;
+    const dir = path.join(__dirname, '..');
+    throw new Error(
+      `tq: koffi, which tq loads libtq with, is not installed where ${dir} can find it. ` +
+        '`npm install <folder>` links a folder without installing its dependencies: ' +
+        'install tq with `npm install --install-links <folder>` (or from a tarball), or run `npm ci` in the folder.',
+    );
+  }
+}
 
 /** The environment variable naming the library to load. */
 const LIBRARY_ENV = 'TQ_LIBRARY';
