@@ -35,6 +35,8 @@
 #   make test-node       the Node.js binding's tests (bindings/node) and its
 #                        examples (examples/node)
 #   make example-node    run the Node.js examples (examples/node)
+#   make pack-node       an npm tarball of the Node.js binding with libtq inside
+#                        (build/node/tq-VERSION.tgz)
 #   make bench-node      the Node.js binding against the same loops in C and
 #                        plainjob, a queue on SQLite from npm (bench/node)
 
@@ -51,7 +53,7 @@ RELEASE := target/release
 .PHONY: all lib cli example test test-rust test-postgres test-cli bench-postgres test-symbols test-install test-c test-faults test-torture bench install clean FORCE \
 	test-go example-go bench-go
 .PHONY: test-python example-python bench-python wheel-python
-.PHONY: test-node example-node bench-node
+.PHONY: test-node example-node bench-node pack-node
 
 all: lib
 
@@ -208,6 +210,13 @@ test-go: lib
 	cd bindings/go && PKG_CONFIG_SYSROOT_DIR=$(GO_STAGING) PKG_CONFIG_LIBDIR=$(GO_STAGING)/usr/lib/pkgconfig \
 		LD_LIBRARY_PATH=$(GO_STAGING)/usr/lib $(GO) test -race -count=1 -run 'TestVersion|TestPushPullFinish|TestProcessesShareOneFile|TestPullReturnsPromptlyWhenCancelled' .
 
+# npm pack runs the package's prepack script, which copies the library
+# named by TQ_LIBRARY into native/libtq.so, and its postpack, which removes
+# the copy again.
+pack-node: lib
+	mkdir -p $(BUILD)/node
+	cd bindings/node && TQ_LIBRARY=$(CURDIR)/$(BUILD)/lib/libtq.so.$(VERSION) $(NPM) pack --pack-destination $(CURDIR)/$(BUILD)/node
+
 # The workers' queue file goes to build/, with its -wal and -shm.
 example-go: lib
 	rm -f $(BUILD)/go-workers.db*
@@ -260,6 +269,13 @@ examples/node/node_modules/.package-lock.json bench/node/node_modules/.package-l
 
 test-node: lib $(NODE_BINDING_MODULES) examples/node/node_modules/.package-lock.json
 	cd bindings/node && $(IN_TREE_NODE) --test test/*.test.js
+
+# npm pack runs the package's prepack script, which copies the library
+# named by TQ_LIBRARY into native/libtq.so, and its postpack, which removes
+# the copy again.
+pack-node: lib
+	mkdir -p $(BUILD)/node
+	cd bindings/node && TQ_LIBRARY=$(CURDIR)/$(BUILD)/lib/libtq.so.$(VERSION) $(NPM) pack --pack-destination $(CURDIR)/$(BUILD)/node
 
 # The workers' queue file goes to build/, with its -wal and -shm.
 example-node: lib examples/node/node_modules/.package-lock.json

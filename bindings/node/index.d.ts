@@ -46,6 +46,29 @@ export const State: Readonly<{ PENDING: 0; LEASED: 1; DONE: 2; DEAD: 3; CANCELLE
 export type StateName = 'pending' | 'leased' | 'done' | 'dead' | 'cancelled';
 export type StateValue = 0 | 1 | 2 | 3 | 4 | StateName;
 
+/** What a task does when a task it waits for ends dead or cancelled. */
+export const ParentFailure: Readonly<{
+  /** The task is cancelled, with a reason naming that task, and so in turn
+   * are the tasks waiting for it (the default). */
+  CANCEL: 0;
+  /** The end counts as finished: the task runs anyway. */
+  RUN_ANYWAY: 1;
+}>;
+export type ParentFailureValue = 0 | 1 | 'cancel' | 'runAnyway';
+
+/** What the slots of a schedule that came due while nothing drove it (no
+ * process pulled) become when something next does. */
+export const CatchUp: Readonly<{
+  /** The latest due slot runs if it came due at most a minute ago; the others are skipped. */
+  SKIP: 0;
+  /** The latest due slot runs, however late: one run for all missed (the default). */
+  ONE: 1;
+  /** Every due slot runs, the latest `catchUpLimit` of them, in slot order. */
+  EACH: 2;
+}>;
+export type CatchUpName = 'skip' | 'one' | 'each';
+export type CatchUpValue = 0 | 1 | 2 | CatchUpName;
+
 /** A payload: a string or Buffer of JSON text, taken exactly as given, or any
  * value JSON.stringify serializes. */
 export type Payload = string | Buffer | Uint8Array | number | boolean | null | object;
@@ -91,9 +114,80 @@ export interface PushOptions {
   uniqueKey?: string;
   /** Keeps the key reserved this many milliseconds after the task is done. */
   uniqueFor?: number;
+  /** Ids of tasks of this queue the task waits for: it is stored blocked
+   * (counted and listed as pending, never pulled) until each is done. Each
+   * must be stored at the push: not yet finished, or kept as history; else
+   * the push throws InvalidArgumentError and stores nothing. At most
+   * MAX_PARENTS in all. */
+  after?: readonly number[];
+  /** What the task does when a task it waits for ends dead or cancelled
+   * (default 'cancel': it is cancelled too). */
+  onParentFailure?: ParentFailureValue;
+  /** The ordered group of the queue the task belongs to (1 to
+   * MAX_UNIQUE_KEY_LEN bytes): the group's tasks are delivered at most
+   * `groupMax` at a time, in push order for 1, while other groups proceed.
+   * The task waits for the `groupMax`-th most recent unfinished task of the
+   * group, if any (in `waitingFor` while blocked, not in `parents`); that
+   * task ending in any way lets it run. */
+  group?: string;
+  /** How many tasks of `group` run at once: 1 (the default) to MAX_GROUP_AT_ONCE. */
+  groupMax?: number;
 }
 
+/** pushMany's options apply to every task; a group's tasks of one call wait
+ * for each other in order. */
 export type PushManyOptions = Omit<PushOptions, 'uniqueKey' | 'uniqueFor'>;
+
+/** One task of pushItems: its payload and its own push options. */
+export interface PushItem extends PushOptions {
+  payload: Payload;
+  /** Indexes of earlier items of the same call the task waits for, as
+   * `after` does for stored tasks. */
+  afterItems?: readonly number[];
+}
+
+export interface ScheduleOptions {
+  /** A cron expression: five fields (minute, hour, day of month, month, day
+   * of week) or six (seconds first), or an alias such as "@daily", read in
+   * `timeZone`. Give cron or every (null counts as not given). */
+  cron?: string | null;
+  /** An interval in milliseconds (1 ms to 366 days); the first slot is one
+   * interval after the schedule is added. */
+  every?: number | null;
+  /** The IANA time zone the cron expression is read in (default "UTC");
+   * an interval takes no other. */
+  timeZone?: string;
+  /** The priority of the schedule's tasks (default 0). */
+  priority?: number;
+  /** Deliveries each of its tasks gets (at least 1; default the queue's). */
+  maxAttempts?: number;
+  /** What slots missed while nothing drove the schedule become (default 'one'). */
+  catchUp?: CatchUpValue;
+  /** For catchUp 'each', the most slots run at once: 1 to 10,000 (default 1). */
+  catchUpLimit?: number;
+}
+
+/** A schedule of the queue, as schedules() lists it. */
+export interface Schedule {
+  name: string;
+  /** The cron expression, or null for an interval. */
+  cron: string | null;
+  /** The interval in milliseconds, or null for a cron expression. */
+  every: number | null;
+  timeZone: string;
+  /** The payload's JSON text, exactly as given. */
+  raw: string;
+  /** The payload parsed from JSON. */
+  payload: any;
+  priority: number;
+  maxAttempts: number;
+  catchUp: CatchUpName;
+  /** The most slots catchUp 'each' runs at once (1 for the others). */
+  catchUpLimit: number;
+  paused: boolean;
+  /** Its next slot not yet enqueued (on PostgreSQL, on the server's clock). */
+  nextSlot: Date;
+}
 
 export interface PullOptions {
   /** How long to wait for a task when none is ready, in milliseconds
@@ -132,6 +226,14 @@ export interface TaskFields {
   readonly lastError: string | null;
   /** 'leased' for a pulled task; the listed state for a snapshot. */
   readonly state: StateName;
+  /** For a pulled task, the ids of the tasks it was pushed to wait for
+   * (`after`), ascending: each has ended. Empty for a snapshot. */
+  readonly parents: readonly number[];
+  /** For a snapshot, the ids of the tasks it still waits for, ascending:
+   * empty unless it is pending and blocked. Empty for a pulled task. */
+  readonly waitingFor: readonly number[];
+  /** For a snapshot, the ordered group it was pushed to, or null. Null for a pulled task. */
+  readonly group: string | null;
 }
 
 /**
@@ -153,6 +255,9 @@ export class Task implements TaskFields {
   readonly runAt: Date;
   readonly lastError: string | null;
   readonly state: StateName;
+  readonly parents: readonly number[];
+  readonly waitingFor: readonly number[];
+  readonly group: string | null;
   /** True once the delivery ended: finished, failed, lost or closed. */
   readonly closed: boolean;
   /** Completes this delivery: the task is deleted (or kept as done with
@@ -198,6 +303,9 @@ export class TaskSnapshot implements TaskFields {
   readonly runAt: Date;
   readonly lastError: string | null;
   readonly state: StateName;
+  readonly parents: readonly number[];
+  readonly waitingFor: readonly number[];
+  readonly group: string | null;
   /** The JSON text the task was finished with (Task.finish's result),
    * exactly as given, or null when it has none. */
   readonly rawResult: string | null;
@@ -248,6 +356,12 @@ export class Queue {
   /** Stores every payload in one transaction, all or none; returns the ids.
    * A failing payload's position is in the error's `index`. */
   pushMany(payloads: Iterable<Payload>, options?: PushManyOptions): number[];
+  /** Stores each item as push would, in order, in one transaction, all or
+   * none, and returns their ids (for an item whose unique key a task holds,
+   * that task's). An item may wait for earlier items of the same call
+   * (`afterItems`), so that a graph of tasks is stored whole. A failing
+   * item's position is in the error's `index` (and its message). */
+  pushItems(items: Iterable<PushItem>): number[];
 
   /** Claims the ready task first in line (highest priority, then ready
    * longest), waiting up to `wait` for one; null when none came. Rejects
@@ -329,6 +443,35 @@ export class Queue {
   setRateLimit(claims: number | null, perMs?: number): void;
   /** The rate limit, or null when there is none. */
   rateLimit(): { claims: number; perMs: number } | null;
+
+  /** Adds to this queue the schedule `name` (1 to 200 bytes), which
+   * enqueues a task of `payload` (taken as push takes it) at every slot of
+   * `cron` or `every`, the first one after now. Each slot is enqueued
+   * exactly once however many processes drive the queue's schedules, as a
+   * task with the unique key "schedule:<name>:<slot ms>" due at the slot:
+   * pulls drive them by themselves (a waiting pull wakes at the next slot),
+   * and so does runDueSchedules. Throws InvalidArgumentError (a name the
+   * queue has, a bad cron expression or time zone, named in the message),
+   * InvalidJsonError, BusyError, IoError; on any error nothing is stored. */
+  addSchedule(name: string, payload: Payload, options: ScheduleOptions): void;
+  /** As addSchedule, overwriting a schedule of the same name: its next slot
+   * is computed afresh and it is no longer paused. A slot enqueued before is
+   * not enqueued again. */
+  replaceSchedule(name: string, payload: Payload, options: ScheduleOptions): void;
+  /** This queue's schedules, by name. */
+  schedules(): Schedule[];
+  /** Deletes the schedule `name` (the tasks it enqueued stay);
+   * InvalidArgumentError when there is none. */
+  removeSchedule(name: string): void;
+  /** Pauses the schedule `name`: its slots are skipped until resumeSchedule. */
+  pauseSchedule(name: string): void;
+  /** Resumes the schedule `name` from its first slot from now on (slots that
+   * fell while it was paused are skipped). */
+  resumeSchedule(name: string): void;
+  /** Enqueues the task of every due slot of this queue's schedules and
+   * returns how many it stored; safe from any number of processes at once.
+   * Pulls do this by themselves: call it where nothing pulls. */
+  runDueSchedules(): number;
 }
 
 /** Opens a queue: the same as `new Queue(location, options)`. */
@@ -371,7 +514,7 @@ export function runWorker(
  * failed carries the status's description. */
 export class TqError extends Error {
   readonly status: number;
-  /** pushMany: the position of the payload that failed the batch. */
+  /** pushMany and pushItems: the position of the payload or item that failed the call. */
   index?: number;
 }
 /** TQ_ERR_INVALID_ARGUMENT */

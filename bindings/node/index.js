@@ -7,7 +7,7 @@
 
 const native = require('./lib/native');
 const errors = require('./lib/errors');
-const { Durability, Queue, State, Task, TaskSnapshot } = require('./lib/queue');
+const { CatchUp, Durability, ParentFailure, Queue, State, Task, TaskSnapshot } = require('./lib/queue');
 const { runWorker } = require('./lib/worker');
 
 /** Opens a queue: the same as `new Queue(location, options)`. */
@@ -18,7 +18,9 @@ function open(location, options) {
 module.exports = {
   ...native.CONSTANTS,
   ...Object.fromEntries(Object.entries(errors).filter(([name]) => name.endsWith('Error'))),
+  CatchUp,
   Durability,
+  ParentFailure,
   Queue,
   State,
   Task,

@@ -9,7 +9,23 @@
 
 const fs = require('node:fs');
 const path = require('node:path');
-const koffi = require('koffi');
+const koffi = requireKoffi();
+
+/** koffi, or an error saying how to install it: `npm install <folder>`
+ * links the folder without installing its dependencies. */
+function requireKoffi() {
+  try {
+    return require('koffi');
+  } catch (error) {
+    if (error.code !== 'MODULE_NOT_FOUND' || !error.message.startsWith("Cannot find module 'koffi'")) throw error;
+    const dir = path.join(__dirname, '..');
+    throw new Error(
+      `tq: koffi, which tq loads libtq with, is not installed where ${dir} can find it. ` +
+        '`npm install <folder>` links a folder without installing its dependencies: ' +
+        'install tq with `npm install --install-links <folder>` (or from a tarball), or run `npm ci` in the folder.',
+    );
+  }
+}
 
 /** The environment variable naming the library to load. */
 const LIBRARY_ENV = 'TQ_LIBRARY';
@@ -102,8 +118,8 @@ const PROTOTYPES = [
   'const char *tq_task_last_error(const tq_task *task)',
   'const char *tq_task_result(const tq_task *task)',
   'const char *tq_task_progress(const tq_task *task)',
-  'const int64_t *tq_task_parents(const tq_task *task, size_t *out_count)',
-  'const int64_t *tq_task_waiting_for(const tq_task *task, size_t *out_count)',
+  'const int64_t *tq_task_parents(const tq_task *task, _Out_ size_t *out_count)',
+  'const int64_t *tq_task_waiting_for(const tq_task *task, _Out_ size_t *out_count)',
   'const char *tq_task_group(const tq_task *task)',
   'void tq_task_free(tq_task *task)',
   'tq_status tq_finish(tq_queue *queue, const tq_task *task)',
@@ -159,7 +175,7 @@ const PROTOTYPES = [
   'const char *tq_schedule_payload(const tq_schedule *schedule, size_t *len)',
   'int32_t tq_schedule_priority(const tq_schedule *schedule)',
   'uint32_t tq_schedule_max_attempts(const tq_schedule *schedule)',
-  'int32_t tq_schedule_catch_up(const tq_schedule *schedule, uint32_t *out_limit)',
+  'int32_t tq_schedule_catch_up(const tq_schedule *schedule, _Out_ uint32_t *out_limit)',
   'bool tq_schedule_paused(const tq_schedule *schedule)',
   'int64_t tq_schedule_next_slot_unix_ms(const tq_schedule *schedule)',
 ];

@@ -57,6 +57,13 @@ const Durability = Object.freeze({ FULL: 0, NORMAL: 1 });
 /** Values for count, list and purge: a task's states. */
 const State = Object.freeze({ PENDING: 0, LEASED: 1, DONE: 2, DEAD: 3, CANCELLED: 4 });
 const STATE_NAMES = ['pending', 'leased', 'done', 'dead', 'cancelled'];
+/** Values for `onParentFailure`: what a task does when a task it waits for
+ * ends dead or cancelled. */
+const ParentFailure = Object.freeze({ CANCEL: 0, RUN_ANYWAY: 1 });
+/** Values for a schedule's `catchUp`: what the slots that came due while
+ * nothing drove the schedule become when something next does. */
+const CatchUp = Object.freeze({ SKIP: 0, ONE: 1, EACH: 2 });
+const CATCH_UP_NAMES = ['skip', 'one', 'each'];
 
 /** Returns a non-negative status; throws the error for a negative one with
  * this thread's tq_last_error(). Call straight after the C call. */
@@ -74,12 +81,13 @@ function asyncError(status, call) {
 }
 
 /** The integer of an enumeration value given as a number (passed on for the
- * library to judge) or a member's name in any case. */
+ * library to judge) or a member's name in any case, a name of several
+ * words in camelCase ('runAnyway' for RUN_ANYWAY). */
 function enumValue(kind, members, value) {
   if (typeof value === 'string') {
-    const found = members[value.toUpperCase()];
+    const found = members[value.replace(/([a-z])([A-Z])/g, '$1_$2').toUpperCase()];
     if (found === undefined) {
-      const names = Object.keys(members).map((name) => name.toLowerCase());
+      const names = Object.keys(members).map(camelCase);
       throw new errors.InvalidArgumentError(`unknown ${kind} ${JSON.stringify(value)}; expected one of ${names.join(', ')}`);
     }
     return found;
@@ -88,6 +96,11 @@ function enumValue(kind, members, value) {
     return value;
   }
   throw new TypeError(`${kind} must be a number or its name, not ${describe(value)}`);
+}
+
+/** 'RUN_ANYWAY' as 'runAnyway'. */
+function camelCase(name) {
+  return name.toLowerCase().replace(/_([a-z])/g, (_, letter) => letter.toUpperCase());
 }
 
 function describe(value) {
@@ -224,9 +237,37 @@ function buildOptions(create, free, settings) {
   return options;
 }
 
-function pushSettings(options, allowUnique) {
-  const { delay, runAt, priority, maxAttempts, uniqueKey, uniqueFor } = options;
+/** The integers of an array argument (ids, indexes), each in [low, high]. */
+function integers(name, values, low, high) {
+  if (!Array.isArray(values)) {
+    throw new TypeError(`${name} must be an array, not ${describe(values)}`);
+  }
+  return values.map((value, i) => integer(`${name}[${i}]`, value, low, high));
+}
+
+/** The push options' setters and values for `options` of the method `call`
+ * (pushMany takes no unique key). */
+function pushSettings(call, options) {
+  const allowUnique = call !== 'pushMany';
+  const { delay, runAt, priority, maxAttempts, uniqueKey, uniqueFor, after, afterItems, onParentFailure, group, groupMax } =
+    callOptions(call, options);
   const settings = [];
+  if (group !== undefined) {
+    const limit = groupMax === undefined ? 1 : integer('groupMax', groupMax, 0, UINT32_MAX);
+    settings.push([lib.tq_push_options_set_group, cString('group', group), limit]);
+  } else if (groupMax !== undefined) {
+    throw new errors.InvalidArgumentError('groupMax needs a group: give group too');
+  }
+  for (const id of after === undefined ? [] : integers('after', after, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER)) {
+    settings.push([lib.tq_push_options_add_after, id]);
+  }
+  // Only pushItems takes them; the library refuses them elsewhere, with its message.
+  for (const index of afterItems === undefined ? [] : integers('afterItems', afterItems, 0, Number.MAX_SAFE_INTEGER)) {
+    settings.push([lib.tq_push_options_add_after_item, index]);
+  }
+  if (onParentFailure !== undefined) {
+    settings.push([lib.tq_push_options_set_on_parent_failure, enumValue('onParentFailure', ParentFailure, onParentFailure)]);
+  }
   if (delay !== undefined && runAt !== undefined) {
     throw new errors.InvalidArgumentError('give delay or runAt, not both');
   }
@@ -425,7 +466,7 @@ class Queue {
     if (options === undefined) {
       check(lib.tq_push(this._handle(), payloadPointer(data), data.length, null, out));
     } else {
-      this.#pushWith(data, pushSettings(options, true), out);
+      this.#pushWith(data, pushSettings('push', options), out);
     }
     return out[0];
   }
@@ -437,7 +478,7 @@ class Queue {
     }
     const data = encode(payload);
     const out = [0];
-    const status = this.#pushWith(data, pushSettings({ ...options, uniqueKey }, true), out);
+    const status = this.#pushWith(data, pushSettings('pushUnique', { ...callOptions('pushUnique', options), uniqueKey }), out);
     return { id: out[0], created: status !== DUPLICATE };
   }
 
@@ -463,7 +504,7 @@ class Queue {
         throw error;
       }
     }
-    const settings = pushSettings(options, false);
+    const settings = pushSettings('pushMany', options);
     const count = datas.length;
     const lens = new BigUint64Array(Math.max(count, 1));
     datas.forEach((data, i) => {
@@ -481,6 +522,52 @@ class Queue {
       if (built) lib.tq_push_options_free(built);
     }
     return Array.from(ids.subarray(0, count), Number);
+  }
+
+  /** Stores each item `{ payload, ...options }` as push would, in order, in
+   * one transaction, all or none, and returns their ids (for an item whose
+   * unique key a task holds, that task's). An item may wait for earlier
+   * items of the same call (`afterItems`: their indexes), so that a graph
+   * of tasks is stored whole. */
+  pushItems(items) {
+    if (items === null || typeof items !== 'object' || typeof items[Symbol.iterator] !== 'function') {
+      throw new TypeError(`pushItems takes an iterable of items, not ${describe(items)}`);
+    }
+    const datas = [];
+    const built = [];
+    try {
+      for (const item of items) {
+        const index = datas.length;
+        try {
+          if (item === null || typeof item !== 'object' || Array.isArray(item) || ArrayBuffer.isView(item)) {
+            throw new TypeError(`an item is an object { payload, ...options }, not ${describe(item)}`);
+          }
+          const { payload, ...options } = item;
+          datas.push(encode(payload));
+          built.push(buildOptions(lib.tq_push_options_new, lib.tq_push_options_free, pushSettings('pushItems', options)));
+        } catch (error) {
+          error.message = `item ${index}: ${error.message}`;
+          error.index = index;
+          throw error;
+        }
+      }
+      const count = datas.length;
+      const lens = new BigUint64Array(Math.max(count, 1));
+      datas.forEach((data, i) => {
+        lens[i] = BigInt(data.length);
+      });
+      const ids = new BigInt64Array(Math.max(count, 1));
+      try {
+        check(lib.tq_push_items(this._handle(), datas.map(payloadPointer), lens, built, count, ids));
+      } catch (error) {
+        const match = /^item (\d+): /.exec(error.message);
+        if (match) error.index = Number(match[1]);
+        throw error;
+      }
+      return Array.from(ids.subarray(0, count), Number);
+    } finally {
+      for (const options of built) lib.tq_push_options_free(options);
+    }
   }
 
   // --- Pulling ---------------------------------------------------------------
@@ -988,6 +1075,132 @@ class Queue {
     check(lib.tq_rate_limit(this._handle(), claims, perMs));
     return claims[0] ? { claims: claims[0], perMs: Number(perMs[0]) } : null;
   }
+
+  // --- Schedules -------------------------------------------------------------
+
+  /** Adds to this queue the schedule `name`, which enqueues a task of
+   * `payload` (taken as push takes it) at every slot of `options.cron` or
+   * `options.every`, the first one after now. */
+  addSchedule(name, payload, options) {
+    this.#putSchedule('addSchedule', lib.tq_schedule_add, name, payload, options);
+  }
+
+  /** As addSchedule, overwriting a schedule of the same name: its next slot
+   * is computed afresh and it is no longer paused. */
+  replaceSchedule(name, payload, options) {
+    this.#putSchedule('replaceSchedule', lib.tq_schedule_replace, name, payload, options);
+  }
+
+  #putSchedule(call, put, name, payload, options) {
+    const settings = scheduleSettings(call, options);
+    const text = cString('name', name);
+    const data = encode(payload);
+    const built = buildOptions(lib.tq_schedule_options_new, lib.tq_schedule_options_free, settings);
+    try {
+      check(put(this._handle(), text, payloadPointer(data), data.length, built));
+    } finally {
+      lib.tq_schedule_options_free(built);
+    }
+  }
+
+  /** This queue's schedules, by name, as plain objects. */
+  schedules() {
+    const page = 100;
+    const listed = [];
+    let after = null;
+    for (;;) {
+      const slots = new BigUint64Array(page);
+      const count = [0];
+      check(lib.tq_schedules(this._handle(), after, page, slots, count));
+      const n = Number(count[0]);
+      try {
+        for (let i = 0; i < n; i++) listed.push(readSchedule(koffi.decode(slots, i * 8, 'tq_schedule *')));
+      } finally {
+        for (let i = 0; i < n; i++) lib.tq_schedule_free(koffi.decode(slots, i * 8, 'tq_schedule *'));
+      }
+      if (n < page) return listed;
+      after = listed[listed.length - 1].name;
+    }
+  }
+
+  /** Deletes the schedule `name` (the tasks it enqueued stay). */
+  removeSchedule(name) {
+    check(lib.tq_schedule_remove(this._handle(), cString('name', name)));
+  }
+
+  /** Pauses the schedule `name`: its slots are skipped until resumeSchedule. */
+  pauseSchedule(name) {
+    check(lib.tq_schedule_pause(this._handle(), cString('name', name)));
+  }
+
+  /** Resumes the schedule `name` from its first slot from now on. */
+  resumeSchedule(name) {
+    check(lib.tq_schedule_resume(this._handle(), cString('name', name)));
+  }
+
+  /** Enqueues the task of every due slot of this queue's schedules; returns
+   * how many it stored. Pulls do it by themselves. */
+  runDueSchedules() {
+    const out = [0];
+    check(lib.tq_run_due_schedules(this._handle(), out));
+    return Number(out[0]);
+  }
+}
+
+/** The schedule options' setters and values for `options` of the method
+ * `call`. cron and every may be null, as schedules() lists the one not
+ * used, so that a listed schedule can be given back. */
+function scheduleSettings(call, options) {
+  const { cron, every, timeZone, priority, maxAttempts, catchUp, catchUpLimit } = callOptions(call, options ?? {});
+  const hasCron = cron !== undefined && cron !== null;
+  if (hasCron === (every !== undefined && every !== null)) {
+    throw new errors.InvalidArgumentError(`${call} takes cron or every, exactly one of them`);
+  }
+  const settings = [];
+  if (hasCron) {
+    settings.push([lib.tq_schedule_options_set_cron, cString('cron', cron)]);
+  } else {
+    settings.push([lib.tq_schedule_options_set_every_ms, milliseconds('every', every)]);
+  }
+  if (timeZone !== undefined) {
+    settings.push([lib.tq_schedule_options_set_time_zone, cString('timeZone', timeZone)]);
+  }
+  if (priority !== undefined) {
+    settings.push([lib.tq_schedule_options_set_priority, integer('priority', priority, INT32_MIN, INT32_MAX)]);
+  }
+  if (maxAttempts !== undefined) {
+    settings.push([lib.tq_schedule_options_set_max_attempts, integer('maxAttempts', maxAttempts, 0, UINT32_MAX)]);
+  }
+  if (catchUp !== undefined) {
+    // The library ignores the limit for any policy but 'each'.
+    const limit = catchUpLimit === undefined ? 1 : integer('catchUpLimit', catchUpLimit, 0, UINT32_MAX);
+    settings.push([lib.tq_schedule_options_set_catch_up, enumValue('catchUp', CatchUp, catchUp), limit]);
+  } else if (catchUpLimit !== undefined) {
+    throw new errors.InvalidArgumentError("catchUpLimit needs catchUp: give catchUp 'each' too");
+  }
+  return settings;
+}
+
+/** A listed schedule, copied out of the library's object. */
+function readSchedule(ptr) {
+  const cron = lib.tq_schedule_cron(ptr);
+  const raw = lib.tq_schedule_payload(ptr, null);
+  const limit = [0];
+  const catchUp = lib.tq_schedule_catch_up(ptr, limit);
+  return {
+    name: lib.tq_schedule_name(ptr),
+    cron,
+    every: cron === null ? Number(lib.tq_schedule_every_ms(ptr)) : null,
+    timeZone: lib.tq_schedule_time_zone(ptr),
+    raw,
+    payload: JSON.parse(raw),
+    priority: lib.tq_schedule_priority(ptr),
+    maxAttempts: lib.tq_schedule_max_attempts(ptr),
+    catchUp: CATCH_UP_NAMES[catchUp],
+    catchUpLimit: limit[0],
+    paused: lib.tq_schedule_paused(ptr),
+    nextSlot: new Date(Number(lib.tq_schedule_next_slot_unix_ms(ptr))),
+  };
 }
 
 function openSettings(options) {
@@ -1071,8 +1284,12 @@ function adoptAll(queue, slots, count) {
   return tasks;
 }
 
-/** A task's fields, copied out of the library. */
-function readFields(ptr) {
+const NO_IDS = Object.freeze([]);
+
+/** A task's fields, copied out of the library. The library fills parents
+ * for a pulled task only, and waitingFor and group for a listed one only,
+ * so only those are read. */
+function readFields(ptr, pulled) {
   return {
     id: lib.tq_task_id(ptr),
     raw: lib.tq_task_payload(ptr, null),
@@ -1082,7 +1299,19 @@ function readFields(ptr) {
     runAtMs: lib.tq_task_run_at_unix_ms(ptr),
     lastError: lib.tq_task_last_error(ptr),
     state: lib.tq_task_state(ptr),
+    parents: pulled ? readIds(lib.tq_task_parents, ptr) : NO_IDS,
+    waitingFor: pulled ? NO_IDS : readIds(lib.tq_task_waiting_for, ptr),
+    group: pulled ? null : lib.tq_task_group(ptr),
   };
+}
+
+/** The ids the task's `accessor` (tq_task_parents, tq_task_waiting_for)
+ * lists, as a frozen array. */
+function readIds(accessor, ptr) {
+  const count = [0];
+  const ids = accessor(ptr, count);
+  const n = Number(count[0]);
+  return n ? Object.freeze(Array.from(koffi.decode(ids, 'int64_t', n), Number)) : NO_IDS;
 }
 
 /** The fields a pulled task and a listed snapshot share, all read-only. */
@@ -1135,6 +1364,21 @@ class TaskFields {
   get state() {
     return STATE_NAMES[this.#fields.state];
   }
+  /** For a pulled task, the ids of the tasks it was pushed to wait for
+   * (`after`), ascending: each has ended. Empty for a snapshot. */
+  get parents() {
+    return this.#fields.parents;
+  }
+  /** For a snapshot, the ids of the tasks it still waits for, ascending:
+   * empty unless it is pending and blocked. Empty for a pulled task. */
+  get waitingFor() {
+    return this.#fields.waitingFor;
+  }
+  /** For a snapshot, the ordered group it was pushed to (`group`), or
+   * null. Null for a pulled task. */
+  get group() {
+    return this.#fields.group;
+  }
 }
 
 /** One delivery of a task, as a pull returns it. */
@@ -1148,7 +1392,7 @@ class Task extends TaskFields {
   constructor(queue, ptr) {
     let fields;
     try {
-      fields = readFields(ptr);
+      fields = readFields(ptr, true);
     } catch (error) {
       lib.tq_task_free(ptr);
       throw error;
@@ -1318,7 +1562,7 @@ function adoptSnapshot(ptr) {
 
 /** A snapshot of the task at `ptr`, which stays the caller's. */
 function snapshotOf(ptr) {
-  return new TaskSnapshot(readFields(ptr), lib.tq_task_result(ptr), lib.tq_task_progress(ptr));
+  return new TaskSnapshot(readFields(ptr, false), lib.tq_task_result(ptr), lib.tq_task_progress(ptr));
 }
 
-module.exports = { CONSTANTS, Durability, Queue, State, Task, TaskSnapshot };
+module.exports = { CONSTANTS, CatchUp, Durability, ParentFailure, Queue, State, Task, TaskSnapshot };

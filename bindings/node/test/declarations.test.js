@@ -114,13 +114,16 @@ test('every error status has its class, named after it', () => {
   );
 });
 
-test('states and durabilities match the header', () => {
-  const states = Object.fromEntries(Object.entries(headerEnum('tq_state')).map(([key, value]) => [key.slice('TQ_STATE_'.length), value]));
-  assert.deepEqual({ ...tq.State }, states);
-  const durabilities = Object.fromEntries(
-    Object.entries(headerEnum('tq_durability')).map(([key, value]) => [key.slice('TQ_DURABILITY_'.length), value]),
-  );
-  assert.deepEqual({ ...tq.Durability }, durabilities);
+test('states, durabilities, parent failures and catch-ups match the header', () => {
+  for (const [exported, name, prefix] of [
+    [tq.State, 'tq_state', 'TQ_STATE_'],
+    [tq.Durability, 'tq_durability', 'TQ_DURABILITY_'],
+    [tq.ParentFailure, 'tq_parent_failure', 'TQ_PARENT_FAILURE_'],
+    [tq.CatchUp, 'tq_catch_up', 'TQ_CATCH_UP_'],
+  ]) {
+    const members = Object.fromEntries(Object.entries(headerEnum(name)).map(([key, value]) => [key.slice(prefix.length), value]));
+    assert.deepEqual({ ...exported }, members, name);
+  }
 });
 
 test('the constants and the version match the header', () => {

@@ -1,8 +1,8 @@
 'use strict';
 // The PostgreSQL-only options: refused on an SQLite file; a URL's password
-// kept out of messages; and a round trip with a waiting pull woken by a
-// push, on the server TQ_TEST_POSTGRES_URL names (`make test-postgres`
-// starts one).
+// kept out of messages; and round trips (a waiting pull woken by a push,
+// results, schedules, dependencies and groups) on the server
+// TQ_TEST_POSTGRES_URL names (`make test-postgres` starts one).
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -73,6 +73,46 @@ test('PostgreSQL: progress, a result and a wait for it', { skip: SKIP }, async (
     const ended = await waiting;
     assert.equal(ended.state, 'done');
     assert.deepEqual(ended.result, { ok: true });
+  } finally {
+    await queue.close();
+  }
+});
+
+test('PostgreSQL: a due schedule, a child released after its parent, a group one at a time', { skip: SKIP }, async () => {
+  const schema = `node_test_${process.pid}_${Date.now()}_graphs`;
+  const queue = tq.open(POSTGRES_URL, { postgresSchema: schema });
+  try {
+    queue.addSchedule('often', { tick: true }, { every: 20, priority: 2 });
+    assert.throws(() => queue.addSchedule('bad', 1, { cron: '* * * * *', timeZone: 'Mars/Olympus' }), tq.InvalidArgumentError);
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    assert.equal(queue.runDueSchedules(), 1);
+    queue.removeSchedule('often');
+    assert.deepEqual(queue.schedules(), []);
+    const tick = await queue.pull();
+    assert.deepEqual([tick.payload, tick.priority], [{ tick: true }, 2]);
+    tick.finish();
+
+    const [parent, child] = queue.pushItems([{ payload: '"parent"' }, { payload: '"child"', afterItems: [0] }]);
+    assert.deepEqual(queue.task(child).waitingFor, [parent]);
+    assert.throws(() => queue.push(1, { after: [child + 1000] }), tq.InvalidArgumentError);
+    const first = await queue.pull();
+    assert.equal(first.id, parent);
+    assert.equal(queue.tryPull(), null);
+    first.finish();
+    const released = await queue.pull();
+    assert.deepEqual([released.id, released.parents], [child, [parent]]);
+    released.finish();
+
+    const grouped = queue.pushMany(['"g1"', '"g2"'], { group: 'g' });
+    assert.equal(queue.task(grouped[1]).group, 'g');
+    const g1 = await queue.pull();
+    assert.equal(g1.payload, 'g1');
+    assert.equal(queue.tryPull(), null);
+    g1.finish();
+    const g2 = await queue.pull();
+    assert.equal(g2.payload, 'g2');
+    g2.finish();
+    assert.equal(queue.count(), 0);
   } finally {
     await queue.close();
   }

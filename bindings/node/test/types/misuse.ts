@@ -18,8 +18,42 @@ async function misuse(queue: tq.Queue, task: tq.Task): Promise<void> {
   task.id = 3;
   // @ts-expect-error: snapshots cannot be finished
   queue.list()[0].finish();
+  // @ts-expect-error: after takes ids, not one id
+  queue.push(1, { after: 3 });
+  // @ts-expect-error: onParentFailure is 'cancel' or 'runAnyway'
+  queue.push(1, { after: [3], onParentFailure: 'ignore' });
+  // @ts-expect-error: a group key is a string
+  queue.push(1, { group: 5 });
+  // @ts-expect-error: groupMax is a number
+  queue.push(1, { group: 'g', groupMax: 'two' });
+  // @ts-expect-error: afterItems belongs to pushItems' items
+  queue.push(1, { afterItems: [0] });
+  // @ts-expect-error: pushMany takes no afterItems either
+  queue.pushMany([1], { afterItems: [0] });
+  // @ts-expect-error: an item needs its payload
+  queue.pushItems([{ afterItems: [0] }]);
+  // @ts-expect-error: pushItems takes items, not payloads
+  queue.pushItems([1, 2]);
+  // @ts-expect-error: a snapshot's waitingFor is read-only
+  queue.list()[0].waitingFor.push(1);
+  // @ts-expect-error: a task's parents are read-only
+  task.parents = [];
+  // @ts-expect-error: a schedule needs its options
+  queue.addSchedule('s', 1);
+  // @ts-expect-error: every is milliseconds, not text
+  queue.addSchedule('s', 1, { every: '1m' });
+  // @ts-expect-error: catchUp is 'skip', 'one' or 'each'
+  queue.addSchedule('s', 1, { cron: '@daily', catchUp: 'all' });
+  // @ts-expect-error: a time zone is a name
+  queue.replaceSchedule('s', 1, { cron: '@daily', timeZone: 2 });
+  // @ts-expect-error: a schedule's next slot is a Date
+  const slot: number = queue.schedules()[0].nextSlot;
+  // @ts-expect-error: runDueSchedules returns a count
+  const due: string = queue.runDueSchedules();
+  // @ts-expect-error: removeSchedule takes a name
+  queue.removeSchedule();
   // @ts-expect-error: close() returns a promise, not a count
   const closed: number = await queue.close();
-  console.log(pulled, closed);
+  console.log(pulled, closed, slot, due);
 }
 misuse;

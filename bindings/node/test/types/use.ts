@@ -36,6 +36,32 @@ async function main(): Promise<void> {
   queue.setRateLimit(null);
   console.log(rate);
   console.log(cancelled, until, limit, tq.UNTIL_RESUMED > 0n);
+  const parent = queue.push(1);
+  const child = queue.push(2, { after: [parent], onParentFailure: 'runAnyway', group: 'g', groupMax: 2 });
+  queue.push(3, { after: [child], onParentFailure: tq.ParentFailure.CANCEL });
+  const graph: number[] = queue.pushItems([
+    { payload: { step: 1 }, group: 'g' },
+    { payload: '"2"', afterItems: [0], after: [parent], onParentFailure: 'cancel', uniqueKey: 'u', priority: 1 },
+  ]);
+  queue.pushMany([4, 5], { group: 'h', after: [parent] });
+  const waiting: readonly number[] = queue.task(child)?.waitingFor ?? [];
+  const group: string | null = queue.task(child)?.group ?? null;
+  const parents: readonly number[] = (await queue.pull())?.parents ?? [];
+  console.log(graph, waiting, group, parents, tq.MAX_PARENTS, tq.MAX_GROUP_AT_ONCE);
+  queue.addSchedule('nightly', { report: 1 }, { cron: '0 3 * * *', timeZone: 'Europe/Paris', priority: 1, maxAttempts: 3, catchUp: 'each', catchUpLimit: 5 });
+  queue.replaceSchedule('tick', '"tick"', { every: 60_000, catchUp: tq.CatchUp.SKIP });
+  const schedules: tq.Schedule[] = queue.schedules();
+  for (const s of schedules) {
+    const next: Date = s.nextSlot;
+    const catchUp: tq.CatchUpName = s.catchUp;
+    console.log(s.name, s.cron, s.every, s.timeZone, s.raw, s.payload, s.priority, s.maxAttempts, catchUp, s.catchUpLimit, s.paused, next);
+    queue.replaceSchedule(s.name, s.payload, { ...s, every: 1000, cron: null });
+  }
+  queue.pauseSchedule('tick');
+  queue.resumeSchedule('tick');
+  queue.removeSchedule('tick');
+  const enqueued: number = queue.runDueSchedules();
+  console.log(enqueued);
   const counts: Record<tq.StateName, number> = queue.counts();
   const snapshots: tq.TaskSnapshot[] = queue.list('dead', { afterId: 0, limit: 10 });
   for (const s of queue.iterTasks(tq.State.PENDING)) console.log(s.payload, s.lastError);
