@@ -61,7 +61,9 @@ pub use schedule::{
     CatchUp, Schedule, ScheduleInfo, ScheduleSpec, MAX_CATCH_UP, MAX_SCHEDULE_NAME_LEN, SKIP_GRACE,
 };
 pub use store::Checkpoint;
-pub use task::{Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Task, TaskInfo, TaskState};
+pub use task::{
+    Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
+};
 pub use wait::CancelToken;
 
 /// The library's version, from Cargo.toml.

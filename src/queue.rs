@@ -2,7 +2,7 @@
 //! against use after `fork()`, waits for tasks, and hands each operation to
 //! its storage backend.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -17,9 +17,9 @@ use crate::schedule::{Schedule, ScheduleInfo};
 use crate::sqlite::SqliteStore;
 use crate::store::{Checkpoint, NewTask, Store};
 use crate::task::{
-    Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Task, TaskInfo, TaskState,
+    Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
 };
-use crate::wait::Bell;
+use crate::wait::{Bell, CancelToken};
 
 /// The largest payload any queue accepts, in bytes (SQLite's limit on one
 /// value); [`OpenOptions::max_payload_len`] sets a queue's own limit.
@@ -46,7 +46,9 @@ pub struct Queue {
     /// once by those of this process, and through the backend by those of
     /// others.
     bell: Arc<Bell>,
-    interrupted: AtomicBool,
+    /// Cancelled by [`Queue::interrupt`]: it also rings the bells of the
+    /// waits that watch it.
+    interrupted: CancelToken,
     opened_by_pid: u32,
     max_payload_len: usize,
     max_attempts: u32,
@@ -87,7 +89,7 @@ impl Queue {
         Ok(Queue {
             bell,
             store,
-            interrupted: AtomicBool::new(false),
+            interrupted: CancelToken::new(),
             opened_by_pid: std::process::id(),
             max_payload_len: options.max_payload_len,
             max_attempts: options.max_attempts,
@@ -383,7 +385,7 @@ impl Queue {
         let deadline = Instant::now() + options.wait;
         let _watch = options.cancel.as_ref().map(|token| token.watch(&self.bell));
         let stopped = || {
-            self.interrupted.load(Ordering::SeqCst)
+            self.interrupted.is_cancelled()
                 || options
                     .cancel
                     .as_ref()
@@ -820,7 +822,7 @@ impl Queue {
                 }
             }
             loop {
-                let stopped = || self.interrupted.load(Ordering::SeqCst);
+                let stopped = || self.interrupted.is_cancelled();
                 if stopped() {
                     return Err(Error::new(
                         ErrorKind::Interrupted,
@@ -837,6 +839,59 @@ impl Queue {
                     break;
                 }
             }
+        }
+    }
+
+    /// Waits up to `timeout` for a reason to stop working on the task of
+    /// `receipt`: its cancellation ([`Stop::Cancelled`], by
+    /// [`Queue::cancel_task`] in any process), or the delivery being over
+    /// ([`Stop::NotHeld`]); `None` when the timeout passed first. A holder
+    /// runs it beside its work (from another thread), to stop at once
+    /// rather than at its next heartbeat. It only reads: once at the start,
+    /// then when a cancellation of the queue rings (in this process at
+    /// once, in others through the file's wake words or PostgreSQL's
+    /// notifications), and about once a second as a safety net (every
+    /// 20 ms on a file whose wake words this process could not map).
+    ///
+    /// Ends with [`ErrorKind::Interrupted`] when `cancel` is cancelled
+    /// (typically when the work is done) or after [`Queue::interrupt`].
+    /// Fails with [`ErrorKind::InvalidArgument`] for a receipt from
+    /// another store.
+    pub fn wait_for_cancellation(
+        &self,
+        receipt: Receipt,
+        timeout: Duration,
+        cancel: Option<&CancelToken>,
+    ) -> Result<Option<Stop>> {
+        let store = self.store()?;
+        let timeout = check_duration("the wait", timeout, Duration::ZERO)?;
+        check_receipt(store, receipt)?;
+        let deadline = Instant::now() + timeout;
+        let (bell, safety_net) = store.cancellations()?;
+        let _watches = (
+            self.interrupted.watch(&bell),
+            cancel.map(|token| token.watch(&bell)),
+        );
+        let stopped =
+            || self.interrupted.is_cancelled() || cancel.is_some_and(|token| token.is_cancelled());
+        loop {
+            if stopped() {
+                return Err(Error::new(
+                    ErrorKind::Interrupted,
+                    "the wait for a cancellation was interrupted",
+                ));
+            }
+            // Read before the delivery, so a cancellation that lands
+            // between them and the sleep still ends the sleep.
+            let rings = bell.rings();
+            if let Some(stop) = store.delivery(receipt)? {
+                return Ok(Some(stop));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            bell.sleep(rings, deadline.min(now + safety_net), stopped);
         }
     }
 
@@ -912,7 +967,7 @@ impl Queue {
     /// a task that is ready): call it before stopping worker threads. Safe
     /// from any thread; pulls on other handles are not affected.
     pub fn interrupt(&self) {
-        self.interrupted.store(true, Ordering::SeqCst);
+        self.interrupted.cancel();
         self.bell.ring();
     }
 

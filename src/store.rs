@@ -16,8 +16,9 @@ use crate::error::Result;
 use crate::options::{NotBefore, Parent, ParentFailure, PushOptions, RetryBackoff};
 use crate::schedule::{slot_key, Schedule, ScheduleInfo, SLOT_KEY_RESERVED};
 use crate::task::{
-    Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Task, TaskInfo, TaskState,
+    Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
 };
+use crate::wait::Bell;
 
 /// A task to store, checked by the engine. It owns its payload: the write
 /// may be committed by another thread (see `group.rs`).
@@ -183,6 +184,17 @@ pub(crate) trait Store: Send + Sync {
     /// holder found its delivery not current.
     fn end_cancelled(&self, receipt: Receipt, now: i64) -> Result<bool>;
 
+    /// Whether the delivery named by `receipt` is still current, and if
+    /// so whether its task's cancellation waits for it (`Some(Cancelled)`);
+    /// `Some(NotHeld)` when it is over. A read.
+    fn delivery(&self, receipt: Receipt) -> Result<Option<Stop>>;
+
+    /// The bell that a cancellation of a leased task of the queue rings in
+    /// this process once it commits, in any process (see
+    /// [`cancellations_channel`]), and how often a watcher must still look
+    /// for the cancellations that rang nothing.
+    fn cancellations(&self) -> Result<(std::sync::Arc<Bell>, Duration)>;
+
     /// Hands the task of a current delivery back to run `delay` ms after
     /// `now`, without counting the attempt; `NotHeld` when the delivery is
     /// no longer current.
@@ -275,6 +287,17 @@ pub(crate) trait Store: Send + Sync {
     /// store (whose ids and tokens may match an unrelated delivery here)
     /// is refused.
     fn store_id(&self) -> u128;
+}
+
+/// The name under which cancellations of leased tasks of `queue` ring
+/// the holders watching for them ([`Store::cancellations`]): a bell, and a
+/// wake word or notification, of its own, so that the queue's pushes and
+/// finishes do not wake those watchers, nor cancellations its pulls. A
+/// PostgreSQL notification's payload cannot hold NUL, so the name uses
+/// U+0001; a queue whose name is this one would only share the wake-ups
+/// (each costing a read).
+pub(crate) fn cancellations_channel(queue: &str) -> String {
+    format!("{queue}\u{1}cancellations")
 }
 
 /// The stored `state` of a cancelled task, kept as history.

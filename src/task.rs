@@ -224,6 +224,19 @@ pub enum Cancelled {
     Requested,
 }
 
+/// Why a holder should stop working on its task, as
+/// [`crate::Queue::wait_for_cancellation`] tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stop {
+    /// The task's cancellation was recorded while this delivery held it:
+    /// the delivery's next extend, finish, fail or snooze fails with
+    /// [`crate::ErrorKind::Cancelled`] and ends the task as cancelled.
+    Cancelled,
+    /// The delivery is no longer current: finished, failed or snoozed
+    /// through it, or its lease expired and the task was taken back.
+    NotHeld,
+}
+
 /// A queue's rate limit ([`crate::Queue::set_rate_limit`]): at most
 /// `claims` deliveries in any window of length `per`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

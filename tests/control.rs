@@ -375,6 +375,99 @@ fn no_task_is_delivered_after_its_cancellation_returned(scratch: Scratch) {
     assert_eq!(finished.len() + cancelled.len(), TASKS as usize);
 }
 
+fn a_holder_waiting_for_its_cancellation_is_told_when_it_is_recorded(scratch: Scratch) {
+    let (queue, other) = (with_history(&scratch), with_history(&scratch));
+    let id = push(&queue, "\"work\"");
+    let task = pull(&queue).unwrap();
+    let watching = thread::spawn({
+        let queue = with_history(&scratch);
+        let receipt = task.receipt();
+        move || queue.wait_for_cancellation(receipt, Duration::from_secs(60), None)
+    });
+    // Another handle's finish, and its pushes, do not end the wait.
+    push(&other, "\"more\"");
+    let more = pull(&other).unwrap();
+    other.finish(more.receipt()).unwrap();
+    thread::sleep(Duration::from_millis(100));
+    assert!(
+        !watching.is_finished(),
+        "the wait ended before any cancellation"
+    );
+    assert_eq!(
+        other.cancel_task(id, "not needed").unwrap(),
+        Cancelled::Requested
+    );
+    assert_eq!(watching.join().unwrap().unwrap(), Some(tq::Stop::Cancelled));
+    // Told, the holder still ends the delivery, as cancelled.
+    assert_eq!(kind(queue.finish(task.receipt())), ErrorKind::Cancelled);
+    assert_eq!(
+        queue
+            .wait_for_cancellation(task.receipt(), Duration::from_secs(60), None)
+            .unwrap(),
+        Some(tq::Stop::NotHeld),
+        "the delivery is over"
+    );
+    assert_eq!(queue.count(TaskState::Cancelled).unwrap(), 1);
+}
+
+fn a_wait_for_cancellation_ends_at_its_timeout_its_token_or_an_interrupt(scratch: Scratch) {
+    let queue = scratch.open();
+    let id = push(&queue, "\"work\"");
+    let task = pull(&queue).unwrap();
+    let receipt = task.receipt();
+    assert_eq!(
+        queue
+            .wait_for_cancellation(receipt, Duration::from_millis(50), None)
+            .unwrap(),
+        None,
+        "nothing happened within the timeout"
+    );
+    let token = tq::CancelToken::new();
+    thread::scope(|scope| {
+        let waiting = scope
+            .spawn(|| queue.wait_for_cancellation(receipt, Duration::from_secs(60), Some(&token)));
+        thread::sleep(Duration::from_millis(50));
+        token.cancel();
+        assert_eq!(kind(waiting.join().unwrap()), ErrorKind::Interrupted);
+    });
+    assert_eq!(
+        kind(queue.wait_for_cancellation(receipt, Duration::from_secs(60), Some(&token))),
+        ErrorKind::Interrupted,
+        "a token cancelled before ends the wait at once"
+    );
+    // A snooze ends the delivery: the wait says so.
+    queue.snooze(receipt, Duration::ZERO).unwrap();
+    assert_eq!(
+        queue
+            .wait_for_cancellation(receipt, Duration::from_secs(60), None)
+            .unwrap(),
+        Some(tq::Stop::NotHeld)
+    );
+    let task = pull(&queue).unwrap();
+    assert_eq!(task.id(), id);
+    let interrupted = scratch.open();
+    thread::scope(|scope| {
+        let waiting = scope.spawn(|| {
+            interrupted.wait_for_cancellation(task.receipt(), Duration::from_secs(60), None)
+        });
+        thread::sleep(Duration::from_millis(50));
+        interrupted.interrupt();
+        assert_eq!(kind(waiting.join().unwrap()), ErrorKind::Interrupted);
+    });
+    assert_eq!(
+        kind(queue.wait_for_cancellation(task.receipt(), Duration::from_secs(367 * 86_400), None)),
+        ErrorKind::InvalidArgument,
+        "a timeout over a year"
+    );
+    let elsewhere = Scratch::new().open();
+    assert_eq!(
+        kind(elsewhere.wait_for_cancellation(task.receipt(), Duration::ZERO, None)),
+        ErrorKind::InvalidArgument,
+        "a receipt from another store"
+    );
+    queue.finish(task.receipt()).unwrap();
+}
+
 fn a_concurrency_limit_caps_the_leased_tasks_of_every_handle(scratch: Scratch) {
     let queue = scratch.open();
     let other = scratch.open();
@@ -575,6 +668,8 @@ fn the_rate_holds_under_threads_racing_for_slots(scratch: Scratch) {
 }
 
 on_both_backends!(
+    a_holder_waiting_for_its_cancellation_is_told_when_it_is_recorded,
+    a_wait_for_cancellation_ends_at_its_timeout_its_token_or_an_interrupt,
     a_rate_limit_allows_that_many_claims_per_window,
     the_rate_holds_under_threads_racing_for_slots,
     a_concurrency_limit_caps_the_leased_tasks_of_every_handle,

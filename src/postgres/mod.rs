@@ -43,6 +43,7 @@ use postgres::Row;
 use crate::error::{Error, ErrorKind, Result};
 use crate::group::Group;
 use crate::options::{OpenOptions, DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA};
+use crate::store::cancellations_channel;
 use crate::task::{Receipt, Task};
 use crate::wait::Bell;
 use listener::{Listener, Waiters};
@@ -54,6 +55,9 @@ pub(crate) struct PostgresStore {
     listener: Arc<Listener>,
     /// The waiters of this handle's queue in this process.
     waiters: Arc<Waiters>,
+    /// The holders in this process watching for cancellations of the
+    /// queue's leased tasks (see [`crate::store::cancellations_channel`]).
+    cancellations: Arc<Waiters>,
     /// The schema's identity, drawn when it was created: receipts carry it.
     store_id: i64,
     /// The schema's name, quoted for SQL.
@@ -120,6 +124,7 @@ impl PostgresStore {
         Ok(PostgresStore {
             pool,
             waiters: listener.waiters(&options.queue),
+            cancellations: listener.waiters(&cancellations_channel(&options.queue)),
             listener,
             store_id,
             channel: listener::channel(name),

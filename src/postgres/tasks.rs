@@ -14,6 +14,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
 
 use postgres::Row;
 
@@ -24,13 +26,20 @@ use crate::options::RetryBackoff;
 use crate::schedule::{Schedule, ScheduleInfo};
 use crate::sqlite::not_held;
 use crate::store::{
-    group_predecessor_sql, holds_unique_key, of_item, parent_ids, pause_until, state_condition,
-    stored_pause, waits_for, Checkpoint, NewTask, Store, BLOCKED, CANCELLED, CANCELLING,
-    NEVER_USED,
+    cancellations_channel, group_predecessor_sql, holds_unique_key, of_item, parent_ids,
+    pause_until, state_condition, stored_pause, waits_for, Checkpoint, NewTask, Store, BLOCKED,
+    CANCELLED, CANCELLING, NEVER_USED,
 };
 use crate::task::{
-    Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Task, TaskInfo, TaskState,
+    Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
 };
+use crate::wait::Bell;
+
+/// How often a holder watching for its task's cancellation looks again
+/// when nothing rang: notifications are not lost while the listener is
+/// connected, and its reconnection wakes every watcher, so this only bounds
+/// what a loss nobody foresaw would cost.
+const CANCELLATIONS_SAFETY_NET: Duration = Duration::from_secs(1);
 
 /// Stores tasks without unique keys, in order, and notifies the schema's
 /// channel (`$7`, payload the queue `$1`) once: an uncorrelated subquery
@@ -1154,6 +1163,7 @@ impl Store for PostgresStore {
                         ),
                         &[&id, &reason],
                     )?;
+                    self.notify(tx, &cancellations_channel(&self.queue))?;
                     Ok(Cancelled::Requested)
                 }
                 Some(_) => {
@@ -1183,6 +1193,31 @@ impl Store for PostgresStore {
             }
             Ok(cancelling)
         })
+    }
+
+    fn delivery(&self, receipt: Receipt) -> Result<Option<Stop>> {
+        let sql = self.sql(
+            "SELECT state FROM @.tasks
+             WHERE id = $1 AND lease_token = $2 AND (state = 1 OR state = 6)",
+        );
+        let state: Option<i16> = self.read(|conn| {
+            conn.query(&sql, &[&receipt.id, &receipt.token])?
+                .first()
+                .map(|row| Ok(row.try_get(0)?))
+                .transpose()
+        })?;
+        Ok(match state.map(i64::from) {
+            Some(CANCELLING) => Some(Stop::Cancelled),
+            Some(_) => None,
+            None => Some(Stop::NotHeld),
+        })
+    }
+
+    fn cancellations(&self) -> Result<(Arc<Bell>, Duration)> {
+        Ok((
+            Arc::clone(&self.cancellations.bell),
+            CANCELLATIONS_SAFETY_NET,
+        ))
     }
 
     fn snooze(&self, receipt: Receipt, _now: i64, delay: i64) -> Result<()> {

@@ -37,7 +37,9 @@ use crate::group::Group;
 use crate::holder::ProcessId;
 use crate::options::{Durability, OpenOptions};
 use crate::registry::Registry;
+use crate::store::cancellations_channel;
 use crate::task::Pushed;
+use crate::wait::Bell;
 use tasks::{Op, Output};
 
 /// The oldest SQLite accepted: 3.7.0 to 3.51.2 have a WAL race between
@@ -220,6 +222,17 @@ impl SqliteStore {
         if let Some(turns) = &self.file.turns {
             turns.wake_words().ring(&self.queue);
         }
+    }
+
+    /// Tells the holders watching for cancellations of this handle's queue,
+    /// in every process, that one was recorded: after it committed.
+    fn ring_cancellation(&self) -> Result<()> {
+        let channel = cancellations_channel(&self.queue);
+        Bell::for_queue(self.file.file_id, &channel)?.ring();
+        if let Some(turns) = &self.file.turns {
+            turns.wake_words().ring(&channel);
+        }
+        Ok(())
     }
 
     /// Runs `op` in the next group commit (see [`group`]); returns once

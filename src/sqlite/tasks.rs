@@ -16,6 +16,7 @@
 //! application's.
 
 use std::collections::{BTreeSet, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
@@ -26,13 +27,14 @@ use crate::holder::{Liveness, ProcessId};
 use crate::options::RetryBackoff;
 use crate::schedule::{Schedule, ScheduleInfo};
 use crate::store::{
-    cancelled_for, group_predecessor_sql, holds_unique_key, of_item, parent_ids, pause_until,
-    state_condition, stored_pause, waits_for, Checkpoint, NewTask, Store, BLOCKED, CANCELLED,
-    CANCELLING, NEVER_USED, UNTIL_RESUMED,
+    cancellations_channel, cancelled_for, group_predecessor_sql, holds_unique_key, of_item,
+    parent_ids, pause_until, state_condition, stored_pause, waits_for, Checkpoint, NewTask, Store,
+    BLOCKED, CANCELLED, CANCELLING, NEVER_USED, UNTIL_RESUMED,
 };
 use crate::task::{
-    Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Task, TaskInfo, TaskState,
+    Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
 };
+use crate::wait::Bell;
 
 /// At most this many waiting tasks become ready per claim, so one claim
 /// after a long pause does not rewrite a large backlog in one transaction.
@@ -1379,7 +1381,7 @@ impl Store for SqliteStore {
 
     fn cancel_task(&self, id: i64, reason: &str, now: i64) -> Result<Cancelled> {
         let reason = (!reason.is_empty()).then_some(reason);
-        self.write(|conn| {
+        let cancelled = self.write(|conn| {
             let state: Option<i64> = conn
                 .prepare_cached("SELECT state FROM tq_tasks WHERE id = ?1 AND queue = ?2")?
                 .query_row(params![id, self.queue], |row| row.get(0))
@@ -1410,7 +1412,40 @@ impl Store for SqliteStore {
                     Ok(Cancelled::Removed)
                 }
             }
+        })?;
+        if cancelled == Cancelled::Requested {
+            self.ring_cancellation()?;
+        }
+        Ok(cancelled)
+    }
+
+    fn delivery(&self, receipt: Receipt) -> Result<Option<Stop>> {
+        let state: Option<i64> = self.read(|conn| {
+            Ok(conn
+                .prepare_cached(
+                    "SELECT state FROM tq_tasks
+                     WHERE id = ?1 AND lease_token = ?2 AND (state = 1 OR state = 6)",
+                )?
+                .query_row(params![receipt.id, receipt.token], |row| row.get(0))
+                .optional()?)
+        })?;
+        Ok(match state {
+            Some(CANCELLING) => Some(Stop::Cancelled),
+            Some(_) => None,
+            None => Some(Stop::NotHeld),
         })
+    }
+
+    fn cancellations(&self) -> Result<(Arc<Bell>, Duration)> {
+        let channel = cancellations_channel(&self.queue);
+        let bell = Bell::for_queue(self.file.file_id, &channel)?;
+        let safety_net = match &self.file.turns {
+            Some(turns) if self.file.watcher.start(turns, self.file.file_id, &channel) => {
+                super::wake::safety_net()
+            }
+            _ => crate::wait::POLL_INTERVAL,
+        };
+        Ok((bell, safety_net))
     }
 
     fn end_cancelled(&self, receipt: Receipt, now: i64) -> Result<bool> {

@@ -305,13 +305,16 @@ pub(super) fn set_safety_net(interval: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{OpenOptions, PullOptions, PushOptions, Queue};
+    use crate::{Cancelled, OpenOptions, PullOptions, PushOptions, Queue};
     use std::os::unix::fs::MetadataExt;
     use std::process::{Command, Stdio};
     use std::time::Instant;
 
     /// Set for [`waiting_child`], run in a child process: the file to use.
     const CHILD_PATH: &str = "TQ_WAKE_TEST_PATH";
+
+    /// Set for [`holding_child`]: the file to use.
+    const CHILD_HOLDING_PATH: &str = "TQ_WAKE_TEST_HOLDING_PATH";
 
     /// How long [`waiting_child`] waits: at its end it claims anyway.
     const CHILD_WAIT: Duration = Duration::from_secs(30);
@@ -341,6 +344,64 @@ mod tests {
             .pull(&waiting_pull(CHILD_WAIT.as_secs()))
             .unwrap();
         println!("pulled {:?}", pulled.as_ref().map(|task| task.payload()));
+    }
+
+    /// In a child process: claims the task of queue "a" and waits up to
+    /// [`CHILD_WAIT`] for its cancellation, with a safety net of an hour,
+    /// and prints what it learned.
+    #[test]
+    fn holding_child() {
+        let Ok(path) = std::env::var(CHILD_HOLDING_PATH) else {
+            return; // Not a child: nothing to do.
+        };
+        set_safety_net(Duration::from_secs(3600));
+        let queue = open(&path, "a");
+        let task = queue.pull(&PullOptions::new()).unwrap().expect("a task");
+        let stop = queue
+            .wait_for_cancellation(task.receipt(), CHILD_WAIT, None)
+            .unwrap();
+        println!("told {stop:?}");
+    }
+
+    #[test]
+    fn a_holder_watching_in_another_process_is_told_of_a_cancellation_here() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db").to_str().unwrap().to_owned();
+        let queue = open(&path, "a");
+        let id = queue.push("\"held\"", &PushOptions::new()).unwrap().id();
+        let page = Turns::open(&path).expect("the shared page");
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "sqlite::wake::tests::holding_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_HOLDING_PATH, &path)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Its watcher sleeps once it holds the task and watches.
+        while page.wake_words().sleepers() == 0 {
+            assert!(child.try_wait().unwrap().is_none(), "the child ended early");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        // Pushes and finishes here do not tell it anything.
+        let other = queue.push("\"other\"", &PushOptions::new()).unwrap().id();
+        let pulled = queue.pull(&PullOptions::new()).unwrap().expect("the other");
+        assert_eq!(pulled.id(), other);
+        queue.finish(pulled.receipt()).unwrap();
+        assert_eq!(queue.cancel_task(id, "stop").unwrap(), Cancelled::Requested);
+        let cancelled_at = Instant::now();
+        let output = child.wait_with_output().unwrap();
+        assert!(
+            cancelled_at.elapsed() < CHILD_WAIT / 2,
+            "the child was not told of the cancellation"
+        );
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{stdout}");
+        assert!(stdout.contains("told Some(Cancelled)"), "{stdout}");
     }
 
     #[test]
