@@ -334,7 +334,7 @@ typedef enum tq_parent_failure {
 
 /*
  Ends the wait of the pulls given it through `tq_pull_options_set_cancel`,
- from any thread (see `tq_cancel_trigger`).
+ and of `tq_wait_cancellation`, from any thread (see `tq_cancel_trigger`).
  */
 typedef struct tq_cancel tq_cancel;
 
@@ -751,7 +751,8 @@ struct tq_cancel *tq_cancel_new(void);
 
 /*
  Ends, with TQ_ERR_INTERRUPTED, the wait of every pull made with options
- holding `cancel`, now and later: triggering is permanent, so use a new
+ holding `cancel` and of every `tq_wait_cancellation` given it, now and
+ later: triggering is permanent, so use a new
  object for each operation to cancel. A pull still takes a task that is
  ready.
 
@@ -1251,6 +1252,36 @@ enum tq_status tq_cancel_task(struct tq_queue *queue,
                               int64_t id,
                               const char *reason,
                               int32_t *out_state);
+
+/*
+ Waits up to `timeout_ms` milliseconds (at most one year) for a reason
+ to stop working on the held `task`, so that a worker stops at once
+ rather than at its next `tq_extend`: run it on a thread beside the work.
+ It only reads, once at the start and then when a cancellation of the
+ queue is recorded in any process (about once a second as a safety net).
+ `cancel` (NULL for none) ends the wait early: trigger it when the work
+ is done.
+
+ Returns TQ_ERR_CANCELLED once the task's cancellation (`tq_cancel_task`)
+ is recorded: stop working; the delivery's next `tq_extend`, `tq_finish`,
+ `tq_fail` or `tq_snooze` returns TQ_ERR_CANCELLED and ends the task as
+ cancelled. TQ_ERR_NOT_HELD once the delivery is over (finished, failed,
+ snoozed, or its lease expired and the task was taken back; or `task`
+ was listed, not pulled). TQ_EMPTY when
+ the timeout passed first. TQ_ERR_INTERRUPTED when `cancel` was triggered
+ or `tq_interrupt` called on the handle. Or TQ_ERR_INVALID_ARGUMENT (NULL
+ queue or task, a task from another file or PostgreSQL schema, timeout out of range, `cancel` not a live
+ tq_cancel), TQ_ERR_BUSY, TQ_ERR_IO. Nothing changes in any case.
+
+ Ownership: `task` and `cancel` stay the caller's and must stay alive
+ until the call returns.
+ Thread safety: may run concurrently with any other call, on the same
+ task too (the worker keeps using it meanwhile).
+ */
+enum tq_status tq_wait_cancellation(const struct tq_queue *queue,
+                                    const struct tq_task *task,
+                                    uint64_t timeout_ms,
+                                    const struct tq_cancel *cancel);
 
 /*
  Pauses the handle's queue for every process on its file (or PostgreSQL

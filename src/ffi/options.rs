@@ -24,8 +24,8 @@ pub struct tq_push_options(pub(crate) PushOptions);
 pub struct tq_pull_options(pub(crate) PullOptions);
 
 /// Ends the wait of the pulls given it through `tq_pull_options_set_cancel`,
-/// from any thread (see `tq_cancel_trigger`).
-pub struct tq_cancel(CancelToken);
+/// and of `tq_wait_cancellation`, from any thread (see `tq_cancel_trigger`).
+pub struct tq_cancel(pub(super) CancelToken);
 
 /// Values for `tq_options_set_durability`.
 #[repr(C)]
@@ -583,7 +583,8 @@ pub extern "C" fn tq_cancel_new() -> *mut tq_cancel {
 }
 
 /// Ends, with TQ_ERR_INTERRUPTED, the wait of every pull made with options
-/// holding `cancel`, now and later: triggering is permanent, so use a new
+/// holding `cancel` and of every `tq_wait_cancellation` given it, now and
+/// later: triggering is permanent, so use a new
 /// object for each operation to cancel. A pull still takes a task that is
 /// ready.
 ///

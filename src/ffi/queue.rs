@@ -5,13 +5,13 @@ use std::time::Duration;
 
 use super::objects::{borrow, borrow_optional, free, hand_out, hand_out_all};
 use super::{
-    array, guard, guard_or, non_null, out_pointer, tq_options, tq_pull_options, tq_push_options,
-    tq_status, utf8_string, write_optional,
+    array, guard, guard_or, non_null, out_pointer, tq_cancel, tq_options, tq_pull_options,
+    tq_push_options, tq_status, utf8_string, write_optional,
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{OpenOptions, PullOptions, PushOptions};
 use crate::queue::{check_batch_options, Queue, MAX_PAYLOAD_LEN};
-use crate::task::{Cancelled, Pause, Pushed, RateLimit, Receipt, Task, TaskInfo, TaskState};
+use crate::task::{Cancelled, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState};
 
 /// A handle on one named queue in one file. Thread-safe: one handle may be
 /// used from any number of threads at once.
@@ -1100,6 +1100,59 @@ pub extern "C" fn tq_cancel_task(
         };
         unsafe { write_optional(out_state, state_value(state)) };
         Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Waits up to `timeout_ms` milliseconds (at most one year) for a reason
+/// to stop working on the held `task`, so that a worker stops at once
+/// rather than at its next `tq_extend`: run it on a thread beside the work.
+/// It only reads, once at the start and then when a cancellation of the
+/// queue is recorded in any process (about once a second as a safety net).
+/// `cancel` (NULL for none) ends the wait early: trigger it when the work
+/// is done.
+///
+/// Returns TQ_ERR_CANCELLED once the task's cancellation (`tq_cancel_task`)
+/// is recorded: stop working; the delivery's next `tq_extend`, `tq_finish`,
+/// `tq_fail` or `tq_snooze` returns TQ_ERR_CANCELLED and ends the task as
+/// cancelled. TQ_ERR_NOT_HELD once the delivery is over (finished, failed,
+/// snoozed, or its lease expired and the task was taken back; or `task`
+/// was listed, not pulled). TQ_EMPTY when
+/// the timeout passed first. TQ_ERR_INTERRUPTED when `cancel` was triggered
+/// or `tq_interrupt` called on the handle. Or TQ_ERR_INVALID_ARGUMENT (NULL
+/// queue or task, a task from another file or PostgreSQL schema, timeout out of range, `cancel` not a live
+/// tq_cancel), TQ_ERR_BUSY, TQ_ERR_IO. Nothing changes in any case.
+///
+/// Ownership: `task` and `cancel` stay the caller's and must stay alive
+/// until the call returns.
+/// Thread safety: may run concurrently with any other call, on the same
+/// task too (the worker keeps using it meanwhile).
+#[no_mangle]
+pub extern "C" fn tq_wait_cancellation(
+    queue: *const tq_queue,
+    task: *const tq_task,
+    timeout_ms: u64,
+    cancel: *const tq_cancel,
+) -> tq_status {
+    guard("tq_wait_cancellation", || {
+        let queue = unsafe { borrow(queue, "queue") }?;
+        let task = unsafe { borrow(task, "task") }?;
+        let cancel = unsafe { borrow_optional(cancel, "cancel") }?;
+        let stop = queue.0.wait_for_cancellation(
+            task.receipt()?,
+            Duration::from_millis(timeout_ms),
+            cancel.map(|cancel| &cancel.0),
+        )?;
+        match stop {
+            None => Ok(tq_status::TQ_EMPTY),
+            Some(Stop::Cancelled) => Err(Error::new(
+                ErrorKind::Cancelled,
+                format!("task {} was cancelled while this delivery held it", task.id),
+            )),
+            Some(Stop::NotHeld) => Err(Error::new(
+                ErrorKind::NotHeld,
+                format!("this delivery of task {} is over", task.id),
+            )),
+        }
     })
 }
 

@@ -2589,6 +2589,69 @@ struct test_case {
     case_fn fn;
 };
 
+struct cancellation_watch {
+    tq_queue *q;
+    const tq_task *task;
+    tq_cancel *cancel;
+    tq_status status;
+};
+
+static void *watch_cancellation(void *arg)
+{
+    struct cancellation_watch *w = arg;
+    w->status = tq_wait_cancellation(w->q, w->task, 60000, w->cancel);
+    return NULL;
+}
+
+/* A holder's watcher thread learns of its task's cancellation, or of the
+ * end of its delivery, while the worker keeps using the task. */
+static void test_wait_cancellation(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "watch.db", TQ_DURABILITY_NORMAL, true);
+    REQUIRE(q != NULL);
+    int64_t id = push_text(q, "\"watched\"");
+    tq_task *task = pull_one(q);
+    REQUIRE(task != NULL);
+    CHECK_STATUS(tq_wait_cancellation(NULL, task, 0, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_wait_cancellation(q, NULL, 0, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_wait_cancellation(q, task, UINT64_MAX, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_wait_cancellation(q, task, 0, NULL), TQ_EMPTY);
+
+    struct cancellation_watch w = {q, task, NULL, TQ_OK};
+    pthread_t thread;
+    REQUIRE(pthread_create(&thread, NULL, watch_cancellation, &w) == 0);
+    CHECK_STATUS(tq_extend(q, task, 30000), TQ_OK);
+    int32_t state = -1;
+    CHECK_STATUS(tq_cancel_task(q, id, "stop", &state), TQ_OK);
+    CHECK_INT(state, TQ_STATE_LEASED);
+    pthread_join(thread, NULL);
+    CHECK_STATUS(w.status, TQ_ERR_CANCELLED);
+    CHECK_STATUS(tq_finish(q, task), TQ_ERR_CANCELLED);
+    CHECK_STATUS(tq_wait_cancellation(q, task, 0, NULL), TQ_ERR_NOT_HELD);
+    tq_task_free(task);
+
+    /* The work is done: the worker's cancel object stops the watcher. */
+    push_text(q, "\"done\"");
+    task = pull_one(q);
+    REQUIRE(task != NULL);
+    w = (struct cancellation_watch){q, task, tq_cancel_new(), TQ_OK};
+    REQUIRE(w.cancel != NULL);
+    REQUIRE(pthread_create(&thread, NULL, watch_cancellation, &w) == 0);
+    CHECK_STATUS(tq_cancel_trigger(w.cancel), TQ_OK);
+    pthread_join(thread, NULL);
+    CHECK_STATUS(w.status, TQ_ERR_INTERRUPTED);
+    CHECK_STATUS(tq_finish(q, task), TQ_OK);
+    tq_cancel_free(w.cancel);
+    tq_task_free(task);
+
+    /* A snapshot is not a delivery. */
+    tq_task *snapshot = NULL;
+    CHECK_STATUS(tq_get_task(q, id, &snapshot), TQ_OK);
+    CHECK_STATUS(tq_wait_cancellation(q, snapshot, 0, NULL), TQ_ERR_NOT_HELD);
+    tq_task_free(snapshot);
+    tq_close(q);
+}
+
 static void test_cancel_pause_snooze(const char *dir)
 {
     tq_queue *q = open_queue(dir, "control.db", TQ_DURABILITY_NORMAL, true);
@@ -3088,6 +3151,7 @@ static const struct test_case cases[] = {
     CASE(unique_keys),
     CASE(visibility),
     CASE(cancel_pause_snooze),
+    CASE(wait_cancellation),
     CASE(results_progress_and_waiting),
     CASE(schedules),
     CASE(dependencies),
