@@ -130,3 +130,48 @@ def test_a_rate_limit_allows_that_many_claims_per_window(queue):
     assert queue.pull(timeout=20) is not None
     queue.set_rate_limit(None, 0)
     assert queue.rate_limit() is None
+
+
+def test_a_watched_task_is_told_of_its_cancellation_by_another_handle(path, queue):
+    task_id = queue.push({"long": True})
+    task = queue.pull()
+    told = []
+    with task.watch_cancellation(told.append) as watch, tq.Queue(path) as other:
+        assert watch.running and not watch.cancelled.is_set()
+        task.extend(60)  # the holder keeps using its task meanwhile
+        assert other.cancel_task(task_id, "stop") == tq.State.LEASED
+        assert watch.cancelled.wait(20)
+    assert told == [task] and not watch.running
+    with pytest.raises(tq.CancelledError):
+        task.finish()
+
+
+def test_a_watch_ends_with_its_block_the_delivery_the_task_or_the_queue(path, queue):
+    for n in range(4):
+        queue.push(n)
+    with queue.pull() as task:
+        with task.watch_cancellation() as watch:
+            with pytest.raises(tq.InvalidArgumentError, match="already watched"):
+                task.watch_cancellation()
+        assert not watch.running and not watch.cancelled.is_set()
+        task.watch_cancellation().stop()  # a new watch once the last one ended
+        task.finish()
+        with pytest.raises(tq.NotHeldError):
+            task.watch_cancellation()
+
+    task = queue.pull()
+    watch = task.watch_cancellation()
+    task.finish()  # seen at the watch's next look, within about a second
+    assert watch.join(20) and not watch.cancelled.is_set()
+
+    task = queue.pull()
+    watch = task.watch_cancellation()
+    task.close()
+    assert not watch.running
+
+    other = tq.Queue(path)
+    task = other.pull()
+    watch = task.watch_cancellation()
+    other.close()
+    assert watch.join(20) and not watch.cancelled.is_set()
+    task.close()

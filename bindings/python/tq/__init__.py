@@ -44,6 +44,7 @@ from .errors import (
 from .queue import (
     UNTIL_RESUMED,
     Cancel,
+    CancellationWatch,
     CatchUp,
     Durability,
     Item,
@@ -69,6 +70,7 @@ __all__ = [
     "BusyError",
     "Cancel",
     "CancelledError",
+    "CancellationWatch",
     "CatchUp",
     "ClosedError",
     "Durability",

@@ -1493,7 +1493,7 @@ class Task(_TaskFields):
     claimed again when its lease runs out or its holder is recovered.
     """
 
-    __slots__ = ("_queue", "_ptr", "_lock", "_ended", "__weakref__")
+    __slots__ = ("_queue", "_ptr", "_lock", "_ended", "_watch", "__weakref__")
 
     # Tasks come by the thousand, so the library's task is freed by __del__
     # rather than by a weakref.finalize object per task. A class attribute
@@ -1506,6 +1506,7 @@ class Task(_TaskFields):
         self._queue = queue
         self._lock = threading.Lock()
         self._ended = None
+        self._watch = None
         self._fields = None
         self._copy(ptr)
 
@@ -1619,6 +1620,33 @@ class Task(_TaskFields):
             return None
         return self._queue.pull(timeout, lease=lease, cancel=cancel)
 
+    def watch_cancellation(self, callback=None) -> "CancellationWatch":
+        """Starts a thread that is told, without polling, when this task's
+        cancellation (``Queue.cancel_task``, from any process) is recorded:
+        it then sets the returned watch's ``cancelled`` event and calls
+        ``callback(task)``, when given, on that thread. Stop working on the
+        task then: its next ``extend``, ``finish``, ``fail`` or ``snooze``
+        raises ``CancelledError``.
+
+        The watch ends on its own once the delivery is over, and at
+        ``stop()``, leaving its ``with`` block, ``close()`` of the task or
+        its queue::
+
+            with task.watch_cancellation() as watch:
+                for step in steps:
+                    if watch.cancelled.is_set():
+                        break
+                    step()
+
+        A task has one watch at a time (``InvalidArgumentError`` while one
+        runs); raises as ``finish`` does once the delivery is over."""
+        with self._lock:
+            self._live()
+            if self._watch is not None and self._watch.running:
+                raise errors.InvalidArgumentError(f"task {self.id} is already watched")
+            self._watch = CancellationWatch(self, self._ptr, callback)
+            return self._watch
+
     def _settle(self, call, ended_as) -> int:
         """Runs ``call(queue, task)``, a C call on this delivery, and returns
         its status. A delivery found not held is over; one that succeeded is
@@ -1645,6 +1673,9 @@ class Task(_TaskFields):
                 self._fields = _read_fields(self._ptr)
             if self._ended is None:
                 self._end(errors.ClosedError, f"task {self.id} is closed")
+            if self._watch is not None:
+                # Its wait reads the task: it must return before the free.
+                self._watch.stop()
             ptr, self._ptr = self._ptr, None
             self._free_task(ptr)
 
@@ -1680,6 +1711,67 @@ class Task(_TaskFields):
 
     def _end(self, cls, message) -> None:
         self._ended = (cls, message)
+
+
+class CancellationWatch:
+    """A thread telling a holder of its task's cancellation, from
+    ``Task.watch_cancellation``. ``cancelled`` is a ``threading.Event`` set
+    once the cancellation is recorded; ``stop()`` (or leaving a ``with``
+    block) ends the watch and waits for its thread."""
+
+    __slots__ = ("cancelled", "_task", "_ptr", "_callback", "_cancel", "_thread")
+
+    # How long one wait in the library lasts before the next begins.
+    _WAIT_MS = 3_600_000
+
+    def __init__(self, task: Task, ptr, callback):
+        self.cancelled = threading.Event()
+        self._task = task
+        self._ptr = ptr
+        self._callback = callback
+        self._cancel = Cancel()
+        self._thread = threading.Thread(target=self._run, name=f"tq-watch-{task.id}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        handle = self._task._queue._handle
+        while True:
+            try:
+                with handle as queue:
+                    status = _check(lib.tq_wait_cancellation(queue, self._ptr, self._WAIT_MS, self._cancel._ptr))
+            except errors.CancelledError:
+                break
+            except (errors.NotHeldError, errors.Interrupted, errors.ClosedError):
+                return
+            if status != EMPTY:
+                return
+        self.cancelled.set()
+        if self._callback is not None:
+            self._callback(self._task)
+
+    @property
+    def running(self) -> bool:
+        """True until the watch ended: told, stopped, or the delivery over."""
+        return self._thread.is_alive()
+
+    def join(self, timeout=None) -> bool:
+        """Waits up to ``timeout`` seconds (None: no limit) for the watch to
+        end on its own; returns whether it ended."""
+        self._thread.join(timeout)
+        return not self.running
+
+    def stop(self) -> None:
+        """Ends the watch and waits for its thread (unless called from its
+        own callback). Idempotent."""
+        self._cancel.trigger()
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
+
+    def __enter__(self) -> "CancellationWatch":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
 
 
 class Item:
