@@ -64,7 +64,7 @@ pub fn run_cancel(args: CancelArgs, json: bool) -> CommandResult {
         }
         if !requested.is_empty() {
             print(format!(
-                "cancelled {} (leased: never delivered again; the worker holding it is told at its next heartbeat or finish)",
+                "cancelled {} (leased: never delivered again; the worker holding it is told)",
                 ids(&requested)
             ))?;
         }

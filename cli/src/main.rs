@@ -113,8 +113,9 @@ Examples:
     #[command(after_help = "\
 A pending, delayed or dead task leaves the line at once (kept as cancelled,
 with the reason, by workers that keep history). A leased task is never
-delivered again; the worker holding it is told at its next heartbeat or
-finish (`tq work` then stops the command: SIGTERM, then SIGKILL). A done
+delivered again; the worker holding it is told at once if it watches for
+it, else at its next heartbeat or finish (`tq work` watches, and stops the
+command at once: SIGTERM, then SIGKILL 10 s later). A done
 task cannot be cancelled.
 
 Examples:

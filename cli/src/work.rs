@@ -1,7 +1,8 @@
 //! `tq work`: a pool of workers, each pulling a task, running the command
 //! with the payload on its standard input, and finishing or failing the
 //! task by the command's exit status. The lease is extended while the
-//! command runs. The first SIGINT or SIGTERM stops the pulls and waits for
+//! command runs; a cancellation of its task stops it at once (SIGTERM,
+//! then SIGKILL after a grace period). The first SIGINT or SIGTERM stops the pulls and waits for
 //! the running commands; a second one kills them.
 
 use std::io::{self, IsTerminal, Read, Write};
@@ -16,7 +17,10 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
-use tq::{ErrorKind, Failed, PullOptions, Queue, Task, TaskState, DEFAULT_QUEUE, MAX_PAYLOAD_LEN};
+use tq::{
+    CancelToken, ErrorKind, Failed, PullOptions, Queue, Stop, Task, TaskState, DEFAULT_QUEUE,
+    MAX_PAYLOAD_LEN,
+};
 
 use crate::output::{
     parse_duration, parse_positive_duration, parse_queue_name, print, print_json, CommandResult,
@@ -219,6 +223,19 @@ enum Ended {
     Cancelled,
 }
 
+/// A command started for a task, and what tq reads of it.
+struct Running {
+    child: Child,
+    /// Its process group, which signals reach.
+    group: libc::pid_t,
+    /// The end of its standard error, for a failure's reason.
+    tail: Arc<Mutex<Vec<u8>>>,
+    /// Disconnected once its standard error is closed.
+    closed: mpsc::Receiver<()>,
+    /// Its standard output, when it is the task's result.
+    output: Option<mpsc::Receiver<io::Result<Vec<u8>>>>,
+}
+
 /// How long a command whose task was cancelled has, after SIGTERM, to end
 /// before SIGKILL.
 const CANCEL_GRACE: Duration = Duration::from_secs(10);
@@ -389,7 +406,7 @@ impl Pool<'_> {
     }
 
     /// Starts the command with the task's payload on its standard input,
-    /// and watches it: heartbeats, the timeout, a second signal.
+    /// and watches it and the task's cancellation.
     fn execute(&self, task: &Task) -> io::Result<Ended> {
         let mut child = Command::new(&self.args.program)
             .args(&self.args.arguments)
@@ -436,6 +453,55 @@ impl Pool<'_> {
             });
             received
         });
+        let watch_ended = CancelToken::new();
+        let cancelled = AtomicBool::new(false);
+        thread::scope(|scope| {
+            scope.spawn(|| self.watch_cancellation(task, &watch_ended, &cancelled));
+            let command = Running {
+                child,
+                group,
+                tail,
+                closed,
+                output,
+            };
+            let ended = self.supervise(task, command, &cancelled);
+            watch_ended.cancel();
+            ended
+        })
+    }
+
+    /// Sets `cancelled` as soon as the task's cancellation is recorded, so
+    /// that the command is stopped at once rather than at the next
+    /// heartbeat; returns when `done` is cancelled or the delivery ends.
+    fn watch_cancellation(&self, task: &Task, done: &CancelToken, cancelled: &AtomicBool) {
+        loop {
+            match self
+                .queue
+                .wait_for_cancellation(task.receipt(), PULL_WAIT, Some(done))
+            {
+                Ok(None) => {}
+                Ok(Some(Stop::Cancelled)) => return cancelled.store(true, Ordering::SeqCst),
+                // The heartbeat reports a lost lease and the errors.
+                Ok(Some(Stop::NotHeld)) | Err(_) => return,
+            }
+        }
+    }
+
+    /// Watches the running command: heartbeats (at once when `cancelled`
+    /// is set), the timeout, a second signal.
+    fn supervise(
+        &self,
+        task: &Task,
+        command: Running,
+        cancelled: &AtomicBool,
+    ) -> io::Result<Ended> {
+        let Running {
+            mut child,
+            group,
+            tail,
+            closed,
+            output,
+        } = command;
         let started = Instant::now();
         let beat_every = self.args.lease / 3;
         let mut next_beat = started + beat_every;
@@ -457,6 +523,10 @@ impl Pool<'_> {
                     let _ = closed.recv_timeout(Duration::from_secs(1));
                     return Ok(Ended::TimedOut(limit, tail_text(&tail)));
                 }
+            }
+            if cancelled.swap(false, Ordering::SeqCst) {
+                // The heartbeat finds the cancellation and stops the command.
+                next_beat = now;
             }
             if now >= next_beat {
                 match self.queue.extend(task.receipt(), self.args.lease) {

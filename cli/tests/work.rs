@@ -429,15 +429,17 @@ fn a_second_signal_kills_the_commands_and_leaves_their_tasks_to_recovery() {
 }
 
 #[test]
-fn a_task_cancelled_while_its_command_runs_stops_the_command_with_sigterm() {
+fn a_task_cancelled_while_its_command_runs_stops_the_command_with_sigterm_at_once() {
     let fixture = Fixture::new();
     fixture.push_numbers(1, "default", &[]);
-    // The command records SIGTERM and ends; without it, it would run 60 s.
+    // The command records SIGTERM and ends; without it, it would run on.
+    // Its first heartbeat is 20 minutes away: only the cancellation's ring
+    // can stop it within the test.
     let mut work = spawn_work(
         &fixture,
         &[
             "--lease",
-            "300ms",
+            "1h",
             "--",
             "sh",
             "-c",
@@ -450,6 +452,9 @@ fn a_task_cancelled_while_its_command_runs_stops_the_command_with_sigterm() {
         .tq("cancel", &["1", "--reason", "stop"])
         .assert()
         .success();
+    wait_for("the command to get SIGTERM", || {
+        fixture.path("signals").exists()
+    });
     read_stderr_until(&mut work, "task 1: cancelled while its command ran");
     signal(&work, libc::SIGINT);
     let output = work.wait_with_output().unwrap();
