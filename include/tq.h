@@ -1416,6 +1416,17 @@ enum tq_status tq_purge(struct tq_queue *queue,
                         int64_t *out_purged);
 
 /*
+ Writes to `*out_count` how many ordered groups of the handle's queue
+ have tasks waiting for their turn behind the group's earlier tasks
+ (`tq_push_options_set_group`); those tasks count as TQ_STATE_PENDING.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or out_count),
+ TQ_ERR_BUSY, TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_groups_waiting(const struct tq_queue *queue, int64_t *out_count);
+
+/*
  Writes to `*out_age_ms` how long, in milliseconds, the task of the
  handle's queue that has been ready longest has waited.
 

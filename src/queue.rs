@@ -762,6 +762,13 @@ impl Queue {
         self.store()?.count(state)
     }
 
+    /// How many ordered groups of this queue have tasks waiting for their
+    /// turn behind the group's earlier tasks ([`PushOptions::group`]).
+    /// Their tasks count as pending.
+    pub fn groups_waiting(&self) -> Result<u64> {
+        self.store()?.groups_waiting()
+    }
+
     /// How long the task that has been ready longest has waited, or `None`
     /// when no task is ready.
     pub fn oldest_ready_age(&self) -> Result<Option<Duration>> {

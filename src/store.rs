@@ -154,6 +154,11 @@ pub(crate) trait Store: Send + Sync {
     /// How many tasks are in `state`.
     fn count(&self, state: TaskState) -> Result<u64>;
 
+    /// How many ordered groups of the queue have [`BLOCKED`] tasks: tasks
+    /// waiting for their group's earlier ones (or for parents of their
+    /// own). Read through the blocked tasks' index.
+    fn groups_waiting(&self) -> Result<u64>;
+
     /// When the ready task that has been ready longest became ready.
     fn oldest_ready(&self, now: i64) -> Result<Option<i64>>;
 

@@ -62,6 +62,7 @@ fn one_group_runs_one_at_a_time_in_push_order_beside_others(scratch: Scratch) {
     let b2 = push_to(&queue, "\"b2\"", "b", 1);
     let free = common::push(&queue, "\"free\"");
     assert_eq!(queue.count(TaskState::Pending).unwrap(), 6);
+    assert_eq!(queue.groups_waiting().unwrap(), 2, "a2, a3 and b2 wait");
 
     let first = pull_all(&queue);
     assert_eq!(
@@ -78,10 +79,12 @@ fn one_group_runs_one_at_a_time_in_push_order_beside_others(scratch: Scratch) {
     finish_all(&queue, &first);
     let second = pull_all(&queue);
     assert_eq!(ids(&second), [a2, b2]);
+    assert_eq!(queue.groups_waiting().unwrap(), 1, "a3 waits");
     finish_all(&queue, &second);
     let third = pull_all(&queue);
     assert_eq!(ids(&third), [a3]);
     assert!(third[0].parents().is_empty(), "parents lists only `after`");
+    assert_eq!(queue.groups_waiting().unwrap(), 0);
     finish_all(&queue, &third);
     assert_eq!(queue.count(TaskState::Done).unwrap(), 6);
 }

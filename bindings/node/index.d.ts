@@ -285,6 +285,12 @@ export class Task implements TaskFields {
   /** Finishes this delivery and claims the next ready task in the same
    * transaction (one commit instead of two); null when none is ready. Never waits. */
   finishAndPull(options?: { lease?: number }): Task | null;
+  /** Resolves to 'cancelled' as soon as this task's cancellation is
+   * recorded (Queue.cancelTask, from any process), without polling; to
+   * 'ended' once the delivery is over. Rejects with the signal's reason
+   * when `signal` aborts, ClosedError when the queue closes. Holds one of
+   * libuv's worker threads while it waits; one watch per task at a time. */
+  watchCancellation(options?: { signal?: AbortSignal }): Promise<'cancelled' | 'ended'>;
   /** Frees the delivery without finishing the task. Idempotent. */
   close(): void;
   [Symbol.dispose](): void;
@@ -390,6 +396,9 @@ export class Queue {
   counts(): Record<StateName, number>;
   /** How long the task ready longest has waited, in milliseconds, or null when none is ready. */
   oldestReadyAge(): number | null;
+  /** How many ordered groups of this queue have tasks waiting for their
+   * turn behind the group's earlier tasks; those tasks count as pending. */
+  groupsWaiting(): number;
   /** Task `id` of this queue as it is now, with its result and progress;
    * null when the queue has no such task (never pushed, or ended and not
    * kept: finish it with a result, or keep history). */

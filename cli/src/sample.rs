@@ -18,6 +18,8 @@ pub struct QueueStats {
     pub dead: u64,
     pub done: u64,
     pub cancelled: u64,
+    /// How many ordered groups have tasks waiting for their turn.
+    pub groups_waiting: u64,
     /// How long the task ready longest has waited; `null` when none is ready.
     pub oldest_ready_age_ms: Option<u64>,
     /// The queue's pause in force, if any.
@@ -47,6 +49,7 @@ impl QueueStats {
             "dead": self.dead,
             "done": self.done,
             "cancelled": self.cancelled,
+            "groups_waiting": self.groups_waiting,
             "oldest_ready_age_ms": self.oldest_ready_age_ms,
             "concurrency_limit": self.concurrency_limit,
             "rate_limit": self.rate_limit.map(crate::control::rate_json),
@@ -169,6 +172,7 @@ impl Sampler {
                 dead: handle.count(TaskState::Dead)?,
                 done: handle.count(TaskState::Done)?,
                 cancelled: handle.count(TaskState::Cancelled)?,
+                groups_waiting: handle.groups_waiting()?,
                 oldest_ready_age_ms: handle.oldest_ready_age()?.map(|age| age.as_millis() as u64),
                 paused: handle.paused()?,
                 concurrency_limit: handle.concurrency_limit()?,

@@ -102,6 +102,7 @@ fn show(args: &Args, sample: &Sample, rates: Option<Rates>, json: bool) -> Resul
             "DEAD",
             "DONE",
             "CANCELLED",
+            "GROUPS WAITING",
             "OLDEST READY",
             "LIMIT",
             "PAUSED",
@@ -116,6 +117,7 @@ fn show(args: &Args, sample: &Sample, rates: Option<Rates>, json: bool) -> Resul
                     stats.dead.to_string(),
                     stats.done.to_string(),
                     stats.cancelled.to_string(),
+                    stats.groups_waiting.to_string(),
                     stats.oldest_ready_age_ms.map_or("-".to_owned(), |ms| {
                         output::short_duration(Duration::from_millis(ms))
                     }),

@@ -143,7 +143,7 @@ fn push_after_tasks_and_see_what_a_task_waits_for() {
 }
 
 #[test]
-fn push_to_a_group_and_see_the_group_in_show() {
+fn push_to_a_group_and_see_the_group_in_show_and_stats() {
     let fixture = Fixture::new();
     for payload in ["1", "2"] {
         fixture
@@ -174,7 +174,9 @@ fn push_to_a_group_and_see_the_group_in_show() {
         .tq("push", &["4", "--group-max", "2"])
         .assert()
         .code(2);
-    assert_eq!(fixture.json("stats", &[])["queues"][0]["pending"], 3);
+    let stats = &fixture.json("stats", &[])["queues"][0];
+    assert_eq!(stats["pending"], 3);
+    assert_eq!(stats["groups_waiting"], 1, "customer:42 has task 2 waiting");
 }
 
 #[test]
@@ -204,11 +206,11 @@ fn push_one_task_and_see_it_in_stats_list_and_show() {
         .success()
         .stdout(
             predicate::str::is_match(
-                r"(?m)^QUEUE +PENDING +LEASED +DEAD +DONE +CANCELLED +OLDEST READY +LIMIT +PAUSED$",
+                r"(?m)^QUEUE +PENDING +LEASED +DEAD +DONE +CANCELLED +GROUPS WAITING +OLDEST READY +LIMIT +PAUSED$",
             )
             .unwrap(),
         )
-        .stdout(predicate::str::is_match(r"(?m)^default +2 +0 +0 +0 +0 +\d+s +- +-$").unwrap())
+        .stdout(predicate::str::is_match(r"(?m)^default +2 +0 +0 +0 +0 +0 +\d+s +- +-$").unwrap())
         .stdout(predicate::str::contains("write-ahead log: "));
 
     let listed = fixture.json("list", &[]);
@@ -298,7 +300,8 @@ fn stats_lists_every_queue_or_the_one_asked_for() {
         only["queues"],
         json!([{
             "queue": "nothing-here", "pending": 0, "leased": 0, "dead": 0, "done": 0,
-            "cancelled": 0, "oldest_ready_age_ms": null, "concurrency_limit": null,
+            "cancelled": 0, "groups_waiting": 0, "oldest_ready_age_ms": null,
+            "concurrency_limit": null,
             "rate_limit": null,
             "paused": false, "paused_until": null,
         }])
@@ -626,7 +629,8 @@ fn cancel_pause_and_resume() {
         (json!(true), json!(null))
     );
     fixture.tq("stats", &[]).assert().stdout(
-        predicate::str::is_match(r"(?m)^default +1 +0 +0 +0 +0 +\S+ +- +until resumed$").unwrap(),
+        predicate::str::is_match(r"(?m)^default +1 +0 +0 +0 +0 +0 +\S+ +- +until resumed$")
+            .unwrap(),
     );
     fixture
         .tq("work", &["--until-empty", "--", "true"])

@@ -636,6 +636,10 @@ fn metrics_parse_as_prometheus_text_with_tasks_by_queue_and_state() {
         value("tq_oldest_ready_age_seconds", &[("queue", "emails")]).is_some_and(|age| age >= 0.0)
     );
     assert_eq!(value("tq_paused", &[("queue", "emails")]), Some(0.0));
+    assert_eq!(
+        value("tq_groups_waiting", &[("queue", "emails")]),
+        Some(0.0)
+    );
     assert_eq!(value("tq_last_task_id", &[]), Some(6.0));
     for counter in ["tq_pushed_total", "tq_finished_total", "tq_died_total"] {
         assert!(value(counter, &[]).is_some(), "no {counter} in {body}");

@@ -1396,6 +1396,25 @@ pub extern "C" fn tq_purge(
     })
 }
 
+/// Writes to `*out_count` how many ordered groups of the handle's queue
+/// have tasks waiting for their turn behind the group's earlier tasks
+/// (`tq_push_options_set_group`); those tasks count as TQ_STATE_PENDING.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or out_count),
+/// TQ_ERR_BUSY, TQ_ERR_IO.
+/// Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_groups_waiting(queue: *const tq_queue, out_count: *mut i64) -> tq_status {
+    guard("tq_groups_waiting", || {
+        let queue = unsafe { borrow(queue, "queue") }?;
+        let out_count = out_pointer(out_count, "out_count")?;
+        let count = queue.0.groups_waiting()?;
+        // SAFETY: non-NULL and writable per the contract.
+        unsafe { out_count.write(saturate(count)) };
+        Ok(tq_status::TQ_OK)
+    })
+}
+
 /// Writes to `*out_age_ms` how long, in milliseconds, the task of the
 /// handle's queue that has been ready longest has waited.
 ///

@@ -1070,6 +1070,15 @@ impl Store for PostgresStore {
         Ok(count as u64)
     }
 
+    fn groups_waiting(&self) -> Result<u64> {
+        let count: i64 = self.read_value(
+            "SELECT count(DISTINCT group_key) FROM @.tasks
+             WHERE queue = $1 AND state = 7 AND group_key IS NOT NULL",
+            &[&self.queue],
+        )?;
+        Ok(count as u64)
+    }
+
     fn oldest_ready(&self, now: i64) -> Result<Option<i64>> {
         let sql = self.sql(OLDEST_READY);
         let (oldest, server_now): (Option<i64>, i64) = self.read(|conn| {

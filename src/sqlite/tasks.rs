@@ -1286,6 +1286,20 @@ impl Store for SqliteStore {
         Ok(count as u64)
     }
 
+    fn groups_waiting(&self) -> Result<u64> {
+        // Named, else the group index, in group order for DISTINCT, would
+        // read every grouped task rather than the blocked ones.
+        let count: i64 = self.read(|conn| {
+            Ok(conn
+                .prepare_cached(
+                    "SELECT count(DISTINCT group_key) FROM tq_tasks INDEXED BY tq_tasks_blocked
+                     WHERE queue = ?1 AND state = 7 AND group_key IS NOT NULL",
+                )?
+                .query_row([&self.queue], |row| row.get(0))?)
+        })?;
+        Ok(count as u64)
+    }
+
     fn oldest_ready(&self, now: i64) -> Result<Option<i64>> {
         // Ready tasks are indexed by priority first: the oldest ready
         // task is the first of one of its priorities, found by skipping

@@ -123,6 +123,7 @@ int main(int argc, char **argv)
     STATUS_CASE(tq_clear_rate_limit, tq_clear_rate_limit(queue));
     STATUS_CASE(tq_rate_limit, tq_rate_limit(queue, &limit, &per_ms));
     STATUS_CASE(tq_oldest_ready_age_ms, tq_oldest_ready_age_ms(queue, &n));
+    STATUS_CASE(tq_groups_waiting, tq_groups_waiting(queue, &n));
     STATUS_CASE(tq_list, tq_list(queue, TQ_STATE_PENDING, 0, 1, &unpulled, &count));
     STATUS_CASE(tq_checkpoint, tq_checkpoint(queue, &n));
     STATUS_CASE(tq_wal_size, tq_wal_size(queue, &n));

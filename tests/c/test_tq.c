@@ -3066,6 +3066,11 @@ static void test_groups(const char *dir)
     const int64_t *waits = tq_task_waiting_for(listed, &waiting);
     CHECK(waiting == 1 && waits != NULL && waits[0] == ids[0]);
     tq_task_free(listed);
+    int64_t groups = -1;
+    CHECK_STATUS(tq_groups_waiting(q, &groups), TQ_OK);
+    CHECK_INT(groups, 1);
+    CHECK_STATUS(tq_groups_waiting(q, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_groups_waiting(NULL, &groups), TQ_ERR_INVALID_ARGUMENT);
 
     CHECK_STATUS(tq_finish(q, head), TQ_OK);
     tq_task *second = pull_one(q);

@@ -840,6 +840,13 @@ class Queue {
         resolve(status === OK ? adoptSnapshot(out[0]) : null);
       });
     });
+    return this._track(call);
+  }
+
+  /** Keeps the handle open until `call`, an asynchronous C call using it,
+   * settles (close() then waits for it); returns `call`. */
+  _track(call) {
+    const ptr = this.#ptr;
     const tracked = call.then(
       () => {},
       () => {},
@@ -851,6 +858,11 @@ class Queue {
       stopWaiting(ptr);
     });
     return call;
+  }
+
+  /** The error for a call after close() began. */
+  _closedError() {
+    return this.#closedError();
   }
 
   /** Finishes many tasks in one transaction; returns, for each, true when it
@@ -922,6 +934,14 @@ class Queue {
     const out = [0];
     const status = check(lib.tq_oldest_ready_age_ms(this._handle(), out));
     return status === EMPTY ? null : Number(out[0]);
+  }
+
+  /** How many ordered groups of this queue have tasks waiting for their turn
+   * behind the group's earlier tasks; those tasks count as pending. */
+  groupsWaiting() {
+    const out = [0];
+    check(lib.tq_groups_waiting(this._handle(), out));
+    return Number(out[0]);
   }
 
   /** A page of this queue's tasks in `state`, by id, as TaskSnapshots. */
@@ -1387,6 +1407,8 @@ class Task extends TaskFields {
   #ptr;
   /** null while the delivery is held, else the error a further call throws. */
   #ended = null;
+  /** The running watchCancellation's tq_cancel and its C call, if any. */
+  #watch = null;
 
   /** Takes ownership of `ptr` (from tq_pull); not for direct use. */
   constructor(queue, ptr) {
@@ -1459,6 +1481,65 @@ class Task extends TaskFields {
     }
   }
 
+  /**
+   * Resolves to 'cancelled' as soon as this task's cancellation is recorded
+   * (Queue.cancelTask, from any process), without polling: stop working on
+   * it then (its next extend or finish throws CancelledError). Resolves to
+   * 'ended' once the delivery is over (finished, failed, snoozed, closed,
+   * or its lease taken back). Rejects with the signal's reason when
+   * `signal` aborts, ClosedError when the queue closes. It holds one of
+   * libuv's worker threads while it waits; one watch per task at a time.
+   */
+  watchCancellation(options = {}) {
+    let signal, queue, ptr;
+    try {
+      ({ signal } = callOptions('watchCancellation', options));
+      if (signal !== undefined && !(signal instanceof AbortSignal)) {
+        throw new TypeError(`signal must be an AbortSignal, not ${describe(signal)}`);
+      }
+      ptr = this._ptr();
+      if (this.#watch) throw new errors.InvalidArgumentError(`task ${this.id} is already watched`);
+      if (signal?.aborted) return Promise.reject(signal.reason);
+      queue = this.#queue._handle();
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const cancel = lib.tq_cancel_new();
+    if (!cancel) return Promise.reject(new errors.InternalError('tq_cancel_new returned NULL'));
+    const onAbort = () => lib.tq_cancel_trigger(cancel);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const wait = () =>
+      new Promise((resolve, reject) => {
+        lib.tq_wait_cancellation.async(queue, ptr, LONGEST_WAIT_MS, cancel, (fail, status) =>
+          fail ? reject(fail) : resolve(status),
+        );
+      });
+    const watch = { cancel, call: null };
+    watch.call = this.#queue._track(
+      (async () => {
+        for (;;) {
+          const status = await wait();
+          if (status === EMPTY) continue;
+          if (status === CANCELLED) return 'cancelled';
+          if (status === NOT_HELD) return 'ended';
+          if (status !== INTERRUPTED) throw asyncError(status, 'tq_wait_cancellation');
+          if (signal?.aborted) throw signal.reason;
+          if (this.#ended !== null) return 'ended';
+          if (this.#queue.closed) throw this.#queue._closedError();
+          throw new errors.InterruptedError('tq_wait_cancellation: ended by interrupt() on its queue');
+        }
+      })(),
+    );
+    this.#watch = watch;
+    const done = () => {
+      signal?.removeEventListener('abort', onAbort);
+      this.#watch = null;
+      lib.tq_cancel_free(cancel);
+    };
+    watch.call.then(done, done);
+    return watch.call;
+  }
+
   /** Frees the delivery without finishing the task; idempotent. The task is
    * claimed again when its lease runs out or its holder is recovered. */
   close() {
@@ -1515,8 +1596,16 @@ class Task extends TaskFields {
       this.#ended = new errors.NotHeldError(`task ${this.id} was already ${how}`);
     }
     unfreedTasks.unregister(this);
-    lib.tq_task_free(this.#ptr);
+    const ptr = this.#ptr;
     this.#ptr = null;
+    if (this.#watch) {
+      // Its C call reads the task: free it once that call has returned.
+      lib.tq_cancel_trigger(this.#watch.cancel);
+      const free = () => lib.tq_task_free(ptr);
+      this.#watch.call.then(free, free);
+    } else {
+      lib.tq_task_free(ptr);
+    }
   }
 }
 

@@ -30,6 +30,50 @@ test('a pending task cancelled leaves the line; a leased one ends at its holder'
     { keepHistory: true },
   ));
 
+test('a watched task is told of its cancellation by another handle, while its holder works on', () =>
+  withQueue(async (queue) => {
+    const id = queue.push({ long: true });
+    const task = await queue.pull();
+    const watched = task.watchCancellation();
+    await assert.rejects(task.watchCancellation(), /already watched/);
+    task.extend(60_000);
+    const other = tq.open(queue.location);
+    try {
+      assert.equal(other.cancelTask(id, 'stop'), 'leased');
+    } finally {
+      await other.close();
+    }
+    assert.equal(await watched, 'cancelled');
+    assert.throws(() => task.finish(), tq.CancelledError);
+  }));
+
+test('a watch ends with the delivery, its signal or the queue', async () => {
+  await withQueue(async (queue) => {
+    queue.pushMany(['1', '2']);
+    let task = await queue.pull();
+    let watched = task.watchCancellation();
+    task.finish();
+    assert.equal(await watched, 'ended');
+    await assert.rejects(task.watchCancellation(), tq.NotHeldError);
+
+    task = await queue.pull();
+    const stop = new AbortController();
+    watched = task.watchCancellation({ signal: stop.signal });
+    stop.abort(new Error('work done'));
+    await assert.rejects(watched, /work done/);
+    assert.equal(await task.watchCancellation({ signal: AbortSignal.abort() }).catch(() => 'refused'), 'refused');
+    task.close();
+    assert.equal(await task.watchCancellation().catch((error) => error.constructor), tq.ClosedError);
+  });
+  const queue = tq.open(queuePath());
+  queue.push('3');
+  const task = await queue.pull();
+  const watched = task.watchCancellation();
+  await queue.close();
+  await assert.rejects(watched, tq.ClosedError);
+  task.close();
+});
+
 test('a snoozed delivery comes back later without using an attempt', () =>
   withQueue(async (queue) => {
     queue.push({ n: 1 });

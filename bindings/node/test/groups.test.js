@@ -25,6 +25,7 @@ test('a group of one at a time is delivered in push order, one at a time, beside
     assert.equal(snapshot.group, 'account-1');
     assert.deepEqual(snapshot.waitingFor, [ids[0]]);
     assert.equal(queue.task(free).group, null);
+    assert.equal(queue.groupsWaiting(), 1);
 
     let claimed = claimAll(queue);
     assert.deepEqual(claimed.map((task) => task.payload).sort(), ['a1', 'b1', 'free']);
@@ -39,6 +40,7 @@ test('a group of one at a time is delivered in push order, one at a time, beside
       claimed = claimAll(queue);
     }
     assert.deepEqual(order, ['a1', 'a2', 'a3', 'a4']);
+    assert.equal(queue.groupsWaiting(), 0);
     assert.equal(queue.task(other), null);
     assert.equal(queue.count(), 0);
   }));

@@ -9,6 +9,7 @@ def test_a_group_runs_one_at_a_time_in_push_order_beside_others(queue):
     a1 = queue.push({"a": 1}, group="a")
     b1 = queue.push({"b": 1}, group="b")
     a2 = queue.push({"a": 2}, group="a", priority=10)
+    assert queue.groups_waiting() == 1
     first = [queue.pull(), queue.pull()]
     assert [task.id for task in first] == [a1, b1]
     assert queue.pull() is None
@@ -19,6 +20,7 @@ def test_a_group_runs_one_at_a_time_in_push_order_beside_others(queue):
         task.finish()
     task = queue.pull()
     assert task.id == a2
+    assert queue.groups_waiting() == 0
 
 
 def test_group_max_and_batches_chain_the_group(queue):

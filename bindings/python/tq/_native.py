@@ -161,6 +161,7 @@ PROTOTYPES = {
     "tq_recover": (STATUS, [QUEUE_P, POINTER(c_int64)]),
     "tq_count": (STATUS, [QUEUE_P, c_int32, POINTER(c_int64)]),
     "tq_oldest_ready_age_ms": (STATUS, [QUEUE_P, POINTER(c_int64)]),
+    "tq_groups_waiting": (STATUS, [QUEUE_P, POINTER(c_int64)]),
     "tq_list": (STATUS, [QUEUE_P, c_int32, c_int64, c_size_t, POINTER(TASK_P), POINTER(c_size_t)]),
     "tq_retry_dead": (STATUS, [QUEUE_P, c_int64]),
     "tq_retry_all_dead": (STATUS, [QUEUE_P, POINTER(c_int64)]),

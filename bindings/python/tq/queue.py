@@ -969,6 +969,15 @@ class Queue:
             status = _check(lib.tq_oldest_ready_age_ms(queue, byref(out)))
         return None if status == EMPTY else out.value / 1000
 
+    def groups_waiting(self) -> int:
+        """How many ordered groups of this queue have tasks waiting for their
+        turn behind the group's earlier tasks (``push(group=...)``); those
+        tasks count as pending."""
+        out = c_int64()
+        with self._handle as queue:
+            _check(lib.tq_groups_waiting(queue, byref(out)))
+        return out.value
+
     def list(self, state=State.PENDING, after_id=0, limit=100) -> "list[TaskSnapshot]":
         """A page of this queue's tasks in ``state``: up to ``limit`` of them
         with ids above ``after_id``, by id, as read-only ``TaskSnapshot``

@@ -36,6 +36,7 @@ pub fn answer(app: &App) -> Answer {
     let oldest_ready = Family::<QueueLabels, Gauge<f64, AtomicU64>>::default();
     let paused = Family::<QueueLabels, Gauge>::default();
     let limit = Family::<QueueLabels, Gauge>::default();
+    let groups_waiting = Family::<QueueLabels, Gauge>::default();
     for stats in &sample.queues {
         let queue = || QueueLabels {
             queue: stats.queue.clone(),
@@ -62,6 +63,9 @@ pub fn answer(app: &App) -> Answer {
         paused
             .get_or_create(&queue())
             .set(i64::from(stats.paused.is_some()));
+        groups_waiting
+            .get_or_create(&queue())
+            .set(i64::try_from(stats.groups_waiting).unwrap_or(i64::MAX));
         if let Some(concurrency_limit) = stats.concurrency_limit {
             limit
                 .get_or_create(&queue())
@@ -75,6 +79,11 @@ pub fn answer(app: &App) -> Answer {
         oldest_ready,
     );
     registry.register("paused", "1 while the queue is paused", paused);
+    registry.register(
+        "groups_waiting",
+        "Ordered groups with tasks waiting for their turn",
+        groups_waiting,
+    );
     registry.register(
         "concurrency_limit",
         "The most tasks leased at once, per queue with a limit",
