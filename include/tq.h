@@ -1382,7 +1382,8 @@ enum tq_status tq_concurrency_limit(struct tq_queue *queue, uint32_t *out_limit)
 
 /*
  Makes the dead task `id` of the handle's queue pending again, ready now,
- with all its attempts ahead of it.
+ with all its attempts ahead of it; a task of an ordered group waits,
+ behind its group's newest unfinished task, for its turn.
 
  Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue; no dead task
  `id` in this queue), TQ_ERR_BUSY, TQ_ERR_IO.

@@ -903,7 +903,8 @@ impl Queue {
     }
 
     /// Makes the dead task `id` of this queue pending again, ready now,
-    /// with all its attempts ahead of it. Fails with
+    /// with all its attempts ahead of it; a task of an ordered group waits,
+    /// behind its group's newest unfinished task, for its turn. Fails with
     /// [`ErrorKind::InvalidArgument`] when this queue has no dead task `id`.
     pub fn retry_dead(&self, id: i64) -> Result<()> {
         if self.store()?.retry_dead(Some(id), now_unix_ms())? == 0 {

@@ -169,7 +169,11 @@ pub(crate) trait Store: Send + Sync {
     fn list(&self, state: TaskState, after_id: i64, limit: usize) -> Result<Vec<TaskInfo>>;
 
     /// Makes dead tasks pending again with no attempts used: the one with
-    /// `id`, or all of them; returns how many.
+    /// `id`, or all of them; returns how many. A dead task of an ordered
+    /// group, whose successors went ahead when it died, rejoins its group
+    /// at the back of the line: it waits for the group's newest unfinished
+    /// task, if any (one at a time whatever the group's K, which the
+    /// task does not keep), so that the group still runs at most K at once.
     fn retry_dead(&self, id: Option<i64>, now: i64) -> Result<u64>;
 
     /// Deletes the tasks in `state` (done, dead or cancelled) that got

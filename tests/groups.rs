@@ -125,6 +125,41 @@ fn a_predecessor_ending_dead_or_cancelled_lets_the_next_run(scratch: Scratch) {
     assert!(pull(&queue).is_none());
 }
 
+fn a_dead_task_retried_rejoins_its_group_at_the_back_of_its_line(scratch: Scratch) {
+    let queue = open(&scratch, "default", 1);
+    let a1 = push_to(&queue, "1", "a", 1);
+    let a2 = push_to(&queue, "2", "a", 1);
+    let task = pull(&queue).unwrap();
+    assert_eq!(task.id(), a1);
+    queue.fail(task.receipt(), "no").unwrap();
+    let successor = pull(&queue).expect("a dead task lets the next run");
+    assert_eq!(successor.id(), a2);
+    queue.retry_dead(a1).unwrap();
+    assert!(
+        pull(&queue).is_none(),
+        "retried, it waits for the task leased"
+    );
+    assert_eq!(queue.task(a1).unwrap().unwrap().waiting_for(), [a2]);
+    assert_eq!(queue.groups_waiting().unwrap(), 1);
+    queue.finish(successor.receipt()).unwrap();
+    let again = pull(&queue).expect("the retried task runs after it");
+    assert_eq!((again.id(), again.attempts()), (a1, 1));
+
+    // Dead tasks retried together line up in id order.
+    let (b1, b2) = (push_to(&queue, "3", "b", 1), push_to(&queue, "4", "b", 1));
+    for expected in [b1, b2] {
+        let task = pull(&queue).unwrap();
+        assert_eq!(task.id(), expected);
+        queue.fail(task.receipt(), "no").unwrap();
+    }
+    assert_eq!(queue.retry_all_dead().unwrap(), 2);
+    let first = pull(&queue).unwrap();
+    assert_eq!(first.id(), b1);
+    assert!(pull(&queue).is_none(), "one of the group at a time");
+    queue.finish(first.receipt()).unwrap();
+    assert_eq!(pull(&queue).unwrap().id(), b2);
+}
+
 fn a_task_taken_back_still_holds_its_group(scratch: Scratch) {
     let queue = open(&scratch, "default", 3);
     let first = push_to(&queue, "1", "g", 1);
@@ -309,6 +344,7 @@ on_both_backends!(
     one_group_runs_one_at_a_time_in_push_order_beside_others,
     a_group_runs_at_most_k_at_once,
     a_predecessor_ending_dead_or_cancelled_lets_the_next_run,
+    a_dead_task_retried_rejoins_its_group_at_the_back_of_its_line,
     a_task_taken_back_still_holds_its_group,
     a_batch_chains_its_tasks_of_one_group,
     a_group_combines_with_the_tasks_named_after,

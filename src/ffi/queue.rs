@@ -1339,7 +1339,8 @@ pub extern "C" fn tq_concurrency_limit(queue: *mut tq_queue, out_limit: *mut u32
 }
 
 /// Makes the dead task `id` of the handle's queue pending again, ready now,
-/// with all its attempts ahead of it.
+/// with all its attempts ahead of it; a task of an ordered group waits,
+/// behind its group's newest unfinished task, for its turn.
 ///
 /// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue; no dead task
 /// `id` in this queue), TQ_ERR_BUSY, TQ_ERR_IO.

@@ -373,6 +373,19 @@ const RETRY_DEAD: &str = "UPDATE @.tasks
     SET state = 0, attempts = 0, run_at = NOW_MS, finished_at = NULL
     WHERE queue = $1 AND state = 3 AND ($2::int8 IS NULL OR id = $2)";
 
+/// The dead tasks of ordered groups that [`RETRY_DEAD`] would retry, with
+/// their groups, by id, locked until the retry commits.
+const DEAD_IN_GROUPS: &str = "SELECT id, group_key FROM @.tasks
+    WHERE queue = $1 AND state = 3 AND group_key IS NOT NULL AND ($2::int8 IS NULL OR id = $2)
+    ORDER BY id FOR UPDATE";
+
+/// Retries the dead task `$1` of an ordered group: ready, or blocked
+/// behind one task when `$2`.
+const RETRY_GROUPED: &str = "UPDATE @.tasks
+    SET state = CASE WHEN $2 THEN 7 ELSE 0 END, waiting_for = CASE WHEN $2 THEN 1 ELSE 0 END,
+        attempts = 0, run_at = NOW_MS, finished_at = NULL
+    WHERE id = $1";
+
 /// Counts the tasks of queue `$1` in `state`.
 fn count_sql(state: TaskState) -> String {
     format!(
@@ -855,14 +868,15 @@ impl PostgresStore {
             .map(|_| predecessor))
     }
 
-    /// Locks the ordered groups of `tasks` ([`LOCK_GROUP`]) for the rest
-    /// of the transaction, in one order, so that two pushes to the same
-    /// groups cannot each wait for the other.
-    fn lock_groups(&self, tx: &mut Tx<'_>, tasks: &[NewTask]) -> Result<()> {
-        let groups: std::collections::BTreeSet<&str> = tasks
-            .iter()
-            .filter_map(|task| task.group.as_ref().map(|(group, _)| group.as_str()))
-            .collect();
+    /// Locks the ordered `groups` ([`LOCK_GROUP`]) for the rest of the
+    /// transaction, in one order, so that two pushes (or retries) to the
+    /// same groups cannot each wait for the other.
+    fn lock_groups<'a>(
+        &self,
+        tx: &mut Tx<'_>,
+        groups: impl IntoIterator<Item = &'a str>,
+    ) -> Result<()> {
+        let groups: std::collections::BTreeSet<&str> = groups.into_iter().collect();
         for group in groups {
             let key = format!(
                 "tq:{}:{}:{}:{group}",
@@ -903,7 +917,12 @@ impl Store for PostgresStore {
             .any(|task| task.unique.is_some() || !task.after.is_empty() || task.group.is_some())
         {
             return self.write(|tx| {
-                self.lock_groups(tx, &tasks)?;
+                self.lock_groups(
+                    tx,
+                    tasks
+                        .iter()
+                        .filter_map(|task| task.group.as_ref().map(|(group, _)| group.as_str())),
+                )?;
                 let mut pushed = Vec::with_capacity(tasks.len());
                 for (index, task) in tasks.iter().enumerate() {
                     let one = self
@@ -1115,7 +1134,23 @@ impl Store for PostgresStore {
 
     fn retry_dead(&self, id: Option<i64>, _now: i64) -> Result<u64> {
         self.write(|tx| {
-            let retried = tx.execute(&self.sql(RETRY_DEAD), &[&self.queue, &id])?;
+            // See `Store::retry_dead`: each dead task of a group rejoins it
+            // at the back of its line, after the one retried before it.
+            let grouped: Vec<(i64, String)> = tx
+                .query(&self.sql(DEAD_IN_GROUPS), &[&self.queue, &id])?
+                .iter()
+                .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+                .collect::<Result<_>>()?;
+            self.lock_groups(tx, grouped.iter().map(|(_, group)| group.as_str()))?;
+            for (task, group) in &grouped {
+                let predecessor = self.group_parent(tx, group, 1, &[])?;
+                tx.execute(&self.sql(RETRY_GROUPED), &[task, &predecessor.is_some()])?;
+                if let Some(parent) = predecessor {
+                    tx.execute(&self.sql(ADD_DEPENDENCIES), &[&vec![parent], task, &true])?;
+                }
+            }
+            let retried =
+                tx.execute(&self.sql(RETRY_DEAD), &[&self.queue, &id])? + grouped.len() as u64;
             if retried > 0 {
                 self.notify(tx, &self.queue)?;
             }

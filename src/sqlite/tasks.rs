@@ -1354,13 +1354,47 @@ impl Store for SqliteStore {
 
     fn retry_dead(&self, id: Option<i64>, now: i64) -> Result<u64> {
         let retried = self.write(|conn| {
+            // A dead task of an ordered group let its successors run: it
+            // rejoins the group at the back of its line (see
+            // `Store::retry_dead`), each after the one retried before it.
+            let grouped: Vec<(i64, String)> = conn
+                .prepare_cached(
+                    "SELECT id, group_key FROM tq_tasks
+                     WHERE queue = ?1 AND state = 3 AND group_key IS NOT NULL
+                       AND (?2 IS NULL OR id = ?2)
+                     ORDER BY id",
+                )?
+                .query_map(params![self.queue, id], |row| {
+                    Ok((row.get(0)?, row.get(1)?))
+                })?
+                .collect::<rusqlite::Result<_>>()?;
+            for (task, group) in &grouped {
+                let predecessor = group_parent(conn, &self.queue, group, 1, &[])?;
+                conn.prepare_cached(
+                    "UPDATE tq_tasks SET state = ?2, attempts = 0, run_at = ?3, finished_at = NULL,
+                         waiting_for = ?4
+                     WHERE id = ?1",
+                )?
+                .execute(params![
+                    task,
+                    if predecessor.is_some() { BLOCKED } else { 0 },
+                    now,
+                    i64::from(predecessor.is_some())
+                ])?;
+                if let Some(parent) = predecessor {
+                    conn.prepare_cached(
+                        "INSERT INTO tq_dependencies (parent, task, run_anyway) VALUES (?1, ?2, 1)",
+                    )?
+                    .execute(params![parent, task])?;
+                }
+            }
             let retried = conn
                 .prepare_cached(
                     "UPDATE tq_tasks SET state = 0, attempts = 0, run_at = ?2, finished_at = NULL
                      WHERE queue = ?1 AND state = 3 AND (?3 IS NULL OR id = ?3)",
                 )?
                 .execute(params![self.queue, now, id])?;
-            Ok(retried as u64)
+            Ok((grouped.len() + retried) as u64)
         })?;
         if retried > 0 {
             self.ring_other_processes();
