@@ -189,7 +189,9 @@ const LIVE_LEASES: &str = "SELECT
 /// tokens): deleted, or kept as done with history (`$3`) or for a unique
 /// window; returns the receipts that were current. On a handle without
 /// history, also deletes a few done tasks of queue `$4` whose unique window
-/// has passed.
+/// has passed. When `$6` (the queue is limited: a slot was freed), notifies
+/// channel `$5` with the queue, once however many it finished (the server
+/// folds identical notifications of one transaction).
 const FINISH: &str = "WITH clock AS (SELECT NOW_MS AS now),
     r AS (SELECT * FROM unnest($1::int8[], $2::int8[]) AS r(id, token)),
     deleted AS (
@@ -214,8 +216,9 @@ const FINISH: &str = "WITH clock AS (SELECT NOW_MS AS now),
             WHERE queue = $4 AND state = 2 AND unique_until IS NOT NULL
               AND unique_until <= (SELECT now FROM clock)
               AND (result_until IS NULL OR result_until <= (SELECT now FROM clock))
-            LIMIT 100 FOR UPDATE SKIP LOCKED))
-    SELECT id, token FROM deleted UNION ALL SELECT id, token FROM kept";
+            LIMIT 100 FOR UPDATE SKIP LOCKED)),
+    done AS (SELECT id, token FROM deleted UNION ALL SELECT id, token FROM kept)
+    SELECT id, token, CASE WHEN $6::bool THEN pg_notify($5, $4)::text END FROM done";
 
 /// Completes the delivery `($1, $2)`, if current, keeping the task as done
 /// with result `$3`: for `$5` ms on a handle without history (`$4`), with
@@ -491,6 +494,22 @@ impl PostgresStore {
         lease: i64,
     ) -> Result<Vec<Task>> {
         let holder = self.listener.holder(self.wait)?;
+        // A limited queue: its slots are taken under a lock, which lasts
+        // until the end of a transaction. A handle that saw its queue
+        // limited goes there at once, rather than learn it again from a
+        // round of the claim.
+        let claim_limited = |run| {
+            if transaction {
+                self.claim_limited(run, max, lease, holder)
+            } else {
+                self.write(|tx| {
+                    self.claim_limited(|sql, params| tx.query(sql, params), max, lease, holder)
+                })
+            }
+        };
+        if self.limited.load(Ordering::Relaxed) {
+            return claim_limited(run);
+        }
         let sql = self.sql(CLAIM);
         let max = max.min(i64::MAX as usize) as i64;
         let mut tasks = Vec::new();
@@ -504,22 +523,8 @@ impl PostgresStore {
             let mut buried = 0;
             for row in &rows {
                 if row.try_get::<_, Option<i64>>(0)?.is_none() {
-                    // A limited queue: its slots are taken under a lock,
-                    // which lasts until the end of a transaction.
                     self.limited.store(true, Ordering::Relaxed);
-                    let max = max as usize;
-                    return if transaction {
-                        self.claim_limited(run, max, lease, holder)
-                    } else {
-                        self.write(|tx| {
-                            self.claim_limited(
-                                |sql, params| tx.query(sql, params),
-                                max,
-                                lease,
-                                holder,
-                            )
-                        })
-                    };
+                    return claim_limited(run);
                 }
                 match task_from_row(row)? {
                     Some(task) => tasks.push(task),
@@ -550,6 +555,10 @@ impl PostgresStore {
             // The settings were removed meanwhile.
             None => (None, None),
         };
+        if limit.is_none() && rate_period.is_none() {
+            // The limits were lifted: later claims need no lock.
+            self.limited.store(false, Ordering::Relaxed);
+        }
         let mut room = max;
         if let Some(limit) = limit {
             let live: i64 = run(&self.sql(LIVE_LEASES), &[&self.queue])?
@@ -612,9 +621,17 @@ impl PostgresStore {
     ) -> Result<Vec<bool>> {
         let ids: Vec<i64> = receipts.iter().map(|receipt| receipt.id).collect();
         let tokens: Vec<i64> = receipts.iter().map(|receipt| receipt.token).collect();
+        let limited = self.limited.load(Ordering::Relaxed);
         let rows = run(
             &self.sql(FINISH),
-            &[&ids, &tokens, &self.keep_history, &self.queue],
+            &[
+                &ids,
+                &tokens,
+                &self.keep_history,
+                &self.queue,
+                &self.channel,
+                &limited,
+            ],
         )?;
         let mut done = HashSet::new();
         for row in &rows {
@@ -969,13 +986,10 @@ impl Store for PostgresStore {
     }
 
     fn finish(&self, receipts: &[Receipt], _now: i64) -> Result<Vec<bool>> {
-        let held = self
-            .finishes
+        self.finishes
             .submit_committed(receipts.to_vec(), |finishes| {
                 self.finish_together(&finishes)
-            })?;
-        self.slots_freed()?;
-        Ok(held)
+            })
     }
 
     fn finish_with_result(
@@ -997,7 +1011,7 @@ impl Store for PostgresStore {
                 &self.channel,
             ],
         )?;
-        self.slots_freed()?;
+        // Its statement notified the waiters, of a free slot too.
         Ok(!rows.is_empty())
     }
 
