@@ -210,13 +210,6 @@ test-go: lib
 	cd bindings/go && PKG_CONFIG_SYSROOT_DIR=$(GO_STAGING) PKG_CONFIG_LIBDIR=$(GO_STAGING)/usr/lib/pkgconfig \
 		LD_LIBRARY_PATH=$(GO_STAGING)/usr/lib $(GO) test -race -count=1 -run 'TestVersion|TestPushPullFinish|TestProcessesShareOneFile|TestPullReturnsPromptlyWhenCancelled' .
 
-# npm pack runs the package's prepack script, which copies the library
-# named by TQ_LIBRARY into native/libtq.so, and its postpack, which removes
-# the copy again.
-pack-node: lib
-	mkdir -p $(BUILD)/node
-	cd bindings/node && TQ_LIBRARY=$(CURDIR)/$(BUILD)/lib/libtq.so.$(VERSION) $(NPM) pack --pack-destination $(CURDIR)/$(BUILD)/node
-
 # The workers' queue file goes to build/, with its -wal and -shm.
 example-go: lib
 	rm -f $(BUILD)/go-workers.db*

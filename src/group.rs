@@ -216,6 +216,7 @@ impl<Op, Out> Group<Op, Out> {
 
     /// [`Group::submit`] for a group that has nothing to settle once it is
     /// committed: `run` commits it, and each call gets its result then.
+    #[cfg(feature = "postgres")]
     pub(crate) fn submit_committed(
         &self,
         op: Op,
