@@ -121,8 +121,8 @@ func (f taskFields) Decode(v any) error {
 
 // Task is one delivery of one task, held under a lease until it is
 // finished or failed. Its accessors may be called from any goroutine at
-// any time; Finish, Fail, Extend, FinishAndPull and Close may be called
-// concurrently with each other.
+// any time; Finish, Fail, Extend, FinishAndPull, Close and Context may be
+// called concurrently with each other.
 //
 // Finish a task when its work is done, or Fail it. A task that is neither
 // (closed, or dropped) stays leased and is delivered again once its lease

@@ -26,9 +26,9 @@ type watcher struct {
 // ends (Finish, Fail, Snooze, a lease taken back by another worker or
 // Recover), ErrNotHeld; when the task or its Queue is closed, ErrClosed;
 // when Interrupt is called on the Queue, ErrInterrupted; when libtq cannot
-// watch the task, another error of libtq's (ErrBusy, ErrIO); or when
-// parent is done or cancel is called, as context.WithCancel's. Each of
-// these causes but parent's is an *Error whose Op is "context".
+// read the task, another error of libtq's (ErrBusy, ErrIO); or when
+// parent is done or cancel is called, as context.WithCancel's. Each cause
+// of tq's is an *Error whose Op is "context".
 //
 //	task, err := q.Pull(ctx)
 //	...
