@@ -150,3 +150,45 @@ func ExampleQueue_Wait() {
 	fmt.Println(info.State(), string(info.Result()))
 	// Output: done {"sum":5}
 }
+
+func ExampleTask_Context() {
+	dir, err := os.MkdirTemp("", "tq-example")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	q, err := tq.Open(filepath.Join(dir, "jobs.db"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer q.Close()
+	id, err := q.PushJSON(map[string]string{"file": "a.mp4"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	task, err := q.TryPull()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer task.Close()
+
+	// Someone, here in a goroutine, cancels the task while it is worked on.
+	go q.CancelTask(id, "no longer needed")
+
+	// The work stops as soon as the cancellation is recorded.
+	work, stop := task.Context(context.Background())
+	defer stop()
+	select {
+	case <-work.Done():
+	case <-time.After(time.Hour): // the long work, which takes work as its context
+	}
+	fmt.Println("stopped:", errors.Is(context.Cause(work), tq.ErrCancelled))
+	fmt.Println(task.Finish())
+	// Output:
+	// stopped: true
+	// tq: finish: task 1 was cancelled while this delivery held it: it will not run again
+}

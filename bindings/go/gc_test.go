@@ -105,9 +105,14 @@ func TestGCStress(t *testing.T) {
 			t.Fatalf("task %d: payload %s, pushed %s", task.ID(), task.Payload(), pushed[task.ID()])
 		}
 		switch id := task.ID(); i % 7 {
-		case 0: // the last use of the task is its Finish
+		case 0: // the last use of the task is its Finish, which ends its context
+			ctx, stop := task.Context(t.Context())
 			finished(id, task.Finish())
-		case 1: // dropped unfinished: its cleanup frees it
+			<-ctx.Done()
+			stop()
+		case 1: // dropped unfinished, once its context ended: its cleanup frees it
+			_, stop := task.Context(t.Context())
+			stop()
 		case 2:
 			task.Close()
 		case 3: // failed: back at once

@@ -1,6 +1,7 @@
 package tq
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -139,4 +140,59 @@ func TestDroppedQueueIsClosed(t *testing.T) {
 		}
 	}()
 	eventually(t, "dropped queue closed", func() bool { return openFiles(t, path) == 0 })
+}
+
+// Ending a delivery, or closing its Queue, waits for the watchers' C
+// calls before freeing the C task: a watcher held up just before its
+// call, by the hook, must find its task still allocated there. (A watcher
+// not yet at its call when the Queue is closed makes none.)
+func TestTheEndOfADeliveryWaitsForItsWatchers(t *testing.T) {
+	for _, end := range []string{"task", "queue"} {
+		t.Run(end, func(t *testing.T) {
+			q, err := Open(filepath.Join(t.TempDir(), "q.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer q.Close()
+			if _, err := q.Push([]byte(`1`)); err != nil {
+				t.Fatal(err)
+			}
+			task, err := q.TryPull()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := task.c
+			entered, freedBeforeCall := make(chan struct{}, 1), make(chan bool, 1)
+			testHookBeforeCall = func() {
+				select {
+				case entered <- struct{}{}:
+				default:
+				}
+				time.Sleep(50 * time.Millisecond)
+				q.h.tasksMu.Lock()
+				_, live := q.h.tasks[c]
+				q.h.tasksMu.Unlock()
+				select {
+				case freedBeforeCall <- !live:
+				default:
+				}
+			}
+			defer func() { testHookBeforeCall = nil }()
+			ctx, cancel := task.Context(context.Background())
+			defer cancel()
+			if end == "task" {
+				task.Close()
+			} else {
+				<-entered
+				q.Close()
+			}
+			if <-freedBeforeCall {
+				t.Fatal("the task was freed before its watcher's C call")
+			}
+			<-ctx.Done()
+			if !errors.Is(context.Cause(ctx), ErrClosed) {
+				t.Fatalf("cause %v, want ErrClosed", context.Cause(ctx))
+			}
+		})
+	}
 }

@@ -121,8 +121,8 @@ func (f taskFields) Decode(v any) error {
 
 // Task is one delivery of one task, held under a lease until it is
 // finished or failed. Its accessors may be called from any goroutine at
-// any time; Finish, Fail, Extend, FinishAndPull and Close may be called
-// concurrently with each other.
+// any time; Finish, Fail, Extend, FinishAndPull, Close and Context may be
+// called concurrently with each other.
 //
 // Finish a task when its work is done, or Fail it. A task that is neither
 // (closed, or dropped) stays leased and is delivered again once its lease
@@ -138,6 +138,9 @@ type Task struct {
 	c       *C.tq_task // nil once finished, failed, lost or closed
 	gone    *Error     // why c is nil: what later calls return
 	cleanup runtime.Cleanup
+	// watchers are the goroutines of Context, each in a C call on c
+	// until it ends: release ends them before freeing c.
+	watchers map[*watcher]struct{}
 }
 
 // taskSeq numbers the tasks wrapped by this process.
@@ -367,9 +370,10 @@ func (h *handle) freeTask(c *C.tq_task) {
 	}
 }
 
-// release frees the C task, after which calls return gone. Called with
-// t.mu held.
+// release ends the Contexts of the delivery and frees the C task, after
+// which calls return gone. Called with t.mu held.
 func (t *Task) release(gone *Error) {
+	t.endWatches(gone)
 	t.cleanup.Stop()
 	t.q.h.freeTask(t.c)
 	t.c = nil
@@ -400,6 +404,11 @@ func (t *Task) end(op, ended string, call func(*C.tq_queue, *C.tq_task) C.enum_t
 	case err == nil && ended != "":
 		t.release(bindingError("", ErrNotHeld, "task %d %s", t.id, ended))
 	case errors.Is(err, ErrNotHeld), errors.Is(err, ErrCancelled):
+		// Its Contexts learn why (ErrCancelled), later calls only that
+		// the delivery is over.
+		var why *Error
+		errors.As(err, &why)
+		t.endWatches(why)
 		t.release(bindingError("", ErrNotHeld, "task %d is no longer held", t.id))
 	}
 	return status, err

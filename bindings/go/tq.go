@@ -153,7 +153,8 @@ func Open(path string, opts ...Option) (*Queue, error) {
 }
 
 // Close closes the queue. It wakes the pulls waiting on it (which return
-// errors matching ErrClosed), waits for the calls in progress on other
+// errors matching ErrClosed), cancels the Contexts of its tasks (with a
+// cause matching ErrClosed), waits for the calls in progress on other
 // goroutines, and frees the tasks pulled through the queue that were
 // neither finished, failed nor closed: they are delivered again once their
 // lease runs out (or, once this process has exited, at the next Recover).
@@ -402,7 +403,8 @@ func (q *Queue) Recover() (int64, error) {
 // on the queue with an error matching ErrInterrupted, now and from then
 // on: a later pull still claims a task that is ready, and returns
 // ErrInterrupted at once when none is (a later Wait, when the task has not
-// ended). Pulls through other Queues are not affected. Close
+// ended). It cancels the Contexts of the queue's tasks (Task.Context) too.
+// Pulls through other Queues are not affected. Close
 // does this itself; Interrupt is for stopping workers that share no
 // context while the queue stays open for other calls.
 func (q *Queue) Interrupt() error {
