@@ -106,10 +106,22 @@ const NOTIFY: &str = "SELECT pg_notify($1, $2)::text";
 /// due tasks not taken become ready. A paused queue has no candidates;
 /// nor has a queue with a concurrency or rate limit unless `$5` (the claim
 /// is already bounded by its slots: see [`LOCK_SLOTS`]), which then
-/// answers one row with a NULL id instead. Rows are changed by id, looked
+/// answers one row with a NULL id instead. With `$6`, its settings locked,
+/// it takes no more than its concurrency limit's slots left: the limit
+/// less the live leases (expired ones hold no slot), counted in the
+/// claim's own snapshot, which the lock's statement before it makes see
+/// the leases of the claim that held the lock last. Rows are changed by id, looked
 /// up in the primary key (`= ANY (ARRAY(...))`), so that the plan, made
 /// once for any values (see `pool.rs`), never scans the table.
 const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
+    room AS (
+        SELECT CASE WHEN $6::bool THEN greatest(least($2::int8,
+                   (SELECT max_leased FROM @.queues WHERE queue = $1)
+                   - (SELECT count(*) FROM @.tasks WHERE queue = $1 AND state = 1
+                        AND lease_expires_at > (SELECT now FROM clock))
+                   - (SELECT count(*) FROM @.tasks WHERE queue = $1 AND state = 6
+                        AND lease_expires_at > (SELECT now FROM clock))), 0)
+               ELSE $2::int8 END AS n),
     settings AS (
         SELECT coalesce(paused_until > (SELECT now FROM clock), false) AS paused,
                (max_leased IS NOT NULL OR rate_period IS NOT NULL) AND NOT $5::bool AS unbounded
@@ -119,22 +131,22 @@ const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
     ready AS (
         SELECT id, priority, run_at, false AS last FROM @.tasks
         WHERE queue = $1 AND state = 0 AND (SELECT open FROM open)
-        ORDER BY priority DESC, run_at, id LIMIT $2::int8 FOR UPDATE SKIP LOCKED),
+        ORDER BY priority DESC, run_at, id LIMIT (SELECT n FROM room) FOR UPDATE SKIP LOCKED),
     expired AS (
         SELECT id, priority, run_at, attempts >= max_attempts AS last
         FROM @.tasks
         WHERE queue = $1 AND state = 1 AND lease_expires_at <= (SELECT now FROM clock)
           AND (SELECT open FROM open)
-        ORDER BY priority DESC, run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED),
+        ORDER BY priority DESC, run_at, id LIMIT (SELECT n FROM room) FOR UPDATE SKIP LOCKED),
     due AS (
         SELECT id, priority, run_at, false AS last FROM @.tasks
         WHERE queue = $1 AND state = 4 AND run_at <= (SELECT now FROM clock)
           AND (SELECT open FROM open)
-        ORDER BY run_at LIMIT greatest($2, 1000) FOR UPDATE SKIP LOCKED),
+        ORDER BY run_at LIMIT greatest((SELECT n FROM room), 1000) FOR UPDATE SKIP LOCKED),
     picked AS (
         SELECT * FROM (SELECT * FROM ready UNION ALL SELECT * FROM expired
                        UNION ALL SELECT * FROM due) c
-        ORDER BY priority DESC, run_at, id LIMIT $2),
+        ORDER BY priority DESC, run_at, id LIMIT (SELECT n FROM room)),
     promoted AS (
         UPDATE @.tasks t SET state = 0
         WHERE t.id = ANY (ARRAY(SELECT id FROM due WHERE id NOT IN (SELECT id FROM picked)))),
@@ -160,12 +172,12 @@ const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
     UNION ALL SELECT NULL, NULL, 0, 0, 0, 0, NULL, NULL, NULL FROM settings
         WHERE unbounded AND NOT paused";
 
-/// Locks the settings of queue `$1`, which has a concurrency limit, and
-/// answers its slots left: the limit less the live leases (expired ones
-/// hold no slot). Claims of a limited queue take this lock one after
-/// another, each in a statement of its own, so that the count that follows
-/// it sees the leases the claim before took (a statement's snapshot is
-/// taken when it starts).
+/// Locks the settings of queue `$1`, which has a concurrency or rate
+/// limit, and answers them. Claims of a limited queue take this lock one
+/// after another, each in a statement of its own, so that the count of
+/// live leases in the claim that follows it ([`CLAIM`] with `$6`) sees the
+/// leases the claim before took (a statement's snapshot is taken when it
+/// starts).
 const LOCK_SLOTS: &str = "SELECT max_leased, rate_period FROM @.queues WHERE queue = $1 FOR UPDATE";
 
 /// How many of queue `$1`'s rate slots are free (last used `$2` ms ago or
@@ -179,11 +191,6 @@ const USE_RATE_SLOTS: &str = "UPDATE @.rate_slots SET used_at = NOW_MS
     WHERE queue = $1 AND slot IN (SELECT slot FROM @.rate_slots
                                   WHERE queue = $1 AND used_at <= NOW_MS - $2
                                   ORDER BY used_at LIMIT $3)";
-
-/// The live leases of queue `$1`, which hold a slot of its limit.
-const LIVE_LEASES: &str = "SELECT
-    (SELECT count(*) FROM @.tasks WHERE queue = $1 AND state = 1 AND lease_expires_at > NOW_MS)
-  + (SELECT count(*) FROM @.tasks WHERE queue = $1 AND state = 6 AND lease_expires_at > NOW_MS)";
 
 /// Completes the current deliveries among receipts (`$1` ids, `$2`
 /// tokens): deleted, or kept as done with history (`$3`) or for a unique
@@ -519,7 +526,7 @@ impl PostgresStore {
         // be a transaction of its own without tasks claimed and then lost
         // to a later round's error.
         while tasks.is_empty() {
-            let rows = run(&sql, &[&self.queue, &max, &lease, &holder, &false])?;
+            let rows = run(&sql, &[&self.queue, &max, &lease, &holder, &false, &false])?;
             let mut buried = 0;
             for row in &rows {
                 if row.try_get::<_, Option<i64>>(0)?.is_none() {
@@ -540,8 +547,9 @@ impl PostgresStore {
     }
 
     /// Claims up to `max` tasks of this limited queue, with `run` in a
-    /// transaction: locks its settings, counts its slots left (see
-    /// [`LOCK_SLOTS`]), claims no more, and marks the rate slots it used.
+    /// transaction: locks its settings ([`LOCK_SLOTS`]), counts its free
+    /// rate slots, claims no more than those and its concurrency limit's
+    /// slots left, and marks the rate slots it used.
     fn claim_limited(
         &self,
         mut run: impl FnMut(&str, Params<'_>) -> Result<Vec<Row>>,
@@ -560,14 +568,6 @@ impl PostgresStore {
             self.limited.store(false, Ordering::Relaxed);
         }
         let mut room = max;
-        if let Some(limit) = limit {
-            let live: i64 = run(&self.sql(LIVE_LEASES), &[&self.queue])?
-                .first()
-                .map(|row| row.try_get(0))
-                .transpose()?
-                .unwrap_or(0);
-            room = room.min(limit.saturating_sub(live).max(0) as usize);
-        }
         if let Some(period) = rate_period {
             let most = room.min(i64::MAX as usize) as i64;
             let free: i64 = run(&self.sql(FREE_RATE_SLOTS), &[&self.queue, &period, &most])?
@@ -581,8 +581,12 @@ impl PostgresStore {
         let room = room.min(i64::MAX as usize) as i64;
         let mut tasks = Vec::new();
         // As in `claim_with`, bounded by the slots: no marker comes back.
+        let count_leases = limit.is_some();
         while room > 0 && tasks.is_empty() {
-            let rows = run(&sql, &[&self.queue, &room, &lease, &holder, &true])?;
+            let rows = run(
+                &sql,
+                &[&self.queue, &room, &lease, &holder, &true, &count_leases],
+            )?;
             let mut buried = 0;
             for row in &rows {
                 match task_from_row(row)? {
@@ -1694,7 +1698,8 @@ mod tests {
             .replace("$2", "1")
             .replace("$3", "1000")
             .replace("$4", "1")
-            .replace("$5", "false");
+            .replace("$5", "false")
+            .replace("$6", "false");
         let plan: Vec<String> = client
             .query(&format!("EXPLAIN {claim}"), &[])
             .unwrap()
@@ -1766,7 +1771,8 @@ mod tests {
             .replace("$2", "1")
             .replace("$3", "1000")
             .replace("$4", "1")
-            .replace("$5", "false");
+            .replace("$5", "false")
+            .replace("$6", "false");
         let plan = explain(&mut client, &claim);
         assert!(!plan.contains("Seq Scan"), "{plan}");
         let predecessor = store
