@@ -28,11 +28,17 @@ func TestAGroupRunsOneAtATimeInPushOrderBesideOthers(t *testing.T) {
 	if info.Group() != "a" || !slices.Equal(info.WaitingFor(), []int64{a1}) || info.Parents() != nil {
 		t.Fatalf("task %d: group %q, waiting for %v, parents %v", a2, info.Group(), info.WaitingFor(), info.Parents())
 	}
+	if n, err := q.GroupsWaiting(); n != 1 || err != nil {
+		t.Fatalf("GroupsWaiting = %d, %v; want 1 (a)", n, err)
+	}
 	if err := first.Finish(); err != nil {
 		t.Fatal(err)
 	}
 	if next := tryPull(t, q); next.ID() != a2 {
 		t.Fatalf("pulled %d; want %d", next.ID(), a2)
+	}
+	if n, err := q.GroupsWaiting(); n != 0 || err != nil {
+		t.Fatalf("GroupsWaiting = %d, %v; want 0", n, err)
 	}
 }
 

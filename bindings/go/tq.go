@@ -724,6 +724,17 @@ func (q *Queue) OldestReadyAge() (time.Duration, bool, error) {
 	return time.Duration(ms) * time.Millisecond, true, nil
 }
 
+// GroupsWaiting returns how many ordered groups of the queue have tasks
+// waiting for their turn behind the group's earlier tasks (WithGroup);
+// those tasks count as pending.
+func (q *Queue) GroupsWaiting() (int64, error) {
+	var n C.int64_t
+	_, err := q.call("groups waiting", func(c *C.tq_queue) C.enum_tq_status {
+		return C.tq_groups_waiting(c, &n)
+	})
+	return int64(n), err
+}
+
 // Checkpoint copies the file's write-ahead log into the database and
 // truncates it, waiting up to the busy timeout for readers to move on, and
 // returns the log's size afterwards, in bytes. libtq also checkpoints by
