@@ -109,7 +109,7 @@ test-rust:
 # want of a server), and the Node.js binding's.
 test-postgres: lib bindings/node/node_modules/.package-lock.json
 	@dir=$$(mktemp -d /tmp/tq-postgres.XXXXXX) && \
-	trap 'tests/postgres/cluster.sh stop "'"$$dir"'"' EXIT && \
+	trap '$(CURDIR)/tests/postgres/cluster.sh stop "'"$$dir"'"' EXIT && \
 	url=$$(tests/postgres/cluster.sh start "$$dir") && \
 	echo "PostgreSQL test server: $$url" && \
 	TQ_TEST_POSTGRES_URL=$$url $(CARGO) test --locked --lib --test queue --test jobs --test control --test results --test schedules --test dependencies --test groups postgres:: && \
