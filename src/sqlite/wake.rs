@@ -310,11 +310,9 @@ mod tests {
     use std::process::{Command, Stdio};
     use std::time::Instant;
 
-    /// Set for [`waiting_child`], run in a child process: the file to use.
+    /// Set for [`waiting_child`] and [`holding_child`], run in a child
+    /// process: the file to use.
     const CHILD_PATH: &str = "TQ_WAKE_TEST_PATH";
-
-    /// Set for [`holding_child`]: the file to use.
-    const CHILD_HOLDING_PATH: &str = "TQ_WAKE_TEST_HOLDING_PATH";
 
     /// How long [`waiting_child`] waits: at its end it claims anyway.
     const CHILD_WAIT: Duration = Duration::from_secs(30);
@@ -346,12 +344,38 @@ mod tests {
         println!("pulled {:?}", pulled.as_ref().map(|task| task.payload()));
     }
 
+    /// Runs the test `name` of this module in a child process on the file
+    /// at `path`, and returns once a watcher sleeps on the file's shared
+    /// page (which this process maps too), and a little more: the pause
+    /// only makes it likelier that the child's wait sleeps too (a ring
+    /// just before it would be seen at once, proving less).
+    fn start_sleeping_child(name: &str, path: &str) -> std::process::Child {
+        let page = Turns::open(path).expect("the shared page");
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                &format!("sqlite::wake::tests::{name}"),
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_PATH, path)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        while page.wake_words().sleepers() == 0 {
+            assert!(child.try_wait().unwrap().is_none(), "the child ended early");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        child
+    }
+
     /// In a child process: claims the task of queue "a" and waits up to
     /// [`CHILD_WAIT`] for its cancellation, with a safety net of an hour,
     /// and prints what it learned.
     #[test]
     fn holding_child() {
-        let Ok(path) = std::env::var(CHILD_HOLDING_PATH) else {
+        let Ok(path) = std::env::var(CHILD_PATH) else {
             return; // Not a child: nothing to do.
         };
         set_safety_net(Duration::from_secs(3600));
@@ -369,24 +393,8 @@ mod tests {
         let path = dir.path().join("q.db").to_str().unwrap().to_owned();
         let queue = open(&path, "a");
         let id = queue.push("\"held\"", &PushOptions::new()).unwrap().id();
-        let page = Turns::open(&path).expect("the shared page");
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "sqlite::wake::tests::holding_child",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_HOLDING_PATH, &path)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
         // Its watcher sleeps once it holds the task and watches.
-        while page.wake_words().sleepers() == 0 {
-            assert!(child.try_wait().unwrap().is_none(), "the child ended early");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        std::thread::sleep(Duration::from_millis(200));
+        let child = start_sleeping_child("holding_child", &path);
         // Pushes and finishes here do not tell it anything.
         let other = queue.push("\"other\"", &PushOptions::new()).unwrap().id();
         let pulled = queue.pull(&PullOptions::new()).unwrap().expect("the other");
@@ -409,27 +417,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("q.db").to_str().unwrap().to_owned();
         let queue = open(&path, "a");
-        // The page the child maps too.
-        let page = Turns::open(&path).expect("the shared page");
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "sqlite::wake::tests::waiting_child",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_PATH, &path)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        // Its watcher sleeps once its pull has begun to wait; the pause
-        // only makes it likelier that the pull is asleep too (a push just
-        // before would be claimed at once, proving less).
-        while page.wake_words().sleepers() == 0 {
-            assert!(child.try_wait().unwrap().is_none(), "the child ended early");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        std::thread::sleep(Duration::from_millis(200));
+        // Its watcher sleeps once its pull has begun to wait.
+        let child = start_sleeping_child("waiting_child", &path);
         queue.push("\"woken\"", &PushOptions::new()).unwrap();
         let pushed_at = Instant::now();
         let output = child.wait_with_output().unwrap();
