@@ -281,7 +281,8 @@ impl Queue {
     /// first slot at or after now (the slots that fell while it was paused
     /// are skipped, whatever its catch-up policy). Resuming a schedule not
     /// paused does nothing. Fails with [`ErrorKind::InvalidArgument`] when
-    /// there is none.
+    /// there is none, or when its stored timetable can no longer be read
+    /// (a pull then paused it: replace it to mend it).
     pub fn resume_schedule(&self, name: &str) -> Result<()> {
         self.set_schedule_paused(name, false)?;
         self.bell.ring();

@@ -454,9 +454,21 @@ pub(crate) fn state_condition(state: TaskState) -> &'static str {
 
 /// The tasks a schedule whose next slot is `next` enqueues at `now`, by its
 /// catch-up policy, each under its slot's unique key and due at its slot;
-/// and its next slot afterwards, the first after `now`.
-pub(crate) fn due_tasks(schedule: &Schedule, next: i64, now: i64) -> Result<(Vec<NewTask>, i64)> {
-    let (slots, after) = schedule.timetable()?.due(next, now, schedule.catch_up)?;
+/// and its next slot afterwards, the first after `now`. `None` for a
+/// schedule whose stored timetable cannot be read (written over by another
+/// program, or naming a time zone this build does not know): the backends
+/// pause it rather than fail the pull driving it, and resuming it says why.
+pub(crate) fn due_tasks(
+    schedule: &Schedule,
+    next: i64,
+    now: i64,
+) -> Result<Option<(Vec<NewTask>, i64)>> {
+    let timetable = match schedule.timetable() {
+        Ok(timetable) => timetable,
+        Err(err) if err.kind() == crate::ErrorKind::InvalidArgument => return Ok(None),
+        Err(err) => return Err(err),
+    };
+    let (slots, after) = timetable.due(next, now, schedule.catch_up)?;
     let tasks = slots
         .into_iter()
         .map(|slot| NewTask {
@@ -471,5 +483,5 @@ pub(crate) fn due_tasks(schedule: &Schedule, next: i64, now: i64) -> Result<(Vec
             group: None,
         })
         .collect();
-    Ok((tasks, after))
+    Ok(Some((tasks, after)))
 }

@@ -267,6 +267,53 @@ fn a_paused_schedule_skips_its_slots_until_resumed(scratch: Scratch) {
     assert!((1..=3).contains(&stored), "{stored} tasks after 250 ms");
 }
 
+/// Writes `spec` over the stored timetable of schedule `name`, as another
+/// program or a damaged file could.
+fn damage_spec(scratch: &Scratch, name: &str, spec: &str) {
+    let changed = match scratch.server() {
+        Some(server) => common::postgres_client(&server.url)
+            .execute(
+                &format!(
+                    "UPDATE \"{}\".schedules SET spec = $1 WHERE name = $2",
+                    server.schema
+                ),
+                &[&spec, &name],
+            )
+            .unwrap(),
+        None => tq::rusqlite::Connection::open(scratch.queue_path())
+            .unwrap()
+            .execute(
+                "UPDATE tq_schedules SET spec = ?1 WHERE name = ?2",
+                [spec, name],
+            )
+            .unwrap() as u64,
+    };
+    assert_eq!(changed, 1);
+}
+
+fn a_schedule_stored_damaged_is_paused_and_pulls_go_on(scratch: Scratch) {
+    let queue = scratch.open();
+    queue.add_schedule(&every("damaged", 50, "1")).unwrap();
+    queue.add_schedule(&every("sound", 50, "2")).unwrap();
+    damage_spec(&scratch, "damaged", "not a timetable");
+    thread::sleep(Duration::from_millis(120));
+    common::push(&queue, "3");
+    // Pulls drive the due schedules: the sound one still enqueues.
+    let payloads: BTreeSet<String> = std::iter::from_fn(|| pull(&queue))
+        .map(|task| task.payload().to_owned())
+        .collect();
+    assert_eq!(payloads, BTreeSet::from(["2".to_owned(), "3".to_owned()]));
+    let schedules = queue.schedules().unwrap();
+    assert!(schedules[0].paused(), "the damaged one is paused");
+    assert!(!schedules[1].paused());
+    let err = queue.resume_schedule("damaged").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(queue.schedules().unwrap()[0].paused());
+    // Replacing it with a sound one mends it.
+    queue.replace_schedule(&every("damaged", 50, "1")).unwrap();
+    assert!(!queue.schedules().unwrap()[0].paused());
+}
+
 fn handles_racing_to_drive_enqueue_each_slot_once(scratch: Scratch) {
     let queue = scratch.open();
     let mut schedule = every("race", 20, r#""race""#);
@@ -309,5 +356,6 @@ on_both_backends!(
     a_waiting_pull_wakes_at_the_next_slot,
     missed_slots_follow_the_catch_up_policy,
     a_paused_schedule_skips_its_slots_until_resumed,
+    a_schedule_stored_damaged_is_paused_and_pulls_go_on,
     handles_racing_to_drive_enqueue_each_slot_once,
 );

@@ -151,12 +151,16 @@ impl PostgresStore {
         let due = self.schedule_sql(DUE);
         let advance =
             self.sql("UPDATE @.schedules SET next_slot = $3 WHERE queue = $1 AND name = $2");
+        let pause = self.sql("UPDATE @.schedules SET paused = true WHERE queue = $1 AND name = $2");
         self.write(|tx| {
             let mut stored = 0;
             for row in tx.query(&due, &[&self.queue])? {
                 let info = from_row(&row)?;
                 let now: i64 = row.try_get(10)?;
-                let (tasks, after) = due_tasks(&info.schedule, info.next_slot, now)?;
+                let Some((tasks, after)) = due_tasks(&info.schedule, info.next_slot, now)? else {
+                    tx.execute(&pause, &[&self.queue, &info.schedule.name])?;
+                    continue;
+                };
                 for task in &tasks {
                     if let Pushed::Stored(_) = self.push_one(tx, task, &[])? {
                         stored += 1;

@@ -130,7 +130,13 @@ pub(super) fn run_due(conn: &Connection, queue: &str, now: i64) -> Result<u64> {
     };
     let mut stored = 0;
     for info in due {
-        let (tasks, after) = due_tasks(&info.schedule, info.next_slot, now)?;
+        let Some((tasks, after)) = due_tasks(&info.schedule, info.next_slot, now)? else {
+            conn.prepare_cached(
+                "UPDATE tq_schedules SET paused = 1 WHERE queue = ?1 AND name = ?2",
+            )?
+            .execute(params![queue, info.schedule.name])?;
+            continue;
+        };
         for task in &tasks {
             if let Pushed::Stored(_) = push_one(conn, queue, task, &[], now)? {
                 stored += 1;
