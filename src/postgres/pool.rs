@@ -119,11 +119,7 @@ impl Connector {
     /// A new connection, set up.
     pub(super) fn connect(&self) -> Result<Client> {
         let mut client = self.open()?.map_err(|err| {
-            // A server starting up, shutting down or recovering from a
-            // crash turns connections away for a moment: out of reach,
-            // like one that does not answer, not a refusal of the URL.
-            let refused = err.as_db_error().is_some()
-                && err.code() != Some(&postgres::error::SqlState::CANNOT_CONNECT_NOW);
+            let refused = err.code().is_some_and(refuses_the_url);
             let (kind, what) = if refused {
                 (
                     ErrorKind::InvalidArgument,
@@ -445,9 +441,44 @@ impl Drop for Pooled<'_> {
     }
 }
 
+/// Whether a server's answer `code` to a connection refuses the URL for
+/// good: its user, password or database. Anything else is a server out of
+/// reach for a moment, like one that does not answer: starting up,
+/// shutting down, recovering from a crash, or ending the new session
+/// (`pg_terminate_backend`, a restart) before it was set up.
+fn refuses_the_url(code: &postgres::error::SqlState) -> bool {
+    use postgres::error::SqlState;
+    code.code().starts_with("28")
+        || *code == SqlState::INVALID_CATALOG_NAME
+        || *code == SqlState::INSUFFICIENT_PRIVILEGE
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_bad_user_password_or_database_refuses_the_url() {
+        use postgres::error::SqlState;
+        for code in [
+            SqlState::INVALID_PASSWORD,
+            SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
+            SqlState::INVALID_CATALOG_NAME,
+            SqlState::INSUFFICIENT_PRIVILEGE,
+        ] {
+            assert!(refuses_the_url(&code), "{code:?}");
+        }
+        // A restart or a terminated session is a server out of reach.
+        for code in [
+            SqlState::ADMIN_SHUTDOWN,
+            SqlState::CRASH_SHUTDOWN,
+            SqlState::CANNOT_CONNECT_NOW,
+            SqlState::TOO_MANY_CONNECTIONS,
+            SqlState::CONNECTION_FAILURE,
+        ] {
+            assert!(!refuses_the_url(&code), "{code:?}");
+        }
+    }
 
     #[test]
     fn the_password_comes_from_pgpassword_when_the_url_has_none() {
