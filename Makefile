@@ -210,9 +210,10 @@ test-go: lib
 	cd bindings/go && PKG_CONFIG_SYSROOT_DIR=$(GO_STAGING) PKG_CONFIG_LIBDIR=$(GO_STAGING)/usr/lib/pkgconfig \
 		LD_LIBRARY_PATH=$(GO_STAGING)/usr/lib $(GO) test -race -count=1 -run 'TestVersion|TestPushPullFinish|TestProcessesShareOneFile|TestPullReturnsPromptlyWhenCancelled' .
 
-# The workers' queue file goes to build/, with its -wal and -shm.
+# The examples' queue files go to build/, with their -wal and -shm.
 example-go: lib
-	rm -f $(BUILD)/go-workers.db*
+	rm -f $(BUILD)/go-workers.db* $(BUILD)/go-quickstart.db*
+	$(call GO_INTREE,examples/go,run) ./quickstart $(CURDIR)/$(BUILD)/go-quickstart.db
 	$(call GO_INTREE,examples/go,run) ./workers $(CURDIR)/$(BUILD)/go-workers.db
 	$(call GO_INTREE,examples/go,run) ./httpservice -selftest
 
@@ -229,7 +230,8 @@ test-python: lib
 	$(IN_TREE_PYTHON) -m pytest -q -rs -p no:cacheprovider bindings/python/tests
 
 example-python: lib
-	rm -f $(BUILD)/blog_example.db $(BUILD)/blog_example.db-wal $(BUILD)/blog_example.db-shm
+	rm -f $(BUILD)/blog_example.db $(BUILD)/blog_example.db-wal $(BUILD)/blog_example.db-shm $(BUILD)/python-quickstart.db*
+	$(IN_TREE_PYTHON) examples/python/quickstart.py $(BUILD)/python-quickstart.db
 	$(IN_TREE_PYTHON) examples/python/blog_example.py $(BUILD)/blog_example.db
 
 # persist-queue, a peer queue on SQLite, from PyPI, runs in the same run.
@@ -270,9 +272,10 @@ pack-node: lib
 	mkdir -p $(BUILD)/node
 	cd bindings/node && TQ_LIBRARY=$(CURDIR)/$(BUILD)/lib/libtq.so.$(VERSION) $(NPM) pack --pack-destination $(CURDIR)/$(BUILD)/node
 
-# The workers' queue file goes to build/, with its -wal and -shm.
+# The examples' queue files go to build/, with their -wal and -shm.
 example-node: lib examples/node/node_modules/.package-lock.json
-	rm -f $(BUILD)/node-workers.db*
+	rm -f $(BUILD)/node-workers.db* $(BUILD)/node-quickstart.db*
+	$(IN_TREE_NODE) examples/node/quickstart.js $(BUILD)/node-quickstart.db
 	$(IN_TREE_NODE) examples/node/workers.js $(BUILD)/node-workers.db
 	$(IN_TREE_NODE) examples/node/httpservice.js --selftest
 
