@@ -4,6 +4,9 @@
 #   make                 build build/lib/{libtq.so*,libtq.a}
 #   make cli             build the tq command (target/release/tq, from cli/)
 #   make example         build and run examples/c and examples/go
+#   make test-examples   build and run every example program (EXAMPLE_PROGRAMS)
+#   make test-docs       the code in the docs against the code: excerpts of the
+#                        examples, C names, tq flags, make targets, binding names
 #   make test            every test: Rust, PostgreSQL, the tq command, header, exported
 #                        symbols, install and pkg-config, C (plain, static,
 #                        C++, AddressSanitizer/UBSan, valgrind, panic
@@ -50,7 +53,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 BUILD := build
 RELEASE := target/release
 
-.PHONY: all lib cli example test test-rust test-postgres test-cli bench-postgres test-symbols test-install test-c test-faults test-torture bench install clean FORCE \
+.PHONY: all lib cli example test test-examples test-docs test-rust test-postgres test-cli bench-postgres test-symbols test-install test-c test-faults test-torture bench install clean FORCE \
 	test-go example-go bench-go
 .PHONY: test-python example-python bench-python wheel-python
 .PHONY: test-node example-node bench-node pack-node
@@ -89,7 +92,22 @@ example: lib
 	$(MAKE) -C examples/c run TQ_LIBDIR=$(CURDIR)/$(BUILD)/lib TQ_INCLUDEDIR=$(CURDIR)/include
 	$(MAKE) --no-print-directory example-go
 
-test: test-rust test-postgres test-cli test-symbols test-install test-c test-faults test-go test-torture test-python test-node
+test: test-rust test-postgres test-cli test-symbols test-install test-c test-faults test-go test-torture test-python test-node \
+	test-examples test-docs
+
+# Every example program; test-examples runs each of them, and the docs may
+# quote (excerpt) only these (tests/docs/check_docs.py reads this list and
+# fails when a program under examples/ is missing from it). A Go program is
+# its main package's folder.
+EXAMPLE_PROGRAMS := examples/c/workers.c examples/go/workers examples/go/httpservice \
+	examples/python/blog_example.py examples/node/workers.js examples/node/httpservice.js
+test-examples: example example-python example-node
+
+# The checker's own tests, then the checker on the docs, against the tq
+# command's --help (hence cli).
+test-docs: cli
+	$(PYTHON) -m pytest -q -p no:cacheprovider tests/docs
+	$(PYTHON) tests/docs/check_docs.py --root $(CURDIR) --tq-binary $(RELEASE)/tq
 
 test-rust:
 	$(CARGO) test --locked

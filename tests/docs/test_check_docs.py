@@ -1,0 +1,301 @@
+"""The docs checker on a small repository of its own (fixture/): its README
+passes, and each way of going stale fails with the file and line.
+
+fixture/bin/tq stands in for the tq command: it prints the pages under
+fixture/bin/help/ in the layout clap prints them.
+"""
+
+import contextlib
+import io
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+CHECKER = HERE / "check_docs.py"
+REPOSITORY = HERE.parent.parent
+sys.path.insert(0, str(HERE))
+import check_docs  # noqa: E402
+
+
+@pytest.fixture
+def repo(tmp_path):
+    root = tmp_path / "repo"
+    shutil.copytree(HERE / "fixture", root)
+    return root
+
+
+def run(root):
+    """The checker as `make test-docs` runs it, in a process of its own."""
+    return subprocess.run(
+        [sys.executable, str(CHECKER), "--root", str(root), "--tq-binary", str(root / "bin" / "tq")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def problems(root):
+    """What the checker prints on root, run in this process (faster)."""
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output), contextlib.redirect_stderr(io.StringIO()):
+        status = check_docs.main(["--root", str(root), "--tq-binary", str(root / "bin" / "tq")])
+    lines = output.getvalue().splitlines()
+    assert status == (1 if lines else 0), (status, lines)
+    return lines
+
+
+def edit(path, old, new, count=1):
+    text = path.read_text()
+    assert text.count(old) >= count, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new))
+
+
+def line_of(path, needle, occurrence=1):
+    """The line number of the occurrence-th line of path containing needle."""
+    found = [n for n, line in enumerate(path.read_text().splitlines(), 1) if needle in line]
+    assert len(found) >= occurrence, f"{needle!r} in {path}: {found}"
+    return found[occurrence - 1]
+
+
+def where(repo, needle, occurrence=1, document="README.md"):
+    return f"{document}:{line_of(repo / document, needle, occurrence)}:"
+
+
+def append(repo, text, document="README.md"):
+    path = repo / document
+    path.write_text(path.read_text() + text)
+
+
+def assert_problems(repo, expected):
+    """Exactly the expected problems: each a (FILE:LINE:, part of the message)."""
+    found = problems(repo)
+    assert len(found) == len(expected), "\n".join(found)
+    for (location, message), line in zip(sorted(expected), sorted(found)):
+        assert line.startswith(location + " ") and message in line, (location, message, found)
+
+
+def test_the_fixture_passes(repo):
+    result = run(repo)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout == ""
+
+
+def test_problems_are_printed_and_the_exit_status_is_1(repo):
+    append(repo, "\n`tq_gone`\n")
+    result = run(repo)
+    assert result.returncode == 1
+    assert result.stdout == f"{where(repo, '`tq_gone`')} tq_gone is not declared in include/tq.h\n"
+    assert "check_docs: 1 problem in 1 documents" in result.stderr
+
+
+def test_a_missing_tq_command_is_an_error_of_its_own(repo):
+    (repo / "bin" / "tq").unlink()
+    result = run(repo)
+    assert result.returncode == 2
+    assert "make cli" in result.stderr
+
+
+def test_a_block_neither_excerpt_nor_fragment_fails_at_its_fence(repo):
+    append(repo, "\nText.\n\n```python\nqueue.push(1)\n```\n\n```c\n// not an example\ntq_close(queue);\n```\n")
+    fence = line_of(repo / "README.md", "// not an example") - 1
+    assert_problems(
+        repo,
+        [
+            (where(repo, "```python", 3), "```python block is neither an excerpt"),
+            (f"README.md:{fence}:", "```c block is neither an excerpt"),
+        ],
+    )
+
+
+def test_a_block_without_a_language_fails(repo):
+    append(repo, "\n```\nplain\n```\n")
+    line = len((repo / "README.md").read_text().splitlines()) - 2
+    assert_problems(repo, [(f"README.md:{line}:", "code block without a language")])
+
+
+def test_an_excerpt_that_no_longer_matches_its_file_fails_at_the_line_that_differs(repo):
+    edit(repo / "examples" / "c" / "workers.c", "        tq_finish(queue, task);", "        tq_finish(queue, task); /* done */")
+    assert_problems(
+        repo, [(where(repo, "        tq_finish(queue, task);"), "excerpt of examples/c/workers.c no longer matches")]
+    )
+
+
+def test_an_excerpt_out_of_order_fails(repo):
+    edit(repo / "README.md", "    task = queue.pull(timeout=1)\n    task.finish()\n", "    task.finish()\n    task = queue.pull(timeout=1)\n")
+    assert_problems(repo, [(where(repo, "    task.finish()", 1), "excerpt of examples/python/blog_example.py")])
+
+
+def test_an_excerpt_of_a_missing_file_fails(repo):
+    (repo / "examples" / "go" / "workers" / "main.go").unlink()
+    header = where(repo, "// examples/go/workers/main.go")
+    assert_problems(
+        repo,
+        [(header, "excerpt of examples/go/workers/main.go, which does not exist")],
+    )
+
+
+def test_an_excerpt_of_a_program_make_test_does_not_run_fails(repo):
+    edit(repo / "Makefile", " examples/node/workers.js", "")
+    assert_problems(
+        repo,
+        [
+            (where(repo, "// examples/node/workers.js"), "examples/node/workers.js is not an example program"),
+            ("Makefile:2:", "examples/node/workers.js is an example program missing from EXAMPLE_PROGRAMS"),
+        ],
+    )
+
+
+def test_a_removed_c_function_fails_wherever_it_is_named(repo):
+    edit(repo / "include" / "tq.h", "enum tq_status tq_finish(tq_queue *queue, tq_task *task);\n", "")
+    (repo / "examples" / "c" / "workers.c").write_text(
+        (repo / "examples" / "c" / "workers.c").read_text().replace("tq_finish", "tq_close")
+    )
+    edit(repo / "README.md", "        tq_finish(queue, task);", "        tq_close(queue, task);")
+    append(repo, "\nThen `tq_finish(queue, task)`.\n")
+    assert_problems(repo, [(where(repo, "`tq_finish(queue, task)`"), "tq_finish is not declared in include/tq.h")])
+
+
+def test_a_name_only_in_a_comment_of_the_header_is_not_declared(repo):
+    append(repo, "\n`tq_removed_long_ago` and `tq_also_only_in_a_comment`.\n")
+    line = where(repo, "tq_removed_long_ago")
+    assert_problems(
+        repo,
+        [(line, "tq_removed_long_ago is not declared"), (line, "tq_also_only_in_a_comment is not declared")],
+    )
+
+
+def test_a_removed_cli_flag_fails(repo):
+    edit(repo / "bin" / "help" / "tq-push.txt", "      --priority <N>\n", "")
+    assert_problems(
+        repo,
+        [
+            (where(repo, "--priority 10"), "`tq push` has no flag --priority"),
+            # A span across lines: at the line the command starts.
+            (where(repo, "`tq push"), "`tq push` has no flag --priority"),
+        ],
+    )
+
+
+def test_a_removed_short_flag_fails(repo):
+    edit(repo / "bin" / "help" / "tq-work.txt", "  -j, --jobs <N>", "      --jobs <N>")
+    assert_problems(repo, [(where(repo, "tq work jobs.db -j 4"), "`tq work` has no flag -j")])
+
+
+def test_a_removed_subcommand_fails(repo):
+    edit(repo / "bin" / "help" / "tq.txt", "  work      Run a command once per task\n", "")
+    (repo / "bin" / "help" / "tq-work.txt").unlink()
+    assert_problems(
+        repo,
+        [
+            (where(repo, "tq work jobs.db -j 4"), "tq has no subcommand work"),
+            (where(repo, "`tq work --until-empty`"), "tq has no subcommand work"),
+        ],
+    )
+
+
+def test_a_removed_nested_subcommand_fails(repo):
+    edit(repo / "bin" / "help" / "tq-schedule.txt", "  list  List the schedules\n", "")
+    assert_problems(repo, [(where(repo, "$ tq schedule list"), "tq has no subcommand schedule list")])
+
+
+def test_a_flag_of_no_subcommand_fails_after_a_placeholder(repo):
+    append(repo, "\nSee `tq COMMAND --verbose`.\n")
+    assert_problems(repo, [(where(repo, "--verbose"), "no tq subcommand has the flag --verbose")])
+
+
+def test_a_removed_make_target_fails(repo):
+    edit(repo / "Makefile", "test-docs:\n\ttrue\n", "")
+    edit(repo / "Makefile", "test: test-docs", "test:")
+    assert_problems(repo, [(where(repo, "`make test-docs`"), "make test-docs: no such target in the Makefile")])
+
+
+def test_a_removed_make_target_fails_in_a_shell_block(repo):
+    edit(repo / "Makefile", "lib:\n\ttrue\n", "")
+    edit(repo / "Makefile", "all: lib", "all:")
+    assert_problems(repo, [(where(repo, "make -C . lib"), "make lib: no such target")])
+
+
+def test_a_removed_go_method_fails(repo):
+    edit(repo / "bindings" / "go" / "tq.go", "func (q *Queue) Pull() (*Task, error) { return &Task{}, nil }\n", "")
+    assert_problems(repo, [(where(repo, "pending.Pull()"), "pending.Pull(): no class of the go binding has Pull")])
+
+
+def test_a_removed_go_name_fails_and_test_files_and_unexported_names_do_not_count(repo):
+    edit(repo / "bindings" / "go" / "tq.go", "\tMaxPayloadLen = 1 << 20\n", "")
+    append(repo, "\n```go fragment\ntq.OnlyInATest()\ntq.helper()\n```\n")
+    assert_problems(
+        repo,
+        [
+            (where(repo, "tq.MaxPayloadLen"), "tq.MaxPayloadLen is not exported by the go binding"),
+            (where(repo, "tq.OnlyInATest()"), "tq.OnlyInATest is not exported by the go binding"),
+            (where(repo, "tq.helper()"), "tq.helper is not exported by the go binding"),
+        ],
+    )
+
+
+def test_a_removed_python_method_fails(repo):
+    edit(repo / "bindings" / "python" / "tq" / "queue.py", "    def push(self, payload):\n        pass\n", "")
+    edit(repo / "examples" / "python" / "blog_example.py", '    queue.push({"file": "a.mp4"})\n', "")
+    edit(repo / "README.md", '    queue.push({"file": "a.mp4"})\n', "")
+    assert_problems(repo, [(where(repo, "jobs.push("), "jobs.push(): no class of the python binding has push")])
+
+
+def test_a_removed_python_name_fails(repo):
+    edit(repo / "bindings" / "python" / "tq" / "__init__.py", "from .queue import MAX_PAYLOAD_LEN as max_payload_len\n", "")
+    assert_problems(repo, [(where(repo, "tq.max_payload_len"), "tq.max_payload_len is not exported by the python binding")])
+
+
+def test_a_removed_node_method_fails(repo):
+    edit(repo / "bindings" / "node" / "index.d.ts", "  pull(options?: { lease?: number }): Promise<Task | null>;\n", "")
+    assert_problems(
+        repo,
+        [
+            (where(repo, "await queue.pull()"), "queue.pull(): no class of the node binding has pull"),
+            (where(repo, "await jobs.pull("), "jobs.pull(): no class of the node binding has pull"),
+            # In prose of a document about no one binding, a method of any binding will do: Python's pull.
+        ],
+    )
+
+
+def test_a_method_named_only_in_a_comment_of_the_declarations_does_not_count(repo):
+    append(repo, "\n```js fragment\ntask.finishLater();\n```\n")
+    assert_problems(repo, [(where(repo, "task.finishLater()"), "no class of the node binding has finishLater")])
+
+
+def test_calls_on_other_receivers_are_not_checked(repo):
+    append(
+        repo,
+        "\n```python fragment\nresults = []\nresults.append(json.dumps({}))\nos.path.join('a', 'b')\n```\n"
+        "\n```go fragment\nlog.Printf(\"%v\", time.Now())\nctx.Done()\n```\n"
+        "\n```js fragment\nconst server = http.createServer();\nserver.listen(8080);\nprocess.exit(0);\n```\n",
+    )
+    assert problems(repo) == []
+
+
+def test_a_variable_bound_from_a_tq_call_is_checked(repo):
+    append(repo, "\n```python fragment\nwith tq.Queue('a.db') as jobs:\n    job = jobs.pull()\n    job.finsh()\n```\n")
+    assert_problems(repo, [(where(repo, "job.finsh()"), "job.finsh(): no class of the python binding has finsh")])
+
+
+def test_an_example_program_missing_from_the_list_fails(repo):
+    (repo / "examples" / "python" / "second.py").write_text("import tq\n")
+    assert_problems(repo, [("Makefile:2:", "examples/python/second.py is an example program missing from EXAMPLE_PROGRAMS")])
+
+
+def test_the_real_tq_command_is_read_whole():
+    """The help of the built tq command parses into its subcommands and
+    flags (make test-docs builds it first)."""
+    binary = REPOSITORY / "target" / "release" / "tq"
+    if not binary.is_file():
+        pytest.skip(f"{binary} is not built (make cli)")
+    commands = check_docs.tq_commands(binary)
+    assert {"stats", "push", "list", "work", "schedule", "serve"} <= set(commands.subcommands)
+    assert "help" not in commands.subcommands
+    assert {"--json", "--help", "--version"} <= commands.flags
+    assert {"-j", "--until-empty", "--queue", "--json"} <= commands.subcommands["work"].flags
+    assert "add" in commands.subcommands["schedule"].subcommands
+    assert "--cron" in commands.subcommands["schedule"].subcommands["add"].flags
