@@ -57,8 +57,14 @@ BINDING_OF_DOCUMENT = {
     "examples/node/": "node",
 }
 # Receivers taken for tq objects wherever they appear (the names the docs use
-# for a queue and a task), besides the variables a block binds from tq calls.
+# for a queue and a task), besides the variables a block binds from tq calls;
+# in Go, q is the queue too.
 CONVENTIONAL_TQ_OBJECTS = {"queue", "task"}
+CONVENTIONAL_GO_OBJECTS = {"q"}
+
+
+def conventional_objects(language):
+    return CONVENTIONAL_TQ_OBJECTS | (CONVENTIONAL_GO_OBJECTS if language == "go" else set())
 
 C_NAME = re.compile(r"\b(?:tq|TQ)_[A-Za-z0-9_]+\b")
 PACKAGE_NAME = re.compile(r"(?<![\w./-])tq\.([A-Za-z_][A-Za-z0-9_]*)")
@@ -84,6 +90,17 @@ class Binding:
 
     names: set = field(default_factory=set)
     methods: set = field(default_factory=set)
+    # Classes / types with methods, and the methods and package functions
+    # whose result is (or holds) one: what a variable bound from a call is.
+    types: set = field(default_factory=set)
+    returning_objects: set = field(default_factory=set)
+    returns: dict = field(default_factory=dict)  # method or function -> its result's type text
+
+    def finish(self):
+        self.returning_objects = {
+            name for name, result in self.returns.items() if set(re.findall(r"\w+", result)) & self.types
+        }
+        return self
 
 
 @dataclass
@@ -235,18 +252,29 @@ def go_binding(root):
         if path.name.endswith("_test.go"):
             continue
         text = path.read_text()
-        # Methods: func (r *T) Name(...; interface members: \tName(...
-        binding.methods.update(re.findall(r"^func\s*\([^)]*\)\s*([A-Z]\w*)\s*[\[(]", text, flags=re.M))
-        for body in re.findall(r"^type\s+[A-Z]\w*\s+interface\s*\{(.*?)^\}", text, flags=re.M | re.S):
+        # Methods: func (r *T) Name(...) RESULT {; interface members: \tName(...
+        for receiver, name, result in re.findall(
+            r"^func\s*\(\s*\w*\s*\*?(\w+)[^)]*\)\s*([A-Z]\w*)\s*\((?:[^()]|\([^()]*\))*\)\s*([^{\n]*)", text, flags=re.M
+        ):
+            binding.methods.add(name)
+            binding.types.add(receiver)
+            binding.returns[name] = binding.returns.get(name, "") + " " + result
+        for kind, body in re.findall(r"^type\s+([A-Z]\w*)\s+interface\s*\{(.*?)^\}", text, flags=re.M | re.S):
+            binding.types.add(kind)
             binding.methods.update(re.findall(r"^\s+([A-Z]\w*)\s*\(", body, flags=re.M))
-        binding.names.update(re.findall(r"^func\s+([A-Z]\w*)\s*[\[(]", text, flags=re.M))
+        for name, result in re.findall(
+            r"^func\s+([A-Z]\w*)\s*(?:\[[^\]]*\])?\((?:[^()]|\([^()]*\))*\)\s*([^{\n]*)", text, flags=re.M
+        ):
+            binding.names.add(name)
+            binding.returns["tq." + name] = result
         binding.names.update(re.findall(r"^(?:type|const|var)\s+([A-Z]\w*)", text, flags=re.M))
         for block in re.findall(r"^(?:type|const|var)\s*\((.*?)^\)", text, flags=re.M | re.S):
             for line in block.splitlines():
                 match = re.match(r"^\t([A-Za-z_]\w*(?:\s*,\s*\w+)*)", line)
                 if match:
                     binding.names.update(n for n in re.split(r"\s*,\s*", match.group(1)) if n[:1].isupper())
-    return binding
+    binding.types = {t for t in binding.types if t[:1].isupper()}
+    return binding.finish()
 
 
 def python_binding(root):
@@ -269,10 +297,15 @@ def python_binding(root):
     for path in sorted(package.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ClassDef):
-                for member in node.body:
-                    if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                        binding.methods.add(member.name)
-    return binding
+                members = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+                if members and not node.name.startswith("_"):
+                    binding.types.add(node.name)
+                binding.returns["tq." + node.name] = node.name  # calling a class makes one
+                for member in members:
+                    binding.methods.add(member.name)
+                    if member.returns is not None:
+                        binding.returns[member.name] = binding.returns.get(member.name, "") + " " + ast.unparse(member.returns)
+    return binding.finish()
 
 
 def node_binding(root):
@@ -290,16 +323,24 @@ def node_binding(root):
     )
     for names in re.findall(r"^export\s*\{([^}]*)\}", text, flags=re.M):
         binding.names.update(part.split(" as ")[-1].strip() for part in names.split(",") if part.strip())
-    for body in re.findall(r"^export\s+(?:declare\s+)?(?:class|interface)\s+[^{]*\{(.*?)^\}", text, flags=re.M | re.S):
-        binding.methods.update(
-            re.findall(
-                r"^\s+(?:static\s+|readonly\s+|async\s+|get\s+|set\s+)*([A-Za-z_$][\w$]*)\s*\??\s*(?:<[^>(]*>)?\s*\(",
-                body,
-                flags=re.M,
-            )
+    for kind, name, body in re.findall(
+        r"^export\s+(?:declare\s+)?(class|interface)\s+(\w+)[^{]*\{(.*?)^\}", text, flags=re.M | re.S
+    ):
+        members = re.findall(
+            r"^\s+(?:static\s+|readonly\s+|async\s+|get\s+|set\s+)*([A-Za-z_$][\w$]*)\s*\??\s*(?:<[^>(]*>)?\s*\((?:[^()]|\([^()]*\))*\)\s*:?\s*([^;\n]*)",
+            body,
+            flags=re.M,
         )
-    binding.methods.discard("constructor")
-    return binding
+        if kind == "class":
+            binding.types.add(name)
+            binding.returns["tq." + name] = name  # new tq.Queue(...)
+        for member, result in members:
+            if member != "constructor":
+                binding.methods.add(member)
+                binding.returns[member] = binding.returns.get(member, "") + " " + result
+    for name, result in re.findall(r"^export\s+(?:declare\s+)?function\s+(\w+)[^(]*\((?:[^()]|\([^()]*\))*\)\s*:\s*([^;\n]*)", text, flags=re.M):
+        binding.returns["tq." + name] = result
+    return binding.finish()
 
 
 @dataclass
@@ -515,14 +556,15 @@ class Checker:
     def check_code(self, path, block, language):
         binding_name = BINDING_OF_LANGUAGE.get(language)
         binding = self.names.bindings.get(binding_name)
-        tq_objects = set(CONVENTIONAL_TQ_OBJECTS)
-        if binding is not None:
-            tq_objects |= bound_tq_objects("\n".join(block.lines), language)
+        tq_objects = bound_tq_objects("\n".join(block.lines), language, binding) if binding else set()
         for offset, text in enumerate(block.lines):
             line = block.line + 1 + offset
             self.check_c_names(path, line, text)
             if binding is not None:
                 self.check_package_names(path, line, text, [binding_name])
+                for name, _ in imported_names(text, language):
+                    if name not in binding.names:
+                        self.problem(path, line, f"tq.{name} is not exported by the {binding_name} binding")
                 self.check_methods(path, line, text, [binding_name], tq_objects)
 
     def check_c_names(self, path, line, text):
@@ -658,7 +700,8 @@ class Checker:
         for offset, piece in enumerate(span.text.split("\n")):
             self.check_c_names(path, span.line + offset, piece)
             self.check_package_names(path, span.line + offset, piece, bindings)
-            self.check_methods(path, span.line + offset, piece, bindings, CONVENTIONAL_TQ_OBJECTS)
+            receivers = CONVENTIONAL_TQ_OBJECTS | (CONVENTIONAL_GO_OBJECTS if bindings == ["go"] else set())
+            self.check_methods(path, span.line + offset, piece, bindings, receivers)
 
 
 def all_commands(command):
@@ -667,26 +710,96 @@ def all_commands(command):
         yield from all_commands(sub)
 
 
-def bound_tq_objects(code, language):
-    """Variables a block binds to tq objects: from an expression on the tq
-    package or on another tq object, or declared with a tq type."""
-    objects = set()
-    for _ in range(3):  # task = queue.pull() after queue = tq.Queue(...)
-        roots = "|".join(["tq"] + sorted(re.escape(o) for o in objects | CONVENTIONAL_TQ_OBJECTS))
-        source = rf"(?:await\s+|new\s+|&)?(?:{roots})\s*\??\."
-        patterns = [
-            # x = tq.Open(...), x, err := q.Pull(...), const x = await queue.pull()
-            rf"(?:\b(?:const|let|var)\s+)?(?:\{{\s*)?([A-Za-z_]\w*)(?:\s*,\s*\w+)*\s*\}}?\s*:?=\s*{source}",
-            # with tq.Queue(...) as x
-            rf"\bwith\s+{source}[^\n]*?\bas\s+([A-Za-z_]\w*)",
-            # for task in queue.pull_many(...), for (const task of queue.pullMany(...))
-            rf"\bfor\s*\(?\s*(?:const\s+|let\s+)?([A-Za-z_]\w*)\s+(?:in|of)\s+{source}",
-            # Typed: q *tq.Queue, queue: tq.Queue, task tq.Task
-            r"\b([A-Za-z_]\w*)\s*:?\s*\*?tq\.[A-Z]\w*\b(?!\s*\()",
-        ]
+def imported_names(line, language):
+    """Names a line imports from the tq package: `from tq import Queue`,
+    `const { open } = require('tq')`, `import { open } from 'tq'`."""
+    if language == "python":
+        match = re.match(r"^\s*from\s+tq\s+import\s+\(?([\w\s,]+)\)?", line)
+    elif language in ("js", "ts"):
+        match = re.search(r"\{([\w\s,:]+)\}\s*=\s*require\(\s*['\"]tq['\"]\s*\)", line) or re.search(
+            r"\bimport\s*\{([\w\s,]+)\}\s*from\s*['\"]tq['\"]", line
+        )
+    else:
+        return []
+    if not match:
+        return []
+    names = []
+    for part in match.group(1).split(","):
+        words = re.split(r"\s+as\s+|\s*:\s*", part.strip())
+        if words[0]:
+            names.append((words[0], words[-1]))  # (name in tq, name bound here)
+    return names
+
+
+def without_comments(code, language):
+    if language == "python":
+        return re.sub(r"(?<![\w'\"])#[^\n]*", "", code)
+    code = re.sub(r"/\*.*?\*/", " ", code, flags=re.S)
+    return re.sub(r"(?<![:\w'\"])//[^\n]*", "", code)
+
+
+def bound_tq_objects(code, language, binding):
+    """Variables a block binds to tq objects, by a rule that needs no types:
+
+    - assigned (=, :=, const/let/var, `with ... as`, a for loop's variable)
+      from a call whose result is a tq object: a package function or class
+      (`tq.Open`, `tq.Queue(`, `new tq.Queue(`, a name imported from tq), or
+      a method of a tq object whose declared result names one of the
+      binding's classes (`queue.pull(` gives a Task; `queue.count(` gives
+      nothing);
+    - a for loop over such a variable (`for task in tasks`);
+    - declared with a tq type: Go `q *tq.Queue` (a var or a parameter),
+      Python / TypeScript `queue: tq.Queue`.
+
+    The conventional names (CONVENTIONAL_TQ_OBJECTS) count from the start."""
+    code = without_comments(code, language)
+    objects = set(conventional_objects(language))
+    aliases = {bound: name for line in code.splitlines() for name, bound in imported_names(line, language)}
+    prefix = r"(?:await\s+|new\s+|&)?"
+    call = rf"{prefix}(\w+)(?:\s*\??\.\s*(\w+))?\s*\("
+
+    def gives_object(root, member):
+        if not member:  # a bare call: an imported class or function
+            return root in aliases and "tq." + aliases[root] in binding.returning_objects
+        if root == "tq":
+            return "tq." + member in binding.returning_objects
+        return root in objects and member in binding.returning_objects
+
+    statements = [
+        # x = tq.Open(...), x, err := q.Pull(...), const x = await queue.pull()
+        rf"(?:\b(?:const|let|var)\s+)?(\w+)(?:\s*,\s*\w+)*\s*(?::=|=(?![=>]))\s*{call}",
+        # with tq.Queue(...) as x
+        rf"\bwith\s+{call}[^\n]*?\bas\s+(?P<target>\w+)",
+        # for task in queue.pull_many(...), for (const task of queue.tasks()), for _, t := range q.PullBatch(...)
+        rf"\bfor\s+(\w+)\s+in\s+{call}",
+        rf"\bfor\s*(?:await\s*)?\(\s*(?:const|let|var)\s+(\w+)\s+of\s+{call}",
+        rf"\bfor\s+(?:\w+\s*,\s*)?(\w+)\s*:=\s*range\s+{call}",
+    ]
+    loops_over_variables = [
+        r"\bfor\s+(\w+)\s+in\s+(\w+)\s*:",
+        r"\bfor\s*(?:await\s*)?\(\s*(?:const|let|var)\s+(\w+)\s+of\s+(\w+)\s*\)",
+        r"\bfor\s+(?:\w+\s*,\s*)?(\w+)\s*:=\s*range\s+(\w+)\s*\{",
+    ]
+    if language == "go":
+        typed = r"(?:\bvar\s+|[(,]\s*)(\w+)\s+(?:\[\]|\*)*tq\.(\w+)"
+    else:
+        typed = r"\b(\w+)\s*:\s*[\"']?tq\.(\w+)"
+    for name, kind in re.findall(typed, code):
+        if kind in binding.types:
+            objects.add(name)
+    for _ in range(5):  # task = queue.pull() after queue = tq.Queue(...)
         before = len(objects)
-        for pattern in patterns:
-            objects.update(re.findall(pattern, code))
+        for pattern in statements:
+            for match in re.finditer(pattern, code):
+                groups = list(match.groups())
+                target = match.group("target") if "target" in match.re.groupindex else groups.pop(0)
+                root, member = groups[:2]
+                if gives_object(root, member):
+                    objects.add(target)
+        for pattern in loops_over_variables:
+            for target, iterable in re.findall(pattern, code):
+                if iterable in objects:
+                    objects.add(target)
         if len(objects) == before:
             break
     objects.discard("tq")

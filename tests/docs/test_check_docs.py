@@ -238,7 +238,7 @@ def test_a_removed_go_name_fails_and_test_files_and_unexported_names_do_not_coun
 
 
 def test_a_removed_python_method_fails(repo):
-    edit(repo / "bindings" / "python" / "tq" / "queue.py", "    def push(self, payload):\n        pass\n", "")
+    edit(repo / "bindings" / "python" / "tq" / "queue.py", "    def push(self, payload) -> int:\n        pass\n", "")
     edit(repo / "examples" / "python" / "blog_example.py", '    queue.push({"file": "a.mp4"})\n', "")
     edit(repo / "README.md", '    queue.push({"file": "a.mp4"})\n', "")
     assert_problems(repo, [(where(repo, "jobs.push("), "jobs.push(): no class of the python binding has push")])
@@ -299,3 +299,51 @@ def test_the_real_tq_command_is_read_whole():
     assert {"-j", "--until-empty", "--queue", "--json"} <= commands.subcommands["work"].flags
     assert "add" in commands.subcommands["schedule"].subcommands
     assert "--cron" in commands.subcommands["schedule"].subcommands["add"].flags
+
+
+def test_the_result_of_a_call_is_a_tq_object_only_when_declared_so(repo):
+    append(
+        repo,
+        "\n```python fragment\nwith tq.Queue('a.db') as jobs:\n    n = jobs.push(1)\n    print(n.bit_length())\n"
+        "    job = jobs.pull()\n    job.finsh()\n```\n",
+    )
+    assert_problems(repo, [(where(repo, "job.finsh()"), "job.finsh(): no class of the python binding has finsh")])
+
+
+def test_a_go_parameter_or_variable_of_a_tq_type_is_checked(repo):
+    append(repo, "\n```go fragment\nfunc handle(ctx context.Context, job *tq.Task) {\n\tjob.Finsh()\n}\nvar other *tq.Queue\nother.Pul()\n```\n")
+    assert_problems(
+        repo,
+        [
+            (where(repo, "job.Finsh()"), "job.Finsh(): no class of the go binding has Finsh"),
+            (where(repo, "other.Pul()"), "other.Pul(): no class of the go binding has Pul"),
+        ],
+    )
+
+
+def test_names_imported_from_tq_are_checked_and_bind_objects(repo):
+    append(
+        repo,
+        "\n```python fragment\nfrom tq import Queue, Gone\njobs = Queue('a.db')\njobs.pul()\n```\n"
+        "\n```js fragment\nconst { open, gone } = require('tq');\nconst jobs = open('a.db');\njobs.pul();\n```\n",
+    )
+    assert_problems(
+        repo,
+        [
+            (where(repo, "from tq import Queue, Gone"), "tq.Gone is not exported by the python binding"),
+            (where(repo, "jobs.pul()", 1), "jobs.pul(): no class of the python binding has pul"),
+            (where(repo, "const { open, gone }"), "tq.gone is not exported by the node binding"),
+            (where(repo, "jobs.pul();", 1), "jobs.pul(): no class of the node binding has pul"),
+        ],
+    )
+
+
+def test_a_binding_s_readme_speaks_of_that_binding_only(repo):
+    (repo / "bindings" / "go" / "README.md").write_text("Open with `tq.Open`, pull with `q.Pull(ctx)`, not `tq.open` or `q.pull(`.\n")
+    assert_problems(
+        repo,
+        [
+            ("bindings/go/README.md:1:", "tq.open is not exported by the go binding"),
+            ("bindings/go/README.md:1:", "q.pull(): no class of the go binding has pull"),
+        ],
+    )
