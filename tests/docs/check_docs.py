@@ -126,22 +126,37 @@ def c_names(root):
     return set(C_NAME.findall(strip_c_comments(header)))
 
 
+# How code reads or sets an environment variable: env::var("TQ_X"),
+# os.Getenv("TQ_X"), os.environ["TQ_X"], {"TQ_X": ...}, "TQ_X=" + ...,
+# process.env.TQ_X, $TQ_X / ${TQ_X} in shell.
+ENVIRONMENT_USE = re.compile(
+    r"""(?:\b(?:var|var_os|remove_var|set_var|env|getenv|Getenv|LookupEnv|Setenv|Unsetenv|get|pop|setdefault)\s*\(\s*["'](TQ_\w+)["']"""
+    r"""|environ\[\s*["'](TQ_\w+)["']|["'](TQ_\w+)["']\s*:|["'](TQ_\w+)="""
+    r"""|process\.env\.(TQ_\w+)|process\.env\[\s*["'](TQ_\w+)["']|\$\{?(TQ_\w+))"""
+)
+
+
 def environment_variables(root):
-    """TQ_* names the project's code reads from the environment or passes to
-    make: they may be named in the docs though tq.h does not declare them."""
+    """TQ_* environment variables the project's code or Makefile reads or sets
+    (TQ_DATABASE_URL, TQ_TASK_ID): the docs may name them though tq.h
+    declares no such name."""
     found = set()
-    quoted = re.compile(r"[\"'`]\$?\{?((?:TQ)_[A-Z0-9_]+)")
-    for folder in ("src", "cli", "bindings", "examples", "bench", "tests"):
+    for folder in ("src", "cli", "bindings", "examples", "bench", "tests", ".ci"):
         for path in (root / folder).rglob("*"):
             if (
-                path.suffix in {".rs", ".go", ".py", ".js", ".ts", ".sh"}
+                path.suffix in {".rs", ".go", ".py", ".js", ".ts", ".sh", ""}
+                and path.is_file()
                 and "node_modules" not in path.parts
                 and not path.is_relative_to(root / "tests" / "docs")
             ):
-                found.update(quoted.findall(path.read_text(errors="replace")))
+                text = path.read_text(errors="replace")
+                for match in ENVIRONMENT_USE.finditer(text):
+                    found.update(name for name in match.groups() if name)
+                if path.suffix in {".sh", ""}:  # TQ_X=value command
+                    found.update(re.findall(r"(?m)(?:^|\s)(TQ_[A-Z0-9_]+)=", text))
     makefile = (root / "Makefile").read_text()
     found.update(re.findall(r"\b(TQ_[A-Z0-9_]+)\s*[?:+]?=", makefile))
-    found.update(re.findall(r"\$\((TQ_[A-Z0-9_]+)\)", makefile))
+    found.update(re.findall(r"\$[({]?(TQ_[A-Z0-9_]+)", makefile))
     return found
 
 
@@ -547,7 +562,9 @@ class Checker:
             )
 
     def is_example_program(self, program):
-        for entry in self.names.example_programs or []:
+        # Without the Makefile's list (reported once), the programs on disk.
+        listed = self.names.example_programs
+        for entry in example_programs_on_disk(self.root) if listed is None else listed:
             entry = entry.rstrip("/")
             if program == entry or program.startswith(entry + "/"):
                 return True

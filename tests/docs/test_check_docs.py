@@ -347,3 +347,18 @@ def test_a_binding_s_readme_speaks_of_that_binding_only(repo):
             ("bindings/go/README.md:1:", "q.pull(): no class of the go binding has pull"),
         ],
     )
+
+
+def test_without_the_list_of_example_programs_that_alone_is_reported(repo):
+    edit(repo / "Makefile", "EXAMPLE_PROGRAMS :=", "PROGRAMS :=")
+    assert_problems(repo, [("Makefile:1:", "no EXAMPLE_PROGRAMS list")])
+
+
+def test_an_environment_variable_no_code_reads_fails(repo):
+    edit(repo / "cli" / "src" / "main.rs", '"TQ_FIXTURE_URL"', '"TQ_FIXTURE_LOCATION"')
+    assert_problems(repo, [(where(repo, "`TQ_FIXTURE_URL`"), "TQ_FIXTURE_URL is not declared in include/tq.h")])
+
+
+def test_a_family_of_names_fails_when_none_is_left(repo):
+    append(repo, "\nThe `tq_push_options_set_*` setters.\n")
+    assert_problems(repo, [(where(repo, "`tq_push_options_set_*`"), "no name declared in include/tq.h starts with tq_push_options_set_")])
