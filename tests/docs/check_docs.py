@@ -95,6 +95,8 @@ class Binding:
     types: set = field(default_factory=set)
     returning_objects: set = field(default_factory=set)
     returns: dict = field(default_factory=dict)  # method or function -> its result's type text
+    # Go: each type's methods and fields, those of embedded types included.
+    members: dict = field(default_factory=dict)
 
     def finish(self):
         self.returning_objects = {
@@ -263,18 +265,31 @@ def tq_commands(binary):
 def go_binding(root):
     """Exported names and methods of package tq in bindings/go (not tests)."""
     binding = Binding()
+    own, embedded = {}, {}
     for path in sorted((root / "bindings" / "go").glob("*.go")):
         if path.name.endswith("_test.go"):
             continue
         text = path.read_text()
+        structs = re.findall(r"^type\s+(\w+)\s+struct\s*\{[ \t]*\n(.*?)^\}", text, flags=re.M | re.S)
+        structs += re.findall(r"^type\s+(\w+)\s+struct\s*\{([^\n]*)\}", text, flags=re.M)
+        for kind, body in structs:
+            body = "\n".join("\t" + part.strip() for part in body.split(";")) if "\n" not in body else body
+            for line in body.splitlines():
+                fields = re.match(r"^\t(\w+(?:\s*,\s*\w+)*)\s+[^\s/]", line)
+                if fields:
+                    own.setdefault(kind, set()).update(n for n in re.split(r"\s*,\s*", fields.group(1)) if n[:1].isupper())
+                embed = re.match(r"^\t\*?(\w+)\s*(?://.*)?$", line)
+                if embed:
+                    embedded.setdefault(kind, set()).add(embed.group(1))
         # Methods: func (r *T) Name(...) RESULT {; interface members: \tName(...
         for receiver, name, result in re.findall(
             r"^func\s*\(\s*\w*\s*\*?(\w+)[^)]*\)\s*([A-Z]\w*)\s*\((?:[^()]|\([^()]*\))*\)\s*([^{\n]*)", text, flags=re.M
         ):
             binding.methods.add(name)
             binding.types.add(receiver)
+            own.setdefault(receiver, set()).add(name)
             binding.returns[name] = binding.returns.get(name, "") + " " + result
-        for kind, body in re.findall(r"^type\s+([A-Z]\w*)\s+interface\s*\{(.*?)^\}", text, flags=re.M | re.S):
+        for kind, body in re.findall(r"^type\s+([A-Z]\w*)\s+interface\s*\{[ \t]*\n(.*?)^\}", text, flags=re.M | re.S):
             binding.types.add(kind)
             binding.methods.update(re.findall(r"^\s+([A-Z]\w*)\s*\(", body, flags=re.M))
         for name, result in re.findall(
@@ -289,6 +304,15 @@ def go_binding(root):
                 if match:
                     binding.names.update(n for n in re.split(r"\s*,\s*", match.group(1)) if n[:1].isupper())
     binding.types = {t for t in binding.types if t[:1].isupper()}
+
+    def members_of(kind, seen=()):
+        found = set(own.get(kind, ()))
+        for inner in embedded.get(kind, ()):
+            if inner not in seen:
+                found |= members_of(inner, (*seen, kind))
+        return found
+
+    binding.members = {kind: members_of(kind) for kind in set(own) | set(embedded) if kind[:1].isupper()}
     return binding.finish()
 
 
@@ -583,6 +607,8 @@ class Checker:
                     if name not in binding.names:
                         self.problem(path, line, f"tq.{name} is not exported by the {binding_name} binding")
                 self.check_methods(path, line, text, [binding_name], tq_objects)
+                if binding_name == "go":
+                    self.check_go_members(path, line, text)
 
     def check_c_names(self, path, line, text):
         for match in C_NAME.finditer(text):
@@ -607,6 +633,15 @@ class Checker:
                 continue
             if not any(name in self.names.bindings[b].names for b in bindings):
                 self.problem(path, line, f"tq.{name} is not exported by the {' or '.join(bindings)} binding")
+
+    def check_go_members(self, path, line, text):
+        """`(*Task).Finish`, `(Queue).Close`: a method or field of that type."""
+        members = self.names.bindings["go"].members
+        for kind, member in re.findall(r"\(\*?([A-Z]\w*)\)\.([A-Z]\w*)", text):
+            if kind not in members:
+                self.problem(path, line, f"({kind}).{member}: the go binding has no type {kind}")
+            elif member not in members[kind]:
+                self.problem(path, line, f"({kind}).{member}: {kind} of the go binding has no method or field {member}")
 
     def check_methods(self, path, line, text, bindings, tq_objects):
         for receiver, method in METHOD_CALL.findall(text):
@@ -719,6 +754,8 @@ class Checker:
             self.check_package_names(path, span.line + offset, piece, bindings)
             receivers = CONVENTIONAL_TQ_OBJECTS | (CONVENTIONAL_GO_OBJECTS if bindings == ["go"] else set())
             self.check_methods(path, span.line + offset, piece, bindings, receivers)
+            if bindings == ["go"]:
+                self.check_go_members(path, span.line + offset, piece)
 
 
 def all_commands(command):

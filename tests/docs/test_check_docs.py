@@ -362,3 +362,17 @@ def test_an_environment_variable_no_code_reads_fails(repo):
 def test_a_family_of_names_fails_when_none_is_left(repo):
     append(repo, "\nThe `tq_push_options_set_*` setters.\n")
     assert_problems(repo, [(where(repo, "`tq_push_options_set_*`"), "no name declared in include/tq.h starts with tq_push_options_set_")])
+
+
+def test_go_methods_named_with_their_type_are_checked_against_that_type(repo):
+    (repo / "bindings" / "go" / "README.md").write_text(
+        "`(*Task).ID` (embedded), `(*Task).Queue` (a field), `(*Queue).Pull`\n"
+        "`(*Task).Pull`, `(*Job).Finish`\n"
+    )
+    assert_problems(
+        repo,
+        [
+            ("bindings/go/README.md:2:", "(Task).Pull: Task of the go binding has no method or field Pull"),
+            ("bindings/go/README.md:2:", "(Job).Finish: the go binding has no type Job"),
+        ],
+    )
