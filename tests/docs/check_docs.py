@@ -44,6 +44,20 @@ EXCERPT_HEADER = {
     "ts": re.compile(r"^//\s(examples/\S+)$"),
     "python": re.compile(r"^#\s(examples/\S+)$"),
 }
+# Other names of the checked languages: a block must use the checked name.
+LANGUAGE_ALIASES = {
+    "h": "c",
+    "golang": "go",
+    "py": "python",
+    "python3": "python",
+    "javascript": "js",
+    "node": "js",
+    "typescript": "ts",
+    "bash": "sh",
+    "shell": "sh",
+    "zsh": "sh",
+    "shell-session": "console",
+}
 # Which binding a block's language speaks.
 BINDING_OF_LANGUAGE = {"go": "go", "python": "python", "js": "node", "ts": "node"}
 # Which binding a document is about, by where it lives; elsewhere a name in
@@ -70,6 +84,7 @@ C_NAME = re.compile(r"\b(?:tq|TQ)_[A-Za-z0-9_]+\b")
 PACKAGE_NAME = re.compile(r"(?<![\w./-])tq\.([A-Za-z_][A-Za-z0-9_]*)")
 # `tq.h`, `tq.pc`: file names, not package members.
 FILE_SUFFIXES = {"h", "pc", "map", "so", "a", "db", "go", "py", "js", "ts", "json", "toml", "md", "in"}
+COMMAND_PREFIXES = {"env", "exec", "time", "nohup", "sudo", "command"}
 PLACEHOLDER = re.compile(r"[A-Z][A-Z_]*|\.\.\.|<[^>]*>")
 METHOD_CALL = re.compile(r"(?<![\w.])([A-Za-z_][A-Za-z0-9_]*)\s*\??\.\s*([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 
@@ -536,9 +551,14 @@ class Checker:
         if not language:
             self.problem(path, block.line, "code block without a language (```c, ```sh, ```text...)")
             return
+        if language in LANGUAGE_ALIASES:
+            self.problem(path, block.line, f"```{language}: write ```{LANGUAGE_ALIASES[language]}, the name the checks know")
+            return
         if language in EXCERPT_LANGUAGES:
             header = EXCERPT_HEADER[language].match(block.lines[0].rstrip()) if block.lines else None
-            if header:
+            if header and block.is_fragment:
+                self.problem(path, block.line, f"```{language} fragment block opens with an excerpt's file name: one or the other")
+            elif header:
                 self.check_excerpt(path, block, header.group(1))
             elif not block.is_fragment:
                 self.problem(
@@ -656,11 +676,13 @@ class Checker:
         for offset, text in enumerate(block.lines):
             line = block.line + 1 + offset
             if start is None:
-                if console:
-                    if not text.startswith("$ "):
-                        continue
+                if text.startswith("$ "):
                     text = text[2:]
+                elif console:
+                    continue  # output
                 start = line
+            elif console and text.startswith("> "):
+                text = text[2:]
             self.check_c_names(path, line, text)
             if text.rstrip().endswith("\\"):
                 logical += text.rstrip()[:-1] + " "
@@ -687,7 +709,8 @@ class Checker:
                 command.append(token)
 
     def check_command(self, path, line, words):
-        while words and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]):
+        # VAR=value, and commands that run the command that follows.
+        while words and (re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]) or words[0] in COMMAND_PREFIXES):
             words = words[1:]
         if not words:
             return

@@ -65,6 +65,13 @@ def where(repo, needle, occurrence=1, document="README.md"):
     return f"{document}:{line_of(repo / document, needle, occurrence)}:"
 
 
+def at_line(repo, whole, document="README.md"):
+    """FILE:LINE: of the line that is exactly whole."""
+    lines = (repo / document).read_text().splitlines()
+    assert lines.count(whole) == 1, whole
+    return f"{document}:{lines.index(whole) + 1}:"
+
+
 def append(repo, text, document="README.md"):
     path = repo / document
     path.write_text(path.read_text() + text)
@@ -288,7 +295,8 @@ def test_an_example_program_missing_from_the_list_fails(repo):
 
 def test_the_real_tq_command_is_read_whole():
     """The help of the built tq command parses into its subcommands and
-    flags (make test-docs builds it first)."""
+    flags, and `tq serve` gives its metrics (make test-docs builds the
+    command first)."""
     binary = REPOSITORY / "target" / "release" / "tq"
     if not binary.is_file():
         pytest.skip(f"{binary} is not built (make cli)")
@@ -299,6 +307,7 @@ def test_the_real_tq_command_is_read_whole():
     assert {"-j", "--until-empty", "--queue", "--json"} <= commands.subcommands["work"].flags
     assert "add" in commands.subcommands["schedule"].subcommands
     assert "--cron" in commands.subcommands["schedule"].subcommands["add"].flags
+    assert {"tq_tasks", "tq_pushed_total", "tq_wal_bytes"} <= check_docs.metric_names(binary)
 
 
 def test_the_result_of_a_call_is_a_tq_object_only_when_declared_so(repo):
@@ -374,5 +383,38 @@ def test_go_methods_named_with_their_type_are_checked_against_that_type(repo):
         [
             ("bindings/go/README.md:2:", "(Task).Pull: Task of the go binding has no method or field Pull"),
             ("bindings/go/README.md:2:", "(Job).Finish: the go binding has no type Job"),
+        ],
+    )
+
+
+def test_a_checked_language_under_another_name_fails(repo):
+    append(repo, "\n```py\nprint(1)\n```\n\n```bash\ntq gone\n```\n")
+    assert_problems(
+        repo,
+        [
+            (at_line(repo, "```py"), "```py: write ```python"),
+            (at_line(repo, "```bash"), "```bash: write ```sh"),
+        ],
+    )
+
+
+def test_a_fragment_that_names_an_example_file_fails(repo):
+    append(repo, "\n```c fragment\n// examples/c/workers.c\ntq_close(queue);\n```\n")
+    assert_problems(repo, [(where(repo, "```c fragment", 2), "one or the other")])
+
+
+def test_commands_after_a_prompt_or_a_prefix_are_checked_and_console_output_is_not(repo):
+    append(
+        repo,
+        "\n```sh\n$ tq gone1\nTQ_FIXTURE_URL=1 env tq gone2\nsudo -E true; exec tq gone3\n```\n"
+        "\n```console\n$ tq push jobs.db \\\n>   --gone4\ntq gone-in-output\n```\n",
+    )
+    assert_problems(
+        repo,
+        [
+            (where(repo, "$ tq gone1"), "tq has no subcommand gone1"),
+            (where(repo, "env tq gone2"), "tq has no subcommand gone2"),
+            (where(repo, "exec tq gone3"), "tq has no subcommand gone3"),
+            (where(repo, "$ tq push jobs.db \\"), "`tq push` has no flag --gone4"),
         ],
     )
