@@ -341,6 +341,8 @@ def python_binding(root):
     for node in tree.body:
         if isinstance(node, ast.ImportFrom):
             binding.names.update(alias.asname or alias.name for alias in node.names)
+            if node.level == 1 and node.module:  # from .errors import ...: tq.errors is bound too
+                binding.names.add(node.module.split(".")[0])
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             binding.names.add(node.name)
         elif isinstance(node, ast.Assign):
@@ -573,6 +575,9 @@ class Checker:
 
     def check_excerpt(self, path, block, program):
         line = block.line + 1
+        if os.path.normpath(program) != program:
+            self.problem(path, line, f"{program}: name the file by its plain path from the repository root")
+            return
         target = self.root / program
         if not self.is_example_program(program):
             self.problem(path, line, f"{program} is not an example program run by `make test` (EXAMPLE_PROGRAMS in the Makefile)")
@@ -698,8 +703,8 @@ class Checker:
             lexer.whitespace_split = True
             lexer.commenters = "#"
             tokens = list(lexer)
-        except ValueError:
-            return
+        except ValueError:  # an unclosed quote: the words as written
+            tokens = re.findall(r"[;&|()<>]+|[^\s;&|()<>]+", text.split(" #", 1)[0])
         command = []
         for token in tokens + [";"]:
             if token and set(token) <= set(";&|()<>"):
@@ -727,6 +732,9 @@ class Checker:
         command, names = self.names.commands, ["tq"]
         for index, word in enumerate(words):
             if word == "--":
+                return
+            if word == "help" and command.subcommands:  # clap's `tq help [SUBCOMMAND]`
+                self.check_tq(path, line, [*names[1:], *words[index + 1 :], "--help"])
                 return
             if word.startswith("-"):
                 flag = word.split("=", 1)[0] if word.startswith("--") else word[:2]

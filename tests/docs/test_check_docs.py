@@ -418,3 +418,29 @@ def test_commands_after_a_prompt_or_a_prefix_are_checked_and_console_output_is_n
             (where(repo, "$ tq push jobs.db \\"), "`tq push` has no flag --gone4"),
         ],
     )
+
+
+def test_tq_help_names_a_subcommand(repo):
+    append(repo, "\nSee `tq help push`, `tq help schedule add` and `tq help gone`.\n")
+    assert_problems(repo, [(where(repo, "`tq help gone`"), "tq has no subcommand gone")])
+
+
+def test_a_command_with_an_unclosed_quote_is_still_checked(repo):
+    append(repo, "\n```sh\ntq push jobs.db '{\"a\": --gone\n```\n")
+    assert_problems(repo, [(where(repo, "--gone"), "`tq push` has no flag --gone")])
+
+
+def test_python_submodules_bound_by_the_package_count_as_its_names(repo):
+    append(repo, "\n```python fragment\nprint(tq.queue, tq._native, tq.missing)\n```\n")
+    assert_problems(
+        repo,
+        [
+            (where(repo, "tq.missing"), "tq._native is not exported by the python binding"),
+            (where(repo, "tq.missing"), "tq.missing is not exported by the python binding"),
+        ],
+    )
+
+
+def test_an_excerpt_path_that_climbs_out_fails(repo):
+    append(repo, "\n```c\n// examples/c/../../include/tq.h\nvoid tq_close(tq_queue *queue);\n```\n")
+    assert_problems(repo, [(where(repo, "// examples/c/../"), "plain path")])
