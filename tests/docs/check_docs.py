@@ -379,9 +379,9 @@ def node_binding(root):
     )
     for names in re.findall(r"^export\s*\{([^}]*)\}", text, flags=re.M):
         binding.names.update(part.split(" as ")[-1].strip() for part in names.split(",") if part.strip())
-    for kind, name, body in re.findall(
-        r"^export\s+(?:declare\s+)?(class|interface)\s+(\w+)[^{]*\{(.*?)^\}", text, flags=re.M | re.S
-    ):
+    bodies = re.findall(r"^export\s+(?:declare\s+)?(class|interface)\s+(\w+)[^{\n]*\{[ \t]*\n(.*?)^\}", text, flags=re.M | re.S)
+    bodies += re.findall(r"^export\s+(?:declare\s+)?(class|interface)\s+(\w+)[^{\n]*\{([^\n]*)\}", text, flags=re.M)
+    for kind, name, body in bodies:
         members = re.findall(
             r"^\s+(?:static\s+|readonly\s+|async\s+|get\s+|set\s+)*([A-Za-z_$][\w$]*)\s*\??\s*(?:<[^>(]*>)?\s*\((?:[^()]|\([^()]*\))*\)\s*:?\s*([^;\n]*)",
             body,
@@ -455,7 +455,8 @@ def parse_markdown(text):
     """The fenced blocks and the inline code spans of prose."""
     lines = text.splitlines()
     blocks, spans = [], []
-    fence = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
+    # Any indentation: a fence in a nested list item sits deeper than 3 spaces.
+    fence = re.compile(r"^( *)(`{3,}|~{3,})(.*)$")
     prose = []  # (line number, text) of the current paragraph run
 
     def flush():
@@ -470,7 +471,7 @@ def parse_markdown(text):
             indent, marker, info = len(match.group(1)), match.group(2), match.group(3).strip()
             start, contents = number + 1, []
             number += 1
-            closing = re.compile(rf"^ {{0,3}}{re.escape(marker[0])}{{{len(marker)},}}\s*$")
+            closing = re.compile(rf"^ *{re.escape(marker[0])}{{{len(marker)},}}\s*$")
             while number < len(lines) and not closing.match(lines[number]):
                 line = lines[number]
                 removed = len(line) - len(line.lstrip(" "))

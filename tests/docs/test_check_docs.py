@@ -444,3 +444,25 @@ def test_python_submodules_bound_by_the_package_count_as_its_names(repo):
 def test_an_excerpt_path_that_climbs_out_fails(repo):
     append(repo, "\n```c\n// examples/c/../../include/tq.h\nvoid tq_close(tq_queue *queue);\n```\n")
     assert_problems(repo, [(where(repo, "// examples/c/../"), "plain path")])
+
+
+def test_a_block_in_a_nested_list_item_is_a_block(repo):
+    append(repo, "\n- a list\n    - nested:\n\n      ```c\n      tq_gone();\n      ```\n")
+    assert_problems(
+        repo,
+        [
+            (at_line(repo, "      ```c"), "```c block is neither an excerpt"),
+            (at_line(repo, "      tq_gone();"), "tq_gone is not declared"),
+        ],
+    )
+
+
+def test_a_span_is_closed_only_by_a_run_of_as_many_backticks(repo):
+    append(repo, "\n``a ` tq_gone1 `` then `tq_gone2`, and ```tq_gone3`` is no span.\n")
+    assert_problems(
+        repo,
+        [
+            (where(repo, "tq_gone1"), "tq_gone1 is not declared"),
+            (where(repo, "tq_gone1"), "tq_gone2 is not declared"),
+        ],
+    )
