@@ -13,8 +13,16 @@ The rules are those of the docs' convention:
   the other tq_* / TQ_* names the project defines: an environment variable
   its code reads (TQ_DATABASE_URL), a Go build tag (tq_intree), a metric of
   `tq serve` (tq_pushed_total); `tq_options_set_*` stands for a family;
-- `tq.Name` exists in the binding of the block's language, and methods
-  called on tq objects exist on some class or type of that binding.
+- `tq.Name` exists in the binding of the block's language (in inline code:
+  of the binding the document is about, else of any binding), and methods
+  called on tq objects exist on some class or type of that binding. A
+  receiver is a tq object when it is named queue or task (or q, in Go), or
+  when the block binds it from a call declared to return a tq class, or
+  declares it with a tq type (see bound_tq_objects): `json.dumps(`,
+  `fmt.Println(`, `console.log(` and a list's `.append(` are never checked;
+- an excerpt's file belongs to a program of the Makefile's EXAMPLE_PROGRAMS
+  (which `make test-examples` runs), and every example program under
+  examples/ is in that list.
 
 Prints `FILE:LINE: problem` for each problem and exits 1 when there is any.
 Standard library only.
@@ -37,12 +45,13 @@ from pathlib import Path
 EXCERPT_LANGUAGES = {"c", "go", "python", "js", "ts"}
 SHELL_LANGUAGES = {"sh", "console"}
 # The comment that opens an excerpt, by language.
+SLASHES_HEADER = re.compile(r"^// (examples/\S+)$")
 EXCERPT_HEADER = {
-    "c": re.compile(r"^//\s(examples/\S+)$"),
-    "go": re.compile(r"^//\s(examples/\S+)$"),
-    "js": re.compile(r"^//\s(examples/\S+)$"),
-    "ts": re.compile(r"^//\s(examples/\S+)$"),
-    "python": re.compile(r"^#\s(examples/\S+)$"),
+    "c": SLASHES_HEADER,
+    "go": SLASHES_HEADER,
+    "js": SLASHES_HEADER,
+    "ts": SLASHES_HEADER,
+    "python": re.compile(r"^# (examples/\S+)$"),
 }
 # Other names of the checked languages: a block must use the checked name.
 LANGUAGE_ALIASES = {
@@ -79,6 +88,7 @@ CONVENTIONAL_GO_OBJECTS = {"q"}
 
 def conventional_objects(language):
     return CONVENTIONAL_TQ_OBJECTS | (CONVENTIONAL_GO_OBJECTS if language == "go" else set())
+
 
 C_NAME = re.compile(r"\b(?:tq|TQ)_[A-Za-z0-9_]+\b")
 PACKAGE_NAME = re.compile(r"(?<![\w./-])tq\.([A-Za-z_][A-Za-z0-9_]*)")
@@ -784,7 +794,7 @@ class Checker:
         for offset, piece in enumerate(span.text.split("\n")):
             self.check_c_names(path, span.line + offset, piece)
             self.check_package_names(path, span.line + offset, piece, bindings)
-            receivers = CONVENTIONAL_TQ_OBJECTS | (CONVENTIONAL_GO_OBJECTS if bindings == ["go"] else set())
+            receivers = conventional_objects("go" if bindings == ["go"] else None)
             self.check_methods(path, span.line + offset, piece, bindings, receivers)
             if bindings == ["go"]:
                 self.check_go_members(path, span.line + offset, piece)
@@ -951,7 +961,8 @@ def main(argv=None):
     files = args.files or documents(root)
     for relative in files:
         checker.check_file(relative)
-    for problem in checker.problems:
+    order = {path: index for index, path in enumerate(["Makefile", *files])}
+    for problem in sorted(checker.problems, key=lambda p: (order.get(p.path, len(order)), p.line)):
         print(problem)
     if checker.problems:
         count = len(checker.problems)
