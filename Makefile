@@ -4,7 +4,7 @@
 #   make                 build build/lib/{libtq.so*,libtq.a}
 #   make cli             build the tq command (target/release/tq, from cli/)
 #   make example         build and run examples/c and examples/go
-#   make test-examples   build and run every example program (EXAMPLE_PROGRAMS)
+#   make test-examples   build and run every example program
 #   make test-docs       the code in the docs against the code: excerpts of the
 #                        examples, C names, tq flags, make targets, binding names
 #   make test            every test: Rust, PostgreSQL, the tq command, header, exported
@@ -95,12 +95,10 @@ example: lib
 test: test-rust test-postgres test-cli test-symbols test-install test-c test-faults test-go test-torture test-python test-node \
 	test-examples test-docs
 
-# Every example program; test-examples runs each of them, and the docs may
-# quote (excerpt) only these (tests/docs/check_docs.py reads this list and
-# fails when a program under examples/ is missing from it). A Go program is
-# its main package's folder.
-EXAMPLE_PROGRAMS := examples/c/workers.c examples/go/workers examples/go/httpservice \
-	examples/python/blog_example.py examples/node/workers.js examples/node/httpservice.js
+# Every example program, built and run. The docs may quote (excerpt) only
+# the programs this runs: tests/docs/check_docs.py reads them from
+# `make -n test-examples`, and fails when a program under examples/ is not
+# among them.
 test-examples: example example-python example-node
 
 # The checker's own tests, then the checker on the docs, against the tq

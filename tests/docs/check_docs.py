@@ -20,9 +20,9 @@ The rules are those of the docs' convention:
   when the block binds it from a call declared to return a tq class, or
   declares it with a tq type (see bound_tq_objects): `json.dumps(`,
   `fmt.Println(`, `console.log(` and a list's `.append(` are never checked;
-- an excerpt's file belongs to a program of the Makefile's EXAMPLE_PROGRAMS
-  (which `make test-examples` runs), and every example program under
-  examples/ is in that list.
+- an excerpt's file belongs to an example program that `make test-examples`
+  runs (read from its dry run), and it runs every example program under
+  examples/.
 
 Prints `FILE:LINE: problem` for each problem and exits 1 when there is any.
 Standard library only.
@@ -94,6 +94,8 @@ C_NAME = re.compile(r"\b(?:tq|TQ)_[A-Za-z0-9_]+\b")
 PACKAGE_NAME = re.compile(r"(?<![\w./-])tq\.([A-Za-z_][A-Za-z0-9_]*)")
 # `tq.h`, `tq.pc`: file names, not package members.
 FILE_SUFFIXES = {"h", "pc", "map", "so", "a", "db", "go", "py", "js", "ts", "json", "toml", "md", "in"}
+# What an example program's file (not a Go one: a folder) ends with.
+PROGRAM_SUFFIXES = {".c", ".py", ".js", ".ts"}
 COMMAND_PREFIXES = {"env", "exec", "time", "nohup", "sudo", "command"}
 PLACEHOLDER = re.compile(r"[A-Z][A-Z_]*|\.\.\.|<[^>]*>")
 METHOD_CALL = re.compile(r"(?<![\w.])([A-Za-z_][A-Za-z0-9_]*)\s*\??\.\s*([A-Za-z_][A-Za-z0-9_]*)\s*\(")
@@ -246,11 +248,48 @@ def makefile_targets(makefile):
     return targets
 
 
-def makefile_variable(makefile, name):
-    """The words of a simple `NAME := ...` assignment, with continuations."""
-    text = makefile.read_text().replace("\\\n", " ")
-    match = re.search(rf"^{name}\s*:?=(.*)$", text, flags=re.M)
-    return match.group(1).split() if match else None
+def example_programs_run(root):
+    """The example programs `make test-examples` runs, read from its dry run
+    as if nothing were built yet (make -n -B): every word of a command that
+    names, from the folder the command runs in, a C, Python or JavaScript
+    file under examples/ or a Go main package's folder there. Returns
+    (programs, None), or (None, why not)."""
+    environment = {k: v for k, v in os.environ.items() if k not in {"MAKEFLAGS", "MFLAGS", "MAKELEVEL"}}
+    try:
+        result = subprocess.run(
+            ["make", "-n", "-B", "-w", "-C", str(root), "test-examples"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=environment,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return None, f"make -n test-examples: {error}"
+    if result.returncode != 0:
+        return None, f"make -n test-examples failed: {result.stderr.strip().splitlines()[-1:]}"
+    examples = root / "examples"
+    programs, folders = set(), [root]
+    for line in result.stdout.splitlines():
+        moved = re.match(r"^make(?:\[\d+\])?: (Entering|Leaving) directory '(.*)'$", line)
+        if moved:
+            if moved.group(1) == "Entering":
+                folders.append(Path(moved.group(2)))
+            elif len(folders) > 1:
+                folders.pop()
+            continue
+        folder = folders[-1]
+        words = line.split()
+        for index, word in enumerate(words):
+            word = word.strip("'\"")
+            if index > 0 and words[index - 1] == "cd":
+                folder = folder / word
+                continue
+            path = Path(os.path.normpath(folder / word))
+            if not path.is_relative_to(examples):
+                continue
+            if (path.is_file() and path.suffix in PROGRAM_SUFFIXES) or (path / "main.go").is_file():
+                programs.add(str(path.relative_to(root)))
+    return programs, None
 
 
 def tq_commands(binary):
@@ -415,7 +454,8 @@ class Names:
     commands: Command
     targets: dict
     bindings: dict
-    example_programs: list
+    example_programs: set  # None when make could not say
+    example_programs_unknown: str  # why not
 
 
 def collect_names(root, binary):
@@ -424,7 +464,7 @@ def collect_names(root, binary):
     for sub in root.glob("*/**/Makefile"):
         if "node_modules" not in sub.parts and "target" not in sub.parts:
             targets[str(sub.parent.relative_to(root))] = makefile_targets(sub)
-    programs = makefile_variable(makefile, "EXAMPLE_PROGRAMS")
+    programs, unknown = example_programs_run(root)
     commands = tq_commands(binary)
     metrics = metric_names(binary) if "serve" in commands.subcommands else set()
     return Names(
@@ -433,6 +473,7 @@ def collect_names(root, binary):
         targets=targets,
         bindings={"go": go_binding(root), "python": python_binding(root), "node": node_binding(root)},
         example_programs=programs,
+        example_programs_unknown=unknown,
     )
 
 
@@ -590,11 +631,11 @@ class Checker:
             self.problem(path, line, f"{program}: name the file by its plain path from the repository root")
             return
         target = self.root / program
-        if not self.is_example_program(program):
-            self.problem(path, line, f"{program} is not an example program run by `make test` (EXAMPLE_PROGRAMS in the Makefile)")
         if not target.is_file():
             self.problem(path, line, f"excerpt of {program}, which does not exist")
             return
+        if not self.is_example_program(program):
+            self.problem(path, line, f"{program} is not part of an example program `make test-examples` runs")
         excerpt = [text.rstrip() for text in block.lines[1:]]
         if not excerpt:
             self.problem(path, line, f"excerpt of {program} has no lines")
@@ -622,7 +663,7 @@ class Checker:
             )
 
     def is_example_program(self, program):
-        # Without the Makefile's list (reported once), the programs on disk.
+        # When make cannot say (reported once), the programs on disk.
         listed = self.names.example_programs
         for entry in example_programs_on_disk(self.root) if listed is None else listed:
             entry = entry.rstrip("/")
@@ -918,7 +959,7 @@ def example_programs_on_disk(root):
     at the top of a language's folder, or a Go main package's folder."""
     programs = set()
     for path in (root / "examples").glob("*/*"):
-        if path.suffix in {".c", ".py", ".js", ".ts"} and path.is_file():
+        if path.suffix in PROGRAM_SUFFIXES and path.is_file():
             programs.add(str(path.relative_to(root)))
         elif path.is_dir() and (path / "main.go").is_file():
             programs.add(str(path.relative_to(root)))
@@ -926,19 +967,14 @@ def example_programs_on_disk(root):
 
 
 def check_example_list(root, names, checker):
-    listed = names.example_programs
-    if listed is None:
-        checker.problem("Makefile", 1, "no EXAMPLE_PROGRAMS list of the example programs `make test` runs")
+    """Every example program on disk is one `make test-examples` runs."""
+    lines = (root / "Makefile").read_text().splitlines()
+    line = next((n for n, text in enumerate(lines, 1) if text.startswith("test-examples:")), 1)
+    if names.example_programs is None:
+        checker.problem("Makefile", line, f"which example programs `make test` runs is unknown: {names.example_programs_unknown}")
         return
-    line = next(
-        (n for n, text in enumerate((root / "Makefile").read_text().splitlines(), 1) if text.startswith("EXAMPLE_PROGRAMS")),
-        1,
-    )
-    for entry in listed:
-        if not (root / entry).exists():
-            checker.problem("Makefile", line, f"EXAMPLE_PROGRAMS names {entry}, which does not exist")
-    for program in sorted(example_programs_on_disk(root) - {e.rstrip("/") for e in listed}):
-        checker.problem("Makefile", line, f"{program} is an example program missing from EXAMPLE_PROGRAMS")
+    for program in sorted(example_programs_on_disk(root) - names.example_programs):
+        checker.problem("Makefile", line, f"{program} is an example program `make test-examples` does not run")
 
 
 def main(argv=None):

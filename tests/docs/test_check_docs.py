@@ -146,12 +146,28 @@ def test_an_excerpt_of_a_missing_file_fails(repo):
 
 
 def test_an_excerpt_of_a_program_make_test_does_not_run_fails(repo):
-    edit(repo / "Makefile", " examples/node/workers.js", "")
+    edit(repo / "Makefile", "\tnode examples/node/workers.js jobs.db\n", "")
     assert_problems(
         repo,
         [
-            (where(repo, "// examples/node/workers.js"), "examples/node/workers.js is not an example program"),
-            ("Makefile:2:", "examples/node/workers.js is an example program missing from EXAMPLE_PROGRAMS"),
+            (where(repo, "// examples/node/workers.js"), "examples/node/workers.js is not part of an example program"),
+            ("Makefile:10:", "examples/node/workers.js is an example program `make test-examples` does not run"),
+        ],
+    )
+
+
+def test_a_program_built_by_a_sub_make_counts_though_it_is_built_already(repo):
+    (repo / "examples" / "c" / "workers").write_text("built\n")
+    assert problems(repo) == []
+
+
+def test_a_program_built_by_a_sub_make_counts_and_fails_when_no_longer_built(repo):
+    edit(repo / "examples" / "c" / "Makefile", "\tcc -o workers workers.c -ltq\n", "\tcc -o workers -ltq\n")
+    assert_problems(
+        repo,
+        [
+            (where(repo, "// examples/c/workers.c"), "examples/c/workers.c is not part of an example program"),
+            ("Makefile:10:", "examples/c/workers.c is an example program `make test-examples` does not run"),
         ],
     )
 
@@ -288,9 +304,17 @@ def test_a_variable_bound_from_a_tq_call_is_checked(repo):
     assert_problems(repo, [(where(repo, "job.finsh()"), "job.finsh(): no class of the python binding has finsh")])
 
 
-def test_an_example_program_missing_from_the_list_fails(repo):
+def test_an_example_program_make_test_examples_does_not_run_fails(repo):
     (repo / "examples" / "python" / "second.py").write_text("import tq\n")
-    assert_problems(repo, [("Makefile:2:", "examples/python/second.py is an example program missing from EXAMPLE_PROGRAMS")])
+    (repo / "examples" / "go" / "third").mkdir()
+    (repo / "examples" / "go" / "third" / "main.go").write_text("package main\n")
+    assert_problems(
+        repo,
+        [
+            ("Makefile:10:", "examples/go/third is an example program `make test-examples` does not run"),
+            ("Makefile:10:", "examples/python/second.py is an example program `make test-examples` does not run"),
+        ],
+    )
 
 
 def test_the_real_tq_command_is_read_whole():
@@ -358,9 +382,10 @@ def test_a_binding_s_readme_speaks_of_that_binding_only(repo):
     )
 
 
-def test_without_the_list_of_example_programs_that_alone_is_reported(repo):
-    edit(repo / "Makefile", "EXAMPLE_PROGRAMS :=", "PROGRAMS :=")
-    assert_problems(repo, [("Makefile:1:", "no EXAMPLE_PROGRAMS list")])
+def test_without_test_examples_that_alone_is_reported(repo):
+    edit(repo / "Makefile", "test-examples: example-c\n", "examples-elsewhere: example-c\n")
+    edit(repo / "Makefile", "test: test-docs test-examples", "test: test-docs")
+    assert_problems(repo, [("Makefile:1:", "which example programs `make test` runs is unknown: make -n test-examples failed")])
 
 
 def test_an_environment_variable_no_code_reads_fails(repo):
