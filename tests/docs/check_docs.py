@@ -653,14 +653,12 @@ class Checker:
                 best, where = n, i
         if where is None:
             self.problem(path, line + 1, f"excerpt of {program}: this line is not in the file")
+            return
+        matched = f"excerpt of {program} no longer matches: lines {where + 1}-{where + best} match"
+        if where + best < len(source):
+            self.problem(path, line + 1 + best, f"{matched}, then the file has {source[where + best]!r}")
         else:
-            self.problem(
-                path,
-                line + 1 + best,
-                f"excerpt of {program} no longer matches: lines {where + 1}-{where + best} match, "
-                f"then the file has {source[where + best]!r}" if where + best < len(source) else
-                f"excerpt of {program} no longer matches: it goes on past the end of the file",
-            )
+            self.problem(path, line + 1 + best, f"{matched}, then the file ends")
 
     def is_example_program(self, program):
         # When make cannot say (reported once), the programs on disk.
@@ -1000,6 +998,7 @@ def main(argv=None):
     order = {path: index for index, path in enumerate(["Makefile", *files])}
     for problem in sorted(checker.problems, key=lambda p: (order.get(p.path, len(order)), p.line)):
         print(problem)
+    sys.stdout.flush()  # the problems before the summary, on one terminal
     if checker.problems:
         count = len(checker.problems)
         print(f"check_docs: {count} problem{'' if count == 1 else 's'} in {len(files)} documents", file=sys.stderr)

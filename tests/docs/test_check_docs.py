@@ -491,3 +491,19 @@ def test_a_span_is_closed_only_by_a_run_of_as_many_backticks(repo):
             (where(repo, "tq_gone1"), "tq_gone2 is not declared"),
         ],
     )
+
+
+def test_an_excerpt_says_where_the_file_differs(repo):
+    edit(repo / "examples" / "c" / "workers.c", "        tq_finish(queue, task);", "        tq_finish(queue, task); /* done */")
+    [problem] = problems(repo)
+    assert problem.endswith("lines 8-9 match, then the file has '        tq_finish(queue, task); /* done */'")
+
+
+def test_an_excerpt_past_the_end_of_its_file_fails(repo):
+    append(repo, "\n```python\n# examples/python/blog_example.py\n    task.finish()\n    task.finish()  # again\n```\n")
+    assert_problems(repo, [(where(repo, "    task.finish()  # again"), "then the file ends")])
+
+
+def test_an_excerpt_whose_first_line_is_nowhere_in_its_file_fails_there(repo):
+    append(repo, "\n```js\n// examples/node/workers.js\nconst other = 1;\n```\n")
+    assert_problems(repo, [(where(repo, "const other = 1;"), "this line is not in the file")])
