@@ -833,7 +833,7 @@ class Checker:
         for offset, piece in enumerate(span.text.split("\n")):
             self.check_c_names(path, span.line + offset, piece)
             self.check_package_names(path, span.line + offset, piece, bindings)
-            receivers = conventional_objects("go" if bindings == ["go"] else None)
+            receivers = conventional_objects("go" if "go" in bindings else None)
             self.check_methods(path, span.line + offset, piece, bindings, receivers)
             if bindings == ["go"]:
                 self.check_go_members(path, span.line + offset, piece)

@@ -244,7 +244,13 @@ def test_a_removed_make_target_fails_in_a_shell_block(repo):
 
 def test_a_removed_go_method_fails(repo):
     edit(repo / "bindings" / "go" / "tq.go", "func (q *Queue) Pull() (*Task, error) { return &Task{}, nil }\n", "")
-    assert_problems(repo, [(where(repo, "pending.Pull()"), "pending.Pull(): no class of the go binding has Pull")])
+    assert_problems(
+        repo,
+        [
+            (where(repo, "pending.Pull()"), "pending.Pull(): no class of the go binding has Pull"),
+            (where(repo, "`q.Pull(`"), "q.Pull(): no class of the go or python or node binding has Pull"),
+        ],
+    )
 
 
 def test_a_removed_go_name_fails_and_test_files_and_unexported_names_do_not_count(repo):
@@ -367,6 +373,18 @@ def test_names_imported_from_tq_are_checked_and_bind_objects(repo):
             (where(repo, "jobs.pul()", 1), "jobs.pul(): no class of the python binding has pul"),
             (where(repo, "const { open, gone }"), "tq.gone is not exported by the node binding"),
             (where(repo, "jobs.pul();", 1), "jobs.pul(): no class of the node binding has pul"),
+        ],
+    )
+
+
+def test_in_a_document_about_every_binding_a_method_of_any_binding_will_do(repo):
+    append(repo, "\nIn Go `q.Pull(ctx)`, in Python `queue.pull(`, in Node `task.finish()`; not `q.Pul(` or `task.fnish(`.\n")
+    line = where(repo, "`q.Pul(`")
+    assert_problems(
+        repo,
+        [
+            (line, "q.Pul(): no class of the go or python or node binding has Pul"),
+            (line, "task.fnish(): no class of the go or python or node binding has fnish"),
         ],
     )
 
