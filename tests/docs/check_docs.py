@@ -748,6 +748,8 @@ class Checker:
             self.check_command_line(path, start, logical)
 
     def check_command_line(self, path, line, text):
+        # In a usage line, [-q|--queue NAME] offers alternatives: no pipe.
+        text = re.sub(r"\[[^\]]*\]", lambda part: part.group(0).replace("|", " "), text)
         try:
             lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|()<>")
             lexer.whitespace_split = True
@@ -780,6 +782,8 @@ class Checker:
         flag must be one the command reached accepts. An upper-case word
         (COMMAND) stands for any subcommand."""
         command, names = self.names.commands, ["tq"]
+        # A usage line's optional parts: [--group-max K].
+        words = [word.strip("[]") for word in words if word.strip("[]")]
         for index, word in enumerate(words):
             if word == "--":
                 return

@@ -525,3 +525,9 @@ def test_an_excerpt_past_the_end_of_its_file_fails(repo):
 def test_an_excerpt_whose_first_line_is_nowhere_in_its_file_fails_there(repo):
     append(repo, "\n```js\n// examples/node/workers.js\nconst other = 1;\n```\n")
     assert_problems(repo, [(where(repo, "const other = 1;"), "this line is not in the file")])
+
+
+def test_the_optional_parts_of_a_usage_line_are_checked(repo):
+    append(repo, "\nAs `tq push FILE PAYLOAD [--priority N] [--queue|--gone1 NAME] [--gone2]`.\n")
+    line = where(repo, "[--gone2]")
+    assert_problems(repo, [(line, "`tq push` has no flag --gone1"), (line, "`tq push` has no flag --gone2")])
