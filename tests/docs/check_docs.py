@@ -155,6 +155,18 @@ def c_names(root):
     return set(C_NAME.findall(strip_c_comments(header)))
 
 
+# Folders of built or fetched files, never searched.
+UNSEARCHED = {".git", "target", "build", "node_modules", "__pycache__"}
+
+
+def source_files(folder):
+    """Every file under folder, but not under UNSEARCHED folders."""
+    for parent, folders, names in os.walk(folder):
+        folders[:] = sorted(f for f in folders if f not in UNSEARCHED)
+        for name in sorted(names):
+            yield Path(parent) / name
+
+
 # How code reads or sets an environment variable: env::var("TQ_X"),
 # os.Getenv("TQ_X"), os.environ["TQ_X"], {"TQ_X": ...}, "TQ_X=" + ...,
 # process.env.TQ_X, $TQ_X / ${TQ_X} in shell.
@@ -171,12 +183,9 @@ def environment_variables(root):
     declares no such name."""
     found = set()
     for folder in ("src", "cli", "bindings", "examples", "bench", "tests", ".ci"):
-        for path in (root / folder).rglob("*"):
-            if (
-                path.suffix in {".rs", ".go", ".py", ".js", ".ts", ".sh", ""}
-                and path.is_file()
-                and "node_modules" not in path.parts
-                and not path.is_relative_to(root / "tests" / "docs")
+        for path in source_files(root / folder):
+            if path.suffix in {".rs", ".go", ".py", ".js", ".ts", ".sh", ""} and not path.is_relative_to(
+                root / "tests" / "docs"
             ):
                 text = path.read_text(errors="replace")
                 for match in ENVIRONMENT_USE.finditer(text):
@@ -193,7 +202,7 @@ def go_build_tags(root):
     """The build tags of the Go binding and examples (`tq_intree`)."""
     tags = set()
     for folder in ("bindings/go", "examples/go"):
-        for path in (root / folder).rglob("*.go"):
+        for path in (p for p in source_files(root / folder) if p.suffix == ".go"):
             for line in path.read_text().splitlines():
                 if line.startswith("//go:build"):
                     tags.update(re.findall(r"\w+", line[len("//go:build") :]))
@@ -461,8 +470,8 @@ class Names:
 def collect_names(root, binary):
     makefile = root / "Makefile"
     targets = {".": makefile_targets(makefile)}
-    for sub in root.glob("*/**/Makefile"):
-        if "node_modules" not in sub.parts and "target" not in sub.parts:
+    for sub in source_files(root):
+        if sub.name == "Makefile" and sub.parent != root:
             targets[str(sub.parent.relative_to(root))] = makefile_targets(sub)
     programs, unknown = example_programs_run(root)
     commands = tq_commands(binary)
@@ -590,6 +599,9 @@ class Checker:
         self.problems.append(Problem(path, line, message))
 
     def check_file(self, relative):
+        if not (self.root / relative).is_file():
+            self.problem(relative, 1, "no such document")
+            return
         text = (self.root / relative).read_text()
         blocks, spans = parse_markdown(text)
         for block in blocks:
