@@ -760,6 +760,7 @@ class Checker:
             self.check_command_line(path, start, logical)
 
     def check_command_line(self, path, line, text):
+        text = text[2:] if text.startswith("$ ") else text
         # In a usage line, [-q|--queue NAME] offers alternatives: no pipe.
         text = re.sub(r"\[[^\]]*\]", lambda part: part.group(0).replace("|", " "), text)
         try:
@@ -843,7 +844,7 @@ class Checker:
     def check_span(self, path, span, document_binding):
         """Names at the line they are on; a command at the line it starts."""
         text = span.text.replace("\n", " ")
-        if re.match(r"^(tq\s+\S|make(\s|$))", text):
+        if re.match(r"^(?:\$ )?(?:[A-Za-z_]\w*=\S*\s+)*(tq\s+\S|make(\s|$))", text):
             self.check_command_line(path, span.line, text)
         bindings = [document_binding] if document_binding else ["go", "python", "node"]
         for offset, piece in enumerate(span.text.split("\n")):

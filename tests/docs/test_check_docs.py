@@ -531,3 +531,16 @@ def test_the_optional_parts_of_a_usage_line_are_checked(repo):
     append(repo, "\nAs `tq push FILE PAYLOAD [--priority N] [--queue|--gone1 NAME] [--gone2]`.\n")
     line = where(repo, "[--gone2]")
     assert_problems(repo, [(line, "`tq push` has no flag --gone1"), (line, "`tq push` has no flag --gone2")])
+
+
+def test_an_inline_command_after_variables_or_a_prompt_is_checked(repo):
+    append(repo, "\nRun `TQ_FIXTURE_URL=x tq gone1 jobs.db`, `$ tq gone2` or `$ make gone3`.\n")
+    line = where(repo, "tq gone1")
+    assert_problems(
+        repo,
+        [
+            (line, "tq has no subcommand gone1"),
+            (line, "tq has no subcommand gone2"),
+            (line, "make gone3: no such target"),
+        ],
+    )
