@@ -1018,7 +1018,11 @@ def main(argv=None):
     sys.stdout.flush()  # the problems before the summary, on one terminal
     if checker.problems:
         count = len(checker.problems)
-        print(f"check_docs: {count} problem{'' if count == 1 else 's'} in {len(files)} documents", file=sys.stderr)
+        plural = {True: "", False: "s"}
+        print(
+            f"check_docs: {count} problem{plural[count == 1]} in {len(files)} document{plural[len(files) == 1]}",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
