@@ -308,7 +308,7 @@ def tq_commands(binary):
         result = subprocess.run(
             [str(binary), *words, "--help"], capture_output=True, text=True, timeout=30, check=True
         )
-        return result.stdout
+        return re.sub(r"\x1b\[[0-9;]*m", "", result.stdout)  # colours, were they forced
 
     def parse(words):
         text = help_of(words)
