@@ -12,7 +12,7 @@
 #                        C++, AddressSanitizer/UBSan, valgrind, panic
 #                        injection), faults (disk full, I/O errors,
 #                        descriptors), Go, torture, the Python and Node.js
-#                        bindings
+#                        bindings, every example program, the docs' code
 #   make test-cli        the tq command's tests alone
 #   make test-postgres   the PostgreSQL backend against a throwaway server
 #                        (the core and job suites, its own tests, and the
