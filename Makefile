@@ -53,10 +53,11 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 BUILD := build
 RELEASE := target/release
 
-.PHONY: all lib cli example test test-examples test-docs test-rust test-postgres test-cli bench-postgres test-symbols test-install test-c test-faults test-torture bench install clean FORCE \
+.PHONY: all lib cli example test test-rust test-postgres test-cli bench-postgres test-symbols test-install test-c test-faults test-torture bench install clean FORCE \
 	test-go example-go bench-go
 .PHONY: test-python example-python bench-python wheel-python
 .PHONY: test-node example-node bench-node pack-node
+.PHONY: test-examples test-docs
 
 all: lib
 
@@ -92,8 +93,10 @@ example: lib
 	$(MAKE) -C examples/c run TQ_LIBDIR=$(CURDIR)/$(BUILD)/lib TQ_INCLUDEDIR=$(CURDIR)/include
 	$(MAKE) --no-print-directory example-go
 
-test: test-rust test-postgres test-cli test-symbols test-install test-c test-faults test-go test-torture test-python test-node \
-	test-examples test-docs
+test: test-rust test-postgres test-cli test-symbols test-install test-c test-faults test-go test-torture test-python test-node
+
+# After the others: the example programs, then the code in the docs.
+test: test-examples test-docs
 
 # Every example program, built and run. The docs may quote (excerpt) only
 # the programs this runs: tests/docs/check_docs.py reads them from
