@@ -4,12 +4,15 @@
 #   make                 build build/lib/{libtq.so*,libtq.a}
 #   make cli             build the tq command (target/release/tq, from cli/)
 #   make example         build and run examples/c and examples/go
+#   make test-examples   build and run every example program
+#   make test-docs       the code in the docs against the code: excerpts of the
+#                        examples, C names, tq flags, make targets, binding names
 #   make test            every test: Rust, PostgreSQL, the tq command, header, exported
 #                        symbols, install and pkg-config, C (plain, static,
 #                        C++, AddressSanitizer/UBSan, valgrind, panic
 #                        injection), faults (disk full, I/O errors,
 #                        descriptors), Go, torture, the Python and Node.js
-#                        bindings
+#                        bindings, every example program, the docs' code
 #   make test-cli        the tq command's tests alone
 #   make test-postgres   the PostgreSQL backend against a throwaway server
 #                        (the core and job suites, its own tests, and the
@@ -54,6 +57,7 @@ RELEASE := target/release
 	test-go example-go bench-go
 .PHONY: test-python example-python bench-python wheel-python
 .PHONY: test-node example-node bench-node pack-node
+.PHONY: test-examples test-docs
 
 all: lib
 
@@ -90,6 +94,21 @@ example: lib
 	$(MAKE) --no-print-directory example-go
 
 test: test-rust test-postgres test-cli test-symbols test-install test-c test-faults test-go test-torture test-python test-node
+
+# After the others: the example programs, then the code in the docs.
+test: test-examples test-docs
+
+# Every example program, built and run. The docs may quote (excerpt) only
+# the programs this runs: tests/docs/check_docs.py reads them from
+# `make -n test-examples`, and fails when a program under examples/ is not
+# among them.
+test-examples: example example-python example-node
+
+# The checker's own tests, then the checker on the docs, against the tq
+# command's --help (hence cli).
+test-docs: cli
+	$(PYTHON) -m pytest -q -p no:cacheprovider tests/docs
+	$(PYTHON) tests/docs/check_docs.py --root $(CURDIR) --tq-binary $(RELEASE)/tq
 
 test-rust:
 	$(CARGO) test --locked
