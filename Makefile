@@ -3,6 +3,9 @@
 #
 #   make                 build build/lib/{libtq.so*,libtq.a}
 #   make cli             build the tq command (target/release/tq, from cli/)
+#   make setup           install what the tests and examples need besides the
+#                        Rust, Go and Node.js toolchains (tools/setup.sh);
+#                        make test and make example run it first
 #   make example         build and run examples/c and examples/go
 #   make test            every test: Rust, PostgreSQL, the tq command, header, exported
 #                        symbols, install and pkg-config, C (plain, static,
@@ -50,7 +53,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 BUILD := build
 RELEASE := target/release
 
-.PHONY: all lib cli example test test-rust test-postgres test-cli bench-postgres test-symbols test-install test-c test-faults test-torture bench install clean FORCE \
+.PHONY: all setup lib cli example test test-rust test-postgres test-cli bench-postgres test-symbols test-install test-c test-faults test-torture bench install clean FORCE \
 	test-go example-go bench-go
 .PHONY: test-python example-python bench-python wheel-python
 .PHONY: test-node example-node bench-node pack-node
@@ -85,11 +88,18 @@ cli: $(RELEASE)/tq
 $(RELEASE)/tq: FORCE
 	$(CARGO) build --release --locked -p tq-cli
 
-example: lib
+# Debian packages (through sudo when not root, if it needs no password; else
+# it names them and stops), pytest, and a check of the toolchains. Listed
+# first where it is a prerequisite: make without -j makes prerequisites in
+# the order listed.
+setup:
+	@CARGO='$(CARGO)' GO='$(GO)' NODE='$(NODE)' NPM='$(NPM)' PYTHON='$(PYTHON)' tools/setup.sh
+
+example: setup lib
 	$(MAKE) -C examples/c run TQ_LIBDIR=$(CURDIR)/$(BUILD)/lib TQ_INCLUDEDIR=$(CURDIR)/include
 	$(MAKE) --no-print-directory example-go
 
-test: test-rust test-postgres test-cli test-symbols test-install test-c test-faults test-go test-torture test-python test-node
+test: setup test-rust test-postgres test-cli test-symbols test-install test-c test-faults test-go test-torture test-python test-node
 
 test-rust:
 	$(CARGO) test --locked
