@@ -34,7 +34,8 @@
 #   make test-python     the Python binding's tests (bindings/python)
 #   make example-python  build and run examples/python
 #   make bench-python    the Python binding against the prototype
-#   make wheel-python    a wheel of the Python binding with libtq inside
+#   make wheel-python    a wheel of the Python binding with libtq inside, built
+#                        by pip as `pip install ./bindings/python` builds it
 #   make test-node       the Node.js binding's tests (bindings/node) and its
 #                        examples (examples/node)
 #   make example-node    run the Node.js examples (examples/node)
@@ -247,16 +248,11 @@ bench-python: lib
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check 'persist-queue==1.1.0'
 	$(IN_TREE_PYTHON) bench/python_bench.py
 
-# A wheel with libtq.so inside the package, in build/python. pip fetches the
-# build backend (setuptools) from the package index. The copy of the library
-# and setuptools' build folders are removed afterwards, so that a later
-# install from the source tree stays pure Python.
-PYTHON_BUILD_LEFTOVERS := bindings/python/tq/libtq.so bindings/python/build bindings/python/tq.egg-info
-wheel-python: lib
-	rm -rf $(PYTHON_BUILD_LEFTOVERS)
-	cp -f $(BUILD)/lib/libtq.so.$(VERSION) bindings/python/tq/libtq.so
-	$(PYTHON) -m pip wheel --no-deps --wheel-dir $(BUILD)/python bindings/python; \
-	status=$$?; rm -rf $(PYTHON_BUILD_LEFTOVERS); exit $$status
+# A wheel with libtq.so inside the package, in build/python. The package's
+# build (bindings/python/setup.py) builds libtq with cargo through
+# setuptools-rust, which pip fetches from the package index with setuptools.
+wheel-python:
+	$(PYTHON) -m pip wheel --no-deps --disable-pip-version-check --wheel-dir $(BUILD)/python bindings/python
 
 # The Node.js binding, run from the source tree against build/lib. Each
 # folder's npm packages are installed (npm ci) from its package-lock.json
