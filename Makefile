@@ -3,6 +3,9 @@
 #
 #   make                 build build/lib/{libtq.so*,libtq.a}
 #   make cli             build the tq command (target/release/tq, from cli/)
+#   make setup           install what the tests and examples need besides the
+#                        Rust, Go and Node.js toolchains (tools/setup.sh);
+#                        make test and make example run it first
 #   make example         build and run examples/c and examples/go
 #   make test-examples   build and run every example program
 #   make test-docs       the code in the docs against the code: excerpts of the
@@ -34,7 +37,8 @@
 #   make test-python     the Python binding's tests (bindings/python)
 #   make example-python  build and run examples/python
 #   make bench-python    the Python binding against the prototype
-#   make wheel-python    a wheel of the Python binding with libtq inside
+#   make wheel-python    a wheel of the Python binding with libtq inside, built
+#                        by pip as `pip install ./bindings/python` builds it
 #   make test-node       the Node.js binding's tests (bindings/node) and its
 #                        examples (examples/node)
 #   make example-node    run the Node.js examples (examples/node)
@@ -53,7 +57,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 BUILD := build
 RELEASE := target/release
 
-.PHONY: all lib cli example test test-rust test-postgres test-cli bench-postgres test-symbols test-install test-c test-faults test-torture bench install clean FORCE \
+.PHONY: all setup lib cli example test test-rust test-postgres test-cli bench-postgres test-symbols test-install test-c test-faults test-torture bench install clean FORCE \
 	test-go example-go bench-go
 .PHONY: test-python example-python bench-python wheel-python
 .PHONY: test-node example-node bench-node pack-node
@@ -89,11 +93,18 @@ cli: $(RELEASE)/tq
 $(RELEASE)/tq: FORCE
 	$(CARGO) build --release --locked -p tq-cli
 
-example: lib
+# Debian packages (through sudo when not root, if it needs no password; else
+# it names them and stops), pytest, and a check of the toolchains. Listed
+# first where it is a prerequisite: make without -j makes prerequisites in
+# the order listed.
+setup:
+	@CARGO='$(CARGO)' GO='$(GO)' NODE='$(NODE)' NPM='$(NPM)' PYTHON='$(PYTHON)' tools/setup.sh
+
+example: setup lib
 	$(MAKE) -C examples/c run TQ_LIBDIR=$(CURDIR)/$(BUILD)/lib TQ_INCLUDEDIR=$(CURDIR)/include
 	$(MAKE) --no-print-directory example-go
 
-test: test-rust test-postgres test-cli test-symbols test-install test-c test-faults test-go test-torture test-python test-node
+test: setup test-rust test-postgres test-cli test-symbols test-install test-c test-faults test-go test-torture test-python test-node
 
 # After the others: the example programs, then the code in the docs.
 test: test-examples test-docs
@@ -258,16 +269,11 @@ bench-python: lib
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check 'persist-queue==1.1.0'
 	$(IN_TREE_PYTHON) bench/python_bench.py
 
-# A wheel with libtq.so inside the package, in build/python. pip fetches the
-# build backend (setuptools) from the package index. The copy of the library
-# and setuptools' build folders are removed afterwards, so that a later
-# install from the source tree stays pure Python.
-PYTHON_BUILD_LEFTOVERS := bindings/python/tq/libtq.so bindings/python/build bindings/python/tq.egg-info
-wheel-python: lib
-	rm -rf $(PYTHON_BUILD_LEFTOVERS)
-	cp -f $(BUILD)/lib/libtq.so.$(VERSION) bindings/python/tq/libtq.so
-	$(PYTHON) -m pip wheel --no-deps --wheel-dir $(BUILD)/python bindings/python; \
-	status=$$?; rm -rf $(PYTHON_BUILD_LEFTOVERS); exit $$status
+# A wheel with libtq.so inside the package, in build/python. The package's
+# build (bindings/python/setup.py) builds libtq with cargo through
+# setuptools-rust, which pip fetches from the package index with setuptools.
+wheel-python:
+	$(PYTHON) -m pip wheel --no-deps --disable-pip-version-check --wheel-dir $(BUILD)/python bindings/python
 
 # The Node.js binding, run from the source tree against build/lib. Each
 # folder's npm packages are installed (npm ci) from its package-lock.json

@@ -11,10 +11,17 @@ const PACKAGE_DIR = path.resolve(__dirname, '..');
 const REPOSITORY = path.resolve(PACKAGE_DIR, '..', '..');
 const tq = require(PACKAGE_DIR);
 
+/** The directories tempDir made, removed when the process exits (by one
+ * listener: a listener each would pass Node's warning limit of ten). */
+const tempDirs = [];
+process.on('exit', () => {
+  for (const dir of tempDirs) fs.rmSync(dir, { recursive: true, force: true });
+});
+
 /** A new temporary directory, removed when the process exits. */
 function tempDir() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-node-'));
-  process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
+  tempDirs.push(dir);
   return dir;
 }
 

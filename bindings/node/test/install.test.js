@@ -1,10 +1,11 @@
 'use strict';
 // The ways a project installs the package, each into a new project with
 // npm: a tarball from `npm pack`, whose prepack script puts libtq inside;
-// and the folder itself with `npm install --install-links`, with libtq
-// installed under a prefix as `make install` installs it. A plain
-// `npm install <folder>` links the folder without its dependencies: that
-// is refused with a message saying what to do.
+// the repository's folder itself with `npm install --install-links`, whose
+// install script builds libtq with cargo and puts it inside, or, with no
+// scripts run, with libtq installed under a prefix as `make install`
+// installs it. A plain `npm install <folder>` links the folder without its
+// dependencies: that is refused with a message saying what to do.
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -31,10 +32,11 @@ const ROUND_TRIP = `
 
 const NPM_FLAGS = ['--prefer-offline', '--no-audit', '--no-fund'];
 
-/** A new directory holding an empty npm project. */
-function newProject() {
+/** A new directory holding an empty npm project, its package.json with
+ * `fields` besides its name. */
+function newProject(fields = {}) {
   const project = tempDir();
-  fs.writeFileSync(path.join(project, 'package.json'), JSON.stringify({ name: 'user', private: true }));
+  fs.writeFileSync(path.join(project, 'package.json'), JSON.stringify({ name: 'user', private: true, ...fields }));
   return project;
 }
 
@@ -48,19 +50,16 @@ function sourceCopy() {
   return copy;
 }
 
-test('npm pack carries libtq from the build, and the tarball installs and runs', async () => {
-  // The copy's build/lib/libtq.so is the library this process loaded.
-  const copy = sourceCopy();
-  const built = path.join(copy, '..', '..', 'build', 'lib');
-  fs.mkdirSync(built, { recursive: true });
-  fs.symlinkSync(fs.realpathSync(tq.libraryPath), path.join(built, 'libtq.so'));
+test('npm pack in the repository carries libtq built by cargo, and the tarball installs and runs', async () => {
+  // cargo builds as `make lib` does, which test-node ran first: nothing is rebuilt.
   const env = childEnv({ TQ_LIBRARY: undefined });
   const destination = tempDir();
-  const packed = await runCommand('npm', ['pack', '--silent', '--pack-destination', destination], { cwd: copy, env });
+  const packed = await runCommand('npm', ['pack', '--silent', '--pack-destination', destination], { cwd: PACKAGE_DIR, env });
   assert.equal(packed.status, 0, packed.stderr);
-  assert.match(packed.stderr, /packing .*libtq\.so\.\S+ as native\/libtq\.so/);
+  assert.match(packed.stderr, /^tq: building libtq: cargo rustc --release --locked --lib /m);
+  assert.match(packed.stderr, /^tq: packing \S+\/libtq\.so as native\/libtq\.so$/m);
   // postpack removed the copy from the folder.
-  assert.equal(fs.existsSync(path.join(copy, 'native')), false);
+  assert.equal(fs.existsSync(path.join(PACKAGE_DIR, 'native')), false);
   const tarball = path.join(destination, packed.stdout.trim().split('\n').pop());
 
   const project = newProject();
@@ -81,7 +80,7 @@ test('packing takes TQ_LIBRARY first, and refuses to pack without a library', as
   const copy = sourceCopy();
   const named = path.join(tempDir(), 'chosen-libtq.so');
   fs.copyFileSync(tq.libraryPath, named);
-  const script = path.join(copy, 'scripts', 'pack-library.js');
+  const script = path.join(copy, 'scripts', 'library.js');
   const chosen = await runCommand(process.execPath, [script, 'prepack'], { env: childEnv({ TQ_LIBRARY: named }) });
   assert.equal(chosen.status, 0, chosen.stderr);
   assert.equal(fs.readFileSync(path.join(copy, 'native', 'libtq.so')).equals(fs.readFileSync(named)), true);
@@ -92,14 +91,47 @@ test('packing takes TQ_LIBRARY first, and refuses to pack without a library', as
   const refused = await runCommand(process.execPath, [script, 'prepack'], { env: childEnv({ TQ_LIBRARY: missing }) });
   assert.equal(refused.status, 1);
   assert.equal(refused.stderr.trim(), `tq: TQ_LIBRARY=${JSON.stringify(missing)} does not exist; nothing was packed`);
-  // Neither TQ_LIBRARY nor a build beside the folder.
+  // Neither TQ_LIBRARY nor a repository around the folder for cargo to build.
   const none = await runCommand(process.execPath, [script, 'prepack'], { env: childEnv({ TQ_LIBRARY: undefined }) });
   assert.equal(none.status, 1);
-  assert.match(none.stderr, /^tq: no libtq to pack: TQ_LIBRARY is not set and .*build\/lib\/libtq\.so does not exist\. Run `make lib`/);
+  assert.equal(
+    none.stderr.trim(),
+    `tq: no libtq to pack: TQ_LIBRARY is not set and ${copy} is not a repository's bindings/node ` +
+      'for cargo to build libtq from. Set TQ_LIBRARY to the libtq.so the package is to carry.',
+  );
   assert.equal(fs.existsSync(path.join(copy, 'native')), false);
 });
 
-test('npm install --install-links of the folder, with libtq installed under a prefix, runs', async () => {
+test('npm install --install-links of the repository folder builds libtq into the package', async () => {
+  // npm runs a dependency's install script only once the project allows it
+  // (allowScripts names a folder by its file: spec); older npm runs it anyway.
+  const project = newProject({ allowScripts: { [`file:${PACKAGE_DIR}`]: true } });
+  const env = childEnv({ TQ_LIBRARY: undefined });
+  const installed = await runCommand('npm', ['install', '--install-links', ...NPM_FLAGS, PACKAGE_DIR], { cwd: project, env });
+  assert.equal(installed.status, 0, installed.stderr);
+  const run = await runNode(ROUND_TRIP, [path.join(project, 'tasks.db')], { cwd: project, env });
+  assert.equal(run.status, 0, run.stderr);
+  const bundled = path.join(fs.realpathSync(project), 'node_modules', 'tq', 'native', 'libtq.so');
+  assert.deepEqual(run.stdout.trim().split('\n'), [bundled, '1,2']);
+  // The built library went into the project, not into the folder.
+  assert.equal(fs.existsSync(path.join(PACKAGE_DIR, 'native')), false);
+});
+
+test('the install script builds nothing where there is no repository to build', async () => {
+  const copy = sourceCopy();
+  const script = path.join(copy, 'scripts', 'library.js');
+  const env = childEnv({ TQ_LIBRARY: undefined, npm_package_resolved: `file:${copy}` });
+  const skipped = await runCommand(process.execPath, [script, 'install'], { env });
+  assert.equal(skipped.status, 0, skipped.stderr);
+  assert.equal(
+    skipped.stderr.trim(),
+    'tq: the package carries no libtq and was not installed from a repository folder to build it from: ' +
+      'it loads libtq from TQ_LIBRARY or the system (`make install`)',
+  );
+  assert.equal(fs.existsSync(path.join(copy, 'native')), false);
+});
+
+test('npm install --install-links of the folder, with no scripts run and libtq installed under a prefix, runs', async () => {
   // The libraries as `make install` puts them in PREFIX/lib: libtq.so.VERSION
   // and its links.
   const libdir = path.join(tempDir(), 'usr', 'lib');
@@ -112,7 +144,10 @@ test('npm install --install-links of the folder, with libtq installed under a pr
   }
   const env = childEnv({ TQ_LIBRARY: undefined, LD_LIBRARY_PATH: libdir });
   const project = newProject();
-  const installed = await runCommand('npm', ['install', '--install-links', ...NPM_FLAGS, PACKAGE_DIR], { cwd: project, env });
+  const installed = await runCommand('npm', ['install', '--install-links', '--ignore-scripts', ...NPM_FLAGS, PACKAGE_DIR], {
+    cwd: project,
+    env,
+  });
   assert.equal(installed.status, 0, installed.stderr);
   // A copy with koffi beside it, not a link to the folder.
   assert.equal(fs.lstatSync(path.join(project, 'node_modules', 'tq')).isSymbolicLink(), false);

@@ -101,7 +101,8 @@ def test_no_library_anywhere_is_an_import_error_naming_all_three_places(tmp_path
         "the system's library search path (libtq.so.0.3): "
         "libtq.so.0.3: cannot open shared object file: No such file or directory. "
         "Build it with `make lib` and set TQ_LIBRARY to build/lib/libtq.so, "
-        "install a wheel that carries it, or install libtq with `make install`."
+        "install the package with `pip install ./bindings/python` in the repository, which builds "
+        "libtq into it, or install libtq with `make install`."
     )
 
 

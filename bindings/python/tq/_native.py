@@ -13,7 +13,8 @@ from pathlib import Path
 
 #: The environment variable naming the library to load.
 LIBRARY_ENV = "TQ_LIBRARY"
-#: Where a wheel built with the library places its copy.
+#: Where the package's own build (setup.py, run by pip) places the libtq it
+#: builds with cargo.
 BUNDLED_LIBRARY = Path(__file__).resolve().with_name("libtq.so")
 #: The name the dynamic loader looks for on the system search path: the
 #: shared library's SONAME, which carries the ABI version.
@@ -241,7 +242,8 @@ def _open_library():
     raise ImportError(
         "tq: libtq was not found. Looked in " + "; ".join(reasons) + ". "
         f"Build it with `make lib` and set {LIBRARY_ENV} to build/lib/libtq.so, "
-        "install a wheel that carries it, or install libtq with `make install`."
+        "install the package with `pip install ./bindings/python` in the repository, which builds "
+        "libtq into it, or install libtq with `make install`."
     )
 
 
