@@ -63,6 +63,7 @@ pub use schedule::{
 pub use store::Checkpoint;
 pub use task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
+    MAX_RATE_CLAIMS,
 };
 pub use wait::CancelToken;
 

@@ -18,6 +18,7 @@ use crate::sqlite::SqliteStore;
 use crate::store::{Checkpoint, NewTask, Store};
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
+    MAX_RATE_CLAIMS,
 };
 use crate::wait::{Bell, CancelToken};
 
@@ -707,15 +708,14 @@ impl Queue {
     /// when each pull began (on PostgreSQL, the server's clock).
     /// A new rate starts with every slot free; `None` removes the limit.
     /// Fails with [`ErrorKind::InvalidArgument`] for 0 claims, more than
-    /// [`RateLimit::MAX_CLAIMS`], or a window outside 1 ms to 366 days.
+    /// [`MAX_RATE_CLAIMS`], or a window outside 1 ms to 366 days.
     pub fn set_rate_limit(&self, limit: Option<RateLimit>) -> Result<()> {
         let store = self.store()?;
         if let Some(limit) = limit {
-            if limit.claims == 0 || limit.claims > RateLimit::MAX_CLAIMS {
+            if limit.claims == 0 || limit.claims > MAX_RATE_CLAIMS {
                 return Err(Error::invalid_argument(format!(
                     "a rate limit allows 1 to {} claims per window, got {}",
-                    RateLimit::MAX_CLAIMS,
-                    limit.claims
+                    MAX_RATE_CLAIMS, limit.claims
                 )));
             }
             check_lease(limit.per).map_err(|_| {
