@@ -774,6 +774,45 @@ fn rows_changed_outside_tq_are_reported_as_not_a_database() {
     let _ = rusqlite::version();
 }
 
+/// A stored state tq never writes (9) is damage, reported as such by a
+/// read of the task, never shown as one of the visible states.
+fn a_task_in_an_unknown_state_is_reported_as_not_a_database(scratch: Scratch) {
+    let queue = scratch.open();
+    let id = push(&queue, "\"fine\"");
+    match scratch.server() {
+        Some(server) => {
+            common::postgres_client(&server.url)
+                .execute(
+                    &format!(
+                        "UPDATE \"{}\".tasks SET state = 9 WHERE id = $1",
+                        server.schema
+                    ),
+                    &[&id],
+                )
+                .unwrap();
+        }
+        None => {
+            Connection::open(scratch.queue_path())
+                .unwrap()
+                .execute("UPDATE tq_tasks SET state = 9 WHERE id = ?1", [id])
+                .unwrap();
+        }
+    }
+    let err = queue.task(id).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotADatabase, "{err}");
+    assert!(err.message().contains("unknown state 9"), "{err}");
+    for state in [
+        TaskState::Pending,
+        TaskState::Leased,
+        TaskState::Done,
+        TaskState::Dead,
+        TaskState::Cancelled,
+    ] {
+        assert_eq!(queue.count(state).unwrap(), 0, "{state:?}");
+        assert!(queue.list(state, 0, 10).unwrap().is_empty(), "{state:?}");
+    }
+}
+
 fn finish_and_pull_completes_one_task_and_claims_the_next_in_one_step(scratch: Scratch) {
     let queue = scratch.open();
     let ids: Vec<i64> = (0..3).map(|i| push(&queue, &i.to_string())).collect();
@@ -880,4 +919,5 @@ on_both_backends!(
     the_oldest_ready_age_and_pages_of_tasks_show_the_backlog,
     finish_and_pull_completes_one_task_and_claims_the_next_in_one_step,
     threads_writing_at_once_each_get_their_own_result,
+    a_task_in_an_unknown_state_is_reported_as_not_a_database,
 );

@@ -27,8 +27,8 @@ use crate::schedule::{Schedule, ScheduleInfo};
 use crate::sqlite::not_held;
 use crate::store::{
     cancellations_channel, group_predecessor_sql, holds_unique_key, of_item, parent_ids,
-    pause_until, state_condition, stored_pause, waits_for, Checkpoint, NewTask, Store, BLOCKED,
-    CANCELLED, CANCELLING, NEVER_USED,
+    pause_until, state_condition, stored_pause, visible_state, waits_for, Checkpoint, NewTask,
+    Store, CANCELLED, CANCELLING, DEAD, DONE, LEASED, NEVER_USED,
 };
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
@@ -423,7 +423,7 @@ const TASK_INFO: &str =
 fn info_from_row(row: &Row) -> Result<TaskInfo> {
     Ok(TaskInfo {
         id: row.try_get(0)?,
-        state: visible_state(row.try_get(1)?)?,
+        state: visible_state(i64::from(row.try_get::<_, i16>(1)?))?,
         attempts: count32(row, 2)?,
         max_attempts: count32(row, 3)?,
         priority: row.try_get(4)?,
@@ -435,22 +435,6 @@ fn info_from_row(row: &Row) -> Result<TaskInfo> {
         waiting_for: row.try_get::<_, Option<Vec<i64>>>(10)?.unwrap_or_default(),
         group: row.try_get(11)?,
     })
-}
-
-/// The visible state of a stored one; an unknown one means the schema was
-/// changed outside tq.
-fn visible_state(stored: i16) -> Result<TaskState> {
-    match i64::from(stored) {
-        0 | 4 | BLOCKED => Ok(TaskState::Pending),
-        1 | CANCELLING => Ok(TaskState::Leased),
-        2 => Ok(TaskState::Done),
-        3 => Ok(TaskState::Dead),
-        CANCELLED => Ok(TaskState::Cancelled),
-        other => Err(Error::new(
-            crate::ErrorKind::NotADatabase,
-            format!("tq's tables were changed outside tq: a task in unknown state {other}"),
-        )),
-    }
 }
 
 /// Puts claimed tasks in claim order: RETURNING gives rows in the order
@@ -885,7 +869,7 @@ impl PostgresStore {
             None => None,
         };
         Ok(state
-            .filter(|&state| !matches!(state, 2 | 3 | CANCELLED))
+            .filter(|&state| !matches!(state, DONE | DEAD | CANCELLED))
             .map(|_| predecessor))
     }
 
@@ -1212,12 +1196,12 @@ impl Store for PostgresStore {
                     "queue '{}' has no task {id}",
                     self.queue
                 ))),
-                Some(2) => Err(Error::invalid_argument(format!(
+                Some(DONE) => Err(Error::invalid_argument(format!(
                     "task {id} is done: a finished task cannot be cancelled"
                 ))),
                 Some(CANCELLED) => Ok(Cancelled::Removed),
                 Some(CANCELLING) => Ok(Cancelled::Requested),
-                Some(1) => {
+                Some(LEASED) => {
                     tx.execute(
                         &self.sql(
                             "UPDATE @.tasks SET state = 6, last_error = coalesce($2, last_error)
