@@ -13,9 +13,12 @@
  * negative value for an error. After an error, tq_last_error() gives a
  * message for the calling thread; it is owned by tq and valid until the
  * thread's next failed call (calls that succeed, including every _free of a
- * live object, leave it alone). A failed call changes nothing, except that
- * a write failing with TQ_ERR_IO while it commits may still have reached
- * the disk (once).
+ * live object, leave it alone). A failed call changes nothing, with two
+ * exceptions: a write failing with TQ_ERR_IO while it commits may still
+ * have reached the disk (once), and one failing with
+ * TQ_ERR_UNKNOWN_OUTCOME may or may not have been committed (SQLite: the
+ * flush after the commit failed; PostgreSQL: the connection was lost while
+ * committing).
  *
  * Ownership. What tq allocates, tq frees: tq_open's handle with tq_close,
  * each task from tq_pull, tq_pull_batch or tq_list with tq_task_free, each

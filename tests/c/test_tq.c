@@ -317,6 +317,10 @@ static void test_status_str(const char *dir)
         if (CHECK(s != NULL))
             CHECK(strcmp(s, "unknown status") == 0);
     }
+    /* An unknown outcome has a cause on each backend, and the text names both. */
+    const char *unknown_outcome = tq_status_str(TQ_ERR_UNKNOWN_OUTCOME);
+    CHECK(strstr(unknown_outcome, "flush") != NULL);
+    CHECK(strstr(unknown_outcome, "connection") != NULL);
 }
 
 struct thread_error {
