@@ -1099,7 +1099,7 @@ fn not_current(store: &dyn Store, receipt: Receipt) -> Error {
                 receipt.id
             ),
         ),
-        Ok(false) => crate::sqlite::not_held(receipt.id),
+        Ok(false) => crate::store::not_held(receipt.id),
         Err(err) => err,
     }
 }

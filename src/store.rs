@@ -368,6 +368,51 @@ pub(crate) fn visible_state(stored: i64) -> Result<TaskState> {
     }
 }
 
+/// The error of a call on a delivery of task `id` that is no longer
+/// current.
+pub(crate) fn not_held(id: i64) -> Error {
+    Error::new(
+        crate::ErrorKind::NotHeld,
+        format!(
+            "task {id} is not held by this delivery: it was already finished or failed, \
+             or its lease was recovered or taken by another worker"
+        ),
+    )
+}
+
+/// What the engine does about a delivery whose task is stored in `state`
+/// (`None`: no task under that lease): go on while it is leased, stop as
+/// cancelled once its cancellation waits for it, stop as not held
+/// otherwise.
+pub(crate) fn delivery_stop(state: Option<i64>) -> Option<Stop> {
+    match state {
+        Some(CANCELLING) => Some(Stop::Cancelled),
+        Some(_) => None,
+        None => Some(Stop::NotHeld),
+    }
+}
+
+/// The claim order as a sort key: higher priority first, then the task
+/// ready longest, then the task pushed first.
+pub(crate) fn claim_order(
+    priority: i32,
+    run_at: i64,
+    id: i64,
+) -> (std::cmp::Reverse<i32>, i64, i64) {
+    (std::cmp::Reverse(priority), run_at, id)
+}
+
+/// Puts claimed tasks in [`claim_order`]: RETURNING gives rows in the
+/// order they were changed.
+pub(crate) fn sort_claimed(tasks: &mut [Task]) {
+    tasks.sort_by_key(|task| claim_order(task.priority, task.run_at_unix_ms, task.id()));
+}
+
+/// A reason as stored: none for an empty one.
+pub(crate) fn stored_reason(reason: &str) -> Option<&str> {
+    (!reason.is_empty()).then_some(reason)
+}
+
 /// The ids of the tasks `after` names, an item being the task stored (or
 /// found by its unique key) for that earlier item of the same push.
 pub(crate) fn parent_ids(after: &[Parent], earlier: &[Pushed]) -> Vec<i64> {

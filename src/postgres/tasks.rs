@@ -24,11 +24,11 @@ use super::{no_wal_file, PostgresStore};
 use crate::error::{Error, Result};
 use crate::options::RetryBackoff;
 use crate::schedule::{Schedule, ScheduleInfo};
-use crate::sqlite::not_held;
 use crate::store::{
-    cancellations_channel, group_predecessor_sql, holds_unique_key, of_item, parent_ids,
-    pause_until, state_condition, stored_pause, visible_state, waits_for, Checkpoint, NewTask,
-    Store, CANCELLED, CANCELLING, DEAD, DONE, LEASED, NEVER_USED,
+    cancellations_channel, delivery_stop, group_predecessor_sql, holds_unique_key, not_held,
+    of_item, parent_ids, pause_until, sort_claimed, state_condition, stored_pause, stored_reason,
+    visible_state, waits_for, Checkpoint, NewTask, Store, CANCELLED, CANCELLING, DEAD, DONE,
+    LEASED, NEVER_USED,
 };
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
@@ -435,18 +435,6 @@ fn info_from_row(row: &Row) -> Result<TaskInfo> {
         waiting_for: row.try_get::<_, Option<Vec<i64>>>(10)?.unwrap_or_default(),
         group: row.try_get(11)?,
     })
-}
-
-/// Puts claimed tasks in claim order: RETURNING gives rows in the order
-/// they were changed.
-fn sort_claimed(tasks: &mut [Task]) {
-    tasks.sort_by_key(|task| {
-        (
-            std::cmp::Reverse(task.priority),
-            task.run_at_unix_ms,
-            task.id(),
-        )
-    });
 }
 
 /// A count read from the database as a `u32` (tq writes only those).
@@ -1017,7 +1005,7 @@ impl Store for PostgresStore {
         _now: i64,
         backoff: &RetryBackoff,
     ) -> Result<Failed> {
-        let reason = (!reason.is_empty()).then_some(reason);
+        let reason = stored_reason(reason);
         let (min, max) = (
             backoff.min.as_millis().min(i64::MAX as u128) as i64,
             backoff.max.as_millis().min(i64::MAX as u128) as i64,
@@ -1182,7 +1170,7 @@ impl Store for PostgresStore {
     }
 
     fn cancel_task(&self, id: i64, reason: &str, _now: i64) -> Result<Cancelled> {
-        let reason = (!reason.is_empty()).then_some(reason);
+        let reason = stored_reason(reason);
         self.write(|tx| {
             let state: Option<i16> = tx
                 .query_opt(
@@ -1252,11 +1240,7 @@ impl Store for PostgresStore {
                 .map(|row| Ok(row.try_get(0)?))
                 .transpose()
         })?;
-        Ok(match state.map(i64::from) {
-            Some(CANCELLING) => Some(Stop::Cancelled),
-            Some(_) => None,
-            None => Some(Stop::NotHeld),
-        })
+        Ok(delivery_stop(state.map(i64::from)))
     }
 
     fn cancellations(&self) -> Result<(Arc<Bell>, Duration)> {

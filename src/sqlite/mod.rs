@@ -21,8 +21,6 @@ pub(crate) mod tasks;
 mod turns;
 mod wake;
 
-pub(crate) use tasks::not_held;
-
 use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, TryLockError};

@@ -27,10 +27,11 @@ use crate::holder::{Liveness, ProcessId};
 use crate::options::RetryBackoff;
 use crate::schedule::{Schedule, ScheduleInfo};
 use crate::store::{
-    cancellations_channel, cancelled_for, group_predecessor_sql, holds_unique_key, of_item,
-    parent_ids, pause_until, state_condition, stored_pause, visible_state, waits_for, Checkpoint,
-    NewTask, Store, BLOCKED, CANCELLED, CANCELLING, DEAD, DONE, LEASED, NEVER_USED, READY,
-    STORED_STATES, UNTIL_RESUMED, WAITING,
+    cancellations_channel, cancelled_for, claim_order, delivery_stop, group_predecessor_sql,
+    holds_unique_key, not_held, of_item, parent_ids, pause_until, sort_claimed, state_condition,
+    stored_pause, stored_reason, visible_state, waits_for, Checkpoint, NewTask, Store, BLOCKED,
+    CANCELLED, CANCELLING, DEAD, DONE, LEASED, NEVER_USED, READY, STORED_STATES, UNTIL_RESUMED,
+    WAITING,
 };
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
@@ -346,9 +347,9 @@ const BURY_EXPIRED: &str = "UPDATE tq_tasks
 /// last attempt.
 type Candidate = (i64, i32, i64, bool);
 
-/// The claim order: higher priority first, then the task ready longest.
-fn claim_order(&(id, priority, run_at, _): &Candidate) -> (std::cmp::Reverse<i32>, i64, i64) {
-    (std::cmp::Reverse(priority), run_at, id)
+/// A candidate's place in [`claim_order`].
+fn candidate_order(&(id, priority, run_at, _): &Candidate) -> (std::cmp::Reverse<i32>, i64, i64) {
+    claim_order(priority, run_at, id)
 }
 
 /// Claims up to `max` tasks of `queue` for `holder_id`, best first. While a
@@ -456,14 +457,7 @@ fn claim_up_to(
                 )?;
                 rows.collect::<rusqlite::Result<Vec<Task>>>()?
             };
-            // RETURNING gives rows in the order they were changed.
-            batch.sort_by_key(|task| {
-                (
-                    std::cmp::Reverse(task.priority),
-                    task.run_at_unix_ms,
-                    task.id(),
-                )
-            });
+            sort_claimed(&mut batch);
             tasks.extend(batch);
             break;
         };
@@ -472,7 +466,9 @@ fn claim_up_to(
             .query_row(params![queue], candidate_from_row)
             .optional()?;
         let (id, reason) = match ready {
-            Some(ready) if claim_order(&ready) < claim_order(&first_expired) => (ready.0, None),
+            Some(ready) if candidate_order(&ready) < candidate_order(&first_expired) => {
+                (ready.0, None)
+            }
             _ => {
                 expired.pop_front();
                 if first_expired.3 {
@@ -786,16 +782,6 @@ fn sweep(conn: &Connection, from: &str, queue: &str, now: i64) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn not_held(id: i64) -> Error {
-    Error::new(
-        ErrorKind::NotHeld,
-        format!(
-            "task {id} is not held by this delivery: it was already finished or failed, \
-             or its lease was recovered or taken by another worker"
-        ),
-    )
-}
-
 /// Counts the tasks of queue `?1` in `state`: one range of a partial index
 /// per stored state.
 fn count_sql(state: TaskState) -> String {
@@ -1048,7 +1034,7 @@ fn fail_one(
         })
         .optional()?;
     let (attempts, max_attempts, random) = delivery.ok_or_else(|| not_held(receipt.id))?;
-    let reason = (!reason.is_empty()).then_some(reason);
+    let reason = stored_reason(reason);
     if attempts >= max_attempts {
         conn.prepare_cached(
             "UPDATE tq_tasks
@@ -1430,7 +1416,7 @@ impl Store for SqliteStore {
     }
 
     fn cancel_task(&self, id: i64, reason: &str, now: i64) -> Result<Cancelled> {
-        let reason = (!reason.is_empty()).then_some(reason);
+        let reason = stored_reason(reason);
         let cancelled = self.write(|conn| {
             let state: Option<i64> = conn
                 .prepare_cached("SELECT state FROM tq_tasks WHERE id = ?1 AND queue = ?2")?
@@ -1479,11 +1465,7 @@ impl Store for SqliteStore {
                 .query_row(params![receipt.id, receipt.token], |row| row.get(0))
                 .optional()?)
         })?;
-        Ok(match state {
-            Some(CANCELLING) => Some(Stop::Cancelled),
-            Some(_) => None,
-            None => Some(Stop::NotHeld),
-        })
+        Ok(delivery_stop(state))
     }
 
     fn cancellations(&self) -> Result<(Arc<Bell>, Duration)> {
