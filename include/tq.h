@@ -1281,8 +1281,9 @@ enum tq_status tq_cancel_task(struct tq_queue *queue,
  was listed, not pulled). TQ_EMPTY when
  the timeout passed first. TQ_ERR_INTERRUPTED when `cancel` was triggered
  or `tq_interrupt` called on the handle. Or TQ_ERR_INVALID_ARGUMENT (NULL
- queue or task, a task from another file or PostgreSQL schema, timeout out of range, `cancel` not a live
- tq_cancel), TQ_ERR_BUSY, TQ_ERR_IO. Nothing changes in any case.
+ queue or task, a task from another file or PostgreSQL schema, timeout
+ out of range, `cancel` not a live tq_cancel), TQ_ERR_BUSY, TQ_ERR_IO.
+ Nothing changes in any case.
 
  Ownership: `task` and `cancel` stay the caller's and must stay alive
  until the call returns.

@@ -3,18 +3,7 @@
 //! the claims or finishes of a handle's threads), and each caller still
 //! gets its own result.
 //!
-//! A thread with a write queues it. If no thread is leading, it leads: it
-//! takes every queued write, runs them all in one transaction, gives up the
-//! lead (waking the first write queued meanwhile, which leads next unless a
-//! thread already running takes the lead first), and then *settles* its
-//! group (at `full`, waits for the flush that makes it durable) while the
-//! next group commits. Only then does it hand each write of its group its
-//! result. Before it takes the queue, a leader yields the processor once
-//! if other threads are in the middle of a write, so that threads already
-//! woken (by the last group's results) queue their next writes into its
-//! group instead of each leading a group of one. A thread alone leads at
-//! once: nothing ever waits for company, or on a timer. A thread is woken
-//! only by the leader holding its result, or to lead.
+//! Design: `docs/internals.md`, "Group commit".
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -2,15 +2,7 @@
 //! extend, recover, and the calls that look at or tidy a queue. This is
 //! where a task is claimed ([`CLAIM`]).
 //!
-//! The states and their meaning are SQLite's (see `sqlite/tasks.rs`): 0
-//! ready, 1 leased, 2 done, 3 dead, 4 waiting, 5 cancelled, 6 cancelling,
-//! 7 blocked (the end of a task reaches those waiting for it through a
-//! trigger: see `schema.rs`).
-//! Every time is read from
-//! the server's clock (`NOW_MS`, once per statement), never the client's,
-//! so leases and due times mean the same to every machine. Rows being
-//! changed by another transaction are skipped (`FOR UPDATE SKIP LOCKED`),
-//! so claims never wait for one another.
+//! Design: `docs/internals.md`, "PostgreSQL task statements".
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;

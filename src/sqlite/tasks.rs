@@ -2,18 +2,8 @@
 //! and the calls that look at or tidy a queue. This is where a task is
 //! claimed ([`claim`]).
 //!
-//! States are stored as integers and written as literals in the SQL so
-//! that SQLite can use the partial index of each state (see `schema.rs`):
-//! 0 ready (pending and due), 1 leased, 2 done, 3 dead, 4 waiting (pending,
-//! not yet due), 5 cancelled, 6 leased with its cancellation waiting for its
-//! holder, 7 blocked (pending, waiting for other tasks to end: see
-//! [`release_waiting`]). A waiting task becomes ready at the next claim after its
-//! due time, so the ready tasks in the index of live tasks are the
-//! claimable ones, in claim order.
-//!
-//! The functions taking a `Connection` run inside a write transaction
-//! opened by the caller: the backend's own, or, for [`crate::outbox`], the
-//! application's.
+//! The stored states are named in `store.rs` (`READY` to `BLOCKED`).
+//! Design: `docs/internals.md`, "Task statements and stored states".
 
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
