@@ -560,7 +560,7 @@ impl Queue {
         let failed = store
             .fail(
                 receipt,
-                cut(reason, MAX_REASON_LEN),
+                cut_at_char_boundary(reason, MAX_REASON_LEN),
                 now_unix_ms(),
                 &self.retry_backoff,
             )
@@ -646,7 +646,11 @@ impl Queue {
                 "the cancellation reason contains a NUL byte (C callers could not read it back)",
             ));
         }
-        store.cancel_task(id, cut(reason, MAX_REASON_LEN), now_unix_ms())
+        store.cancel_task(
+            id,
+            cut_at_char_boundary(reason, MAX_REASON_LEN),
+            now_unix_ms(),
+        )
     }
 
     /// Pauses this queue for every process on its file (or PostgreSQL
@@ -1149,12 +1153,10 @@ pub(crate) fn check_items_named(options: &PushOptions, index: usize, what: &str)
     }
 }
 
-/// `text` cut to at most `max` bytes at a character boundary.
-fn cut(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
+/// The longest start of `text` of at most `max` bytes that ends at a
+/// character boundary.
+pub(crate) fn cut_at_char_boundary(text: &str, max: usize) -> &str {
+    let mut end = max.min(text.len());
     while !text.is_char_boundary(end) {
         end -= 1;
     }

@@ -82,7 +82,7 @@ pub(super) fn channel(name: &str) -> String {
 
 /// This process's listener on one schema, shared by its handles there.
 pub(super) struct Listener {
-    state: Arc<State>,
+    state: Arc<ListenerState>,
 }
 
 /// What wakes the waiters of one queue in this process.
@@ -102,7 +102,7 @@ impl Waiters {
 }
 
 /// What the listener's thread shares with the handles.
-struct State {
+struct ListenerState {
     /// The waiters of each queue opened in this process, by name.
     queues: Mutex<BTreeMap<String, Arc<Waiters>>>,
     holder: Mutex<Holder>,
@@ -140,7 +140,7 @@ impl Listener {
         if let Some(listener) = LISTENERS.find(&key)? {
             return Ok(listener);
         }
-        let state = Arc::new(State {
+        let state = Arc::new(ListenerState {
             queues: Mutex::new(BTreeMap::new()),
             holder: Mutex::new(Holder::Connecting),
             holder_changed: Condvar::new(),
@@ -229,7 +229,7 @@ impl Drop for Listener {
     }
 }
 
-impl State {
+impl ListenerState {
     fn lock(&self) -> MutexGuard<'_, Holder> {
         // One value replaced whole: a panic cannot leave it half-changed.
         self.holder
@@ -275,7 +275,7 @@ impl State {
 /// The listener's thread: connect, listen until the connection is lost,
 /// connect again under the same holder id, until the last handle is gone;
 /// then delete the holder's row, so that its tasks come back at once.
-fn run(state: &State, connector: &Connector, quoted: &str, channel: &str, lock_space: i32) {
+fn run(state: &ListenerState, connector: &Connector, quoted: &str, channel: &str, lock_space: i32) {
     let holders = Holders { quoted, lock_space };
     let mut pause = Duration::from_millis(50);
     let mut previous = None;
@@ -307,7 +307,7 @@ fn run(state: &State, connector: &Connector, quoted: &str, channel: &str, lock_s
 }
 
 /// Sleeps for `pause`, or less when the last handle goes.
-fn sleep_unless_stopped(state: &State, pause: Duration) {
+fn sleep_unless_stopped(state: &ListenerState, pause: Duration) {
     let until = Instant::now() + pause;
     while !state.stopped() && Instant::now() < until {
         thread::sleep(TICK.min(pause));
@@ -361,7 +361,7 @@ fn connect(
     holders: &Holders<'_>,
     channel: &str,
     previous: Option<i32>,
-    state: &State,
+    state: &ListenerState,
 ) -> Result<(Client, i32)> {
     let mut client = connector.connect()?;
     client.batch_execute(SERVER_KEEPALIVES)?;
@@ -403,7 +403,7 @@ fn connect(
 /// Turns notifications into wake-ups of the queue they name, and keeps the
 /// holder's heartbeat, until the connection is lost or the last handle is
 /// gone.
-fn listen(client: &mut Client, holders: &Holders<'_>, id: i32, state: &State) {
+fn listen(client: &mut Client, holders: &Holders<'_>, id: i32, state: &ListenerState) {
     let mut nudged = Instant::now();
     let mut beat = Instant::now();
     while !state.stopped() {

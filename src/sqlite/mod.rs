@@ -232,7 +232,7 @@ impl SqliteStore {
     /// it is durable.
     fn submit(&self, op: Op) -> Result<Output> {
         if let Some(flusher) = &self.file.flusher {
-            flusher.begun();
+            flusher.count_in();
         }
         self.file.group.submit(
             op,
@@ -270,7 +270,10 @@ impl SharedFile {
         let count = ops.len();
         // Counted out once committed (before the upkeep), or when the group
         // failed.
-        let mut ended = self.flusher.as_ref().map(|flusher| flusher.ended(count));
+        let mut ended = self
+            .flusher
+            .as_ref()
+            .map(|flusher| flusher.count_out(count));
         let outcome = self.with_writer(|conn| {
             let mut holder = self.holder_id.get().copied();
             let (results, commit) = self.transaction(conn, |conn| {
@@ -315,7 +318,7 @@ impl SharedFile {
                 let _ = self.holder_id.set(id);
             }
             if let Some(mut ended) = ended.take() {
-                ended.then_waits_for(commit);
+                ended.set_next_wait(commit);
             }
             self.wal_upkeep(conn);
             Ok((results, commit))
@@ -336,7 +339,7 @@ impl SharedFile {
         body: impl FnOnce(&Connection) -> Result<T>,
     ) -> Result<(T, flush::CommitNumber)> {
         if let Some(flusher) = &self.flusher {
-            flusher.check()?;
+            flusher.refuse_if_failed()?;
         }
         let changes_before = conn.total_changes();
         let value = {
@@ -345,7 +348,7 @@ impl SharedFile {
             write_transaction(conn, self.busy_timeout, deadline, body)?
         };
         let commit = match &self.flusher {
-            Some(flusher) => flusher.committed(conn.total_changes() != changes_before),
+            Some(flusher) => flusher.record_commit(conn.total_changes() != changes_before),
             None => 0,
         };
         Ok((value, commit))

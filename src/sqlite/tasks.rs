@@ -1055,7 +1055,7 @@ fn fail_one(
 
 /// The output of an operation that returns `Output::Tasks`, and so on: a
 /// mismatch is a bug.
-fn mismatch() -> Error {
+fn wrong_output() -> Error {
     Error::new(
         ErrorKind::Internal,
         "a write returned the wrong kind of result",
@@ -1090,7 +1090,7 @@ impl Store for SqliteStore {
                 self.ring_other_processes();
                 Ok(pushed)
             }
-            _ => Err(mismatch()),
+            _ => Err(wrong_output()),
         }
     }
 
@@ -1098,7 +1098,7 @@ impl Store for SqliteStore {
         let lease_expires_at = now.saturating_add(lease);
         match self.submit(Op::Claim(self.claim_args(max, now, lease_expires_at)))? {
             Output::Tasks(tasks) => Ok(tasks),
-            _ => Err(mismatch()),
+            _ => Err(wrong_output()),
         }
     }
 
@@ -1114,7 +1114,7 @@ impl Store for SqliteStore {
                 self.ring_other_processes();
                 Ok(held)
             }
-            _ => Err(mismatch()),
+            _ => Err(wrong_output()),
         }
     }
 
@@ -1138,7 +1138,7 @@ impl Store for SqliteStore {
                 self.ring_other_processes();
                 Ok(held[0])
             }
-            _ => Err(mismatch()),
+            _ => Err(wrong_output()),
         }
     }
 
@@ -1150,7 +1150,7 @@ impl Store for SqliteStore {
             claim: self.claim_args(1, now, lease_expires_at),
         })? {
             Output::Tasks(mut tasks) => Ok(tasks.pop()),
-            _ => Err(mismatch()),
+            _ => Err(wrong_output()),
         }
     }
 
@@ -1173,7 +1173,7 @@ impl Store for SqliteStore {
                 self.ring_other_processes();
                 Ok(failed)
             }
-            _ => Err(mismatch()),
+            _ => Err(wrong_output()),
         }
     }
 
@@ -1184,7 +1184,7 @@ impl Store for SqliteStore {
             progress: progress.map(str::to_owned),
         })? {
             Output::Extended => Ok(()),
-            _ => Err(mismatch()),
+            _ => Err(wrong_output()),
         }
     }
 
