@@ -13,9 +13,12 @@
  * negative value for an error. After an error, tq_last_error() gives a
  * message for the calling thread; it is owned by tq and valid until the
  * thread's next failed call (calls that succeed, including every _free of a
- * live object, leave it alone). A failed call changes nothing, except that
- * a write failing with TQ_ERR_IO while it commits may still have reached
- * the disk (once).
+ * live object, leave it alone). A failed call changes nothing, with two
+ * exceptions: a write failing with TQ_ERR_IO while it commits may still
+ * have reached the disk (once), and one failing with
+ * TQ_ERR_UNKNOWN_OUTCOME may or may not have been committed (SQLite: the
+ * flush after the commit failed; PostgreSQL: the connection was lost while
+ * committing).
  *
  * Ownership. What tq allocates, tq frees: tq_open's handle with tq_close,
  * each task from tq_pull, tq_pull_batch or tq_list with tq_task_free, each
@@ -36,6 +39,13 @@
  * several threads, but freed by one. An options object is read only during
  * the call it is passed to; do not set it while another thread passes it to
  * a call.
+ *
+ * const. A function taking a const pointer to a tq object changes neither
+ * that object nor what it stores: the const tq_queue * functions only read
+ * or wait. Every other function takes a plain pointer, whether or not it
+ * may run concurrently (each says so): tq_push and tq_interrupt take
+ * tq_queue *. An array of tasks is tq_task *const *, so tq_pull_batch's
+ * array passes to tq_finish_batch as it is.
  *
  * Processes. Any number of processes on one host may open the same file
  * (it must be on a local filesystem: WAL mode needs shared memory). A handle
@@ -155,17 +165,18 @@
 /*
  The longest schedule name, in bytes.
  */
-#define MAX_SCHEDULE_NAME_LEN 200
+#define TQ_MAX_SCHEDULE_NAME_LEN 200
 
 /*
  The most slots [`CatchUp::Each`] enqueues in one go.
  */
-#define MAX_CATCH_UP 10000
+#define TQ_MAX_CATCH_UP 10000
 
 /*
- The most deliveries a window may allow (each is a row in the file).
+ The most deliveries a rate limit's window may allow (each is a row in
+ the file).
  */
-#define RateLimit_MAX_CLAIMS 100000
+#define TQ_MAX_RATE_CLAIMS 100000
 
 /*
  The outcome of a call. 0 is success, positive values are non-error
@@ -759,7 +770,7 @@ struct tq_cancel *tq_cancel_new(void);
  Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL or not a live tq_cancel).
  Thread safety: safe from any thread, while pulls use it.
  */
-enum tq_status tq_cancel_trigger(const struct tq_cancel *cancel);
+enum tq_status tq_cancel_trigger(struct tq_cancel *cancel);
 
 /*
  Frees a cancellation object from `tq_cancel_new`. NULL is a no-op; call
@@ -1167,7 +1178,7 @@ enum tq_status tq_finish_and_pull(struct tq_queue *queue,
  Thread safety: as `tq_finish`.
  */
 enum tq_status tq_finish_batch(struct tq_queue *queue,
-                               const struct tq_task *const *tasks,
+                               struct tq_task *const *tasks,
                                size_t count,
                                int32_t *out_statuses);
 
@@ -1270,8 +1281,9 @@ enum tq_status tq_cancel_task(struct tq_queue *queue,
  was listed, not pulled). TQ_EMPTY when
  the timeout passed first. TQ_ERR_INTERRUPTED when `cancel` was triggered
  or `tq_interrupt` called on the handle. Or TQ_ERR_INVALID_ARGUMENT (NULL
- queue or task, a task from another file or PostgreSQL schema, timeout out of range, `cancel` not a live
- tq_cancel), TQ_ERR_BUSY, TQ_ERR_IO. Nothing changes in any case.
+ queue or task, a task from another file or PostgreSQL schema, timeout
+ out of range, `cancel` not a live tq_cancel), TQ_ERR_BUSY, TQ_ERR_IO.
+ Nothing changes in any case.
 
  Ownership: `task` and `cancel` stay the caller's and must stay alive
  until the call returns.
@@ -1313,7 +1325,7 @@ enum tq_status tq_resume(struct tq_queue *queue);
  `out_until_unix_ms`), TQ_ERR_BUSY, TQ_ERR_IO.
  Thread safety: may run concurrently with any other call.
  */
-enum tq_status tq_paused_until(struct tq_queue *queue, int64_t *out_until_unix_ms);
+enum tq_status tq_paused_until(const struct tq_queue *queue, int64_t *out_until_unix_ms);
 
 /*
  Limits the handle's queue to `limit` tasks leased at once (at least 1)
@@ -1360,7 +1372,9 @@ enum tq_status tq_clear_rate_limit(struct tq_queue *queue);
  TQ_ERR_BUSY, TQ_ERR_IO.
  Thread safety: may run concurrently with any other call.
  */
-enum tq_status tq_rate_limit(struct tq_queue *queue, uint32_t *out_claims, uint64_t *out_per_ms);
+enum tq_status tq_rate_limit(const struct tq_queue *queue,
+                             uint32_t *out_claims,
+                             uint64_t *out_per_ms);
 
 /*
  Removes the concurrency limit of the handle's queue, if any.
@@ -1378,7 +1392,7 @@ enum tq_status tq_clear_concurrency_limit(struct tq_queue *queue);
  TQ_ERR_BUSY, TQ_ERR_IO.
  Thread safety: may run concurrently with any other call.
  */
-enum tq_status tq_concurrency_limit(struct tq_queue *queue, uint32_t *out_limit);
+enum tq_status tq_concurrency_limit(const struct tq_queue *queue, uint32_t *out_limit);
 
 /*
  Makes the dead task `id` of the handle's queue pending again, ready now,
@@ -1492,7 +1506,7 @@ enum tq_status tq_wal_size(const struct tq_queue *queue, int64_t *out_wal_bytes)
  Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue).
  Thread safety: safe from any thread, while other threads wait in pulls.
  */
-enum tq_status tq_interrupt(const struct tq_queue *queue);
+enum tq_status tq_interrupt(struct tq_queue *queue);
 
 /*
  Creates a schedule options object with no spec yet (set one with

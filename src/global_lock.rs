@@ -1,31 +1,7 @@
 //! Taking the locks a process's threads share, in a way that a child
 //! forked in the middle of a tq call never waits for forever.
 //!
-//! `fork()` copies the process with only the thread that called it. A lock
-//! that another thread held at that moment stays locked in the child, and
-//! no thread there will ever release it: a plain `lock()` would hang the
-//! child's first tq call. So every process-wide lock of tq (the registries
-//! of live objects, shared files, bells, connection slots and listeners)
-//! is taken through [`lock`]:
-//!
-//! - uncontended, it is one `try_lock`;
-//! - contended in the process that first took a lock, it blocks as usual;
-//! - contended in a forked child, it waits [`FORKED_WAIT`] for the holder
-//!   (a thread of the child itself may hold it for a moment) and then
-//!   fails with [`forked_mid_call`].
-//!
-//! `pthread_atfork` handlers would not do better with `std::sync::Mutex`:
-//! a child handler cannot unlock a std mutex locked by a thread that no
-//! longer exists, and a prepare handler that took every lock before the
-//! fork (so that the child starts with them free) would make `fork()`
-//! wait behind every tq call in progress, could not reach the locks that
-//! live inside objects (a pool's), and would have to take them all in one
-//! order that no tq call ever reverses.
-//!
-//! SQLite's own process-wide mutexes are another matter: they are pthread
-//! mutexes, held for microseconds, that a child meets in its first open.
-//! Those are taken around `fork()` by `pthread_atfork` handlers (see
-//! [`SQLITE_STATIC_MUTEXES`]), registered when the process first uses tq.
+//! Design: `docs/internals.md`, "Process-wide locks and fork()".
 
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicU32, Ordering};

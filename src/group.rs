@@ -3,18 +3,7 @@
 //! the claims or finishes of a handle's threads), and each caller still
 //! gets its own result.
 //!
-//! A thread with a write queues it. If no thread is leading, it leads: it
-//! takes every queued write, runs them all in one transaction, gives up the
-//! lead (waking the first write queued meanwhile, which leads next unless a
-//! thread already running takes the lead first), and then *settles* its
-//! group (at `full`, waits for the flush that makes it durable) while the
-//! next group commits. Only then does it hand each write of its group its
-//! result. Before it takes the queue, a leader yields the processor once
-//! if other threads are in the middle of a write, so that threads already
-//! woken (by the last group's results) queue their next writes into its
-//! group instead of each leading a group of one. A thread alone leads at
-//! once: nothing ever waits for company, or on a timer. A thread is woken
-//! only by the leader holding its result, or to lead.
+//! Design: `docs/internals.md`, "Group commit".
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -24,7 +13,7 @@ use std::thread;
 use crate::error::{Error, ErrorKind, Result};
 
 pub(crate) struct Group<Op, Out> {
-    state: Mutex<State<Op, Out>>,
+    state: Mutex<GroupState<Op, Out>>,
     /// Threads in [`Group::submit`], whether queued, leading, or woken and
     /// not yet returned.
     inside: AtomicUsize,
@@ -46,7 +35,8 @@ impl Drop for Inside<'_> {
     }
 }
 
-struct State<Op, Out> {
+/// The writes waiting for a leader, and whether one leads.
+struct GroupState<Op, Out> {
     queued: Vec<Arc<Request<Op, Out>>>,
     /// A thread is leading: it runs a group or is about to.
     leading: bool,
@@ -54,13 +44,15 @@ struct State<Op, Out> {
 
 /// One write, and what its thread waits for.
 struct Request<Op, Out> {
-    slot: Mutex<Slot<Op, Out>>,
+    handover: Mutex<Handover<Op, Out>>,
     /// Wakes the write's thread (and only it): its result is in, or it may
     /// lead.
     woken: Condvar,
 }
 
-struct Slot<Op, Out> {
+/// What passes between a write's thread and its leader: the operation
+/// one way, the result (or the lead) the other.
+struct Handover<Op, Out> {
     /// The operation, until a leader takes it.
     op: Option<Op>,
     /// The lead was given up while this write was first in the queue.
@@ -69,16 +61,16 @@ struct Slot<Op, Out> {
 }
 
 impl<Op, Out> Request<Op, Out> {
-    fn slot(&self) -> MutexGuard<'_, Slot<Op, Out>> {
+    fn handover(&self) -> MutexGuard<'_, Handover<Op, Out>> {
         // Each change is one assignment: a panic cannot leave half of one.
-        self.slot
+        self.handover
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Hands the request its result and wakes its thread.
     fn finish(&self, result: Result<Out>) {
-        self.slot().result = Some(result);
+        self.handover().result = Some(result);
         self.woken.notify_one();
     }
 }
@@ -86,7 +78,7 @@ impl<Op, Out> Request<Op, Out> {
 impl<Op, Out> Default for Group<Op, Out> {
     fn default() -> Self {
         Group {
-            state: Mutex::new(State {
+            state: Mutex::new(GroupState {
                 queued: Vec::new(),
                 leading: false,
             }),
@@ -96,7 +88,7 @@ impl<Op, Out> Default for Group<Op, Out> {
 }
 
 impl<Op, Out> Group<Op, Out> {
-    fn state(&self) -> MutexGuard<'_, State<Op, Out>> {
+    fn state(&self) -> MutexGuard<'_, GroupState<Op, Out>> {
         // The state is a list and a flag, each changed in one step.
         self.state
             .lock()
@@ -118,7 +110,7 @@ impl<Op, Out> Group<Op, Out> {
     ) -> Result<Out> {
         let _inside = Inside::enter(&self.inside);
         let request = Arc::new(Request {
-            slot: Mutex::new(Slot {
+            handover: Mutex::new(Handover {
                 op: Some(op),
                 may_lead: false,
                 result: None,
@@ -131,30 +123,53 @@ impl<Op, Out> Group<Op, Out> {
             !std::mem::replace(&mut state.leading, true)
         };
         if !leads_now {
-            let mut slot = request.slot();
-            loop {
-                if let Some(result) = slot.result.take() {
-                    return result;
-                }
-                if std::mem::take(&mut slot.may_lead) {
-                    drop(slot);
-                    // Still queued, and no one leads: this thread does. (An
-                    // operation is taken only while its leader leads.)
-                    let mut state = self.state();
-                    if !state.leading && request.slot().op.is_some() {
-                        state.leading = true;
-                        break;
-                    }
-                    drop(state);
-                    slot = request.slot();
-                    continue;
-                }
-                slot = request
-                    .woken
-                    .wait(slot)
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if let Some(result) = self.wait_for_result_or_lead(&request) {
+                return result;
             }
         }
+        let group = self.lead(run, settle, &request);
+        hand_out(group, &request)
+    }
+
+    /// Waits, as a write that another thread leads, until the write's
+    /// result is in (`Some`) or this thread is to lead (`None`, having
+    /// taken the lead).
+    fn wait_for_result_or_lead(&self, request: &Request<Op, Out>) -> Option<Result<Out>> {
+        let mut handover = request.handover();
+        loop {
+            if let Some(result) = handover.result.take() {
+                return Some(result);
+            }
+            if std::mem::take(&mut handover.may_lead) {
+                drop(handover);
+                // Still queued, and no one leads: this thread does. (An
+                // operation is taken only while its leader leads.)
+                let mut state = self.state();
+                if !state.leading && request.handover().op.is_some() {
+                    state.leading = true;
+                    return None;
+                }
+                drop(state);
+                handover = request.handover();
+                continue;
+            }
+            handover = request
+                .woken
+                .wait(handover)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+    }
+
+    /// Takes every queued write (`own` among them), runs them as one
+    /// group, passes the lead on, settles the group, and returns each write
+    /// with its result. On a panic, the other writes get an error and this
+    /// thread carries the panic on.
+    fn lead<C>(
+        &self,
+        run: impl FnOnce(Vec<Op>) -> (Vec<Result<Out>>, C),
+        settle: impl FnOnce(C) -> Result<()>,
+        own: &Arc<Request<Op, Out>>,
+    ) -> Settled<Op, Out> {
         // Threads that are ready to run (woken by the last group, about to
         // queue their next write) get to queue it first, so they join this
         // group rather than trickling into groups of one behind it. A
@@ -169,7 +184,7 @@ impl<Op, Out> Group<Op, Out> {
                 .iter()
                 .map(|request| {
                     request
-                        .slot()
+                        .handover()
                         .op
                         .take()
                         .expect("a queued write has its operation")
@@ -187,14 +202,13 @@ impl<Op, Out> Group<Op, Out> {
                     .collect(),
             }
         }));
-        let results = match outcome {
-            Ok(results) => results,
+        match outcome {
+            Ok(results) => group.into_iter().zip(results).collect(),
             Err(panic) => {
-                // The others get an error; this thread carries the panic.
                 if !lead_passed {
                     self.pass_lead();
                 }
-                for other in group.iter().filter(|other| !Arc::ptr_eq(other, &request)) {
+                for other in group.iter().filter(|other| !Arc::ptr_eq(other, own)) {
                     other.finish(Err(Error::new(
                         ErrorKind::Internal,
                         "the write was lost to a panic in the thread committing it",
@@ -202,16 +216,7 @@ impl<Op, Out> Group<Op, Out> {
                 }
                 resume_unwind(panic);
             }
-        };
-        let mut own = None;
-        for (other, result) in group.iter().zip(results) {
-            if Arc::ptr_eq(other, &request) {
-                own = Some(result);
-            } else {
-                other.finish(result);
-            }
         }
-        own.expect("the leader's own write is in its group")
     }
 
     /// [`Group::submit`] for a group that has nothing to settle once it is
@@ -232,10 +237,27 @@ impl<Op, Out> Group<Op, Out> {
         let mut state = self.state();
         state.leading = false;
         if let Some(next) = state.queued.first() {
-            next.slot().may_lead = true;
+            next.handover().may_lead = true;
             next.woken.notify_one();
         }
     }
+}
+
+/// The writes of a group that ran, each with its result.
+type Settled<Op, Out> = Vec<(Arc<Request<Op, Out>>, Result<Out>)>;
+
+/// Gives each write of a led group its result, waking its thread, and
+/// returns the leader's own (`own`).
+fn hand_out<Op, Out>(group: Settled<Op, Out>, own: &Arc<Request<Op, Out>>) -> Result<Out> {
+    let mut own_result = None;
+    for (request, result) in group {
+        if Arc::ptr_eq(&request, own) {
+            own_result = Some(result);
+        } else {
+            request.finish(result);
+        }
+    }
+    own_result.expect("the leader's own write is in its group")
 }
 
 #[cfg(test)]

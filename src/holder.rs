@@ -1,12 +1,6 @@
 //! Who holds a task: the identity of a process, and whether it is alive.
 //!
-//! A leased task records its holder process as (boot id, pid namespace, pid,
-//! start time). The start time tells a reused pid from the original process;
-//! the boot id tells that the machine restarted since. A holder seen from
-//! another pid namespace (another container sharing the file) cannot be
-//! judged, so it counts as alive and only its lease expiry frees its tasks;
-//! so does a holder whose identity could not be read whole from `/proc`,
-//! and one that exists but that `/proc` hides from this process (`hidepid`).
+//! Design: `docs/internals.md`, "Holders".
 
 use std::fs;
 use std::path::Path;

@@ -6,14 +6,15 @@
 //! the tasks of live workers. A [`Queue`] may be shared by any number of
 //! threads; any number of processes on one host may open the same file.
 //!
-//! The C ABI in [`ffi`] is a thin layer over this API; `include/tq.h` is
+//! The C ABI (`src/ffi/`) is a thin layer over this API; `include/tq.h` is
 //! generated from it.
 //!
 //! Layout: `queue.rs` is the engine's front (argument checks, clock, fork
 //! guard, waiting); `schedule.rs` says what a periodic schedule is and
 //! when its slots fall (each backend's `schedules.rs` stores and drives
 //! them); `wait.rs` wakes waiting pulls; `location.rs` shows a
-//! location without its password; `store.rs` is the narrow interface a storage backend implements;
+//! location without its password; `store.rs` is the narrow interface a
+//! storage backend implements, and the rules both backends share;
 //! `sqlite/` is the SQLite backend (schema in `sqlite/schema.rs`, the
 //! claim and every other task statement in `sqlite/tasks.rs`); `holder.rs`
 //! tells whether a process holding tasks is still alive. `postgres/` is the
@@ -29,6 +30,10 @@
 compile_error!("tq runs on Linux only: it relies on futexes and /proc");
 
 mod error;
+// The C ABI is not part of the Rust API: hidden from its documentation and
+// outside its semver promise. It stays reachable from Rust only because the
+// fuzz targets and tests/fork.rs drive the C functions without a C compiler.
+#[doc(hidden)]
 pub mod ffi;
 mod global_lock;
 mod group;
@@ -63,6 +68,7 @@ pub use schedule::{
 pub use store::Checkpoint;
 pub use task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
+    MAX_RATE_CLAIMS,
 };
 pub use wait::CancelToken;
 

@@ -170,9 +170,10 @@ impl Default for OpenOptions {
 
 impl OpenOptions {
     /// Defaults: [`Durability::Full`], a 5 s busy timeout, no history,
-    /// results kept for [`DEFAULT_RESULT_RETENTION`], the largest payload limit ([`MAX_PAYLOAD_LEN`]), the queue named
-    /// [`DEFAULT_QUEUE`], [`DEFAULT_MAX_ATTEMPTS`] deliveries per task, and
-    /// retries after 1 s doubling up to 1 hour.
+    /// results kept for [`DEFAULT_RESULT_RETENTION`], the largest payload
+    /// limit ([`MAX_PAYLOAD_LEN`]), the queue named [`DEFAULT_QUEUE`],
+    /// [`DEFAULT_MAX_ATTEMPTS`] deliveries per task, and retries after 1 s
+    /// doubling up to 1 hour.
     pub fn new() -> Self {
         Self::default()
     }

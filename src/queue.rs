@@ -18,6 +18,7 @@ use crate::sqlite::SqliteStore;
 use crate::store::{Checkpoint, NewTask, Store};
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
+    MAX_RATE_CLAIMS,
 };
 use crate::wait::{Bell, CancelToken};
 
@@ -559,7 +560,7 @@ impl Queue {
         let failed = store
             .fail(
                 receipt,
-                cut(reason, MAX_REASON_LEN),
+                cut_at_char_boundary(reason, MAX_REASON_LEN),
                 now_unix_ms(),
                 &self.retry_backoff,
             )
@@ -645,7 +646,11 @@ impl Queue {
                 "the cancellation reason contains a NUL byte (C callers could not read it back)",
             ));
         }
-        store.cancel_task(id, cut(reason, MAX_REASON_LEN), now_unix_ms())
+        store.cancel_task(
+            id,
+            cut_at_char_boundary(reason, MAX_REASON_LEN),
+            now_unix_ms(),
+        )
     }
 
     /// Pauses this queue for every process on its file (or PostgreSQL
@@ -707,15 +712,14 @@ impl Queue {
     /// when each pull began (on PostgreSQL, the server's clock).
     /// A new rate starts with every slot free; `None` removes the limit.
     /// Fails with [`ErrorKind::InvalidArgument`] for 0 claims, more than
-    /// [`RateLimit::MAX_CLAIMS`], or a window outside 1 ms to 366 days.
+    /// [`MAX_RATE_CLAIMS`], or a window outside 1 ms to 366 days.
     pub fn set_rate_limit(&self, limit: Option<RateLimit>) -> Result<()> {
         let store = self.store()?;
         if let Some(limit) = limit {
-            if limit.claims == 0 || limit.claims > RateLimit::MAX_CLAIMS {
+            if limit.claims == 0 || limit.claims > MAX_RATE_CLAIMS {
                 return Err(Error::invalid_argument(format!(
                     "a rate limit allows 1 to {} claims per window, got {}",
-                    RateLimit::MAX_CLAIMS,
-                    limit.claims
+                    MAX_RATE_CLAIMS, limit.claims
                 )));
             }
             check_lease(limit.per).map_err(|_| {
@@ -1099,7 +1103,7 @@ fn not_current(store: &dyn Store, receipt: Receipt) -> Error {
                 receipt.id
             ),
         ),
-        Ok(false) => crate::sqlite::not_held(receipt.id),
+        Ok(false) => crate::store::not_held(receipt.id),
         Err(err) => err,
     }
 }
@@ -1149,12 +1153,10 @@ pub(crate) fn check_items_named(options: &PushOptions, index: usize, what: &str)
     }
 }
 
-/// `text` cut to at most `max` bytes at a character boundary.
-fn cut(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
+/// The longest start of `text` of at most `max` bytes that ends at a
+/// character boundary.
+pub(crate) fn cut_at_char_boundary(text: &str, max: usize) -> &str {
+    let mut end = max.min(text.len());
     while !text.is_char_boundary(end) {
         end -= 1;
     }

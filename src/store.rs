@@ -309,6 +309,26 @@ pub(crate) fn cancellations_channel(queue: &str) -> String {
     format!("{queue}\u{1}cancellations")
 }
 
+// The states a task is stored in, the same in both backends. SQL keeps
+// them as literals where a partial index needs the literal to match.
+
+/// The stored `state` of a pending task that is due: in the index of ready
+/// tasks, claimed in line.
+pub(crate) const READY: i64 = 0;
+
+/// The stored `state` of a task under lease.
+pub(crate) const LEASED: i64 = 1;
+
+/// The stored `state` of a finished task, kept as history.
+pub(crate) const DONE: i64 = 2;
+
+/// The stored `state` of a task whose attempts ran out.
+pub(crate) const DEAD: i64 = 3;
+
+/// The stored `state` of a pending task not yet due, made [`READY`] by a
+/// claim once due.
+pub(crate) const WAITING: i64 = 4;
+
 /// The stored `state` of a cancelled task, kept as history.
 pub(crate) const CANCELLED: i64 = 5;
 
@@ -319,9 +339,79 @@ pub(crate) const CANCELLING: i64 = 6;
 
 /// The stored `state` of a task waiting for unfinished tasks: out of the
 /// index of live tasks, so never claimed, and counted as pending. The last
-/// of them to end makes it ready (0) or waiting (4), in the same
+/// of them to end makes it [`READY`] or [`WAITING`], in the same
 /// transaction.
 pub(crate) const BLOCKED: i64 = 7;
+
+/// Every state a task is stored in; each has a partial index that starts
+/// with the queue's name.
+pub(crate) const STORED_STATES: [i64; 8] = [
+    READY, LEASED, DONE, DEAD, WAITING, CANCELLED, CANCELLING, BLOCKED,
+];
+
+/// The visible state of a `stored` one. A state tq never writes means its
+/// tables were changed outside tq: [`ErrorKind::NotADatabase`], as for any
+/// other damage.
+///
+/// [`ErrorKind::NotADatabase`]: crate::ErrorKind::NotADatabase
+pub(crate) fn visible_state(stored: i64) -> Result<TaskState> {
+    match stored {
+        READY | WAITING | BLOCKED => Ok(TaskState::Pending),
+        LEASED | CANCELLING => Ok(TaskState::Leased),
+        DONE => Ok(TaskState::Done),
+        DEAD => Ok(TaskState::Dead),
+        CANCELLED => Ok(TaskState::Cancelled),
+        other => Err(Error::new(
+            crate::ErrorKind::NotADatabase,
+            format!("tq's tables were changed outside tq: a task in unknown state {other}"),
+        )),
+    }
+}
+
+/// The error of a call on a delivery of task `id` that is no longer
+/// current.
+pub(crate) fn not_held(id: i64) -> Error {
+    Error::new(
+        crate::ErrorKind::NotHeld,
+        format!(
+            "task {id} is not held by this delivery: it was already finished or failed, \
+             or its lease was recovered or taken by another worker"
+        ),
+    )
+}
+
+/// What the engine does about a delivery whose task is stored in `state`
+/// (`None`: no task under that lease): go on while it is leased, stop as
+/// cancelled once its cancellation waits for it, stop as not held
+/// otherwise.
+pub(crate) fn delivery_stop(state: Option<i64>) -> Option<Stop> {
+    match state {
+        Some(CANCELLING) => Some(Stop::Cancelled),
+        Some(_) => None,
+        None => Some(Stop::NotHeld),
+    }
+}
+
+/// The claim order as a sort key: higher priority first, then the task
+/// ready longest, then the task pushed first.
+pub(crate) fn claim_order(
+    priority: i32,
+    run_at: i64,
+    id: i64,
+) -> (std::cmp::Reverse<i32>, i64, i64) {
+    (std::cmp::Reverse(priority), run_at, id)
+}
+
+/// Puts claimed tasks in [`claim_order`]: RETURNING gives rows in the
+/// order they were changed.
+pub(crate) fn sort_claimed(tasks: &mut [Task]) {
+    tasks.sort_by_key(|task| claim_order(task.priority, task.run_at_unix_ms, task.id()));
+}
+
+/// A reason as stored: none for an empty one.
+pub(crate) fn stored_reason(reason: &str) -> Option<&str> {
+    (!reason.is_empty()).then_some(reason)
+}
 
 /// The ids of the tasks `after` names, an item being the task stored (or
 /// found by its unique key) for that earlier item of the same push.
@@ -356,12 +446,12 @@ pub(crate) fn waits_for(
             "queue '{queue}' has no task {parent} to wait for: a task can wait only for \
              tasks of its own queue that are not finished, or finished and kept as history"
         ))),
-        Some(2) => Ok(false),
-        Some(3 | CANCELLED) if run_anyway => Ok(false),
-        Some(state @ (3 | CANCELLED)) => Err(Error::invalid_argument(format!(
+        Some(DONE) => Ok(false),
+        Some(DEAD | CANCELLED) if run_anyway => Ok(false),
+        Some(state @ (DEAD | CANCELLED)) => Err(Error::invalid_argument(format!(
             "task {parent} is {}: a task waiting for it would be cancelled at once \
              (push it to run anyway, or retry task {parent} first)",
-            if state == 3 { "dead" } else { "cancelled" }
+            if state == DEAD { "dead" } else { "cancelled" }
         ))),
         Some(_) => Ok(true),
     }
@@ -431,8 +521,8 @@ pub(crate) fn stored_pause(until: i64) -> Pause {
 /// while its holder runs it), or done and within its window.
 pub(crate) fn holds_unique_key(state: i64, unique_until: Option<i64>, now: i64) -> bool {
     match state {
-        0 | 1 | 4 | CANCELLING | BLOCKED => true,
-        2 => unique_until.is_some_and(|until| until > now),
+        READY | LEASED | WAITING | CANCELLING | BLOCKED => true,
+        DONE => unique_until.is_some_and(|until| until > now),
         _ => false,
     }
 }

@@ -241,16 +241,15 @@ pub enum Stop {
 /// `claims` deliveries in any window of length `per`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RateLimit {
-    /// Deliveries allowed per window: 1 to [`RateLimit::MAX_CLAIMS`].
+    /// Deliveries allowed per window: 1 to [`MAX_RATE_CLAIMS`].
     pub claims: u32,
     /// The window: 1 ms to 366 days.
     pub per: Duration,
 }
 
-impl RateLimit {
-    /// The most deliveries a window may allow (each is a row in the file).
-    pub const MAX_CLAIMS: u32 = 100_000;
-}
+/// The most deliveries a rate limit's window may allow (each is a row in
+/// the file).
+pub const MAX_RATE_CLAIMS: u32 = 100_000;
 
 /// How long a queue is paused ([`crate::Queue::pause`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -1,16 +1,6 @@
 //! Waking pulls that wait for a task.
 //!
-//! Every handle on one queue of one file in this process shares one
-//! [`Bell`]. A write that makes a task of the queue ready rings it, waking
-//! the process's waiters on that queue at once, and only those. Writes from
-//! other processes ring it through the file's wake words (see
-//! `sqlite/wake.rs`), or, on PostgreSQL, through notifications. A waiter
-//! also looks at the file's change counter (`PRAGMA data_version`), as a
-//! safety net for writers that ring nothing: every [`POLL_INTERVAL`] when
-//! this process could not map the wake words, else about once a second. A
-//! delayed task or an expiring lease wakes it at its due time.
-//! [`crate::Queue::interrupt`] and [`CancelToken::cancel`] ring too, so
-//! stopping a waiter never waits for a timeout.
+//! Design: `docs/internals.md`, "Waking pulls in a process".
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -21,7 +11,9 @@ use crate::registry::Registry;
 
 /// How often a waiter checks for writes from other processes when nothing
 /// rings for them: a push from another process then wakes a waiter within
-/// this time.
+/// this time. Used only by a process that could not map the wake words:
+/// a delay below human notice, for 50 reads of the change counter a second
+/// per waiter (`bench/batches.rs` measures the wake-up of waiting pulls).
 pub(crate) const POLL_INTERVAL: Duration = Duration::from_millis(20);
 
 /// Wakes the threads of this process waiting on one queue of one file.

@@ -575,7 +575,7 @@ fn a_rate_limit_allows_that_many_claims_per_window(scratch: Scratch) {
             per: Duration::from_secs(1),
         },
         RateLimit {
-            claims: RateLimit::MAX_CLAIMS + 1,
+            claims: tq::MAX_RATE_CLAIMS + 1,
             per: Duration::from_secs(1),
         },
         RateLimit {

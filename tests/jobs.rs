@@ -774,6 +774,85 @@ fn rows_changed_outside_tq_are_reported_as_not_a_database() {
     let _ = rusqlite::version();
 }
 
+/// A stored state tq never writes (9) is damage, reported as such by a
+/// read of the task, never shown as one of the visible states.
+fn a_task_in_an_unknown_state_is_reported_as_not_a_database(scratch: Scratch) {
+    let queue = scratch.open();
+    let id = push(&queue, "\"fine\"");
+    match scratch.server() {
+        Some(server) => {
+            common::postgres_client(&server.url)
+                .execute(
+                    &format!(
+                        "UPDATE \"{}\".tasks SET state = 9 WHERE id = $1",
+                        server.schema
+                    ),
+                    &[&id],
+                )
+                .unwrap();
+        }
+        None => {
+            Connection::open(scratch.queue_path())
+                .unwrap()
+                .execute("UPDATE tq_tasks SET state = 9 WHERE id = ?1", [id])
+                .unwrap();
+        }
+    }
+    let err = queue.task(id).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotADatabase, "{err}");
+    assert!(err.message().contains("unknown state 9"), "{err}");
+    for state in [
+        TaskState::Pending,
+        TaskState::Leased,
+        TaskState::Done,
+        TaskState::Dead,
+        TaskState::Cancelled,
+    ] {
+        assert_eq!(queue.count(state).unwrap(), 0, "{state:?}");
+        assert!(queue.list(state, 0, 10).unwrap().is_empty(), "{state:?}");
+    }
+}
+
+/// The rules both backends share (store.rs): the claim order, higher
+/// priority first, then the task ready longest, then the one pushed first,
+/// whether a batch claims the tasks or single pulls do; and the same
+/// not-held error for a delivery that is over.
+fn both_backends_claim_in_one_order_and_refuse_an_old_delivery_alike(scratch: Scratch) {
+    let queue = scratch.open();
+    let now = now_ms();
+    // (priority, ready this long ago): ties in both, so each key decides.
+    let shapes = [(0, 5), (2, 1), (0, 9), (2, 1), (-1, 20), (0, 5), (2, 7)];
+    let mut pushed = Vec::new();
+    for (priority, ago) in shapes {
+        let mut options = PushOptions::new();
+        options
+            .priority(priority)
+            .run_at_unix_ms(now - ago * 1000)
+            .unwrap();
+        let id = queue.push("{}", &options).unwrap().id();
+        pushed.push((std::cmp::Reverse(priority), now - ago * 1000, id));
+    }
+    pushed.sort();
+    let expected: Vec<i64> = pushed.iter().map(|&(_, _, id)| id).collect();
+
+    let batch = queue.pull_batch(4, &PullOptions::new()).unwrap();
+    let mut claimed: Vec<i64> = batch.iter().map(|task| task.id()).collect();
+    while let Some(task) = pull(&queue) {
+        claimed.push(task.id());
+    }
+    assert_eq!(claimed, expected);
+
+    let first = &batch[0];
+    queue.finish(first.receipt()).unwrap();
+    let err = queue.finish(first.receipt()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotHeld);
+    assert!(
+        err.message()
+            .starts_with(&format!("task {} is not held by this delivery", first.id())),
+        "{err}"
+    );
+}
+
 fn finish_and_pull_completes_one_task_and_claims_the_next_in_one_step(scratch: Scratch) {
     let queue = scratch.open();
     let ids: Vec<i64> = (0..3).map(|i| push(&queue, &i.to_string())).collect();
@@ -880,4 +959,6 @@ on_both_backends!(
     the_oldest_ready_age_and_pages_of_tasks_show_the_backlog,
     finish_and_pull_completes_one_task_and_claims_the_next_in_one_step,
     threads_writing_at_once_each_get_their_own_result,
+    a_task_in_an_unknown_state_is_reported_as_not_a_database,
+    both_backends_claim_in_one_order_and_refuse_an_old_delivery_alike,
 );

@@ -4,6 +4,7 @@ use std::ffi::c_char;
 
 use super::{guard, out_pointer, tq_status, utf8_string, write_optional};
 use crate::location::redacted_location;
+use crate::queue::cut_at_char_boundary;
 
 /// Writes `location` (a file path or a URL, UTF-8) as it may be shown in
 /// messages into `buf`: a URL without the password of its user information
@@ -44,14 +45,4 @@ pub extern "C" fn tq_location_redacted(
         unsafe { write_optional(len, shown.len()) };
         Ok(tq_status::TQ_OK)
     })
-}
-
-/// The longest start of `text` of at most `max` bytes that ends at a
-/// character boundary.
-fn cut_at_char_boundary(text: &str, max: usize) -> &str {
-    let mut end = max.min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }

@@ -153,7 +153,10 @@ fn status_text(status: i32) -> &'static CStr {
         -6 => c"not a tq database",
         -7 => c"internal error",
         -8 => c"interrupted: the wait for a task was ended",
-        -9 => c"unknown outcome: the connection was lost while committing; the write may or may not have been committed",
+        -9 => {
+            c"unknown outcome: the flush to disk after the commit failed (SQLite), or the \
+                connection was lost while committing (PostgreSQL); the write may or may not last"
+        }
         -10 => c"cancelled: the task was cancelled while this delivery held it",
         _ => c"unknown status",
     }

@@ -591,9 +591,9 @@ pub extern "C" fn tq_cancel_new() -> *mut tq_cancel {
 /// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL or not a live tq_cancel).
 /// Thread safety: safe from any thread, while pulls use it.
 #[no_mangle]
-pub extern "C" fn tq_cancel_trigger(cancel: *const tq_cancel) -> tq_status {
+pub extern "C" fn tq_cancel_trigger(cancel: *mut tq_cancel) -> tq_status {
     guard("tq_cancel_trigger", || {
-        unsafe { borrow(cancel, "cancel") }?.0.cancel();
+        unsafe { borrow(cancel.cast_const(), "cancel") }?.0.cancel();
         Ok(tq_status::TQ_OK)
     })
 }

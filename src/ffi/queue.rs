@@ -921,7 +921,7 @@ pub extern "C" fn tq_finish_and_pull(
 #[no_mangle]
 pub extern "C" fn tq_finish_batch(
     queue: *mut tq_queue,
-    tasks: *const *const tq_task,
+    tasks: *const *mut tq_task,
     count: usize,
     out_statuses: *mut i32,
 ) -> tq_status {
@@ -930,7 +930,7 @@ pub extern "C" fn tq_finish_batch(
         let tasks = unsafe { array(tasks, count, "tasks") }?
             .iter()
             .enumerate()
-            .map(|(index, &task)| unsafe { borrow(task, &format!("tasks[{index}]")) })
+            .map(|(index, &task)| unsafe { borrow(task.cast_const(), &format!("tasks[{index}]")) })
             .collect::<Result<Vec<&tq_task>>>()?;
         // Listed tasks have no receipt: they are reported as not held.
         let receipts: Vec<Receipt> = tasks.iter().filter_map(|task| task.receipt).collect();
@@ -1119,8 +1119,9 @@ pub extern "C" fn tq_cancel_task(
 /// was listed, not pulled). TQ_EMPTY when
 /// the timeout passed first. TQ_ERR_INTERRUPTED when `cancel` was triggered
 /// or `tq_interrupt` called on the handle. Or TQ_ERR_INVALID_ARGUMENT (NULL
-/// queue or task, a task from another file or PostgreSQL schema, timeout out of range, `cancel` not a live
-/// tq_cancel), TQ_ERR_BUSY, TQ_ERR_IO. Nothing changes in any case.
+/// queue or task, a task from another file or PostgreSQL schema, timeout
+/// out of range, `cancel` not a live tq_cancel), TQ_ERR_BUSY, TQ_ERR_IO.
+/// Nothing changes in any case.
 ///
 /// Ownership: `task` and `cancel` stay the caller's and must stay alive
 /// until the call returns.
@@ -1199,9 +1200,12 @@ pub extern "C" fn tq_resume(queue: *mut tq_queue) -> tq_status {
 /// `out_until_unix_ms`), TQ_ERR_BUSY, TQ_ERR_IO.
 /// Thread safety: may run concurrently with any other call.
 #[no_mangle]
-pub extern "C" fn tq_paused_until(queue: *mut tq_queue, out_until_unix_ms: *mut i64) -> tq_status {
+pub extern "C" fn tq_paused_until(
+    queue: *const tq_queue,
+    out_until_unix_ms: *mut i64,
+) -> tq_status {
     guard("tq_paused_until", || {
-        let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
+        let queue = unsafe { borrow(queue, "queue") }?;
         if out_until_unix_ms.is_null() {
             return Err(Error::invalid_argument("out_until_unix_ms is NULL"));
         }
@@ -1282,12 +1286,12 @@ pub extern "C" fn tq_clear_rate_limit(queue: *mut tq_queue) -> tq_status {
 /// Thread safety: may run concurrently with any other call.
 #[no_mangle]
 pub extern "C" fn tq_rate_limit(
-    queue: *mut tq_queue,
+    queue: *const tq_queue,
     out_claims: *mut u32,
     out_per_ms: *mut u64,
 ) -> tq_status {
     guard("tq_rate_limit", || {
-        let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
+        let queue = unsafe { borrow(queue, "queue") }?;
         if out_claims.is_null() || out_per_ms.is_null() {
             return Err(Error::invalid_argument("out_claims or out_per_ms is NULL"));
         }
@@ -1325,9 +1329,9 @@ pub extern "C" fn tq_clear_concurrency_limit(queue: *mut tq_queue) -> tq_status 
 /// TQ_ERR_BUSY, TQ_ERR_IO.
 /// Thread safety: may run concurrently with any other call.
 #[no_mangle]
-pub extern "C" fn tq_concurrency_limit(queue: *mut tq_queue, out_limit: *mut u32) -> tq_status {
+pub extern "C" fn tq_concurrency_limit(queue: *const tq_queue, out_limit: *mut u32) -> tq_status {
     guard("tq_concurrency_limit", || {
-        let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
+        let queue = unsafe { borrow(queue, "queue") }?;
         if out_limit.is_null() {
             return Err(Error::invalid_argument("out_limit is NULL"));
         }
@@ -1528,9 +1532,11 @@ pub extern "C" fn tq_wal_size(queue: *const tq_queue, out_wal_bytes: *mut i64) -
 /// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue).
 /// Thread safety: safe from any thread, while other threads wait in pulls.
 #[no_mangle]
-pub extern "C" fn tq_interrupt(queue: *const tq_queue) -> tq_status {
+pub extern "C" fn tq_interrupt(queue: *mut tq_queue) -> tq_status {
     guard("tq_interrupt", || {
-        unsafe { borrow(queue, "queue") }?.0.interrupt();
+        unsafe { borrow(queue.cast_const(), "queue") }?
+            .0
+            .interrupt();
         Ok(tq_status::TQ_OK)
     })
 }

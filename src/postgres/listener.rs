@@ -1,29 +1,7 @@
 //! The one connection per process and schema that shows this process is
 //! alive and hears of new tasks.
 //!
-//! Its session holds the advisory lock `(lock space, holder id)` for as
-//! long as it lives, refreshes the holder's row in `holders` (its
-//! `seen_alive_at`) every [`HEARTBEAT_EVERY`], and tasks claimed by the
-//! process carry that holder id. [`super::tasks`]'s recover takes a task
-//! back from its holder only when the holder's lock is free (in
-//! `pg_locks`) *and* its heartbeat is older than [`GRACE`]: a process
-//! that died or ended gives its tasks back, one whose session was ended
-//! (a network blip, a failover, an administrator) keeps them while it
-//! connects again. A handle that closes deletes its row, so the tasks of
-//! a process that ended cleanly come back at once; those of one that
-//! crashed come back once its heartbeat is [`GRACE`] old.
-//!
-//! A lost connection is made again by the listener's thread, which then
-//! takes the same holder id again: only this process ever held it, so it
-//! waits, with back-off, for the server to release the dead session's
-//! lock. The session sets `idle_session_timeout` to 0 (on servers that
-//! have it) and TCP keepalives both ways, so an idle listener is not ended
-//! and a dead peer is noticed.
-//!
-//! The same session `LISTEN`s on the schema's channel, which every write
-//! that may make a task ready notifies with the queue's name: each
-//! notification rings the bell and moves the change counter of that
-//! queue's waiters in this process, and no other queue's.
+//! Design: `docs/internals.md`, "The PostgreSQL listener".
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -47,6 +25,9 @@ const TICK: Duration = Duration::from_millis(100);
 /// Waiters try to claim at least this often even when no notification
 /// came: a claim may skip a ready task that another claim had locked for a
 /// moment (`SKIP LOCKED`) without taking it, and nothing notifies then.
+/// One claim a second per idle waiter is cheap for the server, and a rare
+/// skip then delays a task by a second at most (`bench/postgres.rs` runs
+/// waiting pulls from 1 to 16 processes).
 const NUDGE_EVERY: Duration = Duration::from_secs(1);
 
 /// Longest pause between two tries to connect again, or to take the
@@ -101,7 +82,7 @@ pub(super) fn channel(name: &str) -> String {
 
 /// This process's listener on one schema, shared by its handles there.
 pub(super) struct Listener {
-    state: Arc<State>,
+    state: Arc<ListenerState>,
 }
 
 /// What wakes the waiters of one queue in this process.
@@ -121,7 +102,7 @@ impl Waiters {
 }
 
 /// What the listener's thread shares with the handles.
-struct State {
+struct ListenerState {
     /// The waiters of each queue opened in this process, by name.
     queues: Mutex<BTreeMap<String, Arc<Waiters>>>,
     holder: Mutex<Holder>,
@@ -159,7 +140,7 @@ impl Listener {
         if let Some(listener) = LISTENERS.find(&key)? {
             return Ok(listener);
         }
-        let state = Arc::new(State {
+        let state = Arc::new(ListenerState {
             queues: Mutex::new(BTreeMap::new()),
             holder: Mutex::new(Holder::Connecting),
             holder_changed: Condvar::new(),
@@ -248,7 +229,7 @@ impl Drop for Listener {
     }
 }
 
-impl State {
+impl ListenerState {
     fn lock(&self) -> MutexGuard<'_, Holder> {
         // One value replaced whole: a panic cannot leave it half-changed.
         self.holder
@@ -294,7 +275,7 @@ impl State {
 /// The listener's thread: connect, listen until the connection is lost,
 /// connect again under the same holder id, until the last handle is gone;
 /// then delete the holder's row, so that its tasks come back at once.
-fn run(state: &State, connector: &Connector, quoted: &str, channel: &str, lock_space: i32) {
+fn run(state: &ListenerState, connector: &Connector, quoted: &str, channel: &str, lock_space: i32) {
     let holders = Holders { quoted, lock_space };
     let mut pause = Duration::from_millis(50);
     let mut previous = None;
@@ -326,7 +307,7 @@ fn run(state: &State, connector: &Connector, quoted: &str, channel: &str, lock_s
 }
 
 /// Sleeps for `pause`, or less when the last handle goes.
-fn sleep_unless_stopped(state: &State, pause: Duration) {
+fn sleep_unless_stopped(state: &ListenerState, pause: Duration) {
     let until = Instant::now() + pause;
     while !state.stopped() && Instant::now() < until {
         thread::sleep(TICK.min(pause));
@@ -380,7 +361,7 @@ fn connect(
     holders: &Holders<'_>,
     channel: &str,
     previous: Option<i32>,
-    state: &State,
+    state: &ListenerState,
 ) -> Result<(Client, i32)> {
     let mut client = connector.connect()?;
     client.batch_execute(SERVER_KEEPALIVES)?;
@@ -422,7 +403,7 @@ fn connect(
 /// Turns notifications into wake-ups of the queue they name, and keeps the
 /// holder's heartbeat, until the connection is lost or the last handle is
 /// gone.
-fn listen(client: &mut Client, holders: &Holders<'_>, id: i32, state: &State) {
+fn listen(client: &mut Client, holders: &Holders<'_>, id: i32, state: &ListenerState) {
     let mut nudged = Instant::now();
     let mut beat = Instant::now();
     while !state.stopped() {

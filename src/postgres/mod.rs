@@ -1,33 +1,7 @@
 //! The PostgreSQL backend: a queue in a schema of a PostgreSQL database,
 //! shared by any number of processes on any number of machines.
 //!
-//! Each handle has its own pool of connections (`pool.rs`). The handles of
-//! a process on one schema share a [`listener::Listener`]: one more
-//! connection that holds this process's holder lock (recover tells a live
-//! holder by it) and listens for the schema's notifications (pushes, fails,
-//! recovers), which wake the process's waiting pulls. Times are the
-//! server's: the engine's clock is only used to say when its waits end.
-//!
-//! A lost connection is dropped from the pool. A read (count, list, ...)
-//! is then tried once more on a new connection. A push, claim, finish,
-//! fail or extend is one statement run as a transaction of its own: one
-//! round trip, the server committing before it answers. A pooled
-//! connection found lost before the statement is sent is replaced (one
-//! idle for a while is asked first: see [`pool::Conn::lost`]); one lost
-//! while it runs leaves the outcome unknown
-//! ([`ErrorKind::UnknownOutcome`]). The writes of several statements (a
-//! unique push, finishes with claims, a recover, a retry of dead tasks,
-//! a purge) run in an explicit transaction, two round trips more (`BEGIN`,
-//! `COMMIT`): one lost before its commit was sent is reported as
-//! [`ErrorKind::Io`] (nothing was committed), one lost while committing
-//! as an unknown outcome.
-//!
-//! Each schema draws a random store id when it is created; receipts carry
-//! it and lease tokens are 64 random bits, so a receipt from another
-//! schema or database is refused rather than matched. The backend needs a
-//! session of its own on the server (advisory locks, `LISTEN`, prepared
-//! statements): connect directly or through a session-mode pooler, never a
-//! transaction-mode one. A URL without a password takes `PGPASSWORD`'s.
+//! Design: `docs/internals.md`, "The PostgreSQL backend".
 
 mod listener;
 mod pool;

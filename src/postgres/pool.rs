@@ -1,16 +1,7 @@
 //! Connections to the server: how one is made and set up ([`Connector`]),
 //! and the pool of each handle ([`Pool`]).
 //!
-//! Each connection prepares a statement once and keeps it, with one plan
-//! for any values (`plan_cache_mode`).
-//!
-//! The pool is a mutex over idle connections and a count of open ones,
-//! rather than a pool crate: every connection needs the same few session
-//! settings and a cache of prepared statements that lives and dies with
-//! it, a broken connection must be dropped rather than handed out again,
-//! and a wait for a free connection must end at the handle's busy timeout
-//! with tq's own error. That is a few dozen lines here, against a crate
-//! that brings a thread pool of its own for its upkeep.
+//! Design: `docs/internals.md`, "The PostgreSQL pool".
 
 use std::collections::HashMap;
 use std::str::FromStr;

@@ -2,15 +2,7 @@
 //! extend, recover, and the calls that look at or tidy a queue. This is
 //! where a task is claimed ([`CLAIM`]).
 //!
-//! The states and their meaning are SQLite's (see `sqlite/tasks.rs`): 0
-//! ready, 1 leased, 2 done, 3 dead, 4 waiting, 5 cancelled, 6 cancelling,
-//! 7 blocked (the end of a task reaches those waiting for it through a
-//! trigger: see `schema.rs`).
-//! Every time is read from
-//! the server's clock (`NOW_MS`, once per statement), never the client's,
-//! so leases and due times mean the same to every machine. Rows being
-//! changed by another transaction are skipped (`FOR UPDATE SKIP LOCKED`),
-//! so claims never wait for one another.
+//! Design: `docs/internals.md`, "PostgreSQL task statements".
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -24,11 +16,11 @@ use super::{no_wal_file, PostgresStore};
 use crate::error::{Error, Result};
 use crate::options::RetryBackoff;
 use crate::schedule::{Schedule, ScheduleInfo};
-use crate::sqlite::not_held;
 use crate::store::{
-    cancellations_channel, group_predecessor_sql, holds_unique_key, of_item, parent_ids,
-    pause_until, state_condition, stored_pause, waits_for, Checkpoint, NewTask, Store, BLOCKED,
-    CANCELLED, CANCELLING, NEVER_USED,
+    cancellations_channel, delivery_stop, group_predecessor_sql, holds_unique_key, not_held,
+    of_item, parent_ids, pause_until, sort_claimed, state_condition, stored_pause, stored_reason,
+    visible_state, waits_for, Checkpoint, NewTask, Store, CANCELLED, CANCELLING, DEAD, DONE,
+    LEASED, NEVER_USED,
 };
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
@@ -423,7 +415,7 @@ const TASK_INFO: &str =
 fn info_from_row(row: &Row) -> Result<TaskInfo> {
     Ok(TaskInfo {
         id: row.try_get(0)?,
-        state: visible_state(row.try_get(1)?)?,
+        state: visible_state(i64::from(row.try_get::<_, i16>(1)?))?,
         attempts: count32(row, 2)?,
         max_attempts: count32(row, 3)?,
         priority: row.try_get(4)?,
@@ -435,34 +427,6 @@ fn info_from_row(row: &Row) -> Result<TaskInfo> {
         waiting_for: row.try_get::<_, Option<Vec<i64>>>(10)?.unwrap_or_default(),
         group: row.try_get(11)?,
     })
-}
-
-/// The visible state of a stored one; an unknown one means the schema was
-/// changed outside tq.
-fn visible_state(stored: i16) -> Result<TaskState> {
-    match i64::from(stored) {
-        0 | 4 | BLOCKED => Ok(TaskState::Pending),
-        1 | CANCELLING => Ok(TaskState::Leased),
-        2 => Ok(TaskState::Done),
-        3 => Ok(TaskState::Dead),
-        CANCELLED => Ok(TaskState::Cancelled),
-        other => Err(Error::new(
-            crate::ErrorKind::NotADatabase,
-            format!("tq's tables were changed outside tq: a task in unknown state {other}"),
-        )),
-    }
-}
-
-/// Puts claimed tasks in claim order: RETURNING gives rows in the order
-/// they were changed.
-fn sort_claimed(tasks: &mut [Task]) {
-    tasks.sort_by_key(|task| {
-        (
-            std::cmp::Reverse(task.priority),
-            task.run_at_unix_ms,
-            task.id(),
-        )
-    });
 }
 
 /// A count read from the database as a `u32` (tq writes only those).
@@ -885,7 +849,7 @@ impl PostgresStore {
             None => None,
         };
         Ok(state
-            .filter(|&state| !matches!(state, 2 | 3 | CANCELLED))
+            .filter(|&state| !matches!(state, DONE | DEAD | CANCELLED))
             .map(|_| predecessor))
     }
 
@@ -1033,7 +997,7 @@ impl Store for PostgresStore {
         _now: i64,
         backoff: &RetryBackoff,
     ) -> Result<Failed> {
-        let reason = (!reason.is_empty()).then_some(reason);
+        let reason = stored_reason(reason);
         let (min, max) = (
             backoff.min.as_millis().min(i64::MAX as u128) as i64,
             backoff.max.as_millis().min(i64::MAX as u128) as i64,
@@ -1198,7 +1162,7 @@ impl Store for PostgresStore {
     }
 
     fn cancel_task(&self, id: i64, reason: &str, _now: i64) -> Result<Cancelled> {
-        let reason = (!reason.is_empty()).then_some(reason);
+        let reason = stored_reason(reason);
         self.write(|tx| {
             let state: Option<i16> = tx
                 .query_opt(
@@ -1212,12 +1176,12 @@ impl Store for PostgresStore {
                     "queue '{}' has no task {id}",
                     self.queue
                 ))),
-                Some(2) => Err(Error::invalid_argument(format!(
+                Some(DONE) => Err(Error::invalid_argument(format!(
                     "task {id} is done: a finished task cannot be cancelled"
                 ))),
                 Some(CANCELLED) => Ok(Cancelled::Removed),
                 Some(CANCELLING) => Ok(Cancelled::Requested),
-                Some(1) => {
+                Some(LEASED) => {
                     tx.execute(
                         &self.sql(
                             "UPDATE @.tasks SET state = 6, last_error = coalesce($2, last_error)
@@ -1268,11 +1232,7 @@ impl Store for PostgresStore {
                 .map(|row| Ok(row.try_get(0)?))
                 .transpose()
         })?;
-        Ok(match state.map(i64::from) {
-            Some(CANCELLING) => Some(Stop::Cancelled),
-            Some(_) => None,
-            None => Some(Stop::NotHeld),
-        })
+        Ok(delivery_stop(state.map(i64::from)))
     }
 
     fn cancellations(&self) -> Result<(Arc<Bell>, Duration)> {

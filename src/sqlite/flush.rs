@@ -1,45 +1,6 @@
 //! Durability at `full` without holding the write lock through the flush.
 //!
-//! SQLite at `synchronous=FULL` flushes the WAL inside each commit, while
-//! it holds the write lock, so no other transaction of any thread or
-//! process can run during the flush and the disk's flush rate caps every
-//! writer together. tq's writing connections run at `synchronous=NORMAL`
-//! instead, and at [`Durability::Full`](crate::Durability::Full) each write
-//! returns only once a flush of the WAL that began after its commit has
-//! ended. The flush runs after the write lock is released: the next
-//! transaction commits while the disk flushes the last, and one flush
-//! covers every transaction committed before it began, whichever thread or
-//! process committed it (the WAL is one file). A flush waits for writes of
-//! this process that are already queued or committing (never for writes
-//! that might come), so that one flush covers them too, and is left asleep
-//! when the thread committing the last of them flushes instead; a write
-//! alone is flushed at once.
-//!
-//! What a caller is told is the same as with SQLite's own flush: a write
-//! that returned is on the disk, and so is everything it read, since that
-//! was written to the WAL before it. A write that changed nothing waits for
-//! the commits of this process before it; one whose answer rests on a task
-//! that another process may have committed and not yet flushed (a
-//! duplicate unique key) waits for a flush that begins after it read (see
-//! [`Flusher::read_now`]). A claim that found nothing, or a delivery found
-//! ended by another process, waits for no such flush: a power loss may
-//! then bring a delivery back, to be made again, but loses no task. A
-//! write not yet returned may be seen by other connections before it is on
-//! the disk; a power loss may then lose it (a suffix of the log, as at
-//! `normal`), never a write that was acknowledged. The flush goes through
-//! SQLite's own file object for the WAL, so tq never opens the file itself.
-//! It runs while another thread may be using the connection, which
-//! SQLite's VFS contract does not provide for: tq flushes this way only
-//! through the VFSs known to allow it ([`CONCURRENT_SYNC_VFS`]). Through
-//! any other, the writing connection runs at `synchronous=FULL` instead,
-//! and SQLite flushes inside each commit, holding the write lock.
-//!
-//! A failed flush may have lost pages of the log that later transactions
-//! build on, and a later flush that succeeds would not say so. So once a
-//! flush fails, the writes it covered fail with
-//! [`ErrorKind::UnknownOutcome`] and every later write of this process on
-//! the file is refused, until all its handles are closed and it is opened
-//! again.
+//! Design: `docs/internals.md`, "The flusher: durability without the lock".
 
 use std::ffi::{c_int, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -57,7 +18,9 @@ pub(super) type CommitNumber = u64;
 
 /// The longest a flush waits for writes of this process that are queued or
 /// committing: they are already there and take microseconds, unless they
-/// wait for another process's write lock.
+/// wait for another process's write lock, and then waiting longer would
+/// hold this flush for a wait of unknown length. `bench/concurrency.rs`
+/// (pushes from 1 to 16 threads at `full`) measures the flushes it saves.
 const PENDING_WAIT: Duration = Duration::from_millis(1);
 
 /// The VFSs through which the WAL may be flushed while the writing
@@ -70,7 +33,7 @@ const CONCURRENT_SYNC_VFS: &[&CStr] = &[c"unix", c"unix-excl", c"torture"];
 pub(super) struct Flusher {
     /// The WAL as the writing connection holds it open.
     wal: WalFile,
-    state: Mutex<State>,
+    state: Mutex<FlushState>,
     /// Signalled when a flush ends, and when no write is pending.
     flushed: Condvar,
     /// Writes of this process submitted and not yet committed or failed.
@@ -79,7 +42,7 @@ pub(super) struct Flusher {
     path: String,
 }
 
-struct State {
+struct FlushState {
     /// The last commit, or read, numbered.
     committed: CommitNumber,
     /// Every commit or read up to this one is on the disk.
@@ -140,7 +103,7 @@ impl Flusher {
     fn of(wal: WalFile, path: &str) -> Flusher {
         Flusher {
             wal,
-            state: Mutex::new(State {
+            state: Mutex::new(FlushState {
                 committed: 0,
                 synced: 0,
                 flushing: false,
@@ -152,7 +115,7 @@ impl Flusher {
         }
     }
 
-    fn state(&self) -> MutexGuard<'_, State> {
+    fn state(&self) -> MutexGuard<'_, FlushState> {
         // Each field is set in one step: a panic leaves no half-change.
         self.state
             .lock()
@@ -161,7 +124,7 @@ impl Flusher {
 
     /// Refuses a write once a flush has failed; called before a write
     /// transaction begins, so a refused write changes nothing.
-    pub(super) fn check(&self) -> Result<()> {
+    pub(super) fn refuse_if_failed(&self) -> Result<()> {
         match &self.state().failure {
             Some(failure) => Err(Error::new(
                 ErrorKind::Io,
@@ -175,18 +138,18 @@ impl Flusher {
         }
     }
 
-    /// Counts a write submitted; [`Flusher::ended`] counts it out once it
+    /// Counts a write submitted; [`Flusher::count_out`] counts it out once it
     /// has committed or failed.
-    pub(super) fn begun(&self) {
+    pub(super) fn count_in(&self) {
         self.pending.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Counts out `count` writes begun, when dropped.
-    pub(super) fn ended(&self, count: usize) -> Ended<'_> {
-        Ended {
+    pub(super) fn count_out(&self, count: usize) -> CountOut<'_> {
+        CountOut {
             flusher: self,
             count,
-            then_waits_for: 0,
+            next_wait: 0,
         }
     }
 
@@ -194,7 +157,7 @@ impl Flusher {
     /// caller waits for: the commit's own when it changed anything,
     /// otherwise the one before, which it may have read from. Called while
     /// the connection is still held, so numbers follow the log's order.
-    pub(super) fn committed(&self, changed: bool) -> CommitNumber {
+    pub(super) fn record_commit(&self, changed: bool) -> CommitNumber {
         let mut state = self.state();
         if changed {
             state.committed += 1;
@@ -266,23 +229,23 @@ impl Flusher {
     }
 }
 
-/// Counts out writes begun (see [`Flusher::ended`]).
-pub(super) struct Ended<'a> {
+/// Counts out writes begun (see [`Flusher::count_out`]).
+pub(super) struct CountOut<'a> {
     flusher: &'a Flusher,
     count: usize,
     /// The commit this thread waits for next, if any.
-    then_waits_for: CommitNumber,
+    next_wait: CommitNumber,
 }
 
-impl Ended<'_> {
+impl CountOut<'_> {
     /// Tells that the writes were committed as `number`, which this thread
     /// waits for next (see [`Flusher::wait`]).
-    pub(super) fn then_waits_for(&mut self, number: CommitNumber) {
-        self.then_waits_for = number;
+    pub(super) fn set_next_wait(&mut self, number: CommitNumber) {
+        self.next_wait = number;
     }
 }
 
-impl Drop for Ended<'_> {
+impl Drop for CountOut<'_> {
     fn drop(&mut self) {
         let flusher = self.flusher;
         if flusher.pending.fetch_sub(self.count, Ordering::SeqCst) == self.count {
@@ -292,7 +255,7 @@ impl Drop for Ended<'_> {
             // thread goes on to flush them itself (or to wait for a flush
             // running now, whose end wakes it): waking it would only put a
             // wake-up between the commit and the flush.
-            if self.then_waits_for <= state.synced {
+            if self.next_wait <= state.synced {
                 flusher.flushed.notify_all();
             }
         }
@@ -408,18 +371,18 @@ mod tests {
     #[test]
     fn a_commit_waits_for_a_flush_and_one_flush_covers_every_commit_before_it() {
         let (flusher, _guard) = stand_in(ffi::SQLITE_OK);
-        let first = flusher.committed(true);
-        let second = flusher.committed(true);
+        let first = flusher.record_commit(true);
+        let second = flusher.record_commit(true);
         assert_eq!((first, second), (1, 2));
         flusher.wait(first).unwrap();
         flusher.wait(second).unwrap();
         assert_eq!(SYNCS.load(Ordering::SeqCst), 1, "one flush covered both");
         // A commit that changed nothing waits for the one before it, which
         // is on the disk already.
-        assert_eq!(flusher.committed(false), 2);
+        assert_eq!(flusher.record_commit(false), 2);
         flusher.wait(2).unwrap();
         assert_eq!(SYNCS.load(Ordering::SeqCst), 1);
-        let third = flusher.committed(true);
+        let third = flusher.record_commit(true);
         flusher.wait(third).unwrap();
         assert_eq!(
             SYNCS.load(Ordering::SeqCst),
@@ -431,7 +394,7 @@ mod tests {
     #[test]
     fn a_read_waits_for_a_flush_that_begins_after_it() {
         let (flusher, _guard) = stand_in(ffi::SQLITE_OK);
-        let commit = flusher.committed(true);
+        let commit = flusher.record_commit(true);
         flusher.wait(commit).unwrap();
         assert_eq!(SYNCS.load(Ordering::SeqCst), 1);
         // Every commit of this process is on the disk, but what the read
@@ -440,7 +403,7 @@ mod tests {
         flusher.wait(read).unwrap();
         assert_eq!(SYNCS.load(Ordering::SeqCst), 2);
         // A commit after the read is covered by a flush of its own.
-        let later = flusher.committed(true);
+        let later = flusher.record_commit(true);
         assert!(later > read);
         flusher.wait(later).unwrap();
         assert_eq!(SYNCS.load(Ordering::SeqCst), 3);
@@ -455,7 +418,7 @@ mod tests {
                 let flusher = Arc::clone(&flusher);
                 thread::spawn(move || {
                     for _ in 0..10 {
-                        let commit = flusher.committed(true);
+                        let commit = flusher.record_commit(true);
                         flusher.wait(commit).unwrap();
                     }
                 })
@@ -471,16 +434,16 @@ mod tests {
     #[test]
     fn a_flush_waits_for_pending_writes_but_not_for_long() {
         let (flusher, _guard) = stand_in(ffi::SQLITE_OK);
-        let commit = flusher.committed(true);
-        flusher.begun();
+        let commit = flusher.record_commit(true);
+        flusher.count_in();
         let started = Instant::now();
         flusher.wait(commit).unwrap();
         assert!(
             started.elapsed() >= PENDING_WAIT,
             "it waited for the pending write"
         );
-        drop(flusher.ended(1));
-        let commit = flusher.committed(true);
+        drop(flusher.count_out(1));
+        let commit = flusher.record_commit(true);
         flusher.wait(commit).unwrap();
         assert_eq!(SYNCS.load(Ordering::SeqCst), 2);
     }
@@ -488,15 +451,15 @@ mod tests {
     #[test]
     fn a_failed_flush_fails_what_it_covered_and_refuses_later_writes() {
         let (flusher, _guard) = stand_in(ffi::SQLITE_OK);
-        let flushed = flusher.committed(true);
+        let flushed = flusher.record_commit(true);
         flusher.wait(flushed).unwrap();
         ANSWER.store(ffi::SQLITE_IOERR_FSYNC, Ordering::SeqCst);
-        assert!(flusher.check().is_ok());
-        let commit = flusher.committed(true);
+        assert!(flusher.refuse_if_failed().is_ok());
+        let commit = flusher.record_commit(true);
         let err = flusher.wait(commit).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::UnknownOutcome, "{err}");
         assert!(err.message().contains("may or may not survive"), "{err}");
-        let refused = flusher.check().unwrap_err();
+        let refused = flusher.refuse_if_failed().unwrap_err();
         assert_eq!(refused.kind(), ErrorKind::Io, "{refused}");
         assert!(refused.message().contains("open it again"), "{refused}");
         // The commit flushed before the failure stays good.

@@ -1,17 +1,7 @@
 //! The SQLite backend: one file, WAL mode, shared by the handles of a
 //! process.
 //!
-//! Every handle on one file (with the same durability and busy timeout) in
-//! a process shares one [`SharedFile`]: a connection for writes, one for
-//! reads, and a [`crate::group::Group`] that commits the writes of threads that
-//! arrive together in one transaction. Threads are thus ordered by the
-//! library, not by SQLite's busy loop, and reads never wait for a write of
-//! their own process. Processes sharing a file take fair turns at SQLite's
-//! write lock (see `turns.rs`), which tq waits for with bounded back-off
-//! (see [`retry_busy`]). Every write starts with `BEGIN IMMEDIATE`, so a
-//! transaction never has to upgrade a read lock (which fails at once in WAL
-//! mode, whatever the busy timeout). At `full`, the flush that makes a
-//! write durable runs after the write lock is released (see `flush.rs`).
+//! Design: `docs/internals.md`, "The SQLite backend".
 
 mod flush;
 mod inherited;
@@ -20,8 +10,6 @@ pub(crate) mod schema;
 pub(crate) mod tasks;
 mod turns;
 mod wake;
-
-pub(crate) use tasks::not_held;
 
 use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -62,13 +50,17 @@ const WAL_CHECK_EVERY: u64 = 32;
 
 /// ...and when it has grown past this (SQLite's own checkpoints, run every
 /// 4 MiB of log, could not restart it because readers were always using
-/// it), runs a checkpoint that waits for those readers to move on.
+/// it), runs a checkpoint that waits for those readers to move on. Four of
+/// SQLite's checkpoint intervals: a log that a checkpoint restarts stays
+/// well under it, so only a log readers keep from restarting reaches it
+/// (the torture suite's "WAL's size under readers" scenario).
 const WAL_RESTART_SIZE: u64 = 16 * 1024 * 1024;
 
 /// How long that checkpoint first waits for readers before giving up until
 /// the next check: short, because the writers wait with it. Each attempt
 /// that finds readers still there doubles the wait, up to
-/// [`WAL_RESTART_MAX_WAIT`]; one that restarts the log resets it.
+/// [`WAL_RESTART_MAX_WAIT`]; one that restarts the log resets it. At most
+/// a pause of this length per 16 MiB of log for the writers.
 const WAL_RESTART_WAIT: Duration = Duration::from_millis(100);
 
 /// Readers that follow one another without a gap (monitoring loops) can
@@ -77,7 +69,8 @@ const WAL_RESTART_MAX_WAIT: Duration = Duration::from_millis(400);
 
 /// ...but a reader that keeps one transaction open cannot be waited out:
 /// when two checkpoints in a row stop at the same place in the log, the
-/// writer leaves the log alone this long.
+/// writer leaves the log alone this long: at most one 400 ms stall per
+/// 10 s, 4 % of the writers' time, for a reader that may never end.
 const WAL_RESTART_COOLDOWN: Duration = Duration::from_secs(10);
 
 /// Where the WAL upkeep stands in this process.
@@ -239,7 +232,7 @@ impl SqliteStore {
     /// it is durable.
     fn submit(&self, op: Op) -> Result<Output> {
         if let Some(flusher) = &self.file.flusher {
-            flusher.begun();
+            flusher.count_in();
         }
         self.file.group.submit(
             op,
@@ -277,7 +270,10 @@ impl SharedFile {
         let count = ops.len();
         // Counted out once committed (before the upkeep), or when the group
         // failed.
-        let mut ended = self.flusher.as_ref().map(|flusher| flusher.ended(count));
+        let mut ended = self
+            .flusher
+            .as_ref()
+            .map(|flusher| flusher.count_out(count));
         let outcome = self.with_writer(|conn| {
             let mut holder = self.holder_id.get().copied();
             let (results, commit) = self.transaction(conn, |conn| {
@@ -322,7 +318,7 @@ impl SharedFile {
                 let _ = self.holder_id.set(id);
             }
             if let Some(mut ended) = ended.take() {
-                ended.then_waits_for(commit);
+                ended.set_next_wait(commit);
             }
             self.wal_upkeep(conn);
             Ok((results, commit))
@@ -343,7 +339,7 @@ impl SharedFile {
         body: impl FnOnce(&Connection) -> Result<T>,
     ) -> Result<(T, flush::CommitNumber)> {
         if let Some(flusher) = &self.flusher {
-            flusher.check()?;
+            flusher.refuse_if_failed()?;
         }
         let changes_before = conn.total_changes();
         let value = {
@@ -352,7 +348,7 @@ impl SharedFile {
             write_transaction(conn, self.busy_timeout, deadline, body)?
         };
         let commit = match &self.flusher {
-            Some(flusher) => flusher.committed(conn.total_changes() != changes_before),
+            Some(flusher) => flusher.record_commit(conn.total_changes() != changes_before),
             None => 0,
         };
         Ok((value, commit))
@@ -633,8 +629,10 @@ fn configure(conn: &Connection, options: &OpenOptions) -> Result<()> {
     // test on an indexed column, as every claim does (a third of a
     // claim's work). tq's plans never depend on the values.
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
-    // A stray pointer in the host process must not be able to write into
-    // the file through a memory map.
+    // No memory map of the file: SQLite maps it read-only (unless built
+    // with SQLITE_MMAP_READWRITE), but an I/O error on a mapped page, or
+    // the file truncated under the map, kills the process with SIGBUS
+    // where a read() returns an error tq can report.
     conn.pragma_update(None, "mmap_size", 0)?;
     Ok(())
 }

@@ -2,18 +2,8 @@
 //! and the calls that look at or tidy a queue. This is where a task is
 //! claimed ([`claim`]).
 //!
-//! States are stored as integers and written as literals in the SQL so
-//! that SQLite can use the partial index of each state (see `schema.rs`):
-//! 0 ready (pending and due), 1 leased, 2 done, 3 dead, 4 waiting (pending,
-//! not yet due), 5 cancelled, 6 leased with its cancellation waiting for its
-//! holder, 7 blocked (pending, waiting for other tasks to end: see
-//! [`release_waiting`]). A waiting task becomes ready at the next claim after its
-//! due time, so the ready tasks in the index of live tasks are the
-//! claimable ones, in claim order.
-//!
-//! The functions taking a `Connection` run inside a write transaction
-//! opened by the caller: the backend's own, or, for [`crate::outbox`], the
-//! application's.
+//! The stored states are named in `store.rs` (`READY` to `BLOCKED`).
+//! Design: `docs/internals.md`, "Task statements and stored states".
 
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -27,9 +17,11 @@ use crate::holder::{Liveness, ProcessId};
 use crate::options::RetryBackoff;
 use crate::schedule::{Schedule, ScheduleInfo};
 use crate::store::{
-    cancellations_channel, cancelled_for, group_predecessor_sql, holds_unique_key, of_item,
-    parent_ids, pause_until, state_condition, stored_pause, waits_for, Checkpoint, NewTask, Store,
-    BLOCKED, CANCELLED, CANCELLING, NEVER_USED, UNTIL_RESUMED,
+    cancellations_channel, cancelled_for, claim_order, delivery_stop, group_predecessor_sql,
+    holds_unique_key, not_held, of_item, parent_ids, pause_until, sort_claimed, state_condition,
+    stored_pause, stored_reason, visible_state, waits_for, Checkpoint, NewTask, Store, BLOCKED,
+    CANCELLED, CANCELLING, DEAD, DONE, LEASED, NEVER_USED, READY, STORED_STATES, UNTIL_RESUMED,
+    WAITING,
 };
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
@@ -109,9 +101,9 @@ pub(crate) fn push_one(
     let state = if waiting_for > 0 {
         BLOCKED
     } else if task.run_at <= now {
-        0
+        READY
     } else {
-        4
+        WAITING
     };
     let (key, reserved_for) = task
         .unique
@@ -178,7 +170,7 @@ fn group_parent(
 /// when it deletes nothing. Measured at `normal`, it made a pull and finish
 /// of a task nobody waits for take 1.5 times as long, and of a task of an
 /// ordered group (whose finish hands its group on) 1.4 times.
-const WAITING: &str = "SELECT task, run_anyway FROM tq_dependencies WHERE parent = ?1";
+const DEPENDENTS: &str = "SELECT task, run_anyway FROM tq_dependencies WHERE parent = ?1";
 
 /// Forgets the tasks waiting for task `?1`, which has ended.
 const FORGET_WAITING: &str = "DELETE FROM tq_dependencies WHERE parent = ?1";
@@ -211,7 +203,7 @@ fn release_waiting(
     let mut ends = vec![(parent, ended)];
     while let Some((parent, ended)) = ends.pop() {
         let waiting: Vec<(i64, bool)> = conn
-            .prepare_cached(WAITING)?
+            .prepare_cached(DEPENDENTS)?
             .query_map([parent], |row| Ok((row.get(0)?, row.get(1)?)))?
             .collect::<rusqlite::Result<_>>()?;
         if waiting.is_empty() {
@@ -271,12 +263,12 @@ const PROMOTE: &str = "UPDATE tq_tasks SET state = 0
 
 /// The ready tasks of queue `?1`, in claim order in the index of live
 /// tasks (where ready tasks have no lease expiry: see `schema.rs`).
-const READY: &str = "queue = ?1 AND state = 0 AND lease_expires_at IS NULL";
+const READY_IN_LINE: &str = "queue = ?1 AND state = 0 AND lease_expires_at IS NULL";
 
 /// The ready task to claim first: one lookup in the index of live tasks.
 fn ready_first_sql() -> String {
     format!(
-        "SELECT id, priority, run_at, 0 FROM tq_tasks WHERE {READY}
+        "SELECT id, priority, run_at, 0 FROM tq_tasks WHERE {READY_IN_LINE}
          ORDER BY priority DESC, run_at, id LIMIT 1"
     )
 }
@@ -328,7 +320,7 @@ fn take_one_sql() -> String {
 /// Takes the first `?4` ready tasks of queue `?1` in one statement.
 fn take_ready_sql() -> String {
     format!(
-        "{LEASE} WHERE id IN (SELECT id FROM tq_tasks WHERE {READY}
+        "{LEASE} WHERE id IN (SELECT id FROM tq_tasks WHERE {READY_IN_LINE}
                               ORDER BY priority DESC, run_at, id LIMIT ?4)
          {RETURNING}"
     )
@@ -345,9 +337,9 @@ const BURY_EXPIRED: &str = "UPDATE tq_tasks
 /// last attempt.
 type Candidate = (i64, i32, i64, bool);
 
-/// The claim order: higher priority first, then the task ready longest.
-fn claim_order(&(id, priority, run_at, _): &Candidate) -> (std::cmp::Reverse<i32>, i64, i64) {
-    (std::cmp::Reverse(priority), run_at, id)
+/// A candidate's place in [`claim_order`].
+fn candidate_order(&(id, priority, run_at, _): &Candidate) -> (std::cmp::Reverse<i32>, i64, i64) {
+    claim_order(priority, run_at, id)
 }
 
 /// Claims up to `max` tasks of `queue` for `holder_id`, best first. While a
@@ -455,14 +447,7 @@ fn claim_up_to(
                 )?;
                 rows.collect::<rusqlite::Result<Vec<Task>>>()?
             };
-            // RETURNING gives rows in the order they were changed.
-            batch.sort_by_key(|task| {
-                (
-                    std::cmp::Reverse(task.priority),
-                    task.run_at_unix_ms,
-                    task.id(),
-                )
-            });
+            sort_claimed(&mut batch);
             tasks.extend(batch);
             break;
         };
@@ -471,7 +456,9 @@ fn claim_up_to(
             .query_row(params![queue], candidate_from_row)
             .optional()?;
         let (id, reason) = match ready {
-            Some(ready) if claim_order(&ready) < claim_order(&first_expired) => (ready.0, None),
+            Some(ready) if candidate_order(&ready) < candidate_order(&first_expired) => {
+                (ready.0, None)
+            }
             _ => {
                 expired.pop_front();
                 if first_expired.3 {
@@ -785,16 +772,6 @@ fn sweep(conn: &Connection, from: &str, queue: &str, now: i64) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn not_held(id: i64) -> Error {
-    Error::new(
-        ErrorKind::NotHeld,
-        format!(
-            "task {id} is not held by this delivery: it was already finished or failed, \
-             or its lease was recovered or taken by another worker"
-        ),
-    )
-}
-
 /// Counts the tasks of queue `?1` in `state`: one range of a partial index
 /// per stored state.
 fn count_sql(state: TaskState) -> String {
@@ -827,7 +804,7 @@ const TASK_INFO: &str =
      END,
      group_key";
 
-fn info_from_row(row: &Row<'_>) -> rusqlite::Result<TaskInfo> {
+fn info_from_row(row: &Row<'_>) -> Result<TaskInfo> {
     Ok(TaskInfo {
         id: row.get(0)?,
         state: visible_state(row.get(1)?)?,
@@ -1047,7 +1024,7 @@ fn fail_one(
         })
         .optional()?;
     let (attempts, max_attempts, random) = delivery.ok_or_else(|| not_held(receipt.id))?;
-    let reason = (!reason.is_empty()).then_some(reason);
+    let reason = stored_reason(reason);
     if attempts >= max_attempts {
         conn.prepare_cached(
             "UPDATE tq_tasks
@@ -1078,7 +1055,7 @@ fn fail_one(
 
 /// The output of an operation that returns `Output::Tasks`, and so on: a
 /// mismatch is a bug.
-fn mismatch() -> Error {
+fn wrong_output() -> Error {
     Error::new(
         ErrorKind::Internal,
         "a write returned the wrong kind of result",
@@ -1113,7 +1090,7 @@ impl Store for SqliteStore {
                 self.ring_other_processes();
                 Ok(pushed)
             }
-            _ => Err(mismatch()),
+            _ => Err(wrong_output()),
         }
     }
 
@@ -1121,7 +1098,7 @@ impl Store for SqliteStore {
         let lease_expires_at = now.saturating_add(lease);
         match self.submit(Op::Claim(self.claim_args(max, now, lease_expires_at)))? {
             Output::Tasks(tasks) => Ok(tasks),
-            _ => Err(mismatch()),
+            _ => Err(wrong_output()),
         }
     }
 
@@ -1137,7 +1114,7 @@ impl Store for SqliteStore {
                 self.ring_other_processes();
                 Ok(held)
             }
-            _ => Err(mismatch()),
+            _ => Err(wrong_output()),
         }
     }
 
@@ -1161,7 +1138,7 @@ impl Store for SqliteStore {
                 self.ring_other_processes();
                 Ok(held[0])
             }
-            _ => Err(mismatch()),
+            _ => Err(wrong_output()),
         }
     }
 
@@ -1173,7 +1150,7 @@ impl Store for SqliteStore {
             claim: self.claim_args(1, now, lease_expires_at),
         })? {
             Output::Tasks(mut tasks) => Ok(tasks.pop()),
-            _ => Err(mismatch()),
+            _ => Err(wrong_output()),
         }
     }
 
@@ -1196,7 +1173,7 @@ impl Store for SqliteStore {
                 self.ring_other_processes();
                 Ok(failed)
             }
-            _ => Err(mismatch()),
+            _ => Err(wrong_output()),
         }
     }
 
@@ -1207,7 +1184,7 @@ impl Store for SqliteStore {
             progress: progress.map(str::to_owned),
         })? {
             Output::Extended => Ok(()),
-            _ => Err(mismatch()),
+            _ => Err(wrong_output()),
         }
     }
 
@@ -1236,7 +1213,7 @@ impl Store for SqliteStore {
                 })?
                 .collect::<rusqlite::Result<_>>()?;
             for &(id, state) in &recovered {
-                if state == 3 {
+                if state == DEAD {
                     release_waiting(conn, id, Ended::Dead, now, self.keep_history)?;
                 }
             }
@@ -1308,14 +1285,14 @@ impl Store for SqliteStore {
             let ready: Option<i64> = conn
                 .prepare_cached(&format!(
                     "WITH RECURSIVE level(priority) AS (
-                         SELECT max(priority) FROM tq_tasks WHERE {READY}
+                         SELECT max(priority) FROM tq_tasks WHERE {READY_IN_LINE}
                          UNION ALL
                          SELECT (SELECT max(priority) FROM tq_tasks
-                                 WHERE {READY} AND priority < level.priority)
+                                 WHERE {READY_IN_LINE} AND priority < level.priority)
                          FROM level WHERE level.priority IS NOT NULL
                      )
                      SELECT min((SELECT run_at FROM tq_tasks
-                                 WHERE {READY} AND priority = level.priority
+                                 WHERE {READY_IN_LINE} AND priority = level.priority
                                  ORDER BY run_at LIMIT 1))
                      FROM level WHERE level.priority IS NOT NULL"
                 ))?
@@ -1331,12 +1308,12 @@ impl Store for SqliteStore {
 
     fn task(&self, id: i64) -> Result<Option<TaskInfo>> {
         self.read(|conn| {
-            Ok(conn
-                .prepare_cached(&format!(
-                    "SELECT {TASK_INFO} FROM tq_tasks WHERE id = ?1 AND queue = ?2"
-                ))?
-                .query_row(params![id, self.queue], info_from_row)
-                .optional()?)
+            conn.prepare_cached(&format!(
+                "SELECT {TASK_INFO} FROM tq_tasks WHERE id = ?1 AND queue = ?2"
+            ))?
+            .query_row(params![id, self.queue], |row| Ok(info_from_row(row)))
+            .optional()?
+            .transpose()
         })
     }
 
@@ -1346,56 +1323,57 @@ impl Store for SqliteStore {
             let mut statement = conn.prepare_cached(&sql)?;
             let rows = statement.query_map(
                 params![self.queue, after_id, limit.min(i64::MAX as usize) as i64],
-                info_from_row,
+                |row| Ok(info_from_row(row)),
             )?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+            rows.map(|row| row?).collect()
         })
     }
 
     fn retry_dead(&self, id: Option<i64>, now: i64) -> Result<u64> {
-        let retried = self.write(|conn| {
-            // A dead task of an ordered group let its successors run: it
-            // rejoins the group at the back of its line (see
-            // `Store::retry_dead`), each after the one retried before it.
-            let grouped: Vec<(i64, String)> = conn
-                .prepare_cached(
-                    "SELECT id, group_key FROM tq_tasks
+        let retried =
+            self.write(|conn| {
+                // A dead task of an ordered group let its successors run: it
+                // rejoins the group at the back of its line (see
+                // `Store::retry_dead`), each after the one retried before it.
+                let grouped: Vec<(i64, String)> = conn
+                    .prepare_cached(
+                        "SELECT id, group_key FROM tq_tasks
                      WHERE queue = ?1 AND state = 3 AND group_key IS NOT NULL
                        AND (?2 IS NULL OR id = ?2)
                      ORDER BY id",
-                )?
-                .query_map(params![self.queue, id], |row| {
-                    Ok((row.get(0)?, row.get(1)?))
-                })?
-                .collect::<rusqlite::Result<_>>()?;
-            for (task, group) in &grouped {
-                let predecessor = group_parent(conn, &self.queue, group, 1, &[])?;
-                conn.prepare_cached(
+                    )?
+                    .query_map(params![self.queue, id], |row| {
+                        Ok((row.get(0)?, row.get(1)?))
+                    })?
+                    .collect::<rusqlite::Result<_>>()?;
+                for (task, group) in &grouped {
+                    let predecessor = group_parent(conn, &self.queue, group, 1, &[])?;
+                    conn.prepare_cached(
                     "UPDATE tq_tasks SET state = ?2, attempts = 0, run_at = ?3, finished_at = NULL,
                          waiting_for = ?4
                      WHERE id = ?1",
                 )?
                 .execute(params![
                     task,
-                    if predecessor.is_some() { BLOCKED } else { 0 },
+                    if predecessor.is_some() { BLOCKED } else { READY },
                     now,
                     i64::from(predecessor.is_some())
                 ])?;
-                if let Some(parent) = predecessor {
-                    conn.prepare_cached(
+                    if let Some(parent) = predecessor {
+                        conn.prepare_cached(
                         "INSERT INTO tq_dependencies (parent, task, run_anyway) VALUES (?1, ?2, 1)",
                     )?
                     .execute(params![parent, task])?;
+                    }
                 }
-            }
-            let retried = conn
+                let retried = conn
                 .prepare_cached(
                     "UPDATE tq_tasks SET state = 0, attempts = 0, run_at = ?2, finished_at = NULL
                      WHERE queue = ?1 AND state = 3 AND (?3 IS NULL OR id = ?3)",
                 )?
                 .execute(params![self.queue, now, id])?;
-            Ok((grouped.len() + retried) as u64)
-        })?;
+                Ok((grouped.len() + retried) as u64)
+            })?;
         if retried > 0 {
             self.ring_other_processes();
         }
@@ -1428,7 +1406,7 @@ impl Store for SqliteStore {
     }
 
     fn cancel_task(&self, id: i64, reason: &str, now: i64) -> Result<Cancelled> {
-        let reason = (!reason.is_empty()).then_some(reason);
+        let reason = stored_reason(reason);
         let cancelled = self.write(|conn| {
             let state: Option<i64> = conn
                 .prepare_cached("SELECT state FROM tq_tasks WHERE id = ?1 AND queue = ?2")?
@@ -1439,7 +1417,7 @@ impl Store for SqliteStore {
                     "queue '{}' has no task {id}",
                     self.queue
                 ))),
-                Some(2) => Err(Error::invalid_argument(format!(
+                Some(DONE) => Err(Error::invalid_argument(format!(
                     "task {id} is done: a finished task cannot be cancelled"
                 ))),
                 Some(CANCELLED | CANCELLING) => Ok(if state == Some(CANCELLED) {
@@ -1447,7 +1425,7 @@ impl Store for SqliteStore {
                 } else {
                     Cancelled::Requested
                 }),
-                Some(1) => {
+                Some(LEASED) => {
                     conn.prepare_cached(
                         "UPDATE tq_tasks SET state = 6, last_error = coalesce(?2, last_error)
                          WHERE id = ?1",
@@ -1477,11 +1455,7 @@ impl Store for SqliteStore {
                 .query_row(params![receipt.id, receipt.token], |row| row.get(0))
                 .optional()?)
         })?;
-        Ok(match state {
-            Some(CANCELLING) => Some(Stop::Cancelled),
-            Some(_) => None,
-            None => Some(Stop::NotHeld),
-        })
+        Ok(delivery_stop(state))
     }
 
     fn cancellations(&self) -> Result<(Arc<Bell>, Duration)> {
@@ -1741,14 +1715,9 @@ impl Store for SqliteStore {
     }
 }
 
-/// Every state a task is stored in: pending (0), leased (1), done (2),
-/// dead (3), waiting (4), cancelled (5), cancelling (6) and blocked (7);
-/// each has a partial index that starts with the queue's name.
-const STORED_STATES: [u8; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
-
 /// The queues with a task in `state`, skipping from name to name in the
 /// state's index: a few lookups per queue.
-fn queue_names_sql(state: u8) -> String {
+fn queue_names_sql(state: i64) -> String {
     format!(
         "WITH RECURSIVE names(name) AS (
              SELECT min(queue) FROM tq_tasks WHERE state = {state}
@@ -1757,19 +1726,6 @@ fn queue_names_sql(state: u8) -> String {
              FROM names WHERE names.name IS NOT NULL)
          SELECT name FROM names WHERE name IS NOT NULL"
     )
-}
-
-/// The visible state of a stored one; an unknown one means the file was
-/// changed outside tq.
-fn visible_state(stored: i64) -> rusqlite::Result<TaskState> {
-    match stored {
-        0 | 4 | BLOCKED => Ok(TaskState::Pending),
-        1 | CANCELLING => Ok(TaskState::Leased),
-        2 => Ok(TaskState::Done),
-        3 => Ok(TaskState::Dead),
-        CANCELLED => Ok(TaskState::Cancelled),
-        other => Err(rusqlite::Error::IntegralValueOutOfRange(1, other)),
-    }
 }
 
 /// The recorded holders whose process is gone.
@@ -1928,7 +1884,7 @@ mod tests {
         let tasks = claim(&conn, "default", 1, 10, 1000, 1, false).unwrap();
         assert_eq!(tasks.len(), 1);
         assert_eq!(tasks[0].payload(), "\"ready\"");
-        let waiting = plan(&conn, WAITING);
+        let waiting = plan(&conn, DEPENDENTS);
         assert!(waiting.contains("PRIMARY KEY"), "{waiting}");
         let forget_waiting = plan(&conn, FORGET_WAITING);
         assert!(forget_waiting.contains("PRIMARY KEY"), "{forget_waiting}");
@@ -1968,7 +1924,7 @@ mod tests {
             .unwrap()
         };
         assert_eq!(
-            (count(0), count(BLOCKED)),
+            (count(READY), count(BLOCKED)),
             (1000, 99_000),
             "a head per group"
         );

@@ -1,56 +1,6 @@
 //! Fair turns at the write lock for the processes sharing a file.
 //!
-//! SQLite's write lock has no queue: a process that waits for it sleeps and
-//! tries again, while the process that holds it releases and takes it again
-//! within microseconds, so a process writing in a tight loop can starve the
-//! others almost completely. Before each write transaction, tq therefore
-//! takes a ticket and waits for its turn, first come first served, on a
-//! ticket counter in one page of memory shared by the processes.
-//!
-//! Each waiter sleeps on a futex word of its own ticket (its bell), so a
-//! turn passed on wakes only the process it concerns; the process next in
-//! line spins for a moment instead, so that the turn changes hands without
-//! a wake-up when a core is free. A process that finds the turn taken
-//! yields its processor once before it takes a ticket, in case the holder
-//! is waiting for it.
-//!
-//! The turns only order the attempts: SQLite's lock still keeps writers
-//! apart, so the turns never have to be right to keep data safe. A waiter
-//! whose deadline passes leaves the line, marking its ticket as gone, and
-//! the turn passes over it at once; with its deadline already past it takes
-//! no ticket at all. A turn that makes no progress for [`STALE`] (its
-//! process died, or is stopped) is skipped. A line longer than any real
-//! one ([`MAX_LINE`]) means the counters are damaged: the waiter then takes
-//! the turn and the line starts again from it.
-//!
-//! The page is a file on tmpfs, `/dev/shm/tq-turns-<device>-<inode>` after
-//! the database file's identity, never a file beside the database: one
-//! there could be planted as a symlink, or emptied by a copy while mapped
-//! (and a mapping past the end of its file kills the process with SIGBUS).
-//! It is opened without following symlinks, gets the database's
-//! permissions and owner, and is refused unless it is a regular file with
-//! one link, owned by the database's owner or by this process's user: a
-//! file planted by anyone else in the world-writable `/dev/shm` could be
-//! truncated under us. Its space is allocated before it is mapped, so a
-//! full tmpfs means no turns rather than SIGBUS. A header (magic, layout
-//! version, size) is checked at every open.
-//!
-//! Every process holds a shared `flock` on the file while it maps it. An
-//! opener that gets it exclusively is alone: it (re)builds the page, which
-//! also clears whatever a crashed or older process left in it. The last
-//! process to close, again alone under an exclusive lock, removes the file;
-//! an opener that got there just before finds it unlinked once it holds
-//! its lock, and starts over. A child after fork() shares its parent's
-//! lock, and never removes the file.
-//!
-//! One hazard remains, the same as for SQLite's own `-shm`: the file's
-//! owner truncating it by hand while processes have it mapped crashes them.
-//! Anything else that goes wrong (no `/dev/shm`, no room, a foreign or
-//! damaged file) only means that this process works without turns.
-//! Futexes and `/dev/shm` make this Linux-only, as tq is.
-//!
-//! The page also carries the wake words that let a write in one process
-//! wake the waiters of another (see `wake.rs`).
+//! Design: `docs/internals.md`, "Turns at the write lock".
 
 use std::fs::{File, Metadata};
 use std::os::fd::AsRawFd;
@@ -62,11 +12,18 @@ use std::time::{Duration, Instant};
 
 use super::wake::WakeWords;
 
-/// How long a turn may go without progress before waiters skip it.
+/// How long a turn may go without progress before waiters skip it. Chosen
+/// far above a write transaction (which holds a turn for well under a
+/// millisecond at `normal`), so a live holder is never skipped, yet short
+/// enough that a holder that died costs the others one pause; the turns'
+/// fairness and rate are measured by `bench/concurrency.rs`.
 const STALE: Duration = Duration::from_millis(50);
 
 /// How long the process next in line spins before it sleeps: about one
-/// write transaction at `normal`.
+/// write transaction at `normal`, so that on a free core a turn passed on
+/// changes hands without a futex wake-up, while a spin that fails costs no
+/// more than one transaction (`bench/concurrency.rs`, processes sharing a
+/// file).
 const SPIN: Duration = Duration::from_micros(50);
 
 /// Futex words for the waiters, one per ticket modulo this.

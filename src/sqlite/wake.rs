@@ -1,33 +1,6 @@
 //! Waking the waiters of other processes sharing a file.
 //!
-//! The page of `turns.rs` also holds wake words: one counter per queue
-//! (by a fixed hash of its name, modulo [`QUEUE_WORDS`], so every process
-//! picks the same one), one futex word for the whole file, and a count of
-//! the watchers sleeping on it. A committed write that can make a task of
-//! a queue claimable bumps the queue's counter and the file's word, and
-//! wakes the file's word only when a watcher sleeps on it: with nobody
-//! waiting, a ring costs two atomic adds and no system call.
-//!
-//! In each process, one watcher thread per shared file (`tq-wake`,
-//! started by the first pull that waits on the file) sleeps on the file's
-//! word, with a futex bitset of the queues that its process waits on (bit
-//! `n` for counter `n`), so that a ring wakes only the watchers of
-//! processes waiting on that queue. Awake, a watcher rings the in-process
-//! bells of the queues whose counters moved (see `wait.rs`). Two queues
-//! sharing a counter wake each other's waiters for a cheap read, no more.
-//!
-//! Waiters still look at the change counter every [`safety_net`], for
-//! writers that ring nothing (another program, a process without the
-//! page, a page rebuilt under a sleeping watcher). The watcher looks at
-//! the words [`WATCHER_SLOWER`] times less often: a wake-up it could miss
-//! is one the waiters' look catches too, and each look costs a process a
-//! wake-up (an idle waiter's cost is these wake-ups alone). A process
-//! that died while its watcher slept leaves the count of sleepers too
-//! high: rings then make a needless system call, until the page is
-//! rebuilt.
-//!
-//! A child after `fork()` has no watcher thread: its parent's handles are
-//! refused there, and the first handle it opens on a file starts its own.
+//! Design: `docs/internals.md`, "Wake-ups across processes".
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

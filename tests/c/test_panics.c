@@ -93,7 +93,7 @@ int main(int argc, char **argv)
     const char *payloads[] = {"4"};
     size_t lens[] = {1};
     size_t count = 0;
-    const tq_task *tasks[] = {task};
+    tq_task *tasks[] = {task};
     tq_cancel *cancel = tq_cancel_new();
     STATUS_CASE(tq_push_batch, tq_push_batch(queue, payloads, lens, 1, NULL, NULL));
     STATUS_CASE(tq_pull_batch, tq_pull_batch(queue, NULL, 1, &unpulled, &count));

@@ -317,6 +317,10 @@ static void test_status_str(const char *dir)
         if (CHECK(s != NULL))
             CHECK(strcmp(s, "unknown status") == 0);
     }
+    /* An unknown outcome has a cause on each backend, and the text names both. */
+    const char *unknown_outcome = tq_status_str(TQ_ERR_UNKNOWN_OUTCOME);
+    CHECK(strstr(unknown_outcome, "flush") != NULL);
+    CHECK(strstr(unknown_outcome, "connection") != NULL);
 }
 
 struct thread_error {
@@ -2354,9 +2358,9 @@ static void test_batch_pull_and_finish(const char *dir)
     CHECK_INT(n, 0);
 
     CHECK_STATUS(tq_finish(q, tasks[1]), TQ_OK);
-    const tq_task *batch[5] = {tasks[0], tasks[1], tasks[2], rest[0], rest[1]};
+    tq_task *batch[5] = {tasks[0], tasks[1], tasks[2], rest[0], rest[1]};
     int32_t statuses[5] = {9, 9, 9, 9, 9};
-    const tq_task *with_null[2] = {tasks[0], NULL};
+    tq_task *with_null[2] = {tasks[0], NULL};
     CHECK_STATUS(tq_finish_batch(q, with_null, 2, statuses), TQ_ERR_INVALID_ARGUMENT);
     CHECK_LAST_ERROR("tasks[1]");
     CHECK_INT(statuses[0], 9);
@@ -2370,6 +2374,18 @@ static void test_batch_pull_and_finish(const char *dir)
         tq_task_free(tasks[i]);
     tq_task_free(rest[0]);
     tq_task_free(rest[1]);
+
+    /* tq_pull_batch's array passes to tq_finish_batch as it is, no cast. */
+    for (int i = 0; i < 2; i++)
+        push_text(q, "{}");
+    CHECK_STATUS(tq_pull_batch(q, NULL, 4, tasks, &n), TQ_OK);
+    REQUIRE(n == 2);
+    CHECK_STATUS(tq_finish_batch(q, tasks, n, statuses), TQ_OK);
+    CHECK_INT(statuses[0], TQ_OK);
+    CHECK_INT(statuses[1], TQ_OK);
+    CHECK_INT(count(q, TQ_STATE_LEASED), 0);
+    for (size_t i = 0; i < n; i++)
+        tq_task_free(tasks[i]);
     tq_close(q);
 }
 
