@@ -24,6 +24,12 @@ export const MAX_POOL_SIZE: number;
 export const MAX_PARENTS: number;
 /** The most tasks of one ordered group delivered at once. */
 export const MAX_GROUP_AT_ONCE: number;
+/** The longest schedule name, in bytes. */
+export const MAX_SCHEDULE_NAME_LEN: number;
+/** The most slots a catch-up of each missed slot enqueues in one go. */
+export const MAX_CATCH_UP: number;
+/** The most claims a rate limit's window may allow. */
+export const MAX_RATE_CLAIMS: number;
 /** The header's TQ_UNTIL_RESUMED (INT64_MAX); pause() and pausedUntil() say Infinity. */
 export const UNTIL_RESUMED: bigint;
 

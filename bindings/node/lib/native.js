@@ -194,6 +194,9 @@ const CONSTANTS = Object.freeze({
   MAX_POOL_SIZE: 1024,
   MAX_PARENTS: 10_000,
   MAX_GROUP_AT_ONCE: 1000,
+  MAX_SCHEDULE_NAME_LEN: 200,
+  MAX_CATCH_UP: 10_000,
+  MAX_RATE_CLAIMS: 100_000,
   /** The end of a pause that lasts until resumed (INT64_MAX), as a BigInt;
    * Queue.pause and Queue.pausedUntil speak of it as Infinity. */
   UNTIL_RESUMED: 2n ** 63n - 1n,
