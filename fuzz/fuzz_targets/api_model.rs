@@ -1481,10 +1481,10 @@ impl Handle {
                 Ok(held)
             }
             Handle::C(queue) => {
-                let tasks: Vec<*const tq_task> = tokens
+                let tasks: Vec<*mut tq_task> = tokens
                     .iter()
                     .map(|token| match token {
-                        Token::C(task) => task.cast_const(),
+                        Token::C(task) => *task,
                         Token::Rust(_) => unreachable!("one API per batch"),
                     })
                     .collect();

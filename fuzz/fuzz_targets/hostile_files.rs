@@ -783,10 +783,10 @@ impl Session {
                     }
                     HostileOp::FinishBatch { n } => {
                         let n = (usize::from(n) % 4 + 1).min(self.tokens.len());
-                        let tasks: Vec<*const tq_task> = self.tokens[self.tokens.len() - n..]
+                        let tasks: Vec<*mut tq_task> = self.tokens[self.tokens.len() - n..]
                             .iter()
                             .map(|token| match token {
-                                Token::C(task) => task.cast_const(),
+                                Token::C(task) => *task,
                                 Token::Rust(_) => unreachable!("one API per session"),
                             })
                             .collect();
