@@ -10,12 +10,12 @@ use serde::de::IgnoredAny;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{
-    check_delay, check_duration, check_lease, OpenOptions, Parent, PullOptions, PushOptions,
-    RetryBackoff,
+    check_delay, check_duration, check_lease, check_text, OpenOptions, Parent, PullOptions,
+    PushOptions, RetryBackoff, MAX_UNIQUE_KEY_LEN,
 };
 use crate::schedule::{Schedule, ScheduleInfo};
 use crate::sqlite::SqliteStore;
-use crate::store::{Checkpoint, NewTask, Store};
+use crate::store::{Checkpoint, ListFrom, NewTask, Store};
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
     MAX_RATE_CLAIMS,
@@ -786,11 +786,37 @@ impl Queue {
     }
 
     /// A page of this queue's tasks in `state`: up to `limit` of them with
-    /// ids above `after_id`, by id. Start with `after_id` 0 and pass the
-    /// last id of each page to get the next. A page reads the table from
-    /// `after_id` on, so it is a call for tools, not for a worker's loop.
+    /// ids above `after_id`, by id, oldest first. Start with `after_id` 0
+    /// and pass the last id of each page to get the next. On SQLite a page
+    /// reads the ids that follow `after_id` while the state's tasks are
+    /// found among them, else the state's own indexes; it is a call for
+    /// tools, not for a worker's loop.
     pub fn list(&self, state: TaskState, after_id: i64, limit: usize) -> Result<Vec<TaskInfo>> {
-        self.store()?.list(state, after_id, limit)
+        self.store()?.list(state, ListFrom::After(after_id), limit)
+    }
+
+    /// A page of this queue's tasks in `state`, newest first: up to `limit`
+    /// of them with ids below `before_id`. Start with `before_id`
+    /// `i64::MAX` and pass the last id of each page to get the next. Reads
+    /// as [`Queue::list`] does.
+    pub fn list_newest_first(
+        &self,
+        state: TaskState,
+        before_id: i64,
+        limit: usize,
+    ) -> Result<Vec<TaskInfo>> {
+        self.store()?
+            .list(state, ListFrom::Before(before_id), limit)
+    }
+
+    /// The task of this queue stored under the unique key `key` (see
+    /// [`PushOptions::unique_key`]), if any: the task holding the key, or
+    /// the last one given it, which keeps it once done or dead until a later
+    /// push with the key takes it (a cancelled task gives it up). One index
+    /// lookup.
+    pub fn task_with_unique_key(&self, key: &str) -> Result<Option<TaskInfo>> {
+        check_text("a unique key", key, MAX_UNIQUE_KEY_LEN)?;
+        self.store()?.task_with_unique_key(key)
     }
 
     /// Task `id` of this queue as it is now, with its result and progress;

@@ -165,8 +165,11 @@ pub(crate) trait Store: Send + Sync {
     /// Task `id` of the queue, if the queue has it.
     fn task(&self, id: i64) -> Result<Option<TaskInfo>>;
 
-    /// Up to `limit` tasks in `state` with ids above `after_id`, by id.
-    fn list(&self, state: TaskState, after_id: i64, limit: usize) -> Result<Vec<TaskInfo>>;
+    /// Up to `limit` tasks in `state` from where `from` says, by id.
+    fn list(&self, state: TaskState, from: ListFrom, limit: usize) -> Result<Vec<TaskInfo>>;
+
+    /// The task of the queue holding the unique key `key`, if any.
+    fn task_with_unique_key(&self, key: &str) -> Result<Option<TaskInfo>>;
 
     /// Makes dead tasks pending again with no attempts used: the one with
     /// `id`, or all of them; returns how many. A dead task of an ordered
@@ -525,6 +528,15 @@ pub(crate) fn holds_unique_key(state: i64, unique_until: Option<i64>, now: i64) 
         DONE => unique_until.is_some_and(|until| until > now),
         _ => false,
     }
+}
+
+/// Where a page of tasks listed by id starts: after an id, oldest first
+/// (`After(0)` for the first page), or before one, newest first
+/// (`Before(i64::MAX)` for the first page).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ListFrom {
+    After(i64),
+    Before(i64),
 }
 
 /// The SQL condition on the stored `state` column of a visible state, the

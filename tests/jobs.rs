@@ -658,6 +658,77 @@ fn the_oldest_ready_age_and_pages_of_tasks_show_the_backlog(scratch: Scratch) {
     }
     assert_eq!(seen, ["\"old\"", "\"future\"", "0", "1", "2", "3", "4"]);
     assert!(queue.list(TaskState::Leased, 0, 10).unwrap().is_empty());
+
+    let mut newest_first = Vec::new();
+    let mut before = i64::MAX;
+    loop {
+        let page = queue
+            .list_newest_first(TaskState::Pending, before, 3)
+            .unwrap();
+        newest_first.extend(page.iter().map(|t| t.payload().to_owned()));
+        if page.len() < 3 {
+            break;
+        }
+        before = page.last().unwrap().id();
+    }
+    seen.reverse();
+    assert_eq!(newest_first, seen);
+    assert!(queue
+        .list_newest_first(TaskState::Dead, i64::MAX, 10)
+        .unwrap()
+        .is_empty());
+}
+
+fn a_task_is_found_by_its_unique_key(scratch: Scratch) {
+    let queue = retry_at_once(&scratch, 1);
+    let mut key = PushOptions::new();
+    key.unique_key("invoice:7").unwrap();
+    assert!(queue.task_with_unique_key("invoice:7").unwrap().is_none());
+    let id = queue.push("1", &key).unwrap().id();
+    queue.push("2", &PushOptions::new()).unwrap();
+    let found = queue.task_with_unique_key("invoice:7").unwrap().unwrap();
+    assert_eq!((found.id(), found.state()), (id, TaskState::Pending));
+    let task = pull(&queue).unwrap();
+    assert_eq!(task.id(), id);
+    assert_eq!(
+        queue
+            .task_with_unique_key("invoice:7")
+            .unwrap()
+            .unwrap()
+            .state(),
+        TaskState::Leased
+    );
+    // A dead task is still found by the key it was given, until a push
+    // with the key takes it.
+    assert_eq!(queue.fail(task.receipt(), "no").unwrap(), Failed::Dead);
+    assert_eq!(
+        queue
+            .task_with_unique_key("invoice:7")
+            .unwrap()
+            .unwrap()
+            .id(),
+        id
+    );
+    let second = queue.push("3", &key).unwrap().id();
+    assert_eq!(
+        queue
+            .task_with_unique_key("invoice:7")
+            .unwrap()
+            .unwrap()
+            .id(),
+        second
+    );
+
+    let mut other_queue = normal();
+    other_queue.queue("other").unwrap();
+    let other = scratch.open_with(&other_queue);
+    assert!(other.task_with_unique_key("invoice:7").unwrap().is_none());
+    for key in ["", &"k".repeat(1025)] {
+        assert_eq!(
+            queue.task_with_unique_key(key).unwrap_err().kind(),
+            ErrorKind::InvalidArgument
+        );
+    }
 }
 
 #[test]
@@ -956,6 +1027,7 @@ on_both_backends!(
     extend_keeps_a_lease_and_a_lost_lease_answers_not_held,
     a_unique_key_admits_one_live_task_at_a_time,
     a_unique_window_keeps_the_key_after_the_task_is_done,
+    a_task_is_found_by_its_unique_key,
     the_oldest_ready_age_and_pages_of_tasks_show_the_backlog,
     finish_and_pull_completes_one_task_and_claims_the_next_in_one_step,
     threads_writing_at_once_each_get_their_own_result,

@@ -19,8 +19,8 @@ use crate::schedule::{Schedule, ScheduleInfo};
 use crate::store::{
     cancellations_channel, delivery_stop, group_predecessor_sql, holds_unique_key, not_held,
     of_item, parent_ids, pause_until, sort_claimed, state_condition, stored_pause, stored_reason,
-    visible_state, waits_for, Checkpoint, NewTask, Store, CANCELLED, CANCELLING, DEAD, DONE,
-    LEASED, NEVER_USED,
+    visible_state, waits_for, Checkpoint, ListFrom, NewTask, Store, CANCELLED, CANCELLING, DEAD,
+    DONE, LEASED, NEVER_USED,
 };
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
@@ -396,11 +396,16 @@ fn count_sql(state: TaskState) -> String {
     )
 }
 
-/// Lists up to `$3` tasks of queue `$1` in `state` with ids above `$2`.
-fn list_sql(state: TaskState) -> String {
+/// Lists up to `$3` tasks of queue `$1` in `state` beyond id `$2`, in the
+/// order `from` asks.
+fn list_sql(state: TaskState, from: ListFrom) -> String {
+    let (range, order) = match from {
+        ListFrom::After(_) => ("id > $2", "id"),
+        ListFrom::Before(_) => ("id < $2", "id DESC"),
+    };
     format!(
         "SELECT {TASK_INFO}
-         FROM @.tasks t WHERE queue = $1 AND {} AND id > $2 ORDER BY id LIMIT $3",
+         FROM @.tasks t WHERE queue = $1 AND {} AND {range} ORDER BY {order} LIMIT $3",
         state_condition(state)
     )
 }
@@ -1103,14 +1108,27 @@ impl Store for PostgresStore {
         })
     }
 
-    fn list(&self, state: TaskState, after_id: i64, limit: usize) -> Result<Vec<TaskInfo>> {
-        let sql = self.sql(&list_sql(state));
+    fn list(&self, state: TaskState, from: ListFrom, limit: usize) -> Result<Vec<TaskInfo>> {
+        let sql = self.sql(&list_sql(state, from));
         let limit = limit.min(i64::MAX as usize) as i64;
+        let (ListFrom::After(bound) | ListFrom::Before(bound)) = from;
         self.read(|conn| {
-            conn.query(&sql, &[&self.queue, &after_id, &limit])?
+            conn.query(&sql, &[&self.queue, &bound, &limit])?
                 .iter()
                 .map(info_from_row)
                 .collect()
+        })
+    }
+
+    fn task_with_unique_key(&self, key: &str) -> Result<Option<TaskInfo>> {
+        let sql = self.sql(&format!(
+            "SELECT {TASK_INFO} FROM @.tasks t WHERE queue = $1 AND unique_key = $2"
+        ));
+        self.read(|conn| {
+            conn.query(&sql, &[&self.queue, &key])?
+                .first()
+                .map(info_from_row)
+                .transpose()
         })
     }
 
@@ -1603,7 +1621,11 @@ mod tests {
                  ANALYZE \"{schema}\".tasks"
             ))
             .unwrap();
-        for sql in [count_sql(TaskState::Pending), list_sql(TaskState::Pending)] {
+        for sql in [
+            count_sql(TaskState::Pending),
+            list_sql(TaskState::Pending, ListFrom::After(0)),
+            list_sql(TaskState::Pending, ListFrom::Before(0)),
+        ] {
             let sql = store
                 .sql(&sql)
                 .replace("$1", "'default'")
@@ -1623,7 +1645,13 @@ mod tests {
             );
         }
         assert_eq!(store.count(TaskState::Pending).unwrap(), 67);
-        assert_eq!(store.list(TaskState::Pending, 0, 1000).unwrap().len(), 67);
+        assert_eq!(
+            store
+                .list(TaskState::Pending, ListFrom::After(0), 1000)
+                .unwrap()
+                .len(),
+            67
+        );
         drop(store);
         client
             .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
