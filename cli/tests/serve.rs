@@ -166,16 +166,69 @@ fn api_tasks_pages_through_a_state_and_refuses_bad_arguments() {
     assert_eq!(second["next_after"], Value::Null);
     let dead = get_json(&served, "/api/queues/emails/tasks?state=dead");
     assert_eq!(ids(&dead), [1]);
+    let newest = get_json(
+        &served,
+        "/api/queues/emails/tasks?state=pending&order=newest&limit=2",
+    );
+    assert_eq!(ids(&newest), [4, 3]);
+    assert_eq!(newest["order"], "newest");
+    assert_eq!(newest["next_before"], 3);
+    assert_eq!(newest["next_after"], Value::Null);
+    let older = get_json(
+        &served,
+        "/api/queues/emails/tasks?state=pending&order=newest&limit=2&before=3",
+    );
+    assert_eq!(ids(&older), [2]);
+    assert_eq!(older["next_before"], Value::Null);
     for bad in [
         "/api/queues/emails/tasks?state=asleep",
         "/api/queues/emails/tasks?limit=0",
         "/api/queues/emails/tasks?limit=1001",
         "/api/queues/emails/tasks?after=-1",
         "/api/queues/emails/tasks?order=sideways",
+        "/api/queues/emails/tasks?order=newest&after=3",
+        "/api/queues/emails/tasks?before=3",
     ] {
         let (status, body) = get(&served, bad);
         assert_eq!(status, 400, "GET {bad}: {body}");
     }
+}
+
+#[test]
+fn a_task_is_found_by_its_unique_key_in_the_api_and_the_pages() {
+    let seeded = Seeded::new();
+    let mut key = tq::PushOptions::new();
+    key.unique_key("order/77 ü").unwrap();
+    let id = seeded
+        .queue("emails")
+        .push("{\"to\":\"keyed@example.com\"}", &key)
+        .unwrap()
+        .id();
+    let served = Served::start(&seeded.file, &[]);
+    let task = get_json(&served, "/api/queues/emails/keys/order%2F77%20%C3%BC");
+    assert_eq!(task["id"], id);
+    assert_eq!(task["payload"]["to"], "keyed@example.com");
+    assert_eq!(
+        get(&served, "/api/queues/default/keys/order%2F77%20%C3%BC").0,
+        404
+    );
+    assert_eq!(get(&served, "/api/queues/emails/keys/other").0, 404);
+    // The page's search form sends `key`; the answer leads to the task's
+    // page.
+    let found = agent()
+        .get(served.url("/queues/emails?key=order%2F77+%C3%BC"))
+        .call()
+        .unwrap();
+    assert_eq!(found.status().as_u16(), 303);
+    let location = found.headers()["location"].to_str().unwrap().to_owned();
+    assert_eq!(location, format!("/tasks/{id}?queue=emails"));
+    let (status, page) = get(&served, &location);
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains(&format!("Task {id}")), "{page}");
+    assert!(page.contains("keyed@example.com"), "{page}");
+    let (status, page) = get(&served, "/queues/emails?key=missing");
+    assert_eq!(status, 404, "{page}");
+    assert!(page.contains("unique key"), "{page}");
 }
 
 #[test]

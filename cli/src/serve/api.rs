@@ -39,55 +39,84 @@ pub fn checked_queue(name: &str) -> Result<String, Answer> {
     parse_queue_name(name).map_err(|err| Answer::error(400, err))
 }
 
-/// A page of a queue's tasks as a request asks for it (`state`, `after`,
-/// `limit`), with the id to pass as `after` for the next page when more
-/// may follow.
+/// A page of a queue's tasks as a request asks for it (`state`, `order`,
+/// `after` or `before`, `limit`), with where the next page starts when
+/// more may follow: the `after` of the next page oldest first, the
+/// `before` of the next page newest first.
 pub struct Page {
     pub state: TaskState,
+    pub newest_first: bool,
     pub tasks: Vec<TaskInfo>,
-    pub next_after: Option<i64>,
+    pub next: Option<i64>,
 }
 
 /// Reads the page of `queue`'s tasks that the request's query names.
 pub fn read_page(app: &App, queue: &str, incoming: &Incoming) -> Result<Page, Answer> {
     let state = parse_state(incoming.query("state"))?;
-    let number = |name: &str, default: i64| -> Result<i64, Answer> {
-        incoming.query(name).map_or(Ok(default), |text| {
-            text.parse::<i64>()
-                .ok()
-                .filter(|value| *value >= 0)
-                .ok_or_else(|| Answer::error(400, format!("{name} must be a number, 0 or more")))
-        })
+    let number = |name: &str| -> Result<Option<i64>, Answer> {
+        incoming
+            .query(name)
+            .map(|text| {
+                text.parse::<i64>()
+                    .ok()
+                    .filter(|value| *value >= 0)
+                    .ok_or_else(|| {
+                        Answer::error(400, format!("{name} must be a number, 0 or more"))
+                    })
+            })
+            .transpose()
     };
-    let after = number("after", 0)?;
-    let limit = number("limit", DEFAULT_PAGE as i64)?;
+    let limit = number("limit")?.unwrap_or(DEFAULT_PAGE as i64);
     if !(1..=MAX_PAGE as i64).contains(&limit) {
         return Err(Answer::error(
             400,
             format!("limit must be from 1 to {MAX_PAGE}"),
         ));
     }
-    if let Some(order) = incoming.query("order") {
-        if order != "oldest" {
+    let newest_first = match incoming.query("order").unwrap_or("oldest") {
+        "oldest" => false,
+        "newest" => true,
+        _ => return Err(Answer::error(400, "order must be oldest or newest (by id)")),
+    };
+    let mut sampler = app.sampler();
+    let queue = sampler.queue(queue)?;
+    let tasks = if newest_first {
+        if incoming.query("after").is_some() {
             return Err(Answer::error(
                 400,
-                "order must be oldest (by id, the only order)",
+                "newest first pages start before an id, not after",
             ));
         }
-    }
-    let tasks = app
-        .sampler()
-        .queue(queue)?
-        .list(state, after, limit as usize)?;
-    let next_after = match tasks.last() {
+        let before = number("before")?.unwrap_or(i64::MAX);
+        queue.list_newest_first(state, before, limit as usize)?
+    } else {
+        if incoming.query("before").is_some() {
+            return Err(Answer::error(
+                400,
+                "oldest first pages start after an id, not before",
+            ));
+        }
+        queue.list(state, number("after")?.unwrap_or(0), limit as usize)?
+    };
+    let next = match tasks.last() {
         Some(last) if tasks.len() as i64 == limit => Some(last.id()),
         _ => None,
     };
     Ok(Page {
         state,
+        newest_first,
         tasks,
-        next_after,
+        next,
     })
+}
+
+/// The task of `queue` stored under the unique key `key`, if any.
+pub fn find_task_by_key(app: &App, queue: &str, key: &str) -> Result<Option<TaskInfo>, Answer> {
+    let key = key.trim();
+    if key.is_empty() {
+        return Err(Answer::error(400, "the unique key to find is empty"));
+    }
+    Ok(app.sampler().queue(queue)?.task_with_unique_key(key)?)
 }
 
 /// The task `id`, and its queue: in `queue` if given, else in any queue of
@@ -150,11 +179,16 @@ pub fn queues(app: &App) -> Answer {
     }))
 }
 
-/// `GET /api/queues/{q}/tasks?state=&after=&limit=`: a page of tasks.
+/// `GET /api/queues/{q}/tasks?state=&order=&after=|before=&limit=`: a
+/// page of tasks.
 pub fn tasks(app: &App, queue: &str, incoming: &Incoming) -> Answer {
     let answer = || -> Result<Answer, Answer> {
         let queue = checked_queue(queue)?;
         let page = read_page(app, &queue, incoming)?;
+        let (next_after, next_before) = match page.newest_first {
+            false => (page.next, None),
+            true => (None, page.next),
+        };
         let tasks = page
             .tasks
             .iter()
@@ -163,7 +197,9 @@ pub fn tasks(app: &App, queue: &str, incoming: &Incoming) -> Answer {
         let head = json!({
             "queue": queue,
             "state": state_name(page.state),
-            "next_after": page.next_after,
+            "order": if page.newest_first { "newest" } else { "oldest" },
+            "next_after": next_after,
+            "next_before": next_before,
         })
         .to_string();
         // The tasks keep their payloads as stored (see `task_json`).
@@ -173,6 +209,26 @@ pub fn tasks(app: &App, queue: &str, incoming: &Incoming) -> Answer {
             content_type: "application/json",
             body: format!("{head},\"tasks\":[{}]}}", tasks.join(",")),
         })
+    };
+    answer().unwrap_or_else(|refusal| refusal)
+}
+
+/// `GET /api/queues/{q}/keys/{key}`: the task stored under a unique key,
+/// whole.
+pub fn task_by_key(app: &App, queue: &str, key: &str) -> Answer {
+    let answer = || -> Result<Answer, Answer> {
+        let queue = checked_queue(queue)?;
+        match find_task_by_key(app, &queue, key)? {
+            Some(task) => Ok(Answer::Body {
+                status: 200,
+                content_type: "application/json",
+                body: task_json(&task, &queue)?,
+            }),
+            None => Err(Answer::error(
+                404,
+                format!("no task with the unique key {key:?}"),
+            )),
+        }
     };
     answer().unwrap_or_else(|refusal| refusal)
 }

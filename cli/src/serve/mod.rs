@@ -460,6 +460,7 @@ fn route_get(app: &App, incoming: &Incoming) -> Answer {
         ["tasks", id] => pages::task(app, id, incoming),
         ["api", "queues"] => api::queues(app),
         ["api", "queues", queue, "tasks"] => api::tasks(app, queue, incoming),
+        ["api", "queues", queue, "keys", key] => api::task_by_key(app, queue, key),
         ["api", "tasks", id] => api::task(app, id, incoming),
         ["metrics"] => metrics::answer(app),
         _ => Answer::error(404, "no such page"),

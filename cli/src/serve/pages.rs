@@ -7,7 +7,7 @@ use maud::{html, Markup, DOCTYPE};
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 use tq::{Pause, Queue, TaskInfo, TaskState};
 
-use super::api::{self, checked_queue, find_task, read_page, STATES};
+use super::api::{self, checked_queue, find_task, find_task_by_key, read_page, STATES};
 use super::{Answer, App, Incoming};
 use crate::output::{relative_time, rfc3339, short_duration, state_name};
 use crate::sample::QueueStats;
@@ -172,7 +172,29 @@ pub fn tasks(app: &App, queue: &str, incoming: &Incoming) -> Answer {
                 encoded(&queue)
             )));
         }
+        if let Some(key) = incoming.query("key") {
+            return match find_task_by_key(app, &queue, key)? {
+                Some(task) => Ok(Answer::Redirect(task_href(&queue, task.id()))),
+                None => Err(Answer::error(
+                    404,
+                    format!(
+                        "no task of queue {queue} has the unique key {:?}",
+                        key.trim()
+                    ),
+                )),
+            };
+        }
         let page = read_page(app, &queue, incoming)?;
+        let order = if page.newest_first {
+            "newest"
+        } else {
+            "oldest"
+        };
+        let state_href = format!(
+            "/queues/{}?state={}",
+            encoded(&queue),
+            state_name(page.state)
+        );
         let schedules = app.sampler().queue(&queue)?.schedules()?;
         let (sample, _) = app.latest();
         let stats = sample.queues.iter().find(|stats| stats.queue == queue);
@@ -195,9 +217,24 @@ pub fn tasks(app: &App, queue: &str, incoming: &Incoming) -> Answer {
                 label { "Task id " input type="search" name="id" inputmode="numeric" required; }
                 button type="submit" { "Find" }
             }
+            form.search.by-key method="get" action={ "/queues/" (href) } {
+                label { "Unique key " input type="search" name="key" required; }
+                button type="submit" { "Find" }
+            }
+            nav.order {
+                @if page.newest_first {
+                    a href=(state_href) { "oldest first" } " · " strong { "newest first" }
+                } @else {
+                    strong { "oldest first" } " · " a href={ (state_href) "&order=newest" } { "newest first" }
+                }
+            }
             (task_table(&queue, &page.tasks))
-            @if let Some(after) = page.next_after {
-                p { a.next href={ "/queues/" (href) "?state=" (state_name(page.state)) "&after=" (after) } { "Next page" } }
+            @if let Some(next) = page.next {
+                p {
+                    a.next href={ (state_href) "&order=" (order) (if page.newest_first { "&before=" } else { "&after=" }) (next) } {
+                        "Next page"
+                    }
+                }
             }
             @if !schedules.is_empty() {
                 h2 { "Schedules" }
