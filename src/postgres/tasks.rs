@@ -152,7 +152,7 @@ const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
     taken AS (
         UPDATE @.tasks t
         SET state = 1, attempts = t.attempts + 1, lease_token = RANDOM_TOKEN,
-            lease_expires_at = clock.now + $3::int8, holder_id = $4::int4,
+            lease_expires_at = clock.now + $3::int8, holder_id = $4::int4, claimed_at = clock.now,
             last_error = CASE WHEN t.state = 1 THEN 'the lease of the previous delivery expired'
                               ELSE t.last_error END
         FROM clock WHERE t.id = ANY (ARRAY(SELECT id FROM picked WHERE NOT last))

@@ -302,22 +302,23 @@ const EXPIRED_IN_LINE: &str = "SELECT id, priority, run_at, attempts >= max_atte
     ORDER BY priority DESC, run_at, id LIMIT ?3";
 
 /// What every claim sets: a new lease, whose token is drawn here so each
-/// delivery has a receipt of its own, and one more attempt.
+/// delivery has a receipt of its own, one more attempt, and the claim's
+/// time `?5` (over an earlier claim's).
 const LEASE: &str = "UPDATE tq_tasks
     SET state = 1, attempts = attempts + 1, lease_token = random(),
-        lease_expires_at = ?2, holder_id = ?3";
+        lease_expires_at = ?2, holder_id = ?3, claimed_at = ?5";
 
 /// What every claim returns, in the order [`task_from_row`] reads it.
 const RETURNING: &str = "RETURNING id, lease_token, attempts, max_attempts, priority, run_at,
     last_error, payload, parents";
 
-/// Takes task `?1`; `?4`, when not NULL, is why its previous delivery ended
-/// (an expired lease).
+/// Takes task `?1` at `?5`; `?4`, when not NULL, is why its previous
+/// delivery ended (an expired lease).
 fn take_one_sql() -> String {
     format!("{LEASE}, last_error = coalesce(?4, last_error) WHERE id = ?1 {RETURNING}")
 }
 
-/// Takes the first `?4` ready tasks of queue `?1` in one statement.
+/// Takes the first `?4` ready tasks of queue `?1` at `?5` in one statement.
 fn take_ready_sql() -> String {
     format!(
         "{LEASE} WHERE id IN (SELECT id FROM tq_tasks WHERE {READY_IN_LINE}
@@ -434,7 +435,7 @@ fn claim_up_to(
                     .optional()?;
                 match first {
                     Some((id, ..)) => vec![conn.prepare_cached(&take_one_sql())?.query_row(
-                        params![id, lease_expires_at, holder_id, None::<&str>],
+                        params![id, lease_expires_at, holder_id, None::<&str>, now],
                         task_from_row,
                     )?],
                     None => Vec::new(),
@@ -442,7 +443,7 @@ fn claim_up_to(
             } else {
                 let mut statement = conn.prepare_cached(&take_ready_sql())?;
                 let rows = statement.query_map(
-                    params![queue, lease_expires_at, holder_id, left as i64],
+                    params![queue, lease_expires_at, holder_id, left as i64, now],
                     task_from_row,
                 )?;
                 rows.collect::<rusqlite::Result<Vec<Task>>>()?
@@ -474,7 +475,7 @@ fn claim_up_to(
             }
         };
         let task = conn.prepare_cached(&take_one_sql())?.query_row(
-            params![id, lease_expires_at, holder_id, reason],
+            params![id, lease_expires_at, holder_id, reason, now],
             task_from_row,
         )?;
         tasks.push(task);
