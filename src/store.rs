@@ -17,6 +17,7 @@ use crate::options::{NotBefore, Parent, ParentFailure, PushOptions, RetryBackoff
 use crate::schedule::{slot_key, Schedule, ScheduleInfo, SLOT_KEY_RESERVED};
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
+    TaskTiming,
 };
 use crate::wait::Bell;
 
@@ -164,6 +165,14 @@ pub(crate) trait Store: Send + Sync {
 
     /// Task `id` of the queue, if the queue has it.
     fn task(&self, id: i64) -> Result<Option<TaskInfo>>;
+
+    /// In one snapshot: the queue's leased (and cancelling) tasks claimed at
+    /// or after `since`, read through the index of leased tasks (as many
+    /// as are held), and its done and dead tasks kept that ended at or
+    /// after `since` with a claim time, read through their indexes on
+    /// `(queue, finished_at)`, earliest end first. At most `limit` of each
+    /// of those four kinds.
+    fn timings_since(&self, since: i64, limit: usize) -> Result<Vec<TaskTiming>>;
 
     /// Up to `limit` tasks in `state` with ids above `after_id`, by id.
     fn list(&self, state: TaskState, after_id: i64, limit: usize) -> Result<Vec<TaskInfo>>;

@@ -25,6 +25,7 @@ use crate::store::{
 };
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
+    TaskTiming,
 };
 use crate::wait::Bell;
 
@@ -797,6 +798,38 @@ fn list_sql(state: TaskState) -> String {
     )
 }
 
+/// The timings of queue `?1` since `?2`, at most `?3` of each kind (see
+/// `Store::timings_since`), in one statement so in one snapshot: the
+/// leased tasks in the index of live tasks (a claim's time is in no
+/// index: the leased tasks of the queue are as many as are held), the
+/// cancelling ones in theirs, and the done and dead ones ended since `?2`
+/// in theirs, in the order of those indexes.
+const TIMINGS: &str = "SELECT * FROM (
+        SELECT id, state, attempts, run_at, claimed_at, finished_at FROM tq_tasks
+        WHERE queue = ?1 AND state = 1 AND claimed_at >= ?2 LIMIT ?3)
+    UNION ALL SELECT * FROM (
+        SELECT id, state, attempts, run_at, claimed_at, finished_at FROM tq_tasks
+        WHERE queue = ?1 AND state = 6 AND claimed_at >= ?2 LIMIT ?3)
+    UNION ALL SELECT * FROM (
+        SELECT id, state, attempts, run_at, claimed_at, finished_at FROM tq_tasks
+        WHERE queue = ?1 AND state = 2 AND finished_at >= ?2 AND claimed_at IS NOT NULL
+        ORDER BY finished_at LIMIT ?3)
+    UNION ALL SELECT * FROM (
+        SELECT id, state, attempts, run_at, claimed_at, finished_at FROM tq_tasks
+        WHERE queue = ?1 AND state = 3 AND finished_at >= ?2 AND claimed_at IS NOT NULL
+        ORDER BY finished_at LIMIT ?3)";
+
+fn timing_from_row(row: &Row<'_>) -> Result<TaskTiming> {
+    Ok(TaskTiming {
+        id: row.get(0)?,
+        state: visible_state(row.get(1)?)?,
+        attempts: row.get(2)?,
+        run_at_unix_ms: row.get(3)?,
+        claimed_at_unix_ms: row.get(4)?,
+        finished_at_unix_ms: row.get(5)?,
+    })
+}
+
 /// The columns of a task as [`info_from_row`] reads them.
 const TASK_INFO: &str =
     "id, state, attempts, max_attempts, priority, run_at, last_error, payload, result, progress,
@@ -1315,6 +1348,17 @@ impl Store for SqliteStore {
             .query_row(params![id, self.queue], |row| Ok(info_from_row(row)))
             .optional()?
             .transpose()
+        })
+    }
+
+    fn timings_since(&self, since: i64, limit: usize) -> Result<Vec<TaskTiming>> {
+        self.read(|conn| {
+            let mut statement = conn.prepare_cached(TIMINGS)?;
+            let rows = statement.query_map(
+                params![self.queue, since, limit.min(i64::MAX as usize) as i64],
+                |row| Ok(timing_from_row(row)),
+            )?;
+            rows.map(|row| row?).collect()
         })
     }
 
@@ -2004,6 +2048,20 @@ mod tests {
             expired.contains("tq_tasks_live (queue=? AND state=? AND lease_expires_at<?)"),
             "{expired}"
         );
+        // The timings a monitor samples: the queue's leased tasks (as many
+        // as are held) and those ended since a time, each kind through its
+        // own index, in its order.
+        let timings = plan(&conn, TIMINGS);
+        for index in [
+            "tq_tasks_live (queue=? AND state=?)",
+            "tq_tasks_cancelling (queue=?)",
+            "tq_tasks_done (queue=? AND finished_at>?)",
+            "tq_tasks_dead (queue=? AND finished_at>?)",
+        ] {
+            assert!(timings.contains(index), "{index}: {timings}");
+        }
+        assert!(!timings.contains("SCAN tq_tasks"), "{timings}");
+        assert!(!timings.contains("TEMP B-TREE"), "{timings}");
         // Counts of tasks, for monitoring, and pages of them.
         for state in [
             TaskState::Pending,
