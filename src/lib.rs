@@ -58,7 +58,7 @@ pub use options::{
     DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA, DEFAULT_QUEUE, DEFAULT_RESULT_RETENTION,
     MAX_GROUP_AT_ONCE, MAX_PARENTS, MAX_POOL_SIZE, MAX_QUEUE_NAME_LEN, MAX_UNIQUE_KEY_LEN,
 };
-pub use queue::{is_postgres_url, Queue, MAX_PAYLOAD_LEN, MAX_REASON_LEN};
+pub use queue::{is_postgres_url, Queue, MAX_PAYLOAD_LEN, MAX_REASON_LEN, MAX_TIMINGS};
 /// The SQLite binding tq is built on, for [`outbox`] callers: using this
 /// one keeps one copy of SQLite in the process.
 pub use rusqlite;
@@ -68,7 +68,7 @@ pub use schedule::{
 pub use store::Checkpoint;
 pub use task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
-    MAX_RATE_CLAIMS,
+    TaskTiming, MAX_RATE_CLAIMS,
 };
 pub use wait::CancelToken;
 

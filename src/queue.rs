@@ -18,13 +18,17 @@ use crate::sqlite::SqliteStore;
 use crate::store::{Checkpoint, ListFrom, NewTask, Store};
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
-    MAX_RATE_CLAIMS,
+    TaskTiming, MAX_RATE_CLAIMS,
 };
 use crate::wait::{Bell, CancelToken};
 
 /// The largest payload any queue accepts, in bytes (SQLite's limit on one
 /// value); [`OpenOptions::max_payload_len`] sets a queue's own limit.
 pub const MAX_PAYLOAD_LEN: usize = 1_000_000_000;
+
+/// The most tasks of each kind (leased, cancelling, done, dead) that one
+/// call of [`Queue::timings_since`] returns.
+pub const MAX_TIMINGS: usize = 10_000;
 
 /// The longest failure reason kept, in bytes; a longer one is cut at a
 /// character boundary.
@@ -817,6 +821,33 @@ impl Queue {
     pub fn task_with_unique_key(&self, key: &str) -> Result<Option<TaskInfo>> {
         check_text("a unique key", key, MAX_UNIQUE_KEY_LEN)?;
         self.store()?.task_with_unique_key(key)
+    }
+
+    /// When this queue's tasks were due, claimed and finished, for the
+    /// time they waited for a worker and ran ([`TaskTiming`]): the tasks
+    /// leased now (or whose cancellation waits for their holder) whose
+    /// last claim was at or after `since_unix_ms`, and the done and dead
+    /// tasks still stored that ended at or after it. A monitor that calls
+    /// it every few seconds sees each claim and each end once, if it
+    /// counts only the times between its last call and this one.
+    ///
+    /// Only stored rows are seen: a task that was claimed and then went
+    /// back to pending (failed with a retry left, snoozed, or taken back
+    /// after its lease ran out) before the call is not, nor is a task
+    /// finished on a handle without history and so deleted (nor cancelled
+    /// ones), nor a task purged meanwhile. A claim made again overwrites
+    /// the time of the one before. Tasks claimed by a tq older than this
+    /// one have no claim time and are left out.
+    ///
+    /// Each kind (leased, cancelling, done, dead) holds at most
+    /// [`MAX_TIMINGS`] tasks, the ended ones earliest end first, so a call
+    /// stays cheap: a later call from the last end time seen reads on
+    /// (the tasks that ended at that very time come again). It reads
+    /// through the indexes of leased, done and dead tasks only, never the
+    /// whole table. Times are the store's (the server's, on PostgreSQL),
+    /// in milliseconds since the Unix epoch.
+    pub fn timings_since(&self, since_unix_ms: i64) -> Result<Vec<TaskTiming>> {
+        self.store()?.timings_since(since_unix_ms, MAX_TIMINGS)
     }
 
     /// Task `id` of this queue as it is now, with its result and progress;

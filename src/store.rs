@@ -17,6 +17,7 @@ use crate::options::{NotBefore, Parent, ParentFailure, PushOptions, RetryBackoff
 use crate::schedule::{slot_key, Schedule, ScheduleInfo, SLOT_KEY_RESERVED};
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
+    TaskTiming,
 };
 use crate::wait::Bell;
 
@@ -165,10 +166,18 @@ pub(crate) trait Store: Send + Sync {
     /// Task `id` of the queue, if the queue has it.
     fn task(&self, id: i64) -> Result<Option<TaskInfo>>;
 
+    /// In one snapshot: the queue's leased (and cancelling) tasks claimed at
+    /// or after `since`, read through the index of leased tasks (as many
+    /// as are held), and its done and dead tasks kept that ended at or
+    /// after `since` with a claim time, read through their indexes on
+    /// `(queue, finished_at)`, earliest end first. At most `limit` of each
+    /// of those four kinds.
+    fn timings_since(&self, since: i64, limit: usize) -> Result<Vec<TaskTiming>>;
+
     /// Up to `limit` tasks in `state` from where `from` says, by id.
     fn list(&self, state: TaskState, from: ListFrom, limit: usize) -> Result<Vec<TaskInfo>>;
 
-    /// The task of the queue holding the unique key `key`, if any.
+    /// The task of the queue stored under the unique key `key`, if any.
     fn task_with_unique_key(&self, key: &str) -> Result<Option<TaskInfo>>;
 
     /// Makes dead tasks pending again with no attempts used: the one with

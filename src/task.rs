@@ -193,6 +193,76 @@ impl TaskInfo {
     }
 }
 
+/// When a task was due, last claimed and, once done or dead, finished, as
+/// [`crate::Queue::timings_since`] reads them: what the time it waited for
+/// a worker and the time its last delivery ran are measured from. Times
+/// are milliseconds since the Unix epoch, on the store's clock (the
+/// server's, on PostgreSQL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TaskTiming {
+    pub(crate) id: i64,
+    pub(crate) state: TaskState,
+    pub(crate) attempts: u32,
+    pub(crate) run_at_unix_ms: i64,
+    pub(crate) claimed_at_unix_ms: i64,
+    pub(crate) finished_at_unix_ms: Option<i64>,
+}
+
+impl TaskTiming {
+    /// The task's id.
+    pub fn id(&self) -> i64 {
+        self.id
+    }
+
+    /// [`TaskState::Leased`] (its delivery still running, or its
+    /// cancellation waiting for it), [`TaskState::Done`] or
+    /// [`TaskState::Dead`].
+    pub fn state(&self) -> TaskState {
+        self.state
+    }
+
+    /// Deliveries so far, the last one included: more than 1 when earlier
+    /// ones failed or their lease ran out.
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// When the task became due (pushed, or due again after a failure or
+    /// a snooze).
+    pub fn run_at_unix_ms(&self) -> i64 {
+        self.run_at_unix_ms
+    }
+
+    /// When its last delivery was claimed.
+    pub fn claimed_at_unix_ms(&self) -> i64 {
+        self.claimed_at_unix_ms
+    }
+
+    /// When it ended done or dead; `None` while leased.
+    pub fn finished_at_unix_ms(&self) -> Option<i64> {
+        self.finished_at_unix_ms
+    }
+
+    /// How long it waited for a worker: from when it became due to its
+    /// last claim (0 for a task claimed at once).
+    pub fn waited(&self) -> Duration {
+        millis(self.claimed_at_unix_ms.saturating_sub(self.run_at_unix_ms))
+    }
+
+    /// How long its last delivery ran, from its claim to its end; `None`
+    /// while leased. A task buried dead when its lease ran out counts
+    /// until it was buried.
+    pub fn ran(&self) -> Option<Duration> {
+        self.finished_at_unix_ms
+            .map(|finished| millis(finished.saturating_sub(self.claimed_at_unix_ms)))
+    }
+}
+
+/// `ms` milliseconds, 0 when negative.
+fn millis(ms: i64) -> Duration {
+    Duration::from_millis(ms.max(0) as u64)
+}
+
 /// The state of a stored task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TaskState {

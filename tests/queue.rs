@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{lease, push, Scratch};
+use common::{lease, now_ms, push, Scratch};
 use tq::{Durability, ErrorKind, OpenOptions, PullOptions, PushOptions, Queue, TaskState};
 
 fn counts(queue: &Queue) -> [u64; 3] {
@@ -257,6 +257,98 @@ fn options_refuse_out_of_range_values() {
         .is_ok());
 }
 
+fn timings_show_the_claims_and_ends_since_a_time_and_nothing_before(scratch: Scratch) {
+    let queue = scratch.open_with(
+        OpenOptions::new()
+            .durability(Durability::Normal)
+            .keep_history(true),
+    );
+    // Before `since`: a task claimed and finished, and one claimed and
+    // still leased.
+    push(&queue, "\"early done\"");
+    let task = queue.pull(&PullOptions::new()).unwrap().unwrap();
+    queue.finish(task.receipt()).unwrap();
+    push(&queue, "\"early leased\"");
+    let early_leased = queue.pull(&PullOptions::new()).unwrap().unwrap();
+    thread::sleep(Duration::from_millis(20));
+    let since = now_ms();
+    thread::sleep(Duration::from_millis(5));
+
+    // Since then: a task that waited 50 ms for its claim and is still
+    // leased, one that ran 100 ms and is done, one that died of its only
+    // failure, and one claimed again after its lease ran out.
+    let waited = push(&queue, "\"waited\"");
+    thread::sleep(Duration::from_millis(50));
+    let leased = queue.pull(&PullOptions::new()).unwrap().unwrap();
+    assert_eq!(leased.id(), waited);
+    let ran = push(&queue, "\"ran\"");
+    let task = queue.pull(&PullOptions::new()).unwrap().unwrap();
+    thread::sleep(Duration::from_millis(100));
+    queue.finish(task.receipt()).unwrap();
+    let mut once = PushOptions::new();
+    once.max_attempts(1).unwrap();
+    let died = queue.push("\"died\"", &once).unwrap().id();
+    let task = queue.pull(&PullOptions::new()).unwrap().unwrap();
+    queue.fail(task.receipt(), "no").unwrap();
+    let again = push(&queue, "\"again\"");
+    let first = queue.pull(&lease(50)).unwrap().unwrap();
+    let first_claim = now_ms();
+    thread::sleep(Duration::from_millis(100));
+    let second = queue.pull(&PullOptions::new()).unwrap().unwrap();
+    assert_eq!(
+        (first.id(), second.id(), second.attempts()),
+        (again, again, 2)
+    );
+
+    let timings = queue.timings_since(since).unwrap();
+    let mut ids: Vec<i64> = timings.iter().map(|timing| timing.id()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, [waited, ran, died, again], "{timings:?}");
+    let timing = |id: i64| *timings.iter().find(|timing| timing.id() == id).unwrap();
+    for timing in &timings {
+        assert!(timing.claimed_at_unix_ms() >= since, "{timing:?}");
+    }
+
+    let leased = timing(waited);
+    assert_eq!((leased.state(), leased.ran()), (TaskState::Leased, None));
+    assert!(leased.waited() >= Duration::from_millis(50), "{leased:?}");
+    let done = timing(ran);
+    assert_eq!(done.state(), TaskState::Done);
+    assert!(
+        done.ran().unwrap() >= Duration::from_millis(100),
+        "{done:?}"
+    );
+    assert_eq!(
+        done.finished_at_unix_ms(),
+        Some(done.claimed_at_unix_ms() + done.ran().unwrap().as_millis() as i64)
+    );
+    let dead = timing(died);
+    assert_eq!((dead.state(), dead.attempts()), (TaskState::Dead, 1));
+    assert!(dead.ran().is_some());
+    // The claim after the expired lease overwrote the first one's time.
+    let reclaimed = timing(again);
+    assert_eq!(
+        (reclaimed.state(), reclaimed.attempts()),
+        (TaskState::Leased, 2)
+    );
+    assert!(
+        reclaimed.claimed_at_unix_ms() >= first_claim + 100,
+        "{reclaimed:?}"
+    );
+
+    // Later still: only what ended since.
+    let later = now_ms() + 1;
+    thread::sleep(Duration::from_millis(5));
+    queue.finish(early_leased.receipt()).unwrap();
+    let ended: Vec<i64> = queue
+        .timings_since(later)
+        .unwrap()
+        .iter()
+        .map(|timing| timing.id())
+        .collect();
+    assert_eq!(ended, [early_leased.id()]);
+}
+
 fn a_reopened_queue_keeps_its_tasks_and_handles_share_the_file(scratch: Scratch) {
     let id = push(&scratch.open(), "\"kept\"");
     let (a, b) = (scratch.open(), scratch.open());
@@ -325,6 +417,7 @@ on_both_backends!(
     a_claim_takes_only_the_task_it_delivers_from_an_expired_holder,
     recover_returns_expired_leases_but_not_live_ones,
     history_keeps_done_tasks_until_purged,
+    timings_show_the_claims_and_ends_since_a_time_and_nothing_before,
     a_payload_over_the_queue_limit_is_refused_and_stores_nothing,
     a_reopened_queue_keeps_its_tasks_and_handles_share_the_file,
     threads_sharing_a_handle_never_get_the_same_task,

@@ -2,11 +2,11 @@
 //! rates derived from two samples. `tq stats --watch` and `tq serve` show
 //! them.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Instant;
 
 use serde_json::{json, Value};
-use tq::{Pause, Queue, RateLimit, TaskState, DEFAULT_QUEUE};
+use tq::{Pause, Queue, RateLimit, TaskState, TaskTiming, DEFAULT_QUEUE, MAX_TIMINGS};
 
 use crate::output::{self, Failure, Location};
 
@@ -119,6 +119,26 @@ pub fn rates(before: &Sample, after: &Sample) -> Rates {
     }
 }
 
+/// What one queue's stored rows tell of a window of time `[from, until)`:
+/// the claims made in it and the ends (done or dead) in it, each claim and
+/// each end seen by one window only when windows follow one another (see
+/// [`tq::Queue::timings_since`] for what no window sees).
+#[derive(Default)]
+pub struct Observed {
+    /// For each claim, how long its task had waited for it, in seconds.
+    pub waited_s: Vec<f64>,
+    /// For each end, how long its last delivery had run, in seconds.
+    pub ran_s: Vec<f64>,
+    /// Deliveries that ended without finishing: one for each claim of a
+    /// second or later attempt (the delivery before it failed, its lease
+    /// ran out or its holder was gone) and one for each death.
+    pub failed: u64,
+}
+
+/// The most calls of [`Queue::timings_since`] one window makes per queue,
+/// reading on past [`MAX_TIMINGS`] ended tasks each.
+const MAX_TIMING_PAGES: usize = 10;
+
 /// Takes samples of one file, keeping a handle on each queue it has seen.
 pub struct Sampler {
     handles: BTreeMap<String, Queue>,
@@ -150,6 +170,70 @@ impl Sampler {
             self.handles.insert(name.to_owned(), handle);
         }
         Ok(&self.handles[name])
+    }
+
+    /// The claims and ends of each sampled queue in `[from, until)`, ms
+    /// since the Unix epoch on the store's clock (the server's, on
+    /// PostgreSQL). A queue that ended more than [`MAX_TIMING_PAGES`] times
+    /// [`MAX_TIMINGS`] tasks of one kind in the window is seen in part.
+    pub fn observe(&self, from: i64, until: i64) -> Result<Vec<(String, Observed)>, Failure> {
+        let mut queues = Vec::with_capacity(self.sampled.len());
+        for name in &self.sampled {
+            let handle = &self.handles[name];
+            // By id: a task leased at one read and ended at the next, or
+            // ended at the very time a page ends, is seen twice.
+            let mut seen: HashMap<i64, TaskTiming> = HashMap::new();
+            let mut since = from;
+            for _ in 0..MAX_TIMING_PAGES {
+                let timings = handle.timings_since(since)?;
+                let mut last_ends = Vec::new();
+                for state in [TaskState::Done, TaskState::Dead] {
+                    let ended: Vec<i64> = timings
+                        .iter()
+                        .filter(|timing| timing.state() == state)
+                        .filter_map(TaskTiming::finished_at_unix_ms)
+                        .collect();
+                    if ended.len() == MAX_TIMINGS {
+                        last_ends.extend(ended.last().copied());
+                    }
+                }
+                for timing in timings {
+                    let ended = timing.finished_at_unix_ms().is_some();
+                    seen.entry(timing.id())
+                        .and_modify(|kept| {
+                            if ended {
+                                *kept = timing;
+                            }
+                        })
+                        .or_insert(timing);
+                }
+                // Read on from the earliest last end of a kind cut short.
+                match last_ends.into_iter().min() {
+                    Some(next) if next > since && next < until => since = next,
+                    _ => break,
+                }
+            }
+            let within = |at: i64| from <= at && at < until;
+            let mut observed = Observed::default();
+            for timing in seen.values() {
+                if within(timing.claimed_at_unix_ms()) {
+                    observed.waited_s.push(timing.waited().as_secs_f64());
+                    if timing.attempts() > 1 {
+                        observed.failed += 1;
+                    }
+                }
+                if let (Some(ended), Some(ran)) = (timing.finished_at_unix_ms(), timing.ran()) {
+                    if within(ended) {
+                        observed.ran_s.push(ran.as_secs_f64());
+                        if timing.state() == TaskState::Dead {
+                            observed.failed += 1;
+                        }
+                    }
+                }
+            }
+            queues.push((name.clone(), observed));
+        }
+        Ok(queues)
     }
 
     /// Counts every queue of the file now.

@@ -699,6 +699,96 @@ fn metrics_parse_as_prometheus_text_with_tasks_by_queue_and_state() {
     }
 }
 
+/// The scrape of `/metrics`, parsed as Prometheus reads it.
+fn scrape(served: &Served) -> prometheus_parse::Scrape {
+    let (status, body) = get(served, "/metrics");
+    assert_eq!(status, 200, "{body}");
+    prometheus_parse::Scrape::parse(body.lines().map(|line| Ok(line.to_owned()))).unwrap()
+}
+
+/// The value of the sample `metric` of queue `queue` in `scrape`: a plain
+/// number, or a histogram's count in its `+Inf` bucket.
+fn queue_value(scrape: &prometheus_parse::Scrape, metric: &str, queue: &str) -> Option<f64> {
+    scrape
+        .samples
+        .iter()
+        .find(|sample| sample.metric == metric && sample.labels.get("queue") == Some(queue))
+        .map(|sample| match &sample.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => *v,
+            prometheus_parse::Value::Histogram(buckets) => buckets
+                .iter()
+                .find(|bucket| bucket.less_than.is_infinite())
+                .map(|bucket| bucket.count)
+                .unwrap(),
+            _ => panic!("{metric} is a summary"),
+        })
+}
+
+#[test]
+fn metrics_have_histograms_of_waiting_and_running_times_and_counters_of_claims_and_failures() {
+    const SLEPT: f64 = 0.3;
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &[]);
+    let mut options = tq::OpenOptions::new();
+    options.queue("timed").unwrap().keep_history(true);
+    let timed = tq::Queue::open(&seeded.file, &options).unwrap();
+    // Three tasks run for SLEPT and finish; a fourth dies of its only
+    // failure.
+    let payloads = ["1", "2", "3"];
+    timed
+        .push_batch(&payloads, &tq::PushOptions::new())
+        .unwrap();
+    let mut once = tq::PushOptions::new();
+    once.max_attempts(1).unwrap();
+    timed.push("4", &once).unwrap();
+    let tasks = timed.pull_batch(4, &tq::PullOptions::new()).unwrap();
+    assert_eq!(tasks.len(), 4);
+    std::thread::sleep(std::time::Duration::from_secs_f64(SLEPT));
+    for task in &tasks[..3] {
+        timed.finish(task.receipt()).unwrap();
+    }
+    timed.fail(tasks[3].receipt(), "no").unwrap();
+
+    // The claims and ends are counted by a background sample a second
+    // after them (samples come every 2 s): wait, boundedly, for them.
+    let mut metrics = scrape(&served);
+    for _ in 0..200 {
+        if queue_value(&metrics, "tq_run_seconds", "timed") == Some(4.0) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        metrics = scrape(&served);
+    }
+    let value = |metric: &str| queue_value(&metrics, metric, "timed");
+    assert_eq!(value("tq_wait_seconds"), Some(4.0));
+    assert_eq!(value("tq_wait_seconds_count"), Some(4.0));
+    assert!(value("tq_wait_seconds_sum").unwrap() < SLEPT);
+    assert_eq!(value("tq_run_seconds"), Some(4.0));
+    assert_eq!(value("tq_run_seconds_count"), Some(4.0));
+    let ran = value("tq_run_seconds_sum").unwrap();
+    assert!(ran >= 4.0 * SLEPT, "{ran}");
+    assert_eq!(value("tq_claimed_total"), Some(4.0));
+    assert_eq!(value("tq_failed_total"), Some(1.0));
+    // A queue without claims since the start has its series at 0.
+    assert_eq!(
+        queue_value(&metrics, "tq_wait_seconds", "emails"),
+        Some(0.0)
+    );
+    assert_eq!(
+        queue_value(&metrics, "tq_claimed_total", "emails"),
+        Some(0.0)
+    );
+
+    // Each is counted once: the next samples add nothing.
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    let later = scrape(&served);
+    for metric in ["tq_wait_seconds", "tq_run_seconds", "tq_claimed_total"] {
+        assert_eq!(queue_value(&later, metric, "timed"), Some(4.0), "{metric}");
+    }
+}
+
 #[test]
 fn a_database_password_shows_nowhere_when_the_database_cannot_be_reached() {
     let output = assert_cmd::Command::cargo_bin("tq")

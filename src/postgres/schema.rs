@@ -233,6 +233,9 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER tasks_group_deleted BEFORE DELETE ON @.tasks FOR EACH ROW
         WHEN (OLD.state = 7 AND OLD.group_key IS NOT NULL)
         EXECUTE FUNCTION @.hand_on_group();",
+    // 8: SQLite's version 10: when the task was last claimed, on the
+    // server's clock, set by the claim that leases it.
+    "ALTER TABLE @.tasks ADD COLUMN claimed_at bigint;",
 ];
 
 /// The schema version this library writes.

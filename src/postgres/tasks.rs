@@ -24,6 +24,7 @@ use crate::store::{
 };
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
+    TaskTiming,
 };
 use crate::wait::Bell;
 
@@ -152,7 +153,7 @@ const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
     taken AS (
         UPDATE @.tasks t
         SET state = 1, attempts = t.attempts + 1, lease_token = RANDOM_TOKEN,
-            lease_expires_at = clock.now + $3::int8, holder_id = $4::int4,
+            lease_expires_at = clock.now + $3::int8, holder_id = $4::int4, claimed_at = clock.now,
             last_error = CASE WHEN t.state = 1 THEN 'the lease of the previous delivery expired'
                               ELSE t.last_error END
         FROM clock WHERE t.id = ANY (ARRAY(SELECT id FROM picked WHERE NOT last))
@@ -408,6 +409,35 @@ fn list_sql(state: TaskState, from: ListFrom) -> String {
          FROM @.tasks t WHERE queue = $1 AND {} AND {range} ORDER BY {order} LIMIT $3",
         state_condition(state)
     )
+}
+
+/// The timings of queue `$1` since `$2`, at most `$3` of each kind (see
+/// `Store::timings_since`), in one statement: the leased and cancelling
+/// tasks through their indexes (as many as are held), the done and dead
+/// ones ended since `$2` through theirs, in their order.
+const TIMINGS: &str = "(SELECT id, state, attempts, run_at, claimed_at, finished_at FROM @.tasks
+        WHERE queue = $1 AND state = 1 AND claimed_at >= $2 LIMIT $3)
+    UNION ALL
+    (SELECT id, state, attempts, run_at, claimed_at, finished_at FROM @.tasks
+        WHERE queue = $1 AND state = 6 AND claimed_at >= $2 LIMIT $3)
+    UNION ALL
+    (SELECT id, state, attempts, run_at, claimed_at, finished_at FROM @.tasks
+        WHERE queue = $1 AND state = 2 AND finished_at >= $2 AND claimed_at IS NOT NULL
+        ORDER BY finished_at LIMIT $3)
+    UNION ALL
+    (SELECT id, state, attempts, run_at, claimed_at, finished_at FROM @.tasks
+        WHERE queue = $1 AND state = 3 AND finished_at >= $2 AND claimed_at IS NOT NULL
+        ORDER BY finished_at LIMIT $3)";
+
+fn timing_from_row(row: &Row) -> Result<TaskTiming> {
+    Ok(TaskTiming {
+        id: row.try_get(0)?,
+        state: visible_state(i64::from(row.try_get::<_, i16>(1)?))?,
+        attempts: count32(row, 2)?,
+        run_at_unix_ms: row.try_get(3)?,
+        claimed_at_unix_ms: row.try_get(4)?,
+        finished_at_unix_ms: row.try_get(5)?,
+    })
 }
 
 /// The columns of a task as [`info_from_row`] reads them.
@@ -1108,6 +1138,17 @@ impl Store for PostgresStore {
         })
     }
 
+    fn timings_since(&self, since: i64, limit: usize) -> Result<Vec<TaskTiming>> {
+        let sql = self.sql(TIMINGS);
+        let limit = limit.min(i64::MAX as usize) as i64;
+        self.read(|conn| {
+            conn.query(&sql, &[&self.queue, &since, &limit])?
+                .iter()
+                .map(timing_from_row)
+                .collect()
+        })
+    }
+
     fn list(&self, state: TaskState, from: ListFrom, limit: usize) -> Result<Vec<TaskInfo>> {
         let sql = self.sql(&list_sql(state, from));
         let limit = limit.min(i64::MAX as usize) as i64;
@@ -1770,6 +1811,17 @@ mod tests {
             .replace("$3", "0");
         let plan = explain(&mut client, &predecessor);
         assert!(plan.contains("tasks_group"), "{plan}");
+        // The timings a monitor samples: each kind through its index.
+        let timings = store
+            .sql(TIMINGS)
+            .replace("$1", "'default'")
+            .replace("$2", "0")
+            .replace("$3", "10000");
+        let plan = explain(&mut client, &timings);
+        assert!(!plan.contains("Seq Scan"), "{plan}");
+        for index in ["tasks_leased", "tasks_done", "tasks_dead"] {
+            assert!(plan.contains(index), "{index}: {plan}");
+        }
         let tasks = store.claim(1, 0, 1000).unwrap();
         assert_eq!(tasks.len(), 1);
         assert!(tasks[0].receipt().id() <= 1000, "a group's head");

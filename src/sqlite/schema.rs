@@ -185,6 +185,11 @@ const MIGRATIONS: &[&str] = &[
     // group, found from the group's newest task in this index.
     "ALTER TABLE tq_tasks ADD COLUMN group_key TEXT;
     CREATE INDEX tq_tasks_group ON tq_tasks (queue, group_key, id) WHERE group_key IS NOT NULL;",
+    // 10: when the task was last claimed, set by the statement that leases
+    // it, for the time it waited (from run_at) and ran (to finished_at).
+    // No index: it is read from rows found through the indexes of leased
+    // and ended tasks. NULL: never claimed since version 10.
+    "ALTER TABLE tq_tasks ADD COLUMN claimed_at INTEGER;",
 ];
 
 /// The schema version this library writes.

@@ -25,6 +25,7 @@ use crate::store::{
 };
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
+    TaskTiming,
 };
 use crate::wait::Bell;
 
@@ -302,22 +303,23 @@ const EXPIRED_IN_LINE: &str = "SELECT id, priority, run_at, attempts >= max_atte
     ORDER BY priority DESC, run_at, id LIMIT ?3";
 
 /// What every claim sets: a new lease, whose token is drawn here so each
-/// delivery has a receipt of its own, and one more attempt.
+/// delivery has a receipt of its own, one more attempt, and the claim's
+/// time `?5` (over an earlier claim's).
 const LEASE: &str = "UPDATE tq_tasks
     SET state = 1, attempts = attempts + 1, lease_token = random(),
-        lease_expires_at = ?2, holder_id = ?3";
+        lease_expires_at = ?2, holder_id = ?3, claimed_at = ?5";
 
 /// What every claim returns, in the order [`task_from_row`] reads it.
 const RETURNING: &str = "RETURNING id, lease_token, attempts, max_attempts, priority, run_at,
     last_error, payload, parents";
 
-/// Takes task `?1`; `?4`, when not NULL, is why its previous delivery ended
-/// (an expired lease).
+/// Takes task `?1` at `?5`; `?4`, when not NULL, is why its previous
+/// delivery ended (an expired lease).
 fn take_one_sql() -> String {
     format!("{LEASE}, last_error = coalesce(?4, last_error) WHERE id = ?1 {RETURNING}")
 }
 
-/// Takes the first `?4` ready tasks of queue `?1` in one statement.
+/// Takes the first `?4` ready tasks of queue `?1` at `?5` in one statement.
 fn take_ready_sql() -> String {
     format!(
         "{LEASE} WHERE id IN (SELECT id FROM tq_tasks WHERE {READY_IN_LINE}
@@ -434,7 +436,7 @@ fn claim_up_to(
                     .optional()?;
                 match first {
                     Some((id, ..)) => vec![conn.prepare_cached(&take_one_sql())?.query_row(
-                        params![id, lease_expires_at, holder_id, None::<&str>],
+                        params![id, lease_expires_at, holder_id, None::<&str>, now],
                         task_from_row,
                     )?],
                     None => Vec::new(),
@@ -442,7 +444,7 @@ fn claim_up_to(
             } else {
                 let mut statement = conn.prepare_cached(&take_ready_sql())?;
                 let rows = statement.query_map(
-                    params![queue, lease_expires_at, holder_id, left as i64],
+                    params![queue, lease_expires_at, holder_id, left as i64, now],
                     task_from_row,
                 )?;
                 rows.collect::<rusqlite::Result<Vec<Task>>>()?
@@ -474,7 +476,7 @@ fn claim_up_to(
             }
         };
         let task = conn.prepare_cached(&take_one_sql())?.query_row(
-            params![id, lease_expires_at, holder_id, reason],
+            params![id, lease_expires_at, holder_id, reason, now],
             task_from_row,
         )?;
         tasks.push(task);
@@ -906,6 +908,38 @@ fn list_sql(state: TaskState, from: ListFrom) -> String {
          FROM tq_tasks WHERE queue = ?1 AND {} AND {range} ORDER BY {order} LIMIT ?3",
         state_condition(state)
     )
+}
+
+/// The timings of queue `?1` since `?2`, at most `?3` of each kind (see
+/// `Store::timings_since`), in one statement so in one snapshot: the
+/// leased tasks in the index of live tasks (a claim's time is in no
+/// index: the leased tasks of the queue are as many as are held), the
+/// cancelling ones in theirs, and the done and dead ones ended since `?2`
+/// in theirs, in the order of those indexes.
+const TIMINGS: &str = "SELECT * FROM (
+        SELECT id, state, attempts, run_at, claimed_at, finished_at FROM tq_tasks
+        WHERE queue = ?1 AND state = 1 AND claimed_at >= ?2 LIMIT ?3)
+    UNION ALL SELECT * FROM (
+        SELECT id, state, attempts, run_at, claimed_at, finished_at FROM tq_tasks
+        WHERE queue = ?1 AND state = 6 AND claimed_at >= ?2 LIMIT ?3)
+    UNION ALL SELECT * FROM (
+        SELECT id, state, attempts, run_at, claimed_at, finished_at FROM tq_tasks
+        WHERE queue = ?1 AND state = 2 AND finished_at >= ?2 AND claimed_at IS NOT NULL
+        ORDER BY finished_at LIMIT ?3)
+    UNION ALL SELECT * FROM (
+        SELECT id, state, attempts, run_at, claimed_at, finished_at FROM tq_tasks
+        WHERE queue = ?1 AND state = 3 AND finished_at >= ?2 AND claimed_at IS NOT NULL
+        ORDER BY finished_at LIMIT ?3)";
+
+fn timing_from_row(row: &Row<'_>) -> Result<TaskTiming> {
+    Ok(TaskTiming {
+        id: row.get(0)?,
+        state: visible_state(row.get(1)?)?,
+        attempts: row.get(2)?,
+        run_at_unix_ms: row.get(3)?,
+        claimed_at_unix_ms: row.get(4)?,
+        finished_at_unix_ms: row.get(5)?,
+    })
 }
 
 /// The columns of a task as [`info_from_row`] reads them.
@@ -1426,6 +1460,17 @@ impl Store for SqliteStore {
             .query_row(params![id, self.queue], |row| Ok(info_from_row(row)))
             .optional()?
             .transpose()
+        })
+    }
+
+    fn timings_since(&self, since: i64, limit: usize) -> Result<Vec<TaskTiming>> {
+        self.read(|conn| {
+            let mut statement = conn.prepare_cached(TIMINGS)?;
+            let rows = statement.query_map(
+                params![self.queue, since, limit.min(i64::MAX as usize) as i64],
+                |row| Ok(timing_from_row(row)),
+            )?;
+            rows.map(|row| row?).collect()
         })
     }
 
@@ -2118,6 +2163,20 @@ mod tests {
             expired.contains("tq_tasks_live (queue=? AND state=? AND lease_expires_at<?)"),
             "{expired}"
         );
+        // The timings a monitor samples: the queue's leased tasks (as many
+        // as are held) and those ended since a time, each kind through its
+        // own index, in its order.
+        let timings = plan(&conn, TIMINGS);
+        for index in [
+            "tq_tasks_live (queue=? AND state=?)",
+            "tq_tasks_cancelling (queue=?)",
+            "tq_tasks_done (queue=? AND finished_at>?)",
+            "tq_tasks_dead (queue=? AND finished_at>?)",
+        ] {
+            assert!(timings.contains(index), "{index}: {timings}");
+        }
+        assert!(!timings.contains("SCAN tq_tasks"), "{timings}");
+        assert!(!timings.contains("TEMP B-TREE"), "{timings}");
         // Counts of tasks, for monitoring, and pages of them.
         for state in [
             TaskState::Pending,

@@ -2,7 +2,10 @@
 //! Prometheus reads. Gauges come from the latest sample; the
 //! counters add up what the background samples derived (see
 //! [`crate::sample::Rates`]), so they start at 0 with the server and miss
-//! what a purge or a retry hides between two samples.
+//! what a purge or a retry hides between two samples. The histograms of
+//! waiting and running times, and the counters of claims and failures,
+//! per queue, add up what the samples read of the stored claim and end
+//! times (see [`crate::sample::Observed`]).
 
 use std::sync::atomic::AtomicU64;
 
@@ -11,10 +14,12 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
 use super::{Answer, App};
 use crate::output::state_name;
+use crate::sample::Observed;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct QueueLabels {
@@ -25,6 +30,86 @@ struct QueueLabels {
 struct StateLabels {
     queue: String,
     state: String,
+}
+
+/// Buckets for the times of jobs: 5 ms to about 87 minutes, doubling.
+fn job_times() -> Histogram {
+    Histogram::new(exponential_buckets(0.005, 2.0, 21))
+}
+
+type Times = Family<QueueLabels, Histogram, fn() -> Histogram>;
+
+/// What the background samples observed of each queue's claims and ends
+/// since the server started.
+pub struct Observations {
+    waited: Times,
+    ran: Times,
+    claimed: Family<QueueLabels, Counter>,
+    failed: Family<QueueLabels, Counter>,
+}
+
+impl Default for Observations {
+    fn default() -> Observations {
+        Observations {
+            waited: Family::new_with_constructor(job_times as fn() -> Histogram),
+            ran: Family::new_with_constructor(job_times as fn() -> Histogram),
+            claimed: Family::default(),
+            failed: Family::default(),
+        }
+    }
+}
+
+impl Observations {
+    /// Adds what one sample observed of `queue`.
+    pub fn add(&self, queue: &str, observed: &Observed) {
+        let labels = QueueLabels {
+            queue: queue.to_owned(),
+        };
+        let waited = self.waited.get_or_create(&labels);
+        for &seconds in &observed.waited_s {
+            waited.observe(seconds);
+        }
+        let ran = self.ran.get_or_create(&labels);
+        for &seconds in &observed.ran_s {
+            ran.observe(seconds);
+        }
+        self.claimed
+            .get_or_create(&labels)
+            .inc_by(observed.waited_s.len() as u64);
+        self.failed.get_or_create(&labels).inc_by(observed.failed);
+    }
+
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "wait_seconds",
+            "How long tasks waited for a worker, from when they became due (pushed, or due \
+             again after a failure or a snooze) to their claim, per queue, for the claims the \
+             samples saw since tq serve started: a task leased at a sample, or done or dead \
+             and kept then",
+            self.waited.clone(),
+        );
+        registry.register(
+            "run_seconds",
+            "How long the last delivery of tasks ran, from its claim to the task's end, per \
+             queue, for the tasks the samples saw end done or dead since tq serve started \
+             (kept rows only: a task finished without history is not seen)",
+            self.ran.clone(),
+        );
+        registry.register(
+            "claimed",
+            "Claims of tasks since tq serve started, per queue, as the samples saw them (the \
+             count of tq_wait_seconds); a delivery that went back to pending before the next \
+             sample is not seen",
+            self.claimed.clone(),
+        );
+        registry.register(
+            "failed",
+            "Deliveries that ended without finishing (failed, lease ran out, holder gone) since \
+             tq serve started, per queue, as the samples saw them: one for each claim seen of \
+             a second or later attempt, and one for each death seen",
+            self.failed.clone(),
+        );
+    }
 }
 
 /// `GET /metrics`.
@@ -66,6 +151,8 @@ pub fn answer(app: &App) -> Answer {
         groups_waiting
             .get_or_create(&queue())
             .set(i64::try_from(stats.groups_waiting).unwrap_or(i64::MAX));
+        // Every sampled queue has its series, at 0 before any observation.
+        app.observations.add(&stats.queue, &Observed::default());
         if let Some(concurrency_limit) = stats.concurrency_limit {
             limit
                 .get_or_create(&queue())
@@ -118,6 +205,7 @@ pub fn answer(app: &App) -> Answer {
         registry.register(name, help, counter);
     }
     drop(history);
+    app.observations.register(&mut registry);
 
     let mut body = String::new();
     if let Err(err) = encode(&mut body, &registry) {

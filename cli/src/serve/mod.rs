@@ -27,6 +27,13 @@ use crate::sample::{rates, Sample, Sampler};
 
 /// How often the background thread samples the file.
 const SAMPLE_EVERY: Duration = Duration::from_secs(2);
+/// How long after a time the background thread waits before it counts the
+/// claims and ends stamped with it: a claim is stamped with the time its
+/// call began (on PostgreSQL, the server's clock, which may differ from
+/// this machine's) and may commit a little later, after a group commit or
+/// a turn at the write lock. One stamped and committed further apart is
+/// missed, never counted twice.
+const SETTLE_MS: i64 = 1000;
 /// How many samples' rates the charts show: 30 minutes.
 const HISTORY_LEN: usize = 900;
 /// Threads answering requests: a slow page does not hold up the others.
@@ -88,6 +95,8 @@ pub struct App {
     /// The latest sample, and when it was taken (ms since the Unix epoch).
     latest: Mutex<(Arc<Sample>, i64)>,
     history: Mutex<History>,
+    /// What the background samples observed of claims and ends.
+    observations: metrics::Observations,
     allow_actions: bool,
     token: Option<String>,
     /// The address listened on, with the port picked for port 0.
@@ -158,6 +167,7 @@ pub fn run(args: Args) -> CommandResult {
     };
     let sampler = Sampler::open(&args.file, None)?;
     let mut background = Sampler::open(&args.file, None)?;
+    let started_at = crate::output::now_unix_ms();
     let first = Arc::new(background.sample()?);
     let server = Server::http(args.listen)
         .map_err(|err| Failure::new(format!("listening on {}: {err}", args.listen)))?;
@@ -170,6 +180,7 @@ pub fn run(args: Args) -> CommandResult {
         sampler: Mutex::new(sampler),
         latest: Mutex::new((first.clone(), crate::output::now_unix_ms())),
         history: Mutex::new(History::default()),
+        observations: metrics::Observations::default(),
         allow_actions: args.allow_actions,
         token,
         address,
@@ -195,7 +206,7 @@ pub fn run(args: Args) -> CommandResult {
     let server = Arc::new(server);
     {
         let app = app.clone();
-        thread::spawn(move || sample_forever(&app, background, first));
+        thread::spawn(move || sample_forever(&app, background, first, started_at));
     }
     let threads: Vec<_> = (0..REQUEST_THREADS)
         .map(|_| {
@@ -216,8 +227,11 @@ pub fn run(args: Args) -> CommandResult {
 }
 
 /// Samples the file every [`SAMPLE_EVERY`] into the app's latest sample
-/// and history, starting from `previous`.
-fn sample_forever(app: &App, mut sampler: Sampler, mut previous: Arc<Sample>) {
+/// and history, starting from `previous`, and observes the claims and ends
+/// stamped from `started_at` on, each window of time once, [`SETTLE_MS`]
+/// after its end.
+fn sample_forever(app: &App, mut sampler: Sampler, mut previous: Arc<Sample>, started_at: i64) {
+    let mut observed_until = started_at;
     loop {
         thread::sleep(SAMPLE_EVERY);
         let sample = match sampler.sample() {
@@ -246,6 +260,22 @@ fn sample_forever(app: &App, mut sampler: Sampler, mut previous: Arc<Sample>) {
                     .map(|stats| (stats.queue.clone(), stats.oldest_ready_age_ms))
                     .collect(),
             });
+        }
+        let until = crate::output::now_unix_ms() - SETTLE_MS;
+        if until > observed_until {
+            match sampler.observe(observed_until, until) {
+                Ok(queues) => {
+                    for (queue, observed) in &queues {
+                        app.observations.add(queue, observed);
+                    }
+                    observed_until = until;
+                }
+                // Tried again, over the same window and more, next time.
+                Err(Failure::Message(message)) => {
+                    eprintln!("tq serve: reading claim and end times: {message}");
+                }
+                Err(Failure::ClosedOutput) => {}
+            }
         }
         app.set_latest(sample.clone());
         previous = sample;
