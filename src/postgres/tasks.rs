@@ -1662,15 +1662,15 @@ mod tests {
                  ANALYZE \"{schema}\".tasks"
             ))
             .unwrap();
-        for sql in [
-            count_sql(TaskState::Pending),
-            list_sql(TaskState::Pending, ListFrom::After(0)),
-            list_sql(TaskState::Pending, ListFrom::Before(0)),
+        for (sql, bound) in [
+            (count_sql(TaskState::Pending), 0),
+            (list_sql(TaskState::Pending, ListFrom::After(0)), 0),
+            (list_sql(TaskState::Pending, ListFrom::Before(i64::MAX)), i64::MAX),
         ] {
             let sql = store
                 .sql(&sql)
                 .replace("$1", "'default'")
-                .replace("$2", "0")
+                .replace("$2", &bound.to_string())
                 .replace("$3", "100");
             let plan: Vec<String> = client
                 .query(&format!("EXPLAIN {sql}"), &[])
