@@ -59,7 +59,7 @@ RELEASE := target/release
 
 .PHONY: all setup lib cli example test test-rust test-postgres test-cli bench-postgres test-symbols test-install test-c test-faults test-torture bench install clean FORCE \
 	test-go example-go bench-go
-.PHONY: test-python example-python bench-python wheel-python
+.PHONY: test-python example-python bench-python wheel-python bench-serve
 .PHONY: test-node example-node bench-node pack-node
 .PHONY: test-examples test-docs
 
@@ -202,6 +202,12 @@ test-torture:
 
 bench:
 	$(CARGO) bench --locked --bench throughput
+
+# tq serve on a file of a million tasks (each page's answer time), and
+# the workers of a file while its dashboard is read, against alone.
+bench-serve: export TQ_BENCH_DIR ?= $(CURDIR)/target/bench-tmp
+bench-serve:
+	$(CARGO) bench --locked -p tq-cli --bench dashboard
 
 # The server's data lives under /tmp (the server's user must reach it, which
 # a work tree under a private home may not allow): where /tmp is a tmpfs,

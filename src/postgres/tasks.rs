@@ -1665,7 +1665,10 @@ mod tests {
         for (sql, bound) in [
             (count_sql(TaskState::Pending), 0),
             (list_sql(TaskState::Pending, ListFrom::After(0)), 0),
-            (list_sql(TaskState::Pending, ListFrom::Before(i64::MAX)), i64::MAX),
+            (
+                list_sql(TaskState::Pending, ListFrom::Before(i64::MAX)),
+                i64::MAX,
+            ),
         ] {
             let sql = store
                 .sql(&sql)
