@@ -116,6 +116,9 @@ pub struct TaskInfo {
     pub(crate) progress: Option<String>,
     pub(crate) waiting_for: Vec<i64>,
     pub(crate) group: Option<String>,
+    pub(crate) created_at_unix_ms: i64,
+    pub(crate) claimed_at_unix_ms: Option<i64>,
+    pub(crate) finished_at_unix_ms: Option<i64>,
 }
 
 impl TaskInfo {
@@ -147,6 +150,24 @@ impl TaskInfo {
     /// When it was or will be ready, in milliseconds since the Unix epoch.
     pub fn run_at_unix_ms(&self) -> i64 {
         self.run_at_unix_ms
+    }
+
+    /// When it was pushed, in milliseconds since the Unix epoch.
+    pub fn created_at_unix_ms(&self) -> i64 {
+        self.created_at_unix_ms
+    }
+
+    /// When its last delivery was claimed, in milliseconds since the Unix
+    /// epoch; `None` if it never was (or only before the file's schema
+    /// kept claim times).
+    pub fn claimed_at_unix_ms(&self) -> Option<i64> {
+        self.claimed_at_unix_ms
+    }
+
+    /// When it ended done, dead or cancelled, in milliseconds since the
+    /// Unix epoch; `None` until it has ended.
+    pub fn finished_at_unix_ms(&self) -> Option<i64> {
+        self.finished_at_unix_ms
     }
 
     /// Why its last delivery ended, if it failed or lost its lease.

@@ -679,6 +679,37 @@ fn the_oldest_ready_age_and_pages_of_tasks_show_the_backlog(scratch: Scratch) {
         .is_empty());
 }
 
+fn a_task_tells_when_it_was_pushed_claimed_and_ended(scratch: Scratch) {
+    let mut history = normal();
+    history.keep_history(true);
+    let queue = scratch.open_with(&history);
+    let before = now_ms();
+    let id = queue.push("1", &PushOptions::new()).unwrap().id();
+    let pending = queue.task(id).unwrap().unwrap();
+    // A second either way: on PostgreSQL the times are the server's.
+    let near = |at: i64, from: i64, to: i64| (from - 1000..=to + 1000).contains(&at);
+    assert!(near(pending.created_at_unix_ms(), before, now_ms()));
+    assert_eq!(pending.claimed_at_unix_ms(), None);
+    assert_eq!(pending.finished_at_unix_ms(), None);
+    thread::sleep(Duration::from_millis(50));
+    let claiming = now_ms();
+    let task = pull(&queue).unwrap();
+    let leased = queue.task(id).unwrap().unwrap();
+    let claimed = leased.claimed_at_unix_ms().unwrap();
+    assert!(near(claimed, claiming, now_ms()));
+    assert!(claimed >= leased.created_at_unix_ms() + 50, "{leased:?}");
+    assert_eq!(leased.finished_at_unix_ms(), None);
+    thread::sleep(Duration::from_millis(50));
+    queue.finish(task.receipt()).unwrap();
+    let done = queue.task(id).unwrap().unwrap();
+    assert_eq!(done.claimed_at_unix_ms(), Some(claimed));
+    assert!(
+        done.finished_at_unix_ms().unwrap() >= claimed + 50,
+        "{done:?}"
+    );
+    assert_eq!(done.created_at_unix_ms(), pending.created_at_unix_ms());
+}
+
 fn a_task_is_found_by_its_unique_key(scratch: Scratch) {
     let queue = retry_at_once(&scratch, 1);
     let mut key = PushOptions::new();
@@ -1028,6 +1059,7 @@ on_both_backends!(
     a_unique_key_admits_one_live_task_at_a_time,
     a_unique_window_keeps_the_key_after_the_task_is_done,
     a_task_is_found_by_its_unique_key,
+    a_task_tells_when_it_was_pushed_claimed_and_ended,
     the_oldest_ready_age_and_pages_of_tasks_show_the_backlog,
     finish_and_pull_completes_one_task_and_claims_the_next_in_one_step,
     threads_writing_at_once_each_get_their_own_result,

@@ -208,7 +208,7 @@ pub fn show(task: &TaskInfo, queue: &str, json: bool) -> Result<(), Failure> {
     if json {
         return print(task_json(task, queue)?);
     }
-    let run_at = task.run_at_unix_ms();
+    let time = |at: i64| format!("{} ({})", rfc3339(at), relative_time(at));
     let fields = [
         ("id", task.id().to_string()),
         ("queue", queue.to_owned()),
@@ -218,13 +218,17 @@ pub fn show(task: &TaskInfo, queue: &str, json: bool) -> Result<(), Failure> {
             format!("{} of {}", task.attempts(), task.max_attempts()),
         ),
         ("priority", task.priority().to_string()),
-        (
-            "run at",
-            format!("{} ({})", rfc3339(run_at), relative_time(run_at)),
-        ),
+        ("pushed", time(task.created_at_unix_ms())),
+        ("run at", time(task.run_at_unix_ms())),
     ];
     for (name, value) in fields {
         print(format!("{name:<12}{value}"))?;
+    }
+    if let Some(claimed) = task.claimed_at_unix_ms() {
+        print(format!("{:<12}{}", "claimed", time(claimed)))?;
+    }
+    if let Some(ended) = task.finished_at_unix_ms() {
+        print(format!("{:<12}{}", "ended", time(ended)))?;
     }
     if let Some(group) = task.group() {
         print(format!("{:<12}{group}", "group"))?;

@@ -300,6 +300,9 @@ pub fn task_json(task: &TaskInfo, queue: &str) -> Result<String, Failure> {
         "priority": task.priority(),
         "run_at_unix_ms": task.run_at_unix_ms(),
         "run_at": rfc3339(task.run_at_unix_ms()),
+        "created_at_unix_ms": task.created_at_unix_ms(),
+        "claimed_at_unix_ms": task.claimed_at_unix_ms(),
+        "finished_at_unix_ms": task.finished_at_unix_ms(),
         "last_error": task.last_error(),
     });
     // Only for a blocked task: what it still waits for.

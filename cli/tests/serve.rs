@@ -240,6 +240,18 @@ fn api_task_shows_one_task_whole_in_any_queue() {
     assert_eq!(task["state"], "dead");
     assert_eq!(task["last_error"], DEAD_REASON);
     assert_eq!(task["payload"]["template"], "welcome");
+    // Pushed, claimed, then ended dead, in that order.
+    let pushed = task["created_at_unix_ms"].as_i64().unwrap();
+    let claimed = task["claimed_at_unix_ms"].as_i64().unwrap();
+    let ended = task["finished_at_unix_ms"].as_i64().unwrap();
+    assert!(pushed <= claimed && claimed <= ended, "{task}");
+    let pending = get_json(&served, "/api/tasks/2");
+    assert_eq!(pending["claimed_at_unix_ms"], Value::Null);
+    assert_eq!(pending["finished_at_unix_ms"], Value::Null);
+    let (_, page) = get(&served, "/tasks/1?queue=emails");
+    for field in ["pushed", "last claimed", "ended"] {
+        assert!(page.contains(&format!("<dt>{field}</dt>")), "{field}: {page}");
+    }
     assert_eq!(
         get_json(&served, "/api/tasks/5?queue=default")["payload"]["n"],
         1
@@ -826,66 +838,4 @@ fn bad_paths_and_queue_names_get_clear_errors() {
         .unwrap();
     assert_eq!(response.status().as_u16(), 303);
     assert_eq!(response.headers()["location"], "/tasks/3?queue=emails");
-}
-
-/// The answer times of the pages and `/metrics` on a file of 1,000,000
-/// tasks, printed (no assertion on them): run with
-/// `cargo test --release -p tq-cli --test serve -- --ignored --nocapture`.
-#[test]
-#[ignore]
-fn answer_times_on_a_million_tasks() {
-    const PENDING: usize = 980_000;
-    const LEASED: usize = 10_000;
-    const DEAD: usize = 10_000;
-    const ROUNDS: usize = 20;
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("jobs.db").to_str().unwrap().to_owned();
-    let bulk = serving::open(&file, "bulk");
-    let mut once = tq::PushOptions::new();
-    once.max_attempts(1).unwrap();
-    let batch: Vec<String> = (0..10_000).map(|n| format!("{{\"n\":{n}}}")).collect();
-    for _ in 0..(LEASED + DEAD) / batch.len() {
-        bulk.push_batch(&batch, &once).unwrap();
-    }
-    for task in bulk.pull_batch(DEAD, &tq::PullOptions::new()).unwrap() {
-        bulk.fail(task.receipt(), &format!("reason {}", task.id() % 7))
-            .unwrap();
-    }
-    assert_eq!(
-        bulk.pull_batch(LEASED, &tq::PullOptions::new())
-            .unwrap()
-            .len(),
-        LEASED
-    );
-    for _ in 0..PENDING / batch.len() {
-        bulk.push_batch(&batch, &tq::PushOptions::new()).unwrap();
-    }
-    assert_eq!(bulk.last_id().unwrap(), 1_000_000);
-    let served = Served::start(&file, &[]);
-    println!("{:<36} {:>10} {:>10}", "GET", "median ms", "max ms");
-    for path in [
-        "/",
-        "/api/queues",
-        "/metrics",
-        "/queues/bulk?state=pending",
-        "/queues/bulk?state=pending&after=900000",
-        "/api/queues/bulk/tasks?state=dead&limit=1000",
-        "/tasks/999999?queue=bulk",
-        "/api/tasks/500000",
-        "/queues/bulk/dead",
-    ] {
-        let mut times: Vec<f64> = (0..ROUNDS)
-            .map(|_| {
-                let started = std::time::Instant::now();
-                assert_eq!(get(&served, path).0, 200, "GET {path}");
-                started.elapsed().as_secs_f64() * 1000.0
-            })
-            .collect();
-        times.sort_by(f64::total_cmp);
-        println!(
-            "{path:<36} {:>10.1} {:>10.1}",
-            times[ROUNDS / 2],
-            times[ROUNDS - 1]
-        );
-    }
 }

@@ -445,7 +445,8 @@ const TASK_INFO: &str =
     "id, state, attempts, max_attempts, priority, run_at, last_error, payload, result, progress,
      CASE WHEN state = 7 THEN ARRAY(SELECT parent FROM @.dependencies
                                     WHERE task = t.id ORDER BY parent) END,
-     group_key";
+     group_key, created_at, claimed_at,
+     CASE WHEN state IN (2, 3, 5) THEN finished_at END";
 
 fn info_from_row(row: &Row) -> Result<TaskInfo> {
     Ok(TaskInfo {
@@ -461,6 +462,9 @@ fn info_from_row(row: &Row) -> Result<TaskInfo> {
         progress: row.try_get(9)?,
         waiting_for: row.try_get::<_, Option<Vec<i64>>>(10)?.unwrap_or_default(),
         group: row.try_get(11)?,
+        created_at_unix_ms: row.try_get(12)?,
+        claimed_at_unix_ms: row.try_get(13)?,
+        finished_at_unix_ms: row.try_get(14)?,
     })
 }
 

@@ -948,7 +948,8 @@ const TASK_INFO: &str =
      CASE WHEN state = 7 THEN (SELECT json_group_array(parent) FROM
          (SELECT parent FROM tq_dependencies WHERE task = tq_tasks.id ORDER BY parent))
      END,
-     group_key";
+     group_key, created_at, claimed_at,
+     CASE WHEN state IN (2, 3, 5) THEN finished_at END";
 
 fn info_from_row(row: &Row<'_>) -> Result<TaskInfo> {
     Ok(TaskInfo {
@@ -964,6 +965,9 @@ fn info_from_row(row: &Row<'_>) -> Result<TaskInfo> {
         progress: row.get(9)?,
         waiting_for: ids_from_json(row.get(10)?)?,
         group: row.get(11)?,
+        created_at_unix_ms: row.get(12)?,
+        claimed_at_unix_ms: row.get(13)?,
+        finished_at_unix_ms: row.get(14)?,
     })
 }
 

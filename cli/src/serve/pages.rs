@@ -322,7 +322,14 @@ pub fn task(app: &App, id: &str, incoming: &Incoming) -> Answer {
                 dt { "state" } dd #state { (state_name(task.state())) }
                 dt { "attempts" } dd { (task.attempts()) " of " (task.max_attempts()) }
                 dt { "priority" } dd { (task.priority()) }
+                dt { "pushed" } dd.pushed { (rfc3339(task.created_at_unix_ms())) " (" (relative_time(task.created_at_unix_ms())) ")" }
                 dt { "run at" } dd { (rfc3339(task.run_at_unix_ms())) " (" (relative_time(task.run_at_unix_ms())) ")" }
+                @if let Some(claimed) = task.claimed_at_unix_ms() {
+                    dt { "last claimed" } dd.claimed { (rfc3339(claimed)) " (" (relative_time(claimed)) ")" }
+                }
+                @if let Some(finished) = task.finished_at_unix_ms() {
+                    dt { "ended" } dd.ended { (rfc3339(finished)) " (" (relative_time(finished)) ")" }
+                }
             }
             @if let Some(reason) = task.last_error() {
                 h2 { "Last reason" }
