@@ -146,7 +146,7 @@ test-postgres: lib bindings/node/node_modules/.package-lock.json
 	TQ_TEST_POSTGRES_URL=$$url $(CARGO) test --locked --test postgres && \
 	TQ_TEST_POSTGRES_URL=$$url TQ_TEST_POSTGRES_DIR=$$dir $(CARGO) test --locked --test torture -- \
 		--include-ignored --test-threads=1 --nocapture on_postgres && \
-	export TQ_TEST_POSTGRES_URL=$$url && \
+	export TQ_TEST_POSTGRES_URL=$$url TQ_TEST_POSTGRES_DIR=$$dir && \
 	($(call GO_INTREE,bindings/go,test) -count=1 -run Postgres .) && \
 	$(IN_TREE_PYTHON) -m pytest -q -p no:cacheprovider -k postgres bindings/python/tests && \
 	cd bindings/node && $(IN_TREE_NODE) --test test/postgres.test.js

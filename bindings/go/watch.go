@@ -6,6 +6,16 @@ import "C"
 import (
 	"context"
 	"errors"
+	"time"
+)
+
+// A watch that cannot read its task for now (ErrBusy: the file's write
+// lock held past the busy timeout; ErrIO: on PostgreSQL, a connection cut
+// or a server restarting) asks again after these waits, doubling, rather
+// than stop the work it watches: the task is still held.
+const (
+	firstRetryWait = 50 * time.Millisecond
+	maxRetryWait   = 2 * time.Second
 )
 
 // watcher is the goroutine of one Task.Context: it waits in
@@ -25,9 +35,10 @@ type watcher struct {
 // recorded, context.Cause then matching ErrCancelled; when the delivery
 // ends (Finish, Fail, Snooze, a lease taken back by another worker or
 // Recover), ErrNotHeld; when the task or its Queue is closed, ErrClosed;
-// when Interrupt is called on the Queue, ErrInterrupted; when libtq cannot
-// read the task, another error of libtq's (ErrBusy, ErrIO); or when
-// parent is done or cancel is called, as context.WithCancel's. Each cause
+// when Interrupt is called on the Queue, ErrInterrupted; when libtq fails
+// in another way, that error; or when parent is done or cancel is called,
+// as context.WithCancel's. A task that cannot be read for now (ErrBusy,
+// ErrIO) is read again after a short wait: the work goes on. Each cause
 // of tq's is an *Error whose Op is "context".
 //
 //	task, err := q.Pull(ctx)
@@ -102,6 +113,7 @@ func (t *Task) watch(ctx context.Context, w *watcher, c *C.tq_task) {
 // delivery c, and returns it: nil when ctx is done, whose cause is then
 // set already.
 func (t *Task) waitCancellation(ctx context.Context, cancel *C.tq_cancel, c *C.tq_task) error {
+	retryWait := firstRetryWait
 	for {
 		_, err := t.q.call("context", func(q *C.tq_queue) C.enum_tq_status {
 			return C.tq_wait_cancellation(q, c, ceilMillis(maxWait), cancel)
@@ -109,6 +121,14 @@ func (t *Task) waitCancellation(ctx context.Context, cancel *C.tq_cancel, c *C.t
 		switch {
 		case err == nil:
 			// TQ_EMPTY: maxWait passed without a reason to stop.
+			retryWait = firstRetryWait
+		case errors.Is(err, ErrBusy) || errors.Is(err, ErrIO):
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(retryWait):
+			}
+			retryWait = min(2*retryWait, maxRetryWait)
 		case !errors.Is(err, ErrInterrupted):
 			return err
 		case ctx.Err() != nil:

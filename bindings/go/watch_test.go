@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -362,4 +364,52 @@ func TestPostgresTaskContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitDone(t, ctx, tq.ErrNotHeld, "finished")
+}
+
+// TestPostgresTaskContextOutlivesCutConnectionsAndARestart: a holder
+// whose connections to the server are cut (pg_terminate_backend, through
+// psql), or whose server restarts (cluster.sh, when TQ_TEST_POSTGRES_DIR
+// names its directory, as `make test-postgres` does), keeps its task, so
+// its work goes on: the watch reads again once it can, and still hears the
+// cancellation afterwards.
+func TestPostgresTaskContextOutlivesCutConnectionsAndARestart(t *testing.T) {
+	url := os.Getenv("TQ_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("TQ_TEST_POSTGRES_URL is not set (`make test-postgres` starts a server)")
+	}
+	psql, err := exec.LookPath("psql")
+	if err != nil {
+		t.Skip("psql, which cuts the holder's connections, is not installed")
+	}
+	schema := fmt.Sprintf("go_test_%d_%d", os.Getpid(), time.Now().UnixNano())
+	name := "tq_" + schema
+	separator := "?"
+	if strings.Contains(url, "?") {
+		separator = "&"
+	}
+	q := openOther(t, url+separator+"application_name="+name, tq.WithPostgresSchema(schema))
+	other := openOther(t, url, tq.WithPostgresSchema(schema))
+	id := push(t, q, `"long"`)
+	task := tryPull(t, q)
+	ctx, cancel := task.Context(context.Background())
+	defer cancel()
+	faults := [][]string{{psql, url, "-Atc", "SELECT count(pg_terminate_backend(pid)) " +
+		"FROM pg_stat_activity WHERE application_name = '" + name + "'"}}
+	if dir := os.Getenv("TQ_TEST_POSTGRES_DIR"); dir != "" {
+		faults = append(faults, []string{"../../tests/postgres/cluster.sh", "restart", dir, "immediate"})
+	} else {
+		t.Log("TQ_TEST_POSTGRES_DIR is not set: no restart of the server, only cut connections")
+	}
+	for _, fault := range faults {
+		if out, err := exec.Command(fault[0], fault[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", fault, err, out)
+		}
+		// Past the watch's read of the task once a second.
+		time.Sleep(1500 * time.Millisecond)
+		wantLive(t, ctx)
+	}
+	if _, err := other.CancelTask(id, "stop"); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, ctx, tq.ErrCancelled, "cancelled")
 }
