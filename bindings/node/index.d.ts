@@ -294,8 +294,10 @@ export class Task implements TaskFields {
   /** Resolves to 'cancelled' as soon as this task's cancellation is
    * recorded (Queue.cancelTask, from any process), without polling; to
    * 'ended' once the delivery is over. Rejects with the signal's reason
-   * when `signal` aborts, ClosedError when the queue closes. Holds one of
-   * libuv's worker threads while it waits; one watch per task at a time. */
+   * when `signal` aborts, ClosedError when the queue closes; a task that
+   * cannot be read for now (BusyError, IoError) is read again after a
+   * short wait. Holds one of libuv's worker threads while it waits; one
+   * watch per task at a time. */
   watchCancellation(options?: { signal?: AbortSignal }): Promise<'cancelled' | 'ended'>;
   /** Frees the delivery without finishing the task. Idempotent. */
   close(): void;

@@ -36,6 +36,8 @@ const DUPLICATE = 2;
 const INTERRUPTED = errors.InterruptedError.status;
 const NOT_HELD = errors.NotHeldError.status;
 const CANCELLED = errors.CancelledError.status;
+const BUSY = errors.BusyError.status;
+const IO = errors.IoError.status;
 
 const UINT32_MAX = 2 ** 32 - 1;
 const INT32_MIN = -(2 ** 31);
@@ -51,6 +53,13 @@ const LONGEST_WAIT_MS = 3_600_000;
  * milliseconds: tq_wait_task takes no tq_cancel, so after an abort, which
  * rejects at once, the worker thread is busy this long at most. */
 const SIGNALLED_WAIT_SLICE_MS = 100;
+
+/** A watch that cannot read its task for now (BUSY: the file's write lock
+ * held past the busy timeout; IO: on PostgreSQL, a connection cut or a
+ * server restarting) reads it again after these waits, doubling: the task
+ * is still held, so the watch goes on. */
+const FIRST_RETRY_MS = 50;
+const MAX_RETRY_MS = 2_000;
 
 /** Values for `durability`: how far a write must reach before a call returns. */
 const Durability = Object.freeze({ FULL: 0, NORMAL: 1 });
@@ -1487,7 +1496,9 @@ class Task extends TaskFields {
    * it then (its next extend or finish throws CancelledError). Resolves to
    * 'ended' once the delivery is over (finished, failed, snoozed, closed,
    * or its lease taken back). Rejects with the signal's reason when
-   * `signal` aborts, ClosedError when the queue closes. It holds one of
+   * `signal` aborts, ClosedError when the queue closes. A task that cannot
+   * be read for now (BusyError, IoError) is read again after a short wait:
+   * the watch goes on. It holds one of
    * libuv's worker threads while it waits; one watch per task at a time.
    */
   watchCancellation(options = {}) {
@@ -1517,9 +1528,16 @@ class Task extends TaskFields {
     const watch = { cancel, call: null };
     watch.call = this.#queue._track(
       (async () => {
+        let retryMs = FIRST_RETRY_MS;
         for (;;) {
           const status = await wait();
           if (status === EMPTY) continue;
+          if (status === BUSY || status === IO) {
+            // An abort or a close meanwhile interrupts the next wait at once.
+            await new Promise((resolve) => setTimeout(resolve, retryMs));
+            retryMs = Math.min(2 * retryMs, MAX_RETRY_MS);
+            continue;
+          }
           if (status === CANCELLED) return 'cancelled';
           if (status === NOT_HELD) return 'ended';
           if (status !== INTERRUPTED) throw asyncError(status, 'tq_wait_cancellation');

@@ -7,10 +7,13 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
+const path = require('node:path');
+const { execFileSync } = require('node:child_process');
 const { queuePath, tq } = require('./helpers');
 
 const POSTGRES_URL = process.env.TQ_TEST_POSTGRES_URL;
 const SKIP = POSTGRES_URL ? false : 'TQ_TEST_POSTGRES_URL is not set (`make test-postgres` starts a server)';
+const POSTGRES_DIR = process.env.TQ_TEST_POSTGRES_DIR;
 // Refused before any connection, so no server is needed: nothing listens on port 1.
 const NO_SERVER = 'postgres://nobody@127.0.0.1:1/none';
 
@@ -125,3 +128,32 @@ test('a URL with a password is kept out of the message when the server cannot be
     (error) => error instanceof tq.IoError && !error.message.includes('hunter2') && error.message.length > 0,
   );
 });
+
+test(
+  'PostgreSQL: a watch outlives a server restart and still hears the cancellation',
+  { skip: SKIP || (POSTGRES_DIR ? false : 'TQ_TEST_POSTGRES_DIR is not set (`make test-postgres` sets it)') },
+  async () => {
+    const schema = `node_test_${process.pid}_${Date.now()}`;
+    const holder = tq.open(POSTGRES_URL, { postgresSchema: schema });
+    const other = tq.open(POSTGRES_URL, { postgresSchema: schema });
+    try {
+      const id = holder.push({ long: true });
+      const task = await holder.pull();
+      let settled = null;
+      const watching = task.watchCancellation().then(
+        (outcome) => (settled = outcome),
+        (error) => (settled = error),
+      );
+      const cluster = path.join(__dirname, '..', '..', '..', 'tests', 'postgres', 'cluster.sh');
+      execFileSync(cluster, ['restart', POSTGRES_DIR, 'immediate'], { stdio: 'ignore' });
+      // Past the watch's read of the task once a second.
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      assert.equal(settled, null, `the watch ended: ${settled}`);
+      other.cancelTask(id, 'stop');
+      await watching;
+      assert.equal(settled, 'cancelled');
+    } finally {
+      await Promise.all([holder.close(), other.close()]);
+    }
+  },
+);

@@ -3,6 +3,7 @@ on the server ``TQ_TEST_POSTGRES_URL`` names (``make test-postgres`` starts
 one)."""
 
 import os
+import subprocess
 import threading
 import time
 
@@ -104,3 +105,27 @@ def test_postgres_schedule_slots_are_pulled_once_by_two_handles():
         assert len(set(slots)) == len(slots)
         slots.sort()
         assert {round(b - a, 3) for a, b in zip(slots, slots[1:])} == {0.2}
+
+
+@pytest.mark.skipif(
+    POSTGRES_URL is None or "TQ_TEST_POSTGRES_DIR" not in os.environ,
+    reason="TQ_TEST_POSTGRES_URL or TQ_TEST_POSTGRES_DIR is not set (`make test-postgres` starts a server and sets both)",
+)
+def test_a_watch_outlives_a_server_restart_and_still_hears_the_cancellation():
+    schema = f"py_test_{os.getpid()}_{time.time_ns()}"
+    holder = tq.Queue(POSTGRES_URL, postgres_schema=schema)
+    other = tq.Queue(POSTGRES_URL, postgres_schema=schema)
+    with holder, other:
+        task_id = holder.push({"long": True})
+        task = holder.pull()
+        with task.watch_cancellation() as watch:
+            root = os.path.join(os.path.dirname(__file__), "..", "..", "..")
+            subprocess.run(
+                [os.path.join(root, "tests", "postgres", "cluster.sh"), "restart", os.environ["TQ_TEST_POSTGRES_DIR"], "immediate"],
+                check=True,
+                capture_output=True,
+            )
+            time.sleep(1.5)  # past the watch's read of the task once a second
+            assert watch.running and not watch.cancelled.is_set()
+            other.cancel_task(task_id, "stop")
+            assert watch.cancelled.wait(20)

@@ -1728,10 +1728,16 @@ class CancellationWatch:
     once the cancellation is recorded; ``stop()`` (or leaving a ``with``
     block) ends the watch and waits for its thread."""
 
-    __slots__ = ("cancelled", "_task", "_ptr", "_callback", "_cancel", "_thread")
+    __slots__ = ("cancelled", "_task", "_ptr", "_callback", "_cancel", "_stopping", "_thread")
 
     # How long one wait in the library lasts before the next begins.
     _WAIT_MS = 3_600_000
+    # A task that cannot be read for now (BusyError: the file's write lock
+    # held past the busy timeout; IoError: on PostgreSQL, a connection cut
+    # or a server restarting) is read again after these waits, doubling:
+    # the task is still held, so the watch goes on.
+    _FIRST_RETRY_S = 0.05
+    _MAX_RETRY_S = 2.0
 
     def __init__(self, task: Task, ptr, callback):
         self.cancelled = threading.Event()
@@ -1739,11 +1745,13 @@ class CancellationWatch:
         self._ptr = ptr
         self._callback = callback
         self._cancel = Cancel()
+        self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"tq-watch-{task.id}", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         handle = self._task._queue._handle
+        retry_s = self._FIRST_RETRY_S
         while True:
             try:
                 with handle as queue:
@@ -1752,8 +1760,14 @@ class CancellationWatch:
                 break
             except (errors.NotHeldError, errors.Interrupted, errors.ClosedError):
                 return
+            except (errors.BusyError, errors.IoError):
+                if self._stopping.wait(retry_s):
+                    return
+                retry_s = min(2 * retry_s, self._MAX_RETRY_S)
+                continue
             if status != EMPTY:
                 return
+            retry_s = self._FIRST_RETRY_S
         self.cancelled.set()
         if self._callback is not None:
             self._callback(self._task)
@@ -1772,6 +1786,7 @@ class CancellationWatch:
     def stop(self) -> None:
         """Ends the watch and waits for its thread (unless called from its
         own callback). Idempotent."""
+        self._stopping.set()
         self._cancel.trigger()
         if threading.current_thread() is not self._thread:
             self._thread.join()
