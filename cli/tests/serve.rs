@@ -250,7 +250,10 @@ fn api_task_shows_one_task_whole_in_any_queue() {
     assert_eq!(pending["finished_at_unix_ms"], Value::Null);
     let (_, page) = get(&served, "/tasks/1?queue=emails");
     for field in ["pushed", "last claimed", "ended"] {
-        assert!(page.contains(&format!("<dt>{field}</dt>")), "{field}: {page}");
+        assert!(
+            page.contains(&format!("<dt>{field}</dt>")),
+            "{field}: {page}"
+        );
     }
     assert_eq!(
         get_json(&served, "/api/tasks/5?queue=default")["payload"]["n"],
