@@ -1039,31 +1039,20 @@ pub(super) fn run(
     process: &ProcessId,
 ) -> Result<Output> {
     match op {
-        Op::Push { queue, tasks, now } => {
-            let mut pushed = Vec::with_capacity(tasks.len());
-            for (index, task) in tasks.iter().enumerate() {
-                let one = push_one(conn, &queue, task, &pushed, now)
-                    .map_err(|err| of_item(err, index, tasks.len()))?;
-                pushed.push(one);
-            }
-            Ok(Output::Pushed(pushed))
-        }
+        Op::Push { queue, tasks, now } => Ok(Output::Pushed(push_all(conn, &queue, &tasks, now)?)),
         Op::Claim(args) => Ok(Output::Tasks(claim_for(conn, &args, holder, process)?)),
         Op::Finish {
             queue,
             receipts,
             now,
             keep_history,
-        } => {
-            let held = receipts
-                .iter()
-                .map(|&receipt| finish_one(conn, receipt, now, keep_history, None))
-                .collect::<Result<Vec<bool>>>()?;
-            if !keep_history {
-                sweep_reserved(conn, &queue, now)?;
-            }
-            Ok(Output::Held(held))
-        }
+        } => Ok(Output::Held(finish_all(
+            conn,
+            &queue,
+            &receipts,
+            now,
+            keep_history,
+        )?)),
         Op::FinishWithResult {
             queue,
             receipt,
@@ -1084,15 +1073,14 @@ pub(super) fn run(
             receipt,
             keep_history,
             claim,
-        } => {
-            if !finish_one(conn, receipt, claim.now, keep_history, None)? {
-                return Err(not_held(receipt.id));
-            }
-            if !keep_history {
-                sweep_reserved(conn, &claim.queue, claim.now)?;
-            }
-            Ok(Output::Tasks(claim_for(conn, &claim, holder, process)?))
-        }
+        } => Ok(Output::Tasks(finish_and_claim(
+            conn,
+            receipt,
+            keep_history,
+            &claim,
+            holder,
+            process,
+        )?)),
         Op::Fail {
             receipt,
             reason,
@@ -1112,23 +1100,88 @@ pub(super) fn run(
             lease_expires_at,
             progress,
         } => {
-            let extended = conn
-                .prepare_cached(
-                    "UPDATE tq_tasks SET lease_expires_at = ?3, progress = coalesce(?4, progress)
-                     WHERE id = ?1 AND state = 1 AND lease_token = ?2",
-                )?
-                .execute(params![
-                    receipt.id,
-                    receipt.token,
-                    lease_expires_at,
-                    progress
-                ])?;
-            if extended == 0 {
-                return Err(not_held(receipt.id));
-            }
+            extend_lease(conn, receipt, lease_expires_at, progress.as_deref())?;
             Ok(Output::Extended)
         }
     }
+}
+
+/// Pushes the tasks of one call in order, so that a task can wait for an
+/// earlier item of the same push; an error says which item failed.
+fn push_all(conn: &Connection, queue: &str, tasks: &[NewTask], now: i64) -> Result<Vec<Pushed>> {
+    let mut pushed = Vec::with_capacity(tasks.len());
+    for (index, task) in tasks.iter().enumerate() {
+        let one = push_one(conn, queue, task, &pushed, now)
+            .map_err(|err| of_item(err, index, tasks.len()))?;
+        pushed.push(one);
+    }
+    Ok(pushed)
+}
+
+/// Finishes each receipt, telling for each whether it was still held;
+/// without history, the finished tasks' reserved rows are swept once for
+/// the whole batch rather than once a task.
+fn finish_all(
+    conn: &Connection,
+    queue: &str,
+    receipts: &[Receipt],
+    now: i64,
+    keep_history: bool,
+) -> Result<Vec<bool>> {
+    let held = receipts
+        .iter()
+        .map(|&receipt| finish_one(conn, receipt, now, keep_history, None))
+        .collect::<Result<Vec<bool>>>()?;
+    if !keep_history {
+        sweep_reserved(conn, queue, now)?;
+    }
+    Ok(held)
+}
+
+/// Finishes one task and claims the next in the same transaction; a
+/// receipt no longer held fails the whole operation, so that nothing is
+/// claimed on the strength of a finish that did not happen.
+fn finish_and_claim(
+    conn: &Connection,
+    receipt: Receipt,
+    keep_history: bool,
+    claim: &ClaimArgs,
+    holder: &mut Option<i64>,
+    process: &ProcessId,
+) -> Result<Vec<Task>> {
+    if !finish_one(conn, receipt, claim.now, keep_history, None)? {
+        return Err(not_held(receipt.id));
+    }
+    if !keep_history {
+        sweep_reserved(conn, &claim.queue, claim.now)?;
+    }
+    claim_for(conn, claim, holder, process)
+}
+
+/// Moves a held lease's expiry (and records progress, if given); a
+/// receipt no longer held is an error, since the caller's work is then
+/// no longer its own.
+fn extend_lease(
+    conn: &Connection,
+    receipt: Receipt,
+    lease_expires_at: i64,
+    progress: Option<&str>,
+) -> Result<()> {
+    let extended = conn
+        .prepare_cached(
+            "UPDATE tq_tasks SET lease_expires_at = ?3, progress = coalesce(?4, progress)
+                     WHERE id = ?1 AND state = 1 AND lease_token = ?2",
+        )?
+        .execute(params![
+            receipt.id,
+            receipt.token,
+            lease_expires_at,
+            progress
+        ])?;
+    if extended == 0 {
+        return Err(not_held(receipt.id));
+    }
+    Ok(())
 }
 
 fn claim_for(
