@@ -395,6 +395,22 @@ fn claim_up_to(
     holder_id: i64,
     keep_history: bool,
 ) -> Result<Vec<Task>> {
+    promote_due(conn, queue, now, max)?;
+    claim_with_expired(
+        conn,
+        queue,
+        max,
+        now,
+        lease_expires_at,
+        holder_id,
+        keep_history,
+    )
+}
+
+/// Makes ready the waiting tasks of `queue` due by `now` (at least `max`,
+/// or [`PROMOTE_BATCH`]), so that they take their place in line before
+/// the claim looks; the update runs only when [`ANY_DUE`] finds one.
+fn promote_due(conn: &Connection, queue: &str, now: i64, max: usize) -> Result<()> {
     let any_due = conn
         .prepare_cached(ANY_DUE)?
         .query_row(params![queue, now], |_| Ok(()))
@@ -406,6 +422,22 @@ fn claim_up_to(
             PROMOTE_BATCH.max(max) as i64
         ])?;
     }
+    Ok(())
+}
+
+/// Claims up to `max` tasks, each the better in claim order of the first
+/// ready task and the first expired lease (see [`claim`]); an expired last
+/// attempt met on the way is buried as dead instead. Once no expired lease
+/// is left, the rest are taken by [`claim_ready_batch`].
+fn claim_with_expired(
+    conn: &Connection,
+    queue: &str,
+    max: usize,
+    now: i64,
+    lease_expires_at: i64,
+    holder_id: i64,
+    keep_history: bool,
+) -> Result<Vec<Task>> {
     let mut tasks = Vec::new();
     // Expired leases in claim order, fetched a batch at a time.
     let mut expired = VecDeque::new();
@@ -413,44 +445,18 @@ fn claim_up_to(
     while tasks.len() < max {
         let left = max - tasks.len();
         if expired.is_empty() && more_expired {
-            let any_expired = conn
-                .prepare_cached(ANY_EXPIRED)?
-                .query_row(params![queue, now], |_| Ok(()))
-                .optional()?;
-            if any_expired.is_some() {
-                let mut statement = conn.prepare_cached(EXPIRED_IN_LINE)?;
-                let rows =
-                    statement.query_map(params![queue, now, left as i64], candidate_from_row)?;
-                expired = rows.collect::<rusqlite::Result<VecDeque<Candidate>>>()?;
-            }
+            expired = expired_in_line(conn, queue, now, left)?;
             more_expired = expired.len() == left;
         }
         let Some(&first_expired) = expired.front() else {
-            // One task: a lookup, then a take by id. (One statement with the
-            // lookup as a subquery is compiled anew at every run inside a
-            // transaction, which costs more than the second statement.)
-            let mut batch = if left == 1 {
-                let first = conn
-                    .prepare_cached(&ready_first_sql())?
-                    .query_row(params![queue], candidate_from_row)
-                    .optional()?;
-                match first {
-                    Some((id, ..)) => vec![conn.prepare_cached(&take_one_sql())?.query_row(
-                        params![id, lease_expires_at, holder_id, None::<&str>, now],
-                        task_from_row,
-                    )?],
-                    None => Vec::new(),
-                }
-            } else {
-                let mut statement = conn.prepare_cached(&take_ready_sql())?;
-                let rows = statement.query_map(
-                    params![queue, lease_expires_at, holder_id, left as i64, now],
-                    task_from_row,
-                )?;
-                rows.collect::<rusqlite::Result<Vec<Task>>>()?
-            };
-            sort_claimed(&mut batch);
-            tasks.extend(batch);
+            tasks.extend(claim_ready_batch(
+                conn,
+                queue,
+                left,
+                now,
+                lease_expires_at,
+                holder_id,
+            )?);
             break;
         };
         let ready = conn
@@ -482,6 +488,64 @@ fn claim_up_to(
         tasks.push(task);
     }
     Ok(tasks)
+}
+
+/// Up to `left` of the leases of `queue` expired by `now`, in claim order;
+/// none without the full query when [`ANY_EXPIRED`] finds none, since that
+/// lookup is the one every claim makes.
+fn expired_in_line(
+    conn: &Connection,
+    queue: &str,
+    now: i64,
+    left: usize,
+) -> Result<VecDeque<Candidate>> {
+    let any_expired = conn
+        .prepare_cached(ANY_EXPIRED)?
+        .query_row(params![queue, now], |_| Ok(()))
+        .optional()?;
+    if any_expired.is_none() {
+        return Ok(VecDeque::new());
+    }
+    let mut statement = conn.prepare_cached(EXPIRED_IN_LINE)?;
+    let rows = statement.query_map(params![queue, now, left as i64], candidate_from_row)?;
+    Ok(rows.collect::<rusqlite::Result<VecDeque<Candidate>>>()?)
+}
+
+/// Takes up to `left` ready tasks of `queue`, with no expired lease to
+/// weigh them against, in claim order.
+fn claim_ready_batch(
+    conn: &Connection,
+    queue: &str,
+    left: usize,
+    now: i64,
+    lease_expires_at: i64,
+    holder_id: i64,
+) -> Result<Vec<Task>> {
+    // One task: a lookup, then a take by id. (One statement with the
+    // lookup as a subquery is compiled anew at every run inside a
+    // transaction, which costs more than the second statement.)
+    let mut batch = if left == 1 {
+        let first = conn
+            .prepare_cached(&ready_first_sql())?
+            .query_row(params![queue], candidate_from_row)
+            .optional()?;
+        match first {
+            Some((id, ..)) => vec![conn.prepare_cached(&take_one_sql())?.query_row(
+                params![id, lease_expires_at, holder_id, None::<&str>, now],
+                task_from_row,
+            )?],
+            None => Vec::new(),
+        }
+    } else {
+        let mut statement = conn.prepare_cached(&take_ready_sql())?;
+        let rows = statement.query_map(
+            params![queue, lease_expires_at, holder_id, left as i64, now],
+            task_from_row,
+        )?;
+        rows.collect::<rusqlite::Result<Vec<Task>>>()?
+    };
+    sort_claimed(&mut batch);
+    Ok(batch)
 }
 
 /// The end of queue `?1`'s pause in force at `?2`: one lookup in a table
