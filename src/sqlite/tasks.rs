@@ -67,31 +67,10 @@ pub(crate) fn push_one(
     now: i64,
 ) -> Result<Pushed> {
     let parents = parent_ids(&task.after, earlier);
-    let mut unfinished = Vec::new();
-    for &parent in &parents {
-        let state: Option<i64> = conn
-            .prepare_cached("SELECT state FROM tq_tasks WHERE id = ?1 AND queue = ?2")?
-            .query_row(params![parent, queue], |row| row.get(0))
-            .optional()?;
-        if waits_for(queue, parent, state, task.run_anyway)? {
-            unfinished.push(parent);
-        }
-    }
+    let unfinished = unfinished_parents(conn, queue, &parents, task.run_anyway)?;
     if let Some((key, _)) = &task.unique {
-        let holder: Option<(i64, i64, Option<i64>)> = conn
-            .prepare_cached(
-                "SELECT id, state, unique_until FROM tq_tasks WHERE queue = ?1 AND unique_key = ?2",
-            )?
-            .query_row(params![queue, key], |row| {
-                Ok((row.get(0)?, row.get(1)?, row.get(2)?))
-            })
-            .optional()?;
-        if let Some((id, state, unique_until)) = holder {
-            if holds_unique_key(state, unique_until, now) {
-                return Ok(Pushed::Duplicate(id));
-            }
-            conn.prepare_cached("UPDATE tq_tasks SET unique_key = NULL WHERE id = ?1")?
-                .execute([id])?;
+        if let Some(id) = unique_key_holder(conn, queue, key, now)? {
+            return Ok(Pushed::Duplicate(id));
         }
     }
     let group_parent = match &task.group {
@@ -106,12 +85,83 @@ pub(crate) fn push_one(
     } else {
         WAITING
     };
+    let id = insert_task(conn, queue, task, state, &parents, waiting_for, now)?;
+    let dependencies = unfinished
+        .into_iter()
+        .map(|parent| (parent, task.run_anyway))
+        .chain(group_parent.map(|parent| (parent, true)));
+    for (parent, run_anyway) in dependencies {
+        conn.prepare_cached(
+            "INSERT INTO tq_dependencies (parent, task, run_anyway) VALUES (?1, ?2, ?3)",
+        )?
+        .execute(params![parent, id, run_anyway])?;
+    }
+    Ok(Pushed::Stored(id))
+}
+
+/// Those of `parents` in `queue` that a new task must still wait for;
+/// [`waits_for`] refuses a parent it cannot wait for, which fails the push
+/// before anything of the task is written.
+fn unfinished_parents(
+    conn: &Connection,
+    queue: &str,
+    parents: &[i64],
+    run_anyway: bool,
+) -> Result<Vec<i64>> {
+    let mut unfinished = Vec::new();
+    for &parent in parents {
+        let state: Option<i64> = conn
+            .prepare_cached("SELECT state FROM tq_tasks WHERE id = ?1 AND queue = ?2")?
+            .query_row(params![parent, queue], |row| row.get(0))
+            .optional()?;
+        if waits_for(queue, parent, state, run_anyway)? {
+            unfinished.push(parent);
+        }
+    }
+    Ok(unfinished)
+}
+
+/// The task of `queue` that still holds unique key `key` at `now`, if one
+/// does. A task that has the key but no longer holds it
+/// ([`holds_unique_key`]) gives it up here, so that the new task can take
+/// it without breaking the key's uniqueness in the table.
+fn unique_key_holder(conn: &Connection, queue: &str, key: &str, now: i64) -> Result<Option<i64>> {
+    let holder: Option<(i64, i64, Option<i64>)> = conn
+        .prepare_cached(
+            "SELECT id, state, unique_until FROM tq_tasks WHERE queue = ?1 AND unique_key = ?2",
+        )?
+        .query_row(params![queue, key], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })
+        .optional()?;
+    if let Some((id, state, unique_until)) = holder {
+        if holds_unique_key(state, unique_until, now) {
+            return Ok(Some(id));
+        }
+        conn.prepare_cached("UPDATE tq_tasks SET unique_key = NULL WHERE id = ?1")?
+            .execute([id])?;
+    }
+    Ok(None)
+}
+
+/// Writes the row of a new task in `state`, waiting for `waiting_for`
+/// tasks, and returns its id; its `parents` are kept with it (as JSON) so
+/// a claim can hand them to the worker.
+fn insert_task(
+    conn: &Connection,
+    queue: &str,
+    task: &NewTask,
+    state: i64,
+    parents: &[i64],
+    waiting_for: usize,
+    now: i64,
+) -> Result<i64> {
     let (key, reserved_for) = task
         .unique
         .as_ref()
         .map_or((None, 0), |(key, ms)| (Some(key.as_str()), *ms));
     let parents_json = (!parents.is_empty())
-        .then(|| serde_json::to_string(&parents).expect("a list of integers serializes"));
+        .then(|| serde_json::to_string(parents).expect("a list of integers serializes"));
     conn.prepare_cached(
         "INSERT INTO tq_tasks
             (queue, state, payload, created_at, run_at, priority, max_attempts, unique_key,
@@ -132,18 +182,7 @@ pub(crate) fn push_one(
         waiting_for as i64,
         task.group.as_ref().map(|(group, _)| group.as_str()),
     ])?;
-    let id = conn.last_insert_rowid();
-    let dependencies = unfinished
-        .into_iter()
-        .map(|parent| (parent, task.run_anyway))
-        .chain(group_parent.map(|parent| (parent, true)));
-    for (parent, run_anyway) in dependencies {
-        conn.prepare_cached(
-            "INSERT INTO tq_dependencies (parent, task, run_anyway) VALUES (?1, ?2, ?3)",
-        )?
-        .execute(params![parent, id, run_anyway])?;
-    }
-    Ok(Pushed::Stored(id))
+    Ok(conn.last_insert_rowid())
 }
 
 /// The task a task pushed to `group` of `queue`, `at_once` of whose tasks
