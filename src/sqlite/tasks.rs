@@ -1498,60 +1498,10 @@ impl Store for SqliteStore {
         let recovered = self.write(|conn| {
             let dead = dead_holders(conn, &self.file.process)?;
             let dead_json = serde_json::to_string(&dead).expect("a list of integers serializes");
-            let recovered: Vec<(i64, i64)> = conn
-                .prepare_cached(
-                    "UPDATE tq_tasks
-                     SET state = CASE WHEN attempts >= max_attempts THEN 3 ELSE 0 END,
-                         finished_at = CASE WHEN attempts >= max_attempts THEN ?1 END,
-                         last_error = CASE
-                             WHEN holder_id IN (SELECT value FROM json_each(?2))
-                             THEN 'the process holding delivery ' || attempts || ' died'
-                             ELSE 'the lease of delivery ' || attempts || ' expired before it finished'
-                         END,
-                         lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
-                     WHERE queue = ?3 AND state = 1
-                       AND (lease_expires_at <= ?1
-                            OR holder_id IN (SELECT value FROM json_each(?2)))
-                     RETURNING id, state",
-                )?
-                .query_map(params![now, dead_json, self.queue], |row| {
-                    Ok((row.get(0)?, row.get(1)?))
-                })?
-                .collect::<rusqlite::Result<_>>()?;
-            for &(id, state) in &recovered {
-                if state == DEAD {
-                    release_waiting(conn, id, Ended::Dead, now, self.keep_history)?;
-                }
-            }
-            // A cancelled task whose holder is gone is over.
-            let cancelled: Vec<i64> = conn.prepare_cached(if self.keep_history {
-                "UPDATE tq_tasks
-                 SET state = 5, finished_at = ?1,
-                     lease_token = NULL, lease_expires_at = NULL, holder_id = NULL,
-                     unique_key = NULL, unique_until = NULL
-                 WHERE queue = ?3 AND state = 6
-                   AND (lease_expires_at <= ?1 OR holder_id IN (SELECT value FROM json_each(?2)))
-                 RETURNING id"
-            } else {
-                "DELETE FROM tq_tasks
-                 WHERE queue = ?3 AND state = 6
-                   AND (lease_expires_at <= ?1 OR holder_id IN (SELECT value FROM json_each(?2)))
-                 RETURNING id"
-            })?
-            .query_map(params![now, dead_json, self.queue], |row| row.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-            for id in cancelled {
-                release_waiting(conn, id, Ended::Cancelled, now, self.keep_history)?;
-            }
-            // A dead holder's row goes once no queue has its tasks.
-            conn.prepare_cached(
-                "DELETE FROM tq_holders
-                 WHERE id IN (SELECT value FROM json_each(?1))
-                   AND NOT EXISTS (SELECT 1 FROM tq_tasks
-                                   WHERE (state = 1 OR state = 6) AND holder_id = tq_holders.id)",
-            )?
-            .execute([dead_json])?;
-            Ok(recovered.len() as u64)
+            let recovered = recover_leases(conn, &self.queue, &dead_json, now, self.keep_history)?;
+            end_abandoned_cancels(conn, &self.queue, &dead_json, now, self.keep_history)?;
+            forget_dead_holders(conn, &dead_json)?;
+            Ok(recovered)
         })?;
         if recovered > 0 {
             self.ring_other_processes();
@@ -2071,6 +2021,93 @@ fn dead_holders(conn: &Connection, observer: &ProcessId) -> Result<Vec<i64>> {
         }
     }
     Ok(dead)
+}
+
+/// Takes back, in `queue`, the leases expired by `now` or held by a dead
+/// holder (`dead_json`, a JSON list of holder ids): a task with attempts
+/// left is ready again, one without ends dead and releases the tasks
+/// waiting for it. Returns how many were taken back.
+fn recover_leases(
+    conn: &Connection,
+    queue: &str,
+    dead_json: &str,
+    now: i64,
+    keep_history: bool,
+) -> Result<u64> {
+    let recovered: Vec<(i64, i64)> = conn
+        .prepare_cached(
+            "UPDATE tq_tasks
+                     SET state = CASE WHEN attempts >= max_attempts THEN 3 ELSE 0 END,
+                         finished_at = CASE WHEN attempts >= max_attempts THEN ?1 END,
+                         last_error = CASE
+                             WHEN holder_id IN (SELECT value FROM json_each(?2))
+                             THEN 'the process holding delivery ' || attempts || ' died'
+                             ELSE 'the lease of delivery ' || attempts || ' expired before it finished'
+                         END,
+                         lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
+                     WHERE queue = ?3 AND state = 1
+                       AND (lease_expires_at <= ?1
+                            OR holder_id IN (SELECT value FROM json_each(?2)))
+                     RETURNING id, state",
+        )?
+        .query_map(params![now, dead_json, queue], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    for &(id, state) in &recovered {
+        if state == DEAD {
+            release_waiting(conn, id, Ended::Dead, now, keep_history)?;
+        }
+    }
+    Ok(recovered.len() as u64)
+}
+
+/// Ends the tasks of `queue` cancelled while leased whose holder is gone
+/// (its lease expired by `now`, or it is in `dead_json`): nobody is left
+/// to see the cancel, so the task is over, and the tasks waiting for it
+/// are released.
+fn end_abandoned_cancels(
+    conn: &Connection,
+    queue: &str,
+    dead_json: &str,
+    now: i64,
+    keep_history: bool,
+) -> Result<()> {
+    let cancelled: Vec<i64> = conn
+        .prepare_cached(if keep_history {
+            "UPDATE tq_tasks
+                 SET state = 5, finished_at = ?1,
+                     lease_token = NULL, lease_expires_at = NULL, holder_id = NULL,
+                     unique_key = NULL, unique_until = NULL
+                 WHERE queue = ?3 AND state = 6
+                   AND (lease_expires_at <= ?1 OR holder_id IN (SELECT value FROM json_each(?2)))
+                 RETURNING id"
+        } else {
+            "DELETE FROM tq_tasks
+                 WHERE queue = ?3 AND state = 6
+                   AND (lease_expires_at <= ?1 OR holder_id IN (SELECT value FROM json_each(?2)))
+                 RETURNING id"
+        })?
+        .query_map(params![now, dead_json, queue], |row| row.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for id in cancelled {
+        release_waiting(conn, id, Ended::Cancelled, now, keep_history)?;
+    }
+    Ok(())
+}
+
+/// Deletes the rows of the dead holders in `dead_json` that no queue's
+/// task names any more; one still named is kept until that queue
+/// recovers its tasks.
+fn forget_dead_holders(conn: &Connection, dead_json: &str) -> Result<()> {
+    conn.prepare_cached(
+        "DELETE FROM tq_holders
+                 WHERE id IN (SELECT value FROM json_each(?1))
+                   AND NOT EXISTS (SELECT 1 FROM tq_tasks
+                                   WHERE (state = 1 OR state = 6) AND holder_id = tq_holders.id)",
+    )?
+    .execute([dead_json])?;
+    Ok(())
 }
 
 #[cfg(test)]
