@@ -913,19 +913,56 @@ fn list(
 ) -> Result<Vec<TaskInfo>> {
     let limit = limit.min(i64::MAX as usize) as i64;
     let snapshot = conn.unchecked_transaction()?;
+    let Some(ids) = ids_beyond(conn, from)? else {
+        return Ok(Vec::new());
+    };
+    let page = read_page(conn, queue, state, from, limit, ids)?;
+    snapshot.finish()?;
+    Ok(page)
+}
+
+/// The ids a page of [`list`] may read: from `start` (excluded) on to
+/// `end`, `step` moving away from the page's start.
+struct IdsBeyond {
+    start: i64,
+    end: i64,
+    step: fn(i64, i64) -> i64,
+}
+
+/// Where the ids beyond the page's start begin and end, or none when the
+/// table is empty; the start is moved to the table's first or last id
+/// when it lies beyond (the first page, or ids purged since).
+fn ids_beyond(conn: &Connection, from: ListFrom) -> Result<Option<IdsBeyond>> {
     let (first, last): (Option<i64>, Option<i64>) = conn
         .prepare_cached(ENDS_OF_IDS)?
         .query_row([], |row| Ok((row.get(0)?, row.get(1)?)))?;
     let (Some(first), Some(last)) = (first, last) else {
-        return Ok(Vec::new());
+        return Ok(None);
     };
-    // Where the ids beyond the page's start begin and end; the start is
-    // moved to the table's first or last id when it lies beyond (the first
-    // page, or ids purged since).
-    let (mut bound, end, step): (i64, i64, fn(i64, i64) -> i64) = match from {
+    let (start, end, step): (i64, i64, fn(i64, i64) -> i64) = match from {
         ListFrom::After(id) => (id.max(first - 1), last, i64::saturating_add),
         ListFrom::Before(id) => (id.min(last.saturating_add(1)), first, i64::saturating_sub),
     };
+    Ok(Some(IdsBeyond { start, end, step }))
+}
+
+/// Reads up to `limit` tasks of `queue` in `state` among `ids`, in windows
+/// of ids that double, until the page is full, the ids run out, or the
+/// state's tasks are few enough to be found through its partial indexes
+/// instead (see [`list`]).
+fn read_page(
+    conn: &Connection,
+    queue: &str,
+    state: TaskState,
+    from: ListFrom,
+    limit: i64,
+    ids: IdsBeyond,
+) -> Result<Vec<TaskInfo>> {
+    let IdsBeyond {
+        start: mut bound,
+        end,
+        step,
+    } = ids;
     let walk_sql = list_walk_sql(state, from);
     let mut window = LIST_WALK.max(limit.saturating_mul(16));
     let mut page = Vec::new();
@@ -959,7 +996,6 @@ fn list(
             break;
         }
     }
-    snapshot.finish()?;
     Ok(page)
 }
 
