@@ -127,6 +127,18 @@ pub(crate) struct SharedFile {
 /// inode), with the same durability and busy timeout, in the same process.
 type FileKey = (u64, u64, Durability, Duration, u32);
 
+/// The key under which the handles of this process on the file that
+/// `metadata` describes, opened with `options`, share it.
+fn file_key(metadata: &std::fs::Metadata, options: &OpenOptions) -> FileKey {
+    (
+        metadata.dev(),
+        metadata.ino(),
+        options.durability,
+        options.busy_timeout,
+        std::process::id(),
+    )
+}
+
 /// The shared files of this process.
 static FILES: Registry<FileKey, SharedFile> = Registry::new();
 
@@ -140,61 +152,14 @@ impl SqliteStore {
         // Before connecting: a new connection would join the lock records
         // of connections copied from a parent process (see inherited.rs).
         inherited::close_inherited()?;
-        let key = |metadata: &std::fs::Metadata| -> FileKey {
-            (
-                metadata.dev(),
-                metadata.ino(),
-                options.durability,
-                options.busy_timeout,
-                std::process::id(),
-            )
-        };
         // stat(), never open(): see SQLITE-NOTES on POSIX locks.
         let shared = match std::fs::metadata(path) {
-            Ok(metadata) => FILES.find(&key(&metadata))?,
+            Ok(metadata) => FILES.find(&file_key(&metadata, options))?,
             Err(_) => None,
         };
         let file = match shared {
             Some(file) => file,
-            None => {
-                // Connecting may wait seconds (turns, busy locks, a
-                // migration): without the lock, so that opens of other
-                // files go on meanwhile.
-                let (writer, turns) = connect(path, options)?;
-                let resolved = writer.path().unwrap_or(path).to_owned();
-                let metadata = std::fs::metadata(&resolved).map_err(|err| {
-                    Error::new(ErrorKind::Io, format!("cannot stat '{resolved}': {err}"))
-                })?;
-                let key = key(&metadata);
-                let reader = connect_reader(&resolved, options)?;
-                let flusher = match options.durability {
-                    Durability::Full => flush::Flusher::new(&writer, &resolved)?,
-                    Durability::Normal => None,
-                };
-                let made = Arc::new(SharedFile {
-                    writer: inherited::register(writer)?,
-                    reader: inherited::register(reader)?,
-                    group: Group::default(),
-                    flusher,
-                    turns: turns.map(Arc::new),
-                    watcher: wake::Watcher::default(),
-                    busy_timeout: options.busy_timeout,
-                    path: resolved,
-                    file_id: (key.0, key.1),
-                    holder_id: OnceLock::new(),
-                    process: ProcessId::current(),
-                    commits: AtomicU64::new(0),
-                    upkeep: Mutex::new(Upkeep {
-                        wait: WAL_RESTART_WAIT,
-                        not_before: Instant::now(),
-                        stopped_at: None,
-                    }),
-                });
-                // Group commit and the holder id rely on one shared file
-                // per key: if another thread made one meanwhile, that one
-                // is used, and the one just made is closed unused.
-                FILES.adopt(key, made)?
-            }
+            None => SharedFile::open(path, options)?,
         };
         Ok(SqliteStore {
             file,
@@ -260,6 +225,46 @@ impl SqliteStore {
 }
 
 impl SharedFile {
+    /// Connects to the file at `path` and shares it in this process, or
+    /// shares the one another thread made meanwhile. Connecting may wait
+    /// seconds (turns, busy locks, a migration): it runs without the
+    /// registry's lock, so that opens of other files go on meanwhile.
+    fn open(path: &str, options: &OpenOptions) -> Result<Arc<SharedFile>> {
+        let (writer, turns) = connect(path, options)?;
+        let resolved = writer.path().unwrap_or(path).to_owned();
+        let metadata = std::fs::metadata(&resolved)
+            .map_err(|err| Error::new(ErrorKind::Io, format!("cannot stat '{resolved}': {err}")))?;
+        let key = file_key(&metadata, options);
+        let reader = connect_reader(&resolved, options)?;
+        let flusher = match options.durability {
+            Durability::Full => flush::Flusher::new(&writer, &resolved)?,
+            Durability::Normal => None,
+        };
+        let made = Arc::new(SharedFile {
+            writer: inherited::register(writer)?,
+            reader: inherited::register(reader)?,
+            group: Group::default(),
+            flusher,
+            turns: turns.map(Arc::new),
+            watcher: wake::Watcher::default(),
+            busy_timeout: options.busy_timeout,
+            path: resolved,
+            file_id: (key.0, key.1),
+            holder_id: OnceLock::new(),
+            process: ProcessId::current(),
+            commits: AtomicU64::new(0),
+            upkeep: Mutex::new(Upkeep {
+                wait: WAL_RESTART_WAIT,
+                not_before: Instant::now(),
+                stopped_at: None,
+            }),
+        });
+        // Group commit and the holder id rely on one shared file per key:
+        // if another thread made one meanwhile, that one is used, and the
+        // one just made is closed unused.
+        FILES.adopt(key, made)
+    }
+
     /// Runs a group of operations in one write transaction, each in a
     /// savepoint of its own, so that one that fails leaves nothing behind
     /// and does not fail the others. If the transaction cannot start or
