@@ -281,39 +281,8 @@ impl SharedFile {
             .map(|flusher| flusher.count_out(count));
         let outcome = self.with_writer(|conn| {
             let mut holder = self.holder_id.get().copied();
-            let (results, commit) = self.transaction(conn, |conn| {
-                let results = ops
-                    .into_iter()
-                    .map(|op| -> Result<Result<Output>> {
-                        if count == 1 {
-                            return Ok(tasks::run(conn, op, &mut holder, &self.process));
-                        }
-                        conn.prepare_cached("SAVEPOINT tq_write")?.execute([])?;
-                        let holder_before = holder;
-                        let result = tasks::run(conn, op, &mut holder, &self.process);
-                        if let Err(err) = &result {
-                            // On a full disk, an I/O error, lack of memory or
-                            // corruption, SQLite may have rolled back the whole
-                            // transaction: the group ends with that error.
-                            if conn.is_autocommit() {
-                                return Err(err.clone());
-                            }
-                            conn.prepare_cached("ROLLBACK TO tq_write")?.execute([])?;
-                            // A registration this operation made went with it.
-                            holder = holder_before;
-                        }
-                        conn.prepare_cached("RELEASE tq_write")?.execute([])?;
-                        Ok(result)
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                // A lone operation's error rolls the transaction back.
-                if count == 1 {
-                    if let Some(Err(err)) = results.first() {
-                        return Err(err.clone());
-                    }
-                }
-                Ok(results)
-            })?;
+            let (results, commit) =
+                self.transaction(conn, |conn| self.run_ops(conn, ops, &mut holder))?;
             let commit = match &self.flusher {
                 Some(flusher) if results.iter().any(found_duplicate) => flusher.read_now(),
                 _ => commit,
@@ -329,6 +298,63 @@ impl SharedFile {
             Ok((results, commit))
         });
         outcome.unwrap_or_else(|err| ((0..count).map(|_| Err(err.clone())).collect(), 0))
+    }
+
+    /// Runs the operations of a group in the transaction, each of several
+    /// in a savepoint of its own (see [`SharedFile::run_in_savepoint`]).
+    /// A lone operation needs no savepoint: its error rolls the whole
+    /// transaction back instead.
+    fn run_ops(
+        &self,
+        conn: &Connection,
+        ops: Vec<Op>,
+        holder: &mut Option<i64>,
+    ) -> Result<Vec<Result<Output>>> {
+        let count = ops.len();
+        let results = ops
+            .into_iter()
+            .map(|op| -> Result<Result<Output>> {
+                if count == 1 {
+                    return Ok(tasks::run(conn, op, holder, &self.process));
+                }
+                self.run_in_savepoint(conn, op, holder)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        // A lone operation's error rolls the transaction back.
+        if count == 1 {
+            if let Some(Err(err)) = results.first() {
+                return Err(err.clone());
+            }
+        }
+        Ok(results)
+    }
+
+    /// Runs `op` in a savepoint, so that if it fails it leaves nothing
+    /// behind and the rest of the group goes on. An outer error ends the
+    /// whole group: SQLite rolled the transaction back, or the savepoint
+    /// itself failed.
+    fn run_in_savepoint(
+        &self,
+        conn: &Connection,
+        op: Op,
+        holder: &mut Option<i64>,
+    ) -> Result<Result<Output>> {
+        conn.prepare_cached("SAVEPOINT tq_write")?.execute([])?;
+        let holder_before = *holder;
+        let result = tasks::run(conn, op, holder, &self.process);
+        if let Err(err) = &result {
+            // On a full disk, an I/O error, lack of memory or
+            // corruption, SQLite may have rolled back the whole
+            // transaction: the group ends with that error.
+            if conn.is_autocommit() {
+                return Err(err.clone());
+            }
+            conn.prepare_cached("ROLLBACK TO tq_write")?.execute([])?;
+            // A registration this operation made went with it.
+            *holder = holder_before;
+        }
+        conn.prepare_cached("RELEASE tq_write")?.execute([])?;
+        Ok(result)
     }
 
     /// Runs `body` in a write transaction (see [`write_transaction`]),
