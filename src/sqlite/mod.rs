@@ -434,13 +434,7 @@ impl SharedFile {
     /// overlap (see [`WAL_RESTART_SIZE`]). Best effort: a checkpoint that
     /// cannot finish now is tried again at a later check.
     fn wal_upkeep(&self, conn: &Connection) {
-        if self.commits.fetch_add(1, Ordering::Relaxed) % WAL_CHECK_EVERY != WAL_CHECK_EVERY - 1 {
-            return;
-        }
-        if self
-            .wal_file_size()
-            .map_or(true, |size| size < WAL_RESTART_SIZE)
-        {
+        if !self.wal_upkeep_due() {
             return;
         }
         let mut upkeep = self
@@ -456,40 +450,68 @@ impl SharedFile {
             .turns
             .as_ref()
             .map(|turns| turns.wait(Instant::now() + upkeep.wait));
-        // TRUNCATE rather than RESTART: the file's size then measures the
-        // log again, so the next check does not take a reused file for a
-        // long log. The answer: busy, frames in the log, frames copied.
-        let outcome = conn.busy_timeout(upkeep.wait).and_then(|()| {
-            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
-                Ok((
-                    row.get::<_, i64>(0)?,
-                    row.get::<_, i64>(1)?,
-                    row.get::<_, i64>(2)?,
-                ))
-            })
-        });
+        let outcome = truncate_wal(conn, upkeep.wait);
+        upkeep.record(outcome);
+        let _ = conn.busy_timeout(self.busy_timeout);
+    }
+
+    /// Counts a commit, and says whether it is one of the commits that
+    /// look at the WAL's size ([`WAL_CHECK_EVERY`]) and found it at
+    /// [`WAL_RESTART_SIZE`] or more; a size that cannot be read is left
+    /// for a later check.
+    fn wal_upkeep_due(&self) -> bool {
+        if self.commits.fetch_add(1, Ordering::Relaxed) % WAL_CHECK_EVERY != WAL_CHECK_EVERY - 1 {
+            return false;
+        }
+        !self
+            .wal_file_size()
+            .map_or(true, |size| size < WAL_RESTART_SIZE)
+    }
+}
+
+/// Runs a checkpoint on `conn` that waits up to `wait` for readers.
+/// TRUNCATE rather than RESTART: the file's size then measures the log
+/// again, so the next check does not take a reused file for a long log.
+/// The answer: busy, frames in the log, frames copied. It sets `conn`'s
+/// busy timeout to `wait`, for the caller to set back.
+fn truncate_wal(conn: &Connection, wait: Duration) -> rusqlite::Result<(i64, i64, i64)> {
+    conn.busy_timeout(wait).and_then(|()| {
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+            Ok((
+                row.get::<_, i64>(0)?,
+                row.get::<_, i64>(1)?,
+                row.get::<_, i64>(2)?,
+            ))
+        })
+    })
+}
+
+impl Upkeep {
+    /// Sets the next checkpoint's wait, and whether to leave the log alone
+    /// for a while, after a checkpoint that ended with `outcome` (see
+    /// [`truncate_wal`]).
+    fn record(&mut self, outcome: rusqlite::Result<(i64, i64, i64)>) {
         match outcome {
             Ok((0, _, _)) => {
-                upkeep.wait = WAL_RESTART_WAIT;
-                upkeep.stopped_at = None;
+                self.wait = WAL_RESTART_WAIT;
+                self.stopped_at = None;
             }
             // Two checkpoints in a row stopped where a reader's snapshot
             // begins: that reader holds its transaction open.
-            Ok((_, log, copied)) if copied < log && upkeep.stopped_at == Some(copied) => {
-                upkeep.not_before = Instant::now() + WAL_RESTART_COOLDOWN;
-                upkeep.wait = WAL_RESTART_WAIT;
-                upkeep.stopped_at = None;
+            Ok((_, log, copied)) if copied < log && self.stopped_at == Some(copied) => {
+                self.not_before = Instant::now() + WAL_RESTART_COOLDOWN;
+                self.wait = WAL_RESTART_WAIT;
+                self.stopped_at = None;
             }
             // Readers were still moving on (or only just left the log).
             Ok((_, log, copied)) if log >= 0 => {
-                upkeep.wait = (upkeep.wait * 2).min(WAL_RESTART_MAX_WAIT);
-                upkeep.stopped_at = (copied < log).then_some(copied);
+                self.wait = (self.wait * 2).min(WAL_RESTART_MAX_WAIT);
+                self.stopped_at = (copied < log).then_some(copied);
             }
             // Another connection was checkpointing, or the lock was not
             // had: the next check tries again.
             _ => {}
         }
-        let _ = conn.busy_timeout(self.busy_timeout);
     }
 }
 
