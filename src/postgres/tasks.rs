@@ -560,25 +560,10 @@ impl PostgresStore {
         lease: i64,
         holder: i32,
     ) -> Result<Vec<Task>> {
-        let settings = run(&self.sql(LOCK_SLOTS), &[&self.queue])?;
-        let (limit, rate_period): (Option<i64>, Option<i64>) = match settings.first() {
-            Some(row) => (row.try_get(0)?, row.try_get(1)?),
-            // The settings were removed meanwhile.
-            None => (None, None),
-        };
-        if limit.is_none() && rate_period.is_none() {
-            // The limits were lifted: later claims need no lock.
-            self.limited.store(false, Ordering::Relaxed);
-        }
+        let (limit, rate_period) = self.lock_limits(&mut run)?;
         let mut room = max;
         if let Some(period) = rate_period {
-            let most = room.min(i64::MAX as usize) as i64;
-            let free: i64 = run(&self.sql(FREE_RATE_SLOTS), &[&self.queue, &period, &most])?
-                .first()
-                .map(|row| row.try_get(0))
-                .transpose()?
-                .unwrap_or(0);
-            room = room.min(free.max(0) as usize);
+            room = room.min(self.free_rate_slots(&mut run, period, room)?);
         }
         let sql = self.sql(CLAIM);
         let room = room.min(i64::MAX as usize) as i64;
@@ -607,6 +592,44 @@ impl PostgresStore {
         }
         sort_claimed(&mut tasks);
         Ok(tasks)
+    }
+
+    /// Locks this queue's settings ([`LOCK_SLOTS`]) until the transaction
+    /// ends, and answers its concurrency limit and its rate limit's
+    /// window. Limits found lifted are remembered, so that later claims
+    /// take no lock.
+    fn lock_limits(
+        &self,
+        run: &mut impl FnMut(&str, Params<'_>) -> Result<Vec<Row>>,
+    ) -> Result<(Option<i64>, Option<i64>)> {
+        let settings = run(&self.sql(LOCK_SLOTS), &[&self.queue])?;
+        let (limit, rate_period): (Option<i64>, Option<i64>) = match settings.first() {
+            Some(row) => (row.try_get(0)?, row.try_get(1)?),
+            // The settings were removed meanwhile.
+            None => (None, None),
+        };
+        if limit.is_none() && rate_period.is_none() {
+            // The limits were lifted: later claims need no lock.
+            self.limited.store(false, Ordering::Relaxed);
+        }
+        Ok((limit, rate_period))
+    }
+
+    /// How many of this queue's rate slots are free in a window of
+    /// `period` ms, counted up to `most` (no claim takes more).
+    fn free_rate_slots(
+        &self,
+        run: &mut impl FnMut(&str, Params<'_>) -> Result<Vec<Row>>,
+        period: i64,
+        most: usize,
+    ) -> Result<usize> {
+        let most = most.min(i64::MAX as usize) as i64;
+        let free: i64 = run(&self.sql(FREE_RATE_SLOTS), &[&self.queue, &period, &most])?
+            .first()
+            .map(|row| row.try_get(0))
+            .transpose()?
+            .unwrap_or(0);
+        Ok(free.max(0) as usize)
     }
 
     /// Wakes the waiters of this limited queue in every process, a slot of
