@@ -1199,15 +1199,15 @@ pub(super) fn run(
             now,
             keep_history,
             keep_until,
-        } => {
-            let kept = KeptResult {
-                result: &result,
-                until: (!keep_history).then_some(keep_until),
-            };
-            let held = finish_one(conn, receipt, now, keep_history, Some(kept))?;
-            sweep_results(conn, &queue, now)?;
-            Ok(Output::Held(vec![held]))
-        }
+        } => Ok(Output::Held(vec![finish_with_result(
+            conn,
+            &queue,
+            receipt,
+            &result,
+            now,
+            keep_history,
+            keep_until,
+        )?])),
         Op::FinishAndClaim {
             receipt,
             keep_history,
@@ -1274,6 +1274,27 @@ fn finish_all(
     if !keep_history {
         sweep_reserved(conn, queue, now)?;
     }
+    Ok(held)
+}
+
+/// Finishes one task keeping its result, until `keep_until` unless the
+/// handle keeps history; the queue's results past their time are swept
+/// in the same transaction, so that kept results do not pile up.
+fn finish_with_result(
+    conn: &Connection,
+    queue: &str,
+    receipt: Receipt,
+    result: &str,
+    now: i64,
+    keep_history: bool,
+    keep_until: i64,
+) -> Result<bool> {
+    let kept = KeptResult {
+        result,
+        until: (!keep_history).then_some(keep_until),
+    };
+    let held = finish_one(conn, receipt, now, keep_history, Some(kept))?;
+    sweep_results(conn, queue, now)?;
     Ok(held)
 }
 
