@@ -498,20 +498,12 @@ fn claim_with_expired(
             )?);
             break;
         };
-        let ready = conn
-            .prepare_cached(&ready_first_sql())?
-            .query_row(params![queue], candidate_from_row)
-            .optional()?;
-        let (id, reason) = match ready {
-            Some(ready) if candidate_order(&ready) < candidate_order(&first_expired) => {
-                (ready.0, None)
-            }
-            _ => {
+        let (id, reason) = match ready_before(conn, queue, &first_expired)? {
+            Some(id) => (id, None),
+            None => {
                 expired.pop_front();
                 if first_expired.3 {
-                    conn.prepare_cached(BURY_EXPIRED)?
-                        .execute(params![first_expired.0, now])?;
-                    release_waiting(conn, first_expired.0, Ended::Dead, now, keep_history)?;
+                    bury_expired(conn, first_expired.0, now, keep_history)?;
                     continue;
                 }
                 (
@@ -527,6 +519,27 @@ fn claim_with_expired(
         tasks.push(task);
     }
     Ok(tasks)
+}
+
+/// The first ready task of `queue`, if it comes before the expired lease
+/// `expired` in claim order; if not, the expired lease's task is next, so
+/// that a task whose holder vanished keeps its place in line.
+fn ready_before(conn: &Connection, queue: &str, expired: &Candidate) -> Result<Option<i64>> {
+    let ready = conn
+        .prepare_cached(&ready_first_sql())?
+        .query_row(params![queue], candidate_from_row)
+        .optional()?;
+    Ok(ready
+        .filter(|ready| candidate_order(ready) < candidate_order(expired))
+        .map(|ready| ready.0))
+}
+
+/// Ends as dead task `id`, whose expired delivery was its last attempt,
+/// and releases the tasks waiting for it: nobody may claim it again.
+fn bury_expired(conn: &Connection, id: i64, now: i64, keep_history: bool) -> Result<()> {
+    conn.prepare_cached(BURY_EXPIRED)?
+        .execute(params![id, now])?;
+    release_waiting(conn, id, Ended::Dead, now, keep_history)
 }
 
 /// Up to `left` of the leases of `queue` expired by `now`, in claim order;
