@@ -400,8 +400,7 @@ impl Queue {
         let poll_interval = store.watch_other_processes();
         // Read before claiming or asking, so a write that lands between
         // them and the sleep still ends the sleep.
-        let mut rings = self.bell.rings();
-        let mut changes = store.change_counter()?;
+        let mut seen = Seen::now(&self.bell, store)?;
         let mut now = now_unix_ms();
         let mut claimable = Some(now);
         let mut next_slot = None;
@@ -414,43 +413,58 @@ impl Queue {
                 }
                 claimable = store.next_claimable(now)?.filter(|&at| at > now);
             }
-            let wake = match (claimable, next_slot) {
-                (Some(at), Some(slot)) => Some(at.min(slot)),
-                (at, slot) => at.or(slot),
-            };
-            let due = wake.map(|at| {
-                Instant::now() + Duration::from_millis(at.saturating_sub(now).max(1) as u64)
-            });
-            loop {
-                if stopped() {
-                    return Err(Error::new(
-                        ErrorKind::Interrupted,
-                        "the wait for a task was interrupted",
-                    ));
-                }
-                let now = Instant::now();
-                if now >= deadline {
-                    return Ok(Vec::new());
-                }
-                let until = deadline
-                    .min(now + poll_interval)
-                    .min(due.unwrap_or(deadline));
-                self.bell.sleep(rings, until, stopped);
-                if stopped() {
-                    continue;
-                }
-                let came_due = due.is_some_and(|due| Instant::now() >= due);
-                if self.bell.rings() != rings || came_due || store.change_counter()? != changes {
-                    break;
-                }
+            let due = wake_due(claimable, next_slot, now);
+            if !self.sleep_until_woken(store, &seen, due, deadline, poll_interval, stopped)? {
+                return Ok(Vec::new());
             }
-            rings = self.bell.rings();
-            changes = store.change_counter()?;
+            seen = Seen::now(&self.bell, store)?;
             // A wake-up may come from a schedule written elsewhere.
             self.slots.forget();
             next_slot = self.drive_due_schedules(store, SLOT_CACHE_BUSY)?.0;
             now = now_unix_ms();
             claimable = store.next_claimable(now)?;
+        }
+    }
+
+    /// Sleeps until the bell rings, the change counter moves or `due`
+    /// comes (true), or `deadline` passes (false), looking at the change
+    /// counter every `poll_interval`; a wake-up that shows none of these
+    /// sleeps again, so the caller claims only when something may have
+    /// changed. A stop asked for is an [`ErrorKind::Interrupted`] error.
+    fn sleep_until_woken(
+        &self,
+        store: &dyn Store,
+        seen: &Seen,
+        due: Option<Instant>,
+        deadline: Instant,
+        poll_interval: Duration,
+        stopped: impl Fn() -> bool,
+    ) -> Result<bool> {
+        loop {
+            if stopped() {
+                return Err(Error::new(
+                    ErrorKind::Interrupted,
+                    "the wait for a task was interrupted",
+                ));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(false);
+            }
+            let until = deadline
+                .min(now + poll_interval)
+                .min(due.unwrap_or(deadline));
+            self.bell.sleep(seen.rings, until, &stopped);
+            if stopped() {
+                continue;
+            }
+            let came_due = due.is_some_and(|due| Instant::now() >= due);
+            if self.bell.rings() != seen.rings
+                || came_due
+                || store.change_counter()? != seen.changes
+            {
+                return Ok(true);
+            }
         }
     }
 
@@ -1163,6 +1177,34 @@ fn not_current(store: &dyn Store, receipt: Receipt) -> Error {
         Ok(false) => crate::store::not_held(receipt.id),
         Err(err) => err,
     }
+}
+
+/// What a waiting pull has seen of writes to its queue: the bell's rings
+/// and the file's change counter, read together so that a write after
+/// either one ends the next sleep.
+struct Seen {
+    rings: u64,
+    changes: i64,
+}
+
+impl Seen {
+    fn now(bell: &Bell, store: &dyn Store) -> Result<Seen> {
+        Ok(Seen {
+            rings: bell.rings(),
+            changes: store.change_counter()?,
+        })
+    }
+}
+
+/// When a waiting pull wakes by itself, `now` being the engine's clock:
+/// at the sooner of a task becoming claimable and the schedules' next
+/// slot, at least a millisecond from now.
+fn wake_due(claimable: Option<i64>, next_slot: Option<i64>, now: i64) -> Option<Instant> {
+    let wake = match (claimable, next_slot) {
+        (Some(at), Some(slot)) => Some(at.min(slot)),
+        (at, slot) => at.or(slot),
+    };
+    wake.map(|at| Instant::now() + Duration::from_millis(at.saturating_sub(now).max(1) as u64))
 }
 
 /// `err`, or, when it says the delivery of `receipt` is not held, why.

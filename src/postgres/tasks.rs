@@ -560,25 +560,10 @@ impl PostgresStore {
         lease: i64,
         holder: i32,
     ) -> Result<Vec<Task>> {
-        let settings = run(&self.sql(LOCK_SLOTS), &[&self.queue])?;
-        let (limit, rate_period): (Option<i64>, Option<i64>) = match settings.first() {
-            Some(row) => (row.try_get(0)?, row.try_get(1)?),
-            // The settings were removed meanwhile.
-            None => (None, None),
-        };
-        if limit.is_none() && rate_period.is_none() {
-            // The limits were lifted: later claims need no lock.
-            self.limited.store(false, Ordering::Relaxed);
-        }
+        let (limit, rate_period) = self.lock_limits(&mut run)?;
         let mut room = max;
         if let Some(period) = rate_period {
-            let most = room.min(i64::MAX as usize) as i64;
-            let free: i64 = run(&self.sql(FREE_RATE_SLOTS), &[&self.queue, &period, &most])?
-                .first()
-                .map(|row| row.try_get(0))
-                .transpose()?
-                .unwrap_or(0);
-            room = room.min(free.max(0) as usize);
+            room = room.min(self.free_rate_slots(&mut run, period, room)?);
         }
         let sql = self.sql(CLAIM);
         let room = room.min(i64::MAX as usize) as i64;
@@ -607,6 +592,44 @@ impl PostgresStore {
         }
         sort_claimed(&mut tasks);
         Ok(tasks)
+    }
+
+    /// Locks this queue's settings ([`LOCK_SLOTS`]) until the transaction
+    /// ends, and answers its concurrency limit and its rate limit's
+    /// window. Limits found lifted are remembered, so that later claims
+    /// take no lock.
+    fn lock_limits(
+        &self,
+        run: &mut impl FnMut(&str, Params<'_>) -> Result<Vec<Row>>,
+    ) -> Result<(Option<i64>, Option<i64>)> {
+        let settings = run(&self.sql(LOCK_SLOTS), &[&self.queue])?;
+        let (limit, rate_period): (Option<i64>, Option<i64>) = match settings.first() {
+            Some(row) => (row.try_get(0)?, row.try_get(1)?),
+            // The settings were removed meanwhile.
+            None => (None, None),
+        };
+        if limit.is_none() && rate_period.is_none() {
+            // The limits were lifted: later claims need no lock.
+            self.limited.store(false, Ordering::Relaxed);
+        }
+        Ok((limit, rate_period))
+    }
+
+    /// How many of this queue's rate slots are free in a window of
+    /// `period` ms, counted up to `most` (no claim takes more).
+    fn free_rate_slots(
+        &self,
+        run: &mut impl FnMut(&str, Params<'_>) -> Result<Vec<Row>>,
+        period: i64,
+        most: usize,
+    ) -> Result<usize> {
+        let most = most.min(i64::MAX as usize) as i64;
+        let free: i64 = run(&self.sql(FREE_RATE_SLOTS), &[&self.queue, &period, &most])?
+            .first()
+            .map(|row| row.try_get(0))
+            .transpose()?
+            .unwrap_or(0);
+        Ok(free.max(0) as usize)
     }
 
     /// Wakes the waiters of this limited queue in every process, a slot of
@@ -777,67 +800,23 @@ impl PostgresStore {
         earlier: &[Pushed],
     ) -> Result<Pushed> {
         let parents = parent_ids(&task.after, earlier);
-        let mut unfinished = Vec::new();
-        if !parents.is_empty() {
-            let mut states = HashMap::new();
-            for row in tx.query(&self.sql(MARK_PARENTS), &[&parents, &self.queue])? {
-                states.insert(row.try_get::<_, i64>(0)?, row.try_get::<_, i16>(1)?);
-            }
-            for &parent in &parents {
-                let state = states.get(&parent).map(|&state| i64::from(state));
-                if waits_for(&self.queue, parent, state, task.run_anyway)? {
-                    unfinished.push(parent);
-                }
-            }
-        }
+        let unfinished = self.unfinished_parents(tx, &parents, task.run_anyway)?;
         let group_parent = match &task.group {
             Some((group, at_once)) => self.group_parent(tx, group, *at_once, &unfinished)?,
             None => None,
         };
         let waiting = (unfinished.len() + usize::from(group_parent.is_some())) as i64;
         let parents = (!parents.is_empty()).then_some(parents);
-        let group = task.group.as_ref().map(|(group, _)| group.as_str());
-        let (key, window) = match &task.unique {
-            Some((key, window)) => (Some(key.as_str()), *window),
-            None => (None, 0),
-        };
+        let key = task.unique.as_ref().map(|(key, _)| key.as_str());
         // Two rounds at most: a concurrent push that took the key first is
         // seen by the second look.
         for _ in 0..2 {
             if let Some(key) = key {
-                if let Some(row) = tx.query_opt(&self.sql(UNIQUE_HOLDER), &[&self.queue, &key])? {
-                    let id: i64 = row.try_get(0)?;
-                    let state: i16 = row.try_get(1)?;
-                    let unique_until: Option<i64> = row.try_get(2)?;
-                    let now: i64 = row.try_get(3)?;
-                    if holds_unique_key(i64::from(state), unique_until, now) {
-                        return Ok(Pushed::Duplicate(id));
-                    }
-                    tx.execute(
-                        &self.sql("UPDATE @.tasks SET unique_key = NULL WHERE id = $1"),
-                        &[&id],
-                    )?;
+                if let Some(id) = self.unique_key_holder(tx, key)? {
+                    return Ok(Pushed::Duplicate(id));
                 }
             }
-            let max_attempts = i64::from(task.max_attempts);
-            let inserted = tx.query_opt(
-                &self.sql(PUSH_ONE),
-                &[
-                    &self.queue,
-                    &task.payload,
-                    &task.delay,
-                    &task.run_at,
-                    &task.priority,
-                    &max_attempts,
-                    &key,
-                    &window,
-                    &parents,
-                    &waiting,
-                    &group,
-                ],
-            )?;
-            if let Some(row) = inserted {
-                let id: i64 = row.try_get(0)?;
+            if let Some(id) = self.insert_task(tx, task, &parents, waiting)? {
                 if !unfinished.is_empty() {
                     tx.execute(
                         &self.sql(ADD_DEPENDENCIES),
@@ -855,6 +834,89 @@ impl PostgresStore {
             crate::ErrorKind::Busy,
             "the unique key was taken and given up by other pushes meanwhile: try again",
         ))
+    }
+
+    /// Those of `parents` that a new task must still wait for, marked as
+    /// waited for ([`MARK_PARENTS`]) in one statement; [`waits_for`]
+    /// refuses a parent it cannot wait for, which fails the push.
+    fn unfinished_parents(
+        &self,
+        tx: &mut Tx<'_>,
+        parents: &[i64],
+        run_anyway: bool,
+    ) -> Result<Vec<i64>> {
+        let mut unfinished = Vec::new();
+        if !parents.is_empty() {
+            let mut states = HashMap::new();
+            for row in tx.query(&self.sql(MARK_PARENTS), &[&parents, &self.queue])? {
+                states.insert(row.try_get::<_, i64>(0)?, row.try_get::<_, i16>(1)?);
+            }
+            for &parent in parents {
+                let state = states.get(&parent).map(|&state| i64::from(state));
+                if waits_for(&self.queue, parent, state, run_anyway)? {
+                    unfinished.push(parent);
+                }
+            }
+        }
+        Ok(unfinished)
+    }
+
+    /// The task of this queue that still holds unique key `key`, if one
+    /// does, by the database's clock. A task that has the key but no
+    /// longer holds it gives it up here, so that the new task can take it.
+    fn unique_key_holder(&self, tx: &mut Tx<'_>, key: &str) -> Result<Option<i64>> {
+        if let Some(row) = tx.query_opt(&self.sql(UNIQUE_HOLDER), &[&self.queue, &key])? {
+            let id: i64 = row.try_get(0)?;
+            let state: i16 = row.try_get(1)?;
+            let unique_until: Option<i64> = row.try_get(2)?;
+            let now: i64 = row.try_get(3)?;
+            if holds_unique_key(i64::from(state), unique_until, now) {
+                return Ok(Some(id));
+            }
+            tx.execute(
+                &self.sql("UPDATE @.tasks SET unique_key = NULL WHERE id = $1"),
+                &[&id],
+            )?;
+        }
+        Ok(None)
+    }
+
+    /// Inserts `task`, waiting for `waiting` tasks, and returns its id;
+    /// none when its unique key was taken meanwhile by a concurrent push
+    /// ([`PUSH_ONE`] then inserts nothing), for the caller to look again.
+    fn insert_task(
+        &self,
+        tx: &mut Tx<'_>,
+        task: &NewTask,
+        parents: &Option<Vec<i64>>,
+        waiting: i64,
+    ) -> Result<Option<i64>> {
+        let group = task.group.as_ref().map(|(group, _)| group.as_str());
+        let (key, window) = match &task.unique {
+            Some((key, window)) => (Some(key.as_str()), *window),
+            None => (None, 0),
+        };
+        let max_attempts = i64::from(task.max_attempts);
+        let inserted = tx.query_opt(
+            &self.sql(PUSH_ONE),
+            &[
+                &self.queue,
+                &task.payload,
+                &task.delay,
+                &task.run_at,
+                &task.priority,
+                &max_attempts,
+                &key,
+                &window,
+                parents,
+                &waiting,
+                &group,
+            ],
+        )?;
+        match inserted {
+            Some(row) => Ok(Some(row.try_get(0)?)),
+            None => Ok(None),
+        }
     }
 
     /// The task a task pushed to `group`, `at_once` of whose tasks run at

@@ -127,6 +127,18 @@ pub(crate) struct SharedFile {
 /// inode), with the same durability and busy timeout, in the same process.
 type FileKey = (u64, u64, Durability, Duration, u32);
 
+/// The key under which the handles of this process on the file that
+/// `metadata` describes, opened with `options`, share it.
+fn file_key(metadata: &std::fs::Metadata, options: &OpenOptions) -> FileKey {
+    (
+        metadata.dev(),
+        metadata.ino(),
+        options.durability,
+        options.busy_timeout,
+        std::process::id(),
+    )
+}
+
 /// The shared files of this process.
 static FILES: Registry<FileKey, SharedFile> = Registry::new();
 
@@ -140,61 +152,14 @@ impl SqliteStore {
         // Before connecting: a new connection would join the lock records
         // of connections copied from a parent process (see inherited.rs).
         inherited::close_inherited()?;
-        let key = |metadata: &std::fs::Metadata| -> FileKey {
-            (
-                metadata.dev(),
-                metadata.ino(),
-                options.durability,
-                options.busy_timeout,
-                std::process::id(),
-            )
-        };
         // stat(), never open(): see SQLITE-NOTES on POSIX locks.
         let shared = match std::fs::metadata(path) {
-            Ok(metadata) => FILES.find(&key(&metadata))?,
+            Ok(metadata) => FILES.find(&file_key(&metadata, options))?,
             Err(_) => None,
         };
         let file = match shared {
             Some(file) => file,
-            None => {
-                // Connecting may wait seconds (turns, busy locks, a
-                // migration): without the lock, so that opens of other
-                // files go on meanwhile.
-                let (writer, turns) = connect(path, options)?;
-                let resolved = writer.path().unwrap_or(path).to_owned();
-                let metadata = std::fs::metadata(&resolved).map_err(|err| {
-                    Error::new(ErrorKind::Io, format!("cannot stat '{resolved}': {err}"))
-                })?;
-                let key = key(&metadata);
-                let reader = connect_reader(&resolved, options)?;
-                let flusher = match options.durability {
-                    Durability::Full => flush::Flusher::new(&writer, &resolved)?,
-                    Durability::Normal => None,
-                };
-                let made = Arc::new(SharedFile {
-                    writer: inherited::register(writer)?,
-                    reader: inherited::register(reader)?,
-                    group: Group::default(),
-                    flusher,
-                    turns: turns.map(Arc::new),
-                    watcher: wake::Watcher::default(),
-                    busy_timeout: options.busy_timeout,
-                    path: resolved,
-                    file_id: (key.0, key.1),
-                    holder_id: OnceLock::new(),
-                    process: ProcessId::current(),
-                    commits: AtomicU64::new(0),
-                    upkeep: Mutex::new(Upkeep {
-                        wait: WAL_RESTART_WAIT,
-                        not_before: Instant::now(),
-                        stopped_at: None,
-                    }),
-                });
-                // Group commit and the holder id rely on one shared file
-                // per key: if another thread made one meanwhile, that one
-                // is used, and the one just made is closed unused.
-                FILES.adopt(key, made)?
-            }
+            None => SharedFile::open(path, options)?,
         };
         Ok(SqliteStore {
             file,
@@ -260,6 +225,46 @@ impl SqliteStore {
 }
 
 impl SharedFile {
+    /// Connects to the file at `path` and shares it in this process, or
+    /// shares the one another thread made meanwhile. Connecting may wait
+    /// seconds (turns, busy locks, a migration): it runs without the
+    /// registry's lock, so that opens of other files go on meanwhile.
+    fn open(path: &str, options: &OpenOptions) -> Result<Arc<SharedFile>> {
+        let (writer, turns) = connect(path, options)?;
+        let resolved = writer.path().unwrap_or(path).to_owned();
+        let metadata = std::fs::metadata(&resolved)
+            .map_err(|err| Error::new(ErrorKind::Io, format!("cannot stat '{resolved}': {err}")))?;
+        let key = file_key(&metadata, options);
+        let reader = connect_reader(&resolved, options)?;
+        let flusher = match options.durability {
+            Durability::Full => flush::Flusher::new(&writer, &resolved)?,
+            Durability::Normal => None,
+        };
+        let made = Arc::new(SharedFile {
+            writer: inherited::register(writer)?,
+            reader: inherited::register(reader)?,
+            group: Group::default(),
+            flusher,
+            turns: turns.map(Arc::new),
+            watcher: wake::Watcher::default(),
+            busy_timeout: options.busy_timeout,
+            path: resolved,
+            file_id: (key.0, key.1),
+            holder_id: OnceLock::new(),
+            process: ProcessId::current(),
+            commits: AtomicU64::new(0),
+            upkeep: Mutex::new(Upkeep {
+                wait: WAL_RESTART_WAIT,
+                not_before: Instant::now(),
+                stopped_at: None,
+            }),
+        });
+        // Group commit and the holder id rely on one shared file per key:
+        // if another thread made one meanwhile, that one is used, and the
+        // one just made is closed unused.
+        FILES.adopt(key, made)
+    }
+
     /// Runs a group of operations in one write transaction, each in a
     /// savepoint of its own, so that one that fails leaves nothing behind
     /// and does not fail the others. If the transaction cannot start or
@@ -276,39 +281,8 @@ impl SharedFile {
             .map(|flusher| flusher.count_out(count));
         let outcome = self.with_writer(|conn| {
             let mut holder = self.holder_id.get().copied();
-            let (results, commit) = self.transaction(conn, |conn| {
-                let results = ops
-                    .into_iter()
-                    .map(|op| -> Result<Result<Output>> {
-                        if count == 1 {
-                            return Ok(tasks::run(conn, op, &mut holder, &self.process));
-                        }
-                        conn.prepare_cached("SAVEPOINT tq_write")?.execute([])?;
-                        let holder_before = holder;
-                        let result = tasks::run(conn, op, &mut holder, &self.process);
-                        if let Err(err) = &result {
-                            // On a full disk, an I/O error, lack of memory or
-                            // corruption, SQLite may have rolled back the whole
-                            // transaction: the group ends with that error.
-                            if conn.is_autocommit() {
-                                return Err(err.clone());
-                            }
-                            conn.prepare_cached("ROLLBACK TO tq_write")?.execute([])?;
-                            // A registration this operation made went with it.
-                            holder = holder_before;
-                        }
-                        conn.prepare_cached("RELEASE tq_write")?.execute([])?;
-                        Ok(result)
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                // A lone operation's error rolls the transaction back.
-                if count == 1 {
-                    if let Some(Err(err)) = results.first() {
-                        return Err(err.clone());
-                    }
-                }
-                Ok(results)
-            })?;
+            let (results, commit) =
+                self.transaction(conn, |conn| self.run_ops(conn, ops, &mut holder))?;
             let commit = match &self.flusher {
                 Some(flusher) if results.iter().any(found_duplicate) => flusher.read_now(),
                 _ => commit,
@@ -324,6 +298,63 @@ impl SharedFile {
             Ok((results, commit))
         });
         outcome.unwrap_or_else(|err| ((0..count).map(|_| Err(err.clone())).collect(), 0))
+    }
+
+    /// Runs the operations of a group in the transaction, each of several
+    /// in a savepoint of its own (see [`SharedFile::run_in_savepoint`]).
+    /// A lone operation needs no savepoint: its error rolls the whole
+    /// transaction back instead.
+    fn run_ops(
+        &self,
+        conn: &Connection,
+        ops: Vec<Op>,
+        holder: &mut Option<i64>,
+    ) -> Result<Vec<Result<Output>>> {
+        let count = ops.len();
+        let results = ops
+            .into_iter()
+            .map(|op| -> Result<Result<Output>> {
+                if count == 1 {
+                    return Ok(tasks::run(conn, op, holder, &self.process));
+                }
+                self.run_in_savepoint(conn, op, holder)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        // A lone operation's error rolls the transaction back.
+        if count == 1 {
+            if let Some(Err(err)) = results.first() {
+                return Err(err.clone());
+            }
+        }
+        Ok(results)
+    }
+
+    /// Runs `op` in a savepoint, so that if it fails it leaves nothing
+    /// behind and the rest of the group goes on. An outer error ends the
+    /// whole group: SQLite rolled the transaction back, or the savepoint
+    /// itself failed.
+    fn run_in_savepoint(
+        &self,
+        conn: &Connection,
+        op: Op,
+        holder: &mut Option<i64>,
+    ) -> Result<Result<Output>> {
+        conn.prepare_cached("SAVEPOINT tq_write")?.execute([])?;
+        let holder_before = *holder;
+        let result = tasks::run(conn, op, holder, &self.process);
+        if let Err(err) = &result {
+            // On a full disk, an I/O error, lack of memory or
+            // corruption, SQLite may have rolled back the whole
+            // transaction: the group ends with that error.
+            if conn.is_autocommit() {
+                return Err(err.clone());
+            }
+            conn.prepare_cached("ROLLBACK TO tq_write")?.execute([])?;
+            // A registration this operation made went with it.
+            *holder = holder_before;
+        }
+        conn.prepare_cached("RELEASE tq_write")?.execute([])?;
+        Ok(result)
     }
 
     /// Runs `body` in a write transaction (see [`write_transaction`]),
@@ -403,13 +434,7 @@ impl SharedFile {
     /// overlap (see [`WAL_RESTART_SIZE`]). Best effort: a checkpoint that
     /// cannot finish now is tried again at a later check.
     fn wal_upkeep(&self, conn: &Connection) {
-        if self.commits.fetch_add(1, Ordering::Relaxed) % WAL_CHECK_EVERY != WAL_CHECK_EVERY - 1 {
-            return;
-        }
-        if self
-            .wal_file_size()
-            .map_or(true, |size| size < WAL_RESTART_SIZE)
-        {
+        if !self.wal_upkeep_due() {
             return;
         }
         let mut upkeep = self
@@ -425,40 +450,68 @@ impl SharedFile {
             .turns
             .as_ref()
             .map(|turns| turns.wait(Instant::now() + upkeep.wait));
-        // TRUNCATE rather than RESTART: the file's size then measures the
-        // log again, so the next check does not take a reused file for a
-        // long log. The answer: busy, frames in the log, frames copied.
-        let outcome = conn.busy_timeout(upkeep.wait).and_then(|()| {
-            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
-                Ok((
-                    row.get::<_, i64>(0)?,
-                    row.get::<_, i64>(1)?,
-                    row.get::<_, i64>(2)?,
-                ))
-            })
-        });
+        let outcome = truncate_wal(conn, upkeep.wait);
+        upkeep.record(outcome);
+        let _ = conn.busy_timeout(self.busy_timeout);
+    }
+
+    /// Counts a commit, and says whether it is one of the commits that
+    /// look at the WAL's size ([`WAL_CHECK_EVERY`]) and found it at
+    /// [`WAL_RESTART_SIZE`] or more; a size that cannot be read is left
+    /// for a later check.
+    fn wal_upkeep_due(&self) -> bool {
+        if self.commits.fetch_add(1, Ordering::Relaxed) % WAL_CHECK_EVERY != WAL_CHECK_EVERY - 1 {
+            return false;
+        }
+        !self
+            .wal_file_size()
+            .map_or(true, |size| size < WAL_RESTART_SIZE)
+    }
+}
+
+/// Runs a checkpoint on `conn` that waits up to `wait` for readers.
+/// TRUNCATE rather than RESTART: the file's size then measures the log
+/// again, so the next check does not take a reused file for a long log.
+/// The answer: busy, frames in the log, frames copied. It sets `conn`'s
+/// busy timeout to `wait`, for the caller to set back.
+fn truncate_wal(conn: &Connection, wait: Duration) -> rusqlite::Result<(i64, i64, i64)> {
+    conn.busy_timeout(wait).and_then(|()| {
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+            Ok((
+                row.get::<_, i64>(0)?,
+                row.get::<_, i64>(1)?,
+                row.get::<_, i64>(2)?,
+            ))
+        })
+    })
+}
+
+impl Upkeep {
+    /// Sets the next checkpoint's wait, and whether to leave the log alone
+    /// for a while, after a checkpoint that ended with `outcome` (see
+    /// [`truncate_wal`]).
+    fn record(&mut self, outcome: rusqlite::Result<(i64, i64, i64)>) {
         match outcome {
             Ok((0, _, _)) => {
-                upkeep.wait = WAL_RESTART_WAIT;
-                upkeep.stopped_at = None;
+                self.wait = WAL_RESTART_WAIT;
+                self.stopped_at = None;
             }
             // Two checkpoints in a row stopped where a reader's snapshot
             // begins: that reader holds its transaction open.
-            Ok((_, log, copied)) if copied < log && upkeep.stopped_at == Some(copied) => {
-                upkeep.not_before = Instant::now() + WAL_RESTART_COOLDOWN;
-                upkeep.wait = WAL_RESTART_WAIT;
-                upkeep.stopped_at = None;
+            Ok((_, log, copied)) if copied < log && self.stopped_at == Some(copied) => {
+                self.not_before = Instant::now() + WAL_RESTART_COOLDOWN;
+                self.wait = WAL_RESTART_WAIT;
+                self.stopped_at = None;
             }
             // Readers were still moving on (or only just left the log).
             Ok((_, log, copied)) if log >= 0 => {
-                upkeep.wait = (upkeep.wait * 2).min(WAL_RESTART_MAX_WAIT);
-                upkeep.stopped_at = (copied < log).then_some(copied);
+                self.wait = (self.wait * 2).min(WAL_RESTART_MAX_WAIT);
+                self.stopped_at = (copied < log).then_some(copied);
             }
             // Another connection was checkpointing, or the lock was not
             // had: the next check tries again.
             _ => {}
         }
-        let _ = conn.busy_timeout(self.busy_timeout);
     }
 }
 

@@ -67,31 +67,10 @@ pub(crate) fn push_one(
     now: i64,
 ) -> Result<Pushed> {
     let parents = parent_ids(&task.after, earlier);
-    let mut unfinished = Vec::new();
-    for &parent in &parents {
-        let state: Option<i64> = conn
-            .prepare_cached("SELECT state FROM tq_tasks WHERE id = ?1 AND queue = ?2")?
-            .query_row(params![parent, queue], |row| row.get(0))
-            .optional()?;
-        if waits_for(queue, parent, state, task.run_anyway)? {
-            unfinished.push(parent);
-        }
-    }
+    let unfinished = unfinished_parents(conn, queue, &parents, task.run_anyway)?;
     if let Some((key, _)) = &task.unique {
-        let holder: Option<(i64, i64, Option<i64>)> = conn
-            .prepare_cached(
-                "SELECT id, state, unique_until FROM tq_tasks WHERE queue = ?1 AND unique_key = ?2",
-            )?
-            .query_row(params![queue, key], |row| {
-                Ok((row.get(0)?, row.get(1)?, row.get(2)?))
-            })
-            .optional()?;
-        if let Some((id, state, unique_until)) = holder {
-            if holds_unique_key(state, unique_until, now) {
-                return Ok(Pushed::Duplicate(id));
-            }
-            conn.prepare_cached("UPDATE tq_tasks SET unique_key = NULL WHERE id = ?1")?
-                .execute([id])?;
+        if let Some(id) = unique_key_holder(conn, queue, key, now)? {
+            return Ok(Pushed::Duplicate(id));
         }
     }
     let group_parent = match &task.group {
@@ -106,12 +85,83 @@ pub(crate) fn push_one(
     } else {
         WAITING
     };
+    let id = insert_task(conn, queue, task, state, &parents, waiting_for, now)?;
+    let dependencies = unfinished
+        .into_iter()
+        .map(|parent| (parent, task.run_anyway))
+        .chain(group_parent.map(|parent| (parent, true)));
+    for (parent, run_anyway) in dependencies {
+        conn.prepare_cached(
+            "INSERT INTO tq_dependencies (parent, task, run_anyway) VALUES (?1, ?2, ?3)",
+        )?
+        .execute(params![parent, id, run_anyway])?;
+    }
+    Ok(Pushed::Stored(id))
+}
+
+/// Those of `parents` in `queue` that a new task must still wait for;
+/// [`waits_for`] refuses a parent it cannot wait for, which fails the push
+/// before anything of the task is written.
+fn unfinished_parents(
+    conn: &Connection,
+    queue: &str,
+    parents: &[i64],
+    run_anyway: bool,
+) -> Result<Vec<i64>> {
+    let mut unfinished = Vec::new();
+    for &parent in parents {
+        let state: Option<i64> = conn
+            .prepare_cached("SELECT state FROM tq_tasks WHERE id = ?1 AND queue = ?2")?
+            .query_row(params![parent, queue], |row| row.get(0))
+            .optional()?;
+        if waits_for(queue, parent, state, run_anyway)? {
+            unfinished.push(parent);
+        }
+    }
+    Ok(unfinished)
+}
+
+/// The task of `queue` that still holds unique key `key` at `now`, if one
+/// does. A task that has the key but no longer holds it
+/// ([`holds_unique_key`]) gives it up here, so that the new task can take
+/// it without breaking the key's uniqueness in the table.
+fn unique_key_holder(conn: &Connection, queue: &str, key: &str, now: i64) -> Result<Option<i64>> {
+    let holder: Option<(i64, i64, Option<i64>)> = conn
+        .prepare_cached(
+            "SELECT id, state, unique_until FROM tq_tasks WHERE queue = ?1 AND unique_key = ?2",
+        )?
+        .query_row(params![queue, key], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })
+        .optional()?;
+    if let Some((id, state, unique_until)) = holder {
+        if holds_unique_key(state, unique_until, now) {
+            return Ok(Some(id));
+        }
+        conn.prepare_cached("UPDATE tq_tasks SET unique_key = NULL WHERE id = ?1")?
+            .execute([id])?;
+    }
+    Ok(None)
+}
+
+/// Writes the row of a new task in `state`, waiting for `waiting_for`
+/// tasks, and returns its id; its `parents` are kept with it (as JSON) so
+/// a claim can hand them to the worker.
+fn insert_task(
+    conn: &Connection,
+    queue: &str,
+    task: &NewTask,
+    state: i64,
+    parents: &[i64],
+    waiting_for: usize,
+    now: i64,
+) -> Result<i64> {
     let (key, reserved_for) = task
         .unique
         .as_ref()
         .map_or((None, 0), |(key, ms)| (Some(key.as_str()), *ms));
     let parents_json = (!parents.is_empty())
-        .then(|| serde_json::to_string(&parents).expect("a list of integers serializes"));
+        .then(|| serde_json::to_string(parents).expect("a list of integers serializes"));
     conn.prepare_cached(
         "INSERT INTO tq_tasks
             (queue, state, payload, created_at, run_at, priority, max_attempts, unique_key,
@@ -132,18 +182,7 @@ pub(crate) fn push_one(
         waiting_for as i64,
         task.group.as_ref().map(|(group, _)| group.as_str()),
     ])?;
-    let id = conn.last_insert_rowid();
-    let dependencies = unfinished
-        .into_iter()
-        .map(|parent| (parent, task.run_anyway))
-        .chain(group_parent.map(|parent| (parent, true)));
-    for (parent, run_anyway) in dependencies {
-        conn.prepare_cached(
-            "INSERT INTO tq_dependencies (parent, task, run_anyway) VALUES (?1, ?2, ?3)",
-        )?
-        .execute(params![parent, id, run_anyway])?;
-    }
-    Ok(Pushed::Stored(id))
+    Ok(conn.last_insert_rowid())
 }
 
 /// The task a task pushed to `group` of `queue`, `at_once` of whose tasks
@@ -395,6 +434,22 @@ fn claim_up_to(
     holder_id: i64,
     keep_history: bool,
 ) -> Result<Vec<Task>> {
+    promote_due(conn, queue, now, max)?;
+    claim_with_expired(
+        conn,
+        queue,
+        max,
+        now,
+        lease_expires_at,
+        holder_id,
+        keep_history,
+    )
+}
+
+/// Makes ready the waiting tasks of `queue` due by `now` (at least `max`,
+/// or [`PROMOTE_BATCH`]), so that they take their place in line before
+/// the claim looks; the update runs only when [`ANY_DUE`] finds one.
+fn promote_due(conn: &Connection, queue: &str, now: i64, max: usize) -> Result<()> {
     let any_due = conn
         .prepare_cached(ANY_DUE)?
         .query_row(params![queue, now], |_| Ok(()))
@@ -406,6 +461,22 @@ fn claim_up_to(
             PROMOTE_BATCH.max(max) as i64
         ])?;
     }
+    Ok(())
+}
+
+/// Claims up to `max` tasks, each the better in claim order of the first
+/// ready task and the first expired lease (see [`claim`]); an expired last
+/// attempt met on the way is buried as dead instead. Once no expired lease
+/// is left, the rest are taken by [`claim_ready_batch`].
+fn claim_with_expired(
+    conn: &Connection,
+    queue: &str,
+    max: usize,
+    now: i64,
+    lease_expires_at: i64,
+    holder_id: i64,
+    keep_history: bool,
+) -> Result<Vec<Task>> {
     let mut tasks = Vec::new();
     // Expired leases in claim order, fetched a batch at a time.
     let mut expired = VecDeque::new();
@@ -413,60 +484,26 @@ fn claim_up_to(
     while tasks.len() < max {
         let left = max - tasks.len();
         if expired.is_empty() && more_expired {
-            let any_expired = conn
-                .prepare_cached(ANY_EXPIRED)?
-                .query_row(params![queue, now], |_| Ok(()))
-                .optional()?;
-            if any_expired.is_some() {
-                let mut statement = conn.prepare_cached(EXPIRED_IN_LINE)?;
-                let rows =
-                    statement.query_map(params![queue, now, left as i64], candidate_from_row)?;
-                expired = rows.collect::<rusqlite::Result<VecDeque<Candidate>>>()?;
-            }
+            expired = expired_in_line(conn, queue, now, left)?;
             more_expired = expired.len() == left;
         }
         let Some(&first_expired) = expired.front() else {
-            // One task: a lookup, then a take by id. (One statement with the
-            // lookup as a subquery is compiled anew at every run inside a
-            // transaction, which costs more than the second statement.)
-            let mut batch = if left == 1 {
-                let first = conn
-                    .prepare_cached(&ready_first_sql())?
-                    .query_row(params![queue], candidate_from_row)
-                    .optional()?;
-                match first {
-                    Some((id, ..)) => vec![conn.prepare_cached(&take_one_sql())?.query_row(
-                        params![id, lease_expires_at, holder_id, None::<&str>, now],
-                        task_from_row,
-                    )?],
-                    None => Vec::new(),
-                }
-            } else {
-                let mut statement = conn.prepare_cached(&take_ready_sql())?;
-                let rows = statement.query_map(
-                    params![queue, lease_expires_at, holder_id, left as i64, now],
-                    task_from_row,
-                )?;
-                rows.collect::<rusqlite::Result<Vec<Task>>>()?
-            };
-            sort_claimed(&mut batch);
-            tasks.extend(batch);
+            tasks.extend(claim_ready_batch(
+                conn,
+                queue,
+                left,
+                now,
+                lease_expires_at,
+                holder_id,
+            )?);
             break;
         };
-        let ready = conn
-            .prepare_cached(&ready_first_sql())?
-            .query_row(params![queue], candidate_from_row)
-            .optional()?;
-        let (id, reason) = match ready {
-            Some(ready) if candidate_order(&ready) < candidate_order(&first_expired) => {
-                (ready.0, None)
-            }
-            _ => {
+        let (id, reason) = match ready_before(conn, queue, &first_expired)? {
+            Some(id) => (id, None),
+            None => {
                 expired.pop_front();
                 if first_expired.3 {
-                    conn.prepare_cached(BURY_EXPIRED)?
-                        .execute(params![first_expired.0, now])?;
-                    release_waiting(conn, first_expired.0, Ended::Dead, now, keep_history)?;
+                    bury_expired(conn, first_expired.0, now, keep_history)?;
                     continue;
                 }
                 (
@@ -482,6 +519,85 @@ fn claim_up_to(
         tasks.push(task);
     }
     Ok(tasks)
+}
+
+/// The first ready task of `queue`, if it comes before the expired lease
+/// `expired` in claim order; if not, the expired lease's task is next, so
+/// that a task whose holder vanished keeps its place in line.
+fn ready_before(conn: &Connection, queue: &str, expired: &Candidate) -> Result<Option<i64>> {
+    let ready = conn
+        .prepare_cached(&ready_first_sql())?
+        .query_row(params![queue], candidate_from_row)
+        .optional()?;
+    Ok(ready
+        .filter(|ready| candidate_order(ready) < candidate_order(expired))
+        .map(|ready| ready.0))
+}
+
+/// Ends as dead task `id`, whose expired delivery was its last attempt,
+/// and releases the tasks waiting for it: nobody may claim it again.
+fn bury_expired(conn: &Connection, id: i64, now: i64, keep_history: bool) -> Result<()> {
+    conn.prepare_cached(BURY_EXPIRED)?
+        .execute(params![id, now])?;
+    release_waiting(conn, id, Ended::Dead, now, keep_history)
+}
+
+/// Up to `left` of the leases of `queue` expired by `now`, in claim order;
+/// none without the full query when [`ANY_EXPIRED`] finds none, since that
+/// lookup is the one every claim makes.
+fn expired_in_line(
+    conn: &Connection,
+    queue: &str,
+    now: i64,
+    left: usize,
+) -> Result<VecDeque<Candidate>> {
+    let any_expired = conn
+        .prepare_cached(ANY_EXPIRED)?
+        .query_row(params![queue, now], |_| Ok(()))
+        .optional()?;
+    if any_expired.is_none() {
+        return Ok(VecDeque::new());
+    }
+    let mut statement = conn.prepare_cached(EXPIRED_IN_LINE)?;
+    let rows = statement.query_map(params![queue, now, left as i64], candidate_from_row)?;
+    Ok(rows.collect::<rusqlite::Result<VecDeque<Candidate>>>()?)
+}
+
+/// Takes up to `left` ready tasks of `queue`, with no expired lease to
+/// weigh them against, in claim order.
+fn claim_ready_batch(
+    conn: &Connection,
+    queue: &str,
+    left: usize,
+    now: i64,
+    lease_expires_at: i64,
+    holder_id: i64,
+) -> Result<Vec<Task>> {
+    // One task: a lookup, then a take by id. (One statement with the
+    // lookup as a subquery is compiled anew at every run inside a
+    // transaction, which costs more than the second statement.)
+    let mut batch = if left == 1 {
+        let first = conn
+            .prepare_cached(&ready_first_sql())?
+            .query_row(params![queue], candidate_from_row)
+            .optional()?;
+        match first {
+            Some((id, ..)) => vec![conn.prepare_cached(&take_one_sql())?.query_row(
+                params![id, lease_expires_at, holder_id, None::<&str>, now],
+                task_from_row,
+            )?],
+            None => Vec::new(),
+        }
+    } else {
+        let mut statement = conn.prepare_cached(&take_ready_sql())?;
+        let rows = statement.query_map(
+            params![queue, lease_expires_at, holder_id, left as i64, now],
+            task_from_row,
+        )?;
+        rows.collect::<rusqlite::Result<Vec<Task>>>()?
+    };
+    sort_claimed(&mut batch);
+    Ok(batch)
 }
 
 /// The end of queue `?1`'s pause in force at `?2`: one lookup in a table
@@ -810,19 +926,56 @@ fn list(
 ) -> Result<Vec<TaskInfo>> {
     let limit = limit.min(i64::MAX as usize) as i64;
     let snapshot = conn.unchecked_transaction()?;
+    let Some(ids) = ids_beyond(conn, from)? else {
+        return Ok(Vec::new());
+    };
+    let page = read_page(conn, queue, state, from, limit, ids)?;
+    snapshot.finish()?;
+    Ok(page)
+}
+
+/// The ids a page of [`list`] may read: from `start` (excluded) on to
+/// `end`, `step` moving away from the page's start.
+struct IdsBeyond {
+    start: i64,
+    end: i64,
+    step: fn(i64, i64) -> i64,
+}
+
+/// Where the ids beyond the page's start begin and end, or none when the
+/// table is empty; the start is moved to the table's first or last id
+/// when it lies beyond (the first page, or ids purged since).
+fn ids_beyond(conn: &Connection, from: ListFrom) -> Result<Option<IdsBeyond>> {
     let (first, last): (Option<i64>, Option<i64>) = conn
         .prepare_cached(ENDS_OF_IDS)?
         .query_row([], |row| Ok((row.get(0)?, row.get(1)?)))?;
     let (Some(first), Some(last)) = (first, last) else {
-        return Ok(Vec::new());
+        return Ok(None);
     };
-    // Where the ids beyond the page's start begin and end; the start is
-    // moved to the table's first or last id when it lies beyond (the first
-    // page, or ids purged since).
-    let (mut bound, end, step): (i64, i64, fn(i64, i64) -> i64) = match from {
+    let (start, end, step): (i64, i64, fn(i64, i64) -> i64) = match from {
         ListFrom::After(id) => (id.max(first - 1), last, i64::saturating_add),
         ListFrom::Before(id) => (id.min(last.saturating_add(1)), first, i64::saturating_sub),
     };
+    Ok(Some(IdsBeyond { start, end, step }))
+}
+
+/// Reads up to `limit` tasks of `queue` in `state` among `ids`, in windows
+/// of ids that double, until the page is full, the ids run out, or the
+/// state's tasks are few enough to be found through its partial indexes
+/// instead (see [`list`]).
+fn read_page(
+    conn: &Connection,
+    queue: &str,
+    state: TaskState,
+    from: ListFrom,
+    limit: i64,
+    ids: IdsBeyond,
+) -> Result<Vec<TaskInfo>> {
+    let IdsBeyond {
+        start: mut bound,
+        end,
+        step,
+    } = ids;
     let walk_sql = list_walk_sql(state, from);
     let mut window = LIST_WALK.max(limit.saturating_mul(16));
     let mut page = Vec::new();
@@ -856,7 +1009,6 @@ fn list(
             break;
         }
     }
-    snapshot.finish()?;
     Ok(page)
 }
 
@@ -1039,31 +1191,20 @@ pub(super) fn run(
     process: &ProcessId,
 ) -> Result<Output> {
     match op {
-        Op::Push { queue, tasks, now } => {
-            let mut pushed = Vec::with_capacity(tasks.len());
-            for (index, task) in tasks.iter().enumerate() {
-                let one = push_one(conn, &queue, task, &pushed, now)
-                    .map_err(|err| of_item(err, index, tasks.len()))?;
-                pushed.push(one);
-            }
-            Ok(Output::Pushed(pushed))
-        }
+        Op::Push { queue, tasks, now } => Ok(Output::Pushed(push_all(conn, &queue, &tasks, now)?)),
         Op::Claim(args) => Ok(Output::Tasks(claim_for(conn, &args, holder, process)?)),
         Op::Finish {
             queue,
             receipts,
             now,
             keep_history,
-        } => {
-            let held = receipts
-                .iter()
-                .map(|&receipt| finish_one(conn, receipt, now, keep_history, None))
-                .collect::<Result<Vec<bool>>>()?;
-            if !keep_history {
-                sweep_reserved(conn, &queue, now)?;
-            }
-            Ok(Output::Held(held))
-        }
+        } => Ok(Output::Held(finish_all(
+            conn,
+            &queue,
+            &receipts,
+            now,
+            keep_history,
+        )?)),
         Op::FinishWithResult {
             queue,
             receipt,
@@ -1071,28 +1212,27 @@ pub(super) fn run(
             now,
             keep_history,
             keep_until,
-        } => {
-            let kept = KeptResult {
-                result: &result,
-                until: (!keep_history).then_some(keep_until),
-            };
-            let held = finish_one(conn, receipt, now, keep_history, Some(kept))?;
-            sweep_results(conn, &queue, now)?;
-            Ok(Output::Held(vec![held]))
-        }
+        } => Ok(Output::Held(vec![finish_with_result(
+            conn,
+            &queue,
+            receipt,
+            &result,
+            now,
+            keep_history,
+            keep_until,
+        )?])),
         Op::FinishAndClaim {
             receipt,
             keep_history,
             claim,
-        } => {
-            if !finish_one(conn, receipt, claim.now, keep_history, None)? {
-                return Err(not_held(receipt.id));
-            }
-            if !keep_history {
-                sweep_reserved(conn, &claim.queue, claim.now)?;
-            }
-            Ok(Output::Tasks(claim_for(conn, &claim, holder, process)?))
-        }
+        } => Ok(Output::Tasks(finish_and_claim(
+            conn,
+            receipt,
+            keep_history,
+            &claim,
+            holder,
+            process,
+        )?)),
         Op::Fail {
             receipt,
             reason,
@@ -1112,23 +1252,109 @@ pub(super) fn run(
             lease_expires_at,
             progress,
         } => {
-            let extended = conn
-                .prepare_cached(
-                    "UPDATE tq_tasks SET lease_expires_at = ?3, progress = coalesce(?4, progress)
-                     WHERE id = ?1 AND state = 1 AND lease_token = ?2",
-                )?
-                .execute(params![
-                    receipt.id,
-                    receipt.token,
-                    lease_expires_at,
-                    progress
-                ])?;
-            if extended == 0 {
-                return Err(not_held(receipt.id));
-            }
+            extend_lease(conn, receipt, lease_expires_at, progress.as_deref())?;
             Ok(Output::Extended)
         }
     }
+}
+
+/// Pushes the tasks of one call in order, so that a task can wait for an
+/// earlier item of the same push; an error says which item failed.
+fn push_all(conn: &Connection, queue: &str, tasks: &[NewTask], now: i64) -> Result<Vec<Pushed>> {
+    let mut pushed = Vec::with_capacity(tasks.len());
+    for (index, task) in tasks.iter().enumerate() {
+        let one = push_one(conn, queue, task, &pushed, now)
+            .map_err(|err| of_item(err, index, tasks.len()))?;
+        pushed.push(one);
+    }
+    Ok(pushed)
+}
+
+/// Finishes each receipt, telling for each whether it was still held;
+/// without history, the finished tasks' reserved rows are swept once for
+/// the whole batch rather than once a task.
+fn finish_all(
+    conn: &Connection,
+    queue: &str,
+    receipts: &[Receipt],
+    now: i64,
+    keep_history: bool,
+) -> Result<Vec<bool>> {
+    let held = receipts
+        .iter()
+        .map(|&receipt| finish_one(conn, receipt, now, keep_history, None))
+        .collect::<Result<Vec<bool>>>()?;
+    if !keep_history {
+        sweep_reserved(conn, queue, now)?;
+    }
+    Ok(held)
+}
+
+/// Finishes one task keeping its result, until `keep_until` unless the
+/// handle keeps history; the queue's results past their time are swept
+/// in the same transaction, so that kept results do not pile up.
+fn finish_with_result(
+    conn: &Connection,
+    queue: &str,
+    receipt: Receipt,
+    result: &str,
+    now: i64,
+    keep_history: bool,
+    keep_until: i64,
+) -> Result<bool> {
+    let kept = KeptResult {
+        result,
+        until: (!keep_history).then_some(keep_until),
+    };
+    let held = finish_one(conn, receipt, now, keep_history, Some(kept))?;
+    sweep_results(conn, queue, now)?;
+    Ok(held)
+}
+
+/// Finishes one task and claims the next in the same transaction; a
+/// receipt no longer held fails the whole operation, so that nothing is
+/// claimed on the strength of a finish that did not happen.
+fn finish_and_claim(
+    conn: &Connection,
+    receipt: Receipt,
+    keep_history: bool,
+    claim: &ClaimArgs,
+    holder: &mut Option<i64>,
+    process: &ProcessId,
+) -> Result<Vec<Task>> {
+    if !finish_one(conn, receipt, claim.now, keep_history, None)? {
+        return Err(not_held(receipt.id));
+    }
+    if !keep_history {
+        sweep_reserved(conn, &claim.queue, claim.now)?;
+    }
+    claim_for(conn, claim, holder, process)
+}
+
+/// Moves a held lease's expiry (and records progress, if given); a
+/// receipt no longer held is an error, since the caller's work is then
+/// no longer its own.
+fn extend_lease(
+    conn: &Connection,
+    receipt: Receipt,
+    lease_expires_at: i64,
+    progress: Option<&str>,
+) -> Result<()> {
+    let extended = conn
+        .prepare_cached(
+            "UPDATE tq_tasks SET lease_expires_at = ?3, progress = coalesce(?4, progress)
+                     WHERE id = ?1 AND state = 1 AND lease_token = ?2",
+        )?
+        .execute(params![
+            receipt.id,
+            receipt.token,
+            lease_expires_at,
+            progress
+        ])?;
+    if extended == 0 {
+        return Err(not_held(receipt.id));
+    }
+    Ok(())
 }
 
 fn claim_for(
@@ -1342,60 +1568,10 @@ impl Store for SqliteStore {
         let recovered = self.write(|conn| {
             let dead = dead_holders(conn, &self.file.process)?;
             let dead_json = serde_json::to_string(&dead).expect("a list of integers serializes");
-            let recovered: Vec<(i64, i64)> = conn
-                .prepare_cached(
-                    "UPDATE tq_tasks
-                     SET state = CASE WHEN attempts >= max_attempts THEN 3 ELSE 0 END,
-                         finished_at = CASE WHEN attempts >= max_attempts THEN ?1 END,
-                         last_error = CASE
-                             WHEN holder_id IN (SELECT value FROM json_each(?2))
-                             THEN 'the process holding delivery ' || attempts || ' died'
-                             ELSE 'the lease of delivery ' || attempts || ' expired before it finished'
-                         END,
-                         lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
-                     WHERE queue = ?3 AND state = 1
-                       AND (lease_expires_at <= ?1
-                            OR holder_id IN (SELECT value FROM json_each(?2)))
-                     RETURNING id, state",
-                )?
-                .query_map(params![now, dead_json, self.queue], |row| {
-                    Ok((row.get(0)?, row.get(1)?))
-                })?
-                .collect::<rusqlite::Result<_>>()?;
-            for &(id, state) in &recovered {
-                if state == DEAD {
-                    release_waiting(conn, id, Ended::Dead, now, self.keep_history)?;
-                }
-            }
-            // A cancelled task whose holder is gone is over.
-            let cancelled: Vec<i64> = conn.prepare_cached(if self.keep_history {
-                "UPDATE tq_tasks
-                 SET state = 5, finished_at = ?1,
-                     lease_token = NULL, lease_expires_at = NULL, holder_id = NULL,
-                     unique_key = NULL, unique_until = NULL
-                 WHERE queue = ?3 AND state = 6
-                   AND (lease_expires_at <= ?1 OR holder_id IN (SELECT value FROM json_each(?2)))
-                 RETURNING id"
-            } else {
-                "DELETE FROM tq_tasks
-                 WHERE queue = ?3 AND state = 6
-                   AND (lease_expires_at <= ?1 OR holder_id IN (SELECT value FROM json_each(?2)))
-                 RETURNING id"
-            })?
-            .query_map(params![now, dead_json, self.queue], |row| row.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-            for id in cancelled {
-                release_waiting(conn, id, Ended::Cancelled, now, self.keep_history)?;
-            }
-            // A dead holder's row goes once no queue has its tasks.
-            conn.prepare_cached(
-                "DELETE FROM tq_holders
-                 WHERE id IN (SELECT value FROM json_each(?1))
-                   AND NOT EXISTS (SELECT 1 FROM tq_tasks
-                                   WHERE (state = 1 OR state = 6) AND holder_id = tq_holders.id)",
-            )?
-            .execute([dead_json])?;
-            Ok(recovered.len() as u64)
+            let recovered = recover_leases(conn, &self.queue, &dead_json, now, self.keep_history)?;
+            end_abandoned_cancels(conn, &self.queue, &dead_json, now, self.keep_history)?;
+            forget_dead_holders(conn, &dead_json)?;
+            Ok(recovered)
         })?;
         if recovered > 0 {
             self.ring_other_processes();
@@ -1915,6 +2091,93 @@ fn dead_holders(conn: &Connection, observer: &ProcessId) -> Result<Vec<i64>> {
         }
     }
     Ok(dead)
+}
+
+/// Takes back, in `queue`, the leases expired by `now` or held by a dead
+/// holder (`dead_json`, a JSON list of holder ids): a task with attempts
+/// left is ready again, one without ends dead and releases the tasks
+/// waiting for it. Returns how many were taken back.
+fn recover_leases(
+    conn: &Connection,
+    queue: &str,
+    dead_json: &str,
+    now: i64,
+    keep_history: bool,
+) -> Result<u64> {
+    let recovered: Vec<(i64, i64)> = conn
+        .prepare_cached(
+            "UPDATE tq_tasks
+                     SET state = CASE WHEN attempts >= max_attempts THEN 3 ELSE 0 END,
+                         finished_at = CASE WHEN attempts >= max_attempts THEN ?1 END,
+                         last_error = CASE
+                             WHEN holder_id IN (SELECT value FROM json_each(?2))
+                             THEN 'the process holding delivery ' || attempts || ' died'
+                             ELSE 'the lease of delivery ' || attempts || ' expired before it finished'
+                         END,
+                         lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
+                     WHERE queue = ?3 AND state = 1
+                       AND (lease_expires_at <= ?1
+                            OR holder_id IN (SELECT value FROM json_each(?2)))
+                     RETURNING id, state",
+        )?
+        .query_map(params![now, dead_json, queue], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    for &(id, state) in &recovered {
+        if state == DEAD {
+            release_waiting(conn, id, Ended::Dead, now, keep_history)?;
+        }
+    }
+    Ok(recovered.len() as u64)
+}
+
+/// Ends the tasks of `queue` cancelled while leased whose holder is gone
+/// (its lease expired by `now`, or it is in `dead_json`): nobody is left
+/// to see the cancel, so the task is over, and the tasks waiting for it
+/// are released.
+fn end_abandoned_cancels(
+    conn: &Connection,
+    queue: &str,
+    dead_json: &str,
+    now: i64,
+    keep_history: bool,
+) -> Result<()> {
+    let cancelled: Vec<i64> = conn
+        .prepare_cached(if keep_history {
+            "UPDATE tq_tasks
+                 SET state = 5, finished_at = ?1,
+                     lease_token = NULL, lease_expires_at = NULL, holder_id = NULL,
+                     unique_key = NULL, unique_until = NULL
+                 WHERE queue = ?3 AND state = 6
+                   AND (lease_expires_at <= ?1 OR holder_id IN (SELECT value FROM json_each(?2)))
+                 RETURNING id"
+        } else {
+            "DELETE FROM tq_tasks
+                 WHERE queue = ?3 AND state = 6
+                   AND (lease_expires_at <= ?1 OR holder_id IN (SELECT value FROM json_each(?2)))
+                 RETURNING id"
+        })?
+        .query_map(params![now, dead_json, queue], |row| row.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for id in cancelled {
+        release_waiting(conn, id, Ended::Cancelled, now, keep_history)?;
+    }
+    Ok(())
+}
+
+/// Deletes the rows of the dead holders in `dead_json` that no queue's
+/// task names any more; one still named is kept until that queue
+/// recovers its tasks.
+fn forget_dead_holders(conn: &Connection, dead_json: &str) -> Result<()> {
+    conn.prepare_cached(
+        "DELETE FROM tq_holders
+                 WHERE id IN (SELECT value FROM json_each(?1))
+                   AND NOT EXISTS (SELECT 1 FROM tq_tasks
+                                   WHERE (state = 1 OR state = 6) AND holder_id = tq_holders.id)",
+    )?
+    .execute([dead_json])?;
+    Ok(())
 }
 
 #[cfg(test)]

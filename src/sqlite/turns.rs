@@ -290,13 +290,12 @@ impl Turns {
     /// skipped, or `deadline` passes. The turn ends when the result drops.
     pub(super) fn wait(&self, deadline: Instant) -> Turn<'_> {
         let page = self.page();
-        let no_turn = Turn {
-            turns: self,
-            ticket: None,
-        };
         if Instant::now() >= deadline {
             // It would only leave the line at once.
-            return no_turn;
+            return Turn {
+                turns: self,
+                ticket: None,
+            };
         }
         if page.next.load(Ordering::SeqCst) != page.serving.load(Ordering::SeqCst) {
             // Another process holds the turn or waits for it, and this one
@@ -306,6 +305,19 @@ impl Turns {
             std::thread::yield_now();
         }
         let ticket = page.next.fetch_add(1, Ordering::SeqCst);
+        Turn {
+            turns: self,
+            ticket: self.wait_in_line(ticket, deadline).then_some(ticket),
+        }
+    }
+
+    /// Waits with `ticket` until its turn comes (true), or until it was
+    /// skipped as stale or `deadline` passed (false: the ticket has then
+    /// left the line). The one next in line spins for [`SPIN`] before it
+    /// sleeps, so that a turn changes hands without a wake-up when a core
+    /// is free; a turn that makes no progress for [`STALE`] is passed over.
+    fn wait_in_line(&self, ticket: u32, deadline: Instant) -> bool {
+        let page = self.page();
         let bell = page.bell(ticket);
         let mut seen = page.serving.load(Ordering::SeqCst);
         let mut progress_at = Instant::now();
@@ -316,10 +328,7 @@ impl Turns {
             let serving = page.serving.load(Ordering::SeqCst);
             let ahead = ticket.wrapping_sub(serving) as i32;
             if ahead == 0 {
-                return Turn {
-                    turns: self,
-                    ticket: Some(ticket),
-                };
+                return true;
             }
             if ahead.unsigned_abs() > MAX_LINE {
                 let _ = page.serving.compare_exchange(
@@ -332,7 +341,7 @@ impl Turns {
             }
             if ahead < 0 {
                 // Skipped as stale while this thread did not run.
-                return no_turn;
+                return false;
             }
             let now = Instant::now();
             if serving != seen {
@@ -340,7 +349,7 @@ impl Turns {
             }
             if now >= deadline {
                 page.leave(ticket);
-                return no_turn;
+                return false;
             }
             if now >= progress_at + STALE {
                 page.pass(serving);
