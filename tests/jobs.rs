@@ -714,41 +714,26 @@ fn a_task_is_found_by_its_unique_key(scratch: Scratch) {
     let queue = retry_at_once(&scratch, 1);
     let mut key = PushOptions::new();
     key.unique_key("invoice:7").unwrap();
-    assert!(queue.task_with_unique_key("invoice:7").unwrap().is_none());
-    let id = queue.push("1", &key).unwrap().id();
-    queue.push("2", &PushOptions::new()).unwrap();
-    let found = queue.task_with_unique_key("invoice:7").unwrap().unwrap();
-    assert_eq!((found.id(), found.state()), (id, TaskState::Pending));
-    let task = pull(&queue).unwrap();
-    assert_eq!(task.id(), id);
-    assert_eq!(
+    // The id and state of the task found under the key, if any.
+    let found = || {
         queue
             .task_with_unique_key("invoice:7")
             .unwrap()
-            .unwrap()
-            .state(),
-        TaskState::Leased
-    );
+            .map(|task| (task.id(), task.state()))
+    };
+    assert_eq!(found(), None);
+    let id = queue.push("1", &key).unwrap().id();
+    queue.push("2", &PushOptions::new()).unwrap();
+    assert_eq!(found(), Some((id, TaskState::Pending)));
+    let task = pull(&queue).unwrap();
+    assert_eq!(task.id(), id);
+    assert_eq!(found(), Some((id, TaskState::Leased)));
     // A dead task is still found by the key it was given, until a push
     // with the key takes it.
     assert_eq!(queue.fail(task.receipt(), "no").unwrap(), Failed::Dead);
-    assert_eq!(
-        queue
-            .task_with_unique_key("invoice:7")
-            .unwrap()
-            .unwrap()
-            .id(),
-        id
-    );
+    assert_eq!(found(), Some((id, TaskState::Dead)));
     let second = queue.push("3", &key).unwrap().id();
-    assert_eq!(
-        queue
-            .task_with_unique_key("invoice:7")
-            .unwrap()
-            .unwrap()
-            .id(),
-        second
-    );
+    assert_eq!(found(), Some((second, TaskState::Pending)));
 
     let mut other_queue = normal();
     other_queue.queue("other").unwrap();
