@@ -239,24 +239,7 @@ fn listen(address: SocketAddr) -> Result<Server, Box<dyn std::error::Error + Sen
 }
 
 fn set_no_delay(listener: &std::net::TcpListener) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let on: libc::c_int = 1;
-    // SAFETY: the descriptor is the listener's own, open while it lives,
-    // and the option's value is a c_int of the size passed.
-    let status = unsafe {
-        libc::setsockopt(
-            listener.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_NODELAY,
-            (&on as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if status == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    socket2::SockRef::from(listener).set_tcp_nodelay(true)
 }
 
 /// Samples the file every [`SAMPLE_EVERY`] into the app's latest sample
