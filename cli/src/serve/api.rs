@@ -50,6 +50,17 @@ pub struct Page {
     pub next: Option<i64>,
 }
 
+impl Page {
+    /// The page's `order`, as the query names it.
+    pub fn order(&self) -> &'static str {
+        if self.newest_first {
+            "newest"
+        } else {
+            "oldest"
+        }
+    }
+}
+
 /// Reads the page of `queue`'s tasks that the request's query names.
 pub fn read_page(app: &App, queue: &str, incoming: &Incoming) -> Result<Page, Answer> {
     let state = parse_state(incoming.query("state"))?;
@@ -197,7 +208,7 @@ pub fn tasks(app: &App, queue: &str, incoming: &Incoming) -> Answer {
         let head = json!({
             "queue": queue,
             "state": state_name(page.state),
-            "order": if page.newest_first { "newest" } else { "oldest" },
+            "order": page.order(),
             "next_after": next_after,
             "next_before": next_before,
         })

@@ -185,11 +185,6 @@ pub fn tasks(app: &App, queue: &str, incoming: &Incoming) -> Answer {
             };
         }
         let page = read_page(app, &queue, incoming)?;
-        let order = if page.newest_first {
-            "newest"
-        } else {
-            "oldest"
-        };
         let state_href = format!(
             "/queues/{}?state={}",
             encoded(&queue),
@@ -231,7 +226,7 @@ pub fn tasks(app: &App, queue: &str, incoming: &Incoming) -> Answer {
             (task_table(&queue, &page.tasks))
             @if let Some(next) = page.next {
                 p {
-                    a.next href={ (state_href) "&order=" (order) (if page.newest_first { "&before=" } else { "&after=" }) (next) } {
+                    a.next href={ (state_href) "&order=" (page.order()) (if page.newest_first { "&before=" } else { "&after=" }) (next) } {
                         "Next page"
                     }
                 }
