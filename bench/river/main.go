@@ -101,10 +101,13 @@ func run(url string, quick bool) error {
 		{"tq (finish_and_pull)", func(ctx context.Context, sc scenario, jobs int) (float64, error) {
 			return runTQ(ctx, pool, url, sc, jobs, true)
 		}},
+		{"tq (Work)", func(ctx context.Context, sc scenario, jobs int) (float64, error) {
+			return runTQWork(ctx, pool, url, sc, jobs)
+		}},
 	}
 	fmt.Printf("%d no-op jobs per run, one process, median of %d runs, the systems interleaved\n", jobs, runs)
-	fmt.Println("| scenario | River | tq (pull + finish) | tq (finish_and_pull) | pull + finish / River | finish_and_pull / River |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|")
+	fmt.Println("| scenario | River | tq, pull + finish | tq, finish_and_pull | tq, Work | pull + finish / River | finish_and_pull / River | Work / River |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, sc := range scenarios {
 		rates := make([][]float64, len(systems))
 		for r := 0; r < runs; r++ {
@@ -118,9 +121,9 @@ func run(url string, quick bool) error {
 				rates[i] = append(rates[i], rate)
 			}
 		}
-		river, pullFinish, finishAndPull := median(rates[0]), median(rates[1]), median(rates[2])
-		fmt.Printf("| %s | %.0f/s | %.0f/s | %.0f/s | %.2f | %.2f |\n", sc.name, river, pullFinish,
-			finishAndPull, pullFinish/river, finishAndPull/river)
+		river, pullFinish, finishAndPull, work := median(rates[0]), median(rates[1]), median(rates[2]), median(rates[3])
+		fmt.Printf("| %s | %.0f/s | %.0f/s | %.0f/s | %.0f/s | %.2f | %.2f | %.2f |\n", sc.name, river, pullFinish,
+			finishAndPull, work, pullFinish/river, finishAndPull/river, work/river)
 	}
 	return nil
 }
@@ -161,21 +164,26 @@ func firstError(errs chan error) error {
 // ---------------------------------------------------------------------------
 // tq
 
-// runTQ runs sc on a fresh schema with one handle shared by the workers
-// and producers, its pool of connections the default; with finishAndPull,
-// each worker finishes a task and claims the next in one call.
-func runTQ(ctx context.Context, pool *pgxpool.Pool, url string, sc scenario, jobs int, finishAndPull bool) (float64, error) {
+// openTQ opens a handle on a fresh schema, its pool of connections the
+// default, with jobs pushed beforehand when sc has no producers; cleanup
+// closes it and drops the schema.
+func openTQ(ctx context.Context, pool *pgxpool.Pool, url string, sc scenario, jobs int) (q *tq.Queue, cleanup func(), err error) {
 	schema := fmt.Sprintf("bench_tq_%d", os.Getpid())
 	if _, err := pool.Exec(ctx, fmt.Sprintf("DROP SCHEMA IF EXISTS %s CASCADE", schema)); err != nil {
-		return 0, err
+		return nil, nil, err
 	}
-	defer pool.Exec(context.Background(), fmt.Sprintf("DROP SCHEMA IF EXISTS %s CASCADE", schema))
-	q, err := tq.Open(url, tq.WithPostgresSchema(schema))
+	cleanup = func() {
+		pool.Exec(context.Background(), fmt.Sprintf("DROP SCHEMA IF EXISTS %s CASCADE", schema))
+	}
+	q, err = tq.Open(url, tq.WithPostgresSchema(schema))
 	if err != nil {
-		return 0, err
+		cleanup()
+		return nil, nil, err
 	}
-	defer q.Close()
-	payload := []byte("{}")
+	cleanup = func() {
+		q.Close()
+		pool.Exec(context.Background(), fmt.Sprintf("DROP SCHEMA IF EXISTS %s CASCADE", schema))
+	}
 	if sc.producers == 0 {
 		batch := make([][]byte, 1000)
 		for i := range batch {
@@ -183,10 +191,44 @@ func runTQ(ctx context.Context, pool *pgxpool.Pool, url string, sc scenario, job
 		}
 		for pushed := 0; pushed < jobs; pushed += len(batch) {
 			if _, err := q.PushBatch(batch[:min(len(batch), jobs-pushed)]); err != nil {
-				return 0, err
+				cleanup()
+				return nil, nil, err
 			}
 		}
 	}
+	return q, cleanup, nil
+}
+
+var payload = []byte("{}")
+
+// drained checks that a run of tq ended with every job finished.
+func drained(ctx context.Context, q *tq.Queue) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("the run took longer than %v: %w", runLimit, err)
+	}
+	left, err := q.Count(tq.Pending)
+	if err != nil {
+		return err
+	}
+	leased, err := q.Count(tq.Leased)
+	if err != nil {
+		return err
+	}
+	if left+leased != 0 {
+		return fmt.Errorf("%d jobs were left unfinished", left+leased)
+	}
+	return nil
+}
+
+// runTQ runs sc with one handle shared by the workers and producers; with
+// finishAndPull, each worker finishes a task and claims the next in one
+// call.
+func runTQ(ctx context.Context, pool *pgxpool.Pool, url string, sc scenario, jobs int, finishAndPull bool) (float64, error) {
+	q, cleanup, err := openTQ(ctx, pool, url, sc, jobs)
+	if err != nil {
+		return 0, err
+	}
+	defer cleanup()
 
 	working, allDone := context.WithCancel(ctx)
 	defer allDone()
@@ -228,19 +270,49 @@ func runTQ(ctx context.Context, pool *pgxpool.Pool, url string, sc scenario, job
 	if err := firstError(errs); err != nil {
 		return 0, err
 	}
-	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("the run took longer than %v: %w", runLimit, err)
+	if err := drained(ctx, q); err != nil {
+		return 0, err
 	}
-	left, err := q.Count(tq.Pending)
+	return float64(jobs) / elapsed.Seconds(), nil
+}
+
+// runTQWork runs sc with the binding's worker, Queue.Work, with one
+// handler per sc worker. As River's completions are counted once
+// committed, so are Work's: the run ends when the last finish commits and
+// Work returns.
+func runTQWork(ctx context.Context, pool *pgxpool.Pool, url string, sc scenario, jobs int) (float64, error) {
+	q, cleanup, err := openTQ(ctx, pool, url, sc, jobs)
 	if err != nil {
 		return 0, err
 	}
-	leased, err := q.Count(tq.Leased)
+	defer cleanup()
+
+	working, allDone := context.WithCancel(ctx)
+	defer allDone()
+	var handled atomic.Int64
+	errs := make(chan error, sc.producers+1)
+	var wg sync.WaitGroup
+	started := time.Now()
+	runProducers(sc, jobs, func() error { _, err := q.Push(payload); return err }, errs, &wg)
+	err = q.Work(working, func(context.Context, *tq.Task) error {
+		if handled.Add(1) == int64(jobs) {
+			allDone()
+		}
+		return nil
+	}, tq.WithConcurrency(sc.workers), tq.WithErrorHandler(func(_ *tq.Task, err error) {
+		errs <- err
+		allDone()
+	}))
+	elapsed := time.Since(started)
+	wg.Wait()
 	if err != nil {
 		return 0, err
 	}
-	if left+leased != 0 {
-		return 0, fmt.Errorf("%d jobs were left unfinished", left+leased)
+	if err := firstError(errs); err != nil {
+		return 0, err
+	}
+	if err := drained(ctx, q); err != nil {
+		return 0, err
 	}
 	return float64(jobs) / elapsed.Seconds(), nil
 }
