@@ -512,7 +512,9 @@ export interface WorkerOptions {
 
 /**
  * Runs `handler` on the queue's tasks, `concurrency` at a time, renewing
- * each task's lease while its handler's promise is pending. A handler that
+ * each task's lease while its handler's promise is pending. The tasks of
+ * all free handlers are claimed together, in one transaction, and never
+ * more than there are free handlers. A handler that
  * resolves finishes its task; one that throws fails it. The handler's
  * `signal` aborts (with the error) when a renewal finds the delivery lost
  * or the task cancelled: stop working then. On SIGINT, SIGTERM or

@@ -83,19 +83,23 @@ async function runWorker(queue, handler, options = {}) {
         });
         continue;
       }
-      let task;
+      // One claim for every free handler: a single transaction (and, on
+      // PostgreSQL, a single round trip) rather than one per handler, and
+      // never more tasks than handlers to run them.
+      let tasks;
       try {
-        task = await queue.pull({ wait: Infinity, lease, signal: stop.signal });
+        tasks = await queue.pullMany(concurrency - running.size, { wait: Infinity, lease, signal: stop.signal });
       } catch (error) {
         if (stop.signal.aborted || error instanceof errors.ClosedError) break;
         throw error;
       }
-      if (task === null) continue;
-      const job = work(task).finally(() => {
-        running.delete(job);
-        slotFreed();
-      });
-      running.add(job);
+      for (const task of tasks) {
+        const job = work(task).finally(() => {
+          running.delete(job);
+          slotFreed();
+        });
+        running.add(job);
+      }
     }
   } finally {
     await Promise.all(running);

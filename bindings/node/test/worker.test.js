@@ -38,6 +38,38 @@ test('up to `concurrency` handlers run at once; resolved tasks finish, thrown on
   }
 });
 
+test('the tasks of all free handlers are claimed in one call, never more than are free', async () => {
+  const queue = tq.open(queuePath());
+  try {
+    queue.pushMany(Array.from({ length: 12 }, (_, i) => ({ i })));
+    const claims = [];
+    const pullMany = queue.pullMany.bind(queue);
+    queue.pullMany = (n, options) =>
+      pullMany(n, options).then((tasks) => {
+        claims.push({ asked: n, got: tasks.length, leased: queue.count('leased') });
+        return tasks;
+      });
+    const stop = new AbortController();
+    let seen = 0;
+    await tq.runWorker(
+      queue,
+      async () => {
+        await sleep(5);
+        if (++seen === 12) stop.abort();
+      },
+      { concurrency: 4, signal: stop.signal, stopOnSignals: false },
+    );
+    assert.deepEqual(claims[0], { asked: 4, got: 4, leased: 4 });
+    assert.ok(claims.length <= 9, `12 tasks took ${claims.length} claims: ${JSON.stringify(claims)}`);
+    for (const claim of claims) {
+      assert.ok(claim.leased <= 4, `more tasks held than handlers: ${JSON.stringify(claim)}`);
+    }
+    assert.equal(queue.count('pending') + queue.count('leased'), 0);
+  } finally {
+    await queue.close();
+  }
+});
+
 test('a handler pending past its lease keeps the task through heartbeats', async () => {
   const path = queuePath();
   const queue = tq.open(path);
