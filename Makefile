@@ -132,7 +132,8 @@ test-rust:
 # torture scenarios with PostgreSQL variants (workers killed, exclusive
 # delivery) run theirs, one at a time like test-torture, and so does the
 # network faults scenario, which restarts the server (cluster.sh restart,
-# hence TQ_TEST_POSTGRES_DIR) and cuts its connections. Same profile as
+# hence TQ_TEST_POSTGRES_DIR) and cuts its connections, and so does `tq
+# work`'s test of a restart. Same profile as
 # test-rust, so one build serves both. Then the Go and Python bindings'
 # PostgreSQL tests (their options, a round trip), without the race
 # detector (test-go runs them under it, the round trip skipped there for
@@ -147,6 +148,7 @@ test-postgres: lib bindings/node/node_modules/.package-lock.json
 	TQ_TEST_POSTGRES_URL=$$url TQ_TEST_POSTGRES_DIR=$$dir $(CARGO) test --locked --test torture -- \
 		--include-ignored --test-threads=1 --nocapture on_postgres && \
 	export TQ_TEST_POSTGRES_URL=$$url TQ_TEST_POSTGRES_DIR=$$dir && \
+	$(CARGO) test --locked -p tq-cli --test work postgres && \
 	($(call GO_INTREE,bindings/go,test) -count=1 -run Postgres .) && \
 	$(IN_TREE_PYTHON) -m pytest -q -p no:cacheprovider -k postgres bindings/python/tests && \
 	cd bindings/node && $(IN_TREE_NODE) --test test/postgres.test.js

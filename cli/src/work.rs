@@ -2,8 +2,10 @@
 //! with the payload on its standard input, and finishing or failing the
 //! task by the command's exit status. The lease is extended while the
 //! command runs; a cancellation of its task stops it at once (SIGTERM,
-//! then SIGKILL after a grace period). The first SIGINT or SIGTERM stops the pulls and waits for
-//! the running commands; a second one kills them.
+//! then SIGKILL after a grace period). A pull refused for a while (a busy
+//! file, a PostgreSQL server restarting) is tried again. The first SIGINT
+//! or SIGTERM stops the pulls and waits for the running commands; a second
+//! one kills them.
 
 use std::io::{self, IsTerminal, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -29,6 +31,12 @@ use crate::output::{
 
 /// How long one pull waits before it looks again (a signal ends it sooner).
 const PULL_WAIT: Duration = Duration::from_secs(60);
+
+/// A pull refused for a while (the file busy; a PostgreSQL server
+/// restarting or a connection cut) is tried again after these waits,
+/// doubling, rather than stopping the pool.
+const FIRST_RETRY_WAIT: Duration = Duration::from_millis(50);
+const MAX_RETRY_WAIT: Duration = Duration::from_secs(2);
 
 /// The longest pause between two looks at a running command.
 const MAX_POLL: Duration = Duration::from_millis(50);
@@ -244,18 +252,31 @@ impl Pool<'_> {
     /// One worker: pull, run, repeat until told to stop or, with
     /// `--until-empty`, until no task is ready.
     fn work(&self) {
+        let mut retry_wait = FIRST_RETRY_WAIT;
         while !self.stopping.load(Ordering::SeqCst) {
             if !self.reserve() {
                 self.stop();
                 break;
             }
             match self.queue.pull(&self.pull) {
-                Ok(Some(task)) => self.run(task),
+                Ok(Some(task)) => {
+                    retry_wait = FIRST_RETRY_WAIT;
+                    self.run(task)
+                }
                 Ok(None) => {
                     self.taken.fetch_sub(1, Ordering::SeqCst);
                     if self.args.until_empty {
                         break;
                     }
+                }
+                Err(err) if matches!(err.kind(), ErrorKind::Busy | ErrorKind::Io) => {
+                    self.taken.fetch_sub(1, Ordering::SeqCst);
+                    self.warn(format!(
+                        "pulling a task: {err}; trying again in {} ms",
+                        retry_wait.as_millis()
+                    ));
+                    self.pause(retry_wait);
+                    retry_wait = (retry_wait * 2).min(MAX_RETRY_WAIT);
                 }
                 Err(err) => {
                     self.taken.fetch_sub(1, Ordering::SeqCst);
@@ -265,6 +286,14 @@ impl Pool<'_> {
                     break;
                 }
             }
+        }
+    }
+
+    /// Waits `wait`, or less once the pool stops.
+    fn pause(&self, wait: Duration) {
+        let until = Instant::now() + wait;
+        while !self.stopping.load(Ordering::SeqCst) && Instant::now() < until {
+            thread::sleep(MAX_POLL.min(until - Instant::now()));
         }
     }
 
@@ -325,15 +354,17 @@ impl Pool<'_> {
         match ended {
             Ok(Ended::Exited(status, _, output)) if status.success() => {
                 let finished = match &output {
-                    None => self.queue.finish(task.receipt()),
+                    None => self.retrying(|| self.queue.finish(task.receipt())),
                     Some(Err(err)) => {
                         return self.fail(&task, format!("its output could not be read: {err}"))
                     }
                     Some(Ok(output)) => {
                         let text = String::from_utf8_lossy(output);
                         let result = Some(text.trim()).filter(|text| !text.is_empty());
-                        self.queue
-                            .finish_with_result(task.receipt(), result.unwrap_or("null"))
+                        self.retrying(|| {
+                            self.queue
+                                .finish_with_result(task.receipt(), result.unwrap_or("null"))
+                        })
                     }
                 };
                 match finished {
@@ -381,10 +412,33 @@ impl Pool<'_> {
     }
 
     fn fail(&self, task: &Task, reason: String) {
-        match self.queue.fail(task.receipt(), &reason) {
+        match self.retrying(|| self.queue.fail(task.receipt(), &reason)) {
             Ok(Failed::Dead) => Tally::add(&self.tally.dead),
             Ok(Failed::RetryAt(_)) => Tally::add(&self.tally.failed),
             Err(err) => self.lost_or_fatal(task.id(), err),
+        }
+    }
+
+    /// Makes `call`, a finish or fail, again while it is refused for a
+    /// while (Busy, Io), for up to one lease: the task is still held.
+    fn retrying<T>(&self, mut call: impl FnMut() -> tq::Result<T>) -> tq::Result<T> {
+        let give_up = Instant::now() + self.args.lease;
+        let mut retry_wait = FIRST_RETRY_WAIT;
+        loop {
+            match call() {
+                Err(err)
+                    if matches!(err.kind(), ErrorKind::Busy | ErrorKind::Io)
+                        && Instant::now() < give_up =>
+                {
+                    self.warn(format!(
+                        "{err}; trying again in {} ms",
+                        retry_wait.as_millis()
+                    ));
+                    thread::sleep(retry_wait);
+                    retry_wait = (retry_wait * 2).min(MAX_RETRY_WAIT);
+                }
+                outcome => return outcome,
+            }
         }
     }
 

@@ -473,3 +473,70 @@ fn a_task_cancelled_while_its_command_runs_stops_the_command_with_sigterm_at_onc
         (json!(0), json!(0))
     );
 }
+
+/// On PostgreSQL, when `TQ_TEST_POSTGRES_URL` and `TQ_TEST_POSTGRES_DIR`
+/// name a test server and its directory (`make test-postgres` sets both):
+/// `tq work` waiting for tasks goes on across a restart of the server,
+/// its pulls refused meanwhile tried again, and works what is pushed once
+/// the server is back.
+#[test]
+fn postgres_work_goes_on_across_a_server_restart() {
+    let (Ok(url), Ok(server_dir)) = (
+        std::env::var("TQ_TEST_POSTGRES_URL"),
+        std::env::var("TQ_TEST_POSTGRES_DIR"),
+    ) else {
+        eprintln!("skipped: TQ_TEST_POSTGRES_URL or TQ_TEST_POSTGRES_DIR is not set (`make test-postgres` sets both)");
+        return;
+    };
+    let fixture = Fixture {
+        dir: tempfile::tempdir().unwrap(),
+        file: url.into(),
+    };
+    let queue = format!("work_restart_{}", std::process::id());
+    let push = |count: usize| {
+        wait_for("a push the server takes", || {
+            fixture
+                .tq("push", &["--queue", &queue])
+                .write_stdin("{}\n".repeat(count))
+                .output()
+                .unwrap()
+                .status
+                .success()
+        })
+    };
+    let mut work = spawn_work(
+        &fixture,
+        &[
+            "--queue",
+            &queue,
+            "-j",
+            "2",
+            "--",
+            "sh",
+            "-c",
+            "echo ran >> runs",
+        ],
+    );
+    push(5);
+    wait_for("five runs", || line_count(&fixture.path("runs")) == 5);
+    let restart = std::process::Command::new(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/postgres/cluster.sh"),
+    )
+    .args(["restart", &server_dir, "immediate"])
+    .output()
+    .unwrap();
+    assert!(restart.status.success(), "{restart:?}");
+    push(5);
+    wait_for("ten runs", || line_count(&fixture.path("runs")) == 10);
+    assert!(
+        work.try_wait().unwrap().is_none(),
+        "tq work ended during the restart"
+    );
+    signal(&work, libc::SIGINT);
+    let output = work.wait_with_output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(
+        String::from_utf8(output.stdout).unwrap(),
+        "10 done, 0 failed (retried later), 0 dead\n"
+    );
+}
