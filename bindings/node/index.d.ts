@@ -506,8 +506,11 @@ export interface WorkerOptions {
   /** Stop on SIGINT and SIGTERM (default true). */
   stopOnSignals?: boolean;
   /** Called when finishing, failing or extending a task fails (default:
-   * console.error): a lost lease, a cancelled task, a busy file. */
-  onError?: (error: Error, task: Task) => void;
+   * console.error): a lost lease, a cancelled task, a busy file; and with
+   * task null when a pull is refused for a while (BusyError, IoError: a
+   * busy file, a PostgreSQL server restarting), which is tried again after
+   * 50 ms, doubling to 2 s. */
+  onError?: (error: Error, task: Task | null) => void;
 }
 
 /**

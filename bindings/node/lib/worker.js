@@ -4,7 +4,12 @@
 // SIGTERM (or an AbortSignal): no new task is taken, the handlers running
 // finish, and then the promise resolves.
 
+const { setTimeout: sleep } = require('node:timers/promises');
 const errors = require('./errors');
+
+// A pull refused for a while is tried again after these waits, doubling.
+const FIRST_RETRY_WAIT_MS = 50;
+const MAX_RETRY_WAIT_MS = 2000;
 
 /**
  * Runs `handler(task, { signal })` on the tasks of `queue`, up to
@@ -75,6 +80,7 @@ async function runWorker(queue, handler, options = {}) {
     }
   };
 
+  let retryWait = FIRST_RETRY_WAIT_MS;
   try {
     while (!stop.signal.aborted) {
       if (running.size >= concurrency) {
@@ -89,9 +95,16 @@ async function runWorker(queue, handler, options = {}) {
       let tasks;
       try {
         tasks = await queue.pullMany(concurrency - running.size, { wait: Infinity, lease, signal: stop.signal });
+        retryWait = FIRST_RETRY_WAIT_MS;
       } catch (error) {
         if (stop.signal.aborted || error instanceof errors.ClosedError) break;
-        throw error;
+        if (!(error instanceof errors.BusyError || error instanceof errors.IoError)) throw error;
+        // Refused for a while (a busy file, a PostgreSQL server
+        // restarting): try again rather than stop.
+        onError(error, null);
+        await sleep(retryWait, undefined, { signal: stop.signal }).catch(() => {});
+        retryWait = Math.min(2 * retryWait, MAX_RETRY_WAIT_MS);
+        continue;
       }
       for (const task of tasks) {
         const job = work(task).finally(() => {

@@ -157,3 +157,56 @@ test(
     }
   },
 );
+
+test(
+  'PostgreSQL: runWorker goes on across a server restart',
+  { skip: SKIP || (POSTGRES_DIR ? false : 'TQ_TEST_POSTGRES_DIR is not set (`make test-postgres` sets it)') },
+  async () => {
+    const schema = `node_test_${process.pid}_${Date.now()}`;
+    const queue = tq.open(POSTGRES_URL, { postgresSchema: schema });
+    try {
+      // Unique keys make a push tried again after a cut connection store once.
+      const pushAll = async (from, to) => {
+        for (let i = from; i < to; i++) {
+          for (let tries = 0; ; tries++) {
+            try {
+              queue.pushUnique({ i }, String(i));
+              break;
+            } catch (error) {
+              if (tries === 300) throw error;
+              await new Promise((resolve) => setTimeout(resolve, 100));
+            }
+          }
+        }
+      };
+      const seen = new Set();
+      const stop = new AbortController();
+      const refused = [];
+      const worker = tq.runWorker(
+        queue,
+        (task) => {
+          seen.add(task.payload.i);
+          if (seen.size === 10) stop.abort();
+        },
+        { concurrency: 2, lease: 2000, signal: stop.signal, stopOnSignals: false, onError: (error) => refused.push(error) },
+      );
+      const until = async (count) => {
+        const deadline = Date.now() + 30_000;
+        while (seen.size < count) {
+          assert.ok(Date.now() < deadline, `${seen.size} of ${count} tasks handled after 30 s`);
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+      };
+      await pushAll(0, 5);
+      await until(5);
+      const cluster = path.join(__dirname, '..', '..', '..', 'tests', 'postgres', 'cluster.sh');
+      execFileSync(cluster, ['restart', POSTGRES_DIR, 'immediate'], { stdio: 'ignore' });
+      await pushAll(5, 10);
+      await until(10);
+      await worker;
+      assert.equal(queue.count('pending') + queue.count('leased'), 0);
+    } finally {
+      await queue.close();
+    }
+  },
+);
