@@ -55,6 +55,7 @@ from .queue import (
     Task,
     TaskSnapshot,
 )
+from ._work import WorkStats
 
 __version__ = "0.3.0"
 
@@ -90,6 +91,7 @@ __all__ = [
     "State",
     "Task",
     "TaskSnapshot",
+    "WorkStats",
     "UNTIL_RESUMED",
     "library_path",
     "library_version",

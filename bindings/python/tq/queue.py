@@ -41,10 +41,13 @@ import threading
 import time
 import weakref
 from ctypes import byref, c_char_p, c_int32, c_int64, c_size_t, c_uint32, c_uint64
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from . import errors
 from ._native import PUSH_OPTIONS_P, QUEUE_P, SCHEDULE_P, TASK_P, lib
+
+if TYPE_CHECKING:
+    from ._work import WorkStats
 
 OK = 0
 EMPTY = 1
@@ -924,6 +927,56 @@ class Queue:
                 task._lock.release()
         # Tasks whose delivery had ended before were not held.
         return [finished.get(id(task), False) for task in tasks]
+
+    def work(self, handler, *, concurrency=4, lease=30, stop=None, on_error=None) -> "WorkStats":
+        """Runs ``handler`` on this queue's tasks, on up to ``concurrency``
+        threads at once, until ``stop`` (a ``threading.Event``) is set; then
+        claims no more tasks, waits for the handlers running to end and
+        their tasks to be finished or failed, and returns a
+        ``tq.WorkStats(finished, failed, lost)``.
+
+        ``handler(task)`` returning finishes the task; raising fails it, the
+        exception its reason (``"Type: message"``, as ``Task.fail`` writes
+        it). A handler that accepts a second argument is called as
+        ``handler(task, lost)``: ``lost`` is a ``threading.Event`` set when a
+        lease renewal finds the task cancelled or no longer held (stop
+        working on it then); handlers that do not look can ignore it.
+
+        Whenever handlers are free, ``work`` claims as many tasks as there
+        are free handlers in one ``pull_many``, waiting as ``pull`` does
+        while none is ready; it never holds a task no handler is free for.
+        The tasks of handlers that returned are finished together, in one
+        ``finish_many`` per commit, by one thread, while the handlers go on
+        with the next tasks: the tasks held are at most three times the
+        concurrency. Each task's lease (``lease`` seconds or a
+        ``timedelta``, at least 3 ms) is renewed every third of it while
+        its handler runs.
+
+        A claim, finish or fail refused for a while (``BusyError``;
+        ``IoError``, as while a PostgreSQL server restarts) is tried again
+        after waits of 50 ms doubling to 2 s; such errors, and finishes
+        and renewals refused for good, go to ``on_error(task, error)``
+        (``task`` None for a claim or a whole batch), by default a warning
+        on the ``tq`` logger. ``Queue.interrupt()`` stops the work as
+        ``stop`` does. Raises, once its handlers have ended,
+        ``ClosedError`` when the queue is closed, the error of a claim that
+        failed for good (``NotADatabaseError``, ...), and
+        ``KeyboardInterrupt`` on Ctrl-C when run on the main thread. Bad
+        arguments raise ``TypeError`` or ``InvalidArgumentError`` before
+        anything is claimed."""
+        from ._work import _MIN_LEASE_S, Worker
+
+        if not callable(handler):
+            raise TypeError(f"handler must be callable, not {type(handler).__name__}")
+        concurrency = _integer("concurrency", concurrency, 1, _INT32_MAX)
+        lease_s = _seconds("lease", lease)
+        if lease_s < _MIN_LEASE_S or math.isinf(lease_s):
+            raise errors.InvalidArgumentError(f"the lease must be at least 3 ms and finite, not {lease_s!r} s")
+        if stop is not None and not isinstance(stop, threading.Event):
+            raise TypeError(f"stop must be a threading.Event, not {type(stop).__name__}")
+        if on_error is not None and not callable(on_error):
+            raise TypeError(f"on_error must be callable, not {type(on_error).__name__}")
+        return Worker(self, handler, concurrency, lease_s, stop, on_error).run()
 
     def interrupt(self) -> None:
         """Ends the wait of every pull and ``wait`` on this queue with

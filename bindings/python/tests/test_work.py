@@ -1,0 +1,278 @@
+"""Queue.work: handlers on threads fed by batch claims, finishes in batches,
+lease renewal, cancellation, stopping, and riding out a server restart."""
+
+import os
+import subprocess
+import threading
+import time
+
+import pytest
+
+import tq
+
+POSTGRES_URL = os.environ.get("TQ_TEST_POSTGRES_URL")
+POSTGRES_DIR = os.environ.get("TQ_TEST_POSTGRES_DIR")
+REPOSITORY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..")
+
+
+def start_work(queue, handler, **options):
+    """Runs queue.work on a thread; returns the thread, the stop event and a
+    dict that gets the outcome ("stats" or "error")."""
+    stop = threading.Event()
+    outcome = {}
+
+    def run():
+        try:
+            outcome["stats"] = queue.work(handler, stop=stop, **options)
+        except BaseException as error:  # noqa: BLE001 (the test looks at it)
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, stop, outcome
+
+
+def wait_for(condition, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out")
+        time.sleep(0.005)
+
+
+def test_every_task_is_handled_once_by_at_most_concurrency_handlers(queue):
+    ids = queue.push_many({"n": n} for n in range(300))
+    lock = threading.Lock()
+    handled = []
+    running = [0, 0]  # now, most at once
+
+    def handle(task):
+        with lock:
+            running[0] += 1
+            running[1] = max(running)
+        time.sleep(0.002)
+        with lock:
+            running[0] -= 1
+            handled.append(task.id)
+
+    thread, stop, outcome = start_work(queue, handle, concurrency=8)
+    wait_for(lambda: len(handled) >= 300, timeout=60)
+    stop.set()
+    thread.join(10)
+    assert not thread.is_alive()
+    assert sorted(handled) == sorted(ids)
+    assert 2 <= running[1] <= 8
+    assert outcome["stats"] == tq.WorkStats(finished=300, failed=0, lost=0)
+    assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 0, "cancelled": 0}
+
+
+def test_claims_take_a_batch_for_the_free_handlers_and_never_more(queue, monkeypatch):
+    queue.push_many({"n": n} for n in range(20))
+    concurrency = 4
+    lock = threading.Lock()
+    running = [0]
+    sizes = []
+    pull_many = queue.pull_many
+
+    def recording_pull_many(n, *args, **kwargs):
+        with lock:
+            sizes.append(n)
+            assert running[0] + n <= concurrency
+        return pull_many(n, *args, **kwargs)
+
+    monkeypatch.setattr(queue, "pull_many", recording_pull_many)
+    release = threading.Event()
+    handled = []
+
+    def handle(task):
+        with lock:
+            running[0] += 1
+        release.wait(10)
+        with lock:
+            running[0] -= 1
+            handled.append(task.id)
+
+    thread, stop, outcome = start_work(queue, handle, concurrency=concurrency)
+    wait_for(lambda: running[0] == concurrency)
+    time.sleep(0.1)
+    # Nothing claimed ahead of the handlers.
+    assert queue.count("leased") == concurrency
+    assert sizes[0] == concurrency
+    release.set()
+    wait_for(lambda: len(handled) == 20)
+    stop.set()
+    thread.join(10)
+    assert outcome["stats"].finished == 20
+    assert all(1 <= n <= concurrency for n in sizes)
+    # Free handlers were claimed for together, not one pull each.
+    assert len(sizes) < 20
+
+
+def test_a_raising_handler_fails_its_task_with_the_reason(queue):
+    task_id = queue.push({"n": 1}, max_attempts=1)
+
+    def handle(task):
+        raise ValueError("bad\0thing")
+
+    thread, stop, outcome = start_work(queue, handle)
+    wait_for(lambda: queue.count("dead") == 1)
+    stop.set()
+    thread.join(10)
+    (dead,) = queue.list("dead")
+    assert dead.id == task_id
+    assert dead.last_error == "ValueError: bad\\x00thing"
+    assert outcome["stats"] == tq.WorkStats(finished=0, failed=1, lost=0)
+
+
+def test_lease_renewal_keeps_a_long_task_from_other_pullers(path):
+    with tq.Queue(path) as queue, tq.Queue(path) as other:
+        queue.push({"long": True})
+        started = threading.Event()
+        done = threading.Event()
+
+        def handle(task):
+            started.set()
+            time.sleep(0.75)
+            done.set()
+
+        thread, stop, outcome = start_work(queue, handle, lease=0.15)
+        assert started.wait(10)
+        taken = []
+        while not done.is_set():
+            task = other.pull(lease=30)
+            if task is not None:
+                taken.append(task.id)
+                task.close()
+            time.sleep(0.02)
+        stop.set()
+        thread.join(10)
+        assert taken == []
+        assert outcome["stats"] == tq.WorkStats(finished=1, failed=0, lost=0)
+        assert queue.counts()["pending"] == 0
+
+
+def test_a_task_cancelled_while_its_handler_runs_is_signalled_to_it(path):
+    with tq.Queue(path, keep_history=True) as queue:
+        task_id = queue.push({"n": 1})
+        started = threading.Event()
+        heard = []
+
+        def handle(task, lost):
+            started.set()
+            heard.append(lost.wait(10))
+
+        thread, stop, outcome = start_work(queue, handle, lease=0.3)
+        assert started.wait(10)
+        assert queue.cancel_task(task_id, "no longer wanted") == tq.State.LEASED
+        wait_for(lambda: heard)
+        stop.set()
+        thread.join(10)
+        assert heard == [True]
+        assert queue.task(task_id).state == tq.State.CANCELLED
+        assert outcome["stats"] == tq.WorkStats(finished=0, failed=0, lost=1)
+
+
+def test_stop_lets_the_running_handler_finish_and_claims_nothing_more(queue):
+    queue.push({"n": 1})
+    started = threading.Event()
+    release = threading.Event()
+    ended = []
+
+    def handle(task):
+        started.set()
+        release.wait(10)
+        ended.append(time.monotonic())
+
+    thread, stop, outcome = start_work(queue, handle, concurrency=2)
+    assert started.wait(10)
+    stop.set()
+    time.sleep(0.1)
+    later = queue.push({"n": 2})
+    time.sleep(0.1)
+    assert thread.is_alive()  # waits for its handler
+    release.set()
+    thread.join(10)
+    assert not thread.is_alive()
+    assert len(ended) == 1
+    assert outcome["stats"] == tq.WorkStats(finished=1, failed=0, lost=0)
+    assert [task.id for task in queue.list("pending")] == [later]
+    assert queue.count("leased") == 0
+
+
+def test_closing_the_queue_ends_work_with_closed_error(queue):
+    thread, stop, outcome = start_work(queue, lambda task: None)
+    time.sleep(0.2)
+    assert thread.is_alive()
+    queue.close()
+    thread.join(10)
+    assert not thread.is_alive()
+    assert isinstance(outcome.get("error"), tq.ClosedError)
+
+
+@pytest.mark.parametrize(
+    "arguments, error",
+    [
+        ({"concurrency": 0}, tq.InvalidArgumentError),
+        ({"concurrency": -3}, tq.InvalidArgumentError),
+        ({"concurrency": "4"}, TypeError),
+        ({"lease": 0.001}, tq.InvalidArgumentError),
+        ({"lease": -1}, tq.InvalidArgumentError),
+        ({"lease": float("inf")}, tq.InvalidArgumentError),
+        ({"lease": "30"}, TypeError),
+        ({"handler": None}, TypeError),
+        ({"handler": "print"}, TypeError),
+        ({"stop": object()}, TypeError),
+        ({"on_error": 1}, TypeError),
+    ],
+)
+def test_bad_arguments_are_refused_and_change_nothing(queue, arguments, error):
+    queue.push({"n": 1})
+    handler = arguments.pop("handler", lambda task: None)
+    with pytest.raises(error):
+        queue.work(handler, stop=threading.Event(), **arguments)
+    assert queue.counts()["pending"] == 1
+
+
+@pytest.mark.skipif(
+    POSTGRES_URL is None or POSTGRES_DIR is None,
+    reason="TQ_TEST_POSTGRES_URL or TQ_TEST_POSTGRES_DIR is not set (`make test-postgres` starts a server and sets both)",
+)
+def test_postgres_work_goes_on_across_a_server_restart():
+    schema = f"py_work_{os.getpid()}_{time.time_ns()}"
+    with tq.Queue(POSTGRES_URL, postgres_schema=schema, busy_timeout=1) as queue:
+        handled = set()
+        reported = []
+
+        def handle(task):
+            handled.add(task.payload["n"])
+
+        thread, stop, outcome = start_work(
+            queue, handle, concurrency=4, on_error=lambda task, error: reported.append(error)
+        )
+        for n in range(5):
+            queue.push({"n": n})
+        wait_for(lambda: len(handled) == 5, timeout=30)
+        subprocess.run(
+            [os.path.join(REPOSITORY, "tests", "postgres", "cluster.sh"), "restart", POSTGRES_DIR, "immediate"],
+            check=True,
+            capture_output=True,
+        )
+        for n in range(5, 10):
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    queue.push({"n": n}, unique_key=f"n{n}")
+                    break
+                except (tq.BusyError, tq.IoError, tq.UnknownOutcomeError):
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+        wait_for(lambda: len(handled) == 10, timeout=60)
+        assert thread.is_alive() and not outcome
+        stop.set()
+        thread.join(30)
+        assert not thread.is_alive()
+        assert "error" not in outcome
+        assert handled == set(range(10))
+        # What the restart refused was reported and tried again.
+        assert all(isinstance(error, (tq.BusyError, tq.IoError, tq.UnknownOutcomeError)) for error in reported)
