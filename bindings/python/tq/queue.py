@@ -971,7 +971,9 @@ class Queue:
         concurrency = _integer("concurrency", concurrency, 1, _INT32_MAX)
         lease_s = _seconds("lease", lease)
         if lease_s < _MIN_LEASE_S or math.isinf(lease_s):
-            raise errors.InvalidArgumentError(f"the lease must be at least 3 ms and finite, not {lease_s!r} s")
+            raise errors.InvalidArgumentError(
+                f"the lease must be at least 3 ms and finite, not {lease_s!r} s"
+            )
         if stop is not None and not isinstance(stop, threading.Event):
             raise TypeError(f"stop must be a threading.Event, not {type(stop).__name__}")
         if on_error is not None and not callable(on_error):
