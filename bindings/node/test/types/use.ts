@@ -65,7 +65,7 @@ async function main(): Promise<void> {
   const counts: Record<tq.StateName, number> = queue.counts();
   const snapshots: tq.TaskSnapshot[] = queue.list('dead', { afterId: 0, limit: 10 });
   for (const s of queue.iterTasks(tq.State.PENDING)) console.log(s.payload, s.lastError);
-  const stats = await tq.runWorker(queue, async (t) => { await Promise.resolve(t.id); }, { concurrency: 2, onError: (e, t) => console.log(e.message, t.id) });
+  const stats = await tq.runWorker(queue, async (t) => { await Promise.resolve(t.id); }, { concurrency: 2, onError: (e, t) => console.log(e.message, t?.id) });
   console.log(id, unique, ids, counts, snapshots, stats.finished, queue.oldestReadyAge(), tq.MAX_PAYLOAD_LEN, tq.libraryVersion());
   try { queue.push('x'); } catch (error) { if (error instanceof tq.InvalidJsonError) console.log(error.status, error.index); }
   await queue.close();
