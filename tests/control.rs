@@ -526,6 +526,22 @@ fn a_pull_waiting_at_the_limit_takes_a_task_once_a_slot_frees(scratch: Scratch) 
     });
 }
 
+/// A slot also frees when its holder's lease expires, which no call tells
+/// of: a pull waiting at the limit wakes for it.
+fn a_pull_waiting_at_the_limit_takes_a_task_whose_lease_expired(scratch: Scratch) {
+    let queue = scratch.open();
+    queue.set_concurrency_limit(Some(1)).unwrap();
+    let lost = push(&queue, "1");
+    push(&queue, "2");
+    let _held = queue.pull(&lease(300)).unwrap().unwrap();
+    let other = scratch.open();
+    let task = other
+        .pull(&waiting(5_000))
+        .unwrap()
+        .expect("woken when the lease expired");
+    assert_eq!(task.id(), lost, "the expired task keeps its place");
+}
+
 fn the_limit_holds_exactly_under_threads_racing_for_slots(scratch: Scratch) {
     use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
@@ -675,6 +691,7 @@ on_both_backends!(
     a_concurrency_limit_caps_the_leased_tasks_of_every_handle,
     an_expired_lease_frees_its_slot,
     a_pull_waiting_at_the_limit_takes_a_task_once_a_slot_frees,
+    a_pull_waiting_at_the_limit_takes_a_task_whose_lease_expired,
     the_limit_holds_exactly_under_threads_racing_for_slots,
     no_task_is_delivered_after_its_cancellation_returned,
     a_task_out_of_line_cancelled_is_gone_or_kept_with_its_reason,

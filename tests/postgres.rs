@@ -803,3 +803,69 @@ fn claims_and_finishes_made_at_once_by_threads_share_statements() {
          none shared one"
     );
 }
+
+/// A finish frees a slot of a concurrency limit, but tells the waiters of
+/// other clients only while a pull waits for one: a notification holds a
+/// lock of the whole database from its commit until the flush ends, so
+/// finishes that all notified would commit one after another.
+#[test]
+fn a_finish_at_a_limited_queue_notifies_only_while_a_pull_waits_for_a_slot() {
+    use postgres::fallible_iterator::FallibleIterator;
+
+    let Some(scratch) = scratch("slot_wanted") else {
+        return;
+    };
+    let server = scratch.server().unwrap();
+    let worker = Queue::open(&named_url(&scratch, "tq_test_worker"), &normal(&scratch)).unwrap();
+    let waiter = Queue::open(&named_url(&scratch, "tq_test_waiter"), &normal(&scratch)).unwrap();
+    worker.set_concurrency_limit(Some(1)).unwrap();
+    let pushed: Vec<i64> = ["1", "2", "3"].iter().map(|p| push(&worker, p)).collect();
+    let channel = format!("tq_{}", server.schema);
+    let mut listener = postgres_client(&server.url);
+    listener
+        .batch_execute(&format!("LISTEN \"{channel}\""))
+        .unwrap();
+    // How many notifications for the queue came from commits before now:
+    // they arrive in commit order, before a marker sent now.
+    let mut told = || -> usize {
+        listener
+            .execute("SELECT pg_notify($1, 'marker')", &[&channel])
+            .unwrap();
+        let mut count = 0;
+        let mut notifications = listener.notifications();
+        let mut arriving = notifications.timeout_iter(Duration::from_secs(10));
+        while let Some(notification) = arriving.next().unwrap() {
+            match notification.payload() {
+                "marker" => return count,
+                "default" => count += 1,
+                _ => {}
+            }
+        }
+        panic!("the marker never came back");
+    };
+    told();
+    let first = worker.pull(&PullOptions::new()).unwrap().unwrap();
+    worker.finish(first.receipt()).unwrap();
+    assert_eq!(told(), 0, "a finish told of its slot with no pull waiting");
+
+    let second = worker.pull(&PullOptions::new()).unwrap().unwrap();
+    let mut wait = PullOptions::new();
+    wait.wait(Duration::from_secs(20)).unwrap();
+    let mut admin = postgres_client(&server.url);
+    let wanted = format!(
+        "SELECT 1 FROM \"{}\".queues WHERE queue = 'default' AND slots_wanted_until IS NOT NULL",
+        server.schema
+    );
+    thread::scope(|scope| {
+        let waiting = scope.spawn(|| waiter.pull(&wait).unwrap());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while admin.query_opt(&wanted, &[]).unwrap().is_none() {
+            assert!(Instant::now() < deadline, "the waiting pull posted no want");
+            thread::sleep(Duration::from_millis(10));
+        }
+        worker.finish(second.receipt()).unwrap();
+        let task = waiting.join().unwrap().expect("woken by the finish");
+        assert_eq!(task.id(), pushed[2]);
+    });
+    assert!(told() >= 1, "the finish told no one of its slot");
+}

@@ -236,6 +236,12 @@ const MIGRATIONS: &[&str] = &[
     // 8: SQLite's version 10: when the task was last claimed, on the
     // server's clock, set by the claim that leases it.
     "ALTER TABLE @.tasks ADD COLUMN claimed_at bigint;",
+    // 9 (PostgreSQL only): until when a pull waits for a slot of the
+    // queue's concurrency limit. A finish notifies the waiters only while
+    // one does: a notification holds a lock of the whole database from
+    // its commit until the flush ends, so every finish notifying would
+    // commit one after another. NULL: none waits.
+    "ALTER TABLE @.queues ADD COLUMN slots_wanted_until bigint;",
 ];
 
 /// The schema version this library writes.

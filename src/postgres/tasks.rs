@@ -34,6 +34,25 @@ use crate::wait::Bell;
 /// what a loss nobody foresaw would cost.
 const CANCELLATIONS_SAFETY_NET: Duration = Duration::from_secs(1);
 
+/// How long a pull that found its queue at its concurrency limit posts
+/// that it waits for a slot ([`WANT_SLOT`]), in ms.
+const SLOT_WANTED_FOR: i64 = 10_000;
+
+/// How often a pull waiting at the concurrency limit looks again, in ms,
+/// even when no finish notified it, and so posts its want again before it
+/// lapses (see [`NEXT_CLAIMABLE`]). It also bounds what a notification
+/// lost after its finish committed costs a waiter.
+const SLOT_WANT_RENEWED_AFTER: i64 = SLOT_WANTED_FOR / 2;
+
+/// The live leases of queue `$1`, which hold a slot of its concurrency
+/// limit (expired ones hold none): two ranges of partial indexes.
+macro_rules! live_leases {
+    () => {
+        "((SELECT count(*) FROM @.tasks WHERE queue = $1 AND state = 1 AND lease_expires_at > NOW_MS)
+          + (SELECT count(*) FROM @.tasks WHERE queue = $1 AND state = 6 AND lease_expires_at > NOW_MS))"
+    };
+}
+
 /// Stores tasks without unique keys, in order, and notifies the schema's
 /// channel (`$7`, payload the queue `$1`) once: an uncorrelated subquery
 /// is run once per statement, not once per row. `$3` is each task's delay from
@@ -173,6 +192,25 @@ const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
 /// starts).
 const LOCK_SLOTS: &str = "SELECT max_leased, rate_period FROM @.queues WHERE queue = $1 FOR UPDATE";
 
+/// Posts, for `$2` ms, that a pull waits for a slot of queue `$1`'s
+/// concurrency limit, if the queue is at its limit; answers a row if so.
+/// Run by a claim that took nothing with the settings locked
+/// ([`LOCK_SLOTS`]).
+const WANT_SLOT: &str = concat!(
+    "UPDATE @.queues SET slots_wanted_until = NOW_MS + $2
+     WHERE queue = $1 AND max_leased <= ",
+    live_leases!(),
+    " RETURNING 1"
+);
+
+/// Notifies channel `$1` with queue `$2` if a pull waits for a slot of the
+/// queue's concurrency limit ([`WANT_SLOT`]). Run in a transaction of its
+/// own once the call that freed a slot committed: it then sees any want
+/// posted by a claim that could not see that slot free, and it writes
+/// nothing (so waits for no flush) when no one waits.
+const NOTIFY_IF_SLOT_WANTED: &str = "SELECT pg_notify($1, $2)::text FROM @.queues
+    WHERE queue = $2 AND slots_wanted_until > NOW_MS";
+
 /// How many of queue `$1`'s rate slots are free (last used `$2` ms ago or
 /// more), counting up to `$3`.
 const FREE_RATE_SLOTS: &str = "SELECT count(*) FROM (SELECT 1 FROM @.rate_slots
@@ -189,9 +227,8 @@ const USE_RATE_SLOTS: &str = "UPDATE @.rate_slots SET used_at = NOW_MS
 /// tokens): deleted, or kept as done with history (`$3`) or for a unique
 /// window; returns the receipts that were current. On a handle without
 /// history, also deletes a few done tasks of queue `$4` whose unique window
-/// has passed. When `$6` (the queue is limited: a slot was freed), notifies
-/// channel `$5` with the queue, once however many it finished (the server
-/// folds identical notifications of one transaction).
+/// has passed. A slot of a concurrency limit freed is told afterwards, and
+/// only to a pull that waits for one ([`NOTIFY_IF_SLOT_WANTED`]).
 const FINISH: &str = "WITH clock AS (SELECT NOW_MS AS now),
     r AS (SELECT * FROM unnest($1::int8[], $2::int8[]) AS r(id, token)),
     deleted AS (
@@ -218,7 +255,7 @@ const FINISH: &str = "WITH clock AS (SELECT NOW_MS AS now),
               AND (result_until IS NULL OR result_until <= (SELECT now FROM clock))
             LIMIT 100 FOR UPDATE SKIP LOCKED)),
     done AS (SELECT id, token FROM deleted UNION ALL SELECT id, token FROM kept)
-    SELECT id, token, CASE WHEN $6::bool THEN pg_notify($5, $4)::text END FROM done";
+    SELECT id, token FROM done";
 
 /// Completes the delivery `($1, $2)`, if current, keeping the task as done
 /// with result `$3`: for `$5` ms on a handle without history (`$4`), with
@@ -353,12 +390,26 @@ const OLDEST_READY: &str = "WITH RECURSIVE level(priority) AS (
 
 /// How long until a task of queue `$1` can be claimed (see
 /// `Store::next_claimable`): 0 when one is ready; while the queue is
-/// paused, until its pause ends (NULL: until resumed).
-const NEXT_CLAIMABLE: &str = "SELECT CASE
+/// paused, until its pause ends (NULL: until resumed); under a rate limit,
+/// not before a slot is free; at its concurrency limit, not before the
+/// first live lease expires (a finish notifies instead), nor later than
+/// `$2` ms, so that a waiting pull posts its want of a slot again.
+const NEXT_CLAIMABLE: &str = concat!(
+    "SELECT CASE
         WHEN p.until IS NULL THEN greatest(c.at, (
             SELECT min(s.used_at + q.rate_period) FROM @.queues q
             JOIN @.rate_slots s ON s.queue = q.queue
-            WHERE q.queue = $1 AND q.rate_period IS NOT NULL AND c.at IS NOT NULL))
+            WHERE q.queue = $1 AND q.rate_period IS NOT NULL AND c.at IS NOT NULL), (
+            SELECT least(
+                (SELECT min(lease_expires_at) FROM @.tasks
+                 WHERE queue = $1 AND state = 1 AND lease_expires_at > NOW_MS),
+                (SELECT min(lease_expires_at) FROM @.tasks
+                 WHERE queue = $1 AND state = 6 AND lease_expires_at > NOW_MS),
+                NOW_MS + $2)
+            FROM @.queues q
+            WHERE q.queue = $1 AND c.at IS NOT NULL AND q.max_leased <= ",
+    live_leases!(),
+    "))
         WHEN p.until < 9223372036854775807 THEN p.until
     END - NOW_MS
     FROM (SELECT (SELECT paused_until FROM @.queues WHERE queue = $1 AND paused_until > NOW_MS)
@@ -366,7 +417,8 @@ const NEXT_CLAIMABLE: &str = "SELECT CASE
          (SELECT least(
             (SELECT NOW_MS WHERE EXISTS (SELECT 1 FROM @.tasks WHERE queue = $1 AND state = 0)),
             (SELECT min(run_at) FROM @.tasks WHERE queue = $1 AND state = 4),
-            (SELECT min(lease_expires_at) FROM @.tasks WHERE queue = $1 AND state = 1)) AS at) c";
+            (SELECT min(lease_expires_at) FROM @.tasks WHERE queue = $1 AND state = 1)) AS at) c"
+);
 
 /// The end of queue `$1`'s pause in force, if any.
 const PAUSED_UNTIL: &str =
@@ -510,12 +562,21 @@ impl PostgresStore {
         // round of the claim.
         let claim_limited = |run| {
             if transaction {
-                self.claim_limited(run, max, lease, holder)
-            } else {
+                return Ok(self.claim_limited(run, max, lease, holder)?.0);
+            }
+            let claim = || {
                 self.write(|tx| {
                     self.claim_limited(|sql, params| tx.query(sql, params), max, lease, holder)
                 })
+            };
+            let (tasks, wanted) = claim()?;
+            if wanted {
+                // A finish that committed after this claim counted the
+                // leases looked for a want before this one was posted, and
+                // told no one: look once more, now that it is posted.
+                return Ok(claim()?.0);
             }
+            Ok(tasks)
         };
         if self.limited.load(Ordering::Relaxed) {
             return claim_limited(run);
@@ -552,14 +613,16 @@ impl PostgresStore {
     /// Claims up to `max` tasks of this limited queue, with `run` in a
     /// transaction: locks its settings ([`LOCK_SLOTS`]), counts its free
     /// rate slots, claims no more than those and its concurrency limit's
-    /// slots left, and marks the rate slots it used.
+    /// slots left, and marks the rate slots it used. Having claimed
+    /// nothing at its concurrency limit, it posts that a pull waits for a
+    /// slot ([`WANT_SLOT`]), and says so.
     fn claim_limited(
         &self,
         mut run: impl FnMut(&str, Params<'_>) -> Result<Vec<Row>>,
         max: usize,
         lease: i64,
         holder: i32,
-    ) -> Result<Vec<Task>> {
+    ) -> Result<(Vec<Task>, bool)> {
         let (limit, rate_period) = self.lock_limits(&mut run)?;
         let mut room = max;
         if let Some(period) = rate_period {
@@ -590,8 +653,11 @@ impl PostgresStore {
             let used = tasks.len() as i64;
             run(&self.sql(USE_RATE_SLOTS), &[&self.queue, &period, &used])?;
         }
+        let wanted = tasks.is_empty()
+            && count_leases
+            && !run(&self.sql(WANT_SLOT), &[&self.queue, &SLOT_WANTED_FOR])?.is_empty();
         sort_claimed(&mut tasks);
-        Ok(tasks)
+        Ok((tasks, wanted))
     }
 
     /// Locks this queue's settings ([`LOCK_SLOTS`]) until the transaction
@@ -632,14 +698,19 @@ impl PostgresStore {
         Ok(free.max(0) as usize)
     }
 
-    /// Wakes the waiters of this limited queue in every process, a slot of
-    /// its limit having just been freed: one round trip, made only by a
-    /// handle that saw its queue limited.
-    fn slots_freed(&self) -> Result<()> {
+    /// Wakes the pulls waiting for a slot of this limited queue, in every
+    /// process, if one waits ([`NOTIFY_IF_SLOT_WANTED`]), once a call that
+    /// freed a slot committed: one round trip, made only by a handle that
+    /// saw its queue limited. Its error is not the call's, which has
+    /// committed: a waiter it misses looks again within
+    /// [`SLOT_WANT_RENEWED_AFTER`].
+    fn slots_freed(&self) {
         if self.limited.load(Ordering::Relaxed) {
-            self.write_one(NOTIFY, &[&self.channel, &self.queue])?;
+            let _ = self.write_one(
+                &self.sql(NOTIFY_IF_SLOT_WANTED),
+                &[&self.channel, &self.queue],
+            );
         }
-        Ok(())
     }
 
     /// Completes the current deliveries among `receipts`, [`FINISH`] run
@@ -651,17 +722,9 @@ impl PostgresStore {
     ) -> Result<Vec<bool>> {
         let ids: Vec<i64> = receipts.iter().map(|receipt| receipt.id).collect();
         let tokens: Vec<i64> = receipts.iter().map(|receipt| receipt.token).collect();
-        let limited = self.limited.load(Ordering::Relaxed);
         let rows = run(
             &self.sql(FINISH),
-            &[
-                &ids,
-                &tokens,
-                &self.keep_history,
-                &self.queue,
-                &self.channel,
-                &limited,
-            ],
+            &[&ids, &tokens, &self.keep_history, &self.queue],
         )?;
         let mut done = HashSet::new();
         for row in &rows {
@@ -750,17 +813,27 @@ impl PostgresStore {
             Ok((done, claimed))
         });
         match outcome {
-            Ok((done, claimed)) => calls
-                .iter()
-                .zip(done.into_iter().zip(claimed))
-                .map(|(&(receipt, _), (done, task))| {
-                    if done {
-                        Ok(task)
-                    } else {
-                        Err(not_held(receipt.id))
-                    }
-                })
-                .collect(),
+            Ok((done, claimed)) => {
+                // A finish whose claim took no task left its slot free.
+                if done
+                    .iter()
+                    .zip(&claimed)
+                    .any(|(&done, task)| done && task.is_none())
+                {
+                    self.slots_freed();
+                }
+                calls
+                    .iter()
+                    .zip(done.into_iter().zip(claimed))
+                    .map(|(&(receipt, _), (done, task))| {
+                        if done {
+                            Ok(task)
+                        } else {
+                            Err(not_held(receipt.id))
+                        }
+                    })
+                    .collect()
+            }
             Err(err) => calls.iter().map(|_| Err(err.clone())).collect(),
         }
     }
@@ -771,6 +844,9 @@ impl PostgresStore {
         let receipts = finishes.concat();
         match self.finish_with(|sql, params| self.write_one(sql, params), &receipts) {
             Ok(done) => {
+                if done.contains(&true) {
+                    self.slots_freed();
+                }
                 let mut done = done.into_iter();
                 finishes
                     .iter()
@@ -1116,7 +1192,7 @@ impl Store for PostgresStore {
         )?;
         let row = rows.first().ok_or_else(|| not_held(receipt.id))?;
         if row.try_get(0)? {
-            self.slots_freed()?;
+            self.slots_freed();
             return Ok(Failed::Dead);
         }
         Ok(Failed::RetryAt(row.try_get(1)?))
@@ -1503,7 +1579,8 @@ impl Store for PostgresStore {
     }
 
     fn next_claimable(&self, now: i64) -> Result<Option<i64>> {
-        let until: Option<i64> = self.read_value(NEXT_CLAIMABLE, &[&self.queue])?;
+        let until: Option<i64> =
+            self.read_value(NEXT_CLAIMABLE, &[&self.queue, &SLOT_WANT_RENEWED_AFTER])?;
         // The server says how long until then; the engine waits on its clock.
         Ok(until.map(|until| now.saturating_add(until.max(0))))
     }

@@ -626,6 +626,38 @@ const LIVE_LEASES: &str = "SELECT
     (SELECT count(*) FROM tq_tasks WHERE queue = ?1 AND state = 1 AND lease_expires_at > ?2)
   + (SELECT count(*) FROM tq_tasks WHERE queue = ?1 AND state = 6 AND lease_expires_at > ?2)";
 
+/// When the first live lease of queue `?1` expires after `?2`: two
+/// lookups in partial indexes.
+const FIRST_LEASE_END: &str = "SELECT min(t) FROM (
+    SELECT min(lease_expires_at) AS t FROM tq_tasks
+    WHERE queue = ?1 AND state = 1 AND lease_expires_at > ?2
+    UNION ALL
+    SELECT min(lease_expires_at) FROM tq_tasks
+    WHERE queue = ?1 AND state = 6 AND lease_expires_at > ?2)";
+
+/// When the first live lease of `queue` expires, if the queue is at its
+/// concurrency limit at `now`: until then (or a finish), it has no slot
+/// to claim with.
+fn lease_end_at_limit(conn: &Connection, queue: &str, now: i64) -> Result<Option<i64>> {
+    let limit: Option<i64> = conn
+        .prepare_cached("SELECT max_leased FROM tq_queues WHERE queue = ?1")?
+        .query_row([queue], |row| row.get(0))
+        .optional()?
+        .flatten();
+    let Some(limit) = limit else {
+        return Ok(None);
+    };
+    let live: i64 = conn
+        .prepare_cached(LIVE_LEASES)?
+        .query_row(params![queue, now], |row| row.get(0))?;
+    if live < limit {
+        return Ok(None);
+    }
+    Ok(conn
+        .prepare_cached(FIRST_LEASE_END)?
+        .query_row(params![queue, now], |row| row.get(0))?)
+}
+
 /// What bounds a claim of one queue at one time.
 struct Bounds {
     /// How many more tasks may be leased: none while the queue is paused;
@@ -1967,7 +1999,14 @@ impl Store for SqliteStore {
                      WHERE q.queue = ?1 AND q.rate_period IS NOT NULL",
                 )?
                 .query_row([&self.queue], |row| row.get(0))?;
-            Ok(due.map(|due| due.max(now).max(slot_free.unwrap_or(now))))
+            // At its concurrency limit, not before a live lease expires,
+            // which rings no one (a finish does).
+            let lease_ends = lease_end_at_limit(conn, &self.queue, now)?;
+            Ok(due.map(|due| {
+                due.max(now)
+                    .max(slot_free.unwrap_or(now))
+                    .max(lease_ends.unwrap_or(now))
+            }))
         })
     }
 
@@ -2423,6 +2462,11 @@ mod tests {
         assert!(live.contains("tq_tasks_live"), "{live}");
         assert!(live.contains("tq_tasks_cancelling"), "{live}");
         assert!(!live.contains("SCAN tq_tasks"), "{live}");
+        // A pull waiting at the limit looks up when the first lease ends.
+        let first_end = plan(&conn, FIRST_LEASE_END);
+        assert!(first_end.contains("tq_tasks_live"), "{first_end}");
+        assert!(first_end.contains("tq_tasks_cancelling"), "{first_end}");
+        assert!(!first_end.contains("SCAN tq_tasks"), "{first_end}");
         // The expired leases alone, through their index; the sort keeps only
         // the first `?3`.
         let expired = plan(&conn, EXPIRED_IN_LINE);
