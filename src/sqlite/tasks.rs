@@ -636,17 +636,9 @@ const FIRST_LEASE_END: &str = "SELECT min(t) FROM (
     WHERE queue = ?1 AND state = 6 AND lease_expires_at > ?2)";
 
 /// When the first live lease of `queue` expires, if the queue is at its
-/// concurrency limit at `now`: until then (or a finish), it has no slot
+/// concurrency `limit` at `now`: until then (or a finish), it has no slot
 /// to claim with.
-fn lease_end_at_limit(conn: &Connection, queue: &str, now: i64) -> Result<Option<i64>> {
-    let limit: Option<i64> = conn
-        .prepare_cached("SELECT max_leased FROM tq_queues WHERE queue = ?1")?
-        .query_row([queue], |row| row.get(0))
-        .optional()?
-        .flatten();
-    let Some(limit) = limit else {
-        return Ok(None);
-    };
+fn lease_end_at_limit(conn: &Connection, queue: &str, limit: i64, now: i64) -> Result<Option<i64>> {
     let live: i64 = conn
         .prepare_cached(LIVE_LEASES)?
         .query_row(params![queue, now], |row| row.get(0))?;
@@ -672,11 +664,7 @@ struct Bounds {
 /// take no more, so the limits hold exactly: every claim of the file runs
 /// under its write lock.
 fn bounds(conn: &Connection, queue: &str, now: i64, max: usize) -> Result<Bounds> {
-    let settings: Option<(Option<i64>, Option<i64>, Option<i64>)> = conn
-        .prepare_cached(SETTINGS)?
-        .query_row([queue], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
-        .optional()?;
-    let Some((paused_until, max_leased, rate_period)) = settings else {
+    let Some((paused_until, max_leased, rate_period)) = settings(conn, queue)? else {
         return Ok(Bounds {
             room: None,
             rate_period: None,
@@ -707,6 +695,17 @@ fn bounds(conn: &Connection, queue: &str, now: i64, max: usize) -> Result<Bounds
     }
     Ok(Bounds { room, rate_period })
 }
+
+/// What an operator set for `queue` ([`SETTINGS`]), if anything.
+fn settings(conn: &Connection, queue: &str) -> Result<Option<Settings>> {
+    Ok(conn
+        .prepare_cached(SETTINGS)?
+        .query_row([queue], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+        .optional()?)
+}
+
+/// A queue's pause's end, concurrency limit and rate limit's window.
+type Settings = (Option<i64>, Option<i64>, Option<i64>);
 
 /// When the pause of `queue` in force at `now` ends, if it is paused.
 fn paused_until(conn: &Connection, queue: &str, now: i64) -> Result<Option<i64>> {
@@ -1983,30 +1982,37 @@ impl Store for SqliteStore {
 
     fn next_claimable(&self, now: i64) -> Result<Option<i64>> {
         self.read(|conn| {
+            let (paused_until, max_leased, rate_period) =
+                settings(conn, &self.queue)?.unwrap_or_default();
             // A paused queue has nothing to claim before its pause ends
             // (a resume rings the waiters).
-            if let Some(until) = paused_until(conn, &self.queue, now)? {
+            if let Some(until) = paused_until.filter(|&until| until > now) {
                 return Ok((until != UNTIL_RESUMED).then_some(until));
             }
             let due: Option<i64> = conn
                 .prepare_cached(NEXT_CLAIMABLE)?
                 .query_row(rusqlite::params![&self.queue, now], |row| row.get(0))?;
+            let Some(due) = due else {
+                return Ok(None);
+            };
+            let mut at = due.max(now);
             // Under a rate limit, not before a slot is free.
-            let slot_free: Option<i64> = conn
-                .prepare_cached(
-                    "SELECT min(s.used_at + q.rate_period) FROM tq_queues q
-                     JOIN tq_rate_slots s ON s.queue = q.queue
-                     WHERE q.queue = ?1 AND q.rate_period IS NOT NULL",
-                )?
-                .query_row([&self.queue], |row| row.get(0))?;
+            if rate_period.is_some() {
+                let slot_free: Option<i64> = conn
+                    .prepare_cached(
+                        "SELECT min(s.used_at + q.rate_period) FROM tq_queues q
+                         JOIN tq_rate_slots s ON s.queue = q.queue
+                         WHERE q.queue = ?1 AND q.rate_period IS NOT NULL",
+                    )?
+                    .query_row([&self.queue], |row| row.get(0))?;
+                at = at.max(slot_free.unwrap_or(now));
+            }
             // At its concurrency limit, not before a live lease expires,
             // which rings no one (a finish does).
-            let lease_ends = lease_end_at_limit(conn, &self.queue, now)?;
-            Ok(due.map(|due| {
-                due.max(now)
-                    .max(slot_free.unwrap_or(now))
-                    .max(lease_ends.unwrap_or(now))
-            }))
+            if let Some(limit) = max_leased {
+                at = at.max(lease_end_at_limit(conn, &self.queue, limit, now)?.unwrap_or(now));
+            }
+            Ok(Some(at))
         })
     }
 
