@@ -9,14 +9,22 @@ import (
 	"time"
 )
 
-// A watch that cannot read its task for now (ErrBusy: the file's write
-// lock held past the busy timeout; ErrIO: on PostgreSQL, a connection cut
-// or a server restarting) asks again after these waits, doubling, rather
-// than stop the work it watches: the task is still held.
+// A call refused for a while (isTransient) is tried again after these
+// waits, doubling. A watch that cannot read its task for now asks again
+// for as long as it runs, rather than stop the work it watches: the task
+// is still held. Work's claims do too; its finishes and fails stop after
+// one lease (retryFor).
 const (
 	firstRetryWait = 50 * time.Millisecond
 	maxRetryWait   = 2 * time.Second
 )
+
+// isTransient says whether err refuses a call only for a while: ErrBusy
+// (the file's write lock held past the busy timeout) or ErrIO (on
+// PostgreSQL, a connection cut or a server restarting).
+func isTransient(err error) bool {
+	return errors.Is(err, ErrBusy) || errors.Is(err, ErrIO)
+}
 
 // watcher is the goroutine of one Task.Context: it waits in
 // tq_wait_cancellation on the delivery until the task is cancelled, the
@@ -122,7 +130,7 @@ func (t *Task) waitCancellation(ctx context.Context, cancel *C.tq_cancel, c *C.t
 		case err == nil:
 			// TQ_EMPTY: maxWait passed without a reason to stop.
 			retryWait = firstRetryWait
-		case errors.Is(err, ErrBusy) || errors.Is(err, ErrIO):
+		case isTransient(err):
 			select {
 			case <-ctx.Done():
 				return nil

@@ -163,7 +163,7 @@ func (w *worker) claim(ctx context.Context) error {
 			retryWait = firstRetryWait
 		case ctx.Err() != nil:
 			return nil
-		case errors.Is(err, ErrBusy) || errors.Is(err, ErrIO):
+		case isTransient(err):
 			w.config.onError(nil, err)
 			if !sleep(ctx, retryWait) {
 				return nil
@@ -255,21 +255,12 @@ func (w *worker) callHandler(ctx context.Context, task *Task) (err error) {
 // delivered again anyway.
 func (w *worker) fail(task *Task, handlerErr error) {
 	reason := strings.ReplaceAll(handlerErr.Error(), "\x00", `\x00`)
-	retryWait := firstRetryWait
-	giveUp := time.Now().Add(w.config.lease)
-	for {
-		err := task.Fail(reason)
-		switch {
-		case err == nil:
-			return
-		case (errors.Is(err, ErrBusy) || errors.Is(err, ErrIO)) && time.Now().Before(giveUp):
-			w.config.onError(task, err)
-			time.Sleep(retryWait)
-			retryWait = min(2*retryWait, maxRetryWait)
-		default:
-			w.config.onError(task, err)
-			return
-		}
+	report := func(err error) { w.config.onError(task, err) }
+	err := retryFor(w.config.lease, isTransient, report, func() error {
+		return task.Fail(reason)
+	})
+	if err != nil {
+		report(err)
 	}
 }
 
@@ -300,30 +291,49 @@ func (w *worker) finishInBatches() {
 // the outcome was not known, for up to one lease (a task whose finish was
 // committed after all is then reported as no longer held).
 func (w *worker) finishBatch(batch []*Task) {
-	retryWait := firstRetryWait
-	giveUp := time.Now().Add(w.config.lease)
-	for {
-		errs, err := w.q.FinishBatch(batch)
-		switch {
-		case err == nil:
-			for i, taskErr := range errs {
-				if taskErr != nil {
-					w.config.onError(batch[i], taskErr)
-				}
-			}
-			return
-		case (errors.Is(err, ErrBusy) || errors.Is(err, ErrIO) || errors.Is(err, ErrUnknownOutcome)) &&
-			time.Now().Before(giveUp):
-			w.config.onError(nil, err)
-			time.Sleep(retryWait)
-			retryWait = min(2*retryWait, maxRetryWait)
-		default:
-			for _, task := range batch {
-				w.config.onError(task, err)
-			}
-			return
+	var errs []error
+	report := func(err error) { w.config.onError(nil, err) }
+	err := retryFor(w.config.lease, isTransientOrUnknownOutcome, report, func() (err error) {
+		errs, err = w.q.FinishBatch(batch)
+		return err
+	})
+	if err != nil {
+		for _, task := range batch {
+			w.config.onError(task, err)
+		}
+		return
+	}
+	for i, taskErr := range errs {
+		if taskErr != nil {
+			w.config.onError(batch[i], taskErr)
 		}
 	}
+}
+
+// retryFor calls call until it returns nil or an error retryable does not
+// accept, or until lease has passed since the first call: past it, the
+// tasks concerned are delivered again anyway. Before each new call it
+// passes the error refused to report and waits, firstRetryWait doubling
+// to maxRetryWait. It returns call's last error.
+func retryFor(lease time.Duration, retryable func(error) bool, report func(error), call func() error) error {
+	wait := firstRetryWait
+	giveUp := time.Now().Add(lease)
+	for {
+		err := call()
+		if err == nil || !retryable(err) || !time.Now().Before(giveUp) {
+			return err
+		}
+		report(err)
+		time.Sleep(wait)
+		wait = min(2*wait, maxRetryWait)
+	}
+}
+
+// isTransientOrUnknownOutcome says whether a FinishBatch refused with
+// err is worth trying again: refused for a while, or its commit's outcome
+// not known.
+func isTransientOrUnknownOutcome(err error) bool {
+	return isTransient(err) || errors.Is(err, ErrUnknownOutcome)
 }
 
 // sleep waits for d or until ctx is done, and says whether ctx is still

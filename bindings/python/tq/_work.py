@@ -50,6 +50,25 @@ _STOP_POLL_S = 0.5
 _TRANSIENT = (errors.BusyError, errors.IoError)
 
 
+def _retry_for(lease: float, retryable: "tuple[type[errors.Error], ...]", report, call):
+    """Returns ``call()``, calling it again while it raises one of
+    ``retryable``, for up to ``lease`` seconds from the first call: past it,
+    the tasks concerned are delivered again anyway. Before each new call it
+    passes the error to ``report`` and waits, ``_FIRST_RETRY_S`` doubling to
+    ``_MAX_RETRY_S``. Otherwise raises ``call``'s last error."""
+    retry_s = _FIRST_RETRY_S
+    give_up = time.monotonic() + lease
+    while True:
+        try:
+            return call()
+        except retryable as error:
+            if time.monotonic() >= give_up:
+                raise
+            report(error)
+            time.sleep(retry_s)
+            retry_s = min(2 * retry_s, _MAX_RETRY_S)
+
+
 class WorkStats(NamedTuple):
     """What ``Queue.work`` returns: how many of the tasks it claimed it
     finished (their handler returned), failed (their handler raised) and
@@ -222,25 +241,18 @@ class Worker:
     def _fail(self, task: Task, failure: BaseException) -> None:
         """Fails ``task`` with the handler's exception as its reason, trying
         again while refused for a while, for up to one lease."""
-        retry_s = _FIRST_RETRY_S
-        give_up = time.monotonic() + self._lease
-        while True:
-            try:
-                task.fail(failure)
-            except _TRANSIENT as error:
-                self._report(task, error)
-                if time.monotonic() >= give_up:
-                    self._count(lost=1)
-                    return
-                time.sleep(retry_s)
-                retry_s = min(2 * retry_s, _MAX_RETRY_S)
-                continue
-            except errors.Error as error:
-                self._report(task, error)
-                self._count(lost=1)
-                return
-            self._count(failed=1)
+        try:
+            _retry_for(
+                self._lease,
+                _TRANSIENT,
+                lambda error: self._report(task, error),
+                lambda: task.fail(failure),
+            )
+        except errors.Error as error:
+            self._report(task, error)
+            self._count(lost=1)
             return
+        self._count(failed=1)
 
     # --- Finishing ----------------------------------------------------------------
 
@@ -268,30 +280,24 @@ class Worker:
         """Finishes ``batch``, trying again while refused for a while or the
         outcome is not known, for up to one lease (a task whose finish
         committed after all is then reported as not held)."""
-        retry_s = _FIRST_RETRY_S
-        give_up = time.monotonic() + self._lease
-        while True:
-            try:
-                done = self._queue.finish_many(batch)
-            except (*_TRANSIENT, errors.UnknownOutcomeError) as error:
-                if time.monotonic() < give_up:
-                    self._report(None, error)
-                    time.sleep(retry_s)
-                    retry_s = min(2 * retry_s, _MAX_RETRY_S)
-                    continue
-                failure = error
-            except errors.Error as error:
-                failure = error
-            else:
-                for task, finished in zip(batch, done):
-                    if not finished:
-                        self._report(task, errors.NotHeldError(f"task {task.id} is no longer held"))
-                self._count(finished=sum(done), lost=len(done) - sum(done))
-                return
-            for task in batch:
-                self._report(task, failure)
-            self._count(lost=len(batch))
+        try:
+            done = _retry_for(
+                self._lease,
+                (*_TRANSIENT, errors.UnknownOutcomeError),
+                lambda error: self._report(None, error),
+                lambda: self._queue.finish_many(batch),
+            )
+        except errors.Error as error:
+            failure = error
+        else:
+            for task, finished in zip(batch, done):
+                if not finished:
+                    self._report(task, errors.NotHeldError(f"task {task.id} is no longer held"))
+            self._count(finished=sum(done), lost=len(done) - sum(done))
             return
+        for task in batch:
+            self._report(task, failure)
+        self._count(lost=len(batch))
 
     # --- Renewing -----------------------------------------------------------------
 
