@@ -127,6 +127,61 @@ func TestWorkFailsATaskWhoseHandlerErrsOrPanics(t *testing.T) {
 	}
 }
 
+// While another process holds the file's write lock, the finish and the
+// fail of the handlers that returned are refused (ErrBusy past a 50 ms
+// busy timeout); Work tries them again until the lock is released, well
+// within one lease.
+func TestWorkTriesAFinishAndAFailAgainWhileTheFileIsBusy(t *testing.T) {
+	q, path := openQueue(t, tq.WithBusyTimeout(50*time.Millisecond), tq.WithMaxAttempts(1), tq.WithHistory())
+	finished := push(t, q, `"ok"`)
+	failed := push(t, q, `"fail"`)
+	var bothRunning sync.WaitGroup
+	bothRunning.Add(2)
+	var takeLock sync.Once
+	var locker *child
+	var handled, busy atomic.Int64
+	done := make(chan struct{})
+	err := workUntil(t, q, done, func(ctx context.Context, task *tq.Task) error {
+		// Both tasks were claimed in one batch before the lock is taken.
+		bothRunning.Done()
+		bothRunning.Wait()
+		takeLock.Do(func() {
+			locker = startChild(t, "lock", path)
+			if got := locker.line(t); got != "locked" {
+				t.Errorf("child said %q", got)
+			}
+			time.AfterFunc(400*time.Millisecond, func() { locker.stdin.Close() })
+		})
+		if handled.Add(1) == 2 {
+			close(done)
+		}
+		if string(task.Payload()) == `"fail"` {
+			return errors.New("refused on purpose")
+		}
+		return nil
+	}, tq.WithConcurrency(2), tq.WithWorkLease(30*time.Second), tq.WithErrorHandler(func(task *tq.Task, err error) {
+		if errors.Is(err, tq.ErrBusy) {
+			busy.Add(1)
+		}
+	}))
+	if err != nil {
+		t.Fatalf("Work: %v", err)
+	}
+	locker.wait(t)
+	if busy.Load() == 0 {
+		t.Errorf("no call was refused as busy: the lock did not hold the worker back")
+	}
+	for id, want := range map[int64]tq.State{finished: tq.Done, failed: tq.Dead} {
+		info, found, err := q.Task(id)
+		if err != nil || !found {
+			t.Fatalf("Task(%d) = %v, %v", id, found, err)
+		}
+		if info.State() != want {
+			t.Errorf("task %d is %v, want %v", id, info.State(), want)
+		}
+	}
+}
+
 func TestWorkRenewsTheLeaseOfALongTask(t *testing.T) {
 	q, _ := openQueue(t)
 	id := push(t, q, `"long"`)

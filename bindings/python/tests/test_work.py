@@ -3,6 +3,7 @@ lease renewal, cancellation, stopping, and riding out a server restart."""
 
 import os
 import subprocess
+import sys
 import threading
 import time
 
@@ -126,6 +127,68 @@ def test_a_raising_handler_fails_its_task_with_the_reason(queue):
     assert dead.id == task_id
     assert dead.last_error == "ValueError: bad\\x00thing"
     assert outcome["stats"] == tq.WorkStats(finished=0, failed=1, lost=0)
+
+
+# Holds the write lock of the file named in argv[1] from "locked" until a
+# line comes in. In a process of its own: POSIX locks taken by two copies of
+# SQLite in one process do not exclude each other.
+HOLD_WRITE_LOCK = """
+import sqlite3, sys
+connection = sqlite3.connect(sys.argv[1], isolation_level=None)
+connection.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+sys.stdin.readline()
+connection.execute("COMMIT")
+"""
+
+
+def test_a_finish_and_a_fail_refused_while_the_file_is_busy_are_tried_again(path):
+    """Another process holds the file's write lock from before the handlers
+    return until 0.4 s later: the finish and the fail are refused
+    (BusyError, past a 50 ms busy timeout) and tried again until it is
+    released, well within one lease."""
+    with tq.Queue(path, busy_timeout=0.05) as queue:
+        finished_id = queue.push({"ok": True})
+        failed_id = queue.push({"ok": False}, max_attempts=1)
+        both_running = threading.Barrier(2)
+        holders = []
+        reported = []
+
+        def handle(task):
+            # Both tasks were claimed in one batch before the lock is taken.
+            if both_running.wait(10) == 0:
+                holder = subprocess.Popen(
+                    [sys.executable, "-c", HOLD_WRITE_LOCK, str(path)],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                holders.append(holder)
+                assert holder.stdout.readline() == "locked\n"
+                threading.Timer(0.4, lambda: holder.communicate("release\n", timeout=10)).start()
+            else:
+                time.sleep(0.05)
+            if not task.payload["ok"]:
+                raise ValueError("refused on purpose")
+
+        thread, stop, outcome = start_work(
+            queue,
+            handle,
+            concurrency=2,
+            lease=30,
+            on_error=lambda task, error: reported.append(error),
+        )
+        wait_for(lambda: len(holders) == 1 and holders[0].poll() is not None)
+        wait_for(lambda: queue.count("dead") == 1 and queue.count("pending") == 0)
+        stop.set()
+        thread.join(10)
+        assert holders[0].returncode == 0
+        assert outcome["stats"] == tq.WorkStats(finished=1, failed=1, lost=0)
+        assert any(isinstance(error, tq.BusyError) for error in reported), reported
+        (dead,) = queue.list("dead")
+        assert dead.id == failed_id
+        assert dead.last_error == "ValueError: refused on purpose"
+        assert queue.task(finished_id) is None
 
 
 def test_lease_renewal_keeps_a_long_task_from_other_pullers(path):
