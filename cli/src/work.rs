@@ -32,11 +32,33 @@ use crate::output::{
 /// How long one pull waits before it looks again (a signal ends it sooner).
 const PULL_WAIT: Duration = Duration::from_secs(60);
 
-/// A pull refused for a while (the file busy; a PostgreSQL server
-/// restarting or a connection cut) is tried again after these waits,
-/// doubling, rather than stopping the pool.
+/// A call refused for a while ([`refused_for_a_while`]) is tried again
+/// after these waits, doubling ([`Backoff`]), rather than stopping the pool.
 const FIRST_RETRY_WAIT: Duration = Duration::from_millis(50);
 const MAX_RETRY_WAIT: Duration = Duration::from_secs(2);
+
+/// Whether `err` refuses a call only for a while: the file busy, or a
+/// PostgreSQL server restarting or a connection cut.
+fn refused_for_a_while(err: &tq::Error) -> bool {
+    matches!(err.kind(), ErrorKind::Busy | ErrorKind::Io)
+}
+
+/// The waits before each new try of a call refused for a while:
+/// [`FIRST_RETRY_WAIT`], doubling up to [`MAX_RETRY_WAIT`].
+struct Backoff(Duration);
+
+impl Backoff {
+    fn new() -> Backoff {
+        Backoff(FIRST_RETRY_WAIT)
+    }
+
+    /// The wait before the next try (the one after waits twice as long).
+    fn next_wait(&mut self) -> Duration {
+        let wait = self.0;
+        self.0 = (wait * 2).min(MAX_RETRY_WAIT);
+        wait
+    }
+}
 
 /// The longest pause between two looks at a running command.
 const MAX_POLL: Duration = Duration::from_millis(50);
@@ -252,7 +274,7 @@ impl Pool<'_> {
     /// One worker: pull, run, repeat until told to stop or, with
     /// `--until-empty`, until no task is ready.
     fn work(&self) {
-        let mut retry_wait = FIRST_RETRY_WAIT;
+        let mut backoff = Backoff::new();
         while !self.stopping.load(Ordering::SeqCst) {
             if !self.reserve() {
                 self.stop();
@@ -260,7 +282,7 @@ impl Pool<'_> {
             }
             match self.queue.pull(&self.pull) {
                 Ok(Some(task)) => {
-                    retry_wait = FIRST_RETRY_WAIT;
+                    backoff = Backoff::new();
                     self.run(task)
                 }
                 Ok(None) => {
@@ -269,14 +291,14 @@ impl Pool<'_> {
                         break;
                     }
                 }
-                Err(err) if matches!(err.kind(), ErrorKind::Busy | ErrorKind::Io) => {
+                Err(err) if refused_for_a_while(&err) => {
                     self.taken.fetch_sub(1, Ordering::SeqCst);
+                    let wait = backoff.next_wait();
                     self.warn(format!(
                         "pulling a task: {err}; trying again in {} ms",
-                        retry_wait.as_millis()
+                        wait.as_millis()
                     ));
-                    self.pause(retry_wait);
-                    retry_wait = (retry_wait * 2).min(MAX_RETRY_WAIT);
+                    self.pause(wait);
                 }
                 Err(err) => {
                     self.taken.fetch_sub(1, Ordering::SeqCst);
@@ -423,19 +445,13 @@ impl Pool<'_> {
     /// while (Busy, Io), for up to one lease: the task is still held.
     fn retrying<T>(&self, mut call: impl FnMut() -> tq::Result<T>) -> tq::Result<T> {
         let give_up = Instant::now() + self.args.lease;
-        let mut retry_wait = FIRST_RETRY_WAIT;
+        let mut backoff = Backoff::new();
         loop {
             match call() {
-                Err(err)
-                    if matches!(err.kind(), ErrorKind::Busy | ErrorKind::Io)
-                        && Instant::now() < give_up =>
-                {
-                    self.warn(format!(
-                        "{err}; trying again in {} ms",
-                        retry_wait.as_millis()
-                    ));
-                    thread::sleep(retry_wait);
-                    retry_wait = (retry_wait * 2).min(MAX_RETRY_WAIT);
+                Err(err) if refused_for_a_while(&err) && Instant::now() < give_up => {
+                    let wait = backoff.next_wait();
+                    self.warn(format!("{err}; trying again in {} ms", wait.as_millis()));
+                    thread::sleep(wait);
                 }
                 outcome => return outcome,
             }
