@@ -29,15 +29,10 @@ import time
 from typing import NamedTuple
 
 from . import errors
-from .queue import Cancel, Task
+from .queue import _FIRST_RETRY_S, _MAX_RETRY_S, _TRANSIENT, Cancel, Task
 
 #: The logger of ``Queue.work``'s default error handler.
 logger = logging.getLogger("tq")
-
-# A call refused for a while (BusyError, IoError) is tried again after these
-# waits, in seconds, doubling.
-_FIRST_RETRY_S = 0.05
-_MAX_RETRY_S = 2.0
 
 # The shortest lease work takes: renewals come every third of it.
 _MIN_LEASE_S = 0.003
@@ -45,9 +40,6 @@ _MIN_LEASE_S = 0.003
 # How often the thread watching a ``stop`` event looks whether the work
 # ended without it (it returns at once when the event is set).
 _STOP_POLL_S = 0.5
-
-# Errors of a call that may succeed when tried again a little later.
-_TRANSIENT = (errors.BusyError, errors.IoError)
 
 
 def _retry_for(lease: float, retryable: "tuple[type[errors.Error], ...]", report, call):

@@ -81,6 +81,14 @@ _PARENT_FAILURE_RUN_ANYWAY = 1
 # Why a delivery is no longer held, when the library does not say.
 _LOST = "finished, recovered or taken by another worker"
 
+# Errors of a call that refuse it only for a while (BusyError: the file's
+# write lock held past the busy timeout; IoError: on PostgreSQL, a
+# connection cut or a server restarting): the cancellation watch and
+# ``Queue.work`` try it again after these waits, in seconds, doubling.
+_TRANSIENT = (errors.BusyError, errors.IoError)
+_FIRST_RETRY_S = 0.05
+_MAX_RETRY_S = 2.0
+
 
 class Durability(enum.IntEnum):
     """How far a call's write must reach before it returns (``tq_durability``)."""
@@ -1787,12 +1795,6 @@ class CancellationWatch:
 
     # How long one wait in the library lasts before the next begins.
     _WAIT_MS = 3_600_000
-    # A task that cannot be read for now (BusyError: the file's write lock
-    # held past the busy timeout; IoError: on PostgreSQL, a connection cut
-    # or a server restarting) is read again after these waits, doubling:
-    # the task is still held, so the watch goes on.
-    _FIRST_RETRY_S = 0.05
-    _MAX_RETRY_S = 2.0
 
     def __init__(self, task: Task, ptr, callback):
         self.cancelled = threading.Event()
@@ -1806,7 +1808,7 @@ class CancellationWatch:
 
     def _run(self) -> None:
         handle = self._task._queue._handle
-        retry_s = self._FIRST_RETRY_S
+        retry_s = _FIRST_RETRY_S
         while True:
             try:
                 with handle as queue:
@@ -1815,14 +1817,15 @@ class CancellationWatch:
                 break
             except (errors.NotHeldError, errors.Interrupted, errors.ClosedError):
                 return
-            except (errors.BusyError, errors.IoError):
+            except _TRANSIENT:
+                # The task is still held: the watch goes on.
                 if self._stopping.wait(retry_s):
                     return
-                retry_s = min(2 * retry_s, self._MAX_RETRY_S)
+                retry_s = min(2 * retry_s, _MAX_RETRY_S)
                 continue
             if status != EMPTY:
                 return
-            retry_s = self._FIRST_RETRY_S
+            retry_s = _FIRST_RETRY_S
         self.cancelled.set()
         if self._callback is not None:
             self._callback(self._task)
