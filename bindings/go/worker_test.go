@@ -310,12 +310,7 @@ func TestPostgresWorkHandlesEachTaskOnce(t *testing.T) {
 		t.Skip("TQ_TEST_POSTGRES_URL is not set (`make test-postgres` starts a server)")
 	}
 	schema := fmt.Sprintf("go_work_%d_%d", os.Getpid(), time.Now().UnixNano())
-	q, err := tq.Open(url, tq.WithPostgresSchema(schema))
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	defer q.Close()
-	drainWithWork(t, q, 300, 16)
+	drainWithWork(t, openOther(t, url, tq.WithPostgresSchema(schema)), 300, 16)
 }
 
 // TestPostgresWorkGoesOnAcrossAServerRestart: Work, its pulls refused

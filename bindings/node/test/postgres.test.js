@@ -17,6 +17,13 @@ const POSTGRES_DIR = process.env.TQ_TEST_POSTGRES_DIR;
 // Refused before any connection, so no server is needed: nothing listens on port 1.
 const NO_SERVER = 'postgres://nobody@127.0.0.1:1/none';
 
+// Restarts the test server at once, dropping every connection (its data
+// directory is TQ_TEST_POSTGRES_DIR).
+function restartServer() {
+  const cluster = path.join(__dirname, '..', '..', '..', 'tests', 'postgres', 'cluster.sh');
+  execFileSync(cluster, ['restart', POSTGRES_DIR, 'immediate'], { stdio: 'ignore' });
+}
+
 test('the PostgreSQL options are refused on an SQLite file', () => {
   const path = queuePath();
   assert.throws(() => tq.open(path, { poolSize: 2 }), { name: 'InvalidArgumentError', message: /pool size applies to PostgreSQL only/ });
@@ -144,8 +151,7 @@ test(
         (outcome) => (settled = outcome),
         (error) => (settled = error),
       );
-      const cluster = path.join(__dirname, '..', '..', '..', 'tests', 'postgres', 'cluster.sh');
-      execFileSync(cluster, ['restart', POSTGRES_DIR, 'immediate'], { stdio: 'ignore' });
+      restartServer();
       // Past the watch's read of the task once a second.
       await new Promise((resolve) => setTimeout(resolve, 1500));
       assert.equal(settled, null, `the watch ended: ${settled}`);
@@ -199,8 +205,7 @@ test(
       };
       await pushAll(0, 5);
       await until(5);
-      const cluster = path.join(__dirname, '..', '..', '..', 'tests', 'postgres', 'cluster.sh');
-      execFileSync(cluster, ['restart', POSTGRES_DIR, 'immediate'], { stdio: 'ignore' });
+      restartServer();
       await pushAll(5, 10);
       await until(10);
       await worker;
