@@ -68,3 +68,33 @@ def consume_until_stopped(path, results):
             done.append((task.id, task.payload["n"]))
             task = task.finish_and_pull(timeout=30)
         results.put(("timeout", done))
+
+
+# Holds the write lock of the file named in argv[1] from "locked" until a
+# line comes in. In a process of its own: POSIX locks taken by two copies of
+# SQLite in one process do not exclude each other.
+HOLD_WRITE_LOCK = """
+import sqlite3, sys
+connection = sqlite3.connect(sys.argv[1], isolation_level=None)
+connection.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+sys.stdin.readline()
+connection.execute("ROLLBACK")
+"""
+
+
+def hold_write_lock(path) -> subprocess.Popen:
+    """Starts a process that holds the write lock of the queue file at
+    ``path`` until a line is written to its stdin (or its stdin closes);
+    returns once it holds it."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_WRITE_LOCK, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    if holder.stdout.readline() != "locked\n":
+        holder.kill()
+        holder.wait()
+        raise AssertionError("the process did not take the write lock")
+    return holder

@@ -3,13 +3,11 @@ files that cannot hold a queue, a locked file. Each raises the exception of
 its status with the library's message, and stores nothing."""
 
 import math
-import subprocess
-import sys
 import threading
 import time
 
 import pytest
-from helpers import child_env
+from helpers import hold_write_lock
 
 import tq
 
@@ -405,28 +403,11 @@ def test_paths_that_cannot_name_a_queue_are_invalid_arguments(path, match):
 
 # --- Busy ------------------------------------------------------------------
 
-HOLD_WRITE_LOCK = """
-import sqlite3, sys
-connection = sqlite3.connect(sys.argv[1], isolation_level=None)
-connection.execute("BEGIN IMMEDIATE")
-print("locked", flush=True)
-sys.stdin.readline()
-connection.execute("ROLLBACK")
-"""
-
-
 def test_a_file_locked_past_the_busy_timeout_raises_busy(path):
     tq.Queue(path).close()  # create the queue's file and tables
     # Another process (with its own SQLite) holds the write lock.
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_WRITE_LOCK, str(path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env=child_env(),
-    )
+    holder = hold_write_lock(path)
     try:
-        assert holder.stdout.readline() == "locked\n"
         with tq.Queue(path, busy_timeout=0.05) as queue:
             started = time.monotonic()
             with pytest.raises(tq.BusyError) as caught:

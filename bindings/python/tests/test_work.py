@@ -3,11 +3,11 @@ lease renewal, cancellation, stopping, and riding out a server restart."""
 
 import os
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
+from helpers import hold_write_lock
 
 import tq
 
@@ -129,19 +129,6 @@ def test_a_raising_handler_fails_its_task_with_the_reason(queue):
     assert outcome["stats"] == tq.WorkStats(finished=0, failed=1, lost=0)
 
 
-# Holds the write lock of the file named in argv[1] from "locked" until a
-# line comes in. In a process of its own: POSIX locks taken by two copies of
-# SQLite in one process do not exclude each other.
-HOLD_WRITE_LOCK = """
-import sqlite3, sys
-connection = sqlite3.connect(sys.argv[1], isolation_level=None)
-connection.execute("BEGIN IMMEDIATE")
-print("locked", flush=True)
-sys.stdin.readline()
-connection.execute("COMMIT")
-"""
-
-
 def test_a_finish_and_a_fail_refused_while_the_file_is_busy_are_tried_again(path):
     """Another process holds the file's write lock from before the handlers
     return until 0.4 s later: the finish and the fail are refused
@@ -157,14 +144,8 @@ def test_a_finish_and_a_fail_refused_while_the_file_is_busy_are_tried_again(path
         def handle(task):
             # Both tasks were claimed in one batch before the lock is taken.
             if both_running.wait(10) == 0:
-                holder = subprocess.Popen(
-                    [sys.executable, "-c", HOLD_WRITE_LOCK, str(path)],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    text=True,
-                )
+                holder = hold_write_lock(path)
                 holders.append(holder)
-                assert holder.stdout.readline() == "locked\n"
                 threading.Timer(0.4, lambda: holder.communicate("release\n", timeout=10)).start()
             else:
                 time.sleep(0.05)
