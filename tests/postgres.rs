@@ -852,20 +852,61 @@ fn a_finish_at_a_limited_queue_notifies_only_while_a_pull_waits_for_a_slot() {
     let mut wait = PullOptions::new();
     wait.wait(Duration::from_secs(20)).unwrap();
     let mut admin = postgres_client(&server.url);
-    let wanted = format!(
-        "SELECT 1 FROM \"{}\".queues WHERE queue = 'default' AND slots_wanted_until IS NOT NULL",
-        server.schema
-    );
     thread::scope(|scope| {
         let waiting = scope.spawn(|| waiter.pull(&wait).unwrap());
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while admin.query_opt(&wanted, &[]).unwrap().is_none() {
-            assert!(Instant::now() < deadline, "the waiting pull posted no want");
-            thread::sleep(Duration::from_millis(10));
-        }
+        slot_wanted_after(&mut admin, &server.schema, None);
         worker.finish(second.receipt()).unwrap();
         let task = waiting.join().unwrap().expect("woken by the finish");
         assert_eq!(task.id(), pushed[2]);
     });
     assert!(told() >= 1, "the finish told no one of its slot");
+}
+
+/// Waits up to 10 s until the default queue of `schema` has a want of a
+/// slot posted later than `after`, and returns until when it is posted.
+fn slot_wanted_after(admin: &mut postgres::Client, schema: &str, after: Option<i64>) -> i64 {
+    let sql = format!("SELECT slots_wanted_until FROM \"{schema}\".queues WHERE queue = 'default'");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let until: Option<i64> = admin.query_one(&sql, &[]).unwrap().get(0);
+        if let Some(until) = until.filter(|&until| after.is_none_or(|after| until > after)) {
+            return until;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no want of a slot posted after {after:?} within 10 s"
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A want of a slot lapses (so that one left by a pull that went away
+/// stops costing finishes a notification): a pull still waiting posts it
+/// again before then, however long it waits, so a finish still tells it.
+#[test]
+fn a_pull_waiting_at_the_limit_posts_its_want_of_a_slot_again_before_it_lapses() {
+    let Some(scratch) = scratch("slot_want_renewed") else {
+        return;
+    };
+    let server = scratch.server().unwrap();
+    let worker = Queue::open(&named_url(&scratch, "tq_test_worker"), &normal(&scratch)).unwrap();
+    let waiter = Queue::open(&named_url(&scratch, "tq_test_waiter"), &normal(&scratch)).unwrap();
+    worker.set_concurrency_limit(Some(1)).unwrap();
+    push(&worker, "1");
+    let behind = push(&worker, "2");
+    let held = worker.pull(&PullOptions::new()).unwrap().unwrap();
+    let mut wait = PullOptions::new();
+    wait.wait(Duration::from_secs(30)).unwrap();
+    let mut admin = postgres_client(&server.url);
+    thread::scope(|scope| {
+        let waiting = scope.spawn(|| waiter.pull(&wait).unwrap());
+        slot_wanted_after(&mut admin, &server.schema, None);
+        // Past the claim's second look, which posts it once more at once.
+        thread::sleep(Duration::from_millis(500));
+        let posted = slot_wanted_after(&mut admin, &server.schema, None);
+        slot_wanted_after(&mut admin, &server.schema, Some(posted));
+        worker.finish(held.receipt()).unwrap();
+        let task = waiting.join().unwrap().expect("woken by the finish");
+        assert_eq!(task.id(), behind);
+    });
 }

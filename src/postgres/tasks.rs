@@ -38,11 +38,11 @@ const CANCELLATIONS_SAFETY_NET: Duration = Duration::from_secs(1);
 /// that it waits for a slot ([`WANT_SLOT`]), in ms.
 const SLOT_WANTED_FOR: i64 = 10_000;
 
-/// How often a pull waiting at the concurrency limit looks again, in ms,
-/// even when no finish notified it, and so posts its want again before it
-/// lapses (see [`NEXT_CLAIMABLE`]). It also bounds what a notification
-/// lost after its finish committed costs a waiter.
-const SLOT_WANT_RENEWED_AFTER: i64 = SLOT_WANTED_FOR / 2;
+/// How long before a posted want of a slot lapses a pull waiting at the
+/// concurrency limit looks again, even when no finish notified it, and so
+/// posts its want again (see [`NEXT_CLAIMABLE`]), in ms. A notification
+/// lost after its finish committed costs a waiter at most the rest.
+const SLOT_WANT_RENEWED_BEFORE_END: i64 = SLOT_WANTED_FOR / 2;
 
 /// The live leases of queue `$1`, which hold a slot of its concurrency
 /// limit (expired ones hold none): two ranges of partial indexes.
@@ -393,7 +393,8 @@ const OLDEST_READY: &str = "WITH RECURSIVE level(priority) AS (
 /// paused, until its pause ends (NULL: until resumed); under a rate limit,
 /// not before a slot is free; at its concurrency limit, not before the
 /// first live lease expires (a finish notifies instead), nor later than
-/// `$2` ms, so that a waiting pull posts its want of a slot again.
+/// `$2` ms before the want of a slot posted lapses (at once when none is),
+/// so that a waiting pull claims, and so posts its want, again.
 const NEXT_CLAIMABLE: &str = concat!(
     "SELECT CASE
         WHEN p.until IS NULL THEN greatest(c.at, (
@@ -405,7 +406,7 @@ const NEXT_CLAIMABLE: &str = concat!(
                  WHERE queue = $1 AND state = 1 AND lease_expires_at > NOW_MS),
                 (SELECT min(lease_expires_at) FROM @.tasks
                  WHERE queue = $1 AND state = 6 AND lease_expires_at > NOW_MS),
-                NOW_MS + $2)
+                coalesce(q.slots_wanted_until, 0) - $2)
             FROM @.queues q
             WHERE q.queue = $1 AND c.at IS NOT NULL AND q.max_leased <= ",
     live_leases!(),
@@ -702,8 +703,8 @@ impl PostgresStore {
     /// process, if one waits ([`NOTIFY_IF_SLOT_WANTED`]), once a call that
     /// freed a slot committed: one round trip, made only by a handle that
     /// saw its queue limited. Its error is not the call's, which has
-    /// committed: a waiter it misses looks again within
-    /// [`SLOT_WANT_RENEWED_AFTER`].
+    /// committed: a waiter it misses looks again before its want lapses
+    /// ([`SLOT_WANT_RENEWED_BEFORE_END`]).
     fn slots_freed(&self) {
         if self.limited.load(Ordering::Relaxed) {
             let _ = self.write_one(
@@ -1579,8 +1580,10 @@ impl Store for PostgresStore {
     }
 
     fn next_claimable(&self, now: i64) -> Result<Option<i64>> {
-        let until: Option<i64> =
-            self.read_value(NEXT_CLAIMABLE, &[&self.queue, &SLOT_WANT_RENEWED_AFTER])?;
+        let until: Option<i64> = self.read_value(
+            NEXT_CLAIMABLE,
+            &[&self.queue, &SLOT_WANT_RENEWED_BEFORE_END],
+        )?;
         // The server says how long until then; the engine waits on its clock.
         Ok(until.map(|until| now.saturating_add(until.max(0))))
     }
