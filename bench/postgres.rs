@@ -506,7 +506,7 @@ fn measure_control(url: &str, quick: bool) -> Result<()> {
         );
     }
     println!(
-        "ratio: of the medians; for groups, time in pulls per task with over without; (!) the bar is missed"
+        "ratio: of the medians; for groups, time claiming per task with over without; (!) the bar is missed"
     );
     Ok(())
 }
