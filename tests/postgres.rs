@@ -60,8 +60,7 @@ fn a_waiting_pull_is_woken_by_a_push_from_another_client() {
     };
     let waiter = Queue::open(&named_url(&scratch, "tq_test_waiter"), &normal(&scratch)).unwrap();
     let pusher = Queue::open(&named_url(&scratch, "tq_test_pusher"), &normal(&scratch)).unwrap();
-    let mut wait = PullOptions::new();
-    wait.wait(Duration::from_secs(20)).unwrap();
+    let wait = waiting_up_to(Duration::from_secs(20));
     // Warm up: the first pull prepares its statements.
     assert!(waiter.pull(&PullOptions::new()).unwrap().is_none());
     let (sender, pushed_at) = std::sync::mpsc::channel();
@@ -816,9 +815,7 @@ fn a_finish_at_a_limited_queue_notifies_only_while_a_pull_waits_for_a_slot() {
         return;
     };
     let server = scratch.server().unwrap();
-    let worker = Queue::open(&named_url(&scratch, "tq_test_worker"), &normal(&scratch)).unwrap();
-    let waiter = Queue::open(&named_url(&scratch, "tq_test_waiter"), &normal(&scratch)).unwrap();
-    worker.set_concurrency_limit(Some(1)).unwrap();
+    let (worker, waiter) = worker_and_waiter_at_a_limit_of_one(&scratch);
     let pushed: Vec<i64> = ["1", "2", "3"].iter().map(|p| push(&worker, p)).collect();
     let channel = format!("tq_{}", server.schema);
     let mut listener = postgres_client(&server.url);
@@ -849,8 +846,7 @@ fn a_finish_at_a_limited_queue_notifies_only_while_a_pull_waits_for_a_slot() {
     assert_eq!(told(), 0, "a finish told of its slot with no pull waiting");
 
     let second = worker.pull(&PullOptions::new()).unwrap().unwrap();
-    let mut wait = PullOptions::new();
-    wait.wait(Duration::from_secs(20)).unwrap();
+    let wait = waiting_up_to(Duration::from_secs(20));
     let mut admin = postgres_client(&server.url);
     thread::scope(|scope| {
         let waiting = scope.spawn(|| waiter.pull(&wait).unwrap());
@@ -860,6 +856,23 @@ fn a_finish_at_a_limited_queue_notifies_only_while_a_pull_waits_for_a_slot() {
         assert_eq!(task.id(), pushed[2]);
     });
     assert!(told() >= 1, "the finish told no one of its slot");
+}
+
+/// Handles of two clients (their connections named apart) on the default
+/// queue of `scratch`'s schema, limited to one task leased at once: a
+/// worker's, and a waiter's.
+fn worker_and_waiter_at_a_limit_of_one(scratch: &Scratch) -> (Queue, Queue) {
+    let worker = Queue::open(&named_url(scratch, "tq_test_worker"), &normal(scratch)).unwrap();
+    let waiter = Queue::open(&named_url(scratch, "tq_test_waiter"), &normal(scratch)).unwrap();
+    worker.set_concurrency_limit(Some(1)).unwrap();
+    (worker, waiter)
+}
+
+/// Options of a pull that waits up to `wait` for a task.
+fn waiting_up_to(wait: Duration) -> PullOptions {
+    let mut options = PullOptions::new();
+    options.wait(wait).unwrap();
+    options
 }
 
 /// Waits up to 10 s until the default queue of `schema` has a want of a
@@ -889,14 +902,11 @@ fn a_pull_waiting_at_the_limit_posts_its_want_of_a_slot_again_before_it_lapses()
         return;
     };
     let server = scratch.server().unwrap();
-    let worker = Queue::open(&named_url(&scratch, "tq_test_worker"), &normal(&scratch)).unwrap();
-    let waiter = Queue::open(&named_url(&scratch, "tq_test_waiter"), &normal(&scratch)).unwrap();
-    worker.set_concurrency_limit(Some(1)).unwrap();
+    let (worker, waiter) = worker_and_waiter_at_a_limit_of_one(&scratch);
     push(&worker, "1");
     let behind = push(&worker, "2");
     let held = worker.pull(&PullOptions::new()).unwrap().unwrap();
-    let mut wait = PullOptions::new();
-    wait.wait(Duration::from_secs(30)).unwrap();
+    let wait = waiting_up_to(Duration::from_secs(30));
     let mut admin = postgres_client(&server.url);
     thread::scope(|scope| {
         let waiting = scope.spawn(|| waiter.pull(&wait).unwrap());
