@@ -96,7 +96,7 @@ impl Pair {
     }
 
     /// The median time spent claiming per task with the feature over the
-    /// median without: the groups' bar.
+    /// median without: the groups' bar (measured by drains in rounds only).
     pub fn claim_cost_ratio(&self) -> f64 {
         median(&self.with_claim) / median(&self.without_claim)
     }
@@ -106,10 +106,10 @@ impl Pair {
 struct Drained {
     /// Tasks per second, pulls and finishes together.
     rate: f64,
-    /// Seconds of claiming per task: the threads' time in pulls, summed,
-    /// for a drain whose pulls and finishes interleave ([`drain`]); the
-    /// claiming phases' time for one in rounds ([`drain_in_rounds`]).
-    claim: f64,
+    /// Seconds of claiming per task, for a drain in rounds
+    /// ([`drain_in_rounds`]); `None` for one whose pulls and finishes
+    /// interleave ([`drain`]).
+    claim: Option<f64>,
 }
 
 /// The median of `values` (the mean of the middle two for an even count).
@@ -185,7 +185,7 @@ pub fn measure_groups<G>(
 impl Pair {
     fn of(tasks: u64, threads: usize, with: Vec<Drained>, without: Vec<Drained>) -> Pair {
         let rates = |runs: &[Drained]| runs.iter().map(|run| run.rate).collect();
-        let claims = |runs: &[Drained]| runs.iter().map(|run| run.claim).collect();
+        let claims = |runs: &[Drained]| runs.iter().filter_map(|run| run.claim).collect();
         Pair {
             tasks,
             threads,
@@ -244,14 +244,13 @@ fn fill(queue: &Queue, tasks: u64, groups: Option<u64>) -> Result<()> {
 /// sharing `queue`.
 fn drain(queue: &Queue, tasks: u64, threads: usize) -> Result<Drained> {
     let left = AtomicU64::new(tasks);
-    let pulling_ns = AtomicU64::new(0);
     let started = Instant::now();
     thread::scope(|scope| -> Result<()> {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
-                let (left, pulling_ns) = (&left, &pulling_ns);
+                let left = &left;
                 // Errors cross back to the measuring thread as text.
-                scope.spawn(move || work(queue, left, pulling_ns).map_err(|err| err.to_string()))
+                scope.spawn(move || work(queue, left).map_err(|err| err.to_string()))
             })
             .collect();
         for worker in workers {
@@ -261,39 +260,39 @@ fn drain(queue: &Queue, tasks: u64, threads: usize) -> Result<Drained> {
     })?;
     Ok(Drained {
         rate: tasks as f64 / started.elapsed().as_secs_f64(),
-        claim: pulling_ns.load(Ordering::Relaxed) as f64 / 1e9 / tasks as f64,
+        claim: None,
     })
 }
 
-/// One worker: takes one of the tasks `left`, pulls until it gets a task
-/// and finishes it, and so on until none is left. A pull finds nothing
-/// while each ready group's next task waits for a task another worker
-/// holds: it tries again. Adds the time it spent in pulls to `pulling_ns`.
-fn work(queue: &Queue, left: &AtomicU64, pulling_ns: &AtomicU64) -> Result<()> {
+/// One worker: takes one of the tasks `left`, pulls it and finishes it,
+/// and so on until none is left.
+fn work(queue: &Queue, left: &AtomicU64) -> Result<()> {
     let options = PullOptions::new();
     while left
         .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
         .is_ok()
     {
-        let since = Instant::now();
-        let task = loop {
-            let pulling = Instant::now();
-            let pulled = queue.pull(&options)?;
-            pulling_ns.fetch_add(pulling.elapsed().as_nanos() as u64, Ordering::Relaxed);
-            match pulled {
-                Some(task) => break task,
-                None if since.elapsed() > STALL => {
-                    return Err("pulls found no task for 10 s with tasks left".into())
-                }
-                None => thread::yield_now(),
-            }
-        };
-        if task.payload() != PAYLOAD {
-            return Err("a pull returned another payload".into());
-        }
+        let task = pull_one(queue, &options)?;
         queue.finish(task.receipt())?;
     }
     Ok(())
+}
+
+/// Pulls a task, trying again while pulls find none (the next task of a
+/// group may wait for one that another thread holds), for up to
+/// [`STALL`]; checks its payload.
+fn pull_one(queue: &Queue, options: &PullOptions) -> Result<tq::Task> {
+    let since = Instant::now();
+    loop {
+        match queue.pull(options)? {
+            Some(task) if task.payload() == PAYLOAD => return Ok(task),
+            Some(_) => return Err("a pull returned another payload".into()),
+            None if since.elapsed() > STALL => {
+                return Err("pulls found no task for 10 s with tasks left".into())
+            }
+            None => thread::yield_now(),
+        }
+    }
 }
 
 /// Drains `tasks` tasks from `threads` threads sharing `queue`, in rounds
@@ -356,7 +355,7 @@ fn drain_in_rounds(queue: &Queue, tasks: u64, round: u64, threads: usize) -> Res
     let claiming = claiming.into_inner().expect("no panic holding it");
     Ok(Drained {
         rate: tasks as f64 / started.elapsed().as_secs_f64(),
-        claim: claiming.as_secs_f64() / tasks as f64,
+        claim: Some(claiming.as_secs_f64() / tasks as f64),
     })
 }
 
@@ -371,20 +370,7 @@ fn pull_until(queue: &Queue, pulled: &AtomicU64, until: u64) -> Result<Vec<tq::T
         })
         .is_ok()
     {
-        let since = Instant::now();
-        let task = loop {
-            match queue.pull(&options)? {
-                Some(task) => break task,
-                None if since.elapsed() > STALL => {
-                    return Err("pulls found no task for 10 s with tasks left".into())
-                }
-                None => thread::yield_now(),
-            }
-        };
-        if task.payload() != PAYLOAD {
-            return Err("a pull returned another payload".into());
-        }
-        held.push(task);
+        held.push(pull_one(queue, &options)?);
     }
     Ok(held)
 }

@@ -1106,7 +1106,6 @@ impl ControlRow {
             "without": Stats::of_rates(pair.without.clone()).to_json(),
             "throughput_ratio": pair.throughput_ratio(),
             "cost_ratio": pair.cost_ratio(),
-            "claim_cost_ratio": pair.claim_cost_ratio(),
         });
         row["feature"] = match self.feature {
             ControlFeature::Limit => json!("concurrency limit"),
@@ -1116,6 +1115,7 @@ impl ControlRow {
         if let ControlFeature::Groups { groups, size } = self.feature {
             row["groups"] = json!(groups);
             row["group_size"] = json!(size);
+            row["claim_cost_ratio"] = json!(pair.claim_cost_ratio());
         }
         row["meets_bar"] = json!(self.ratio().1);
         row
