@@ -193,7 +193,7 @@ impl SqliteStore {
         Ok(())
     }
 
-    /// Runs `op` in the next group commit (see [`group`]); returns once
+    /// Runs `op` in the next group commit (see [`crate::group`]); returns once
     /// it is durable.
     fn submit(&self, op: Op) -> Result<Output> {
         if let Some(flusher) = &self.file.flusher {

@@ -355,7 +355,7 @@ const TAKEN_COLUMNS: &str = "id, lease_token, attempts, max_attempts, priority, 
 /// Takes task `?1` at `?5`; `?4`, when not NULL, is why its previous
 /// delivery ended (an expired lease). No RETURNING: it makes SQLite keep a
 /// statement journal (allocated and freed by every claim) and a temporary
-/// table, which cost more than reading the row again ([`TAKEN`]).
+/// table, which cost more than reading the row again ([`taken_sql`]).
 fn take_one_sql() -> String {
     format!("{LEASE}, last_error = coalesce(?4, last_error) WHERE id = ?1")
 }
