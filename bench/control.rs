@@ -299,8 +299,8 @@ fn pull_one(queue: &Queue, options: &PullOptions) -> Result<tq::Task> {
 /// of `round` tasks: the threads pull the round's tasks between them, one
 /// at a time, then each finishes those it pulled, and the next round
 /// starts once every thread is done. Only the pulling phases count as
-/// claiming. A thread that fails stops working but still meets the others
-/// at each phase's end, so that none waits for it forever.
+/// claiming. Once a thread fails, every thread stops working but still
+/// meets the others at each phase's end, so that none waits forever.
 fn drain_in_rounds(queue: &Queue, tasks: u64, round: u64, threads: usize) -> Result<Drained> {
     let phases = Barrier::new(threads);
     // Tasks pulled so far, over every round.
@@ -312,13 +312,10 @@ fn drain_in_rounds(queue: &Queue, tasks: u64, round: u64, threads: usize) -> Res
         for _ in 0..threads {
             let (phases, pulled, claiming, failure) = (&phases, &pulled, &claiming, &failure);
             scope.spawn(move || {
+                let failure = || failure.lock().expect("no panic holding it");
                 let fail = |err: Box<dyn std::error::Error>| {
-                    failure
-                        .lock()
-                        .expect("no panic holding it")
-                        .get_or_insert(err.to_string());
+                    failure().get_or_insert(err.to_string());
                 };
-                let mut failed = false;
                 let mut round_end = 0;
                 while round_end < tasks {
                     round_end = tasks.min(round_end + round);
@@ -326,11 +323,10 @@ fn drain_in_rounds(queue: &Queue, tasks: u64, round: u64, threads: usize) -> Res
                     // Every thread leaves the barrier at once: the one
                     // timing the phase may start its clock here.
                     let since = Instant::now();
-                    let held = if failed {
+                    let held = if failure().is_some() {
                         Vec::new()
                     } else {
                         pull_until(queue, pulled, round_end).unwrap_or_else(|err| {
-                            failed = true;
                             fail(err);
                             Vec::new()
                         })
@@ -340,7 +336,6 @@ fn drain_in_rounds(queue: &Queue, tasks: u64, round: u64, threads: usize) -> Res
                     }
                     for task in held {
                         if let Err(err) = queue.finish(task.receipt()) {
-                            failed = true;
                             fail(err.into());
                             break;
                         }
