@@ -591,9 +591,11 @@ fn compare(
 }
 
 /// The bare table: the columns the bare statements use, and tq's ready index.
+/// Its ids are SQLite's rowids, as tq's are (tq keeps them from reuse with
+/// a floor written only when the newest task is deleted).
 const BARE_SCHEMA: &str = "
     CREATE TABLE tasks (
-        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        id         INTEGER PRIMARY KEY,
         state      INTEGER NOT NULL,
         payload    TEXT NOT NULL,
         created_at INTEGER NOT NULL,

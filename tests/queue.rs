@@ -64,12 +64,47 @@ fn invalid_json_stores_nothing(scratch: Scratch) {
     assert_eq!(counts(&queue), [0, 0, 0]);
 }
 
+/// Each way the newest task can leave the table, then a push: its id is
+/// one more than the newest's, from this handle and from one opened later.
 fn ids_are_never_reused(scratch: Scratch) {
     let queue = scratch.open();
-    let first = push(&queue, "1");
+    let history = scratch.open_with(OpenOptions::new().keep_history(true));
+    let mut newest = push(&queue, "0");
+
     let task = queue.pull(&PullOptions::new()).unwrap().unwrap();
     queue.finish(task.receipt()).unwrap();
-    assert!(push(&queue, "2") > first);
+    let pushed = push(&queue, "\"after a finish\"");
+    assert_eq!(pushed, newest + 1, "after a finish");
+    newest = pushed;
+
+    let task = queue.pull(&PullOptions::new()).unwrap().unwrap();
+    queue.finish_batch(&[task.receipt()]).unwrap();
+    let pushed = push(&queue, "\"after a batch's finish\"");
+    assert_eq!(pushed, newest + 1, "after a batch's finish");
+    newest = pushed;
+
+    queue.cancel_task(newest, "not wanted").unwrap();
+    let pushed = push(&queue, "\"after a cancellation\"");
+    assert_eq!(pushed, newest + 1, "after a cancellation");
+    newest = pushed;
+
+    let task = history.pull(&PullOptions::new()).unwrap().unwrap();
+    history.finish(task.receipt()).unwrap();
+    assert_eq!(history.purge(TaskState::Done, Duration::ZERO).unwrap(), 1);
+    let pushed = push(&queue, "\"after a purge\"");
+    assert_eq!(pushed, newest + 1, "after a purge");
+    newest = pushed;
+
+    let task = queue.pull(&PullOptions::new()).unwrap().unwrap();
+    queue.finish(task.receipt()).unwrap();
+    drop((queue, history));
+    let reopened = scratch.open();
+    assert_eq!(reopened.last_id().unwrap(), newest);
+    assert_eq!(
+        push(&reopened, "\"reopened\""),
+        newest + 1,
+        "after a reopen"
+    );
 }
 
 fn delayed_and_scheduled_tasks_wait_for_their_time(scratch: Scratch) {

@@ -4,6 +4,7 @@
 //! Design: `docs/internals.md`, "The SQLite backend".
 
 mod flush;
+mod ids;
 mod inherited;
 mod schedules;
 pub(crate) mod schema;
@@ -568,7 +569,9 @@ fn write_transaction<T>(
         conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
         Ok(())
     })?;
+    ids::begin();
     let result = body(conn).and_then(|value| {
+        ids::before_commit(conn)?;
         conn.prepare_cached("COMMIT")?.execute([])?;
         Ok(value)
     });
@@ -627,9 +630,9 @@ fn connect(path: &str, options: &OpenOptions) -> Result<(Connection, Option<turn
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn = Connection::open_with_flags(path, flags)
+    let mut conn = Connection::open_with_flags(path, flags)
         .map_err(|e| with_context(e.into(), &format!("cannot open '{path}'")))?;
-    configure(&conn, options)?;
+    configure(&mut conn, options)?;
     // One busy timeout for the whole set-up, however many waits it has.
     let deadline = Instant::now() + options.busy_timeout;
 
@@ -673,8 +676,9 @@ fn connect(path: &str, options: &OpenOptions) -> Result<(Connection, Option<turn
 }
 
 /// The settings of every connection tq opens.
-fn configure(conn: &Connection, options: &OpenOptions) -> Result<()> {
+fn configure(conn: &mut Connection, options: &OpenOptions) -> Result<()> {
     conn.busy_timeout(options.busy_timeout)?;
+    ids::watch_deletes(conn)?;
     // Room for every statement tq runs, so none is compiled twice.
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     // One plan per statement, whatever values are bound: otherwise SQLite
@@ -693,9 +697,9 @@ fn configure(conn: &Connection, options: &OpenOptions) -> Result<()> {
 /// Opens the reading connection on a file `connect` has checked and set up.
 fn connect_reader(path: &str, options: &OpenOptions) -> Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn = Connection::open_with_flags(path, flags)
+    let mut conn = Connection::open_with_flags(path, flags)
         .map_err(|e| with_context(e.into(), &format!("cannot open '{path}'")))?;
-    configure(&conn, options)?;
+    configure(&mut conn, options)?;
     conn.pragma_update(None, "query_only", true)?;
     Ok(conn)
 }
@@ -834,6 +838,21 @@ mod tests {
                 (2, 2),
                 "pages written by a claim, by a finish"
             );
+        }
+    }
+
+    #[test]
+    fn a_push_changes_two_pages() {
+        // Its row and its entry in the index of live tasks: the id comes
+        // from the table itself (see ids.rs), not from a sequence table.
+        let dir = tempfile::tempdir().unwrap();
+        let (_, queue) = queue_in(&dir, Duration::from_secs(5));
+        queue.push("0", &PushOptions::new()).unwrap();
+        for n in 1..4 {
+            let pages = pages_written(&queue, || {
+                queue.push(&n.to_string(), &PushOptions::new()).unwrap();
+            });
+            assert_eq!(pages, 2, "pages written by a push");
         }
     }
 

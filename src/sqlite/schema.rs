@@ -6,13 +6,22 @@
 
 use rusqlite::{Connection, OptionalExtension};
 
+use super::ids;
 use crate::error::{Error, ErrorKind, Result};
+
+/// One step of the schema's history.
+enum Migration {
+    /// Statements run as they are.
+    Sql(&'static str),
+    /// A change SQL cannot state alone.
+    Code(fn(&Connection) -> Result<()>),
+}
 
 /// Migrations in order: `MIGRATIONS[n]` brings a file from version `n` to
 /// `n + 1`. Never edit a released entry; append a new one.
-const MIGRATIONS: &[&str] = &[
+const MIGRATIONS: &[Migration] = &[
     // 1: tasks, their holders, and the metadata table.
-    "CREATE TABLE tq_meta (
+    Migration::Sql("CREATE TABLE tq_meta (
         key   TEXT PRIMARY KEY,
         value INTEGER NOT NULL
     ) WITHOUT ROWID;
@@ -47,11 +56,11 @@ const MIGRATIONS: &[&str] = &[
     -- history and held tasks never slow down a claim.
     CREATE INDEX tq_tasks_ready  ON tq_tasks (run_at, id)       WHERE state = 0;
     CREATE INDEX tq_tasks_leased ON tq_tasks (lease_expires_at) WHERE state = 1;
-    CREATE INDEX tq_tasks_done   ON tq_tasks (finished_at)      WHERE state = 2;",
+    CREATE INDEX tq_tasks_done   ON tq_tasks (finished_at)      WHERE state = 2;"),
     // 2: named queues, priorities, retries with a dead state, unique keys.
     // state gains 3 (dead) and 4 (waiting: pending, not yet due), so that
     // the ready index holds only due tasks and a claim is one lookup in it.
-    "ALTER TABLE tq_tasks ADD COLUMN queue        TEXT    NOT NULL DEFAULT 'default';
+    Migration::Sql("ALTER TABLE tq_tasks ADD COLUMN queue        TEXT    NOT NULL DEFAULT 'default';
     ALTER TABLE tq_tasks ADD COLUMN priority     INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE tq_tasks ADD COLUMN max_attempts INTEGER NOT NULL DEFAULT 25;
     -- The reason given by the last failure, or why the last lease ended.
@@ -77,12 +86,12 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX tq_tasks_reserved ON tq_tasks (queue, unique_until)
         WHERE state = 2 AND unique_until IS NOT NULL;
     CREATE UNIQUE INDEX tq_tasks_unique ON tq_tasks (queue, unique_key)
-        WHERE unique_key IS NOT NULL;",
+        WHERE unique_key IS NOT NULL;"),
     // 3: a holder's id is never given again (AUTOINCREMENT), so a leased
     // task cannot come to point at another process that registers later.
     // SQLite cannot add AUTOINCREMENT to a table: it is made anew, each
     // holder keeping its id, and no id a task still carries is given out.
-    "CREATE TABLE tq_holders_new (
+    Migration::Sql("CREATE TABLE tq_holders_new (
         id            INTEGER PRIMARY KEY AUTOINCREMENT,
         boot_id       TEXT NOT NULL,
         pid_namespace TEXT NOT NULL,
@@ -97,23 +106,23 @@ const MIGRATIONS: &[&str] = &[
     DELETE FROM sqlite_sequence WHERE name = 'tq_holders';
     INSERT INTO sqlite_sequence (name, seq) VALUES ('tq_holders', max(
         (SELECT coalesce(max(id), 0) FROM tq_holders),
-        (SELECT coalesce(max(holder_id), 0) FROM tq_tasks)));",
+        (SELECT coalesce(max(holder_id), 0) FROM tq_tasks)));"),
     // Ready and leased tasks in one index: each queue's leased tasks (by
     // lease expiry) sort just before its ready ones (in claim order), so a
     // claim moves an entry from the head of the ready ones to the end of
     // the leased ones, most often within one page, and a finish removes it
     // from there. Two indexes cost every claim one more page written.
     // Ready tasks have no lease expiry; the claim queries rely on it.
-    "UPDATE tq_tasks SET lease_expires_at = NULL WHERE state = 0 AND lease_expires_at IS NOT NULL;
+    Migration::Sql("UPDATE tq_tasks SET lease_expires_at = NULL WHERE state = 0 AND lease_expires_at IS NOT NULL;
     DROP INDEX tq_tasks_ready;
     DROP INDEX tq_tasks_leased;
     CREATE INDEX tq_tasks_live
         ON tq_tasks (queue, state DESC, lease_expires_at, priority DESC, run_at, id)
-        WHERE state = 0 OR state = 1;",
+        WHERE state = 0 OR state = 1;"),
     // 5: cancelled tasks kept as history (state 5), leased tasks whose
     // cancellation waits for their holder (state 6: out of the index of
     // live tasks, so never claimed), and what an operator sets per queue.
-    "CREATE INDEX tq_tasks_cancelled  ON tq_tasks (queue, finished_at)      WHERE state = 5;
+    Migration::Sql("CREATE INDEX tq_tasks_cancelled  ON tq_tasks (queue, finished_at)      WHERE state = 5;
     CREATE INDEX tq_tasks_cancelling ON tq_tasks (queue, lease_expires_at) WHERE state = 6;
     CREATE TABLE tq_queues (
         queue        TEXT PRIMARY KEY,
@@ -135,18 +144,18 @@ const MIGRATIONS: &[&str] = &[
         used_at INTEGER NOT NULL,
         PRIMARY KEY (queue, slot)
     ) WITHOUT ROWID;
-    CREATE INDEX tq_rate_slots_free ON tq_rate_slots (queue, used_at);",
+    CREATE INDEX tq_rate_slots_free ON tq_rate_slots (queue, used_at);"),
     // 6: results and progress. A done task kept only for its result (on a
     // handle without history) is deleted once result_until passes.
-    "ALTER TABLE tq_tasks ADD COLUMN result       TEXT;
+    Migration::Sql("ALTER TABLE tq_tasks ADD COLUMN result       TEXT;
     ALTER TABLE tq_tasks ADD COLUMN result_until INTEGER;
     ALTER TABLE tq_tasks ADD COLUMN progress     TEXT;
     CREATE INDEX tq_tasks_results ON tq_tasks (queue, result_until)
-        WHERE result_until IS NOT NULL;",
+        WHERE result_until IS NOT NULL;"),
     // 7: periodic schedules. spec: a cron expression, or '@every <ms>ms';
     // catch_up: 0 skip, 1 one run, 2 each slot up to catch_up_limit;
     // next_slot: the first slot not yet enqueued (ms since the Unix epoch).
-    "CREATE TABLE tq_schedules (
+    Migration::Sql("CREATE TABLE tq_schedules (
         queue          TEXT    NOT NULL,
         name           TEXT    NOT NULL,
         spec           TEXT    NOT NULL,
@@ -161,14 +170,14 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (queue, name)
     ) WITHOUT ROWID;
     -- The due schedules of a queue: one lookup.
-    CREATE INDEX tq_schedules_due ON tq_schedules (queue, next_slot) WHERE paused = 0;",
+    CREATE INDEX tq_schedules_due ON tq_schedules (queue, next_slot) WHERE paused = 0;"),
     // 8: dependencies. A task pushed to wait for unfinished tasks is
     // blocked (state 7: out of the index of live tasks, so never claimed)
     // until the last of them ends: `waiting_for` counts those left, and
     // `tq_dependencies` holds one row per task still waited for, found by
     // the parent when it ends (and deleted then). `parents` is the JSON
     // array of every task it was pushed to wait for, handed to its worker.
-    "ALTER TABLE tq_tasks ADD COLUMN parents     TEXT;
+    Migration::Sql("ALTER TABLE tq_tasks ADD COLUMN parents     TEXT;
     ALTER TABLE tq_tasks ADD COLUMN waiting_for INTEGER NOT NULL DEFAULT 0;
     CREATE INDEX tq_tasks_blocked ON tq_tasks (queue, run_at) WHERE state = 7;
     CREATE TABLE tq_dependencies (
@@ -179,17 +188,20 @@ const MIGRATIONS: &[&str] = &[
         run_anyway INTEGER NOT NULL,
         PRIMARY KEY (parent, task)
     ) WITHOUT ROWID;
-    CREATE INDEX tq_dependencies_task ON tq_dependencies (task);",
+    CREATE INDEX tq_dependencies_task ON tq_dependencies (task);"),
     // 9: ordered groups. A task pushed to a group waits (a dependency
     // that runs anyway) for the K-th most recent unfinished task of its
     // group, found from the group's newest task in this index.
-    "ALTER TABLE tq_tasks ADD COLUMN group_key TEXT;
-    CREATE INDEX tq_tasks_group ON tq_tasks (queue, group_key, id) WHERE group_key IS NOT NULL;",
+    Migration::Sql("ALTER TABLE tq_tasks ADD COLUMN group_key TEXT;
+    CREATE INDEX tq_tasks_group ON tq_tasks (queue, group_key, id) WHERE group_key IS NOT NULL;"),
     // 10: when the task was last claimed, set by the statement that leases
     // it, for the time it waited (from run_at) and ran (to finished_at).
     // No index: it is read from rows found through the indexes of leased
     // and ended tasks. NULL: never claimed since version 10.
-    "ALTER TABLE tq_tasks ADD COLUMN claimed_at INTEGER;",
+    Migration::Sql("ALTER TABLE tq_tasks ADD COLUMN claimed_at INTEGER;"),
+    // 11: task ids without AUTOINCREMENT, kept from reuse by a floor in
+    // tq_meta instead (see ids.rs): a push writes one page less.
+    Migration::Code(ids::drop_autoincrement),
 ];
 
 /// The schema version this library writes.
@@ -246,7 +258,10 @@ pub(crate) fn migrate(conn: &Connection) -> Result<()> {
     let from = version(conn)?;
     check_supported(from)?;
     for migration in &MIGRATIONS[from as usize..] {
-        conn.execute_batch(migration)?;
+        match migration {
+            Migration::Sql(sql) => conn.execute_batch(sql)?,
+            Migration::Code(run) => run(conn)?,
+        }
     }
     if from < CURRENT_VERSION {
         conn.execute(
@@ -279,7 +294,10 @@ mod tests {
         // A file made at version 2, with holders, then migrated.
         let old = Connection::open_in_memory().unwrap();
         for migration in &MIGRATIONS[..2] {
-            old.execute_batch(migration).unwrap();
+            let Migration::Sql(sql) = migration else {
+                unreachable!("the first migrations are SQL")
+            };
+            old.execute_batch(sql).unwrap();
         }
         old.execute("INSERT INTO tq_meta VALUES ('schema_version', 2)", [])
             .unwrap();
@@ -310,5 +328,80 @@ mod tests {
             register(&new, 2) > gone,
             "the id of a holder gone is not reused"
         );
+    }
+
+    #[test]
+    fn version_11_keeps_every_id_given_from_reuse_without_autoincrement() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v10.db");
+        let old = Connection::open(&path).unwrap();
+        old.pragma_update(None, "journal_mode", "WAL").unwrap();
+        for migration in &MIGRATIONS[..10] {
+            let Migration::Sql(sql) = migration else {
+                unreachable!("the first ten migrations are SQL")
+            };
+            old.execute_batch(sql).unwrap();
+        }
+        old.execute("INSERT INTO tq_meta VALUES ('schema_version', 10)", [])
+            .unwrap();
+        old.execute_batch(
+            "INSERT INTO tq_tasks (state, payload, created_at, run_at) VALUES (0, '1', 0, 0);
+             INSERT INTO tq_tasks (state, payload, created_at, run_at) VALUES (0, '2', 0, 0);
+             INSERT INTO tq_tasks (state, payload, created_at, run_at) VALUES (0, '3', 0, 0);
+             DELETE FROM tq_tasks WHERE id = 3;",
+        )
+        .unwrap();
+        // A second connection, open on the file across the migration.
+        let other = Connection::open(&path).unwrap();
+        other
+            .query_row("SELECT count(*) FROM tq_tasks", [], |row| {
+                row.get::<_, i64>(0)
+            })
+            .unwrap();
+
+        old.execute_batch("BEGIN IMMEDIATE").unwrap();
+        migrate(&old).unwrap();
+        old.execute_batch("COMMIT").unwrap();
+
+        let definition: String = old
+            .query_row(
+                "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'tq_tasks'",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert!(
+            definition.contains("id               INTEGER PRIMARY KEY,"),
+            "{definition}"
+        );
+        assert!(!definition.contains("AUTOINCREMENT"), "{definition}");
+        let check: String = old
+            .query_row("PRAGMA integrity_check", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(check, "ok");
+        for conn in [&old, &other] {
+            assert_eq!(ids::last_given(conn).unwrap(), 3, "the id deleted before");
+        }
+        // The other connection reads the new definition: its insert leaves
+        // sqlite_sequence alone.
+        other
+            .execute(
+                concat!(
+                    "INSERT INTO tq_tasks (id, state, payload, created_at, run_at) VALUES (",
+                    ids::next_task_id!(),
+                    ", 0, '4', 0, 0)"
+                ),
+                [],
+            )
+            .unwrap();
+        assert_eq!(other.last_insert_rowid(), 4);
+        let sequences: i64 = old
+            .query_row(
+                "SELECT count(*) FROM sqlite_sequence WHERE name = 'tq_tasks'",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(sequences, 0);
     }
 }

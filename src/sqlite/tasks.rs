@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
+use super::ids::{self, next_task_id};
 use super::{schedules, SqliteStore};
 use crate::error::{Error, ErrorKind, Result};
 use crate::holder::{Liveness, ProcessId};
@@ -162,12 +163,14 @@ fn insert_task(
         .map_or((None, 0), |(key, ms)| (Some(key.as_str()), *ms));
     let parents_json = (!parents.is_empty())
         .then(|| serde_json::to_string(parents).expect("a list of integers serializes"));
-    conn.prepare_cached(
+    conn.prepare_cached(concat!(
         "INSERT INTO tq_tasks
-            (queue, state, payload, created_at, run_at, priority, max_attempts, unique_key,
+            (id, queue, state, payload, created_at, run_at, priority, max_attempts, unique_key,
              unique_for, parents, waiting_for, group_key)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-    )?
+         VALUES (",
+        next_task_id!(),
+        ", ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+    ))?
     .execute(params![
         queue,
         state,
@@ -2118,13 +2121,7 @@ impl Store for SqliteStore {
     }
 
     fn last_id(&self) -> Result<i64> {
-        self.read(|conn| {
-            let seq: Option<i64> = conn
-                .prepare_cached("SELECT seq FROM sqlite_sequence WHERE name = 'tq_tasks'")?
-                .query_row([], |row| row.get(0))
-                .optional()?;
-            Ok(seq.unwrap_or(0).max(0))
-        })
+        self.read(ids::last_given)
     }
 }
 

@@ -12,7 +12,7 @@
 //! before it left, and its acknowledged answers must be consistent with
 //! that state, which rules most prefixes out.
 //!
-//! The model replays tq's rules: ids increase by one (AUTOINCREMENT), a
+//! The model replays tq's rules: ids increase by one (never reused), a
 //! pull takes the oldest ready task (all tasks are due at once and leases
 //! are long), a finish, fail or extend needs the current delivery, a fail
 //! makes the task wait (its back-off outlasts the run) or, on its last
@@ -54,7 +54,7 @@ struct Task {
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct Model {
     tasks: BTreeMap<i64, Task>,
-    /// The largest id ever given (SQLite's `sqlite_sequence`).
+    /// The largest id ever given (`Queue::last_id`).
     last_id: i64,
 }
 
