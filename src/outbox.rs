@@ -17,7 +17,7 @@ use rusqlite::Transaction;
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{check_queue_name, PushOptions, DEFAULT_MAX_ATTEMPTS};
 use crate::queue::{check_items_named, check_payload, now_unix_ms, MAX_PAYLOAD_LEN};
-use crate::sqlite::{schema, tasks};
+use crate::sqlite::{ids, schema, tasks};
 use crate::store::not_held;
 use crate::store::NewTask;
 use crate::task::{Pushed, Receipt};
@@ -47,10 +47,12 @@ pub fn push(
 /// Fails with [`crate::ErrorKind::NotHeld`] as [`crate::Queue::finish`] does.
 pub fn finish(tx: &Transaction<'_>, receipt: Receipt, keep_history: bool) -> Result<()> {
     check_schema(tx)?;
-    if !tasks::finish_one(tx, receipt, now_unix_ms(), keep_history, None)? {
-        return Err(not_held(receipt.id()));
-    }
-    Ok(())
+    ids::deleting_unwatched(tx, || {
+        if !tasks::finish_one(tx, receipt, now_unix_ms(), keep_history, None)? {
+            return Err(not_held(receipt.id()));
+        }
+        Ok(())
+    })
 }
 
 fn check_schema(tx: &Transaction<'_>) -> Result<()> {

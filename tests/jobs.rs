@@ -596,6 +596,11 @@ fn an_outbox_push_commits_or_rolls_back_with_the_application_rows() {
         )
         .unwrap();
     assert_eq!(orders, 1);
+    assert_eq!(
+        queue.push("3", &PushOptions::new()).unwrap().id(),
+        pushed.id() + 1,
+        "the id of the newest task, finished in the application's transaction, is not given again"
+    );
 
     let mut bare = Connection::open(scratch.path("bare.db")).unwrap();
     let tx = bare.transaction().unwrap();

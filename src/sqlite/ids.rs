@@ -3,14 +3,16 @@
 //!
 //! SQLite's `AUTOINCREMENT` keeps that promise by writing the last id given
 //! to `sqlite_sequence` on every insert: one more page in every push's
-//! commit, and a third of a push's time at `normal` durability. tq instead
-//! lets SQLite give the next rowid (one more than the largest in the
-//! table), which can only go wrong once the task with the largest id is
-//! deleted. So every write transaction notes the largest task id it
-//! deleted, and before it commits, if that id is above every id left in
-//! the table, it raises the floor kept in `tq_meta` (key `task_id_floor`)
-//! to it; a push takes the next id above both. The floor is written only
-//! by a transaction that deletes the newest task.
+//! commit, and about a fifth of a push's time at `normal` durability. tq
+//! instead gives one more than the largest id in the table, which can only
+//! repeat an id once the task with the largest id is deleted. So every
+//! write transaction notes the largest task id it deleted, and before it
+//! commits, if that id is above every id left in the table, it raises the
+//! floor kept in `tq_meta` (key `task_id_floor`) to it; a push takes the
+//! next id above both. The floor is written only by a transaction that
+//! deletes the newest task. A finish in the application's own transaction
+//! ([`crate::outbox`]), on a connection tq does not watch, compares the
+//! newest id before and after instead.
 
 use std::cell::Cell;
 
@@ -58,15 +60,38 @@ pub(crate) fn begin() {
 /// may raise it needlessly, which only skips ids.
 pub(crate) fn before_commit(conn: &Connection) -> Result<()> {
     let deleted = NEWEST_DELETED.with(Cell::take);
-    if deleted == 0 {
+    if deleted == 0 || newest(conn)?.is_some_and(|newest| newest > deleted) {
         return Ok(());
     }
-    let newest: Option<i64> = conn
+    raise_floor(conn, deleted)
+}
+
+/// Runs `body`, which may delete tasks but pushes none, in a transaction
+/// of a connection tq did not open and so does not watch (the
+/// application's, in [`crate::outbox`]): if the newest task is gone after
+/// it, raises the floor to that task's id.
+pub(crate) fn deleting_unwatched<T>(
+    conn: &Connection,
+    body: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    let before = newest(conn)?;
+    let value = body()?;
+    if let Some(before) = before {
+        if newest(conn)?.is_none_or(|after| after < before) {
+            raise_floor(conn, before)?;
+        }
+    }
+    Ok(value)
+}
+
+/// The largest task id in the table.
+fn newest(conn: &Connection) -> Result<Option<i64>> {
+    Ok(conn
         .prepare_cached("SELECT max(id) FROM tq_tasks")?
-        .query_row([], |row| row.get(0))?;
-    if newest.is_some_and(|newest| newest > deleted) {
-        return Ok(());
-    }
+        .query_row([], |row| row.get(0))?)
+}
+
+fn raise_floor(conn: &Connection, deleted: i64) -> Result<()> {
     conn.prepare_cached(
         "UPDATE tq_meta SET value = ?1 WHERE key = 'task_id_floor' AND value < ?1",
     )?

@@ -4,7 +4,7 @@
 //! Design: `docs/internals.md`, "The SQLite backend".
 
 mod flush;
-mod ids;
+pub(crate) mod ids;
 mod inherited;
 mod schedules;
 pub(crate) mod schema;
