@@ -104,9 +104,15 @@ impl From<rusqlite::Error> for Error {
             | E::IntegralValueOutOfRange(..)
             | E::Utf8Error(..) => true,
             // tq never breaks a constraint of its own tables: one added
-            // from outside (a trigger, a check) refused the write.
+            // from outside (a trigger, a check) refused the write. Nor does
+            // it store a value of the wrong type: a mismatch comes from a
+            // value it read (a task id floor at the largest integer, so
+            // that the next id is not one).
             E::SqliteFailure(failure, _)
-                if failure.code == rusqlite::ffi::ErrorCode::ConstraintViolation =>
+                if matches!(
+                    failure.code,
+                    ErrorCode::ConstraintViolation | ErrorCode::TypeMismatch
+                ) =>
             {
                 true
             }

@@ -839,6 +839,21 @@ fn rows_changed_outside_tq_are_reported_as_not_a_database() {
         .unwrap();
     let err = queue.push("1", &PushOptions::new()).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotADatabase, "a trigger: {err}");
+    // The floor under task ids: at the largest id, or not a number.
+    for floor in ["9223372036854775807", "'text'"] {
+        let scratch = Scratch::new();
+        let queue = scratch.open();
+        push(&queue, "\"fine\"");
+        Connection::open(scratch.queue_path())
+            .unwrap()
+            .execute(
+                &format!("UPDATE tq_meta SET value = {floor} WHERE key = 'task_id_floor'"),
+                [],
+            )
+            .unwrap();
+        let err = queue.push("1", &PushOptions::new()).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::NotADatabase, "floor {floor}: {err}");
+    }
     for sql in ["DROP TABLE tq_meta", "UPDATE tq_meta SET value = 1"] {
         let scratch = Scratch::new();
         drop(scratch.open());
