@@ -9,7 +9,8 @@
 #   make example         build and run examples/c and examples/go
 #   make test-examples   build and run every example program
 #   make test-docs       the code in the docs against the code: excerpts of the
-#                        examples, C names, tq flags, make targets, binding names
+#                        examples, C names, tq flags, make targets, binding
+#                        names; the links in the Rust doc comments
 #   make test            every test: Rust, PostgreSQL, the tq command, header, exported
 #                        symbols, install and pkg-config, C (plain, static,
 #                        C++, AddressSanitizer/UBSan, valgrind, panic
@@ -116,10 +117,14 @@ test: test-examples test-docs
 test-examples: example example-python example-node
 
 # The checker's own tests, then the checker on the docs, against the tq
-# command's --help (hence cli).
+# command's --help (hence cli); then the doc comments of both crates, private
+# items included, with rustdoc's warnings (a broken link) as errors. One
+# crate at a time: both are named tq, and would share one output page.
 test-docs: cli
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests/docs
 	$(PYTHON) tests/docs/check_docs.py --root $(CURDIR) --tq-binary $(RELEASE)/tq
+	RUSTDOCFLAGS='-D warnings' $(CARGO) doc --no-deps --locked --document-private-items -p tq
+	RUSTDOCFLAGS='-D warnings' $(CARGO) doc --no-deps --locked --document-private-items -p tq-cli
 
 test-rust:
 	$(CARGO) test --locked

@@ -1,8 +1,8 @@
 //! The C ABI: a thin layer that checks pointers, converts, catches panics,
 //! records the thread's last error, and calls the engine.
 //!
-//! Every exported function wraps its body in [`guard`] (status-returning
-//! functions) or [`guard_or`] (accessors), so no panic crosses into C.
+//! Every exported function wraps its body in `guard` (status-returning
+//! functions) or `guard_or` (accessors), so no panic crosses into C.
 //! Pointers from C are reached only through `objects.rs`, which allocates
 //! every object handed to C, checks each pointer passed back (NULL, freed,
 //! wrong type) and frees it once.
