@@ -6,9 +6,14 @@
 #     pushes again on the same handle. Two sizes: 256 KiB, where the WAL hits
 #     the limit, and 4.5 MiB, past the first automatic checkpoint, where the
 #     database file hits it first (the checkpoint fails) and then the WAL.
-# 1b  `fill disk` on a 2 MiB tmpfs: the child writes a 256 KiB filler file,
+# 1b  `fill disk` on a 2 MiB tmpfs: the child writes a 512 KiB filler file,
 #     pushes until the disk is full (ENOSPC), deletes the filler and pushes
-#     again on the same handle.
+#     again on the same handle. Deleting the filler must leave room for the
+#     checkpoint that copies the WAL's tasks into the database (at the
+#     close, or at the parent's first write): with a 256 KiB filler, the
+#     160 or so tasks of 1,000 bytes that fit in the WAL need more than
+#     that, the disk stays full once the fault is "lifted", and every
+#     write fails (TQ_ERR_IO) though all the tasks are there.
 #
 # Each time the parent process reopens the file and checks exactly the
 # acknowledged tasks are there, byte for byte, and then `sqlcheck` (the
@@ -77,7 +82,7 @@ scenario_1b() {
         return
     fi
     trap 'umount "$mnt" 2>/dev/null' EXIT
-    run_fill "1b disk full" disk "$mnt" $((256 * 1024)) 1000
+    run_fill "1b disk full" disk "$mnt" $((512 * 1024)) 1000
     umount "$mnt"
     trap - EXIT
 }
