@@ -6,9 +6,9 @@
 //! commit, and about a fifth of a push's time at `normal` durability. tq
 //! instead gives one more than the largest id in the table, which can only
 //! repeat an id once the task with the largest id is deleted. So every
-//! write transaction notes the largest task id it deleted, and before it
-//! commits, if that id is above every id left in the table, it raises the
-//! floor kept in `tq_meta` (key `task_id_floor`) to it; a push takes the
+//! write transaction notes the largest task id it deleted, and before its
+//! next push and before it commits, if that id is above every id left in
+//! the table, it raises the floor kept in `tq_meta` (key `task_id_floor`) to it; a push takes the
 //! next id above both. The floor is written only by a transaction that
 //! deletes the newest task. A finish in the application's own transaction
 //! ([`crate::outbox`]), on a connection tq does not watch, compares the
@@ -55,10 +55,12 @@ pub(crate) fn begin() {
     NEWEST_DELETED.with(|newest| newest.set(0));
 }
 
-/// Raises the floor if this transaction deleted the newest task: called
-/// just before it commits. A deletion undone by a rollback to a savepoint
-/// may raise it needlessly, which only skips ids.
-pub(crate) fn before_commit(conn: &Connection) -> Result<()> {
+/// Raises the floor if this transaction deleted the newest task so far:
+/// called before each push (a push after the deletion in the same
+/// transaction must not take the deleted id) and just before the commit.
+/// A deletion undone by a rollback to a savepoint may raise it needlessly,
+/// which only skips ids.
+pub(crate) fn settle_deletions(conn: &Connection) -> Result<()> {
     let deleted = NEWEST_DELETED.with(Cell::take);
     if deleted == 0 || newest(conn)?.is_some_and(|newest| newest > deleted) {
         return Ok(());
@@ -142,8 +144,11 @@ pub(crate) fn drop_autoincrement(conn: &Connection) -> Result<()> {
 mod tests {
     use std::time::{Duration, Instant};
 
+    use super::super::tasks::push_one;
     use super::super::{schema, write_transaction};
     use super::*;
+    use crate::options::PushOptions;
+    use crate::store::NewTask;
 
     fn push(conn: &Connection) -> i64 {
         conn.prepare_cached(concat!(
@@ -175,6 +180,21 @@ mod tests {
         assert_eq!(gone, kept + 1);
         assert_eq!(last_given(&conn).unwrap(), gone);
         assert_eq!(in_transaction(&conn, |conn| Ok(push(conn))), gone + 1);
+    }
+
+    #[test]
+    fn a_push_after_the_newest_task_is_deleted_in_one_transaction_takes_a_new_id() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        watch_deletes(&mut conn).unwrap();
+        in_transaction(&conn, schema::migrate);
+        let newest = in_transaction(&conn, |conn| Ok(push(conn)));
+        // As a group commit may run a finish, then a push.
+        let next = in_transaction(&conn, |conn| {
+            conn.execute("DELETE FROM tq_tasks WHERE id = ?1", [newest])?;
+            let task = NewTask::new("1", &PushOptions::new(), 0, 25);
+            Ok(push_one(conn, "default", &task, &[], 0)?.id())
+        });
+        assert_eq!(next, newest + 1);
     }
 
     #[test]

@@ -571,7 +571,7 @@ fn write_transaction<T>(
     })?;
     ids::begin();
     let result = body(conn).and_then(|value| {
-        ids::before_commit(conn)?;
+        ids::settle_deletions(conn)?;
         conn.prepare_cached("COMMIT")?.execute([])?;
         Ok(value)
     });

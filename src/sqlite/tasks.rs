@@ -163,6 +163,7 @@ fn insert_task(
         .map_or((None, 0), |(key, ms)| (Some(key.as_str()), *ms));
     let parents_json = (!parents.is_empty())
         .then(|| serde_json::to_string(parents).expect("a list of integers serializes"));
+    ids::settle_deletions(conn)?;
     conn.prepare_cached(concat!(
         "INSERT INTO tq_tasks
             (id, queue, state, payload, created_at, run_at, priority, max_attempts, unique_key,
