@@ -839,6 +839,30 @@ fn rows_changed_outside_tq_are_reported_as_not_a_database() {
         .unwrap();
     let err = queue.push("1", &PushOptions::new()).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotADatabase, "a trigger: {err}");
+    // A task with the smallest id: pages from either end still answer
+    // (ids after the smallest one are none).
+    let scratch = Scratch::new();
+    let queue = scratch.open();
+    let id = push(&queue, "\"fine\"");
+    Connection::open(scratch.queue_path())
+        .unwrap()
+        .execute(
+            "UPDATE tq_tasks SET id = -9223372036854775808 WHERE id = ?1",
+            [id],
+        )
+        .unwrap();
+    assert!(queue
+        .list(TaskState::Pending, i64::MIN, 10)
+        .unwrap()
+        .is_empty());
+    let newest_first = queue
+        .list_newest_first(TaskState::Pending, i64::MAX, 10)
+        .unwrap();
+    assert_eq!(
+        newest_first.len(),
+        1,
+        "the task with the smallest id is listed"
+    );
     // The floor under task ids: at the largest id, or not a number.
     for floor in ["9223372036854775807", "'text'"] {
         let scratch = Scratch::new();

@@ -1016,7 +1016,7 @@ fn ids_beyond(conn: &Connection, from: ListFrom) -> Result<Option<IdsBeyond>> {
         return Ok(None);
     };
     let (start, end, step): (i64, i64, fn(i64, i64) -> i64) = match from {
-        ListFrom::After(id) => (id.max(first - 1), last, i64::saturating_add),
+        ListFrom::After(id) => (id.max(first.saturating_sub(1)), last, i64::saturating_add),
         ListFrom::Before(id) => (id.min(last.saturating_add(1)), first, i64::saturating_sub),
     };
     Ok(Some(IdsBeyond { start, end, step }))
