@@ -8,9 +8,9 @@
 //! repeat an id once the task with the largest id is deleted. So every
 //! write transaction notes the largest task id it deleted, and before its
 //! next push and before it commits, if that id is above every id left in
-//! the table, it raises the floor kept in `tq_meta` (key `task_id_floor`) to it; a push takes the
-//! next id above both. The floor is written only by a transaction that
-//! deletes the newest task. A finish in the application's own transaction
+//! the table, it raises the floor kept in `tq_meta` (key `task_id_floor`)
+//! to it; a push takes the next id above both. The floor is written only
+//! by a transaction that deletes the newest task. A finish in the application's own transaction
 //! ([`crate::outbox`]), on a connection tq does not watch, compares the
 //! newest id before and after instead.
 
@@ -161,6 +161,14 @@ mod tests {
         .unwrap()
     }
 
+    /// A new in-memory file, watched as tq watches its connections.
+    fn watched_file() -> Connection {
+        let mut conn = Connection::open_in_memory().unwrap();
+        watch_deletes(&mut conn).unwrap();
+        in_transaction(&conn, schema::migrate);
+        conn
+    }
+
     fn in_transaction<T>(conn: &Connection, body: impl FnOnce(&Connection) -> Result<T>) -> T {
         let timeout = Duration::from_secs(1);
         write_transaction(conn, timeout, Instant::now() + timeout, body).unwrap()
@@ -168,9 +176,7 @@ mod tests {
 
     #[test]
     fn a_task_pushed_and_deleted_in_one_transaction_keeps_its_id_from_the_next() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        watch_deletes(&mut conn).unwrap();
-        in_transaction(&conn, schema::migrate);
+        let conn = watched_file();
         let kept = in_transaction(&conn, |conn| Ok(push(conn)));
         let gone = in_transaction(&conn, |conn| {
             let id = push(conn);
@@ -184,9 +190,7 @@ mod tests {
 
     #[test]
     fn a_push_after_the_newest_task_is_deleted_in_one_transaction_takes_a_new_id() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        watch_deletes(&mut conn).unwrap();
-        in_transaction(&conn, schema::migrate);
+        let conn = watched_file();
         let newest = in_transaction(&conn, |conn| Ok(push(conn)));
         // As a group commit may run a finish, then a push.
         let next = in_transaction(&conn, |conn| {
@@ -199,9 +203,7 @@ mod tests {
 
     #[test]
     fn deleting_older_tasks_leaves_the_floor_alone() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        watch_deletes(&mut conn).unwrap();
-        in_transaction(&conn, schema::migrate);
+        let conn = watched_file();
         let first = in_transaction(&conn, |conn| Ok(push(conn)));
         in_transaction(&conn, |conn| Ok(push(conn)));
         in_transaction(&conn, |conn| {

@@ -257,18 +257,24 @@ pub(crate) fn check_supported(version: i64) -> Result<()> {
 pub(crate) fn migrate(conn: &Connection) -> Result<()> {
     let from = version(conn)?;
     check_supported(from)?;
-    for migration in &MIGRATIONS[from as usize..] {
-        match migration {
-            Migration::Sql(sql) => conn.execute_batch(sql)?,
-            Migration::Code(run) => run(conn)?,
-        }
-    }
+    apply(conn, &MIGRATIONS[from as usize..])?;
     if from < CURRENT_VERSION {
         conn.execute(
             "INSERT INTO tq_meta (key, value) VALUES ('schema_version', ?1)
              ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             [CURRENT_VERSION],
         )?;
+    }
+    Ok(())
+}
+
+/// Runs `migrations` in order.
+fn apply(conn: &Connection, migrations: &[Migration]) -> Result<()> {
+    for migration in migrations {
+        match migration {
+            Migration::Sql(sql) => conn.execute_batch(sql)?,
+            Migration::Code(run) => run(conn)?,
+        }
     }
     Ok(())
 }
@@ -287,20 +293,23 @@ mod tests {
         .unwrap()
     }
 
+    /// Makes `conn` a file tq left at `version`.
+    fn at_version(conn: &Connection, version: usize) {
+        apply(conn, &MIGRATIONS[..version]).unwrap();
+        conn.execute(
+            "INSERT INTO tq_meta VALUES ('schema_version', ?1)",
+            [version as i64],
+        )
+        .unwrap();
+    }
+
     #[test]
     fn a_holder_id_is_never_given_twice_in_a_new_or_migrated_file() {
         let new = Connection::open_in_memory().unwrap();
         migrate(&new).unwrap();
         // A file made at version 2, with holders, then migrated.
         let old = Connection::open_in_memory().unwrap();
-        for migration in &MIGRATIONS[..2] {
-            let Migration::Sql(sql) = migration else {
-                unreachable!("the first migrations are SQL")
-            };
-            old.execute_batch(sql).unwrap();
-        }
-        old.execute("INSERT INTO tq_meta VALUES ('schema_version', 2)", [])
-            .unwrap();
+        at_version(&old, 2);
         let kept = register(&old, 1);
         let newest = register(&old, 2);
         // A lease under an id whose row is gone: that id is not given either.
@@ -336,14 +345,7 @@ mod tests {
         let path = dir.path().join("v10.db");
         let old = Connection::open(&path).unwrap();
         old.pragma_update(None, "journal_mode", "WAL").unwrap();
-        for migration in &MIGRATIONS[..10] {
-            let Migration::Sql(sql) = migration else {
-                unreachable!("the first ten migrations are SQL")
-            };
-            old.execute_batch(sql).unwrap();
-        }
-        old.execute("INSERT INTO tq_meta VALUES ('schema_version', 10)", [])
-            .unwrap();
+        at_version(&old, 10);
         old.execute_batch(
             "INSERT INTO tq_tasks (state, payload, created_at, run_at) VALUES (0, '1', 0, 0);
              INSERT INTO tq_tasks (state, payload, created_at, run_at) VALUES (0, '2', 0, 0);
