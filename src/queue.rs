@@ -15,7 +15,7 @@ use crate::options::{
 };
 use crate::schedule::{Schedule, ScheduleInfo};
 use crate::sqlite::SqliteStore;
-use crate::store::{Checkpoint, ListFrom, NewTask, Store};
+use crate::store::{Checkpoint, ListFrom, Look, NewTask, Store};
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
     TaskTiming, MAX_RATE_CLAIMS,
@@ -414,23 +414,32 @@ impl Queue {
                 claimable = store.next_claimable(now)?.filter(|&at| at > now);
             }
             let due = wake_due(claimable, next_slot, now);
-            if !self.sleep_until_woken(store, &seen, due, deadline, poll_interval, stopped)? {
+            let Some(woken) =
+                self.sleep_until_woken(store, &seen, due, deadline, poll_interval, stopped)?
+            else {
                 return Ok(Vec::new());
-            }
-            seen = Seen::now(&self.bell, store)?;
-            // A wake-up may come from a schedule written elsewhere.
-            self.slots.forget();
-            next_slot = self.drive_due_schedules(store, SLOT_CACHE_BUSY)?.0;
-            now = now_unix_ms();
-            claimable = store.next_claimable(now)?;
+            };
+            (seen, now) = (woken.seen, woken.now);
+            // A wake-up may come from a schedule written elsewhere: the
+            // slot just read is the one to trust.
+            self.slots.set(woken.look.next_slot, now);
+            let (slot, stored) = self.drive_due_schedules(store, SLOT_CACHE_BUSY)?;
+            next_slot = slot;
+            claimable = if stored > 0 {
+                Some(now)
+            } else {
+                woken.look.claimable
+            };
         }
     }
 
     /// Sleeps until the bell rings, the change counter moves or `due`
-    /// comes (true), or `deadline` passes (false), looking at the change
-    /// counter every `poll_interval`; a wake-up that shows none of these
-    /// sleeps again, so the caller claims only when something may have
-    /// changed. A stop asked for is an [`ErrorKind::Interrupted`] error.
+    /// comes, and returns what it saw then, or `None` once `deadline`
+    /// passes; it looks at the change counter every `poll_interval`. A
+    /// wake-up that shows none of these sleeps again, so the caller claims
+    /// only when something may have changed. Each wake-up is one read of
+    /// the store ([`Store::look`]). A stop asked for is an
+    /// [`ErrorKind::Interrupted`] error.
     fn sleep_until_woken(
         &self,
         store: &dyn Store,
@@ -439,7 +448,7 @@ impl Queue {
         deadline: Instant,
         poll_interval: Duration,
         stopped: impl Fn() -> bool,
-    ) -> Result<bool> {
+    ) -> Result<Option<Woken>> {
         loop {
             if stopped() {
                 return Err(Error::new(
@@ -449,7 +458,7 @@ impl Queue {
             }
             let now = Instant::now();
             if now >= deadline {
-                return Ok(false);
+                return Ok(None);
             }
             let until = deadline
                 .min(now + poll_interval)
@@ -459,11 +468,16 @@ impl Queue {
                 continue;
             }
             let came_due = due.is_some_and(|due| Instant::now() >= due);
-            if self.bell.rings() != seen.rings
-                || came_due
-                || store.change_counter()? != seen.changes
-            {
-                return Ok(true);
+            // Rings first, then the store, as in `Seen::now`.
+            let rings = self.bell.rings();
+            let unless_changed = (rings == seen.rings && !came_due).then_some(seen.changes);
+            let now = now_unix_ms();
+            if let Some(look) = store.look(now, unless_changed)? {
+                let seen = Seen {
+                    rings,
+                    changes: look.changes,
+                };
+                return Ok(Some(Woken { seen, look, now }));
             }
         }
     }
@@ -1194,6 +1208,13 @@ impl Seen {
             changes: store.change_counter()?,
         })
     }
+}
+
+/// What a waiting pull saw when it woke, at `now` on the engine's clock.
+struct Woken {
+    seen: Seen,
+    look: Look,
+    now: i64,
 }
 
 /// When a waiting pull wakes by itself, `now` being the engine's clock:

@@ -96,6 +96,18 @@ pub struct Checkpoint {
     pub complete: bool,
 }
 
+/// What a waiting pull reads of the store when it wakes (see
+/// [`Store::look`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Look {
+    /// The change counter ([`Store::change_counter`]).
+    pub changes: i64,
+    /// When a task of the queue can be claimed ([`Store::next_claimable`]).
+    pub claimable: Option<i64>,
+    /// The next slot of the queue's schedules ([`Store::next_schedule_slot`]).
+    pub next_slot: Option<i64>,
+}
+
 /// What a storage backend does. Every method is one atomic operation: it
 /// either happens whole or not at all, and it is safe to call from any
 /// number of threads at once.
@@ -259,6 +271,23 @@ pub(crate) trait Store: Send + Sync {
     /// A number that changes whenever another connection commits a write
     /// that may make a task ready.
     fn change_counter(&self) -> Result<i64>;
+
+    /// In one read, when the backend can (a waiter's every wake-up costs
+    /// this read): the change counter and, unless it equals `seen`, when a
+    /// task can be claimed and the schedules' next slot, as of `now`.
+    /// `None` when the counter equals `seen` (`seen` being `None` when
+    /// the caller needs the whole look, whatever the counter).
+    fn look(&self, now: i64, seen: Option<i64>) -> Result<Option<Look>> {
+        let changes = self.change_counter()?;
+        if seen == Some(changes) {
+            return Ok(None);
+        }
+        Ok(Some(Look {
+            changes,
+            claimable: self.next_claimable(now)?,
+            next_slot: self.next_schedule_slot(now)?,
+        }))
+    }
 
     /// Makes sure writes by other processes ring the bells of this
     /// process's waiters, when the backend can, and says how often a waiter

@@ -219,9 +219,19 @@ impl SqliteStore {
         Ok(value)
     }
 
-    /// Runs `op` on the reading connection.
+    /// Runs `op` on the reading connection, in one read transaction: its
+    /// statements see one snapshot of the file, and take the WAL's read
+    /// lock once (two `fcntl` calls) rather than once per statement.
     fn read<T>(&self, op: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        with_slot(&self.file.reader, op)
+        with_slot(&self.file.reader, |conn| {
+            conn.prepare_cached("BEGIN")?.execute([])?;
+            let result = op(conn);
+            // Ending a read transaction changes nothing, whatever `op` did.
+            let ended = conn.prepare_cached("COMMIT")?.execute([]);
+            let value = result?;
+            ended?;
+            Ok(value)
+        })
     }
 }
 

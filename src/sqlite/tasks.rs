@@ -20,8 +20,8 @@ use crate::schedule::{Schedule, ScheduleInfo};
 use crate::store::{
     cancellations_channel, cancelled_for, claim_order, delivery_stop, group_predecessor_sql,
     holds_unique_key, not_held, of_item, parent_ids, pause_until, sort_claimed, state_condition,
-    stored_pause, stored_reason, visible_state, waits_for, Checkpoint, ListFrom, NewTask, Store,
-    BLOCKED, CANCELLED, CANCELLING, DEAD, DONE, LEASED, NEVER_USED, READY, STORED_STATES,
+    stored_pause, stored_reason, visible_state, waits_for, Checkpoint, ListFrom, Look, NewTask,
+    Store, BLOCKED, CANCELLED, CANCELLING, DEAD, DONE, LEASED, NEVER_USED, READY, STORED_STATES,
     UNTIL_RESUMED, WAITING,
 };
 use crate::task::{
@@ -968,10 +968,11 @@ fn count_sql(state: TaskState) -> String {
 const LIST_WALK: i64 = 8192;
 
 /// A page of queue `queue`'s tasks in `state` from `from`, by id, read in
-/// one snapshot without scanning the table. It reads the ids that follow
-/// in windows of [`LIST_WALK`] ids, each twice the one before, until the
-/// page is full; a state's tasks are usually many where they are found at
-/// all (a backlog, a history), so a window or two finds a page of them.
+/// one snapshot (callers run it in a read transaction) without scanning
+/// the table. It reads the ids that follow in windows of [`LIST_WALK`]
+/// ids, each twice the one before, until the page is full; a state's
+/// tasks are usually many where they are found at all (a backlog, a
+/// history), so a window or two finds a page of them.
 /// Before each further window it counts the state's tasks up to that
 /// window's size: a state with fewer has the rest of the page found
 /// through its partial indexes and sorted by id, for less than the window
@@ -988,13 +989,10 @@ fn list(
     limit: usize,
 ) -> Result<Vec<TaskInfo>> {
     let limit = limit.min(i64::MAX as usize) as i64;
-    let snapshot = conn.unchecked_transaction()?;
     let Some(ids) = ids_beyond(conn, from)? else {
         return Ok(Vec::new());
     };
-    let page = read_page(conn, queue, state, from, limit, ids)?;
-    snapshot.finish()?;
-    Ok(page)
+    read_page(conn, queue, state, from, limit, ids)
 }
 
 /// The ids a page of [`list`] may read: from `start` (excluded) on to
@@ -1513,6 +1511,47 @@ impl SqliteStore {
     }
 }
 
+/// [`Store::next_claimable`] of `queue`, read on `conn`.
+fn next_claimable(conn: &Connection, queue: &str, now: i64) -> Result<Option<i64>> {
+    let (paused_until, max_leased, rate_period) = settings(conn, queue)?.unwrap_or_default();
+    // A paused queue has nothing to claim before its pause ends
+    // (a resume rings the waiters).
+    if let Some(until) = paused_until.filter(|&until| until > now) {
+        return Ok((until != UNTIL_RESUMED).then_some(until));
+    }
+    let due: Option<i64> = conn
+        .prepare_cached(NEXT_CLAIMABLE)?
+        .query_row(rusqlite::params![queue, now], |row| row.get(0))?;
+    let Some(due) = due else {
+        return Ok(None);
+    };
+    let mut at = due.max(now);
+    // Under a rate limit, not before a slot is free.
+    if rate_period.is_some() {
+        let slot_free: Option<i64> = conn
+            .prepare_cached(
+                "SELECT min(s.used_at + q.rate_period) FROM tq_queues q
+                 JOIN tq_rate_slots s ON s.queue = q.queue
+                 WHERE q.queue = ?1 AND q.rate_period IS NOT NULL",
+            )?
+            .query_row([queue], |row| row.get(0))?;
+        at = at.max(slot_free.unwrap_or(now));
+    }
+    // At its concurrency limit, not before a live lease expires,
+    // which rings no one (a finish does).
+    if let Some(limit) = max_leased {
+        at = at.max(lease_end_at_limit(conn, queue, limit, now)?.unwrap_or(now));
+    }
+    Ok(Some(at))
+}
+
+/// The file's change counter as `conn` sees it ([`Store::change_counter`]).
+fn data_version(conn: &Connection) -> Result<i64> {
+    Ok(conn
+        .prepare_cached("PRAGMA data_version")?
+        .query_row([], |row| row.get(0))?)
+}
+
 impl Store for SqliteStore {
     fn store_id(&self) -> u128 {
         let (device, inode) = self.file_id();
@@ -2013,39 +2052,7 @@ impl Store for SqliteStore {
     }
 
     fn next_claimable(&self, now: i64) -> Result<Option<i64>> {
-        self.read(|conn| {
-            let (paused_until, max_leased, rate_period) =
-                settings(conn, &self.queue)?.unwrap_or_default();
-            // A paused queue has nothing to claim before its pause ends
-            // (a resume rings the waiters).
-            if let Some(until) = paused_until.filter(|&until| until > now) {
-                return Ok((until != UNTIL_RESUMED).then_some(until));
-            }
-            let due: Option<i64> = conn
-                .prepare_cached(NEXT_CLAIMABLE)?
-                .query_row(rusqlite::params![&self.queue, now], |row| row.get(0))?;
-            let Some(due) = due else {
-                return Ok(None);
-            };
-            let mut at = due.max(now);
-            // Under a rate limit, not before a slot is free.
-            if rate_period.is_some() {
-                let slot_free: Option<i64> = conn
-                    .prepare_cached(
-                        "SELECT min(s.used_at + q.rate_period) FROM tq_queues q
-                         JOIN tq_rate_slots s ON s.queue = q.queue
-                         WHERE q.queue = ?1 AND q.rate_period IS NOT NULL",
-                    )?
-                    .query_row([&self.queue], |row| row.get(0))?;
-                at = at.max(slot_free.unwrap_or(now));
-            }
-            // At its concurrency limit, not before a live lease expires,
-            // which rings no one (a finish does).
-            if let Some(limit) = max_leased {
-                at = at.max(lease_end_at_limit(conn, &self.queue, limit, now)?.unwrap_or(now));
-            }
-            Ok(Some(at))
-        })
+        self.read(|conn| next_claimable(conn, &self.queue, now))
     }
 
     fn watch_other_processes(&self) -> Duration {
@@ -2064,10 +2071,20 @@ impl Store for SqliteStore {
     }
 
     fn change_counter(&self) -> Result<i64> {
+        self.read(data_version)
+    }
+
+    fn look(&self, now: i64, seen: Option<i64>) -> Result<Option<Look>> {
         self.read(|conn| {
-            Ok(conn
-                .prepare_cached("PRAGMA data_version")?
-                .query_row([], |row| row.get(0))?)
+            let changes = data_version(conn)?;
+            if seen == Some(changes) {
+                return Ok(None);
+            }
+            Ok(Some(Look {
+                changes,
+                claimable: next_claimable(conn, &self.queue, now)?,
+                next_slot: schedules::next_slot(conn, &self.queue)?,
+            }))
         })
     }
 
