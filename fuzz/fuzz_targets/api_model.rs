@@ -1690,6 +1690,18 @@ fn task_state(state: i32) -> TaskState {
     }
 }
 
+/// The state a call through `api` names by the number `state`: the Rust
+/// API's calls take [`task_state`] of any number; the C API takes the
+/// `tq_state` values, up to TQ_STATE_CANCELLED (4), and refuses others
+/// (`None`). The model cancels nothing, so it holds no cancelled task.
+fn named_state(api: Api, state: i32) -> Option<TaskState> {
+    match (api, state) {
+        (Api::Rust, _) | (Api::C, 0..=3) => Some(task_state(state)),
+        (Api::C, 4) => Some(TaskState::Cancelled),
+        (Api::C, _) => None,
+    }
+}
+
 fn past_ms(x: u8) -> i64 {
     i64::from(x) * 1_000_000_000
 }
@@ -2855,10 +2867,9 @@ impl Run {
     fn count(&mut self, s: usize, state: i32) {
         let slot = self.slot(s);
         let got = slot.handle.count(state);
-        let expected = if slot.api == Api::C && !(0..=3).contains(&state) {
-            Err(ErrorKind::InvalidArgument)
-        } else {
-            Ok(self.model.count(slot.queue, task_state(state)))
+        let expected = match named_state(slot.api, state) {
+            None => Err(ErrorKind::InvalidArgument),
+            Some(named) => Ok(self.model.count(slot.queue, named)),
         };
         hint!(state == 3 && expected.is_ok_and(|n| n > 1));
         if got != expected {
@@ -2890,7 +2901,7 @@ impl Run {
                 })
                 .collect::<Vec<_>>()
         });
-        if self.slot(s).api == Api::C && !(0..=3).contains(&state) {
+        let Some(wanted) = named_state(self.slot(s).api, state) else {
             if !matches!(got, Err(ErrorKind::InvalidArgument)) {
                 fail!(
                     self,
@@ -2899,8 +2910,7 @@ impl Run {
                 );
             }
             return;
-        }
-        let wanted = task_state(state);
+        };
         let expected: Vec<i64> = self
             .model
             .tasks
@@ -2997,9 +3007,14 @@ impl Run {
         let slot = self.slot(s);
         let queue = slot.queue;
         let got = slot.handle.purge(state, age.ms());
-        let known = slot.api == Api::Rust || (0..=3).contains(&state);
-        let wanted = task_state(state);
-        let purgeable = known && matches!(wanted, TaskState::Done | TaskState::Dead);
+        let named = named_state(slot.api, state);
+        let wanted = named.unwrap_or_else(|| task_state(state));
+        let purgeable = named.is_some_and(|state| {
+            matches!(
+                state,
+                TaskState::Done | TaskState::Dead | TaskState::Cancelled
+            )
+        });
         let expected = match age {
             _ if !purgeable => Err(ErrorKind::InvalidArgument),
             Age::TooOld(_) => Err(ErrorKind::InvalidArgument),
