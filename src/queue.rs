@@ -902,11 +902,10 @@ impl Queue {
         let timeout = check_duration("the wait", timeout, Duration::ZERO)?;
         let deadline = Instant::now() + timeout;
         let poll_interval = store.watch_other_processes();
+        // Read before the task, so a write that lands between them and the
+        // sleep still ends the sleep.
+        let mut seen = Seen::now(&self.bell, store)?;
         loop {
-            // Read before the task, so a write that lands between them and
-            // the sleep still ends the sleep.
-            let rings = self.bell.rings();
-            let changes = store.change_counter()?;
             match store.task(id)? {
                 Some(task) if task.has_ended() => return Ok(Some(task)),
                 Some(_) => {}
@@ -931,8 +930,10 @@ impl Queue {
                     return Ok(None);
                 }
                 self.bell
-                    .sleep(rings, deadline.min(now + poll_interval), stopped);
-                if self.bell.rings() != rings || store.change_counter()? != changes {
+                    .sleep(seen.rings, deadline.min(now + poll_interval), stopped);
+                let now_seen = Seen::now(&self.bell, store)?;
+                if now_seen != seen {
+                    seen = now_seen;
                     break;
                 }
             }
@@ -1193,9 +1194,10 @@ fn not_current(store: &dyn Store, receipt: Receipt) -> Error {
     }
 }
 
-/// What a waiting pull has seen of writes to its queue: the bell's rings
-/// and the file's change counter, read together so that a write after
-/// either one ends the next sleep.
+/// What a waiting pull (or [`Queue::wait_for`]) has seen of writes to its
+/// queue: the bell's rings and the file's change counter, read together
+/// so that a write after either one ends the next sleep.
+#[derive(PartialEq, Eq)]
 struct Seen {
     rings: u64,
     changes: i64,
