@@ -98,7 +98,6 @@ pub struct Checkpoint {
 
 /// What a waiting pull reads of the store when it wakes (see
 /// [`Store::look`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Look {
     /// The change counter ([`Store::change_counter`]).
     pub changes: i64,
