@@ -58,10 +58,13 @@ pub(crate) fn begin() {
 /// Raises the floor if this transaction deleted the newest task so far:
 /// called before each push (a push after the deletion in the same
 /// transaction must not take the deleted id) and just before the commit.
-/// A deletion undone by a rollback to a savepoint may raise it needlessly,
-/// which only skips ids.
+/// The note is kept until the transaction ends, not taken: a rollback to a
+/// savepoint (a failed operation of a group commit) can undo a raise made
+/// inside it while the deletion, made before it, stays; the raise before
+/// the commit then makes it again. A deletion undone by such a rollback
+/// may raise the floor needlessly, which only skips ids.
 pub(crate) fn settle_deletions(conn: &Connection) -> Result<()> {
-    let deleted = NEWEST_DELETED.with(Cell::take);
+    let deleted = NEWEST_DELETED.with(Cell::get);
     if deleted == 0 || newest(conn)?.is_some_and(|newest| newest > deleted) {
         return Ok(());
     }
@@ -199,6 +202,25 @@ mod tests {
             Ok(push_one(conn, "default", &task, &[], 0)?.id())
         });
         assert_eq!(next, newest + 1);
+    }
+
+    #[test]
+    fn a_push_undone_by_its_savepoint_after_the_newest_task_is_deleted_keeps_the_id_given() {
+        let conn = watched_file();
+        let newest = in_transaction(&conn, |conn| Ok(push(conn)));
+        // As a group commit may run a finish, then a batch whose first item
+        // is stored (raising the floor) and whose second fails, so that its
+        // savepoint is rolled back.
+        in_transaction(&conn, |conn| {
+            conn.execute("DELETE FROM tq_tasks WHERE id = ?1", [newest])?;
+            conn.execute_batch("SAVEPOINT tq_write")?;
+            let task = NewTask::new("1", &PushOptions::new(), 0, 25);
+            push_one(conn, "default", &task, &[], 0)?;
+            conn.execute_batch("ROLLBACK TO tq_write; RELEASE tq_write")?;
+            Ok(())
+        });
+        assert_eq!(last_given(&conn).unwrap(), newest);
+        assert_eq!(in_transaction(&conn, |conn| Ok(push(conn))), newest + 1);
     }
 
     #[test]
