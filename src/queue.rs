@@ -606,7 +606,11 @@ impl Queue {
     /// ms to one year). Fails with [`ErrorKind::NotHeld`], changing
     /// nothing, when the delivery is no longer current, and with
     /// [`ErrorKind::Cancelled`] when the task was cancelled: stop working
-    /// on it (see [`Queue::finish`]).
+    /// on it (see [`Queue::finish`]). A lease that already expired may be
+    /// renewed while nobody took the task, except on a queue at its
+    /// concurrency limit: the expired lease held no slot, another claim may
+    /// have taken it, and renewing would put the queue over its limit, so
+    /// that answers [`ErrorKind::NotHeld`] too.
     pub fn extend(&self, receipt: Receipt, lease: Duration) -> Result<()> {
         let store = self.store()?;
         check_lease(lease)?;
@@ -666,7 +670,12 @@ impl Queue {
     /// pending, delayed or dead task leaves the line at once; a leased one
     /// is never delivered again, and its holder learns of it at its next
     /// extend, finish, fail or snooze, which fail with
-    /// [`ErrorKind::Cancelled`] (see [`Cancelled`]). Cancelling a cancelled
+    /// [`ErrorKind::Cancelled`] (see [`Cancelled`]). If the holder never
+    /// calls again (it was killed), the task ends once its lease has run
+    /// out, at the next claim of any queue of the file or a
+    /// [`Queue::recover`]: its ordered group and the tasks waiting for it
+    /// then go on (kept as history when the handle that ends it keeps
+    /// history). Cancelling a cancelled
     /// task again does nothing and says so again. Fails with
     /// [`ErrorKind::InvalidArgument`], changing nothing, when the queue has
     /// no task `id` (a task cancelled on a handle without history is gone)
@@ -741,8 +750,12 @@ impl Queue {
     /// slot of the queue's that was last used a window ago or more, inside
     /// its transaction, or claims nothing (a waiting pull waits for a slot).
     /// Windows are measured on the claims' times, whole milliseconds read
-    /// when each pull began (on PostgreSQL, the server's clock).
-    /// A new rate starts with every slot free; `None` removes the limit.
+    /// once each claim holds the write lock (on PostgreSQL, the server's
+    /// clock). Setting the rate in force again changes nothing, so every
+    /// worker may declare it at start without granting a new burst; a
+    /// changed rate keeps the most recent uses (as many as it has
+    /// claims), and a new one starts with every slot free. `None` removes
+    /// the limit.
     /// Fails with [`ErrorKind::InvalidArgument`] for 0 claims, more than
     /// [`MAX_RATE_CLAIMS`], or a window outside 1 ms to 366 days.
     pub fn set_rate_limit(&self, limit: Option<RateLimit>) -> Result<()> {

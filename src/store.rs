@@ -114,10 +114,17 @@ pub(crate) trait Store: Send + Sync {
     /// Stores the tasks, all or none, and says what happened to each.
     fn push(&self, tasks: Vec<NewTask>, now: i64) -> Result<Vec<Pushed>>;
 
-    /// Claims up to `max` ready tasks (pending and due at `now`, or leased
-    /// with a lease expired at `now`), best first, for this process for
-    /// `lease` ms from `now`, counting an attempt for each. Empty when
-    /// nothing is ready.
+    /// Claims up to `max` ready tasks (pending and due, or leased with a
+    /// lease expired), best first, for this process for `lease` ms,
+    /// counting an attempt for each. Empty when nothing is ready. `now` is
+    /// when the pull began; the claim's own time (its rate slots, its
+    /// leases' start, `claimed_at`) is read once it holds the write lock,
+    /// so a claim that waited for the lock is not stamped in the past and a
+    /// rate's window holds no more claims than the rate (on PostgreSQL, the
+    /// time of its statements after the settings' lock). Every claim first
+    /// ends, in every queue, the tasks cancelled while leased whose lease
+    /// has run out (their holder is gone or will be told nothing more), so
+    /// that their groups and dependents go on without a `recover`.
     fn claim(&self, max: usize, now: i64, lease: i64) -> Result<Vec<Task>>;
 
     /// Completes the deliveries named by `receipts`; says for each whether
@@ -410,6 +417,20 @@ pub(crate) fn visible_state(stored: i64) -> Result<TaskState> {
 
 /// The error of a call on a delivery of task `id` that is no longer
 /// current.
+/// The answer to an extend of task `id`'s expired lease while queue
+/// `queue` is at its concurrency `limit`: the lease held no slot once it
+/// expired, a claim took the slot, and taking it back would put the queue
+/// over its limit. Both backends refuse it so.
+pub(crate) fn lease_slot_taken(id: i64, queue: &str, limit: i64) -> Error {
+    Error::new(
+        crate::ErrorKind::NotHeld,
+        format!(
+            "task {id} is no longer held: its lease expired and queue '{queue}' is at its \
+             concurrency limit of {limit}, so the lease cannot be taken again"
+        ),
+    )
+}
+
 pub(crate) fn not_held(id: i64) -> Error {
     Error::new(
         crate::ErrorKind::NotHeld,

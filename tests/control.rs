@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use common::{lease, now_ms, pull, push, waiting, Scratch};
 use tq::{
-    Cancelled, Durability, ErrorKind, OpenOptions, Pause, PullOptions, PushOptions, Pushed, Queue,
-    RateLimit, TaskState,
+    Cancelled, Durability, ErrorKind, OpenOptions, ParentFailure, Pause, PullOptions, PushOptions,
+    Pushed, Queue, RateLimit, TaskState,
 };
 
 fn with_history(scratch: &Scratch) -> Queue {
@@ -160,6 +160,75 @@ fn a_cancelled_task_whose_lease_expires_is_over_not_recovered(scratch: Scratch) 
     assert_eq!(queue.count(TaskState::Leased).unwrap(), 0);
     assert_eq!(queue.count(TaskState::Cancelled).unwrap(), 1);
     assert_eq!(kind(queue.finish(task.receipt())), ErrorKind::NotHeld);
+}
+
+/// The usual reason to cancel a running task is that its worker is stuck,
+/// and then the worker is killed: once its lease has run out, the next
+/// claim of any queue of the file ends the task, so what waits for it (its
+/// ordered group's next task, its dependents) goes on without a `recover`.
+fn a_cancelled_task_whose_holder_is_gone_is_ended_by_the_next_claim(scratch: Scratch) {
+    let queue = with_history(&scratch);
+    let mut grouped = PushOptions::new();
+    grouped.group("account-7", 1).unwrap();
+    let first = queue.push("1", &grouped).unwrap().id();
+    let second = queue.push("2", &grouped).unwrap().id();
+    let mut after = PushOptions::new();
+    after.after(&[first]).unwrap();
+    let cancelled_with_it = queue.push("3", &after).unwrap().id();
+    after.on_parent_failure(ParentFailure::RunAnyway);
+    let runs_anyway = queue.push("4", &after).unwrap().id();
+    let held = queue.pull(&lease(50)).unwrap().unwrap();
+    assert_eq!(held.id(), first);
+    assert_eq!(
+        queue.cancel_task(first, "stuck").unwrap(),
+        Cancelled::Requested
+    );
+    drop(held);
+    thread::sleep(Duration::from_millis(120));
+    let mut options = OpenOptions::new();
+    options.keep_history(true).queue("other").unwrap();
+    assert!(pull(&scratch.open_with(&options)).is_none());
+    let cancelled: Vec<i64> = queue
+        .list(TaskState::Cancelled, 0, 10)
+        .unwrap()
+        .iter()
+        .map(|task| task.id())
+        .collect();
+    assert_eq!(
+        cancelled,
+        [first, cancelled_with_it],
+        "a claim of another queue ended the cancelled task, and its dependent with it"
+    );
+    let next: Vec<i64> = queue
+        .pull_batch(10, &PullOptions::new())
+        .unwrap()
+        .iter()
+        .map(|task| task.id())
+        .collect();
+    assert_eq!(
+        next,
+        [second, runs_anyway],
+        "the group's next task and the dependent are free"
+    );
+}
+
+/// A pull waiting on a group whose head was cancelled while held wakes
+/// when the head's lease runs out and takes the next task.
+fn a_pull_waiting_behind_a_cancelled_task_takes_the_next_once_its_lease_runs_out(scratch: Scratch) {
+    let queue = scratch.open();
+    let mut grouped = PushOptions::new();
+    grouped.group("g", 1).unwrap();
+    let first = queue.push("1", &grouped).unwrap().id();
+    let second = queue.push("2", &grouped).unwrap().id();
+    let _held = queue.pull(&lease(300)).unwrap().unwrap();
+    assert_eq!(queue.cancel_task(first, "").unwrap(), Cancelled::Requested);
+    let task = scratch
+        .open()
+        .pull(&waiting(5_000))
+        .unwrap()
+        .expect("woken when the cancelled task's lease ran out");
+    assert_eq!(task.id(), second);
+    assert_eq!(queue.count(TaskState::Leased).unwrap(), 1);
 }
 
 fn cancel_refuses_what_it_cannot_cancel_and_changes_nothing(scratch: Scratch) {
@@ -510,6 +579,55 @@ fn an_expired_lease_frees_its_slot(scratch: Scratch) {
     assert!(pull(&queue).is_none(), "and now holds the slot again");
 }
 
+/// An expired lease holds no slot, so another claim may take it; its
+/// holder, back late, must then not have the lease again, or two tasks
+/// would be held under a limit of one.
+fn an_expired_lease_whose_slot_was_taken_is_not_extended(scratch: Scratch) {
+    let queue = scratch.open();
+    queue.set_concurrency_limit(Some(1)).unwrap();
+    let mut first = PushOptions::new();
+    first.priority(1);
+    queue.push("1", &first).unwrap();
+    push(&queue, "2");
+    let late = queue.pull(&lease(50)).unwrap().unwrap();
+    thread::sleep(Duration::from_millis(120));
+    // The same task again, under a new lease: the late holder's is gone.
+    let retaken = pull(&queue).expect("the expired lease holds no slot");
+    assert_eq!(retaken.id(), late.id());
+    assert_eq!(
+        kind(queue.extend(late.receipt(), Duration::from_secs(30))),
+        ErrorKind::NotHeld
+    );
+    queue.finish(retaken.receipt()).unwrap();
+    // Another task in the freed slot: the late holder's lease, still its
+    // task's, may not take a second slot.
+    let late = queue.pull(&lease(50)).unwrap().unwrap();
+    thread::sleep(Duration::from_millis(120));
+    let second = scratch.open();
+    push(&second, "3");
+    let mut high = PushOptions::new();
+    high.priority(5);
+    let taker = second.push("4", &high).unwrap().id();
+    assert_eq!(pull(&second).expect("the slot is free").id(), taker);
+    assert_eq!(
+        kind(queue.extend(late.receipt(), Duration::from_secs(30))),
+        ErrorKind::NotHeld,
+        "the queue is at its limit"
+    );
+    assert_eq!(
+        queue.count(TaskState::Leased).unwrap(),
+        2,
+        "one expired, one live"
+    );
+    // With room under the limit, an expired lease nobody took may be
+    // extended, as on a queue without a limit.
+    queue.set_concurrency_limit(Some(2)).unwrap();
+    queue
+        .extend(late.receipt(), Duration::from_secs(30))
+        .unwrap();
+    queue.finish(late.receipt()).unwrap();
+}
+
 fn a_pull_waiting_at_the_limit_takes_a_task_once_a_slot_frees(scratch: Scratch) {
     let queue = scratch.open();
     queue.set_concurrency_limit(Some(1)).unwrap();
@@ -630,6 +748,48 @@ fn a_rate_limit_allows_that_many_claims_per_window(scratch: Scratch) {
     assert_eq!(queue.pull_batch(10, &PullOptions::new()).unwrap().len(), 6);
 }
 
+/// Workers declare the rate at start: a restart must grant no new burst.
+fn setting_the_rate_in_force_again_frees_no_slot(scratch: Scratch) {
+    let queue = scratch.open();
+    let rate = RateLimit {
+        claims: 2,
+        per: Duration::from_secs(3600),
+    };
+    queue.set_rate_limit(Some(rate)).unwrap();
+    let payloads: Vec<String> = (0..10).map(|n| n.to_string()).collect();
+    let payloads: Vec<&str> = payloads.iter().map(String::as_str).collect();
+    queue.push_batch(&payloads, &PushOptions::new()).unwrap();
+    assert_eq!(queue.pull_batch(10, &PullOptions::new()).unwrap().len(), 2);
+    scratch.open().set_rate_limit(Some(rate)).unwrap();
+    assert!(pull(&queue).is_none(), "the window's claims stay spent");
+    // A changed rate keeps the most recent uses: three claims an hour,
+    // two of them used, leaves one.
+    let wider = RateLimit {
+        claims: 3,
+        per: Duration::from_secs(3600),
+    };
+    queue.set_rate_limit(Some(wider)).unwrap();
+    assert_eq!(queue.rate_limit().unwrap(), Some(wider));
+    assert_eq!(queue.pull_batch(10, &PullOptions::new()).unwrap().len(), 1);
+    // Fewer slots keep the newest uses: one claim an hour, spent.
+    queue
+        .set_rate_limit(Some(RateLimit {
+            claims: 1,
+            per: Duration::from_secs(3600),
+        }))
+        .unwrap();
+    assert!(pull(&queue).is_none());
+    // A shorter window frees the uses older than it.
+    queue
+        .set_rate_limit(Some(RateLimit {
+            claims: 1,
+            per: Duration::from_millis(50),
+        }))
+        .unwrap();
+    thread::sleep(Duration::from_millis(80));
+    assert!(pull(&queue).is_some());
+}
+
 fn the_rate_holds_under_threads_racing_for_slots(scratch: Scratch) {
     use std::sync::Mutex;
     use std::time::Instant;
@@ -684,6 +844,10 @@ fn the_rate_holds_under_threads_racing_for_slots(scratch: Scratch) {
 }
 
 on_both_backends!(
+    a_cancelled_task_whose_holder_is_gone_is_ended_by_the_next_claim,
+    a_pull_waiting_behind_a_cancelled_task_takes_the_next_once_its_lease_runs_out,
+    an_expired_lease_whose_slot_was_taken_is_not_extended,
+    setting_the_rate_in_force_again_frees_no_slot,
     a_holder_waiting_for_its_cancellation_is_told_when_it_is_recorded,
     a_wait_for_cancellation_ends_at_its_timeout_its_token_or_an_interrupt,
     a_rate_limit_allows_that_many_claims_per_window,
@@ -704,3 +868,36 @@ on_both_backends!(
     a_pause_until_a_time_ends_by_itself,
     snooze_hands_a_task_back_without_counting_an_attempt,
 );
+
+/// A claim that waited for the write lock is made when it gets the lock:
+/// its time (which stamps its rate slot, its lease and `claimed_at`) is
+/// read then, so a window of a rate limit never holds more claims than the
+/// rate because some of them waited.
+#[test]
+fn a_claim_that_waited_for_the_write_lock_is_stamped_when_it_took_it() {
+    let scratch = Scratch::new();
+    let queue = scratch.open();
+    let id = push(&queue, "1");
+    let mut other = tq::rusqlite::Connection::open(scratch.queue_path()).unwrap();
+    let writer = other
+        .transaction_with_behavior(tq::rusqlite::TransactionBehavior::Immediate)
+        .unwrap();
+    let released = thread::scope(|scope| {
+        let puller = scope.spawn(|| pull(&queue).expect("the task, once the lock is free"));
+        thread::sleep(Duration::from_millis(300));
+        let released = now_ms();
+        writer.commit().unwrap();
+        assert_eq!(puller.join().unwrap().id(), id);
+        released
+    });
+    let claimed_at = queue
+        .task(id)
+        .unwrap()
+        .unwrap()
+        .claimed_at_unix_ms()
+        .unwrap();
+    assert!(
+        claimed_at >= released,
+        "claimed at {claimed_at}, while another connection held the lock until {released}"
+    );
+}

@@ -988,7 +988,9 @@ pub extern "C" fn tq_fail(
 
 /// Renews the lease of a held task: it now expires `lease_ms` milliseconds
 /// from now (1 ms to one year). Call it regularly while working on a long
-/// task.
+/// task. A lease that already expired may be renewed while nobody took the
+/// task, unless the queue is at its concurrency limit (the expired lease
+/// held no slot, and another claim may have taken it).
 ///
 /// Returns TQ_OK, or TQ_ERR_NOT_HELD (the lease was lost: stop working on
 /// the task, another worker may have it), TQ_ERR_CANCELLED (the task was
@@ -1073,7 +1075,9 @@ pub extern "C" fn tq_snooze(
 /// TQ_STATE_CANCELLED. A leased task is never delivered again; its holder
 /// learns of it at its next `tq_extend`, `tq_finish`, `tq_fail` or
 /// `tq_snooze`, which return TQ_ERR_CANCELLED; `*out_state` is then set to
-/// TQ_STATE_LEASED. Cancelling a cancelled task again changes nothing and
+/// TQ_STATE_LEASED. If the holder never calls again, the task ends as
+/// cancelled once its lease has run out, at the next claim of any queue of
+/// the file (or `tq_recover`). Cancelling a cancelled task again changes nothing and
 /// reports the same.
 ///
 /// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, reason not
@@ -1245,8 +1249,11 @@ pub extern "C" fn tq_set_concurrency_limit(queue: *mut tq_queue, limit: u32) -> 
 /// process and machine on its file (or PostgreSQL schema), without a
 /// coordinator: each claim takes a slot last used a window ago or more,
 /// inside its transaction, or claims nothing (waiting pulls wait for a
-/// slot). Windows are measured on the times pulls began, in whole
-/// milliseconds. A new rate starts with every slot free.
+/// slot). Windows are measured on the claims' times, read once each claim
+/// holds the write lock, in whole milliseconds. Setting the rate in force
+/// again changes nothing (every worker may declare it at start without
+/// granting a new burst); a changed rate keeps the most recent uses, and a
+/// new one starts with every slot free.
 ///
 /// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, values out of
 /// range), TQ_ERR_BUSY, TQ_ERR_IO.

@@ -17,10 +17,10 @@ use crate::error::{Error, Result};
 use crate::options::RetryBackoff;
 use crate::schedule::{Schedule, ScheduleInfo};
 use crate::store::{
-    cancellations_channel, delivery_stop, group_predecessor_sql, holds_unique_key, not_held,
-    of_item, parent_ids, pause_until, sort_claimed, state_condition, stored_pause, stored_reason,
-    visible_state, waits_for, Checkpoint, ListFrom, NewTask, Store, CANCELLED, CANCELLING, DEAD,
-    DONE, LEASED, NEVER_USED,
+    cancellations_channel, delivery_stop, group_predecessor_sql, holds_unique_key,
+    lease_slot_taken, not_held, of_item, parent_ids, pause_until, sort_claimed, state_condition,
+    stored_pause, stored_reason, visible_state, waits_for, Checkpoint, ListFrom, NewTask, Store,
+    CANCELLED, CANCELLING, DEAD, DONE, LEASED, NEVER_USED,
 };
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
@@ -122,10 +122,25 @@ const NOTIFY: &str = "SELECT pg_notify($1, $2)::text";
 /// it takes no more than its concurrency limit's slots left: the limit
 /// less the live leases (expired ones hold no slot), counted in the
 /// claim's own snapshot, which the lock's statement before it makes see
-/// the leases of the claim that held the lock last. Rows are changed by id, looked
-/// up in the primary key (`= ANY (ARRAY(...))`), so that the plan, made
-/// once for any values (see `pool.rs`), never scans the table.
+/// the leases of the claim that held the lock last. It also ends the tasks
+/// of every queue cancelled while leased whose lease has run out (kept as
+/// history with `$7`, else deleted), as `Store::claim` says: the triggers
+/// release what waits for them, which the next claim can take. Rows are
+/// changed by id, looked up in the primary key (`= ANY (ARRAY(...))`), so
+/// that the plan, made once for any values (see `pool.rs`), never scans
+/// the table.
 const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
+    cancels_over AS (
+        SELECT id FROM @.tasks WHERE state = 6 AND lease_expires_at <= (SELECT now FROM clock)
+        FOR UPDATE SKIP LOCKED),
+    cancels_kept AS (
+        UPDATE @.tasks t
+        SET state = 5, finished_at = clock.now, lease_token = NULL, lease_expires_at = NULL,
+            holder_id = NULL, unique_key = NULL, unique_until = NULL
+        FROM clock WHERE $7::bool AND t.id = ANY (ARRAY(SELECT id FROM cancels_over))),
+    cancels_deleted AS (
+        DELETE FROM @.tasks t
+        WHERE NOT $7::bool AND t.id = ANY (ARRAY(SELECT id FROM cancels_over))),
     room AS (
         SELECT CASE WHEN $6::bool THEN greatest(least($2::int8,
                    (SELECT max_leased FROM @.queues WHERE queue = $1)
@@ -309,11 +324,25 @@ const FAIL: &str = "WITH clock AS (
         RETURNING c.dead, c.retry_at, c.queue)
     SELECT dead, retry_at, CASE WHEN NOT dead THEN pg_notify($6, queue)::text END FROM failed";
 
-/// Moves the lease of delivery `($1, $2)` to `$3` ms from now, recording
-/// progress `$4` when not NULL.
+/// Moves the live lease of delivery `($1, $2)` to `$3` ms from now,
+/// recording progress `$4` when not NULL.
 const EXTEND: &str = "UPDATE @.tasks
     SET lease_expires_at = NOW_MS + $3::int8, progress = coalesce($4::text, progress)
-    WHERE id = $1 AND state = 1 AND lease_token = $2 RETURNING id";
+    WHERE id = $1 AND state = 1 AND lease_token = $2 AND lease_expires_at > NOW_MS RETURNING id";
+
+/// The queue of delivery `($1, $2)`, if current, its row locked so that
+/// no claim takes it meanwhile.
+const LOCK_DELIVERY: &str =
+    "SELECT queue FROM @.tasks WHERE id = $1 AND state = 1 AND lease_token = $2 FOR UPDATE";
+
+/// The live leases of queue `$1`, which hold a slot of its concurrency limit.
+const LIVE_LEASES: &str = concat!("SELECT ", live_leases!());
+
+/// Moves the lease of task `$1` to `$2` ms from now, recording progress
+/// `$3` when not NULL.
+const EXTEND_EXPIRED: &str = "UPDATE @.tasks
+    SET lease_expires_at = NOW_MS + $2::int8, progress = coalesce($3::text, progress)
+    WHERE id = $1";
 
 /// A lease token: 64 random bits, as in SQLite, so that a receipt never
 /// matches a delivery it was not drawn for (two draws of 32 bits: one
@@ -418,7 +447,8 @@ const NEXT_CLAIMABLE: &str = concat!(
          (SELECT least(
             (SELECT NOW_MS WHERE EXISTS (SELECT 1 FROM @.tasks WHERE queue = $1 AND state = 0)),
             (SELECT min(run_at) FROM @.tasks WHERE queue = $1 AND state = 4),
-            (SELECT min(lease_expires_at) FROM @.tasks WHERE queue = $1 AND state = 1)) AS at) c"
+            (SELECT min(lease_expires_at) FROM @.tasks WHERE queue = $1 AND state = 1),
+            (SELECT min(lease_expires_at) FROM @.tasks WHERE queue = $1 AND state = 6)) AS at) c"
 );
 
 /// The end of queue `$1`'s pause in force, if any.
@@ -441,6 +471,25 @@ const RETRY_GROUPED: &str = "UPDATE @.tasks
     SET state = CASE WHEN $2 THEN 7 ELSE 0 END, waiting_for = CASE WHEN $2 THEN 1 ELSE 0 END,
         attempts = 0, run_at = NOW_MS, finished_at = NULL
     WHERE id = $1";
+
+/// The rate limit of queue `$1`: as many claims as it has slots, and its
+/// window (read by [`rate_limit_in`]).
+const RATE_LIMIT: &str = "SELECT count(*), q.rate_period FROM @.queues q
+    JOIN @.rate_slots s ON s.queue = q.queue
+    WHERE q.queue = $1 AND q.rate_period IS NOT NULL
+    GROUP BY q.rate_period";
+
+/// The rate limit that [`RATE_LIMIT`] answered.
+fn rate_limit_in(rows: &[Row]) -> Result<Option<RateLimit>> {
+    rows.first()
+        .map(|row| -> Result<RateLimit> {
+            Ok(RateLimit {
+                claims: u32::try_from(row.try_get::<_, i64>(0)?).unwrap_or(u32::MAX),
+                per: std::time::Duration::from_millis(row.try_get::<_, i64>(1)?.max(0) as u64),
+            })
+        })
+        .transpose()
+}
 
 /// Counts the tasks of queue `$1` in `state`.
 fn count_sql(state: TaskState) -> String {
@@ -591,7 +640,18 @@ impl PostgresStore {
         // be a transaction of its own without tasks claimed and then lost
         // to a later round's error.
         while tasks.is_empty() {
-            let rows = run(&sql, &[&self.queue, &max, &lease, &holder, &false, &false])?;
+            let rows = run(
+                &sql,
+                &[
+                    &self.queue,
+                    &max,
+                    &lease,
+                    &holder,
+                    &false,
+                    &false,
+                    &self.keep_history,
+                ],
+            )?;
             let mut buried = 0;
             for row in &rows {
                 if row.try_get::<_, Option<i64>>(0)?.is_none() {
@@ -637,7 +697,15 @@ impl PostgresStore {
         while room > 0 && tasks.is_empty() {
             let rows = run(
                 &sql,
-                &[&self.queue, &room, &lease, &holder, &true, &count_leases],
+                &[
+                    &self.queue,
+                    &room,
+                    &lease,
+                    &holder,
+                    &true,
+                    &count_leases,
+                    &self.keep_history,
+                ],
             )?;
             let mut buried = 0;
             for row in &rows {
@@ -659,6 +727,38 @@ impl PostgresStore {
             && !run(&self.sql(WANT_SLOT), &[&self.queue, &SLOT_WANTED_FOR])?.is_empty();
         sort_claimed(&mut tasks);
         Ok((tasks, wanted))
+    }
+
+    /// Extends the lease of `receipt` that [`EXTEND`] found expired (or not
+    /// current): only while its queue's concurrency limit has room, under
+    /// the settings' lock that claims of a limited queue take, since an
+    /// expired lease holds no slot and a claim may have filled it.
+    fn extend_expired(&self, receipt: Receipt, lease: i64, progress: Option<&str>) -> Result<()> {
+        self.write(|tx| {
+            let current = tx.query(&self.sql(LOCK_DELIVERY), &[&receipt.id, &receipt.token])?;
+            let Some(row) = current.first() else {
+                return Err(not_held(receipt.id));
+            };
+            let queue: String = row.try_get(0)?;
+            let settings = tx.query(&self.sql(LOCK_SLOTS), &[&queue])?;
+            let limit: Option<i64> = match settings.first() {
+                Some(row) => row.try_get(0)?,
+                None => None,
+            };
+            if let Some(limit) = limit {
+                let live: i64 = tx
+                    .query(&self.sql(LIVE_LEASES), &[&queue])?
+                    .first()
+                    .map(|row| row.try_get(0))
+                    .transpose()?
+                    .unwrap_or(0);
+                if live >= limit {
+                    return Err(lease_slot_taken(receipt.id, &queue, limit));
+                }
+            }
+            tx.execute(&self.sql(EXTEND_EXPIRED), &[&receipt.id, &lease, &progress])?;
+            Ok(())
+        })
     }
 
     /// Locks this queue's settings ([`LOCK_SLOTS`]) until the transaction
@@ -1211,7 +1311,7 @@ impl Store for PostgresStore {
             &[&receipt.id, &receipt.token, &lease, &progress],
         )?;
         if extended.is_empty() {
-            return Err(not_held(receipt.id));
+            return self.extend_expired(receipt, lease, progress);
         }
         Ok(())
     }
@@ -1499,25 +1599,42 @@ impl Store for PostgresStore {
     fn set_rate_limit(&self, limit: Option<RateLimit>) -> Result<()> {
         let period = limit.map(|limit| limit.per.as_millis() as i64);
         self.write(|tx| {
+            // Locks the settings, so that two calls at once see each other.
             tx.execute(
                 &self.sql(
-                    "INSERT INTO @.queues (queue, rate_period) VALUES ($1, $2)
-                     ON CONFLICT (queue) DO UPDATE SET rate_period = excluded.rate_period",
+                    "INSERT INTO @.queues (queue) VALUES ($1)
+                     ON CONFLICT (queue) DO UPDATE SET queue = excluded.queue",
                 ),
-                &[&self.queue, &period],
-            )?;
-            tx.execute(
-                &self.sql("DELETE FROM @.rate_slots WHERE queue = $1"),
                 &[&self.queue],
             )?;
+            let in_force = rate_limit_in(&tx.query(&self.sql(RATE_LIMIT), &[&self.queue])?)?;
+            if in_force == limit {
+                return Ok(());
+            }
+            tx.execute(
+                &self.sql("UPDATE @.queues SET rate_period = $2 WHERE queue = $1"),
+                &[&self.queue, &period],
+            )?;
+            // The most recent uses carry over to the new rate, so that
+            // declaring a rate again grants no burst the old one refused.
+            let mut newest_first: Vec<i64> = tx
+                .query(
+                    &self.sql("DELETE FROM @.rate_slots WHERE queue = $1 RETURNING used_at"),
+                    &[&self.queue],
+                )?
+                .iter()
+                .map(|row| row.try_get(0))
+                .collect::<std::result::Result<_, _>>()?;
+            newest_first.sort_unstable_by(|a, b| b.cmp(a));
             if let Some(limit) = limit {
                 let claims = i64::from(limit.claims);
                 tx.execute(
                     &self.sql(
                         "INSERT INTO @.rate_slots (queue, slot, used_at)
-                         SELECT $1, slot, $3 FROM generate_series(0, $2::int8 - 1) AS slot",
+                         SELECT $1, slot, coalesce(($3::int8[])[slot + 1], $4)
+                         FROM generate_series(0, $2::int8 - 1) AS slot",
                     ),
-                    &[&self.queue, &claims, &NEVER_USED],
+                    &[&self.queue, &claims, &newest_first, &NEVER_USED],
                 )?;
             }
             self.notify(tx, &self.queue)
@@ -1525,25 +1642,8 @@ impl Store for PostgresStore {
     }
 
     fn rate_limit(&self) -> Result<Option<RateLimit>> {
-        let sql = self.sql(
-            "SELECT count(*), q.rate_period FROM @.queues q
-             JOIN @.rate_slots s ON s.queue = q.queue
-             WHERE q.queue = $1 AND q.rate_period IS NOT NULL
-             GROUP BY q.rate_period",
-        );
-        self.read(|conn| {
-            let rows = conn.query(&sql, &[&self.queue])?;
-            rows.first()
-                .map(|row| -> Result<RateLimit> {
-                    Ok(RateLimit {
-                        claims: u32::try_from(row.try_get::<_, i64>(0)?).unwrap_or(u32::MAX),
-                        per: std::time::Duration::from_millis(
-                            row.try_get::<_, i64>(1)?.max(0) as u64
-                        ),
-                    })
-                })
-                .transpose()
-        })
+        let sql = self.sql(RATE_LIMIT);
+        self.read(|conn| rate_limit_in(&conn.query(&sql, &[&self.queue])?))
     }
 
     fn concurrency_limit(&self) -> Result<Option<u32>> {
@@ -1877,7 +1977,8 @@ mod tests {
             .replace("$3", "1000")
             .replace("$4", "1")
             .replace("$5", "false")
-            .replace("$6", "false");
+            .replace("$6", "false")
+            .replace("$7", "false");
         let plan: Vec<String> = client
             .query(&format!("EXPLAIN {claim}"), &[])
             .unwrap()
@@ -1950,7 +2051,8 @@ mod tests {
             .replace("$3", "1000")
             .replace("$4", "1")
             .replace("$5", "false")
-            .replace("$6", "false");
+            .replace("$6", "false")
+            .replace("$7", "false");
         let plan = explain(&mut client, &claim);
         assert!(!plan.contains("Seq Scan"), "{plan}");
         let predecessor = store

@@ -16,13 +16,14 @@ use super::{schedules, SqliteStore};
 use crate::error::{Error, ErrorKind, Result};
 use crate::holder::{Liveness, ProcessId};
 use crate::options::RetryBackoff;
+use crate::queue::now_unix_ms;
 use crate::schedule::{Schedule, ScheduleInfo};
 use crate::store::{
     cancellations_channel, cancelled_for, claim_order, delivery_stop, group_predecessor_sql,
-    holds_unique_key, not_held, of_item, parent_ids, pause_until, sort_claimed, state_condition,
-    stored_pause, stored_reason, visible_state, waits_for, Checkpoint, ListFrom, Look, NewTask,
-    Store, BLOCKED, CANCELLED, CANCELLING, DEAD, DONE, LEASED, NEVER_USED, READY, STORED_STATES,
-    UNTIL_RESUMED, WAITING,
+    holds_unique_key, lease_slot_taken, not_held, of_item, parent_ids, pause_until, sort_claimed,
+    state_condition, stored_pause, stored_reason, visible_state, waits_for, Checkpoint, ListFrom,
+    Look, NewTask, Store, BLOCKED, CANCELLED, CANCELLING, DEAD, DONE, LEASED, NEVER_USED, READY,
+    STORED_STATES, UNTIL_RESUMED, WAITING,
 };
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
@@ -323,13 +324,17 @@ const ANY_EXPIRED: &str = "SELECT 1 FROM tq_tasks
     WHERE queue = ?1 AND state = 1 AND lease_expires_at <= ?2 LIMIT 1";
 
 /// The earliest time `?2` or later when a task of queue `?1` can be claimed
-/// (see `Store::next_claimable`): three index lookups.
+/// (see `Store::next_claimable`): four index lookups. The end of a
+/// cancelled task's lease counts: the claim after it ends the task, which
+/// may free its group's next task.
 const NEXT_CLAIMABLE: &str = "SELECT min(t) FROM (
     SELECT ?2 AS t WHERE EXISTS (SELECT 1 FROM tq_tasks WHERE queue = ?1 AND state = 0)
     UNION ALL
     SELECT min(run_at) FROM tq_tasks WHERE queue = ?1 AND state = 4
     UNION ALL
-    SELECT min(lease_expires_at) FROM tq_tasks WHERE queue = ?1 AND state = 1)";
+    SELECT min(lease_expires_at) FROM tq_tasks WHERE queue = ?1 AND state = 1
+    UNION ALL
+    SELECT min(lease_expires_at) FROM tq_tasks WHERE queue = ?1 AND state = 6)";
 
 /// The first `?3` expired leases in claim order, so that they keep their
 /// place in line (looked for only when [`ANY_EXPIRED`] found one). A claim
@@ -431,6 +436,7 @@ fn claim(
     holder_id: i64,
     keep_history: bool,
 ) -> Result<Vec<Task>> {
+    end_expired_cancels(conn, now, keep_history)?;
     let bounds = bounds(conn, queue, now, max)?;
     let max = bounds.room.map_or(max, |room| max.min(room));
     if max == 0 {
@@ -1220,6 +1226,7 @@ pub(crate) enum Op {
     },
     Extend {
         receipt: Receipt,
+        now: i64,
         lease_expires_at: i64,
         progress: Option<String>,
     },
@@ -1228,10 +1235,24 @@ pub(crate) enum Op {
 pub(crate) struct ClaimArgs {
     queue: String,
     max: usize,
+    /// When the pull began: the claim's time is read again once it holds
+    /// the write lock ([`ClaimArgs::time_under_lock`]).
     now: i64,
-    lease_expires_at: i64,
+    /// The lease's length, in ms.
+    lease: i64,
     /// For the tasks waiting for an expired last attempt buried as dead.
     keep_history: bool,
+}
+
+impl ClaimArgs {
+    /// The claim's time, read inside its transaction (never before the
+    /// pull began), and when the leases it gives expire: a pull that waited
+    /// for the write lock stamps its rate slots and starts its leases when
+    /// it claims, not when it began (see `Store::claim`).
+    fn time_under_lock(&self) -> (i64, i64) {
+        let now = self.now.max(now_unix_ms());
+        (now, now.saturating_add(self.lease))
+    }
 }
 
 /// What an [`Op`] returns.
@@ -1310,10 +1331,11 @@ pub(super) fn run(
         )?)),
         Op::Extend {
             receipt,
+            now,
             lease_expires_at,
             progress,
         } => {
-            extend_lease(conn, receipt, lease_expires_at, progress.as_deref())?;
+            extend_lease(conn, receipt, now, lease_expires_at, progress.as_deref())?;
             Ok(Output::Extended)
         }
     }
@@ -1383,11 +1405,12 @@ fn finish_and_claim(
     holder: &mut Option<i64>,
     process: &ProcessId,
 ) -> Result<Vec<Task>> {
-    if !finish_one(conn, receipt, claim.now, keep_history, None)? {
+    let (now, _) = claim.time_under_lock();
+    if !finish_one(conn, receipt, now, keep_history, None)? {
         return Err(not_held(receipt.id));
     }
     if !keep_history {
-        sweep_reserved(conn, &claim.queue, claim.now)?;
+        sweep_reserved(conn, &claim.queue, now)?;
     }
     claim_for(conn, claim, holder, process)
 }
@@ -1395,26 +1418,52 @@ fn finish_and_claim(
 /// Moves a held lease's expiry (and records progress, if given); a
 /// receipt no longer held is an error, since the caller's work is then
 /// no longer its own.
+/// An expired lease is extended only while its queue's concurrency limit
+/// has room: it held no slot once it expired (see [`LIVE_LEASES`]), so a
+/// claim may have filled the slot.
 fn extend_lease(
     conn: &Connection,
     receipt: Receipt,
+    now: i64,
     lease_expires_at: i64,
     progress: Option<&str>,
 ) -> Result<()> {
     let extended = conn
         .prepare_cached(
             "UPDATE tq_tasks SET lease_expires_at = ?3, progress = coalesce(?4, progress)
-                     WHERE id = ?1 AND state = 1 AND lease_token = ?2",
+                     WHERE id = ?1 AND state = 1 AND lease_token = ?2 AND lease_expires_at > ?5",
         )?
         .execute(params![
             receipt.id,
             receipt.token,
             lease_expires_at,
-            progress
+            progress,
+            now
         ])?;
-    if extended == 0 {
-        return Err(not_held(receipt.id));
+    if extended == 1 {
+        return Ok(());
     }
+    let expired_in: Option<String> = conn
+        .prepare_cached(
+            "SELECT queue FROM tq_tasks WHERE id = ?1 AND state = 1 AND lease_token = ?2",
+        )?
+        .query_row(params![receipt.id, receipt.token], |row| row.get(0))
+        .optional()?;
+    let Some(queue) = expired_in else {
+        return Err(not_held(receipt.id));
+    };
+    if let Some((_, Some(limit), _)) = settings(conn, &queue)? {
+        let live: i64 = conn
+            .prepare_cached(LIVE_LEASES)?
+            .query_row(params![queue, now], |row| row.get(0))?;
+        if live >= limit {
+            return Err(lease_slot_taken(receipt.id, &queue, limit));
+        }
+    }
+    conn.prepare_cached(
+        "UPDATE tq_tasks SET lease_expires_at = ?2, progress = coalesce(?3, progress) WHERE id = ?1",
+    )?
+    .execute(params![receipt.id, lease_expires_at, progress])?;
     Ok(())
 }
 
@@ -1430,12 +1479,13 @@ fn claim_for(
         Some(id) => id,
         None => *holder.insert(register_holder(conn, process)?),
     };
+    let (now, lease_expires_at) = args.time_under_lock();
     claim(
         conn,
         &args.queue,
         args.max,
-        args.now,
-        args.lease_expires_at,
+        now,
+        lease_expires_at,
         holder_id,
         args.keep_history,
     )
@@ -1499,13 +1549,31 @@ fn wrong_output() -> Error {
     )
 }
 
+/// The rate limit of `queue`: its window, and as many claims as it has slots.
+fn rate_limit_of(conn: &Connection, queue: &str) -> Result<Option<RateLimit>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT count(*), q.rate_period FROM tq_queues q
+             JOIN tq_rate_slots s ON s.queue = q.queue
+             WHERE q.queue = ?1 AND q.rate_period IS NOT NULL
+             GROUP BY q.rate_period",
+        )?
+        .query_row([queue], |row| {
+            Ok(RateLimit {
+                claims: row.get(0)?,
+                per: Duration::from_millis(row.get::<_, i64>(1)?.max(0) as u64),
+            })
+        })
+        .optional()?)
+}
+
 impl SqliteStore {
-    pub(super) fn claim_args(&self, max: usize, now: i64, lease_expires_at: i64) -> ClaimArgs {
+    pub(super) fn claim_args(&self, max: usize, now: i64, lease: i64) -> ClaimArgs {
         ClaimArgs {
             queue: self.queue.clone(),
             max,
             now,
-            lease_expires_at,
+            lease,
             keep_history: self.keep_history,
         }
     }
@@ -1573,8 +1641,7 @@ impl Store for SqliteStore {
     }
 
     fn claim(&self, max: usize, now: i64, lease: i64) -> Result<Vec<Task>> {
-        let lease_expires_at = now.saturating_add(lease);
-        match self.submit(Op::Claim(self.claim_args(max, now, lease_expires_at)))? {
+        match self.submit(Op::Claim(self.claim_args(max, now, lease)))? {
             Output::Tasks(tasks) => Ok(tasks),
             _ => Err(wrong_output()),
         }
@@ -1621,11 +1688,10 @@ impl Store for SqliteStore {
     }
 
     fn finish_and_claim(&self, receipt: Receipt, now: i64, lease: i64) -> Result<Option<Task>> {
-        let lease_expires_at = now.saturating_add(lease);
         match self.submit(Op::FinishAndClaim {
             receipt,
             keep_history: self.keep_history,
-            claim: self.claim_args(1, now, lease_expires_at),
+            claim: self.claim_args(1, now, lease),
         })? {
             Output::Tasks(mut tasks) => Ok(tasks.pop()),
             _ => Err(wrong_output()),
@@ -1658,6 +1724,7 @@ impl Store for SqliteStore {
     fn extend(&self, receipt: Receipt, now: i64, lease: i64, progress: Option<&str>) -> Result<()> {
         match self.submit(Op::Extend {
             receipt,
+            now,
             lease_expires_at: now.saturating_add(lease),
             progress: progress.map(str::to_owned),
         })? {
@@ -1982,47 +2049,46 @@ impl Store for SqliteStore {
     }
 
     fn set_rate_limit(&self, limit: Option<RateLimit>) -> Result<()> {
-        self.write(|conn| {
+        let changed = self.write(|conn| {
+            if rate_limit_of(conn, &self.queue)? == limit {
+                return Ok(false);
+            }
             let period = limit.map(|limit| limit.per.as_millis() as i64);
             conn.prepare_cached(
                 "INSERT INTO tq_queues (queue, rate_period) VALUES (?1, ?2)
                  ON CONFLICT (queue) DO UPDATE SET rate_period = excluded.rate_period",
             )?
             .execute(params![self.queue, period])?;
-            conn.prepare_cached("DELETE FROM tq_rate_slots WHERE queue = ?1")?
-                .execute([&self.queue])?;
+            // The most recent uses carry over to the new rate, so that
+            // declaring a rate again grants no burst the old one refused.
+            let uses: Vec<i64> = conn
+                .prepare_cached("DELETE FROM tq_rate_slots WHERE queue = ?1 RETURNING used_at")?
+                .query_map([&self.queue], |row| row.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
             if let Some(limit) = limit {
-                conn.prepare_cached(
-                    "WITH RECURSIVE n(slot) AS (
-                         SELECT 0 UNION ALL SELECT slot + 1 FROM n WHERE slot + 1 < ?2)
-                     INSERT INTO tq_rate_slots (queue, slot, used_at)
-                     SELECT ?1, slot, ?3 FROM n",
-                )?
-                .execute(params![self.queue, limit.claims, NEVER_USED])?;
+                let mut newest_first = uses;
+                newest_first.sort_unstable_by(|a, b| b.cmp(a));
+                let mut insert = conn.prepare_cached(
+                    "INSERT INTO tq_rate_slots (queue, slot, used_at) VALUES (?1, ?2, ?3)",
+                )?;
+                for slot in 0..limit.claims {
+                    let used_at = newest_first
+                        .get(slot as usize)
+                        .copied()
+                        .unwrap_or(NEVER_USED);
+                    insert.execute(params![self.queue, slot, used_at])?;
+                }
             }
-            Ok(())
+            Ok(true)
         })?;
-        self.ring_other_processes();
+        if changed {
+            self.ring_other_processes();
+        }
         Ok(())
     }
 
     fn rate_limit(&self) -> Result<Option<RateLimit>> {
-        self.read(|conn| {
-            Ok(conn
-                .prepare_cached(
-                    "SELECT count(*), q.rate_period FROM tq_queues q
-                     JOIN tq_rate_slots s ON s.queue = q.queue
-                     WHERE q.queue = ?1 AND q.rate_period IS NOT NULL
-                     GROUP BY q.rate_period",
-                )?
-                .query_row([&self.queue], |row| {
-                    Ok(RateLimit {
-                        claims: row.get(0)?,
-                        per: Duration::from_millis(row.get::<_, i64>(1)?.max(0) as u64),
-                    })
-                })
-                .optional()?)
-        })
+        self.read(|conn| rate_limit_of(conn, &self.queue))
     }
 
     fn concurrency_limit(&self) -> Result<Option<u32>> {
@@ -2220,6 +2286,54 @@ fn recover_leases(
     Ok(recovered.len() as u64)
 }
 
+/// Whether a task of any queue cancelled while leased has a lease expired
+/// by `?1`: a look in the index of such tasks, which holds few.
+const ANY_CANCEL_EXPIRED: &str =
+    "SELECT 1 FROM tq_tasks WHERE state = 6 AND lease_expires_at <= ?1 LIMIT 1";
+
+/// Ends the tasks of every queue cancelled while leased whose lease expired
+/// by `now`: their holder no longer works on them and will not be told,
+/// and what waits for them (their ordered group, their dependents, in any
+/// queue) must go on without a `recover`. Every claim calls it, as it
+/// takes back the expired leases of its queue.
+fn end_expired_cancels(conn: &Connection, now: i64, keep_history: bool) -> Result<()> {
+    let any = conn
+        .prepare_cached(ANY_CANCEL_EXPIRED)?
+        .query_row([now], |_| Ok(()))
+        .optional()?;
+    if any.is_none() {
+        return Ok(());
+    }
+    let cancelled: Vec<i64> = conn
+        .prepare_cached(&end_cancels_sql(
+            keep_history,
+            "state = 6 AND lease_expires_at <= ?1",
+        ))?
+        .query_map([now], |row| row.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for id in cancelled {
+        release_waiting(conn, id, Ended::Cancelled, now, keep_history)?;
+    }
+    Ok(())
+}
+
+/// Ends as cancelled at `?1` the tasks `filter` picks, which were cancelled
+/// while leased: kept as history, or deleted; returns their ids.
+fn end_cancels_sql(keep_history: bool, filter: &str) -> String {
+    if keep_history {
+        format!(
+            "UPDATE tq_tasks
+                 SET state = 5, finished_at = ?1,
+                     lease_token = NULL, lease_expires_at = NULL, holder_id = NULL,
+                     unique_key = NULL, unique_until = NULL
+                 WHERE {filter}
+                 RETURNING id"
+        )
+    } else {
+        format!("DELETE FROM tq_tasks WHERE {filter} RETURNING id")
+    }
+}
+
 /// Ends the tasks of `queue` cancelled while leased whose holder is gone
 /// (its lease expired by `now`, or it is in `dead_json`): nobody is left
 /// to see the cancel, so the task is over, and the tasks waiting for it
@@ -2232,20 +2346,11 @@ fn end_abandoned_cancels(
     keep_history: bool,
 ) -> Result<()> {
     let cancelled: Vec<i64> = conn
-        .prepare_cached(if keep_history {
-            "UPDATE tq_tasks
-                 SET state = 5, finished_at = ?1,
-                     lease_token = NULL, lease_expires_at = NULL, holder_id = NULL,
-                     unique_key = NULL, unique_until = NULL
-                 WHERE queue = ?3 AND state = 6
-                   AND (lease_expires_at <= ?1 OR holder_id IN (SELECT value FROM json_each(?2)))
-                 RETURNING id"
-        } else {
-            "DELETE FROM tq_tasks
-                 WHERE queue = ?3 AND state = 6
-                   AND (lease_expires_at <= ?1 OR holder_id IN (SELECT value FROM json_each(?2)))
-                 RETURNING id"
-        })?
+        .prepare_cached(&end_cancels_sql(
+            keep_history,
+            "queue = ?3 AND state = 6
+             AND (lease_expires_at <= ?1 OR holder_id IN (SELECT value FROM json_each(?2)))",
+        ))?
         .query_map(params![now, dead_json, queue], |row| row.get(0))?
         .collect::<rusqlite::Result<_>>()?;
     for id in cancelled {
@@ -2311,7 +2416,7 @@ mod tests {
                 queue: queue.to_owned(),
                 max: 1,
                 now: 1,
-                lease_expires_at: 1000,
+                lease: 1000,
                 keep_history: false,
             })
         };
@@ -2513,6 +2618,14 @@ mod tests {
         assert!(live.contains("tq_tasks_live"), "{live}");
         assert!(live.contains("tq_tasks_cancelling"), "{live}");
         assert!(!live.contains("SCAN tq_tasks"), "{live}");
+        // Every claim looks for a cancelled task's expired lease in any
+        // queue: a scan of the index that holds only the tasks cancelled
+        // while leased, never of the table.
+        let cancelled = plan(&conn, ANY_CANCEL_EXPIRED);
+        assert!(
+            cancelled.contains("USING COVERING INDEX tq_tasks_cancelling"),
+            "{cancelled}"
+        );
         // A pull waiting at the limit looks up when the first lease ends.
         let first_end = plan(&conn, FIRST_LEASE_END);
         assert!(first_end.contains("tq_tasks_live"), "{first_end}");
