@@ -1635,6 +1635,23 @@ enum tq_status tq_schedule_replace(struct tq_queue *queue,
                                    const struct tq_schedule_options *options);
 
 /*
+ Declares a schedule, as an application does at every start: as
+ `tq_schedule_add`, but a schedule of the same name is updated (payload,
+ priority, max attempts, timing) and keeps its next slot while its timing
+ (spec, time zone, catch-up) is unchanged, so that a restart neither
+ delays an interval's slot nor skips a due slot. A changed timing's next
+ slot is computed afresh from now; a paused schedule stays paused.
+
+ Returns as `tq_schedule_add`, without the error for a taken name.
+ Ownership and thread safety: as `tq_schedule_add`.
+ */
+enum tq_status tq_schedule_upsert(struct tq_queue *queue,
+                                  const char *name,
+                                  const char *payload,
+                                  size_t len,
+                                  const struct tq_schedule_options *options);
+
+/*
  Deletes the schedule `name` of the handle's queue; the tasks it
  enqueued stay.
 

@@ -15,7 +15,7 @@ use crate::options::{
 };
 use crate::schedule::{Schedule, ScheduleInfo};
 use crate::sqlite::SqliteStore;
-use crate::store::{Checkpoint, ListFrom, Look, NewTask, Store};
+use crate::store::{Checkpoint, ListFrom, Look, NewTask, PutSchedule, Store};
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
     TaskTiming, MAX_RATE_CLAIMS,
@@ -231,7 +231,7 @@ impl Queue {
     /// that is not JSON (or over the queue's limit: `InvalidArgument`);
     /// each stores nothing.
     pub fn add_schedule(&self, schedule: &Schedule) -> Result<()> {
-        self.put_schedule(schedule, false)
+        self.put_schedule(schedule, PutSchedule::Add)
     }
 
     /// Adds `schedule`, or overwrites the schedule of the same name: its
@@ -240,10 +240,22 @@ impl Queue {
     /// unique key, so it is not enqueued twice. Fails as
     /// [`Queue::add_schedule`] does for the payload.
     pub fn replace_schedule(&self, schedule: &Schedule) -> Result<()> {
-        self.put_schedule(schedule, true)
+        self.put_schedule(schedule, PutSchedule::Replace)
     }
 
-    fn put_schedule(&self, schedule: &Schedule, replace: bool) -> Result<()> {
+    /// Declares `schedule`, as an application does at every start: adds
+    /// it, or updates the schedule of the same name (payload, priority,
+    /// max attempts, timing) keeping its next slot while its timing (spec,
+    /// time zone and catch-up) is unchanged, so that a restart neither
+    /// pushes an `every` schedule's slot later nor skips a due slot. A
+    /// changed timing's next slot is computed afresh from now; a paused
+    /// schedule stays paused. Fails as [`Queue::add_schedule`] does for the
+    /// payload.
+    pub fn upsert_schedule(&self, schedule: &Schedule) -> Result<()> {
+        self.put_schedule(schedule, PutSchedule::Upsert)
+    }
+
+    fn put_schedule(&self, schedule: &Schedule, put: PutSchedule) -> Result<()> {
         let store = self.store()?;
         check_payload(&schedule.payload, self.max_payload_len).map_err(|err| {
             Error::new(
@@ -253,7 +265,7 @@ impl Queue {
         })?;
         let mut schedule = schedule.clone();
         schedule.max_attempts.get_or_insert(self.max_attempts);
-        store.put_schedule(&schedule, replace, now_unix_ms())?;
+        store.put_schedule(&schedule, put, now_unix_ms())?;
         self.slots.forget();
         // Waiting pulls wake to bound their waits by the new slot.
         self.bell.ring();

@@ -312,10 +312,8 @@ pub(crate) trait Store: Send + Sync {
     fn last_id(&self) -> Result<i64>;
 
     /// Stores `schedule` (its max attempts resolved) in the queue with its
-    /// first slot after `now`; with `replace`, over a schedule of the same
-    /// name (which is then not paused), else failing with
-    /// `InvalidArgument`, changing nothing, when the name is taken.
-    fn put_schedule(&self, schedule: &Schedule, replace: bool, now: i64) -> Result<()>;
+    /// first slot after `now`, as `put` says of a schedule of the same name.
+    fn put_schedule(&self, schedule: &Schedule, put: PutSchedule, now: i64) -> Result<()>;
 
     /// Deletes the schedule named `name`; says whether there was one.
     fn remove_schedule(&self, name: &str) -> Result<bool>;
@@ -421,6 +419,20 @@ pub(crate) fn visible_state(stored: i64) -> Result<TaskState> {
 /// `queue` is at its concurrency `limit`: the lease held no slot once it
 /// expired, a claim took the slot, and taking it back would put the queue
 /// over its limit. Both backends refuse it so.
+/// What storing a schedule does when the queue has one of the same name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PutSchedule {
+    /// Fails with `InvalidArgument`, changing nothing.
+    Add,
+    /// Overwrites it: its next slot computed afresh, no longer paused.
+    Replace,
+    /// Updates it and keeps its next slot while its timing (spec, time
+    /// zone, catch-up) is unchanged, so that declaring a schedule at every
+    /// start neither delays nor skips a slot; a new timing's next slot is
+    /// computed afresh. A paused schedule stays paused.
+    Upsert,
+}
+
 pub(crate) fn lease_slot_taken(id: i64, queue: &str, limit: i64) -> Error {
     Error::new(
         crate::ErrorKind::NotHeld,

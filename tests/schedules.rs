@@ -349,7 +349,61 @@ fn handles_racing_to_drive_enqueue_each_slot_once(scratch: Scratch) {
     }
 }
 
+/// An application declares its schedules at every start: declaring one
+/// again unchanged keeps its next slot (a restart neither delays an
+/// interval nor skips a due slot); a new payload keeps it too; a new timing
+/// starts afresh; a pause stays.
+fn upsert_declares_a_schedule_and_keeps_its_next_slot(scratch: Scratch) {
+    let queue = scratch.open();
+    let next_slot = |queue: &Queue| {
+        let listed = queue.schedules().unwrap();
+        assert_eq!(listed.len(), 1);
+        (listed[0].next_slot_unix_ms(), listed[0].paused())
+    };
+    queue
+        .upsert_schedule(&every("hourly", 3_600_000, "1"))
+        .unwrap();
+    let (first, _) = next_slot(&queue);
+    thread::sleep(Duration::from_millis(20));
+    let restarted = scratch.open();
+    restarted
+        .upsert_schedule(&every("hourly", 3_600_000, "1"))
+        .unwrap();
+    assert_eq!(
+        next_slot(&restarted),
+        (first, false),
+        "declared again: same slot"
+    );
+    restarted
+        .upsert_schedule(&every("hourly", 3_600_000, "2"))
+        .unwrap();
+    assert_eq!(
+        next_slot(&restarted),
+        (first, false),
+        "a new payload keeps the slot"
+    );
+    assert_eq!(restarted.schedules().unwrap()[0].schedule().payload(), "2");
+    restarted.pause_schedule("hourly").unwrap();
+    restarted
+        .upsert_schedule(&every("hourly", 3_600_000, "2"))
+        .unwrap();
+    assert_eq!(next_slot(&restarted), (first, true), "a pause stays");
+    restarted
+        .upsert_schedule(&every("hourly", 7_200_000, "2"))
+        .unwrap();
+    let (changed, paused) = next_slot(&restarted);
+    assert!(changed > first, "a new interval starts afresh from now");
+    assert!(paused);
+    // Replace, by contrast, computes the slot afresh every time.
+    thread::sleep(Duration::from_millis(20));
+    restarted
+        .replace_schedule(&every("hourly", 7_200_000, "2"))
+        .unwrap();
+    assert!(next_slot(&restarted).0 > changed);
+}
+
 on_both_backends!(
+    upsert_declares_a_schedule_and_keeps_its_next_slot,
     schedules_are_added_listed_replaced_and_removed,
     bad_input_is_refused_and_stores_nothing,
     pulls_enqueue_each_slot_once_at_its_time,

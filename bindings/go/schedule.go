@@ -137,17 +137,36 @@ type Schedule struct {
 // cron expression or time zone), ErrInvalidJSON, ErrBusy, ErrIO or
 // ErrClosed; on any of them nothing is stored.
 func (q *Queue) AddSchedule(name string, payload []byte, opts ...ScheduleOption) error {
-	return q.putSchedule("add schedule", name, payload, opts, false)
+	return q.putSchedule("add schedule", name, payload, opts, putAdd)
 }
 
 // ReplaceSchedule is AddSchedule that overwrites a schedule of the same
 // name: its next slot is computed afresh and it is no longer paused. A
 // slot enqueued before is not enqueued again.
 func (q *Queue) ReplaceSchedule(name string, payload []byte, opts ...ScheduleOption) error {
-	return q.putSchedule("replace schedule", name, payload, opts, true)
+	return q.putSchedule("replace schedule", name, payload, opts, putReplace)
 }
 
-func (q *Queue) putSchedule(op, name string, payload []byte, opts []ScheduleOption, replace bool) error {
+// UpsertSchedule declares a schedule, as an application does at every
+// start: AddSchedule, or an update of the schedule of the same name that
+// keeps its next slot while its timing (Cron or Every, time zone,
+// catch-up) is unchanged, so that a restart neither delays an interval's
+// slot nor skips a due slot. A changed timing's next slot is computed
+// afresh; a paused schedule stays paused.
+func (q *Queue) UpsertSchedule(name string, payload []byte, opts ...ScheduleOption) error {
+	return q.putSchedule("upsert schedule", name, payload, opts, putUpsert)
+}
+
+// What storing a schedule does to one of the same name.
+type putMode int
+
+const (
+	putAdd     putMode = iota // fail
+	putReplace                // overwrite, next slot afresh
+	putUpsert                 // update, next slot kept
+)
+
+func (q *Queue) putSchedule(op, name string, payload []byte, opts []ScheduleOption, mode putMode) error {
 	if len(opts) == 0 {
 		return bindingError(op, ErrInvalidArgument, "schedule %q needs Cron or Every", name)
 	}
@@ -169,8 +188,11 @@ func (q *Queue) putSchedule(op, name string, payload []byte, opts []ScheduleOpti
 	}
 	_, err = q.call(op, func(c *C.tq_queue) C.enum_tq_status {
 		text, length := (*C.char)(unsafe.Pointer(data)), C.size_t(len(payload))
-		if replace {
+		switch mode {
+		case putReplace:
 			return C.tq_schedule_replace(c, cname, text, length, options.obj)
+		case putUpsert:
+			return C.tq_schedule_upsert(c, cname, text, length, options.obj)
 		}
 		return C.tq_schedule_add(c, cname, text, length, options.obj)
 	})

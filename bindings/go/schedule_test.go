@@ -37,6 +37,16 @@ func TestSchedulesAreAddedListedReplacedAndRemoved(t *testing.T) {
 	if err := q.ReplaceSchedule("often", []byte(`2`), tq.Every(time.Second)); err != nil {
 		t.Fatal(err)
 	}
+	// Declared again unchanged, at a later start: the next slot stays.
+	before, _ := q.Schedules()
+	time.Sleep(20 * time.Millisecond)
+	if err := q.UpsertSchedule("often", []byte(`2`), tq.Every(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := q.Schedules()
+	if !after[1].NextSlot.Equal(before[1].NextSlot) {
+		t.Fatalf("upsert moved the next slot: %v then %v", before[1].NextSlot, after[1].NextSlot)
+	}
 	if err := q.RemoveSchedule("nightly"); err != nil {
 		t.Fatal(err)
 	}

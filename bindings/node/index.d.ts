@@ -475,6 +475,12 @@ export class Queue {
    * is computed afresh and it is no longer paused. A slot enqueued before is
    * not enqueued again. */
   replaceSchedule(name: string, payload: Payload, options: ScheduleOptions): void;
+  /** Declares a schedule, as an application does at every start: as
+   * addSchedule, or an update of the schedule of the same name that keeps
+   * its next slot while its timing (cron or every, time zone, catch-up) is
+   * unchanged. A changed timing's next slot is computed afresh; a paused
+   * schedule stays paused. */
+  upsertSchedule(name: string, payload: Payload, options: ScheduleOptions): void;
   /** This queue's schedules, by name. */
   schedules(): Schedule[];
   /** Deletes the schedule `name` (the tasks it enqueued stay);

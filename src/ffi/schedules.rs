@@ -265,7 +265,7 @@ fn put(
     payload: *const c_char,
     len: usize,
     options: *const tq_schedule_options,
-    replace: bool,
+    call: fn(&crate::Queue, &crate::Schedule) -> Result<()>,
 ) -> tq_status {
     guard(function, || {
         let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
@@ -273,11 +273,7 @@ fn put(
         let payload = unsafe { payload_text(payload, len) }?;
         let options = unsafe { borrow(options, "options") }?;
         let schedule = schedule(name, payload, options)?;
-        if replace {
-            queue.0.replace_schedule(&schedule)?;
-        } else {
-            queue.0.add_schedule(&schedule)?;
-        }
+        call(&queue.0, &schedule)?;
         Ok(tq_status::TQ_OK)
     })
 }
@@ -304,7 +300,15 @@ pub extern "C" fn tq_schedule_add(
     len: usize,
     options: *const tq_schedule_options,
 ) -> tq_status {
-    put("tq_schedule_add", queue, name, payload, len, options, false)
+    put(
+        "tq_schedule_add",
+        queue,
+        name,
+        payload,
+        len,
+        options,
+        crate::Queue::add_schedule,
+    )
 }
 
 /// As `tq_schedule_add`, but a schedule of the same name is overwritten:
@@ -329,7 +333,35 @@ pub extern "C" fn tq_schedule_replace(
         payload,
         len,
         options,
-        true,
+        crate::Queue::replace_schedule,
+    )
+}
+
+/// Declares a schedule, as an application does at every start: as
+/// `tq_schedule_add`, but a schedule of the same name is updated (payload,
+/// priority, max attempts, timing) and keeps its next slot while its timing
+/// (spec, time zone, catch-up) is unchanged, so that a restart neither
+/// delays an interval's slot nor skips a due slot. A changed timing's next
+/// slot is computed afresh from now; a paused schedule stays paused.
+///
+/// Returns as `tq_schedule_add`, without the error for a taken name.
+/// Ownership and thread safety: as `tq_schedule_add`.
+#[no_mangle]
+pub extern "C" fn tq_schedule_upsert(
+    queue: *mut tq_queue,
+    name: *const c_char,
+    payload: *const c_char,
+    len: usize,
+    options: *const tq_schedule_options,
+) -> tq_status {
+    put(
+        "tq_schedule_upsert",
+        queue,
+        name,
+        payload,
+        len,
+        options,
+        crate::Queue::upsert_schedule,
     )
 }
 

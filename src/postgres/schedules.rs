@@ -11,7 +11,7 @@ use super::pool::Tx;
 use super::PostgresStore;
 use crate::error::{Error, Result};
 use crate::schedule::{Schedule, ScheduleInfo};
-use crate::store::due_tasks;
+use crate::store::{due_tasks, PutSchedule};
 use crate::task::Pushed;
 
 /// The columns [`from_row`] reads, in its order.
@@ -54,14 +54,15 @@ impl PostgresStore {
         Ok(row.map(|row| row.try_get(0)).transpose()?.unwrap_or(0))
     }
 
-    pub(super) fn put_schedule_row(&self, schedule: &Schedule, replace: bool) -> Result<()> {
+    pub(super) fn put_schedule_row(&self, schedule: &Schedule, put: PutSchedule) -> Result<()> {
         let (catch_up, catch_up_limit) = schedule.catch_up.stored();
         let catch_up = catch_up as i16;
         let max_attempts = i64::from(schedule.max_attempts.unwrap_or(1));
         let spec = schedule.spec.stored();
         let timetable = schedule.timetable()?;
-        let sql = self.sql(if replace {
-            "INSERT INTO @.schedules
+        let sql = self.sql(match put {
+            PutSchedule::Replace => {
+                "INSERT INTO @.schedules
                 (queue, name, spec, time_zone, payload, priority, max_attempts, catch_up,
                  catch_up_limit, paused, next_slot)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, false, $10)
@@ -71,12 +72,31 @@ impl PostgresStore {
                 max_attempts = excluded.max_attempts, catch_up = excluded.catch_up,
                 catch_up_limit = excluded.catch_up_limit, paused = false,
                 next_slot = excluded.next_slot"
-        } else {
-            "INSERT INTO @.schedules
+            }
+            // The right-hand sides read the row as it was.
+            PutSchedule::Upsert => {
+                "INSERT INTO @.schedules AS s
+                (queue, name, spec, time_zone, payload, priority, max_attempts, catch_up,
+                 catch_up_limit, paused, next_slot)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, false, $10)
+             ON CONFLICT (queue, name) DO UPDATE SET
+                next_slot = CASE WHEN s.spec = excluded.spec
+                                   AND s.time_zone = excluded.time_zone
+                                   AND s.catch_up = excluded.catch_up
+                                   AND s.catch_up_limit = excluded.catch_up_limit
+                                 THEN s.next_slot ELSE excluded.next_slot END,
+                spec = excluded.spec, time_zone = excluded.time_zone,
+                payload = excluded.payload, priority = excluded.priority,
+                max_attempts = excluded.max_attempts, catch_up = excluded.catch_up,
+                catch_up_limit = excluded.catch_up_limit"
+            }
+            PutSchedule::Add => {
+                "INSERT INTO @.schedules
                 (queue, name, spec, time_zone, payload, priority, max_attempts, catch_up,
                  catch_up_limit, paused, next_slot)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, false, $10)
              ON CONFLICT (queue, name) DO NOTHING"
+            }
         });
         self.write(|tx| {
             let next_slot = timetable.first_slot(self.server_now(tx)?)?;

@@ -19,8 +19,8 @@ use crate::schedule::{Schedule, ScheduleInfo};
 use crate::store::{
     cancellations_channel, delivery_stop, group_predecessor_sql, holds_unique_key,
     lease_slot_taken, not_held, of_item, parent_ids, pause_until, sort_claimed, state_condition,
-    stored_pause, stored_reason, visible_state, waits_for, Checkpoint, ListFrom, NewTask, Store,
-    CANCELLED, CANCELLING, DEAD, DONE, LEASED, NEVER_USED,
+    stored_pause, stored_reason, visible_state, waits_for, Checkpoint, ListFrom, NewTask,
+    PutSchedule, Store, CANCELLED, CANCELLING, DEAD, DONE, LEASED, NEVER_USED,
 };
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
@@ -1705,8 +1705,8 @@ impl Store for PostgresStore {
         })
     }
 
-    fn put_schedule(&self, schedule: &Schedule, replace: bool, _now: i64) -> Result<()> {
-        self.put_schedule_row(schedule, replace)
+    fn put_schedule(&self, schedule: &Schedule, put: PutSchedule, _now: i64) -> Result<()> {
+        self.put_schedule_row(schedule, put)
     }
 
     fn remove_schedule(&self, name: &str) -> Result<bool> {

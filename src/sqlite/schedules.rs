@@ -6,7 +6,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use super::tasks::push_one;
 use crate::error::{Error, Result};
 use crate::schedule::{Schedule, ScheduleInfo};
-use crate::store::due_tasks;
+use crate::store::{due_tasks, PutSchedule};
 use crate::task::Pushed;
 
 /// The columns [`from_row`] reads, in its order.
@@ -35,11 +35,11 @@ pub(super) fn put(
     conn: &Connection,
     queue: &str,
     schedule: &Schedule,
-    replace: bool,
+    put: PutSchedule,
     now: i64,
 ) -> Result<()> {
     let next_slot = schedule.timetable()?.first_slot(now)?;
-    if !replace {
+    if put == PutSchedule::Add {
         let taken = conn
             .prepare_cached("SELECT 1 FROM tq_schedules WHERE queue = ?1 AND name = ?2")?
             .query_row(params![queue, schedule.name], |_| Ok(()))
@@ -52,12 +52,27 @@ pub(super) fn put(
         }
     }
     let (catch_up, catch_up_limit) = schedule.catch_up.stored();
-    conn.prepare_cached(
+    conn.prepare_cached(if put == PutSchedule::Upsert {
+        // The right-hand sides read the row as it was.
+        "INSERT INTO tq_schedules
+            (queue, name, spec, time_zone, payload, priority, max_attempts, catch_up,
+             catch_up_limit, paused, next_slot)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10)
+         ON CONFLICT (queue, name) DO UPDATE SET
+            next_slot = CASE WHEN spec = excluded.spec AND time_zone = excluded.time_zone
+                               AND catch_up = excluded.catch_up
+                               AND catch_up_limit = excluded.catch_up_limit
+                             THEN next_slot ELSE excluded.next_slot END,
+            spec = excluded.spec, time_zone = excluded.time_zone,
+            payload = excluded.payload, priority = excluded.priority,
+            max_attempts = excluded.max_attempts, catch_up = excluded.catch_up,
+            catch_up_limit = excluded.catch_up_limit"
+    } else {
         "INSERT OR REPLACE INTO tq_schedules
             (queue, name, spec, time_zone, payload, priority, max_attempts, catch_up,
              catch_up_limit, paused, next_slot)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10)",
-    )?
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10)"
+    })?
     .execute(params![
         queue,
         schedule.name,

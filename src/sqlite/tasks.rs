@@ -22,8 +22,8 @@ use crate::store::{
     cancellations_channel, cancelled_for, claim_order, delivery_stop, group_predecessor_sql,
     holds_unique_key, lease_slot_taken, not_held, of_item, parent_ids, pause_until, sort_claimed,
     state_condition, stored_pause, stored_reason, visible_state, waits_for, Checkpoint, ListFrom,
-    Look, NewTask, Store, BLOCKED, CANCELLED, CANCELLING, DEAD, DONE, LEASED, NEVER_USED, READY,
-    STORED_STATES, UNTIL_RESUMED, WAITING,
+    Look, NewTask, PutSchedule, Store, BLOCKED, CANCELLED, CANCELLING, DEAD, DONE, LEASED,
+    NEVER_USED, READY, STORED_STATES, UNTIL_RESUMED, WAITING,
 };
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
@@ -2168,8 +2168,8 @@ impl Store for SqliteStore {
         })
     }
 
-    fn put_schedule(&self, schedule: &Schedule, replace: bool, now: i64) -> Result<()> {
-        self.write(|conn| schedules::put(conn, &self.queue, schedule, replace, now))?;
+    fn put_schedule(&self, schedule: &Schedule, put: PutSchedule, now: i64) -> Result<()> {
+        self.write(|conn| schedules::put(conn, &self.queue, schedule, put, now))?;
         // A waiter's wait may now end sooner, at the first slot.
         self.ring_other_processes();
         Ok(())

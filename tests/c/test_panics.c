@@ -137,6 +137,7 @@ int main(int argc, char **argv)
     STATUS_CASE(tq_schedule_options_set_catch_up, tq_schedule_options_set_catch_up(schedule_options, TQ_CATCH_UP_ONE, 1));
     STATUS_CASE(tq_schedule_add, tq_schedule_add(queue, "s", "1", 1, schedule_options));
     STATUS_CASE(tq_schedule_replace, tq_schedule_replace(queue, "s", "1", 1, schedule_options));
+    STATUS_CASE(tq_schedule_upsert, tq_schedule_upsert(queue, "s", "1", 1, schedule_options));
     STATUS_CASE(tq_schedule_pause, tq_schedule_pause(queue, "s"));
     STATUS_CASE(tq_schedule_resume, tq_schedule_resume(queue, "s"));
     STATUS_CASE(tq_run_due_schedules, tq_run_due_schedules(queue, &n));

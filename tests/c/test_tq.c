@@ -2796,6 +2796,18 @@ static void test_schedules(const char *dir)
     CHECK_STATUS(tq_schedule_add(q, "nightly", payload, len, opts), TQ_ERR_INVALID_ARGUMENT);
     CHECK_LAST_ERROR("already has a schedule named 'nightly'");
     CHECK_STATUS(tq_schedule_replace(q, "nightly", payload, len, opts), TQ_OK);
+    /* Declared again unchanged, as at a later start: its next slot stays. */
+    tq_schedule *declared[1] = {NULL};
+    size_t found = 0;
+    CHECK_STATUS(tq_schedules(q, NULL, 1, declared, &found), TQ_OK);
+    REQUIRE(found == 1);
+    int64_t slot = tq_schedule_next_slot_unix_ms(declared[0]);
+    tq_schedule_free(declared[0]);
+    CHECK_STATUS(tq_schedule_upsert(q, "nightly", payload, len, opts), TQ_OK);
+    CHECK_STATUS(tq_schedules(q, NULL, 1, declared, &found), TQ_OK);
+    REQUIRE(found == 1);
+    CHECK(tq_schedule_next_slot_unix_ms(declared[0]) == slot);
+    tq_schedule_free(declared[0]);
 
     /* An interval with a time zone is refused at the add. */
     tq_schedule_options *tick = tq_schedule_options_new();

@@ -164,6 +164,7 @@ const PROTOTYPES = [
   'tq_status tq_schedule_options_set_catch_up(tq_schedule_options *options, int32_t policy, uint32_t limit)',
   'tq_status tq_schedule_add(tq_queue *queue, const char *name, const char *payload, size_t len, const tq_schedule_options *options)',
   'tq_status tq_schedule_replace(tq_queue *queue, const char *name, const char *payload, size_t len, const tq_schedule_options *options)',
+  'tq_status tq_schedule_upsert(tq_queue *queue, const char *name, const char *payload, size_t len, const tq_schedule_options *options)',
   'tq_status tq_schedule_remove(tq_queue *queue, const char *name)',
   'tq_status tq_schedule_pause(tq_queue *queue, const char *name)',
   'tq_status tq_schedule_resume(tq_queue *queue, const char *name)',

@@ -1120,6 +1120,16 @@ class Queue {
     this.#putSchedule('replaceSchedule', lib.tq_schedule_replace, name, payload, options);
   }
 
+  /** Declares a schedule, as an application does at every start: as
+   * addSchedule, or an update of the schedule of the same name that keeps
+   * its next slot while its timing (cron or every, time zone, catch-up) is
+   * unchanged, so that a restart neither delays an interval's slot nor
+   * skips a due slot. A changed timing's next slot is computed afresh; a
+   * paused schedule stays paused. */
+  upsertSchedule(name, payload, options) {
+    this.#putSchedule('upsertSchedule', lib.tq_schedule_upsert, name, payload, options);
+  }
+
   #putSchedule(call, put, name, payload, options) {
     const settings = scheduleSettings(call, options);
     const text = cString('name', name);

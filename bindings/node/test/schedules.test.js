@@ -77,6 +77,11 @@ test('replaced, paused, resumed and removed', () =>
     assert.equal(replaced.paused, false);
     // replaceSchedule adds a schedule the queue does not have.
     queue.replaceSchedule('other', 3, { every: 1000 });
+    // Declared again unchanged at a later start, it keeps its next slot.
+    const slot = queue.schedules()[1].nextSlot;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    queue.upsertSchedule('other', 3, { every: 1000 });
+    assert.deepEqual(queue.schedules()[1].nextSlot, slot);
     queue.removeSchedule('job');
     assert.deepEqual(queue.schedules().map((schedule) => schedule.name), ['other']);
     for (const call of ['removeSchedule', 'pauseSchedule', 'resumeSchedule']) {

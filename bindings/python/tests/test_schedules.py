@@ -35,6 +35,11 @@ def test_a_schedule_is_added_listed_replaced_and_removed(queue):
         queue.add_schedule("often", [2], every=1)
     queue.replace_schedule("often", [2], every=1)
     assert queue.schedules()[1].payload == [2]
+    # Declared again unchanged at a later start: the next slot stays.
+    slot = queue.schedules()[1].next_slot
+    time.sleep(0.02)
+    queue.upsert_schedule("often", [2], every=1)
+    assert queue.schedules()[1].next_slot == slot
     queue.remove_schedule("nightly")
     with pytest.raises(tq.InvalidArgumentError, match="no schedule named 'nightly'"):
         queue.remove_schedule("nightly")

@@ -179,6 +179,7 @@ PROTOTYPES = {
     "tq_schedule_options_set_catch_up": (STATUS, [SCHEDULE_OPTIONS_P, c_int32, c_uint32]),
     "tq_schedule_add": (STATUS, [QUEUE_P, c_char_p, c_char_p, c_size_t, SCHEDULE_OPTIONS_P]),
     "tq_schedule_replace": (STATUS, [QUEUE_P, c_char_p, c_char_p, c_size_t, SCHEDULE_OPTIONS_P]),
+    "tq_schedule_upsert": (STATUS, [QUEUE_P, c_char_p, c_char_p, c_size_t, SCHEDULE_OPTIONS_P]),
     "tq_schedule_remove": (STATUS, [QUEUE_P, c_char_p]),
     "tq_schedule_pause": (STATUS, [QUEUE_P, c_char_p]),
     "tq_schedule_resume": (STATUS, [QUEUE_P, c_char_p]),

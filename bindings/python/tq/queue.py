@@ -1310,6 +1310,38 @@ class Queue:
             catch_up_limit,
         )
 
+    def upsert_schedule(
+        self,
+        name: str,
+        payload,
+        *,
+        cron=None,
+        every=None,
+        time_zone=None,
+        priority=None,
+        max_attempts=None,
+        catch_up=CatchUp.ONE,
+        catch_up_limit=1,
+    ) -> None:
+        """Declares a schedule, as an application does at every start: as
+        ``add_schedule``, or an update of the schedule of the same name that
+        keeps its next slot while its timing (cron or every, time zone,
+        catch-up) is unchanged, so that a restart neither delays an
+        interval's slot nor skips a due slot. A changed timing's next slot
+        is computed afresh; a paused schedule stays paused."""
+        self._put_schedule(
+            lib.tq_schedule_upsert,
+            name,
+            payload,
+            cron,
+            every,
+            time_zone,
+            priority,
+            max_attempts,
+            catch_up,
+            catch_up_limit,
+        )
+
     def _put_schedule(
         self, call, name, payload, cron, every, time_zone, priority, max_attempts, catch_up, catch_up_limit
     ):
