@@ -16,6 +16,7 @@
 
 use std::cell::Cell;
 
+use rusqlite::config::DbConfig;
 use rusqlite::hooks::Action;
 use rusqlite::Connection;
 
@@ -118,8 +119,22 @@ pub(crate) fn last_given(conn: &Connection) -> Result<i64> {
 /// removed from the table's stored definition instead, as SQLite documents
 /// for changes that leave the stored rows as they are ("Making Other Kinds
 /// Of Table Schema Changes"), and the schema's version is raised so that
-/// every connection reads the definition again.
+/// every connection reads the definition again. A connection in defensive
+/// mode (which some builds of SQLite set on every connection) refuses such
+/// an edit: the mode is lifted for it and set back after.
 pub(crate) fn drop_autoincrement(conn: &Connection) -> Result<()> {
+    let defensive = conn.db_config(DbConfig::SQLITE_DBCONFIG_DEFENSIVE)?;
+    if defensive {
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_DEFENSIVE, false)?;
+    }
+    let edited = edit_out_autoincrement(conn);
+    if defensive {
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)?;
+    }
+    edited
+}
+
+fn edit_out_autoincrement(conn: &Connection) -> Result<()> {
     conn.execute(
         "INSERT INTO tq_meta (key, value)
          VALUES ('task_id_floor',

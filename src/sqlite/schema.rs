@@ -281,6 +281,8 @@ fn apply(conn: &Connection, migrations: &[Migration]) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use rusqlite::config::DbConfig;
+
     use super::*;
 
     fn register(conn: &Connection, pid: i64) -> i64 {
@@ -361,9 +363,16 @@ mod tests {
             })
             .unwrap();
 
+        // As some builds of SQLite set it on every connection.
+        old.set_db_config(DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)
+            .unwrap();
         old.execute_batch("BEGIN IMMEDIATE").unwrap();
         migrate(&old).unwrap();
         old.execute_batch("COMMIT").unwrap();
+        assert!(
+            old.db_config(DbConfig::SQLITE_DBCONFIG_DEFENSIVE).unwrap(),
+            "the migration leaves the connection as it found it"
+        );
 
         let definition: String = old
             .query_row(
@@ -397,6 +406,17 @@ mod tests {
             )
             .unwrap();
         assert_eq!(other.last_insert_rowid(), 4);
+        // So does the connection that ran the migration.
+        old.execute(
+            concat!(
+                "INSERT INTO tq_tasks (id, state, payload, created_at, run_at) VALUES (",
+                ids::next_task_id!(),
+                ", 0, '5', 0, 0)"
+            ),
+            [],
+        )
+        .unwrap();
+        assert_eq!(old.last_insert_rowid(), 5);
         let sequences: i64 = old
             .query_row(
                 "SELECT count(*) FROM sqlite_sequence WHERE name = 'tq_tasks'",
