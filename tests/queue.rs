@@ -440,7 +440,42 @@ fn threads_sharing_a_handle_never_get_the_same_task(scratch: Scratch) {
     assert_eq!(counts(&queue), [0, 0, 0]);
 }
 
+/// Threads sharing a handle, whose writes share transactions: one
+/// finishes (deleting, without history) the newest task while another's
+/// batch stores an item and then fails on a later one, which undoes that
+/// item. The deleted task's id is still never given again.
+fn ids_are_never_reused_when_a_batch_fails_in_a_shared_transaction(scratch: Scratch) {
+    let queue = scratch.open();
+    let pushed = Mutex::new(Vec::new());
+    let deadline = Instant::now() + Duration::from_millis(1500);
+    thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| {
+                while Instant::now() < deadline {
+                    pushed.lock().unwrap().push(push(&queue, "1"));
+                    if let Some(task) = queue.pull(&PullOptions::new()).unwrap() {
+                        queue.finish(task.receipt()).unwrap();
+                    }
+                }
+            });
+            scope.spawn(|| {
+                let mut unknown_parent = PushOptions::new();
+                unknown_parent.after(&[i64::MAX / 2]).unwrap();
+                let items = [("2", PushOptions::new()), ("3", unknown_parent)];
+                while Instant::now() < deadline {
+                    let err = queue.push_items(&items).unwrap_err();
+                    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+                }
+            });
+        }
+    });
+    let pushed = pushed.into_inner().unwrap();
+    let distinct: HashSet<i64> = pushed.iter().copied().collect();
+    assert_eq!(distinct.len(), pushed.len(), "an id given twice");
+}
+
 on_both_backends!(
+    ids_are_never_reused_when_a_batch_fails_in_a_shared_transaction,
     push_pull_finish_in_fifo_order,
     payload_is_stored_byte_for_byte,
     invalid_json_stores_nothing,
