@@ -47,7 +47,13 @@
 //!   cancel of the task invoked earlier explains, are errors;
 //! - **over the rate** (when the scenario set a rate limit): more claims
 //!   surely inside one window of the rate's period than it allows (see
-//!   [`check_rate`]).
+//!   [`check_rate`]);
+//! - **id given twice**: two acknowledged pushes answered with one task
+//!   id (tq never gives an id again, even once its task is deleted);
+//! - **over the limit** (when the scenario set a concurrency limit): more
+//!   deliveries of one queue surely held at one instant than its limit,
+//!   an extend accepted after its lease ran out counting as held again
+//!   (see [`check_limit`]).
 //!
 //! A task without history that a cancel (acknowledged, or of unknown
 //! outcome) may have removed is counted cancelled, not lost. So pushed =
@@ -79,6 +85,9 @@ pub struct Expect {
     /// The rate limit of the queue every pull went to, checked on the
     /// claims.
     pub rate: Option<RateLimit>,
+    /// The concurrency limit of every queue the pulls went to, checked on
+    /// the deliveries surely held at once.
+    pub limit: Option<usize>,
 }
 
 #[derive(Default)]
@@ -97,6 +106,8 @@ pub struct Report {
     pub delivered_after_cancel: Vec<String>,
     pub cancel_ignored: Vec<String>,
     pub over_rate: Vec<String>,
+    pub reused_ids: Vec<String>,
+    pub over_limit: Vec<String>,
     pub stats: Stats,
     /// Per queue: tasks that existed, finished, dead, remaining.
     pub queues: BTreeMap<String, Balance>,
@@ -142,6 +153,9 @@ pub struct Stats {
     pub holders_told: usize,
     /// The most claims surely inside one window of the rate's period.
     pub most_in_window: usize,
+    /// The most deliveries of one queue surely held at one instant, when
+    /// the scenario set a concurrency limit.
+    pub most_held: usize,
 }
 
 /// One queue's tasks: pushed (acknowledged, or of unknown outcome and
@@ -250,6 +264,7 @@ pub fn check(histories: &Histories, rows: &[Row], expect: &Expect) -> Report {
         }
     }
 
+    check_ids(&pushes, &mut report);
     // Each task's key, from its push, its deliveries and its rows.
     let mut key_of_id: HashMap<i64, String> = HashMap::new();
     for op in pushes.values().filter(|op| op.is_ok()) {
@@ -317,7 +332,34 @@ pub fn check(histories: &Histories, rows: &[Row], expect: &Expect) -> Report {
     if let Some(limit) = expect.rate {
         check_rate(ops, limit, &mut report);
     }
+    if let Some(limit) = expect.limit {
+        check_limit(ops, limit, &mut report);
+    }
     report
+}
+
+/// Rule "id given twice": no two acknowledged pushes share an id. A task's
+/// id names it for good (a `wait`, a dependency, a stored reference): tq
+/// gives each push an id above every id it gave on the file, even once
+/// the task holding it was deleted.
+fn check_ids(pushes: &HashMap<&str, &Operation>, report: &mut Report) {
+    let mut by_id: BTreeMap<i64, Vec<&Operation>> = BTreeMap::new();
+    for op in pushes.values().filter(|op| op.is_ok()) {
+        let id = op.num("id").expect("an acknowledged push has an id");
+        by_id.entry(id).or_default().push(op);
+    }
+    for (id, mut given) in by_id.into_iter().filter(|(_, given)| given.len() > 1) {
+        given.sort_by_key(|op| op.invoked);
+        report.reused_ids.push(format!(
+            "task id {id} was given to {} acknowledged pushes: {}",
+            given.len(),
+            given
+                .iter()
+                .map(|op| describe(op))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
 }
 
 /// The calls as the checker reads them under network faults: one failed
@@ -938,6 +980,99 @@ fn check_rate(ops: &[Operation], limit: RateLimit, report: &mut Report) {
     report.stats.most_in_window = most;
 }
 
+/// Rule "over the limit": at no instant more deliveries of one queue
+/// surely held than its concurrency limit. A delivery is surely held from
+/// its pull's answer until the earliest its lease can have run out (the
+/// millisecond of the pull's invoke plus its lease: tq reads its clock
+/// after the invoke), and again from the answer of each extend accepted
+/// until that extend's invoke millisecond plus its lease, an extend
+/// accepted after the lease ran out reviving it; the invoke of a finish
+/// or fail of the delivery (accepted or not) ends it. Every interval so
+/// counted lies inside the lease tq gave, so more of them at once than
+/// the limit is a queue over its limit. A killed holder's lease holds
+/// its slot until it can have run out too.
+fn check_limit(ops: &[Operation], limit: usize, report: &mut Report) {
+    let key = |op: &Operation| (task_of(op), attempt_of(op));
+    fn ms(op: &Operation) -> i64 {
+        (op.invoked / 1_000_000 + op.num("lease").expect("a pull or extend logs its lease"))
+            * 1_000_000
+    }
+    let mut cut: HashMap<(i64, i64), i64> = HashMap::new();
+    let mut extended: HashMap<(i64, i64), Vec<&Operation>> = HashMap::new();
+    for op in ops {
+        match op.op.as_str() {
+            "finish" | "fail" => {
+                let at = cut.entry(key(op)).or_insert(i64::MAX);
+                *at = (*at).min(op.invoked);
+            }
+            "extend" if op.is_ok() => extended.entry(key(op)).or_default().push(op),
+            _ => {}
+        }
+    }
+    // Per queue: (instant, +1 or -1, the delivery's pull).
+    let mut changes: BTreeMap<&str, Vec<(i64, i32, &Operation)>> = BTreeMap::new();
+    for pull in ops
+        .iter()
+        .filter(|op| op.op == "pull" && op.is_ok() && op.num("id").is_some())
+    {
+        let delivery = key(pull);
+        let end = cut.get(&delivery).copied().unwrap_or(i64::MAX);
+        let mut spans = vec![(pull.completed.expect("a delivery completed"), ms(pull))];
+        for extend in extended.get(&delivery).map_or(&[][..], Vec::as_slice) {
+            spans.push((
+                extend.completed.expect("an accepted extend completed"),
+                ms(extend),
+            ));
+        }
+        spans.sort_unstable();
+        // Merged, so that a delivery counts once at any instant.
+        let mut merged: Vec<(i64, i64)> = Vec::new();
+        for (from, to) in spans {
+            let to = to.min(end);
+            if to <= from {
+                continue;
+            }
+            match merged.last_mut() {
+                Some(last) if from <= last.1 => last.1 = last.1.max(to),
+                _ => merged.push((from, to)),
+            }
+        }
+        let list = changes.entry(pull.get("queue").unwrap_or("")).or_default();
+        for (from, to) in merged {
+            list.push((from, 1, pull));
+            list.push((to, -1, pull));
+        }
+    }
+    let mut most = 0;
+    for (queue, mut list) in changes {
+        // At one instant, ends before starts: a slot freed may be taken at once.
+        list.sort_by_key(|&(at, change, _)| (at, change));
+        let mut held: Vec<&Operation> = Vec::new();
+        for (at, change, pull) in list {
+            if change < 0 {
+                if let Some(i) = held.iter().position(|op| std::ptr::eq(*op, pull)) {
+                    held.swap_remove(i);
+                }
+                continue;
+            }
+            held.push(pull);
+            most = most.max(held.len());
+            if held.len() > limit && report.over_limit.len() < 20 {
+                report.over_limit.push(format!(
+                    "{} deliveries of queue {queue} surely held at {} ms, where its limit is {limit}: {}",
+                    held.len(),
+                    at / 1_000_000 % 1_000_000,
+                    held.iter()
+                        .map(|op| describe(op))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
+    }
+    report.stats.most_held = most;
+}
+
 /// The earliest time (Unix ms) delivery `a`'s lease can have ended. tq
 /// reads the wall clock in milliseconds after each call's invoke record:
 /// a lease ends no earlier than the invoke of the call that set it plus
@@ -1001,7 +1136,7 @@ fn describe(op: &Operation) -> String {
 }
 
 impl Report {
-    fn violations(&self) -> [(&'static str, &Vec<String>); 14] {
+    fn violations(&self) -> [(&'static str, &Vec<String>); 16] {
         [
             ("lost", &self.lost),
             ("duplicated", &self.duplicated),
@@ -1017,6 +1152,8 @@ impl Report {
             ("delivered after cancel", &self.delivered_after_cancel),
             ("cancel ignored", &self.cancel_ignored),
             ("over the rate", &self.over_rate),
+            ("id given twice", &self.reused_ids),
+            ("over the limit", &self.over_limit),
         ]
     }
 
@@ -1088,6 +1225,13 @@ impl fmt::Display for Report {
                 s.most_in_window
             )?;
         }
+        if s.most_held > 0 {
+            writeln!(
+                f,
+                "at most {} deliveries of one queue surely held at once",
+                s.most_held
+            )?;
+        }
         if self.queues.len() > 1 {
             for (queue, b) in &self.queues {
                 writeln!(
@@ -1137,4 +1281,29 @@ pub fn verify_run(
     super::roles::reopen_and_use(target)
         .unwrap_or_else(|err| panic!("{context}: the queue cannot be used after the run: {err}"));
     (histories, report)
+}
+
+/// After a drain: no task of `rows` may be left pending or held (its
+/// cancellation waiting or not). Panics naming each one left.
+pub fn assert_drained(rows: &[Row], context: &str) {
+    let left: Vec<String> = rows
+        .iter()
+        .filter(|row| row.is_live())
+        .map(|row| {
+            let state = match row.state {
+                LEASED => "held",
+                CANCELLING => "held, its cancellation waiting",
+                super::db::BLOCKED => "waiting for other tasks",
+                _ => "pending",
+            };
+            format!("task {} ({}) is still {state}", row.id, row.key)
+        })
+        .collect();
+    assert!(
+        left.is_empty(),
+        "{context}: the drain left {} tasks: {}{}",
+        left.len(),
+        left.iter().take(10).cloned().collect::<Vec<_>>().join("; "),
+        if left.len() > 10 { "; ..." } else { "" }
+    );
 }

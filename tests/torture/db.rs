@@ -87,8 +87,9 @@ pub struct Row {
 
 /// The stored states (tq's `sqlite/tasks.rs` and `store.rs`): pending and
 /// due, leased, done, dead, pending but not yet due (a retry after its
-/// back-off), cancelled (kept as history), and leased with its
-/// cancellation waiting for the holder.
+/// back-off), cancelled (kept as history), leased with its
+/// cancellation waiting for the holder, and waiting for other tasks (a
+/// task's parents, or its ordered group's earlier tasks).
 pub const READY: i64 = 0;
 pub const LEASED: i64 = 1;
 pub const DONE: i64 = 2;
@@ -96,12 +97,13 @@ pub const DEAD: i64 = 3;
 pub const WAITING: i64 = 4;
 pub const CANCELLED: i64 = 5;
 pub const CANCELLING: i64 = 6;
+pub const BLOCKED: i64 = 7;
 
 impl Row {
-    /// Pending (due or not) or leased (its cancellation waiting or not):
-    /// not yet at its end.
+    /// Pending (due or not, or waiting for other tasks) or leased (its
+    /// cancellation waiting or not): not yet at its end.
     pub fn is_live(&self) -> bool {
-        matches!(self.state, READY | LEASED | WAITING | CANCELLING)
+        matches!(self.state, READY | LEASED | WAITING | CANCELLING | BLOCKED)
     }
 }
 

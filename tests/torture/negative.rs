@@ -807,3 +807,121 @@ fn claims_surely_inside_one_window_beyond_the_rate_are_caught() {
     assert!(report.is_clean(), "{report}");
     assert_eq!(report.stats.most_in_window, 2);
 }
+
+#[test]
+fn an_id_given_to_two_acknowledged_pushes_is_caught() {
+    // k1 is finished (deleted, without history), then k2 gets its id.
+    let sum2 = checksum(&payload("k2", 0));
+    let report = run(
+        vec![
+            push("k1", 1, 0),
+            pull("a", 1, 1, 1_000, 1),
+            finish("a", 1, 1, 2, Outcome::Ok),
+            Operation::new(
+                "p",
+                "push",
+                3 * MS,
+                Outcome::Ok,
+                &format!("key=k2 sum={sum2} id=1 queue=default"),
+            ),
+        ],
+        Vec::new(),
+        &[],
+    );
+    assert_eq!(report.reused_ids.len(), 1, "{report}");
+    // Distinct ids pass.
+    let report = run(
+        vec![push("k1", 1, 0), push("k2", 2, 3)],
+        Vec::new(),
+        &[row(1, READY, 0), row(2, READY, 0)],
+    );
+    assert!(report.is_clean(), "{report}");
+}
+
+#[test]
+fn an_extend_reviving_an_expired_lease_over_the_limit_is_caught() {
+    let expect = Expect {
+        limit: Some(1),
+        ..Expect::default()
+    };
+    // Limit 1: a's lease runs out at 100 ms, b claims the slot at 150 ms,
+    // then a's late extend is accepted at 200 ms.
+    let ops = |extend_outcome: Outcome| {
+        vec![
+            push("k1", 1, 0),
+            push("k2", 2, 0),
+            pull("a", 1, 1, 100, 0),
+            pull("b", 2, 1, 1_000, 150),
+            extend("a", 1, 1, 1_000, 200, extend_outcome),
+            finish("a", 1, 1, 300, Outcome::Ok),
+            finish("b", 2, 1, 400, Outcome::Ok),
+        ]
+    };
+    let histories = |ops| Histories {
+        ops,
+        events: Vec::new(),
+    };
+    let report = check(&histories(ops(Outcome::Ok)), &[], &expect);
+    assert_eq!(report.over_limit.len(), 1, "{report}");
+    assert_eq!(report.stats.most_held, 2);
+    // Refused, the late extend revives nothing.
+    let report = check(
+        &histories(ops(Outcome::Fail("NotHeld".into()))),
+        &[],
+        &expect,
+    );
+    assert!(report.is_clean(), "{report}");
+    assert_eq!(report.stats.most_held, 1);
+    // Two deliveries whose leases meet only after the first can have run
+    // out are never surely held at once.
+    let report = check(
+        &histories(vec![
+            push("k1", 1, 0),
+            push("k2", 2, 0),
+            pull("a", 1, 1, 100, 0),
+            pull("b", 2, 1, 1_000, 100),
+            finish("b", 2, 1, 400, Outcome::Ok),
+        ]),
+        &[row(1, LEASED, 1)],
+        &expect,
+    );
+    assert!(report.over_limit.is_empty(), "{report}");
+}
+
+#[test]
+fn a_task_left_with_its_cancellation_waiting_after_a_drain_is_undrained() {
+    let expect = Expect {
+        drained: true,
+        ..Expect::default()
+    };
+    let histories = Histories {
+        ops: vec![
+            push("k1", 1, 0),
+            pull("a", 1, 1, 100, 1),
+            cancel(1, 10, Outcome::Ok, "requested"),
+        ],
+        events: vec![Event::new(20 * MS, "kill", "target=a")],
+    };
+    let report = check(&histories, &[row(1, db::CANCELLING, 1)], &expect);
+    assert_eq!(report.undrained.len(), 1, "{report}");
+    assert!(
+        report.undrained[0].contains("cancellation waiting"),
+        "{report}"
+    );
+    // A task waiting for another is not drained either.
+    let report = check(
+        &Histories {
+            ops: vec![push("k2", 2, 0)],
+            events: Vec::new(),
+        },
+        &[row(2, db::BLOCKED, 0)],
+        &expect,
+    );
+    assert_eq!(report.undrained.len(), 1, "{report}");
+}
+
+#[test]
+#[should_panic(expected = "is still held, its cancellation waiting")]
+fn assert_drained_names_a_task_left_cancelling() {
+    super::checker::assert_drained(&[row(1, db::CANCELLING, 1)], "negative");
+}
