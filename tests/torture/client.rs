@@ -52,19 +52,32 @@ impl Client<'_> {
     /// The same, the task getting `max_attempts` deliveries when given
     /// (the handle's setting otherwise).
     pub fn push_with(&self, key: &str, pad: usize, max_attempts: Option<u32>) -> tq::Result<i64> {
-        let payload = payload(key, pad);
         let mut options = PushOptions::new();
+        if let Some(max) = max_attempts {
+            options.max_attempts(max).expect("a valid maximum");
+        }
+        self.push_options(key, pad, &options, max_attempts)
+    }
+
+    /// The same, with `options`, which set `max_attempts` when given.
+    pub fn push_options(
+        &self,
+        key: &str,
+        pad: usize,
+        options: &PushOptions,
+        max_attempts: Option<u32>,
+    ) -> tq::Result<i64> {
+        let payload = payload(key, pad);
         let mut fields = format!(
             "key={key} sum={} {}",
             checksum(&payload),
             self.queue_field()
         );
         if let Some(max) = max_attempts {
-            options.max_attempts(max).expect("a valid maximum");
             fields += &format!(" max={max}");
         }
         let call = self.history.invoke(self.thread, "push", &fields);
-        let result = self.queue.push(&payload, &options);
+        let result = self.queue.push(&payload, options);
         match &result {
             Ok(Pushed::Stored(id)) => self.history.ok(call, &format!("id={id}")),
             // No push here has a unique key: the checker reports this.
@@ -72,6 +85,60 @@ impl Client<'_> {
             Err(err) => self.history.fail(call, err),
         }
         result.map(Pushed::id)
+    }
+
+    /// Pushes the items `(key, options)` in one `push_items` call, logged as
+    /// one push per item: each invoked before the call and answered after
+    /// it, with the item's id or the call's error (all or none are stored).
+    pub fn push_items(&self, items: &[(String, PushOptions)]) -> tq::Result<Vec<i64>> {
+        let payloads: Vec<(String, PushOptions)> = items
+            .iter()
+            .map(|(key, options)| (payload(key, 0), options.clone()))
+            .collect();
+        let calls: Vec<Call> = items
+            .iter()
+            .zip(&payloads)
+            .map(|((key, _), (payload, _))| {
+                let fields = format!("key={key} sum={} {}", checksum(payload), self.queue_field());
+                self.history.invoke(self.thread, "push", &fields)
+            })
+            .collect();
+        let result = self.queue.push_items(&payloads);
+        match &result {
+            Ok(pushed) => {
+                for (call, pushed) in calls.into_iter().zip(pushed) {
+                    match pushed {
+                        Pushed::Stored(id) => self.history.ok(call, &format!("id={id}")),
+                        Pushed::Duplicate(id) => {
+                            self.history.ok(call, &format!("id={id} duplicate=1"))
+                        }
+                    }
+                }
+            }
+            Err(err) => {
+                for call in calls {
+                    self.history.fail(call, err);
+                }
+            }
+        }
+        result.map(|pushed| pushed.into_iter().map(Pushed::id).collect())
+    }
+
+    /// Sets the rate limit of the handle's queue (logged as `set_rate`).
+    pub fn set_rate_limit(&self, limit: tq::RateLimit) -> tq::Result<()> {
+        let call = self.history.invoke(
+            self.thread,
+            "set_rate",
+            &format!(
+                "claims={} per={} {}",
+                limit.claims,
+                limit.per.as_millis(),
+                self.queue_field()
+            ),
+        );
+        let result = self.queue.set_rate_limit(Some(limit));
+        self.log_unit(call, &result);
+        result
     }
 
     /// Pulls under a lease of `lease_ms`; an empty queue is an `ok` with

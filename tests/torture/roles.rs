@@ -101,9 +101,10 @@ fn past_deadline() -> bool {
 /// none), through a handle of its own, or with `shared=1` through one
 /// handle per queue shared by the threads of that queue. (Handles on one
 /// file in one process share tq's connections and group commit either way.)
-fn threads(history: &History, body: impl Fn(&Client, Rng) + Sync) {
+/// `extra` threads more are started likewise, numbered after the others.
+fn threads(history: &History, extra: u32, body: impl Fn(&Client, Rng) + Sync) {
     let path: String = arg("db");
-    let count: u32 = arg("threads");
+    let count: u32 = arg::<u32>("threads") + extra;
     let seed: u64 = arg("seed");
     let names: Vec<Option<String>> = match arg_opt::<String>("queues") {
         Some(list) => list.split(',').map(|name| Some(name.to_owned())).collect(),
@@ -149,7 +150,7 @@ fn producer() {
     let pad: usize = arg("pad");
     let count: u64 = arg_opt("count").unwrap_or(u64::MAX);
     let pause: u64 = arg_opt("pause").unwrap_or(0);
-    threads(&history, |client, _| {
+    threads(&history, 0, |client, _| {
         for n in 0..count {
             if past_deadline() {
                 break;
@@ -177,7 +178,11 @@ fn producer() {
 /// that long without a task; `push_until=NS` makes a thread push a new
 /// task after each finish that succeeds until then, which keeps the
 /// backlog's size. A task whose key starts with "poison" kills its worker
-/// on every delivery.
+/// on every delivery. `overrun` is a percentage of deliveries whose
+/// handler stalls past its lease (a pause, swap), then extends it and
+/// works a little more before ending it. `rate=CLAIMS:PER_MS` makes the
+/// first thread declare the queue's rate limit at start, as every worker
+/// of a deployment does. `churn=N` adds N threads (see [`churn`]).
 fn worker() {
     let history = history();
     let (lease_min, lease_max): (u64, u64) = (arg("lease_min"), arg("lease_max"));
@@ -192,93 +197,161 @@ fn worker() {
     let idle_exit: Option<u64> = arg_opt("idle_exit");
     let push_until: i64 = arg_opt("push_until").unwrap_or(0);
     let recover = arg_opt::<u8>("recover") == Some(1);
-    threads(&history, |client, mut rng| {
-        if recover && client.thread == 0 {
-            let _ = client.recover();
-        }
-        let mut held: Vec<Task> = Vec::new();
-        let mut next: Option<(Task, u64)> = None;
-        let mut idle_since: Option<Instant> = None;
-        let mut pushed = 0;
-        while !past_deadline() {
-            if hold > 0 && held.len() >= hold {
-                sleep_ms(10);
-                continue;
-            }
-            let (task, lease) = match next.take() {
-                Some(delivered) => delivered,
-                None => {
-                    let lease = rng.range(lease_min, lease_max);
-                    match client.pull(lease) {
-                        Ok(Some(task)) => (task, lease),
-                        Ok(None) => {
-                            let since = *idle_since.get_or_insert_with(Instant::now);
-                            if idle_exit
-                                .is_some_and(|ms| since.elapsed() >= Duration::from_millis(ms))
-                            {
-                                break;
-                            }
-                            sleep_ms(2);
-                            continue;
-                        }
-                        Err(_) => {
-                            sleep_ms(2);
-                            continue;
-                        }
-                    }
-                }
-            };
-            idle_since = None;
-            if key_of(task.payload()).starts_with("poison") {
-                // Logged as a kill, like the driver's: from now on this
-                // process is dead, and recover may take back its tasks.
-                client
-                    .history
-                    .info("kill", &format!("target={}", client.history.process()));
-                // SAFETY: kills this process, as a task that crashes its
-                // worker would.
-                unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
-            }
-            if hold > 0 {
-                held.push(task);
-                continue;
-            }
-            let mut work = rng.range(work_min, work_max);
-            if rng.range(1, 100) <= heartbeat {
-                while work > 0 {
-                    let step = work.min(rng.range(lease / 2, lease * 3 / 2).max(1));
-                    sleep_ms(step);
-                    work -= step;
-                    if work > 0 && client.extend(&task, lease).is_err() {
-                        break;
-                    }
-                }
-            } else {
-                sleep_ms(work);
-            }
-            let roll = rng.range(1, 100);
-            let finished = if roll <= fail {
-                let _ = client.fail(&task, "torture: the work failed");
-                false
-            } else if roll <= fail + finish_pull {
-                let lease = rng.range(lease_min, lease_max);
-                match client.finish_and_pull(&task, lease) {
-                    Ok(delivered) => {
-                        next = delivered.map(|task| (task, lease));
-                        true
-                    }
-                    Err(_) => false,
-                }
-            } else {
-                client.finish(&task).is_ok()
-            };
-            if finished && now_ns() < push_until {
-                let key = format!("{}-{}-{pushed}", client.history.process(), client.thread);
-                pushed += 1;
-                let _ = client.push(&key, 0);
-            }
+    let overrun = percent("overrun");
+    let rate: Option<tq::RateLimit> = arg_opt::<String>("rate").map(|text| {
+        let (claims, per) = text.split_once(':').expect("rate is CLAIMS:PER_MS");
+        tq::RateLimit {
+            claims: claims.parse().expect("a number of claims"),
+            per: Duration::from_millis(per.parse().expect("milliseconds")),
         }
     });
+    let workers: u32 = arg("threads");
+    threads(
+        &history,
+        arg_opt("churn").unwrap_or(0),
+        |client, mut rng| {
+            if client.thread >= workers {
+                churn(client, client.thread - workers, &mut rng);
+                return;
+            }
+            if let (Some(rate), 0) = (rate, client.thread) {
+                let _ = client.set_rate_limit(rate);
+            }
+            if recover && client.thread == 0 {
+                let _ = client.recover();
+            }
+            let mut held: Vec<Task> = Vec::new();
+            let mut next: Option<(Task, u64)> = None;
+            let mut idle_since: Option<Instant> = None;
+            let mut pushed = 0;
+            while !past_deadline() {
+                if hold > 0 && held.len() >= hold {
+                    sleep_ms(10);
+                    continue;
+                }
+                let (task, lease) = match next.take() {
+                    Some(delivered) => delivered,
+                    None => {
+                        let lease = rng.range(lease_min, lease_max);
+                        match client.pull(lease) {
+                            Ok(Some(task)) => (task, lease),
+                            Ok(None) => {
+                                let since = *idle_since.get_or_insert_with(Instant::now);
+                                if idle_exit
+                                    .is_some_and(|ms| since.elapsed() >= Duration::from_millis(ms))
+                                {
+                                    break;
+                                }
+                                sleep_ms(2);
+                                continue;
+                            }
+                            Err(_) => {
+                                sleep_ms(2);
+                                continue;
+                            }
+                        }
+                    }
+                };
+                idle_since = None;
+                if key_of(task.payload()).starts_with("poison") {
+                    // Logged as a kill, like the driver's: from now on this
+                    // process is dead, and recover may take back its tasks.
+                    client
+                        .history
+                        .info("kill", &format!("target={}", client.history.process()));
+                    // SAFETY: kills this process, as a task that crashes its
+                    // worker would.
+                    unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+                }
+                if hold > 0 {
+                    held.push(task);
+                    continue;
+                }
+                let mut work = rng.range(work_min, work_max);
+                if rng.range(1, 100) <= overrun {
+                    // The lease runs out under the handler; then its heartbeat.
+                    sleep_ms(lease + rng.range(5, 40));
+                    if client.extend(&task, lease).is_ok() {
+                        sleep_ms(rng.range(0, lease / 2));
+                    }
+                } else if rng.range(1, 100) <= heartbeat {
+                    while work > 0 {
+                        let step = work.min(rng.range(lease / 2, lease * 3 / 2).max(1));
+                        sleep_ms(step);
+                        work -= step;
+                        if work > 0 && client.extend(&task, lease).is_err() {
+                            break;
+                        }
+                    }
+                } else {
+                    sleep_ms(work);
+                }
+                let roll = rng.range(1, 100);
+                let finished = if roll <= fail {
+                    let _ = client.fail(&task, "torture: the work failed");
+                    false
+                } else if roll <= fail + finish_pull {
+                    let lease = rng.range(lease_min, lease_max);
+                    match client.finish_and_pull(&task, lease) {
+                        Ok(delivered) => {
+                            next = delivered.map(|task| (task, lease));
+                            true
+                        }
+                        Err(_) => false,
+                    }
+                } else {
+                    client.finish(&task).is_ok()
+                };
+                if finished && now_ns() < push_until {
+                    let key = format!("{}-{}-{pushed}", client.history.process(), client.thread);
+                    pushed += 1;
+                    let _ = client.push(&key, 0);
+                }
+            }
+        },
+    );
+}
+
+/// A churn thread of a worker, until the deadline: churn thread 0, 2, ...
+/// pushes a task of high priority, pulls (most often that task, the
+/// newest on the file) and finishes what it got, so that the newest task
+/// is deleted (without history) again and again; churn thread 1, 3, ...
+/// pushes pairs of items with `push_items` whose second item waits for a
+/// task that does not exist, which fails the call, the first item stored
+/// and rolled back inside it. Several threads of one process share tq's
+/// group commit: such a finish and such a failed call often commit
+/// together. Keys are `LABEL-cN-M`.
+fn churn(client: &Client, index: u32, rng: &mut Rng) {
+    let label = format!("{}-c{index}", client.history.process());
+    let mut high = tq::PushOptions::new();
+    high.priority(100);
+    let mut orphan = tq::PushOptions::new();
+    orphan.after(&[1_000_000_000_000_000]).expect("a valid id");
+    let mut n = 0u64;
+    while !past_deadline() {
+        n += 1;
+        if index % 2 == 0 {
+            if client
+                .push_options(&format!("{label}-{n}"), 0, &high, None)
+                .is_err()
+            {
+                sleep_ms(1);
+                continue;
+            }
+            if let Ok(Some(task)) = client.pull(rng.range(200, 400)) {
+                let _ = client.finish(&task);
+            }
+        } else {
+            let items = [
+                (format!("{label}-{n}a"), tq::PushOptions::new()),
+                (format!("{label}-{n}b"), orphan.clone()),
+            ];
+            let _ = client.push_items(&items);
+            if rng.chance(0.5) {
+                sleep_ms(1);
+            }
+        }
+    }
 }
 
 /// One task under a clock that libfaketime may shift: logs the process's
