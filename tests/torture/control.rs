@@ -1,8 +1,10 @@
 //! Scenario 13: cancellation and the rate limit. A backlog on a queue
 //! limited to 8 claims in any 100 ms is worked by processes killed at
 //! random and replaced, then drained (see `work_killed_then_drain`; here
-//! with leases of 20 to 80 ms, work of up to 80 ms, and two in five
-//! deliveries worked in steps with an extend between them),
+//! with leases of 20 to 80 ms, work of up to 80 ms, two in five
+//! deliveries worked in steps with an extend between them, and every
+//! worker declaring the queue's rate at start with the rate in force, as
+//! each worker of a deployment does: that must grant no fresh claims),
 //! while a thread of the driver cancels random tasks, some pending, some
 //! leased, each cancel logged with its answer. Besides everything the checker
 //! checks (exactly-once accounting of the tasks not cancelled included),
@@ -13,7 +15,10 @@
 //!   returned, no cancelled task ever done, and the holder of a task whose
 //!   cancellation was requested told so (`Cancelled`) by its next call;
 //! - no more claims than the rate allows surely inside one window of its
-//!   period.
+//!   period;
+//! - after the drain (whose workers do not recover), no task left with
+//!   its cancellation waiting: a task cancelled in the hands of a worker
+//!   that was then killed ends, once its lease ran out, at the next claim.
 //!
 //! Why the rate check is sound. tq defines the rate by slots
 //! (`Queue::set_rate_limit`): the queue has one slot per claim allowed; a
@@ -99,7 +104,8 @@ fn control(dir: &Dir, target: &Target, scenario: &str) {
         killed,
         drain_rounds,
     } = std::thread::scope(|scope| {
-        let canceller = scope.spawn(|| cancel_at_random(target, &history_dir, &ids, seed, &stop));
+        let canceller =
+            scope.spawn(|| cancel_at_random(target, &history_dir, &ids, seed, &stop, CANCELS));
         let turnover = work_killed_then_drain(
             &queue,
             target,
@@ -112,6 +118,7 @@ fn control(dir: &Dir, target: &Target, scenario: &str) {
                 ("lease_max", "80".into()),
                 ("work_max", "80".into()),
                 ("heartbeat", "40".into()),
+                ("rate", format!("{}:{}", RATE.claims, RATE.per.as_millis())),
             ],
         );
         stop.store(true, Ordering::Relaxed);
@@ -174,16 +181,32 @@ fn preload(target: &Target, history_dir: &std::path::Path, size: usize) -> Vec<i
         .collect()
 }
 
-/// Until `stop`, cancels a task every 10 to 60 ms: half the time one of
-/// the backlog's at random (pending, or held, or over already), else one
-/// the queue lists as leased (held, or its holder killed), most often the
-/// last claimed.
-fn cancel_at_random(
+/// How often [`cancel_at_random`] cancels, and what.
+pub struct Cancels {
+    /// The pause between two cancels, in ms: from, to.
+    pub every_ms: (u64, u64),
+    /// The share of cancels of a task of the backlog at random; the
+    /// others cancel a task the queue lists as leased.
+    pub any: f64,
+}
+
+/// This scenario's: every 10 to 60 ms, half of them of leased tasks.
+const CANCELS: Cancels = Cancels {
+    every_ms: (10, 60),
+    any: 0.5,
+};
+
+/// Until `stop`, cancels a task every `cancels.every_ms`: a share of the
+/// time one of the backlog's at random (pending, or held, or over
+/// already), else one the queue lists as leased (held, or its holder
+/// killed), most often the last claimed.
+pub fn cancel_at_random(
     target: &Target,
     history_dir: &std::path::Path,
     ids: &[i64],
     seed: u64,
     stop: &AtomicBool,
+    cancels: Cancels,
 ) {
     let history = History::create(history_dir, "canceller");
     let queue = client::open(
@@ -200,7 +223,7 @@ fn cancel_at_random(
     };
     let mut rng = Rng::new(seed);
     while !stop.load(Ordering::Relaxed) {
-        let id = if rng.chance(0.5) {
+        let id = if rng.chance(cancels.any) {
             Some(ids[rng.range(0, ids.len() as u64 - 1) as usize])
         } else {
             let leased = queue.list(TaskState::Leased, 0, 100).expect("list");
@@ -216,6 +239,6 @@ fn cancel_at_random(
         if let Some(id) = id {
             let _ = client.cancel(id);
         }
-        sleep_ms(rng.range(10, 60));
+        sleep_ms(rng.range(cancels.every_ms.0, cancels.every_ms.1));
     }
 }

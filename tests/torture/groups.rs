@@ -3,24 +3,33 @@
 //! mode), in calls of 100 items, each group delivering 1, 2 or 3 of its
 //! tasks at once. Three worker processes of two threads pull with short
 //! leases, fail a tenth of their deliveries (retried) and finish the rest,
-//! while the driver kills them at random and starts others; then drain
-//! workers empty the queue.
+//! while the driver kills them at random and starts others, and a thread
+//! of the driver cancels a task every 100 to 400 ms, most often one the
+//! queue lists as leased (held, or its holder killed); then drain workers,
+//! which do not recover, empty the queue.
 //!
 //! From the histories: no task was delivered before a finish of the task
-//! K places before it in its group was invoked (so a group of K = 1 is
-//! delivered in push order); never more than K deliveries of one group
-//! surely held at once (from a delivery's return to the invocation of its
-//! finish or fail that succeeded); and every task was finished.
+//! K places before it in its group was invoked, or a cancel of it (so a
+//! group of K = 1 is delivered in push order); never more than K
+//! deliveries of one group surely held at once (from a delivery's return
+//! to the invocation of its finish or fail that succeeded); every task
+//! was finished but those whose cancel was answered, none of which was;
+//! and none is left, pending, held or with its cancellation waiting: a
+//! task cancelled in a killed worker's hands ends once its lease ran out,
+//! at the next claim, and the rest of its group runs.
 //!
 //! Also on PostgreSQL (`..._on_postgres`), where pushes to one group are
 //! serialised by an advisory lock.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tq::{OpenOptions, PushOptions, Queue, TaskState};
 
+use super::checker::assert_drained;
 use super::client;
+use super::control::{cancel_at_random, Cancels};
 use super::db::Target;
 use super::harness::{work_killed_then_drain, Dir, Settings, Turnover};
 use super::history::{Histories, History, Outcome};
@@ -95,25 +104,43 @@ fn groups(dir: &Dir, target: &Target, scenario: &str) {
         group_of_id.insert(ids[index], group);
     }
 
+    let stop = AtomicBool::new(false);
+    let seed = rng.next();
     let Turnover {
         started,
         killed,
         drain_rounds: round,
-    } = work_killed_then_drain(
-        &queue,
-        target,
-        &history_dir,
-        &driver,
-        &mut rng,
-        phase,
-        &Vec::new(),
-    );
+    } = std::thread::scope(|scope| {
+        let canceller = scope.spawn(|| {
+            let cancels = Cancels {
+                every_ms: (100, 400),
+                any: 0.2,
+            };
+            cancel_at_random(target, &history_dir, &ids, seed, &stop, cancels)
+        });
+        let turnover = work_killed_then_drain(
+            &queue,
+            target,
+            &history_dir,
+            &driver,
+            &mut rng,
+            phase,
+            &Vec::new(),
+        );
+        stop.store(true, Ordering::Relaxed);
+        canceller.join().expect("the canceller");
+        turnover
+    });
+    assert_drained(&target.rows(), scenario);
     for state in [TaskState::Dead, TaskState::Cancelled, TaskState::Done] {
         assert_eq!(queue.count(state).unwrap(), 0, "{state:?} tasks left");
     }
     drop(queue);
 
     let histories = Histories::read(&history_dir);
+    // When each cancel that may have taken effect was invoked, per task,
+    // and the tasks whose cancel was answered (removed or requested).
+    let (cancels, cancelled) = cancels_of(&histories);
     // When each finish that may have committed was invoked, per task.
     let mut finishes: HashMap<i64, Vec<i64>> = HashMap::new();
     // When each delivery, by task and attempt, was surely ended by its
@@ -140,13 +167,13 @@ fn groups(dir: &Dir, target: &Target, scenario: &str) {
         let attempt = delivery.num("attempt").expect("a delivered attempt");
         let returned = delivery.completed.expect("a logged delivery returned");
         if let Some(parent) = predecessor.get(&id) {
-            let finished_before = finishes
-                .get(parent)
-                .is_some_and(|times| times.iter().any(|&invoked| invoked < returned));
+            let before = |times: Option<&Vec<i64>>| {
+                times.is_some_and(|times| times.iter().any(|&invoked| invoked < returned))
+            };
             assert!(
-                finished_before,
+                before(finishes.get(parent)) || before(cancels.get(parent)),
                 "task {id} of group {} was delivered (attempt {attempt}, by {}) before any \
-                 finish of task {parent}, {} places before it",
+                 finish or cancel of task {parent}, {} places before it",
                 group_of_id[&id],
                 delivery.process,
                 at_once(group_of_id[&id])
@@ -175,12 +202,52 @@ fn groups(dir: &Dir, target: &Target, scenario: &str) {
         }
     }
     for id in &ids {
-        assert!(finishes.contains_key(id), "task {id} was never finished");
+        let answer = cancelled.get(id);
+        assert!(
+            finishes.contains_key(id) || answer.is_some(),
+            "task {id} was never finished nor cancelled"
+        );
+        if let Some(answer) = answer {
+            assert!(
+                !finishes_acknowledged(&histories, *id),
+                "task {id} was cancelled ({answer}), yet a finish of it was acknowledged"
+            );
+        }
     }
+    let requested = cancelled
+        .values()
+        .filter(|answer| *answer == "requested")
+        .count();
     println!(
         "[{scenario}] {size} tasks in {GROUPS} groups, {started} worker processes, {killed} killed \
-         by the driver, {round} drain rounds; {checked} deliveries checked against their \
-         predecessors' finishes, at most {most_held} of one group held at once"
+         by the driver, {round} drain rounds; {} tasks cancelled ({requested} held); {checked} \
+         deliveries checked against their predecessors' finishes, at most {most_held} of one \
+         group held at once",
+        cancelled.len()
     );
-    assert!(killed > 0 && checked > 0 && most_held > 1);
+    assert!(killed > 0 && checked > 0 && most_held > 1 && requested > 0);
+}
+
+/// When each cancel that may have taken effect was invoked, per task; and
+/// the answer of the first cancel answered, per task cancelled.
+pub fn cancels_of(histories: &Histories) -> (HashMap<i64, Vec<i64>>, HashMap<i64, String>) {
+    let (mut invoked, mut answered) = (HashMap::new(), HashMap::new());
+    for op in histories.ops.iter().filter(|op| op.op == "cancel") {
+        let id = op.num("id").expect("a cancel names its task");
+        if !matches!(op.outcome, Outcome::Fail(_)) {
+            invoked.entry(id).or_insert_with(Vec::new).push(op.invoked);
+        }
+        if let Some(answer) = op.get("cancelled").filter(|_| op.is_ok()) {
+            answered.entry(id).or_insert_with(|| answer.to_owned());
+        }
+    }
+    (invoked, answered)
+}
+
+/// Whether a finish of task `id` was acknowledged.
+pub fn finishes_acknowledged(histories: &Histories, id: i64) -> bool {
+    histories
+        .ops
+        .iter()
+        .any(|op| op.op == "finish" && op.is_ok() && op.num("id") == Some(id))
 }
