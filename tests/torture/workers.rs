@@ -4,7 +4,13 @@
 //! two threads pull with short leases, fail a tenth of their tasks
 //! (retried after a short back-off) and finish the rest, a third of them
 //! with `finish_and_pull`; the driver kills them at random and starts
-//! others, half of which recover at start. Then drain workers empty the
+//! others, half of which recover at start. Each worker process also runs
+//! two churn threads (roles.rs, `churn`): one pushes a task of high
+//! priority, pulls it and finishes it, deleting the newest task over and
+//! over; the other pushes pairs of items whose second waits for a task
+//! that does not exist, calls that fail after storing their first item;
+//! in one process's group commit they often commit together, and no id
+//! may ever be given twice. Then drain workers empty the
 //! queue. Nothing is lost, no task ends twice, no lease overlaps a live
 //! holder's, and the poison task comes back after each crash until its
 //! fourth delivery, after which tq makes it dead (through recover, or the
@@ -92,6 +98,7 @@ fn workers_killed(dir: &Dir, target: &Target, scenario: &str) {
                     ("fail", "10".into()),
                     ("finish_pull", "30".into()),
                     ("backoff", "5:50".into()),
+                    ("churn", "2".into()),
                 ]);
                 let life = Duration::from_millis(rng.range(50, 800));
                 *slot = Some((spawn("worker", &args), label, Instant::now() + life));
@@ -157,7 +164,15 @@ fn workers_killed(dir: &Dir, target: &Target, scenario: &str) {
          {poison:?}, then dead: {}",
         buried.last_error.as_deref().unwrap_or("no reason")
     );
-    assert_eq!(report.stats.pushed, backlog + 1);
+    let preloaded = histories
+        .ops
+        .iter()
+        .filter(|op| op.op == "push" && op.process == "preload" && op.is_ok())
+        .count();
+    assert_eq!(preloaded, backlog + 1);
+    let churned = report.stats.pushed - preloaded;
+    println!("[{scenario}] {churned} tasks pushed by the churn threads");
+    assert!(churned > 0, "the churn threads pushed nothing");
     assert!(
         report.stats.redeliveries > 0,
         "no task came back after a crash"
