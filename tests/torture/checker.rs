@@ -1009,7 +1009,7 @@ fn check_limit(ops: &[Operation], limit: usize, report: &mut Report) {
             _ => {}
         }
     }
-    // Per queue: (instant, +1 or -1, the delivery's pull).
+    // Per queue: (instant, +1 or -1, the call that made the delivery held).
     let mut changes: BTreeMap<&str, Vec<(i64, i32, &Operation)>> = BTreeMap::new();
     for pull in ops
         .iter()
@@ -1017,30 +1017,32 @@ fn check_limit(ops: &[Operation], limit: usize, report: &mut Report) {
     {
         let delivery = key(pull);
         let end = cut.get(&delivery).copied().unwrap_or(i64::MAX);
-        let mut spans = vec![(pull.completed.expect("a delivery completed"), ms(pull))];
+        let mut spans = vec![(
+            pull.completed.expect("a delivery completed"),
+            ms(pull),
+            pull,
+        )];
         for extend in extended.get(&delivery).map_or(&[][..], Vec::as_slice) {
-            spans.push((
-                extend.completed.expect("an accepted extend completed"),
-                ms(extend),
-            ));
+            let from = extend.completed.expect("an accepted extend completed");
+            spans.push((from, ms(extend), *extend));
         }
-        spans.sort_unstable();
+        spans.sort_by_key(|&(from, to, _)| (from, to));
         // Merged, so that a delivery counts once at any instant.
-        let mut merged: Vec<(i64, i64)> = Vec::new();
-        for (from, to) in spans {
+        let mut merged: Vec<(i64, i64, &Operation)> = Vec::new();
+        for (from, to, by) in spans {
             let to = to.min(end);
             if to <= from {
                 continue;
             }
             match merged.last_mut() {
                 Some(last) if from <= last.1 => last.1 = last.1.max(to),
-                _ => merged.push((from, to)),
+                _ => merged.push((from, to, by)),
             }
         }
         let list = changes.entry(pull.get("queue").unwrap_or("")).or_default();
-        for (from, to) in merged {
-            list.push((from, 1, pull));
-            list.push((to, -1, pull));
+        for (from, to, by) in merged {
+            list.push((from, 1, by));
+            list.push((to, -1, by));
         }
     }
     let mut most = 0;
@@ -1048,24 +1050,24 @@ fn check_limit(ops: &[Operation], limit: usize, report: &mut Report) {
         // At one instant, ends before starts: a slot freed may be taken at once.
         list.sort_by_key(|&(at, change, _)| (at, change));
         let mut held: Vec<&Operation> = Vec::new();
-        for (at, change, pull) in list {
+        for (at, change, by) in list {
             if change < 0 {
-                if let Some(i) = held.iter().position(|op| std::ptr::eq(*op, pull)) {
+                if let Some(i) = held.iter().position(|op| std::ptr::eq(*op, by)) {
                     held.swap_remove(i);
                 }
                 continue;
             }
-            held.push(pull);
+            held.push(by);
             most = most.max(held.len());
             if held.len() > limit && report.over_limit.len() < 20 {
+                let mut calls: Vec<String> = held.iter().map(|op| describe(op)).collect();
+                calls.sort();
                 report.over_limit.push(format!(
-                    "{} deliveries of queue {queue} surely held at {} ms, where its limit is {limit}: {}",
+                    "{} deliveries of queue {queue} surely held at {} ms, where its limit is {limit}, \
+                     each since its pull or a later extend (after its lease could have run out): {}",
                     held.len(),
                     at / 1_000_000 % 1_000_000,
-                    held.iter()
-                        .map(|op| describe(op))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    calls.join(", ")
                 ));
             }
         }
@@ -1138,6 +1140,9 @@ fn describe(op: &Operation) -> String {
 impl Report {
     fn violations(&self) -> [(&'static str, &Vec<String>); 16] {
         [
+            // First: one id given twice confuses every rule that follows
+            // a task by its id.
+            ("id given twice", &self.reused_ids),
             ("lost", &self.lost),
             ("duplicated", &self.duplicated),
             ("unexpected", &self.unexpected),
@@ -1152,7 +1157,6 @@ impl Report {
             ("delivered after cancel", &self.delivered_after_cancel),
             ("cancel ignored", &self.cancel_ignored),
             ("over the rate", &self.over_rate),
-            ("id given twice", &self.reused_ids),
             ("over the limit", &self.over_limit),
         ]
     }

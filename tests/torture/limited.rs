@@ -1,11 +1,13 @@
 //! Scenario 9: a queue under a concurrency limit of 3. A backlog is worked
 //! by three processes of three threads (short leases, heartbeats, fails,
 //! `finish_and_pull`) that the driver kills at random and replaces; then
-//! drain workers empty the queue. One delivery in ten has its handler
-//! stall past its lease (a pause, swap) and then extend it, as a late
-//! heartbeat does: an expired lease holds no slot, so by then another
-//! claim may have taken its slot, and the extend must not bring the
-//! queue over its limit. Besides everything the checker checks, the
+//! drain workers empty the queue. During the phase each
+//! finish pushes a new task of a priority above every task pushed before
+//! it, which is delivered first. One delivery in five has its handler stall past
+//! its lease (a pause, swap) and then extend it, as a late heartbeat does:
+//! an expired lease holds no slot, so by then another claim may have
+//! taken its slot (a newer task, of higher priority, is claimed before
+//! the expired one), and the extend must not bring the queue over its limit. Besides everything the checker checks, the
 //! histories never show more deliveries surely held at once than the
 //! limit (the checker's rule "over the limit": a delivery is surely held
 //! from its pull's answer until the invoke of the call that ended it or
@@ -53,8 +55,9 @@ fn limited(dir: &Dir, target: &Target, scenario: &str) {
     let mut rng = settings.rng();
     let history_dir = dir.sub("history");
     let driver = History::create(&history_dir, "driver");
-    let phase = settings.duration(Duration::from_secs(8));
+    let phase = settings.duration(Duration::from_secs(5));
     let deadline = now_ns() + phase.as_nanos() as i64 + 120_000_000_000;
+    let push_until = now_ns() + phase.as_nanos() as i64;
     {
         let history = History::create(&history_dir, "preload");
         let options = target.options(&OpenOptions::new());
@@ -85,7 +88,9 @@ fn limited(dir: &Dir, target: &Target, scenario: &str) {
             ("heartbeat", "33".into()),
             ("fail", "10".into()),
             ("finish_pull", "33".into()),
-            ("overrun", "10".into()),
+            ("overrun", "20".into()),
+            ("push_until", push_until.to_string()),
+            ("push_priority", "rising".into()),
         ]);
         if idle_exit {
             args.push(("idle_exit", "1000".into()));

@@ -177,7 +177,9 @@ fn producer() {
 /// keep N tasks without ending them; `idle_exit=MS` ends a thread after
 /// that long without a task; `push_until=NS` makes a thread push a new
 /// task after each finish that succeeds until then, which keeps the
-/// backlog's size. A task whose key starts with "poison" kills its worker
+/// backlog's size (of priority 0, or with `push_priority=rising` of a
+/// priority that rises with the time of the push, so that each task
+/// pushed so is claimed before every task pushed earlier). A task whose key starts with "poison" kills its worker
 /// on every delivery. `overrun` is a percentage of deliveries whose
 /// handler stalls past its lease (a pause, swap), then extends it and
 /// works a little more before ending it. `rate=CLAIMS:PER_MS` makes the
@@ -196,6 +198,8 @@ fn worker() {
     let hold: usize = arg_opt("hold").unwrap_or(0);
     let idle_exit: Option<u64> = arg_opt("idle_exit");
     let push_until: i64 = arg_opt("push_until").unwrap_or(0);
+    let rising = arg_opt::<String>("push_priority").as_deref() == Some("rising");
+    let deadline_ms = arg::<i64>("deadline") / 1_000_000;
     let recover = arg_opt::<u8>("recover") == Some(1);
     let overrun = percent("overrun");
     let rate: Option<tq::RateLimit> = arg_opt::<String>("rate").map(|text| {
@@ -305,7 +309,13 @@ fn worker() {
                 if finished && now_ns() < push_until {
                     let key = format!("{}-{}-{pushed}", client.history.process(), client.thread);
                     pushed += 1;
-                    let _ = client.push(&key, 0);
+                    let mut options = tq::PushOptions::new();
+                    if rising {
+                        // Positive: the deadline is minutes away at most.
+                        options
+                            .priority((1_000_000_000 + now_ns() / 1_000_000 - deadline_ms) as i32);
+                    }
+                    let _ = client.push_options(&key, 0, &options, None);
                 }
             }
         },
