@@ -188,12 +188,17 @@ pub struct Cancels {
     /// The share of cancels of a task of the backlog at random; the
     /// others cancel a task the queue lists as leased.
     pub any: f64,
+    /// Of the cancels of a leased task, the share that picks the last
+    /// claimed (most often held by a live worker); the others pick one at
+    /// random (often held by a killed one).
+    pub last: f64,
 }
 
 /// This scenario's: every 10 to 60 ms, half of them of leased tasks.
 const CANCELS: Cancels = Cancels {
     every_ms: (10, 60),
     any: 0.5,
+    last: 0.7,
 };
 
 /// Until `stop`, cancels a task every `cancels.every_ms`: a share of the
@@ -229,7 +234,7 @@ pub fn cancel_at_random(
             let leased = queue.list(TaskState::Leased, 0, 100).expect("list");
             // The backlog is claimed in push order: the last leased is most
             // often held by a live worker, the others by killed ones.
-            let pick = if rng.chance(0.7) {
+            let pick = if rng.chance(cancels.last) {
                 leased.len().saturating_sub(1)
             } else {
                 rng.range(0, leased.len().max(1) as u64 - 1) as usize

@@ -6,7 +6,7 @@
 //! others run anyway. Three worker processes of two threads pull with
 //! short leases, fail a tenth of their deliveries (retried) and finish
 //! the rest, while the driver kills them at random and starts others, and
-//! a thread of the driver cancels a task every 100 to 400 ms, most often
+//! a thread of the driver cancels a task every 20 to 100 ms, most often
 //! one the queue lists as leased (held, or its holder killed); then drain
 //! workers, which do not recover, empty the queue.
 //!
@@ -126,8 +126,9 @@ fn graph(dir: &Dir, target: &Target, scenario: &str) {
     } = std::thread::scope(|scope| {
         let canceller = scope.spawn(|| {
             let cancels = Cancels {
-                every_ms: (100, 400),
-                any: 0.2,
+                every_ms: (20, 100),
+                any: 0.1,
+                last: 0.3,
             };
             cancel_at_random(target, &history_dir, &ids, seed, &stop, cancels)
         });
