@@ -257,16 +257,7 @@ fn worker() {
                     }
                 };
                 idle_since = None;
-                if key_of(task.payload()).starts_with("poison") {
-                    // Logged as a kill, like the driver's: from now on this
-                    // process is dead, and recover may take back its tasks.
-                    client
-                        .history
-                        .info("kill", &format!("target={}", client.history.process()));
-                    // SAFETY: kills this process, as a task that crashes its
-                    // worker would.
-                    unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
-                }
+                crash_on_poison(client, &task);
                 if hold > 0 {
                     held.push(task);
                     continue;
@@ -322,6 +313,20 @@ fn worker() {
     );
 }
 
+/// Kills this process when `task` is a poison task (its key starts with
+/// "poison"), as a task that crashes its worker would.
+fn crash_on_poison(client: &Client, task: &Task) {
+    if key_of(task.payload()).starts_with("poison") {
+        // Logged as a kill, like the driver's: from now on this process is
+        // dead, and recover may take back its tasks.
+        client
+            .history
+            .info("kill", &format!("target={}", client.history.process()));
+        // SAFETY: kills this process.
+        unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+    }
+}
+
 /// A churn thread of a worker, until the deadline: churn thread 0, 2, ...
 /// pushes a task of high priority, pulls (most often that task, the
 /// newest on the file) and finishes what it got, so that the newest task
@@ -330,7 +335,8 @@ fn worker() {
 /// task that does not exist, which fails the call, the first item stored
 /// and rolled back inside it. Several threads of one process share tq's
 /// group commit: such a finish and such a failed call often commit
-/// together. Keys are `LABEL-cN-M`.
+/// together. Keys are `LABEL-cN-M`. A poison task kills the process, as
+/// in the other threads.
 fn churn(client: &Client, index: u32, rng: &mut Rng) {
     let label = format!("{}-c{index}", client.history.process());
     let mut high = tq::PushOptions::new();
@@ -349,6 +355,7 @@ fn churn(client: &Client, index: u32, rng: &mut Rng) {
                 continue;
             }
             if let Ok(Some(task)) = client.pull(rng.range(200, 400)) {
+                crash_on_poison(client, &task);
                 let _ = client.finish(&task);
             }
         } else {
