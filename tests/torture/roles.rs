@@ -346,7 +346,7 @@ fn churn(client: &Client, index: u32, rng: &mut Rng) {
     let mut n = 0u64;
     while !past_deadline() {
         n += 1;
-        if index % 2 == 0 {
+        if index.is_multiple_of(2) {
             if client
                 .push_options(&format!("{label}-{n}"), 0, &high, None)
                 .is_err()
