@@ -40,8 +40,9 @@
 //!   or extend of it accepted; a cancelled task finished, or stored in any
 //!   state but cancelled (or still cancelling, unless drained); the holder
 //!   of a task whose cancellation was requested not told `Cancelled` by
-//!   its next call (unless a recovery or a lost pull may have taken the
-//!   task from it after its lease could have run out). A call told
+//!   its next call (unless a recovery or a claim may have ended the task
+//!   after its lease could have run out, or a lost pull taken it from its
+//!   holder before the cancel). A call told
 //!   `Cancelled` with no cancel of its task invoked before it answered,
 //!   and a cancel refused as of no task (or a done one) that no finish or
 //!   cancel of the task invoked earlier explains, are errors;
@@ -878,10 +879,11 @@ fn may_have_taken_effect(op: &Operation) -> bool {
 /// The holder of task `id` when `cancel` answered that its cancellation
 /// was requested is told so (`Cancelled`) by its first call invoked after
 /// that answer, unless it was told by a call that overlapped the cancel,
-/// or the task may have been taken from it: by a recovery that can have
-/// read the clock once its lease could have run out, or, before the
-/// cancel, by a pull lost with its process (whose delivery the cancel then
-/// found).
+/// or the task may have been taken from it: by a recovery or a claim (a
+/// pull of any queue, delivering or not: a claim ends a cancelled task
+/// whose lease ran out) that can have read the clock once its lease could
+/// have run out, or, before the cancel, by a pull lost with its process
+/// (whose delivery the cancel then found).
 fn check_holder_told(
     id: i64,
     cancel: &Operation,
@@ -912,11 +914,12 @@ fn check_holder_told(
         .iter()
         .any(|op| op.failed_with("Cancelled") && op.invoked <= returned);
     let lease_end = lease_end_ms(holder, calls);
+    let ended_after_lease = |op: &Operation| {
+        op.invoked < first.completed.unwrap()
+            && op.completed.map_or(i64::MAX, |at| at / 1_000_000) >= lease_end
+    };
     let taken = ops.iter().any(|op| match (op.op.as_str(), &op.outcome) {
-        ("recover", Outcome::Ok | Outcome::Unknown) => {
-            op.invoked < first.completed.unwrap()
-                && op.completed.map_or(i64::MAX, |at| at / 1_000_000) >= lease_end
-        }
+        ("recover" | "pull", Outcome::Ok | Outcome::Unknown) if ended_after_lease(op) => true,
         ("pull", Outcome::Unknown) => op.invoked < returned && lease_end <= returned / 1_000_000,
         _ => false,
     });

@@ -731,7 +731,8 @@ fn a_finish_accepted_after_a_cancel_returned_is_caught() {
 }
 
 #[test]
-fn a_holder_told_not_held_after_a_requested_cancel_is_caught_unless_a_recovery_may_have_ended_it() {
+fn a_holder_told_not_held_after_a_requested_cancel_is_caught_unless_a_recovery_or_claim_may_have_ended_it(
+) {
     let ops = |recover_at_ms: Option<i64>| {
         let mut ops = vec![
             push("k1", 1, 0),
@@ -751,6 +752,28 @@ fn a_holder_told_not_held_after_a_requested_cancel_is_caught_unless_a_recovery_m
     assert_eq!(report.cancel_ignored.len(), 1, "{report}");
     let report = run(ops(Some(150)), Vec::new(), &[]);
     assert!(report.is_clean(), "{report}");
+    // Nor may a claim, of any queue, once the lease could have run out: it
+    // ends a cancelled task whose lease ran out.
+    let mut with_claim = ops(None);
+    with_claim.push(Operation::new(
+        "b",
+        "pull",
+        150 * MS,
+        Outcome::Ok,
+        "lease=100 queue=other",
+    ));
+    let report = run(with_claim, Vec::new(), &[]);
+    assert!(report.is_clean(), "{report}");
+    let mut too_early = ops(None);
+    too_early.push(Operation::new(
+        "b",
+        "pull",
+        50 * MS,
+        Outcome::Ok,
+        "lease=100 queue=other",
+    ));
+    let report = run(too_early, Vec::new(), &[]);
+    assert_eq!(report.cancel_ignored.len(), 1, "{report}");
 }
 
 #[test]
