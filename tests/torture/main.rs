@@ -12,18 +12,18 @@
 //! | scenario | file |
 //! |---|---|
 //! | 1 producers killed, group commits cut | producers.rs |
-//! | 2 workers killed, poison task ending dead, dead holders | workers.rs |
+//! | 2 workers killed, poison task ending dead, dead holders; churn threads deleting the newest task while failed push_items share their group commit (no id given twice) | workers.rs |
 //! | 3 power loss (test-only VFS, vfs.rs), checkpoints included | power_loss.rs |
 //! | 4 exclusive delivery on two named queues, with fails, heartbeats and dead tasks; writers not starved past the busy timeout | exclusive.rs |
 //! | 5 zombie workers (late extend and finish) and clock jumps | zombies.rs |
 //! | 6 many openers | openers.rs |
 //! | 7 WAL size under readers, shrink-back, explicit checkpoint | wal.rs |
 //! | 8 PostgreSQL only: server restarts, sessions ended, connections cut and stalled by a proxy | network.rs, proxy.rs |
-//! | 9 a queue under a concurrency limit, workers killed | limited.rs |
+//! | 9 a queue under a concurrency limit, workers killed, late extends of expired leases | limited.rs |
 //! | 10 schedules driven by processes killed at random, their clocks stepped | schedules.rs |
-//! | 11 a graph of tasks waiting for one another, workers killed | graph.rs |
-//! | 12 ordered groups, at most K of each delivered at once, workers killed | groups.rs |
-//! | 13 cancellation and the rate limit, workers killed | control.rs |
+//! | 11 a graph of tasks waiting for one another, workers killed, tasks cancelled in their hands | graph.rs |
+//! | 12 ordered groups, at most K of each delivered at once, workers killed, tasks cancelled in their hands | groups.rs |
+//! | 13 cancellation and the rate limit (declared again by every worker), workers killed | control.rs |
 //! | the checker's own tests | negative.rs |
 //!
 //! Scenarios 2, 4, 9, 10, 11, 12 and 13 also run on PostgreSQL (`..._on_postgres`, with
