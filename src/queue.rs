@@ -917,11 +917,16 @@ impl Queue {
     /// that has ended already answers at once. The wait only reads: it
     /// wakes when a write of this process, or one of another process that
     /// rings the queue's waiters, ends a task, else looks at the store as
-    /// often as a waiting pull does (see [`Queue::pull`]). Fails with
-    /// [`ErrorKind::InvalidArgument`] when the queue has no task `id` or it
-    /// ended without being kept (on a handle without history, finish it
-    /// with a result to wait for it), and with [`ErrorKind::Interrupted`]
-    /// after [`Queue::interrupt`].
+    /// often as a waiting pull does (see [`Queue::pull`]). A task the wait
+    /// found not yet ended and that then left the store (finished without
+    /// a result on a handle without history, which deletes it, or cancelled
+    /// there, or purged) has ended too: the wait returns it as it last saw
+    /// it, as [`TaskState::Done`] without a result or end time (the store
+    /// kept nothing of how it ended). Fails with
+    /// [`ErrorKind::InvalidArgument`] when the queue has no task `id` when
+    /// the wait begins, or it ended before without being kept (on a handle
+    /// without history, finish it with a result to wait for it), and with
+    /// [`ErrorKind::Interrupted`] after [`Queue::interrupt`].
     pub fn wait_for(&self, id: i64, timeout: Duration) -> Result<Option<TaskInfo>> {
         let store = self.store()?;
         let timeout = check_duration("the wait", timeout, Duration::ZERO)?;
@@ -930,11 +935,22 @@ impl Queue {
         // Read before the task, so a write that lands between them and the
         // sleep still ends the sleep.
         let mut seen = Seen::now(&self.bell, store)?;
+        let mut last_seen: Option<TaskInfo> = None;
         loop {
-            match store.task(id)? {
-                Some(task) if task.has_ended() => return Ok(Some(task)),
-                Some(_) => {}
-                None => {
+            match (store.task(id)?, last_seen.take()) {
+                (Some(task), _) if task.has_ended() => return Ok(Some(task)),
+                (Some(task), _) => last_seen = Some(task),
+                // Gone since the last look: ended, and not kept.
+                (None, Some(task)) => {
+                    return Ok(Some(TaskInfo {
+                        state: TaskState::Done,
+                        result: None,
+                        waiting_for: Vec::new(),
+                        finished_at_unix_ms: None,
+                        ..task
+                    }))
+                }
+                (None, None) => {
                     return Err(Error::invalid_argument(format!(
                         "queue '{}' has no task {id} to wait for: it was never pushed, or it \
                          ended and was not kept (finish it with a result, or keep history)",

@@ -257,6 +257,22 @@ fn a_wait_wakes_on_the_end_not_at_its_timeout(scratch: Scratch) {
     assert!(waited < Duration::from_secs(10), "waited {waited:?}");
 }
 
+/// A task finished without a result on a handle without history is
+/// deleted: a wait that saw it before it went has seen it end.
+fn a_wait_that_saw_the_task_takes_its_deletion_for_its_end(scratch: Scratch) {
+    let queue = scratch.open();
+    let id = push(&queue, "1");
+    let task = pull(&queue).unwrap();
+    let (outcome, waited) = outcome_after(&scratch, id, || queue.finish(task.receipt()).unwrap());
+    let outcome = outcome.expect("the wait timed out");
+    assert_eq!(
+        (outcome.id(), outcome.state(), outcome.result()),
+        (id, TaskState::Done, None)
+    );
+    assert_eq!(outcome.payload(), "1");
+    assert!(waited < Duration::from_secs(10), "waited {waited:?}");
+}
+
 fn a_wait_times_out_with_nothing_and_refuses_what_it_cannot_wait_for(scratch: Scratch) {
     let queue = scratch.open();
     let id = push(&queue, "1");
@@ -295,6 +311,7 @@ on_both_backends!(
     progress_is_recorded_with_the_heartbeat,
     a_wait_returns_each_outcome_as_it_happens,
     a_wait_wakes_on_the_end_not_at_its_timeout,
+    a_wait_that_saw_the_task_takes_its_deletion_for_its_end,
     a_wait_times_out_with_nothing_and_refuses_what_it_cannot_wait_for,
 );
 

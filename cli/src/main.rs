@@ -94,7 +94,9 @@ Examples:
 Exit status 0 when the task is done (its result, if its worker stored one,
 is shown), 1 when it ended dead or cancelled, 3 when the timeout passed
 first. A task finished without a result by a worker that keeps no history
-is deleted at once: there is nothing to wait for, and tq says so.
+is deleted at once: a wait begun later has nothing to wait for, and tq
+says so; a wait begun before shows it done, without a result, once it is
+gone (as it does a task cancelled or purged meanwhile without history).
 
 Examples:
   tq wait jobs.db 42

@@ -571,6 +571,35 @@ fn retry_purge_recover_and_checkpoint() {
 }
 
 #[test]
+fn a_wait_begun_while_the_task_is_pending_ends_when_a_worker_without_history_finishes_it() {
+    let fixture = Fixture::new();
+    fixture.push_numbers(1, "default", &[]);
+    let waiting = std::process::Command::new(assert_cmd::cargo::cargo_bin("tq"))
+        .args(["wait", fixture.file(), "1", "--json", "--timeout", "1m"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Time for the wait to find the task pending.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // Without history the finished task is deleted at once.
+    let queue = tq::Queue::open(fixture.file(), &tq::OpenOptions::new()).unwrap();
+    let task = queue.pull(&tq::PullOptions::new()).unwrap().unwrap();
+    queue.finish(task.receipt()).unwrap();
+    let output = waiting.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let shown: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        (&shown["id"], &shown["state"], &shown["result"]),
+        (&json!(1), &json!("done"), &json!(null))
+    );
+}
+
+#[test]
 fn done_tasks_are_kept_with_history_and_purged_by_age() {
     let fixture = Fixture::new();
     fixture.push_numbers(4, "default", &[]);
