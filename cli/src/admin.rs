@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use indicatif::HumanBytes;
 use serde_json::json;
-use tq::{TaskState, DEFAULT_QUEUE};
+use tq::{Queue, TaskState, DEFAULT_QUEUE};
 
 use crate::output::{
     parse_duration, parse_queue_name, print, print_json, CommandResult, Failure, Location, Outcome,
@@ -19,16 +19,16 @@ pub struct FileArgs {
     file: Location,
 }
 
-/// Arguments of a command that acts on one queue.
+/// Arguments of `tq recover`.
 #[derive(clap::Args)]
-pub struct QueueArgs {
+pub struct RecoverArgs {
     /// The queue file or PostgreSQL URL; `-` or none: $TQ_DATABASE_URL.
     #[arg(default_value = "-", hide_default_value = true, value_parser = Location::parse)]
     file: Location,
 
-    /// The queue to act on.
-    #[arg(long, short, default_value = DEFAULT_QUEUE, value_parser = parse_queue_name)]
-    queue: String,
+    /// Only this queue (default: every queue in the file).
+    #[arg(long, short, value_parser = parse_queue_name)]
+    queue: Option<String>,
 }
 
 /// Arguments of `tq retry`.
@@ -57,7 +57,14 @@ pub fn run_retry(args: RetryArgs, json: bool) -> CommandResult {
     let queue = args.file.open_existing(&args.queue, |_| Ok(()))?;
     if args.all_dead {
         let retried = queue.retry_all_dead()?;
-        report(json, "retried", retried, "dead task", "put back")?;
+        report(
+            json,
+            &args.queue,
+            "retried",
+            retried,
+            "dead task",
+            "put back",
+        )?;
         return Ok(if retried == 0 {
             Outcome::Nothing
         } else {
@@ -77,13 +84,14 @@ pub fn run_retry(args: RetryArgs, json: bool) -> CommandResult {
         }
     }
     if json {
-        print_json(&json!({ "retried": retried, "not_dead": refused }))?;
+        print_json(&json!({ "queue": args.queue, "retried": retried, "not_dead": refused }))?;
     } else if !retried.is_empty() {
         let ids: Vec<String> = retried.iter().map(i64::to_string).collect();
         print(format!(
-            "put back task{} {}",
+            "put back task{} {} in queue {:?}",
             if ids.len() == 1 { "" } else { "s" },
-            ids.join(", ")
+            ids.join(", "),
+            args.queue
         ))?;
     }
     if refused.is_empty() {
@@ -138,15 +146,41 @@ pub fn run_purge(args: PurgeArgs, json: bool) -> CommandResult {
         None => (TaskState::Dead, age, "dead task"),
     };
     let purged = queue.purge(state, age)?;
-    report(json, "purged", purged, what, "deleted")?;
+    report(json, &args.queue, "purged", purged, what, "deleted")?;
     Ok(Outcome::Done)
 }
 
-/// Runs `tq recover`.
-pub fn run_recover(args: QueueArgs, json: bool) -> CommandResult {
-    let queue = args.file.open_existing(&args.queue, |_| Ok(()))?;
-    let recovered = queue.recover()?;
-    report(json, "recovered", recovered, "task", "took back")?;
+/// Runs `tq recover`: on the queue given, else on every queue of the file
+/// (a dead worker may have held tasks of any of them).
+pub fn run_recover(args: RecoverArgs, json: bool) -> CommandResult {
+    let first = args.queue.as_deref().unwrap_or(DEFAULT_QUEUE);
+    let mut handle = Some(args.file.open_existing(first, |_| Ok(()))?);
+    let names = match &args.queue {
+        Some(name) => vec![name.clone()],
+        None => handle.as_ref().map_or(Ok(Vec::new()), Queue::queue_names)?,
+    };
+    let mut recovered = Vec::with_capacity(names.len());
+    for name in names {
+        let queue = match handle.take().filter(|_| name == first) {
+            Some(queue) => queue,
+            None => args.file.open(&name, |_| Ok(()))?,
+        };
+        recovered.push((queue.recover()?, name));
+    }
+    let total: u64 = recovered.iter().map(|(count, _)| count).sum();
+    if json {
+        let queues: Vec<_> = recovered
+            .iter()
+            .map(|(count, name)| json!({ "queue": name, "recovered": count }))
+            .collect();
+        print_json(&json!({ "recovered": total, "queues": queues }))?;
+    } else if recovered.is_empty() {
+        print("took back 0 tasks: the file has no queues")?;
+    } else {
+        for (count, name) in &recovered {
+            print(format!("took back {}", counted(*count, "task", name)))?;
+        }
+    }
     Ok(Outcome::Done)
 }
 
@@ -173,14 +207,27 @@ pub fn run_checkpoint(args: FileArgs, json: bool) -> CommandResult {
     Ok(Outcome::Done)
 }
 
-/// Prints a count: `{"<key>": n}` in JSON, else `<verb> n <noun>s`.
-fn report(json: bool, key: &str, count: u64, noun: &str, verb: &str) -> Result<(), Failure> {
+/// Prints a count of tasks of `queue`: `{"queue": q, "<key>": n}` in
+/// JSON, else `<verb> n <noun>s in queue "q"`.
+fn report(
+    json: bool,
+    queue: &str,
+    key: &str,
+    count: u64,
+    noun: &str,
+    verb: &str,
+) -> Result<(), Failure> {
     if json {
-        print_json(&json!({ key: count }))
+        print_json(&json!({ "queue": queue, key: count }))
     } else {
-        print(format!(
-            "{verb} {count} {noun}{}",
-            if count == 1 { "" } else { "s" }
-        ))
+        print(format!("{verb} {}", counted(count, noun, queue)))
     }
+}
+
+/// `n <noun>s in queue "q"`.
+fn counted(count: u64, noun: &str, queue: &str) -> String {
+    format!(
+        "{count} {noun}{} in queue {queue:?}",
+        if count == 1 { "" } else { "s" }
+    )
 }

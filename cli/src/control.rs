@@ -48,6 +48,7 @@ pub fn run_cancel(args: CancelArgs, json: bool) -> CommandResult {
     }
     if json {
         print_json(&json!({
+            "queue": args.queue,
             "cancelled": removed,
             "cancel_requested": requested,
             "refused": refused,
@@ -60,12 +61,18 @@ pub fn run_cancel(args: CancelArgs, json: bool) -> CommandResult {
                 .join(", ")
         };
         if !removed.is_empty() {
-            print(format!("cancelled {}", ids(&removed)))?;
+            print(format!(
+                "cancelled {} in queue {:?}",
+                ids(&removed),
+                args.queue
+            ))?;
         }
         if !requested.is_empty() {
             print(format!(
-                "cancelled {} (leased: never delivered again; the worker holding it is told)",
-                ids(&requested)
+                "cancelled {} in queue {:?} (leased: never delivered again; the worker holding \
+                 it is told)",
+                ids(&requested),
+                args.queue
             ))?;
         }
     }

@@ -31,8 +31,9 @@ Every command takes the queue file (or a postgres:// URL) first; `-`
 stands for $TQ_DATABASE_URL, which keeps a password out of `ps` and the
 shell's history (`stats`, `list`, `purge`, `recover`, `checkpoint`: the
 file may be left out too). Messages never show a URL's password. Commands
-that act on one queue take --queue NAME (default: \"default\"); `stats` and
-`show` look at every queue in the file unless --queue is given.";
+that act on one queue take --queue NAME (default: \"default\") and name it
+in what they print; `stats`, `show`, `wait` and `recover` look at every
+queue in the file unless --queue is given.";
 
 /// Inspect, repair and work a tq queue file.
 #[derive(Parser)]
@@ -188,10 +189,13 @@ Examples:
     /// Take back tasks whose lease expired or whose worker process is gone.
     #[command(after_help = "\
 Tasks held by live processes are untouched, so this is safe at any time.
+Without --queue every queue of the file is looked at; each one's count is
+printed.
 
-Example:
-  tq recover jobs.db")]
-    Recover(admin::QueueArgs),
+Examples:
+  tq recover jobs.db
+  tq recover jobs.db --queue emails")]
+    Recover(admin::RecoverArgs),
 
     /// Copy the write-ahead log into the database and truncate it.
     #[command(after_help = "\

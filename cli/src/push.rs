@@ -122,14 +122,16 @@ fn push_one(
     let pushed = queue.push(payload, options)?;
     if json {
         print_json(&json!({
+            "queue": queue.name(),
             "id": pushed.id(),
             "duplicate": matches!(pushed, Pushed::Duplicate(_)),
         }))?;
     } else {
         match pushed {
-            Pushed::Stored(id) => print(format!("pushed task {id}"))?,
+            Pushed::Stored(id) => print(format!("pushed task {id} to queue {:?}", queue.name()))?,
             Pushed::Duplicate(id) => print(format!(
-                "pushed nothing: task {id} holds the key {:?}",
+                "pushed nothing to queue {:?}: task {id} holds the key {:?}",
+                queue.name(),
                 args.unique_key.as_deref().unwrap_or_default()
             ))?,
         }
@@ -185,12 +187,13 @@ fn push_lines(queue: &Queue, options: &PushOptions, batch: usize, json: bool) ->
     import.flush()?;
     progress.finish_and_clear();
     if json {
-        print_json(&json!({ "pushed": import.pushed }))?;
+        print_json(&json!({ "queue": queue.name(), "pushed": import.pushed }))?;
     } else {
         print(format!(
-            "pushed {} task{}",
+            "pushed {} task{} to queue {:?}",
             import.pushed,
-            if import.pushed == 1 { "" } else { "s" }
+            if import.pushed == 1 { "" } else { "s" },
+            queue.name()
         ))?;
     }
     Ok(Outcome::Done)

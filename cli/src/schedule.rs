@@ -261,7 +261,7 @@ fn run_names(
         }
     }
     if json {
-        print_json(&json!({ done: changed, "refused": refused }))?;
+        print_json(&json!({ "queue": args.queue, done: changed, "refused": refused }))?;
     } else if !changed.is_empty() {
         print(format!(
             "{done} {} in queue {:?}",

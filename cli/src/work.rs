@@ -150,7 +150,10 @@ pub fn run(args: Args, json: bool) -> CommandResult {
         .map_err(|err| Failure::new(format!("listening for signals: {err}")))?;
     let recovered = queue.recover()?;
     if recovered > 0 {
-        eprintln!("tq: took back {recovered} tasks from workers that are gone");
+        eprintln!(
+            "tq: took back {recovered} tasks in queue {:?} from workers that are gone",
+            args.queue
+        );
     }
     let pool = Pool {
         queue,

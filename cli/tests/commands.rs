@@ -125,7 +125,7 @@ fn push_after_tasks_and_see_what_a_task_waits_for() {
         .tq("push", &[r#"{"report": 1}"#, "--after", "1", "2"])
         .assert()
         .success()
-        .stdout("pushed task 3\n");
+        .stdout("pushed task 3 to queue \"default\"\n");
     fixture
         .tq("show", &["3"])
         .assert()
@@ -186,9 +186,12 @@ fn push_one_task_and_see_it_in_stats_list_and_show() {
         .tq("push", &[r#"{"file": "a.mp4",  "spaced": true}"#])
         .assert()
         .success()
-        .stdout("pushed task 1\n");
+        .stdout("pushed task 1 to queue \"default\"\n");
     let pushed = fixture.json("push", &[r#"{"file":"b.mp4"}"#, "--priority", "-5"]);
-    assert_eq!(pushed, json!({"id": 2, "duplicate": false}));
+    assert_eq!(
+        pushed,
+        json!({"queue": "default", "id": 2, "duplicate": false})
+    );
 
     let stats = fixture.json("stats", &[]);
     assert_eq!(stats["queues"].as_array().unwrap().len(), 1);
@@ -263,7 +266,7 @@ fn push_one_task_and_see_it_in_stats_list_and_show() {
     fixture
         .tq("push", &[r#"{"b": 1.0, "a": [1e3]}"#])
         .assert()
-        .stdout("pushed task 4\n");
+        .stdout("pushed task 4 to queue \"default\"\n");
     fixture
         .tq("show", &["4", "--json"])
         .assert()
@@ -355,7 +358,7 @@ fn push_from_standard_input_in_batches() {
         .success()
         // No progress bar when standard error is not a terminal.
         .stderr("")
-        .stdout("pushed 2500 tasks\n");
+        .stdout("pushed 2500 tasks to queue \"default\"\n");
     let first = fixture.json("show", &["1"]);
     assert_eq!(first["priority"], 3);
     assert_eq!(first["max_attempts"], 4);
@@ -367,7 +370,7 @@ fn push_from_standard_input_in_batches() {
         .success();
     assert_eq!(
         serde_json::from_slice::<serde_json::Value>(&pushed.get_output().stdout).unwrap(),
-        json!({"pushed": 2})
+        json!({"queue": "default", "pushed": 2})
     );
     // A line ending in CRLF is stored without the CR.
     assert_eq!(fixture.json("show", &["2501"])["payload"], json!({"a": 1}));
@@ -431,14 +434,20 @@ fn push_with_delay_and_unique_key() {
         .stdout(predicate::str::contains("in 59m 59s").or(predicate::str::contains("in 1h")));
 
     let first = fixture.json("push", &["{\"i\":1}", "--unique-key", "invoice:7"]);
-    assert_eq!(first, json!({"id": 2, "duplicate": false}));
+    assert_eq!(
+        first,
+        json!({"queue": "default", "id": 2, "duplicate": false})
+    );
     let again = fixture.json("push", &["{\"i\":2}", "--unique-key", "invoice:7"]);
-    assert_eq!(again, json!({"id": 2, "duplicate": true}));
+    assert_eq!(
+        again,
+        json!({"queue": "default", "id": 2, "duplicate": true})
+    );
     fixture
         .tq("push", &["{\"i\":3}", "--unique-key", "invoice:7"])
         .assert()
         .success()
-        .stdout("pushed nothing: task 2 holds the key \"invoice:7\"\n");
+        .stdout("pushed nothing to queue \"default\": task 2 holds the key \"invoice:7\"\n");
     assert_eq!(fixture.ids("pending"), [1, 2]);
 }
 
@@ -500,7 +509,7 @@ fn retry_purge_recover_and_checkpoint() {
         .tq("retry", &["1"])
         .assert()
         .success()
-        .stdout("put back task 1\n");
+        .stdout("put back task 1 in queue \"default\"\n");
     let retried = fixture
         .tq("retry", &["2", "1"])
         .arg("--json")
@@ -508,7 +517,7 @@ fn retry_purge_recover_and_checkpoint() {
         .code(1);
     assert_eq!(
         serde_json::from_slice::<serde_json::Value>(&retried.get_output().stdout).unwrap(),
-        json!({"retried": [2], "not_dead": [1]})
+        json!({"queue": "default", "retried": [2], "not_dead": [1]})
     );
     fixture
         .tq("retry", &["1"])
@@ -522,19 +531,19 @@ fn retry_purge_recover_and_checkpoint() {
         .tq("retry", &["--all-dead"])
         .assert()
         .success()
-        .stdout("put back 1 dead task\n");
+        .stdout("put back 1 dead task in queue \"default\"\n");
     fixture
         .tq("retry", &["--all-dead"])
         .assert()
         .code(3)
-        .stdout("put back 0 dead tasks\n");
+        .stdout("put back 0 dead tasks in queue \"default\"\n");
     let none = fixture
         .tq("retry", &["--all-dead", "--json"])
         .assert()
         .code(3);
     assert_eq!(
         serde_json::from_slice::<serde_json::Value>(&none.get_output().stdout).unwrap(),
-        json!({"retried": 0})
+        json!({"queue": "default", "retried": 0})
     );
 
     // Three failures again, then purge: old enough or not.
@@ -544,21 +553,24 @@ fn retry_purge_recover_and_checkpoint() {
         .success();
     assert_eq!(
         fixture.json("purge", &["--dead", "--older-than", "1h"]),
-        json!({"purged": 0})
+        json!({"queue": "default", "purged": 0})
     );
     fixture
         .tq("purge", &["--dead"])
         .assert()
         .success()
-        .stdout("deleted 3 dead tasks\n");
+        .stdout("deleted 3 dead tasks in queue \"default\"\n");
     assert_eq!(fixture.json("stats", &[])["queues"], json!([]));
 
-    assert_eq!(fixture.json("recover", &[]), json!({"recovered": 0}));
+    assert_eq!(
+        fixture.json("recover", &[]),
+        json!({"recovered": 0, "queues": []})
+    );
     fixture
         .tq("recover", &[])
         .assert()
         .success()
-        .stdout("took back 0 tasks\n");
+        .stdout("took back 0 tasks: the file has no queues\n");
     assert_eq!(
         fixture.json("checkpoint", &[]),
         json!({"wal_bytes": 0, "complete": true})
@@ -600,6 +612,42 @@ fn a_wait_begun_while_the_task_is_pending_ends_when_a_worker_without_history_fin
 }
 
 #[test]
+fn recover_without_a_queue_takes_back_what_dead_workers_held_in_every_queue() {
+    let fixture = Fixture::new();
+    fixture.push_numbers(2, "emails", &[]);
+    fixture.push_numbers(1, "reports", &[]);
+    // Leases that run out at once stand for workers that are gone.
+    let mut short = tq::PullOptions::new();
+    short.lease(std::time::Duration::from_millis(1)).unwrap();
+    for name in ["emails", "reports"] {
+        let mut options = tq::OpenOptions::new();
+        options.queue(name).unwrap();
+        let queue = tq::Queue::open(fixture.file(), &options).unwrap();
+        queue.pull(&short).unwrap().unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    fixture
+        .tq("recover", &[])
+        .assert()
+        .success()
+        .stdout("took back 1 task in queue \"emails\"\ntook back 1 task in queue \"reports\"\n");
+    assert_eq!(fixture.counts("emails")["pending"], 2);
+    assert_eq!(fixture.counts("reports")["pending"], 1);
+    assert_eq!(
+        fixture.json("recover", &[]),
+        json!({"recovered": 0, "queues": [
+            {"queue": "emails", "recovered": 0},
+            {"queue": "reports", "recovered": 0},
+        ]})
+    );
+    fixture
+        .tq("recover", &["--queue", "reports"])
+        .assert()
+        .success()
+        .stdout("took back 0 tasks in queue \"reports\"\n");
+}
+
+#[test]
 fn done_tasks_are_kept_with_history_and_purged_by_age() {
     let fixture = Fixture::new();
     fixture.push_numbers(4, "default", &[]);
@@ -611,13 +659,13 @@ fn done_tasks_are_kept_with_history_and_purged_by_age() {
     assert_eq!(fixture.ids("done"), [1, 2, 3, 4]);
     assert_eq!(
         fixture.json("purge", &["--done-older-than", "1h"]),
-        json!({"purged": 0})
+        json!({"queue": "default", "purged": 0})
     );
     fixture
         .tq("purge", &["--done-older-than", "0s"])
         .assert()
         .success()
-        .stdout("deleted 4 done tasks\n");
+        .stdout("deleted 4 done tasks in queue \"default\"\n");
     assert_eq!(fixture.json("stats", &[])["queues"], json!([]));
 }
 
@@ -636,13 +684,15 @@ fn cancel_pause_and_resume() {
         .tq("cancel", &["1", "2", "--reason", "not needed"])
         .assert()
         .success()
-        .stdout("cancelled 1, 2\n");
+        .stdout("cancelled 1, 2 in queue \"default\"\n");
     // Each id that cannot be cancelled is named; the others still are.
     fixture
         .tq("cancel", &["3", "99", "--json"])
         .assert()
         .code(1)
-        .stdout("{\"cancel_requested\":[],\"cancelled\":[3],\"refused\":[99]}\n")
+        .stdout(
+            "{\"cancel_requested\":[],\"cancelled\":[3],\"queue\":\"default\",\"refused\":[99]}\n",
+        )
         .stderr(predicate::str::contains("has no task 99"));
     assert_eq!(fixture.counts("default")["pending"], 0);
 
@@ -712,7 +762,7 @@ fn cancel_pause_and_resume() {
     // Without history, cancelled tasks were deleted: none to purge.
     assert_eq!(
         fixture.json("purge", &["--cancelled"]),
-        json!({"purged": 0})
+        json!({"queue": "default", "purged": 0})
     );
     fixture
         .tq("work", &["--until-empty", "--", "true"])

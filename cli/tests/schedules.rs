@@ -121,7 +121,7 @@ fn schedules_are_added_listed_paused_and_removed() {
     schedule(&fixture, "rm", &["nightly", "nope", "--json"])
         .assert()
         .code(1)
-        .stdout("{\"refused\":[\"nope\"],\"removed\":[\"nightly\"]}\n")
+        .stdout("{\"queue\":\"default\",\"refused\":[\"nope\"],\"removed\":[\"nightly\"]}\n")
         .stderr(predicate::str::contains("no schedule named 'nope'"));
     assert_eq!(listed(&fixture).as_array().unwrap().len(), 1);
 }

@@ -424,7 +424,10 @@ fn a_second_signal_kills_the_commands_and_leaves_their_tasks_to_recovery() {
         (counts["pending"].clone(), counts["leased"].clone()),
         (json!(1), json!(2))
     );
-    assert_eq!(fixture.json("recover", &[]), json!({"recovered": 2}));
+    assert_eq!(
+        fixture.json("recover", &[]),
+        json!({"recovered": 2, "queues": [{"queue": "default", "recovered": 2}]})
+    );
     assert_eq!(fixture.counts("default")["pending"], 3);
 }
 
