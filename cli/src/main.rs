@@ -249,8 +249,10 @@ Pages: / (every queue, updating itself), /queues/NAME (tasks by state),
 /api/queues/NAME/tasks?state=&after=&limit=, /api/tasks/ID?queue=. Metrics:
 /metrics. The dashboard is read-only unless --allow-actions is given; each
 action is a POST with the page's CSRF token, refused from other sites.
-Listening beyond loopback requires a token (--token, or one made up and
-printed once); pages never show the database's password.
+Allowing actions, or listening beyond loopback, requires a token (--token,
+or one made up and printed once). Read-only on loopback without --token,
+any local process can read every page and payload. Pages never show the
+database's password.
 
 Examples:
   tq serve jobs.db

@@ -18,11 +18,26 @@ fn agent() -> ureq::Agent {
     )
 }
 
-/// GETs `path`: its status and body.
+/// GETs `path` with the server's token, if it needs one: its status and
+/// body.
 fn get(served: &Served, path: &str) -> (u16, String) {
-    let mut response = agent().get(served.url(path)).call().unwrap();
+    let mut request = agent().get(served.url(path));
+    if let Some(token) = &served.token {
+        request = request.header("Authorization", format!("Bearer {token}"));
+    }
+    let mut response = request.call().unwrap();
     let status = response.status().as_u16();
     (status, response.body_mut().read_to_string().unwrap())
+}
+
+/// GETs `path` without any token: its status.
+fn get_without_token(served: &Served, path: &str) -> u16 {
+    agent()
+        .get(served.url(path))
+        .call()
+        .unwrap()
+        .status()
+        .as_u16()
 }
 
 fn get_json(served: &Served, path: &str) -> Value {
@@ -61,6 +76,9 @@ fn post_from(
     fetch_site: Option<&str>,
 ) -> (u16, String) {
     let mut request = agent().post(served.url(path));
+    if let Some(token) = &served.token {
+        request = request.header("Authorization", format!("Bearer {token}"));
+    }
     if let Some(origin) = origin {
         request = request.header("Origin", origin);
     }
@@ -485,15 +503,14 @@ fn cross_site_posts_and_posts_without_the_csrf_token_are_refused() {
 fn a_non_loopback_address_requires_the_token_printed_at_start() {
     let seeded = Seeded::new();
     let served = Served::listening(&seeded.file, "0.0.0.0:0", &[]);
-    let token = served
-        .banner
-        .iter()
-        .find_map(|line| line.strip_prefix("access token (shown once): "))
-        .unwrap_or_else(|| panic!("no token printed: {:?}", served.banner))
-        .to_owned();
+    let token = served.token.clone().unwrap();
     assert_eq!(token.len(), 32);
     for path in ["/", "/api/queues", "/metrics", "/tasks/1"] {
-        assert_eq!(get(&served, path).0, 401, "GET {path} without the token");
+        assert_eq!(
+            get_without_token(&served, path),
+            401,
+            "GET {path} without the token"
+        );
     }
     let with_bearer = |token: &str| {
         agent()
@@ -533,6 +550,48 @@ fn a_non_loopback_address_requires_the_token_printed_at_start() {
 }
 
 #[test]
+fn actions_on_loopback_require_a_token_made_up_and_printed_at_start() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &["--allow-actions"]);
+    let token = served.token.clone().unwrap();
+    assert_eq!(token.len(), 32);
+    assert_eq!(
+        served.banner[2],
+        format!("open http://127.0.0.1:{}/?token={token}", served.port)
+    );
+    for path in ["/", "/api/queues", "/tasks/1"] {
+        assert_eq!(
+            get_without_token(&served, path),
+            401,
+            "GET {path} without the token"
+        );
+    }
+    // Another local process that read a page's CSRF token still cannot
+    // act without the access token.
+    let csrf = csrf(&served, "/tasks/1?queue=emails");
+    let status = agent()
+        .post(served.url("/queues/emails/actions/retry"))
+        .header("Origin", &served.base)
+        .send_form([("csrf", csrf.as_str()), ("id", "1")])
+        .unwrap()
+        .status()
+        .as_u16();
+    assert_eq!(status, 401);
+    assert_eq!(seeded.queue("emails").count(TaskState::Dead).unwrap(), 1);
+    // Read-only on loopback needs no token, and --help says what that means.
+    let read_only = Served::start(&seeded.file, &[]);
+    assert_eq!(read_only.token, None);
+    assert_eq!(get_without_token(&read_only, "/api/queues"), 200);
+    let help = assert_cmd::Command::cargo_bin("tq")
+        .unwrap()
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    assert!(help.contains("any local process"), "{help}");
+}
+
+#[test]
 fn a_token_given_on_loopback_is_required_too() {
     let seeded = Seeded::new();
     let served = Served::start(&seeded.file, &["--token", "s3cret-token"]);
@@ -540,7 +599,7 @@ fn a_token_given_on_loopback_is_required_too() {
         .banner
         .iter()
         .all(|line| !line.contains("s3cret-token")));
-    assert_eq!(get(&served, "/api/queues").0, 401);
+    assert_eq!(get_without_token(&served, "/api/queues"), 401);
     let status = agent()
         .get(served.url("/api/queues"))
         .header("Authorization", "Bearer s3cret-token")
@@ -625,6 +684,10 @@ fn a_next_field_that_is_no_plain_path_redirects_home_and_the_server_keeps_answer
     let response = agent()
         .post(served.url("/queues/emails/actions/resume"))
         .header("Origin", &served.base)
+        .header(
+            "Authorization",
+            format!("Bearer {}", served.token.as_deref().unwrap()),
+        )
         .send_form([("csrf", token.as_str()), ("next", "/x\r\ny")])
         .unwrap();
     assert_eq!(response.headers()["location"], "/");

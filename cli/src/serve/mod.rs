@@ -61,8 +61,10 @@ pub struct Args {
 
     /// Require this token of every request (a cookie set by opening
     /// `/?token=T`, or an `Authorization: Bearer T` header). Listening on
-    /// an address other than loopback requires one: without --token, one
-    /// is made up and printed once.
+    /// an address other than loopback, or allowing actions, requires one:
+    /// without --token, one is made up and printed once. Without a token
+    /// (read-only, on loopback), any local process or user can read every
+    /// page, payload and result.
     #[arg(long, value_name = "T")]
     token: Option<String>,
 }
@@ -148,7 +150,9 @@ impl App {
 
 /// Runs `tq serve` until the process is stopped.
 pub fn run(args: Args) -> CommandResult {
-    let generated = args.token.is_none() && !args.listen.ip().is_loopback();
+    // Actions need a token even on loopback: any local process could
+    // otherwise read a page's CSRF token and post with it.
+    let generated = args.token.is_none() && (args.allow_actions || !args.listen.ip().is_loopback());
     let token = match args.token {
         Some(token)
             if token.is_empty()

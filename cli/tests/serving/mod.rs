@@ -5,6 +5,9 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::thread;
+use std::time::Duration;
 
 use tempfile::TempDir;
 use tq::{OpenOptions, PullOptions, PushOptions, Queue};
@@ -64,9 +67,13 @@ pub struct Served {
     child: Child,
     /// `http://127.0.0.1:PORT`, without a trailing slash.
     pub base: String,
+    /// The port listened on.
+    pub port: u16,
     /// What the server printed at start.
     pub banner: Vec<String>,
-    _stdout: BufReader<ChildStdout>,
+    /// The token every request needs: the one given with `--token`, or the
+    /// one the server made up and printed; `None` when it needs none.
+    pub token: Option<String>,
 }
 
 impl Served {
@@ -84,31 +91,53 @@ impl Served {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut banner = Vec::new();
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        banner.push(line.trim_end().to_owned());
-        let port = line
+        // Lines are read on a thread of their own, so that a token that is
+        // expected but never printed fails the test instead of hanging it.
+        let lines = read_lines(child.stdout.take().unwrap());
+        // Made first, so that a failure below stops the server.
+        let mut served = Served {
+            child,
+            base: String::new(),
+            port: 0,
+            banner: Vec::new(),
+            token: None,
+        };
+        let next_line = || {
+            lines
+                .recv_timeout(Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("tq serve printed no more lines"))
+        };
+        let line = next_line();
+        served.banner.push(line.clone());
+        served.port = line
             .split("http://")
             .nth(1)
             .and_then(|rest| rest.split('/').next())
             .and_then(|address| address.rsplit(':').next())
-            .unwrap_or_else(|| panic!("no address in {line:?}"))
-            .to_owned();
-        if !address.starts_with("127.") {
-            for _ in 0..2 {
-                let mut line = String::new();
-                stdout.read_line(&mut line).unwrap();
-                banner.push(line.trim_end().to_owned());
-            }
+            .and_then(|port| port.parse().ok())
+            .unwrap_or_else(|| panic!("no address in {line:?}"));
+        let given = args
+            .iter()
+            .position(|arg| *arg == "--token")
+            .map(|at| args[at + 1].to_owned());
+        // Beyond loopback, or with actions allowed, a token is made up
+        // unless one is given: it is printed on two more lines.
+        let made_up =
+            given.is_none() && (!address.starts_with("127.") || args.contains(&"--allow-actions"));
+        served.token = given;
+        if made_up {
+            served.banner.push(next_line());
+            served.banner.push(next_line());
+            let token = served
+                .banner
+                .iter()
+                .find_map(|line| line.strip_prefix("access token (shown once): "))
+                .unwrap_or_else(|| panic!("no token printed: {:?}", served.banner))
+                .to_owned();
+            served.token = Some(token);
         }
-        Served {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-            banner,
-            _stdout: stdout,
-        }
+        served.base = format!("http://127.0.0.1:{}", served.port);
+        served
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -121,4 +150,18 @@ impl Drop for Served {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The lines `stdout` gives, as they come.
+fn read_lines(stdout: ChildStdout) -> Receiver<String> {
+    let (sender, receiver) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if sender.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    receiver
 }
