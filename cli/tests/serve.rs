@@ -592,6 +592,38 @@ fn actions_on_loopback_require_a_token_made_up_and_printed_at_start() {
 }
 
 #[test]
+fn the_token_cookie_is_named_with_the_port_so_two_dashboards_keep_theirs() {
+    let seeded = Seeded::new();
+    let first = Served::start(&seeded.file, &["--token", "first-token"]);
+    let second = Served::start(&seeded.file, &["--token", "second-token"]);
+    let mut cookies = Vec::new();
+    for served in [&first, &second] {
+        let token = served.token.as_deref().unwrap();
+        let response = agent()
+            .get(served.url(&format!("/?token={token}")))
+            .call()
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 303);
+        let cookie = response.headers()["set-cookie"].to_str().unwrap();
+        let pair = cookie.split(';').next().unwrap().to_owned();
+        assert_eq!(pair, format!("tq_token_{}={token}", served.port));
+        cookies.push(pair);
+    }
+    // A browser sends both cookies to both ports: each server finds its own.
+    let both = cookies.join("; ");
+    for served in [&first, &second] {
+        let status = agent()
+            .get(served.url("/api/queues"))
+            .header("Cookie", &both)
+            .call()
+            .unwrap()
+            .status()
+            .as_u16();
+        assert_eq!(status, 200, "port {}", served.port);
+    }
+}
+
+#[test]
 fn a_token_given_on_loopback_is_required_too() {
     let seeded = Seeded::new();
     let served = Served::start(&seeded.file, &["--token", "s3cret-token"]);

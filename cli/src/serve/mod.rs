@@ -40,8 +40,9 @@ const HISTORY_LEN: usize = 900;
 const REQUEST_THREADS: usize = 4;
 /// The largest request body read (action forms are a few fields).
 const MAX_BODY: u64 = 64 * 1024;
-/// The cookie that carries the access token in a browser.
-const TOKEN_COOKIE: &str = "tq_token";
+/// The start of the name of the cookie that carries the access token in a
+/// browser; the port follows (see [`token_cookie`]).
+const TOKEN_COOKIE: &str = "tq_token_";
 
 /// Arguments of `tq serve`.
 #[derive(clap::Args)]
@@ -445,13 +446,11 @@ fn answer(app: &App, mut request: Request) {
             .authorization
             .as_deref()
             .and_then(|value| value.strip_prefix("Bearer ").map(str::to_owned));
+        let cookie_name = token_cookie(app.address.port());
         let cookie = incoming.cookie.as_deref().and_then(|cookies| {
             cookies.split(';').find_map(|cookie| {
-                cookie
-                    .trim()
-                    .strip_prefix(TOKEN_COOKIE)
-                    .and_then(|rest| rest.strip_prefix('='))
-                    .map(str::to_owned)
+                let (name, value) = cookie.trim().split_once('=')?;
+                (name == cookie_name).then(|| value.to_owned())
             })
         });
         let in_query = incoming.query("token").map(str::to_owned);
@@ -462,7 +461,7 @@ fn answer(app: &App, mut request: Request) {
             // cookie carries it from now on.
             let cookie = header(
                 "Set-Cookie",
-                &format!("{TOKEN_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"),
+                &format!("{cookie_name}={token}; Path=/; HttpOnly; SameSite=Strict"),
             );
             let path = local_path(request.url().split('?').next()).to_owned();
             return respond(request, Answer::Redirect(path), vec![cookie]);
@@ -602,6 +601,13 @@ fn read_request(request: &mut Request) -> Result<Incoming, Answer> {
         authorization,
         cookie,
     })
+}
+
+/// The name of the cookie that carries the access token of the server on
+/// `port`: browsers send a host's cookies to every port of it, so a name
+/// of its own keeps two dashboards from overwriting each other's token.
+fn token_cookie(port: u16) -> String {
+    format!("{TOKEN_COOKIE}{port}")
 }
 
 /// Whether `host` (a Host header) names this machine's loopback
