@@ -624,6 +624,34 @@ fn the_token_cookie_is_named_with_the_port_so_two_dashboards_keep_theirs() {
 }
 
 #[test]
+fn actions_behind_a_tls_proxy_are_accepted_from_the_https_origin_of_the_host() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &["--allow-actions", "--token", "t0ken"]);
+    let token = csrf(&served, "/");
+    let fields = [("csrf", token.as_str())];
+    let pause = "/queues/emails/actions/pause";
+    let https = format!("https://127.0.0.1:{}", served.port);
+    let (status, body) = post_from(&served, pause, &fields, Some(&https), Some("same-origin"));
+    assert_eq!(status, 303, "{body}");
+    assert!(seeded.queue("emails").paused().unwrap().is_some());
+    for origin in [
+        "https://evil.example".to_owned(),
+        format!("https://evil.example:{}", served.port),
+        format!("ftp://127.0.0.1:{}", served.port),
+    ] {
+        let (status, body) = post_from(
+            &served,
+            "/queues/emails/actions/resume",
+            &fields,
+            Some(&origin),
+            None,
+        );
+        assert_eq!(status, 403, "Origin {origin}: {body}");
+    }
+    assert!(seeded.queue("emails").paused().unwrap().is_some());
+}
+
+#[test]
 fn a_token_given_on_loopback_is_required_too() {
     let seeded = Seeded::new();
     let served = Served::start(&seeded.file, &["--token", "s3cret-token"]);

@@ -531,8 +531,15 @@ fn post_refusal(app: &App, incoming: &Incoming) -> Option<Answer> {
         }
     }
     if let Some(origin) = &incoming.origin {
-        let expected = incoming.host.as_ref().map(|host| format!("http://{host}"));
-        if expected.as_deref() != Some(origin.as_str()) {
+        // `https://` is the dashboard's origin behind a TLS proxy that
+        // passes the Host on.
+        let same_origin = incoming.host.as_ref().is_some_and(|host| {
+            origin
+                .strip_prefix("http://")
+                .or_else(|| origin.strip_prefix("https://"))
+                == Some(host.as_str())
+        });
+        if !same_origin {
             return Some(Answer::error(403, "cross-site request refused"));
         }
     }
