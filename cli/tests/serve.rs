@@ -461,6 +461,66 @@ fn retry_by_reason_retries_the_dead_tasks_of_that_reason_only() {
     assert_eq!(get_json(&served, "/api/tasks/1")["state"], "dead");
 }
 
+/// The hidden fields of the first form in the row of the table on `page`
+/// that holds `marker`.
+fn row_form(page: &str, marker: &str) -> Vec<(String, String)> {
+    let row = page
+        .split("<tr>")
+        .find(|row| row.contains(marker))
+        .unwrap_or_else(|| panic!("no row with {marker}: {page}"));
+    let form = row.split("</form>").next().unwrap();
+    let attribute = |input: &str, name: &str| -> String {
+        let start = input.find(&format!("{name}=\"")).unwrap() + name.len() + 2;
+        input[start..].split('"').next().unwrap().to_owned()
+    };
+    form.split("<input ")
+        .skip(1)
+        .map(|input| (attribute(input, "name"), attribute(input, "value")))
+        .collect()
+}
+
+#[test]
+fn retry_these_tells_an_empty_reason_from_no_reason() {
+    let seeded = Seeded::new();
+    let reports = seeded.queue("reports");
+    let mut once = tq::PushOptions::new();
+    once.max_attempts(1).unwrap();
+    let empty = reports.push("\"empty\"", &once).unwrap().id();
+    let none = reports.push("\"none\"", &once).unwrap().id();
+    for _ in 0..2 {
+        let task = reports.pull(&tq::PullOptions::new()).unwrap().unwrap();
+        reports.fail(task.receipt(), "").unwrap();
+    }
+    // tq stores an empty reason as none; an empty one can still be in a
+    // file (written by hand, or by an older tq).
+    rusqlite::Connection::open(&seeded.file)
+        .unwrap()
+        .execute("UPDATE tq_tasks SET last_error = '' WHERE id = ?1", [empty])
+        .unwrap();
+    let served = Served::start(&seeded.file, &["--allow-actions", "--token", "t0ken"]);
+    let state = |id: i64| get_json(&served, &format!("/api/tasks/{id}"))["state"].clone();
+    let retry_row = |marker: &str| {
+        let (_, page) = get(&served, "/queues/reports/dead");
+        let fields = row_form(&page, marker);
+        let fields: Vec<(&str, &str)> = fields
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_str()))
+            .collect();
+        let (status, body) = post(&served, "/queues/reports/actions/retry", &fields);
+        assert_eq!(status, 303, "{body}");
+    };
+    retry_row("<pre></pre>");
+    assert_eq!(
+        (state(empty), state(none)),
+        ("pending".into(), "dead".into())
+    );
+    retry_row("<pre>(no reason)</pre>");
+    assert_eq!(state(none), "pending");
+    // A retry that met tasks no longer dead comes back saying how many.
+    let (_, page) = get(&served, "/queues/reports/dead?skipped=2");
+    assert!(page.contains("Skipped 2 tasks no longer dead"), "{page}");
+}
+
 #[test]
 fn cross_site_posts_and_posts_without_the_csrf_token_are_refused() {
     let seeded = Seeded::new();

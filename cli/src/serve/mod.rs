@@ -327,6 +327,14 @@ impl Incoming {
     pub fn form(&self, name: &str) -> Option<&str> {
         field(&self.form, name)
     }
+
+    /// The form's field `name`, if given, even empty.
+    pub fn form_value(&self, name: &str) -> Option<&str> {
+        self.form
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    }
 }
 
 fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
@@ -505,7 +513,7 @@ fn route_get(app: &App, incoming: &Incoming) -> Answer {
             body: include_str!("overview.js").to_owned(),
         },
         ["queues", queue] => pages::tasks(app, queue, incoming),
-        ["queues", queue, "dead"] => pages::dead(app, queue),
+        ["queues", queue, "dead"] => pages::dead(app, queue, incoming),
         ["tasks", id] => pages::task(app, id, incoming),
         ["api", "queues"] => api::queues(app),
         ["api", "queues", queue, "tasks"] => api::tasks(app, queue, incoming),

@@ -395,10 +395,13 @@ fn dead_by_reason(queue: &Queue) -> Result<(Vec<ReasonGroup>, bool), Answer> {
 }
 
 /// A queue's dead tasks grouped by reason, with retry and purge.
-pub fn dead(app: &App, queue: &str) -> Answer {
+pub fn dead(app: &App, queue: &str, incoming: &Incoming) -> Answer {
     let answer = || -> Result<Answer, Answer> {
         let queue = checked_queue(queue)?;
         let (groups, more) = dead_by_reason(app.sampler().queue(&queue)?)?;
+        let skipped = incoming
+            .query("skipped")
+            .and_then(|skipped| skipped.parse::<u64>().ok());
         let href = encoded(&queue);
         let here = format!("/queues/{href}/dead");
         let base = format!("/queues/{href}/actions");
@@ -406,6 +409,9 @@ pub fn dead(app: &App, queue: &str) -> Answer {
             h1 { "Dead tasks of " a href={ "/queues/" (href) "?state=dead" } { (queue) } }
             @if more {
                 p.note { "Showing the first " (DEAD_SCAN) " dead tasks." }
+            }
+            @if let Some(skipped) = skipped {
+                p.note { "Skipped " (skipped) " task" @if skipped != 1 { "s" } " no longer dead (retried or purged meanwhile)." }
             }
             @if groups.is_empty() {
                 p { "No dead tasks." }
@@ -431,7 +437,7 @@ pub fn dead(app: &App, queue: &str) -> Answer {
                                 }
                                 @if app.allow_actions {
                                     td { (action(app, &format!("{base}/retry"), &here, "retry these",
-                                        &[("by_reason", "1"), ("reason", reason.as_deref().unwrap_or(""))])) }
+                                        &reason_fields(reason.as_deref()))) }
                                 }
                             }
                         }
@@ -442,6 +448,30 @@ pub fn dead(app: &App, queue: &str) -> Answer {
         Ok(layout(app, &format!("{queue}: dead"), content))
     };
     answer().unwrap_or_else(|refusal| refusal)
+}
+
+/// The fields of a "retry these" form: the group's reason, or `no_reason`
+/// for the group without one (an empty reason is a group of its own).
+fn reason_fields(reason: Option<&str>) -> Vec<(&str, &str)> {
+    match reason {
+        Some(reason) => vec![("by_reason", "1"), ("reason", reason)],
+        None => vec![("by_reason", "1"), ("no_reason", "1")],
+    }
+}
+
+/// Puts each of `ids` back to pending, skipping those no longer dead
+/// (retried or purged by someone else since they were listed): returns
+/// how many were skipped.
+fn retry_each(queue: &Queue, ids: &[i64]) -> tq::Result<u64> {
+    let mut skipped = 0;
+    for &id in ids {
+        match queue.retry_dead(id) {
+            Ok(()) => {}
+            Err(err) if err.kind() == tq::ErrorKind::InvalidArgument => skipped += 1,
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(skipped)
 }
 
 /// Carries out a form's action (`POST /queues/{q}/actions/{name}`), once
@@ -463,6 +493,7 @@ pub fn act(app: &App, incoming: &Incoming) -> Answer {
             tq::ErrorKind::InvalidArgument => Answer::error(400, err.to_string()),
             _ => Answer::from(err),
         };
+        let mut skipped = None;
         {
             let mut sampler = app.sampler();
             let handle = sampler.queue(&queue)?;
@@ -471,14 +502,16 @@ pub fn act(app: &App, incoming: &Incoming) -> Answer {
                     handle.retry_all_dead().map_err(refused)?;
                 }
                 "retry" if incoming.form("by_reason").is_some() => {
-                    let reason = incoming.form("reason");
+                    let reason = match (incoming.form("no_reason"), incoming.form_value("reason")) {
+                        (Some(_), _) => None,
+                        (None, Some(reason)) => Some(reason),
+                        (None, None) => return Err(Answer::error(400, "the form names no reason")),
+                    };
                     let (groups, _) = dead_by_reason(handle)?;
-                    for (group, ids) in groups {
-                        if group.as_deref() == reason {
-                            for id in ids {
-                                handle.retry_dead(id).map_err(refused)?;
-                            }
-                        }
+                    if let Some((_, ids)) =
+                        groups.iter().find(|(group, _)| group.as_deref() == reason)
+                    {
+                        skipped = Some(retry_each(handle, ids)?);
                     }
                 }
                 "retry" => handle.retry_dead(id()?).map_err(refused)?,
@@ -496,9 +529,42 @@ pub fn act(app: &App, incoming: &Incoming) -> Answer {
             }
         }
         app.refresh()?;
-        Ok(Answer::Redirect(
-            super::local_path(incoming.form("next")).to_owned(),
-        ))
+        let next = super::local_path(incoming.form("next"));
+        Ok(Answer::Redirect(match skipped {
+            Some(skipped) if skipped > 0 => {
+                let join = if next.contains('?') { '&' } else { '?' };
+                format!("{next}{join}skipped={skipped}")
+            }
+            _ => next.to_owned(),
+        }))
     };
     answer().unwrap_or_else(|refusal| refusal)
+}
+
+#[cfg(test)]
+mod tests {
+    use tq::{OpenOptions, PullOptions, PushOptions, Queue, TaskState};
+
+    use super::retry_each;
+
+    #[test]
+    fn retrying_a_group_skips_a_task_that_is_no_longer_dead() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("jobs.db");
+        let queue = Queue::open(file.to_str().unwrap(), &OpenOptions::new()).unwrap();
+        let mut once = PushOptions::new();
+        once.max_attempts(1).unwrap();
+        let ids: Vec<i64> = (0..3)
+            .map(|n| queue.push(&n.to_string(), &once).unwrap().id())
+            .collect();
+        for _ in &ids {
+            let task = queue.pull(&PullOptions::new()).unwrap().unwrap();
+            queue.fail(task.receipt(), "boom").unwrap();
+        }
+        // Retried by someone else after the group was listed.
+        queue.retry_dead(ids[1]).unwrap();
+        assert_eq!(retry_each(&queue, &ids).unwrap(), 1);
+        assert_eq!(queue.count(TaskState::Dead).unwrap(), 0);
+        assert_eq!(queue.count(TaskState::Pending).unwrap(), 3);
+    }
 }
