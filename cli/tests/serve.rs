@@ -815,6 +815,48 @@ fn a_next_field_that_is_no_plain_path_redirects_home_and_the_server_keeps_answer
 }
 
 #[test]
+fn requests_whose_body_never_comes_do_not_stop_the_dashboard() {
+    use std::io::Write;
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &[]);
+    // More than the server's four request threads, each announcing a body
+    // the server reads only as it handles the request, and never sending it.
+    let heads = [
+        "Content-Length: 5000",
+        "Content-Length: 10\r\nExpect: 100-continue",
+        "Transfer-Encoding: chunked",
+    ];
+    let held: Vec<std::net::TcpStream> = (0..8)
+        .map(|n| {
+            let mut stream = std::net::TcpStream::connect(("127.0.0.1", served.port)).unwrap();
+            write!(
+                stream,
+                "POST /queues/default/actions/pause HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n{}\r\n\r\n",
+                served.port,
+                heads[n % heads.len()]
+            )
+            .unwrap();
+            stream
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let patient = ureq::Agent::new_with_config(
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(std::time::Duration::from_secs(5)))
+            .build(),
+    );
+    let status = patient
+        .get(served.url("/api/queues"))
+        .call()
+        .expect("the dashboard stopped answering")
+        .status()
+        .as_u16();
+    assert_eq!(status, 200);
+    drop(held);
+}
+
+#[test]
 fn a_token_that_cannot_go_into_a_cookie_is_refused_at_start() {
     use std::io::{BufRead, BufReader, Read};
     let seeded = Seeded::new();
