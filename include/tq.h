@@ -1102,20 +1102,28 @@ enum tq_status tq_get_task(const struct tq_queue *queue, int64_t id, struct tq_t
  has ended already answers at once. The wait only reads, and wakes when
  the task ends through this process or, through another, by a write that
  rings the queue's waiters (else it looks as often as a waiting
- `tq_pull`).
+ `tq_pull`). A task the wait saw not yet ended that then left the store
+ (finished without a result on a handle without history, cancelled
+ there, or purged) has ended too: it is stored as last seen, as
+ TQ_STATE_DONE without a result. `cancel`, when not NULL, ends the wait
+ once triggered (`tq_cancel_trigger`, from any thread), as it ends a
+ waiting `tq_pull`.
 
  Returns TQ_OK with `*out` set, TQ_EMPTY with `*out` NULL when the
  timeout passed first, TQ_ERR_INVALID_ARGUMENT (NULL queue or out,
  timeout out of range, no task `id`, or one that ended without being
  kept: on a handle without history, finish it with a result to wait for
- it), TQ_ERR_INTERRUPTED (after `tq_interrupt`), TQ_ERR_BUSY, TQ_ERR_IO.
+ it), TQ_ERR_INTERRUPTED (`cancel` triggered, or after `tq_interrupt`),
+ TQ_ERR_BUSY, TQ_ERR_IO.
 
- Ownership: the caller owns `*out` and frees it with `tq_task_free`.
+ Ownership: the caller owns `*out` and frees it with `tq_task_free`;
+ `cancel` is borrowed for the call and must outlive it.
  Thread safety: any number of threads may wait on one handle at once.
  */
 enum tq_status tq_wait_task(const struct tq_queue *queue,
                             int64_t id,
                             uint64_t timeout_ms,
+                            const struct tq_cancel *cancel,
                             struct tq_task **out);
 
 /*

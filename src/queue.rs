@@ -926,11 +926,20 @@ impl Queue {
     /// [`ErrorKind::InvalidArgument`] when the queue has no task `id` when
     /// the wait begins, or it ended before without being kept (on a handle
     /// without history, finish it with a result to wait for it), and with
-    /// [`ErrorKind::Interrupted`] after [`Queue::interrupt`].
-    pub fn wait_for(&self, id: i64, timeout: Duration) -> Result<Option<TaskInfo>> {
+    /// [`ErrorKind::Interrupted`] when `cancel` is cancelled or after
+    /// [`Queue::interrupt`].
+    pub fn wait_for(
+        &self,
+        id: i64,
+        timeout: Duration,
+        cancel: Option<&CancelToken>,
+    ) -> Result<Option<TaskInfo>> {
         let store = self.store()?;
         let timeout = check_duration("the wait", timeout, Duration::ZERO)?;
         let deadline = Instant::now() + timeout;
+        let _watch = cancel.map(|token| token.watch(&self.bell));
+        let stopped =
+            || self.interrupted.is_cancelled() || cancel.is_some_and(|token| token.is_cancelled());
         let poll_interval = store.watch_other_processes();
         // Read before the task, so a write that lands between them and the
         // sleep still ends the sleep.
@@ -959,7 +968,6 @@ impl Queue {
                 }
             }
             loop {
-                let stopped = || self.interrupted.is_cancelled();
                 if stopped() {
                     return Err(Error::new(
                         ErrorKind::Interrupted,

@@ -9,7 +9,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{pull, push, Scratch};
-use tq::{Durability, ErrorKind, OpenOptions, PushOptions, Queue, TaskState};
+use tq::{CancelToken, Durability, ErrorKind, OpenOptions, PushOptions, Queue, TaskState};
 
 fn kind<T: std::fmt::Debug>(result: tq::Result<T>) -> ErrorKind {
     result.unwrap_err().kind()
@@ -194,7 +194,7 @@ fn outcome_after(
     thread::scope(|scope| {
         let waiting = scope.spawn(move || {
             let began = Instant::now();
-            let outcome = waiter.wait_for(id, Duration::from_secs(20)).unwrap();
+            let outcome = waiter.wait_for(id, Duration::from_secs(20), None).unwrap();
             (outcome, began.elapsed())
         });
         thread::sleep(Duration::from_millis(100));
@@ -240,7 +240,7 @@ fn a_wait_returns_each_outcome_as_it_happens(scratch: Scratch) {
 
     // A task that has ended already answers at once.
     let at_once = Instant::now();
-    let again = queue.wait_for(id, Duration::from_secs(20)).unwrap();
+    let again = queue.wait_for(id, Duration::from_secs(20), None).unwrap();
     assert_eq!(again.unwrap().state(), TaskState::Cancelled);
     assert!(at_once.elapsed() < Duration::from_secs(10));
 }
@@ -278,25 +278,41 @@ fn a_wait_times_out_with_nothing_and_refuses_what_it_cannot_wait_for(scratch: Sc
     let id = push(&queue, "1");
     let began = Instant::now();
     assert!(queue
-        .wait_for(id, Duration::from_millis(150))
+        .wait_for(id, Duration::from_millis(150), None)
         .unwrap()
         .is_none());
     assert!(began.elapsed() >= Duration::from_millis(150));
     assert_eq!(
-        kind(queue.wait_for(i64::MAX, Duration::from_millis(10))),
+        kind(queue.wait_for(i64::MAX, Duration::from_millis(10), None)),
         ErrorKind::InvalidArgument,
         "an unknown task"
     );
     // Without history and without a result, nothing is kept to wait on.
     queue.finish(pull(&queue).unwrap().receipt()).unwrap();
     assert_eq!(
-        kind(queue.wait_for(id, Duration::from_millis(10))),
+        kind(queue.wait_for(id, Duration::from_millis(10), None)),
         ErrorKind::InvalidArgument
     );
     let other = push(&queue, "2");
     let waiter = scratch.open();
+    // A token ends one wait, and leaves the handle's other waits alone.
+    let token = CancelToken::new();
     thread::scope(|scope| {
-        let waiting = scope.spawn(|| waiter.wait_for(other, Duration::from_secs(20)));
+        let cancelled =
+            scope.spawn(|| waiter.wait_for(other, Duration::from_secs(20), Some(&token)));
+        let untouched = scope.spawn(|| waiter.wait_for(other, Duration::from_millis(600), None));
+        thread::sleep(Duration::from_millis(100));
+        let triggered = Instant::now();
+        token.cancel();
+        assert_eq!(kind(cancelled.join().unwrap()), ErrorKind::Interrupted);
+        assert!(
+            triggered.elapsed() < Duration::from_millis(500),
+            "ended at once"
+        );
+        assert!(untouched.join().unwrap().unwrap().is_none(), "timed out");
+    });
+    thread::scope(|scope| {
+        let waiting = scope.spawn(|| waiter.wait_for(other, Duration::from_secs(20), None));
         thread::sleep(Duration::from_millis(100));
         waiter.interrupt();
         assert_eq!(kind(waiting.join().unwrap()), ErrorKind::Interrupted);
@@ -324,7 +340,7 @@ fn waiting_for_an_outcome_writes_nothing() {
     queue.checkpoint().unwrap();
     let before = queue.wal_size().unwrap();
     assert!(queue
-        .wait_for(id, Duration::from_millis(1500))
+        .wait_for(id, Duration::from_millis(1500), None)
         .unwrap()
         .is_none());
     assert_eq!(queue.wal_size().unwrap(), before);

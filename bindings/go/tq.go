@@ -520,41 +520,53 @@ func (q *Queue) Task(id int64) (TaskInfo, bool, error) {
 	return info, true, nil
 }
 
-// waitSlice is how long one C call of Wait waits for a ctx that can end:
-// libtq's wait for a task takes no cancellation, so Wait looks at ctx
-// between calls of this length.
-const waitSlice = 50 * time.Millisecond
-
 // Wait waits for task id of the queue to end and returns it as it ended:
 // Done with its result (TaskInfo.Result), Dead or Cancelled with its
 // reason (TaskInfo.LastError). A task that has ended already returns at
 // once. The wait only reads; it wakes when the task ends through this
-// process or, through another, by a write that wakes the queue's pulls.
+// process or, through another, by a write that wakes the queue's pulls. A
+// task it saw not yet ended that then left the store (finished without a
+// result on a queue without history, cancelled there, or purged) has ended
+// too: it returns as last seen, as Done without a result.
 //
 // When ctx ends first (give it a deadline to wait for a while), Wait
-// returns ctx.Err() itself, within about 50 ms; when the queue is closed,
-// an error matching ErrClosed; when Interrupt ends the wait, one matching
-// ErrInterrupted. An id that is no task of the queue, or one that ended
-// without being kept (on a queue without history, finish it with
-// FinishWithResult to wait for it), is an ErrInvalidArgument. Other errors
-// match ErrBusy or ErrIO.
+// returns ctx.Err() itself, at once: a tq_cancel of the call's own, which
+// context.AfterFunc triggers, ends the wait in libtq. When the queue is
+// closed, it returns an error matching ErrClosed; when Interrupt ends the
+// wait, one matching ErrInterrupted. An id that is no task of the queue,
+// or one that ended without being kept (on a queue without history,
+// finish it with FinishWithResult to wait for it), is an
+// ErrInvalidArgument. Other errors match ErrBusy or ErrIO.
 func (q *Queue) Wait(ctx context.Context, id int64) (TaskInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return TaskInfo{}, err
+	}
+	cancel := C.tq_cancel_new()
+	if cancel == nil {
+		return TaskInfo{}, bindingError("wait", ErrInternal, "libtq could not create a cancellation")
+	}
+	defer C.tq_cancel_free(cancel)
+	// The cancellation is freed once the function that triggers it has
+	// run, or can no longer start.
+	triggered := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		C.tq_cancel_trigger(cancel)
+		close(triggered)
+	})
+	defer func() {
+		if !stop() {
+			<-triggered
+		}
+	}()
 	for {
-		if err := ctx.Err(); err != nil {
-			return TaskInfo{}, err
-		}
-		slice := waitSlice
-		if ctx.Done() == nil {
-			// ctx never ends: only Close and Interrupt end the wait.
-			slice = maxWait
-		}
+		slice := maxWait
 		if deadline, ok := ctx.Deadline(); ok {
 			slice = min(slice, time.Until(deadline))
 		}
 		var info TaskInfo
 		status, err := q.call("wait", func(c *C.tq_queue) C.enum_tq_status {
 			var ct *C.tq_task
-			status := C.tq_wait_task(c, C.int64_t(id), ceilMillis(max(slice, 0)), &ct)
+			status := C.tq_wait_task(c, C.int64_t(id), ceilMillis(max(slice, 0)), cancel, &ct)
 			if status == C.TQ_OK {
 				info = readInfo(ct)
 				C.tq_task_free(ct)
@@ -564,12 +576,16 @@ func (q *Queue) Wait(ctx context.Context, id int64) (TaskInfo, error) {
 		switch {
 		case errors.Is(err, ErrInterrupted) && q.h.closing.Load():
 			return TaskInfo{}, bindingError("wait", ErrClosed, "the queue was closed while waiting")
+		case errors.Is(err, ErrInterrupted) && ctx.Err() != nil:
+			return TaskInfo{}, ctx.Err()
 		case err != nil:
 			return TaskInfo{}, err
 		case status == C.TQ_OK:
 			return info, nil
+		case ctx.Err() != nil:
+			return TaskInfo{}, ctx.Err()
 		}
-		// TQ_EMPTY: the slice passed with the task still running.
+		// TQ_EMPTY: maxWait passed with the task still running.
 	}
 }
 

@@ -185,7 +185,7 @@ pub struct WaitArgs {
 /// dead or cancelled.
 pub fn run_wait(args: WaitArgs, json: bool) -> CommandResult {
     let (handle, name, _) = locate(&args.file, args.queue.as_deref(), args.id)?;
-    let Some(task) = handle.wait_for(args.id, args.timeout)? else {
+    let Some(task) = handle.wait_for(args.id, args.timeout, None)? else {
         eprintln!(
             "task {} has not ended after {}",
             args.id,

@@ -797,21 +797,29 @@ pub extern "C" fn tq_get_task(
 /// has ended already answers at once. The wait only reads, and wakes when
 /// the task ends through this process or, through another, by a write that
 /// rings the queue's waiters (else it looks as often as a waiting
-/// `tq_pull`).
+/// `tq_pull`). A task the wait saw not yet ended that then left the store
+/// (finished without a result on a handle without history, cancelled
+/// there, or purged) has ended too: it is stored as last seen, as
+/// TQ_STATE_DONE without a result. `cancel`, when not NULL, ends the wait
+/// once triggered (`tq_cancel_trigger`, from any thread), as it ends a
+/// waiting `tq_pull`.
 ///
 /// Returns TQ_OK with `*out` set, TQ_EMPTY with `*out` NULL when the
 /// timeout passed first, TQ_ERR_INVALID_ARGUMENT (NULL queue or out,
 /// timeout out of range, no task `id`, or one that ended without being
 /// kept: on a handle without history, finish it with a result to wait for
-/// it), TQ_ERR_INTERRUPTED (after `tq_interrupt`), TQ_ERR_BUSY, TQ_ERR_IO.
+/// it), TQ_ERR_INTERRUPTED (`cancel` triggered, or after `tq_interrupt`),
+/// TQ_ERR_BUSY, TQ_ERR_IO.
 ///
-/// Ownership: the caller owns `*out` and frees it with `tq_task_free`.
+/// Ownership: the caller owns `*out` and frees it with `tq_task_free`;
+/// `cancel` is borrowed for the call and must outlive it.
 /// Thread safety: any number of threads may wait on one handle at once.
 #[no_mangle]
 pub extern "C" fn tq_wait_task(
     queue: *const tq_queue,
     id: i64,
     timeout_ms: u64,
+    cancel: *const tq_cancel,
     out: *mut *mut tq_task,
 ) -> tq_status {
     guard("tq_wait_task", || {
@@ -819,7 +827,13 @@ pub extern "C" fn tq_wait_task(
         // SAFETY: `out` is non-NULL and writable per the contract.
         unsafe { out.write(std::ptr::null_mut()) };
         let queue = unsafe { borrow(queue, "queue") }?;
-        let Some(task) = queue.0.wait_for(id, Duration::from_millis(timeout_ms))? else {
+        let cancel = unsafe { borrow_optional(cancel, "cancel") }?;
+        let Some(task) = queue.0.wait_for(
+            id,
+            Duration::from_millis(timeout_ms),
+            cancel.map(|cancel| &cancel.0),
+        )?
+        else {
             return Ok(tq_status::TQ_EMPTY);
         };
         let task = tq_task::listed(task)?;

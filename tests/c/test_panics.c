@@ -104,7 +104,7 @@ int main(int argc, char **argv)
     STATUS_CASE(tq_extend_with_progress, tq_extend_with_progress(queue, task, 1000, "1"));
     STATUS_CASE(tq_finish_with_result, tq_finish_with_result(queue, task, "1"));
     STATUS_CASE(tq_get_task, tq_get_task(queue, 1, &unpulled));
-    STATUS_CASE(tq_wait_task, tq_wait_task(queue, 1, 0, &unpulled));
+    STATUS_CASE(tq_wait_task, tq_wait_task(queue, 1, 0, NULL, &unpulled));
     STATUS_CASE(tq_retry_dead, tq_retry_dead(queue, 1));
     STATUS_CASE(tq_retry_all_dead, tq_retry_all_dead(queue, &n));
     int32_t state = 0;

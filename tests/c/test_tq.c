@@ -2919,9 +2919,16 @@ static void test_results_progress_and_waiting(const char *dir)
 
     /* Still leased: the wait times out. */
     tq_task *outcome = NULL;
-    CHECK_STATUS(tq_wait_task(q, id, 50, &outcome), TQ_EMPTY);
+    CHECK_STATUS(tq_wait_task(q, id, 50, NULL, &outcome), TQ_EMPTY);
     CHECK(outcome == NULL);
-    CHECK_STATUS(tq_wait_task(q, id + 100, 50, &outcome), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_wait_task(q, id + 100, 50, NULL, &outcome), TQ_ERR_INVALID_ARGUMENT);
+    /* A triggered cancellation ends the wait at once. */
+    tq_cancel *cancel = tq_cancel_new();
+    REQUIRE(cancel != NULL);
+    tq_cancel_trigger(cancel);
+    CHECK_STATUS(tq_wait_task(q, id, 10000, cancel, &outcome), TQ_ERR_INTERRUPTED);
+    CHECK(outcome == NULL);
+    tq_cancel_free(cancel);
 
     CHECK_STATUS(tq_finish_with_result(q, task, "not json"), TQ_ERR_INVALID_JSON);
     CHECK_STATUS(tq_finish_with_result(q, task, NULL), TQ_ERR_INVALID_ARGUMENT);
@@ -2930,7 +2937,7 @@ static void test_results_progress_and_waiting(const char *dir)
     CHECK_STATUS(tq_finish_with_result(q, task, "1"), TQ_ERR_NOT_HELD);
     tq_task_free(task);
 
-    CHECK_STATUS(tq_wait_task(q, id, 10000, &outcome), TQ_OK);
+    CHECK_STATUS(tq_wait_task(q, id, 10000, NULL, &outcome), TQ_OK);
     REQUIRE(outcome != NULL);
     CHECK_INT(tq_task_state(outcome), TQ_STATE_DONE);
     CHECK(strcmp(tq_task_result(outcome), "{\"width\":640}") == 0);

@@ -125,7 +125,7 @@ const PROTOTYPES = [
   'tq_status tq_finish(tq_queue *queue, const tq_task *task)',
   'tq_status tq_finish_with_result(tq_queue *queue, const tq_task *task, const uint8_t *result)',
   'tq_status tq_get_task(const tq_queue *queue, int64_t id, _Out_ tq_task **out)',
-  'tq_status tq_wait_task(const tq_queue *queue, int64_t id, uint64_t timeout_ms, _Out_ tq_task **out)',
+  'tq_status tq_wait_task(const tq_queue *queue, int64_t id, uint64_t timeout_ms, const tq_cancel *cancel, _Out_ tq_task **out)',
   'tq_status tq_recover(tq_queue *queue, _Out_ int64_t *out_recovered)',
   'tq_status tq_count(const tq_queue *queue, int32_t state, _Out_ int64_t *out_count)',
   'tq_status tq_finish_and_pull(tq_queue *queue, const tq_task *task, const tq_pull_options *options, _Out_ tq_task **out)',

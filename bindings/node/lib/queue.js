@@ -803,7 +803,7 @@ class Queue {
       // An ended task, and an unknown one (with the library's message),
       // answer at once, without a worker thread.
       const out = [null];
-      if (check(lib.tq_wait_task(this._handle(), id, 0, out)) === OK) {
+      if (check(lib.tq_wait_task(this._handle(), id, 0, null, out)) === OK) {
         return Promise.resolve(adoptSnapshot(out[0]));
       }
       if (timeout === 0) {
@@ -842,7 +842,7 @@ class Queue {
     const ptr = this.#ptr;
     const call = new Promise((resolve, reject) => {
       const out = [null];
-      lib.tq_wait_task.async(ptr, id, Math.ceil(timeoutMs), out, (fail, status) => {
+      lib.tq_wait_task.async(ptr, id, Math.ceil(timeoutMs), null, out, (fail, status) => {
         if (fail) return reject(fail);
         if (status === INTERRUPTED) return resolve(INTERRUPTED);
         if (status < 0) return reject(asyncError(status, 'tq_wait_task'));

@@ -140,6 +140,28 @@ def test_wait_ends_when_the_queue_is_closed_or_interrupted(path):
         queue.close()
 
 
+def test_a_cancel_ends_one_wait_and_leaves_the_others(queue):
+    task_id = queue.push(1)
+    cancel = tq.Cancel()
+    outcome = []
+
+    def wait():
+        try:
+            queue.wait(task_id, cancel=cancel)
+        except tq.Interrupted as exception:
+            outcome.append(exception)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.2)
+    cancel.trigger()
+    waiter.join(5)
+    assert not waiter.is_alive() and len(outcome) == 1
+    assert queue.wait(task_id, timeout=0.05) is None, "the queue's other waits go on"
+    with pytest.raises(TypeError):
+        queue.wait(task_id, cancel=object())
+
+
 def test_result_retention_bounds_how_long_a_result_is_kept(path):
     with tq.Queue(path, result_retention=0.001) as queue:
         first = queue.push(1)

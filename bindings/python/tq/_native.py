@@ -143,7 +143,7 @@ PROTOTYPES = {
     "tq_finish_batch": (STATUS, [QUEUE_P, POINTER(TASK_P), c_size_t, POINTER(c_int32)]),
     "tq_finish_with_result": (STATUS, [QUEUE_P, TASK_P, c_char_p]),
     "tq_get_task": (STATUS, [QUEUE_P, c_int64, POINTER(TASK_P)]),
-    "tq_wait_task": (STATUS, [QUEUE_P, c_int64, c_uint64, POINTER(TASK_P)]),
+    "tq_wait_task": (STATUS, [QUEUE_P, c_int64, c_uint64, CANCEL_P, POINTER(TASK_P)]),
     "tq_fail": (STATUS, [QUEUE_P, TASK_P, c_char_p]),
     "tq_extend": (STATUS, [QUEUE_P, TASK_P, c_uint64]),
     "tq_wait_cancellation": (STATUS, [QUEUE_P, TASK_P, c_uint64, CANCEL_P]),

@@ -1092,7 +1092,7 @@ class Queue:
             status = _check(lib.tq_get_task(queue, task_id, byref(out)))
         return None if status == EMPTY else TaskSnapshot._adopt(out)
 
-    def wait(self, task_id: int, timeout=None) -> "TaskSnapshot | None":
+    def wait(self, task_id: int, timeout=None, *, cancel=None) -> "TaskSnapshot | None":
         """Waits for task ``task_id`` of this queue to end and returns it as
         it ended, a ``TaskSnapshot``: ``State.DONE`` with its ``result``,
         ``State.DEAD`` or ``State.CANCELLED`` with its ``last_error``. A
@@ -1101,14 +1101,23 @@ class Queue:
         first. The wait only reads: it wakes when the task ends through this
         process or, through another, by a write that wakes waiting pulls.
 
+        A task it saw not yet ended that then left the store (finished
+        without a result on a queue without ``keep_history``, cancelled
+        there, or purged) has ended too: it returns as last seen, as
+        ``State.DONE`` without a result.
+
         Ends as ``pull`` does: ``KeyboardInterrupt`` on Ctrl-C (within
         ``WAIT_SLICE``), ``ClosedError`` when the queue is closed from
-        another thread, ``tq.Interrupted`` after ``interrupt()``. Raises
+        another thread, ``tq.Interrupted`` after ``interrupt()`` or when
+        ``cancel`` (a ``tq.Cancel``) is triggered. Raises
         ``InvalidArgumentError`` when the queue has no task ``task_id`` or
         it ended without being kept (on a queue without ``keep_history``,
         finish it with a result to wait for it), ``BusyError``, ``IoError``.
         """
         task_id = _integer("task_id", task_id, _INT64_MIN, _INT64_MAX)
+        if cancel is not None and not isinstance(cancel, Cancel):
+            raise TypeError(f"cancel must be a tq.Cancel, not {type(cancel).__name__}")
+        cancel_ptr = None if cancel is None else cancel._ptr
         wait = math.inf if timeout is None else _seconds("timeout", timeout)
         deadline = time.monotonic() + wait
         on_main = threading.current_thread() is threading.main_thread()
@@ -1118,7 +1127,7 @@ class Queue:
             remaining = max(0.0, deadline - time.monotonic())
             wait_ms = math.ceil(round(min(remaining, slice_) * 1000, 6))
             with self._handle as queue:
-                status = lib.tq_wait_task(queue, task_id, wait_ms, byref(out))
+                status = lib.tq_wait_task(queue, task_id, wait_ms, cancel_ptr, byref(out))
             if status == errors.Interrupted.status and self._handle.closed:
                 raise self._handle.closed_error()
             if _check(status) == OK:
