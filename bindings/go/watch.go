@@ -103,7 +103,11 @@ func (t *Task) watch(ctx context.Context, w *watcher, c *C.tq_task) {
 		C.tq_cancel_trigger(w.cancel)
 		close(triggered)
 	})
-	w.end(t.waitCancellation(ctx, w.cancel, c))
+	err := t.waitCancellation(ctx, w.cancel, c)
+	if errors.Is(err, ErrNotHeld) {
+		t.awaitCallsInFlight(ctx)
+	}
+	w.end(err)
 	close(w.returned)
 	// The cancellation is freed once nothing can trigger it any more: the
 	// function of AfterFunc, and release, which triggers only the watchers
@@ -115,6 +119,22 @@ func (t *Task) watch(ctx context.Context, w *watcher, c *C.tq_task) {
 	delete(t.watchers, w)
 	t.mu.Unlock()
 	C.tq_cancel_free(w.cancel)
+}
+
+// awaitCallsInFlight returns once no call on the task holds t.mu, or ctx
+// is done. A delivery found over may have been ended by such a call (a
+// Finish of this process): it then ends the watchers with its own, more
+// telling cause ("finished"), which must come first. It cannot wait on
+// t.mu itself: the call holds it while it waits for the watchers.
+func (t *Task) awaitCallsInFlight(ctx context.Context) {
+	for !t.mu.TryLock() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Millisecond):
+		}
+	}
+	t.mu.Unlock()
 }
 
 // waitCancellation waits in libtq for a reason to stop working on the
