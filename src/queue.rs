@@ -34,6 +34,11 @@ pub const MAX_TIMINGS: usize = 10_000;
 /// character boundary.
 pub const MAX_REASON_LEN: usize = 64 * 1024;
 
+/// How often [`Queue::wait_for_change`], asleep on the queue's bell, looks
+/// whether a cancellation rang the cancellations' bell: a cancellation then
+/// reaches a watcher within this time, for a look at a counter in memory.
+const CANCELLATIONS_LOOK: Duration = Duration::from_millis(20);
+
 /// A handle on one named queue in one SQLite file, or in a PostgreSQL
 /// database. `Queue` is `Send + Sync`: share one handle among threads
 /// (calls are ordered inside it) or open several; any number of processes
@@ -1039,6 +1044,71 @@ impl Queue {
                 return Ok(None);
             }
             bell.sleep(rings, deadline.min(now + safety_net), stopped);
+        }
+    }
+
+    /// Waits up to `timeout` for a change that may end a wait for a task's
+    /// outcome or for a delivery's end, so that one thread can wait on
+    /// behalf of many such waits and let each read its task again: a write
+    /// to this queue in this process, a cancellation recorded in any
+    /// process, or a commit seen through the change counter (looked at as
+    /// often as a waiting pull does). Returns the queue's change mark then,
+    /// or `None` when the timeout passed first.
+    ///
+    /// `seen` is a mark an earlier call returned: a change since then
+    /// returns at once, so a caller that takes a mark (a call with a zero
+    /// timeout), reads what it waits for, then waits with that mark misses
+    /// nothing. A cancellation returns even when the mark did not move.
+    /// Ends with [`ErrorKind::Interrupted`] when `cancel` is cancelled or
+    /// after [`Queue::interrupt`].
+    pub fn wait_for_change(
+        &self,
+        seen: u64,
+        timeout: Duration,
+        cancel: Option<&CancelToken>,
+    ) -> Result<Option<u64>> {
+        let store = self.store()?;
+        let timeout = check_duration("the wait", timeout, Duration::ZERO)?;
+        let deadline = Instant::now() + timeout;
+        let poll_interval = store.watch_other_processes();
+        let (cancellations, _) = store.cancellations()?;
+        let cancellations_seen = cancellations.rings();
+        let _watch = cancel.map(|token| token.watch(&self.bell));
+        let interrupted =
+            || self.interrupted.is_cancelled() || cancel.is_some_and(|token| token.is_cancelled());
+        let cancellation_rang = || cancellations.rings() != cancellations_seen;
+        let stopped = || interrupted() || cancellation_rang();
+        // Both counters only grow, so their sum moves whenever either does.
+        // Rings first, then the store, as in `Seen::now`.
+        let mark_now = || -> Result<(u64, u64)> {
+            let rings = self.bell.rings();
+            Ok((rings, rings.wrapping_add(store.change_counter()? as u64)))
+        };
+        let (mut rings, mut mark) = mark_now()?;
+        let mut looked = Instant::now();
+        loop {
+            if interrupted() {
+                return Err(Error::new(
+                    ErrorKind::Interrupted,
+                    "the wait for a change was interrupted",
+                ));
+            }
+            if mark != seen || cancellation_rang() {
+                return Ok(Some(mark));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            let next_look = looked + poll_interval;
+            // Asleep on the queue's bell, it looks at the cancellations'
+            // bell (rung in this process only) between naps.
+            let nap_end = deadline.min(next_look).min(now + CANCELLATIONS_LOOK);
+            self.bell.sleep(rings, nap_end, stopped);
+            if self.bell.rings() != rings || Instant::now() >= next_look {
+                (rings, mark) = mark_now()?;
+                looked = Instant::now();
+            }
         }
     }
 

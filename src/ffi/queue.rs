@@ -1175,6 +1175,57 @@ pub extern "C" fn tq_wait_cancellation(
     })
 }
 
+/// Waits up to `timeout_ms` milliseconds (at most one year) for a change
+/// that may end a wait for a task's outcome (`tq_wait_task`) or a
+/// delivery (`tq_wait_cancellation`), so that one thread can wait for any
+/// number of tasks: after each return, read again the tasks waited for
+/// (`tq_wait_task` or `tq_wait_cancellation` with a zero timeout) and call
+/// again with the mark it wrote. It wakes for a write to the queue in this
+/// process, a cancellation recorded in any process, or a commit of another
+/// process (seen as often as a waiting `tq_pull` sees one). It only reads.
+///
+/// `seen` is a mark written by an earlier call: a change since then returns
+/// at once. To miss nothing, take a mark first (`timeout_ms` 0, any
+/// `seen`), then read the tasks, then wait with the mark. `cancel` (NULL
+/// for none) ends the wait early.
+///
+/// Returns TQ_OK with the mark now in `*out_mark` when something may have
+/// changed (a cancellation returns even when the mark did not move), or
+/// TQ_EMPTY with `*out_mark` = `seen` when the timeout passed first.
+/// TQ_ERR_INTERRUPTED when `cancel` was triggered or `tq_interrupt` called
+/// on the handle. Or TQ_ERR_INVALID_ARGUMENT (NULL queue or out_mark,
+/// timeout out of range, `cancel` not a live tq_cancel), TQ_ERR_BUSY,
+/// TQ_ERR_IO; `*out_mark` is then left as it was.
+///
+/// Ownership: `cancel` stays the caller's and must stay alive until the
+/// call returns.
+/// Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_wait_change(
+    queue: *const tq_queue,
+    seen: u64,
+    timeout_ms: u64,
+    cancel: *const tq_cancel,
+    out_mark: *mut u64,
+) -> tq_status {
+    guard("tq_wait_change", || {
+        let queue = unsafe { borrow(queue, "queue") }?;
+        let out_mark = out_pointer(out_mark, "out_mark")?;
+        let cancel = unsafe { borrow_optional(cancel, "cancel") }?;
+        let changed = queue.0.wait_for_change(
+            seen,
+            Duration::from_millis(timeout_ms),
+            cancel.map(|cancel| &cancel.0),
+        )?;
+        // SAFETY: `out_mark` is non-NULL and writable per the contract.
+        unsafe { out_mark.write(changed.unwrap_or(seen)) };
+        Ok(match changed {
+            Some(_) => tq_status::TQ_OK,
+            None => tq_status::TQ_EMPTY,
+        })
+    })
+}
+
 /// Pauses the handle's queue for every process on its file (or PostgreSQL
 /// schema) until `tq_resume` or `until_unix_ms` (milliseconds since the
 /// Unix epoch; TQ_UNTIL_RESUMED for no end): pulls find nothing meanwhile

@@ -111,6 +111,8 @@ int main(int argc, char **argv)
     STATUS_CASE(tq_cancel_task, tq_cancel_task(queue, 1, "no", &state));
     STATUS_CASE(tq_snooze, tq_snooze(queue, task, 0));
     STATUS_CASE(tq_wait_cancellation, tq_wait_cancellation(queue, task, 0, cancel));
+    uint64_t mark = 0;
+    STATUS_CASE(tq_wait_change, tq_wait_change(queue, 0, 0, cancel, &mark));
     STATUS_CASE(tq_pause, tq_pause(queue, TQ_UNTIL_RESUMED));
     STATUS_CASE(tq_resume, tq_resume(queue));
     STATUS_CASE(tq_paused_until, tq_paused_until(queue, &n));

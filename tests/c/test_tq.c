@@ -2668,6 +2668,92 @@ static void test_wait_cancellation(const char *dir)
     tq_close(q);
 }
 
+struct change_wait {
+    tq_queue *q;
+    uint64_t seen;
+    tq_cancel *cancel;
+    uint64_t mark;
+    tq_status status;
+};
+
+static void *wait_change(void *arg)
+{
+    struct change_wait *w = arg;
+    w->status = tq_wait_change(w->q, w->seen, 60000, w->cancel, &w->mark);
+    return NULL;
+}
+
+/* One thread waits for any change on behalf of many waits: a write or a
+ * cancellation wakes it, a change made before it waits is not missed, and
+ * a cancel object or tq_interrupt ends it. */
+static void test_wait_change(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "change.db", TQ_DURABILITY_NORMAL, true);
+    REQUIRE(q != NULL);
+    uint64_t mark = 0;
+    CHECK_STATUS(tq_wait_change(NULL, 0, 0, NULL, &mark), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_wait_change(q, 0, 0, NULL, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_wait_change(q, 0, UINT64_MAX, NULL, &mark), TQ_ERR_INVALID_ARGUMENT);
+    /* A zero timeout takes the mark; nothing moved since, so it is the same. */
+    tq_status first = tq_wait_change(q, 0, 0, NULL, &mark);
+    CHECK(first == TQ_OK || first == TQ_EMPTY);
+    uint64_t again = mark + 1;
+    CHECK_STATUS(tq_wait_change(q, mark, 0, NULL, &again), TQ_EMPTY);
+    CHECK(again == mark);
+
+    /* A push before the wait starts is seen at once. */
+    int64_t id = push_text(q, "\"changed\"");
+    CHECK_STATUS(tq_wait_change(q, mark, 60000, NULL, &again), TQ_OK);
+    CHECK(again != mark);
+    mark = again;
+
+    /* A finish from another thread wakes a waiter. */
+    tq_task *task = pull_one(q);
+    REQUIRE(task != NULL);
+    CHECK_STATUS(tq_wait_change(q, 0, 0, NULL, &mark), TQ_OK);
+    struct change_wait w = {q, mark, NULL, 0, TQ_OK};
+    pthread_t thread;
+    REQUIRE(pthread_create(&thread, NULL, wait_change, &w) == 0);
+    CHECK_STATUS(tq_finish(q, task), TQ_OK);
+    pthread_join(thread, NULL);
+    CHECK_STATUS(w.status, TQ_OK);
+    CHECK(w.mark != mark);
+    tq_task_free(task);
+    tq_task *ended = NULL;
+    CHECK_STATUS(tq_wait_task(q, id, 0, &ended), TQ_OK);
+    CHECK_INT(tq_task_state(ended), TQ_STATE_DONE);
+    tq_task_free(ended);
+
+    /* A cancellation of a leased task wakes a waiter. */
+    push_text(q, "\"cancelled\"");
+    task = pull_one(q);
+    REQUIRE(task != NULL);
+    CHECK_STATUS(tq_wait_change(q, 0, 0, NULL, &mark), TQ_OK);
+    w = (struct change_wait){q, mark, NULL, 0, TQ_OK};
+    REQUIRE(pthread_create(&thread, NULL, wait_change, &w) == 0);
+    CHECK_STATUS(tq_cancel_task(q, tq_task_id(task), "stop", NULL), TQ_OK);
+    pthread_join(thread, NULL);
+    CHECK_STATUS(w.status, TQ_OK);
+    CHECK_STATUS(tq_wait_cancellation(q, task, 0, NULL), TQ_ERR_CANCELLED);
+    tq_task_free(task);
+
+    /* A cancel object, then tq_interrupt, end the wait. */
+    CHECK_STATUS(tq_wait_change(q, 0, 0, NULL, &mark), TQ_OK);
+    w = (struct change_wait){q, mark, tq_cancel_new(), 0, TQ_OK};
+    REQUIRE(w.cancel != NULL);
+    REQUIRE(pthread_create(&thread, NULL, wait_change, &w) == 0);
+    CHECK_STATUS(tq_cancel_trigger(w.cancel), TQ_OK);
+    pthread_join(thread, NULL);
+    CHECK_STATUS(w.status, TQ_ERR_INTERRUPTED);
+    tq_cancel_free(w.cancel);
+    w = (struct change_wait){q, mark, NULL, 0, TQ_OK};
+    REQUIRE(pthread_create(&thread, NULL, wait_change, &w) == 0);
+    CHECK_STATUS(tq_interrupt(q), TQ_OK);
+    pthread_join(thread, NULL);
+    CHECK_STATUS(w.status, TQ_ERR_INTERRUPTED);
+    tq_close(q);
+}
+
 static void test_cancel_pause_snooze(const char *dir)
 {
     tq_queue *q = open_queue(dir, "control.db", TQ_DURABILITY_NORMAL, true);
@@ -3192,6 +3278,7 @@ static const struct test_case cases[] = {
     CASE(visibility),
     CASE(cancel_pause_snooze),
     CASE(wait_cancellation),
+    CASE(wait_change),
     CASE(results_progress_and_waiting),
     CASE(schedules),
     CASE(dependencies),

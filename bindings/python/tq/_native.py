@@ -147,6 +147,7 @@ PROTOTYPES = {
     "tq_fail": (STATUS, [QUEUE_P, TASK_P, c_char_p]),
     "tq_extend": (STATUS, [QUEUE_P, TASK_P, c_uint64]),
     "tq_wait_cancellation": (STATUS, [QUEUE_P, TASK_P, c_uint64, CANCEL_P]),
+    "tq_wait_change": (STATUS, [QUEUE_P, c_uint64, c_uint64, CANCEL_P, POINTER(c_uint64)]),
     "tq_extend_with_progress": (STATUS, [QUEUE_P, TASK_P, c_uint64, c_char_p]),
     "tq_snooze": (STATUS, [QUEUE_P, TASK_P, c_uint64]),
     "tq_cancel_task": (STATUS, [QUEUE_P, c_int64, c_char_p, POINTER(c_int32)]),
