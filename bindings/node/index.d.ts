@@ -1,10 +1,12 @@
 // TypeScript declarations for tq, the Node.js binding of libtq.
 //
-// Durations are in milliseconds. Calls that do not wait are synchronous
-// (one commit at most); pulls return promises, and a pull that has to wait
-// runs off the main thread, so the event loop keeps running. A Queue keeps
-// at most one waiting call at a time on one of libuv's worker threads;
-// further waiting pulls line up behind it.
+// Durations are in milliseconds. Every call that may wait (for the file's
+// write lock, a flush of the disk, a PostgreSQL server) returns a promise
+// and runs on one of libuv's worker threads, so the event loop keeps
+// running; reading a task's fields is synchronous. A Queue holds at most 4
+// of those threads at once (2 short calls, 1 waiting pull, 1 wait for
+// changes shared by every wait() and watchCancellation()). The `...Sync`
+// forms, for scripts, run on the calling thread.
 
 /** The largest payload any queue accepts, in bytes. */
 export const MAX_PAYLOAD_LEN: number;
@@ -273,24 +275,27 @@ export class Task implements TaskFields {
    * or wait for (Queue.wait): without keepHistory for the queue's
    * resultRetention. A bad result (InvalidJsonError, InvalidArgumentError:
    * not UTF-8, over the payload limit) changes nothing: the task is still held. */
-  finish(options?: { result?: Payload }): void;
+  finish(options?: { result?: Payload }): Promise<void>;
+  /** finish() without a result, on the calling thread, for scripts: the
+   * event loop waits for the commit (and the file's write lock). */
+  finishSync(): void;
   /** Ends this delivery as failed, keeping `reason` (an Error is kept as
    * "Name: message") as the task's lastError: pending again after the
    * queue's back-off, or dead after its last attempt. */
-  fail(reason?: string | Error): void;
+  fail(reason?: string | Error): Promise<void>;
   /** Renews the lease: it now expires `lease` milliseconds from now.
    * Throws NotHeldError when the lease was lost, CancelledError when the
    * task was cancelled: stop working on the task. `progress` (a Payload,
    * refused as finish's result is) is recorded with the task for anyone to
    * read (Queue.task) until the next progress replaces it, a later
    * delivery's included. */
-  extend(lease: number, options?: { progress?: Payload }): void;
+  extend(lease: number, options?: { progress?: Payload }): Promise<void>;
   /** Hands this delivery back: the task runs again `delay` milliseconds
    * from now (default 0); this delivery does not count as an attempt. */
-  snooze(delay?: number): void;
+  snooze(delay?: number): Promise<void>;
   /** Finishes this delivery and claims the next ready task in the same
    * transaction (one commit instead of two); null when none is ready. Never waits. */
-  finishAndPull(options?: { lease?: number }): Task | null;
+  finishAndPull(options?: { lease?: number }): Promise<Task | null>;
   /** Resolves to 'cancelled' as soon as this task's cancellation is
    * recorded (Queue.cancelTask, from any process), without polling; to
    * 'ended' once the delivery is over. Rejects with the signal's reason
@@ -346,44 +351,52 @@ export interface WaitOptions {
  * worker threads may open the same file, each with its own Queue.
  */
 export class Queue {
-  /** Opens, creating if needed. Throws IoError, NotADatabaseError,
-   * InvalidArgumentError or BusyError when it cannot be opened as a queue. */
-  constructor(location: string, options?: OpenOptions);
+  /** Not for direct use: open a queue with `await open(location, options)`
+   * (or openSync in a script). */
+  private constructor();
   /** The queue's name in its file. */
   readonly name: string;
   /** The location as messages show it (a URL without its password). */
   readonly location: string;
   /** True once close() was called. */
   readonly closed: boolean;
-  /** Closes: waiting pulls reject with ClosedError, and the handle is freed
-   * once the waiting call returned; resolves then. Idempotent. Later calls
-   * throw ClosedError; pulled tasks stay readable and can be closed. */
+  /** Closes: waiting pulls and waits reject with ClosedError, as do calls
+   * not yet started, and the handle is freed once the calls in progress
+   * returned; resolves then. Idempotent. Later calls reject with
+   * ClosedError; pulled tasks stay readable and can be closed. */
   close(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 
-  /** Stores a task; returns its id once stored at the queue's durability.
-   * Throws InvalidJsonError, InvalidArgumentError, BusyError, IoError. */
-  push(payload: Payload, options?: PushOptions): number;
+  /** Stores a task; resolves to its id once stored at the queue's
+   * durability. Rejects with InvalidJsonError, InvalidArgumentError,
+   * BusyError, IoError. */
+  push(payload: Payload, options?: PushOptions): Promise<number>;
+  /** push() on the calling thread, for scripts: the event loop waits for
+   * the commit (and for the file's write lock, up to the busy timeout). */
+  pushSync(payload: Payload, options?: PushOptions): number;
   /** Pushes with a unique key; `created` is false when a task of the queue
    * already held the key, nothing was stored, and `id` is that task's. */
-  pushUnique(payload: Payload, uniqueKey: string, options?: Omit<PushOptions, 'uniqueKey'>): { id: number; created: boolean };
-  /** Stores every payload in one transaction, all or none; returns the ids.
-   * A failing payload's position is in the error's `index`. */
-  pushMany(payloads: Iterable<Payload>, options?: PushManyOptions): number[];
+  pushUnique(payload: Payload, uniqueKey: string, options?: Omit<PushOptions, 'uniqueKey'>): Promise<{ id: number; created: boolean }>;
+  /** Stores every payload in one transaction, all or none; resolves to the
+   * ids. The position of a payload that is not JSON, or cannot be encoded,
+   * is in the error's `index`. */
+  pushMany(payloads: Iterable<Payload>, options?: PushManyOptions): Promise<number[]>;
   /** Stores each item as push would, in order, in one transaction, all or
    * none, and returns their ids (for an item whose unique key a task holds,
    * that task's). An item may wait for earlier items of the same call
-   * (`afterItems`), so that a graph of tasks is stored whole. A failing
-   * item's position is in the error's `index` (and its message). */
-  pushItems(items: Iterable<PushItem>): number[];
+   * (`afterItems`), so that a graph of tasks is stored whole. The position
+   * of an item whose payload is not JSON, or whose options are refused
+   * before the call, is in the error's `index` (and its message). */
+  pushItems(items: Iterable<PushItem>): Promise<number[]>;
 
   /** Claims the ready task first in line (highest priority, then ready
    * longest), waiting up to `wait` for one; null when none came. Rejects
    * with the signal's reason on abort, ClosedError on close(),
    * InterruptedError after interrupt(). */
   pull(options?: PullOptions): Promise<Task | null>;
-  /** Claims a ready task synchronously, without waiting, or returns null. */
-  tryPull(options?: { lease?: number }): Task | null;
+  /** Claims a ready task on the calling thread, for scripts, or returns
+   * null; never waits for one (the event loop waits for the commit). */
+  pullSync(options?: { lease?: number }): Task | null;
   /** Claims up to `n` ready tasks in one transaction; empty when none came within `wait`. */
   pullMany(n: number, options?: PullOptions): Promise<Task[]>;
   /** Every task as it becomes ready, for `for await`; ends when none came
@@ -391,26 +404,27 @@ export class Queue {
   tasks(options?: TasksOptions): AsyncGenerator<Task, void, undefined>;
   /** Finishes many tasks in one transaction: true for each finished, false
    * for each whose delivery was no longer current. */
-  finishMany(tasks: Iterable<Task>): boolean[];
-  /** Ends the wait of every pull and wait() on this handle with InterruptedError, now and from then on. */
+  finishMany(tasks: Iterable<Task>): Promise<boolean[]>;
+  /** Ends the wait of every pull, wait() and watchCancellation() on this
+   * handle with InterruptedError, now and from then on. Never waits. */
   interrupt(): void;
 
   /** Takes back the tasks of expired leases and of dead holder processes;
    * returns how many. Safe at every start-up. */
-  recover(): number;
+  recover(): Promise<number>;
   /** How many tasks of this queue are in `state` (default 'pending'). */
-  count(state?: StateValue): number;
+  count(state?: StateValue): Promise<number>;
   /** The number of tasks in each state. */
-  counts(): Record<StateName, number>;
+  counts(): Promise<Record<StateName, number>>;
   /** How long the task ready longest has waited, in milliseconds, or null when none is ready. */
-  oldestReadyAge(): number | null;
+  oldestReadyAge(): Promise<number | null>;
   /** How many ordered groups of this queue have tasks waiting for their
    * turn behind the group's earlier tasks; those tasks count as pending. */
-  groupsWaiting(): number;
+  groupsWaiting(): Promise<number>;
   /** Task `id` of this queue as it is now, with its result and progress;
    * null when the queue has no such task (never pushed, or ended and not
    * kept: finish it with a result, or keep history). */
-  task(id: number): TaskSnapshot | null;
+  task(id: number): Promise<TaskSnapshot | null>;
   /** Resolves to task `id` as it ended: 'done' with its result, 'dead' or
    * 'cancelled' with its lastError; at once when it has ended already, null
    * when `timeout` passed first. Only reads: it wakes when the task ends
@@ -418,48 +432,49 @@ export class Queue {
    * waiting pulls. Rejects with InvalidArgumentError for a task the queue
    * does not have or that ended without being kept, ClosedError when the
    * queue is closed, InterruptedError after interrupt(), or the signal's
-   * reason. Each wait in progress holds one of libuv's worker threads. */
+   * reason. Every wait() and watchCancellation() of a Queue share one of
+   * libuv's worker threads, however many there are. */
   wait(id: number, options?: WaitOptions): Promise<TaskSnapshot | null>;
   /** A page of this queue's tasks in `state`, with ids above `afterId`, by id. */
-  list(state?: StateValue, options?: { afterId?: number; limit?: number }): TaskSnapshot[];
+  list(state?: StateValue, options?: { afterId?: number; limit?: number }): Promise<TaskSnapshot[]>;
   /** Every task of this queue in `state`, by id, read a page at a time. */
-  iterTasks(state?: StateValue, options?: { pageSize?: number }): Generator<TaskSnapshot, void, undefined>;
+  iterTasks(state?: StateValue, options?: { pageSize?: number }): AsyncGenerator<TaskSnapshot, void, undefined>;
   /** Makes the dead task `id` pending again, with all its attempts ahead of it. */
-  retryDead(id: number): void;
+  retryDead(id: number): Promise<void>;
   /** Makes every dead task pending again; returns how many. */
-  retryAllDead(): number;
+  retryAllDead(): Promise<number>;
   /** Deletes tasks in `state` ('done' by default, 'dead' or 'cancelled') at least
    * `olderThan` milliseconds old (0: all); returns how many. */
-  purge(options?: { state?: StateValue; olderThan?: number }): number;
+  purge(options?: { state?: StateValue; olderThan?: number }): Promise<number>;
   /** Checkpoints the write-ahead log; returns its size afterwards in bytes.
    * SQLite only. */
-  checkpoint(): number;
+  checkpoint(): Promise<number>;
   /** The write-ahead log's size in bytes. SQLite only. */
-  walSize(): number;
+  walSize(): Promise<number>;
 
   /** Cancels task `id`, keeping `reason` as its last error: 'cancelled'
    * when it left the line at once (pending, delayed or dead), 'leased' when
    * its holder learns of it at its next call on the delivery, which throws
    * CancelledError. Throws InvalidArgumentError for no such task or a done one. */
-  cancelTask(id: number, reason?: string | Error): 'cancelled' | 'leased';
+  cancelTask(id: number, reason?: string | Error): Promise<'cancelled' | 'leased'>;
   /** Pauses this queue for every process until resume() or `until` (a Date
    * or milliseconds since the epoch, in the future; default Infinity: no
    * end). Pulls find nothing meanwhile; waiting pulls keep waiting. */
-  pause(until?: Date | number): void;
+  pause(until?: Date | number): Promise<void>;
   /** Ends the pause, if any, and wakes the waiting pulls in every process. */
-  resume(): void;
+  resume(): Promise<void>;
   /** When the pause ends: a Date, Infinity for no end, or null when not paused. */
-  pausedUntil(): Date | number | null;
+  pausedUntil(): Promise<Date | number | null>;
   /** Limits this queue to `limit` tasks leased at once across every process
    * (at least 1); null removes the limit. */
-  setConcurrencyLimit(limit: number | null): void;
+  setConcurrencyLimit(limit: number | null): Promise<void>;
   /** The concurrency limit, or null when there is none. */
-  concurrencyLimit(): number | null;
+  concurrencyLimit(): Promise<number | null>;
   /** Allows at most `claims` deliveries in any window of `perMs`
    * milliseconds, across every process; `null` removes the limit. */
-  setRateLimit(claims: number | null, perMs?: number): void;
+  setRateLimit(claims: number | null, perMs?: number): Promise<void>;
   /** The rate limit, or null when there is none. */
-  rateLimit(): { claims: number; perMs: number } | null;
+  rateLimit(): Promise<{ claims: number; perMs: number } | null>;
 
   /** Adds to this queue the schedule `name` (1 to 200 bytes), which
    * enqueues a task of `payload` (taken as push takes it) at every slot of
@@ -470,35 +485,40 @@ export class Queue {
    * and so does runDueSchedules. Throws InvalidArgumentError (a name the
    * queue has, a bad cron expression or time zone, named in the message),
    * InvalidJsonError, BusyError, IoError; on any error nothing is stored. */
-  addSchedule(name: string, payload: Payload, options: ScheduleOptions): void;
+  addSchedule(name: string, payload: Payload, options: ScheduleOptions): Promise<void>;
   /** As addSchedule, overwriting a schedule of the same name: its next slot
    * is computed afresh and it is no longer paused. A slot enqueued before is
    * not enqueued again. */
-  replaceSchedule(name: string, payload: Payload, options: ScheduleOptions): void;
+  replaceSchedule(name: string, payload: Payload, options: ScheduleOptions): Promise<void>;
   /** Declares a schedule, as an application does at every start: as
    * addSchedule, or an update of the schedule of the same name that keeps
    * its next slot while its timing (cron or every, time zone, catch-up) is
    * unchanged. A changed timing's next slot is computed afresh; a paused
    * schedule stays paused. */
-  upsertSchedule(name: string, payload: Payload, options: ScheduleOptions): void;
+  upsertSchedule(name: string, payload: Payload, options: ScheduleOptions): Promise<void>;
   /** This queue's schedules, by name. */
-  schedules(): Schedule[];
+  schedules(): Promise<Schedule[]>;
   /** Deletes the schedule `name` (the tasks it enqueued stay);
    * InvalidArgumentError when there is none. */
-  removeSchedule(name: string): void;
+  removeSchedule(name: string): Promise<void>;
   /** Pauses the schedule `name`: its slots are skipped until resumeSchedule. */
-  pauseSchedule(name: string): void;
+  pauseSchedule(name: string): Promise<void>;
   /** Resumes the schedule `name` from its first slot from now on (slots that
    * fell while it was paused are skipped). */
-  resumeSchedule(name: string): void;
+  resumeSchedule(name: string): Promise<void>;
   /** Enqueues the task of every due slot of this queue's schedules and
    * returns how many it stored; safe from any number of processes at once.
    * Pulls do this by themselves: call it where nothing pulls. */
-  runDueSchedules(): number;
+  runDueSchedules(): Promise<number>;
 }
 
-/** Opens a queue: the same as `new Queue(location, options)`. */
-export function open(location: string, options?: OpenOptions): Queue;
+/** Opens (creating if needed) a queue, on one of libuv's worker threads (an
+ * open may wait for the file's lock, run a migration or connect to a
+ * server). Rejects with IoError, NotADatabaseError, InvalidArgumentError or
+ * BusyError when it cannot be opened as a queue. */
+export function open(location: string, options?: OpenOptions): Promise<Queue>;
+/** open() on the calling thread, for scripts: the event loop waits meanwhile. */
+export function openSync(location: string, options?: OpenOptions): Queue;
 
 export interface WorkerOptions {
   /** How many handlers run at once (default 4). */
@@ -515,7 +535,9 @@ export interface WorkerOptions {
    * console.error): a lost lease, a cancelled task, a busy file; and with
    * task null when a pull is refused for a while (BusyError, IoError: a
    * busy file, a PostgreSQL server restarting), which is tried again after
-   * 50 ms, doubling to 2 s. */
+   * 50 ms, doubling to 2 s. An onError that throws is reported with
+   * process.emitWarning (a 'TqWarning' whose cause is what it threw); the
+   * worker goes on. */
   onError?: (error: Error, task: Task | null) => void;
 }
 
@@ -537,9 +559,10 @@ export function runWorker(
   options?: WorkerOptions,
 ): Promise<{ finished: number; failed: number; lost: number }>;
 
-/** A tq call failed; `status` is the C status (negative). A failed
- * synchronous call carries the library's message; a waiting pull that
- * failed carries the status's description. */
+/** A tq call failed; `status` is the C status (negative). A failed `...Sync`
+ * call carries the library's message; a call run on a worker thread
+ * carries the call's name and the status's description (the library keeps
+ * its message on the thread that made the call). */
 export class TqError extends Error {
   readonly status: number;
   /** pushMany and pushItems: the position of the payload or item that failed the call. */

@@ -7,13 +7,8 @@
 
 const native = require('./lib/native');
 const errors = require('./lib/errors');
-const { CatchUp, Durability, ParentFailure, Queue, State, Task, TaskSnapshot } = require('./lib/queue');
+const { CatchUp, Durability, ParentFailure, Queue, State, Task, TaskSnapshot, open, openSync } = require('./lib/queue');
 const { runWorker } = require('./lib/worker');
-
-/** Opens a queue: the same as `new Queue(location, options)`. */
-function open(location, options) {
-  return new Queue(location, options);
-}
 
 module.exports = {
   ...native.CONSTANTS,
@@ -28,5 +23,6 @@ module.exports = {
   libraryPath: native.LIBRARY_PATH,
   libraryVersion: () => native.lib.tq_version(),
   open,
+  openSync,
   runWorker,
 };

@@ -28,7 +28,7 @@ const MAX_WORK_MS = 10_000;
 /** Serves `queue` on `port` with `workers` handlers until `signal` aborts
  * (or SIGINT/SIGTERM); resolves once the server and the workers stopped. */
 async function serve(queue, { port, workers, signal, onListening = () => {} }) {
-  const recovered = queue.recover(); // tasks a crashed run left leased
+  const recovered = await queue.recover(); // tasks a crashed run left leased
   if (recovered) console.log(`recovered ${recovered} tasks`);
   const stats = { processed: 0, failed: 0 };
 
@@ -65,8 +65,8 @@ async function handle(queue, stats, request, response) {
     if (body === null) return reply(response, 413, { error: `the body is over ${MAX_BODY} bytes` });
     const key = request.headers['idempotency-key'];
     try {
-      if (key === undefined) return reply(response, 201, { id: queue.push(body) });
-      const { id, created } = queue.pushUnique(body, key);
+      if (key === undefined) return reply(response, 201, { id: await queue.push(body) });
+      const { id, created } = await queue.pushUnique(body, key);
       return created ? reply(response, 201, { id }) : reply(response, 200, { id, duplicate: true });
     } catch (error) {
       if (error instanceof tq.InvalidJsonError || error instanceof tq.InvalidArgumentError) {
@@ -76,14 +76,14 @@ async function handle(queue, stats, request, response) {
     }
   }
   if (request.method === 'GET' && pathname === '/stats') {
-    return reply(response, 200, { ...queue.counts(), ...stats });
+    return reply(response, 200, { ...(await queue.counts()), ...stats });
   }
   if (request.method === 'GET' && pathname === '/dead') {
-    return reply(
-      response,
-      200,
-      [...queue.iterTasks('dead')].map((task) => ({ id: task.id, payload: task.payload, last_error: task.lastError })),
-    );
+    const dead = [];
+    for await (const task of queue.iterTasks('dead')) {
+      dead.push({ id: task.id, payload: task.payload, last_error: task.lastError });
+    }
+    return reply(response, 200, dead);
   }
   return reply(response, 404, { error: `no route for ${request.method} ${pathname}` });
 }
@@ -109,7 +109,7 @@ function reply(response, status, body) {
  * directory, drives it through HTTP and checks its answers. */
 async function selfTest() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-httpservice-'));
-  const queue = tq.open(path.join(dir, 'tasks.db'), { keepHistory: true, maxAttempts: 2, retryBackoff: { min: 0, max: 0 } });
+  const queue = await tq.open(path.join(dir, 'tasks.db'), { keepHistory: true, maxAttempts: 2, retryBackoff: { min: 0, max: 0 } });
   const stop = new AbortController();
   let base;
   const listening = new Promise((resolve) => {
@@ -158,7 +158,7 @@ function option(name, fallback) {
 
 async function main() {
   if (process.argv.includes('--selftest')) return selfTest();
-  const queue = tq.open(option('db', 'tasks.db'));
+  const queue = await tq.open(option('db', 'tasks.db'));
   try {
     await serve(queue, {
       port: Number(option('port', 8080)),

@@ -8,14 +8,14 @@
 const tq = require('tq');
 
 async function main(path = 'jobs.db') {
-  const queue = tq.open(path);
+  const queue = await tq.open(path);
   try {
-    queue.recover(); // take back what crashed workers held
-    queue.push({ file: 'a.mp4' });
+    await queue.recover(); // take back what crashed workers held
+    await queue.push({ file: 'a.mp4' });
     let task = await queue.pull(); // null when no task is ready
     while (task !== null) {
       console.log(`task ${task.id}: ${JSON.stringify(task.payload)}`);
-      task = task.finishAndPull(); // one commit: finish this task, claim the next
+      task = await task.finishAndPull(); // one commit: finish this task, claim the next
     }
   } finally {
     await queue.close();

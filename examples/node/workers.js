@@ -17,10 +17,10 @@ const TASKS = 100;
 const WORKERS = 4;
 
 async function main(path = 'tasks.db') {
-  const queue = tq.open(path);
+  const queue = await tq.open(path);
   try {
-    queue.recover(); // take back what crashed workers held
-    queue.pushMany(Array.from({ length: TASKS }, (_, index) => ({ index, sleepMs: 10 }))); // one transaction
+    await queue.recover(); // take back what crashed workers held
+    await queue.pushMany(Array.from({ length: TASKS }, (_, index) => ({ index, sleepMs: 10 }))); // one transaction
 
     const finished = new Array(WORKERS).fill(0);
     const worker = async (id) => {
@@ -28,12 +28,12 @@ async function main(path = 'tasks.db') {
       while (task !== null) {
         await sleep(task.payload.sleepMs);
         // One commit finishes this task and claims the next (null when none is left).
-        task = task.finishAndPull();
+        task = await task.finishAndPull();
         finished[id]++;
       }
     };
     await Promise.all(Array.from({ length: WORKERS }, (_, id) => worker(id)));
-    console.log('pending left:', queue.count('pending'));
+    console.log('pending left:', await queue.count('pending'));
     console.log('finished per worker:', JSON.stringify(finished));
   } finally {
     await queue.close();

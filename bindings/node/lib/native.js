@@ -145,6 +145,7 @@ const PROTOTYPES = [
   'tq_status tq_snooze(tq_queue *queue, const tq_task *task, uint64_t delay_ms)',
   'tq_status tq_cancel_task(tq_queue *queue, int64_t id, const char *reason, _Out_ int32_t *out_state)',
   'tq_status tq_wait_cancellation(const tq_queue *queue, const tq_task *task, uint64_t timeout_ms, const tq_cancel *cancel)',
+  'tq_status tq_wait_change(const tq_queue *queue, uint64_t seen, uint64_t timeout_ms, const tq_cancel *cancel, _Out_ uint64_t *out_mark)',
   'tq_status tq_pause(tq_queue *queue, int64_t until_unix_ms)',
   'tq_status tq_resume(tq_queue *queue)',
   'tq_status tq_paused_until(const tq_queue *queue, _Out_ int64_t *out_until_unix_ms)',

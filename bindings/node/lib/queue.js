@@ -8,18 +8,22 @@
 // delivery ends; the library's task is freed as soon as the delivery ends
 // (finished, failed, found not held) or the task is closed.
 //
-// Blocking. Calls that do not wait run synchronously on the calling thread,
-// as short as one commit (push, finish, a pull of a ready task). A pull
-// that has to wait runs as an asynchronous koffi call on one of libuv's
-// worker threads, so the event loop keeps running. Each Queue keeps at most
-// one such call at a time: further waiting pulls line up behind it in
-// JavaScript, each first claiming a ready task synchronously. Waiting
-// therefore holds at most one of libuv's worker threads (4 by default,
-// shared with the file system and DNS) per Queue, however many pulls wait.
+// Blocking. Every call that may wait (for the file's write lock, a flush
+// of the disk, the network of a PostgreSQL server) is an asynchronous koffi
+// call on one of libuv's worker threads and returns a Promise, so the event
+// loop never waits for the library; only reading a task's fields, which
+// were copied into JavaScript, is synchronous. The few `...Sync` forms
+// (openSync, pushSync, pullSync, finishSync) are for scripts.
 //
-// Waiting for a task's outcome (wait) makes asynchronous koffi calls of
-// tq_wait_task, apart from the line of pulls so that no pull waits behind
-// it: each wait in progress holds one of libuv's worker threads.
+// Worker threads. libuv's pool is small (4 threads by default) and shared
+// with the file system, DNS and zlib, so each Queue bounds what it holds
+// there: at most CALLS_AT_ONCE short calls (a push, a finish, a count...)
+// at a time, the others lining up in JavaScript; one waiting pull, the
+// other waiting pulls lining up behind it, each first claiming a ready task
+// with a short call; and one wait for a change (tq_wait_change) on behalf
+// of every wait() and watchCancellation(), which read their tasks again with
+// short calls whenever it returns. So a Queue holds at most
+// CALLS_AT_ONCE + 2 of the pool's threads, however many calls are made.
 //
 // Threads. JavaScript calls on one Queue never overlap. worker_threads each
 // load the package and open their own Queue; libtq's handle is thread-safe,
@@ -49,15 +53,25 @@ const UINT64_MAX = 2n ** 64n - 1n;
  * with a claim. */
 const LONGEST_WAIT_MS = 3_600_000;
 
-/** The longest one C call of a wait given an AbortSignal lasts, in
- * milliseconds: tq_wait_task takes no tq_cancel, so after an abort, which
- * rejects at once, the worker thread is busy this long at most. */
-const SIGNALLED_WAIT_SLICE_MS = 100;
+/** The longest a waiting call lasts, in milliseconds, while waiting calls
+ * fill all of libuv's threads but one (see startWaiting). */
+const CROWDED_WAIT_MS = 100;
 
-/** A watch that cannot read its task for now (BUSY: the file's write lock
- * held past the busy timeout; IO: on PostgreSQL, a connection cut or a
- * server restarting) reads it again after these waits, doubling: the task
- * is still held, so the watch goes on. */
+/** How many short C calls (everything but the waiting ones) one Queue runs
+ * at once on libuv's worker threads; more line up in JavaScript. Two keep
+ * a commit going while the next call enters the library, where concurrent
+ * writes of one handle share a transaction (group commit), yet leave
+ * threads of the pool to the file system and other Queues. */
+const CALLS_AT_ONCE = 2;
+
+/** The threads of libuv's pool, which libuv sizes from UV_THREADPOOL_SIZE
+ * (4 by default, at most 1024) when it first uses the pool. */
+const POOL_THREADS = Math.min(Math.max(Number.parseInt(process.env.UV_THREADPOOL_SIZE, 10) || 4, 1), 1024);
+
+/** The wait for changes that cannot look for now (BUSY: the file's write
+ * lock held past the busy timeout; IO: on PostgreSQL, a connection cut or
+ * a server restarting) tries again after these waits, doubling: what it
+ * waits for is still to come. */
 const FIRST_RETRY_MS = 50;
 const MAX_RETRY_MS = 2_000;
 
@@ -89,6 +103,23 @@ function asyncError(status, call) {
   return errors.fromStatus(status, `${call}: ${lib.tq_status_str(status)}`);
 }
 
+/** Returns a non-negative status of the asynchronous call `call`; throws
+ * its error for a negative one. */
+function checkAsync(status, call) {
+  if (status < 0) {
+    throw asyncError(status, call);
+  }
+  return status;
+}
+
+/** Runs the C function `fn` on one of libuv's worker threads; resolves to
+ * what it returns. */
+function callAsync(fn, ...args) {
+  return new Promise((resolve, reject) => {
+    fn.async(...args, (error, value) => (error ? reject(error) : resolve(value)));
+  });
+}
+
 /** The integer of an enumeration value given as a number (passed on for the
  * library to judge) or a member's name in any case, a name of several
  * words in camelCase ('runAnyway' for RUN_ANYWAY). */
@@ -114,6 +145,17 @@ function camelCase(name) {
 
 function describe(value) {
   return value === null ? 'null' : typeof value === 'object' ? value.constructor?.name ?? 'object' : typeof value;
+}
+
+/** Refuses a `signal` that is not an AbortSignal, or throws its reason
+ * when it has aborted. */
+function checkSignal(signal) {
+  if (signal !== undefined && !(signal instanceof AbortSignal)) {
+    throw new TypeError(`signal must be an AbortSignal, not ${describe(signal)}`);
+  }
+  if (signal?.aborted) {
+    throw signal.reason;
+  }
 }
 
 /** An integer argument within the C type's range [low, high]. */
@@ -309,6 +351,45 @@ function pushSettings(call, options) {
   return settings;
 }
 
+/** The push options built for `options` of the method `call`. */
+function pushOptions(call, options) {
+  return buildOptions(lib.tq_push_options_new, lib.tq_push_options_free, pushSettings(call, options));
+}
+
+/** The byte lengths of encoded payloads, for the C array beside them. */
+function lengths(datas) {
+  const lens = new BigUint64Array(Math.max(datas.length, 1));
+  datas.forEach((data, i) => {
+    lens[i] = BigInt(data.length);
+  });
+  return lens;
+}
+
+/** `error`, a batch's failure, with the position of the payload (or item:
+ * `kind`) it was for. The library's message naming it stayed on the worker
+ * thread, so for invalid JSON the first payload that is not JSON is found
+ * again here; for other failures the position is unknown. */
+function withIndex(error, kind, datas) {
+  if (error instanceof errors.InvalidJsonError) {
+    const index = datas.findIndex((data) => !isJson(data));
+    if (index >= 0) {
+      error.message = `${kind} ${index}: ${error.message}`;
+      error.index = index;
+    }
+  }
+  return error;
+}
+
+/** Whether the bytes are a JSON text. */
+function isJson(data) {
+  try {
+    JSON.parse(data.toString('utf8'));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Passed, with a length of 0, for an empty payload: koffi passes an empty
  * Buffer as NULL, and the library is to judge the empty text, not refuse a
  * NULL pointer. */
@@ -333,13 +414,40 @@ process.on('exit', () => {
   for (const ptr of waitingHandles.keys()) lib.tq_interrupt(ptr);
 });
 
-/** Counts one more waiting call on the handle `ptr`. */
+/** The waiting calls in progress in this process that may last up to
+ * LONGEST_WAIT_MS. */
+let longWaits = 0;
+let warnedOfCrowding = false;
+
+/**
+ * Counts one more waiting call on the handle `ptr`, and returns how long
+ * it may last, in ms. Waiting calls may last long while they leave one of
+ * libuv's threads free; the others last CROWDED_WAIT_MS at most, so that
+ * the short calls of every Queue (and the file system, DNS) lined up in
+ * libuv get a thread between two of them. Warns, once, when that starts.
+ */
 function startWaiting(ptr) {
   waitingHandles.set(ptr, (waitingHandles.get(ptr) ?? 0) + 1);
+  if (longWaits < POOL_THREADS - 1) {
+    longWaits++;
+    return LONGEST_WAIT_MS;
+  }
+  if (!warnedOfCrowding) {
+    warnedOfCrowding = true;
+    process.emitWarning(
+      `tq's waiting calls fill ${POOL_THREADS - 1} of the ${POOL_THREADS} threads of libuv's pool, ` +
+        `so further ones wait ${CROWDED_WAIT_MS} ms at a time, letting other calls through in between: ` +
+        'set UV_THREADPOOL_SIZE to 2 per Queue that waits, plus 4, before Node starts',
+      { type: 'TqWarning', code: 'TQ_POOL_CROWDED' },
+    );
+  }
+  return CROWDED_WAIT_MS;
 }
 
-/** Counts one waiting call on `ptr` less. */
-function stopWaiting(ptr) {
+/** Counts one waiting call on `ptr` less; `lastsMs` is what startWaiting
+ * returned for it. */
+function stopWaiting(ptr, lastsMs) {
+  if (lastsMs === LONGEST_WAIT_MS) longWaits--;
   const calls = waitingHandles.get(ptr) - 1;
   if (calls) waitingHandles.set(ptr, calls);
   else waitingHandles.delete(ptr);
@@ -367,42 +475,88 @@ class WaitRequest {
   }
 }
 
+/** Passed to the constructor by open and openSync, so that a Queue is
+ * only made from a handle they opened. */
+const OPENED = Symbol('opened by tq.open');
+
+/** The settings of an open: the options object built, or null. */
+function openArguments(location, options) {
+  if (typeof location !== 'string') {
+    throw new TypeError(`the location must be a string (a path or a URL), not ${describe(location)}`);
+  }
+  if (location.includes('\0')) {
+    // Not shown: the location may be a URL with a password.
+    throw new errors.InvalidArgumentError(`the location contains a NUL character (at ${location.indexOf('\0')})`);
+  }
+  const settings = openSettings(options);
+  return settings.length ? buildOptions(lib.tq_options_new, lib.tq_options_free, settings) : null;
+}
+
+/**
+ * Opens (and creates if needed) the queue `options.queue` in the SQLite
+ * file at `location`, or in the PostgreSQL database of a `postgres://` URL,
+ * on one of libuv's worker threads (an open may wait for the file's lock,
+ * run a migration or connect to a server); resolves to the Queue. See
+ * index.d.ts for the options.
+ */
+async function open(location, options = {}) {
+  const built = openArguments(location, options);
+  const out = [null];
+  let status;
+  try {
+    status = await callAsync(lib.tq_open, location, built, out);
+  } finally {
+    if (built) lib.tq_options_free(built);
+  }
+  if (status < 0) {
+    throw errors.fromStatus(status, `tq_open of ${JSON.stringify(redacted(location))}: ${lib.tq_status_str(status)}`);
+  }
+  return new Queue(OPENED, out[0], location, options);
+}
+
+/** open() on the calling thread, for scripts: the event loop waits meanwhile. */
+function openSync(location, options = {}) {
+  const built = openArguments(location, options);
+  const out = [null];
+  try {
+    check(lib.tq_open(location, built, out));
+  } finally {
+    if (built) lib.tq_options_free(built);
+  }
+  return new Queue(OPENED, out[0], location, options);
+}
+
 class Queue {
   #ptr;
   #name;
   #shownPath;
   #closing = false;
-  /** The waiting C call in progress (a Promise) or null. */
+  /** The waiting pull in progress (a Promise) or null. */
   #waiting = null;
   /** The WaitRequests lined up behind it. */
   #line = [];
-  /** The C calls of wait() in progress (Promises). */
-  #outcomeCalls = new Set();
+  /** The short C calls in progress on libuv's worker threads. */
+  #callsInFlight = 0;
+  /** Functions that start a short call, lined up for a place. */
+  #callLine = [];
+  /** Every asynchronous C call using the handle (Promises that never
+   * reject), waited for before the handle is freed. */
+  #calls = new Set();
+  /** The waits of wait() and watchCancellation() (Watchers). */
+  #watchers = new Set();
+  /** The tq_cancel that ends the wait for changes once no one waits, while
+   * that wait runs. */
+  #changeWait = null;
   /** Resolved once the handle is freed. */
   #closed = null;
 
-  /**
-   * Opens (and creates if needed) the queue `options.queue` in the SQLite
-   * file at `location`, or in the PostgreSQL database of a `postgres://`
-   * URL. See index.d.ts for the options.
-   */
-  constructor(location, options = {}) {
-    if (typeof location !== 'string') {
-      throw new TypeError(`the location must be a string (a path or a URL), not ${describe(location)}`);
+  /** Not for direct use: `await tq.open(location, options)` (or
+   * tq.openSync) opens a queue. */
+  constructor(opened, ptr, location, options) {
+    if (opened !== OPENED) {
+      throw new TypeError('open a queue with `await tq.open(location, options)` (or tq.openSync in a script)');
     }
-    if (location.includes('\0')) {
-      // Not shown: the location may be a URL with a password.
-      throw new errors.InvalidArgumentError(`the location contains a NUL character (at ${location.indexOf('\0')})`);
-    }
-    const settings = openSettings(options);
-    const built = settings.length ? buildOptions(lib.tq_options_new, lib.tq_options_free, settings) : null;
-    const out = [null];
-    try {
-      check(lib.tq_open(location, built, out));
-    } finally {
-      if (built) lib.tq_options_free(built);
-    }
-    this.#ptr = out[0];
+    this.#ptr = ptr;
     this.#name = options.queue ?? 'default';
     this.#shownPath = redacted(location);
     unclosedQueues.register(this, this.#ptr, this);
@@ -436,10 +590,11 @@ class Queue {
   }
 
   /**
-   * Closes the queue: pulls waiting on it reject with ClosedError, and the
-   * handle is freed once the waiting call has returned. Resolves then.
-   * Idempotent; later calls throw ClosedError. Tasks already pulled stay
-   * readable and can be closed, but no longer finished.
+   * Closes the queue: pulls and waits on it reject with ClosedError, calls
+   * not yet started too, and the handle is freed once the calls in
+   * progress have returned. Resolves then. Idempotent; later calls reject
+   * with ClosedError. Tasks already pulled stay readable and can be
+   * closed, but no longer finished.
    */
   close() {
     if (this.#closed) {
@@ -449,16 +604,18 @@ class Queue {
     for (const request of this.#line.splice(0)) {
       settle(request, () => request.reject(this.#closedError()));
     }
+    for (const start of this.#callLine.splice(0)) start();
     const ptr = this.#ptr;
     unclosedQueues.unregister(this);
-    if (this.#waiting || this.#outcomeCalls.size) {
-      lib.tq_interrupt(ptr);
-      // The waiting calls keep the handle alive until they return.
-      this.#closed = Promise.all([this.#waiting, ...this.#outcomeCalls]).then(() => lib.tq_close(ptr));
-    } else {
-      lib.tq_close(ptr);
-      this.#closed = Promise.resolve();
-    }
+    if (this.#waiting || this.#changeWait) lib.tq_interrupt(ptr);
+    // The calls in progress keep the handle alive until they return.
+    // The waits of wait() and watches reject as close() resolves, so that a
+    // caller awaiting close() first has not left their rejection unhandled.
+    this.#closed = Promise.all([this.#waiting, ...this.#calls])
+      .then(() => callAsync(lib.tq_close, ptr))
+      .then(() => {
+        for (const watcher of this.#watchers) watcher.settle(undefined, this.#closedError());
+      });
     return this.#closed;
   }
 
@@ -466,43 +623,96 @@ class Queue {
     return this.close();
   }
 
+  /**
+   * Runs the C function `fn` with the handle and `args` on one of libuv's
+   * worker threads, at most CALLS_AT_ONCE of this Queue's at a time, and
+   * resolves to its status. Rejects with ClosedError once close() began; a
+   * call started before finishes first.
+   */
+  _call(fn, ...args) {
+    return new Promise((resolve, reject) => {
+      const start = () => {
+        if (this.#closing) {
+          reject(this.#closedError());
+          return;
+        }
+        this.#callsInFlight++;
+        const call = callAsync(fn, this.#ptr, ...args);
+        this._track(call).then(() => {
+          this.#callsInFlight--;
+          this.#callLine.shift()?.();
+        });
+        call.then(resolve, reject);
+      };
+      if (this.#closing) reject(this.#closedError());
+      else if (this.#callsInFlight < CALLS_AT_ONCE) start();
+      else this.#callLine.push(start);
+    });
+  }
+
+  /** _call, then the status checked: resolves to a non-negative status,
+   * rejects with the error of a negative one. */
+  async _checkedCall(fn, ...args) {
+    return checkAsync(await this._call(fn, ...args), fn.info.name);
+  }
+
+  /** The value a call writes to `out`, a one-element array, once it
+   * succeeded. */
+  async #read(fn, ...args) {
+    const out = [0];
+    await this._checkedCall(fn, ...args, out);
+    return out[0];
+  }
+
   // --- Pushing ---------------------------------------------------------------
 
-  /** Stores a task and returns its id, once stored at the queue's durability. */
-  push(payload, options) {
+  /** Stores a task and resolves to its id, once stored at the queue's
+   * durability. */
+  async push(payload, options) {
     const data = encode(payload);
+    const built = options === undefined ? null : pushOptions('push', options);
     const out = [0];
-    if (options === undefined) {
-      check(lib.tq_push(this._handle(), payloadPointer(data), data.length, null, out));
-    } else {
-      this.#pushWith(data, pushSettings('push', options), out);
+    try {
+      await this._checkedCall(lib.tq_push, payloadPointer(data), data.length, built, out);
+    } finally {
+      if (built) lib.tq_push_options_free(built);
     }
     return out[0];
   }
 
-  /** Pushes with a unique key; returns { id, created }. */
-  pushUnique(payload, uniqueKey, options = {}) {
+  /** push() on the calling thread, for scripts: the event loop waits for
+   * the commit (and for the file's write lock, up to the busy timeout). */
+  pushSync(payload, options) {
+    const data = encode(payload);
+    const built = options === undefined ? null : pushOptions('push', options);
+    const out = [0];
+    try {
+      check(lib.tq_push(this._handle(), payloadPointer(data), data.length, built, out));
+    } finally {
+      if (built) lib.tq_push_options_free(built);
+    }
+    return out[0];
+  }
+
+  /** Pushes with a unique key; resolves to { id, created }. */
+  async pushUnique(payload, uniqueKey, options = {}) {
     if (typeof uniqueKey !== 'string') {
       throw new TypeError(`uniqueKey must be a string, not ${describe(uniqueKey)}`);
     }
     const data = encode(payload);
+    const built = pushOptions('pushUnique', { ...callOptions('pushUnique', options), uniqueKey });
     const out = [0];
-    const status = this.#pushWith(data, pushSettings('pushUnique', { ...callOptions('pushUnique', options), uniqueKey }), out);
-    return { id: out[0], created: status !== DUPLICATE };
-  }
-
-  #pushWith(data, settings, out) {
-    const built = buildOptions(lib.tq_push_options_new, lib.tq_push_options_free, settings);
     try {
-      return check(lib.tq_push(this._handle(), payloadPointer(data), data.length, built, out));
+      const status = await this._checkedCall(lib.tq_push, payloadPointer(data), data.length, built, out);
+      return { id: out[0], created: status !== DUPLICATE };
     } finally {
       lib.tq_push_options_free(built);
     }
   }
 
   /** Stores every payload as a task in one transaction, all or none, and
-   * returns their ids. */
-  pushMany(payloads, options = {}) {
+   * resolves to their ids. */
+  async pushMany(payloads, options = {}) {
     const datas = [];
     for (const payload of payloads) {
       try {
@@ -515,18 +725,11 @@ class Queue {
     }
     const settings = pushSettings('pushMany', options);
     const count = datas.length;
-    const lens = new BigUint64Array(Math.max(count, 1));
-    datas.forEach((data, i) => {
-      lens[i] = BigInt(data.length);
-    });
     const ids = new BigInt64Array(Math.max(count, 1));
     const built = settings.length ? buildOptions(lib.tq_push_options_new, lib.tq_push_options_free, settings) : null;
     try {
-      check(lib.tq_push_batch(this._handle(), datas.map(payloadPointer), lens, count, built, ids));
-    } catch (error) {
-      const match = /^payload (\d+): /.exec(error.message);
-      if (match) error.index = Number(match[1]);
-      throw error;
+      const status = await this._call(lib.tq_push_batch, datas.map(payloadPointer), lengths(datas), count, built, ids);
+      if (status < 0) throw withIndex(asyncError(status, 'tq_push_batch'), 'payload', datas);
     } finally {
       if (built) lib.tq_push_options_free(built);
     }
@@ -534,11 +737,11 @@ class Queue {
   }
 
   /** Stores each item `{ payload, ...options }` as push would, in order, in
-   * one transaction, all or none, and returns their ids (for an item whose
-   * unique key a task holds, that task's). An item may wait for earlier
-   * items of the same call (`afterItems`: their indexes), so that a graph
-   * of tasks is stored whole. */
-  pushItems(items) {
+   * one transaction, all or none, and resolves to their ids (for an item
+   * whose unique key a task holds, that task's). An item may wait for
+   * earlier items of the same call (`afterItems`: their indexes), so that a
+   * graph of tasks is stored whole. */
+  async pushItems(items) {
     if (items === null || typeof items !== 'object' || typeof items[Symbol.iterator] !== 'function') {
       throw new TypeError(`pushItems takes an iterable of items, not ${describe(items)}`);
     }
@@ -553,7 +756,7 @@ class Queue {
           }
           const { payload, ...options } = item;
           datas.push(encode(payload));
-          built.push(buildOptions(lib.tq_push_options_new, lib.tq_push_options_free, pushSettings('pushItems', options)));
+          built.push(pushOptions('pushItems', options));
         } catch (error) {
           error.message = `item ${index}: ${error.message}`;
           error.index = index;
@@ -561,18 +764,9 @@ class Queue {
         }
       }
       const count = datas.length;
-      const lens = new BigUint64Array(Math.max(count, 1));
-      datas.forEach((data, i) => {
-        lens[i] = BigInt(data.length);
-      });
       const ids = new BigInt64Array(Math.max(count, 1));
-      try {
-        check(lib.tq_push_items(this._handle(), datas.map(payloadPointer), lens, built, count, ids));
-      } catch (error) {
-        const match = /^item (\d+): /.exec(error.message);
-        if (match) error.index = Number(match[1]);
-        throw error;
-      }
+      const status = await this._call(lib.tq_push_items, datas.map(payloadPointer), lengths(datas), built, count, ids);
+      if (status < 0) throw withIndex(asyncError(status, 'tq_push_items'), 'item', datas);
       return Array.from(ids.subarray(0, count), Number);
     } finally {
       for (const options of built) lib.tq_push_options_free(options);
@@ -589,11 +783,14 @@ class Queue {
     return this.#claim(options, 1).then((tasks) => tasks[0] ?? null);
   }
 
-  /** Claims a ready task at once, synchronously, or returns null. */
-  tryPull({ lease } = {}) {
+  /** Claims a ready task on the calling thread, for scripts, or returns
+   * null; never waits for one (the event loop waits for the commit). */
+  pullSync({ lease } = {}) {
     const built = pullOptions(lease, 0, null);
     try {
-      return this.#claimNow(built, 1)[0] ?? null;
+      const out = [null];
+      const status = check(lib.tq_pull(this._handle(), built, out));
+      return status === OK ? new Task(this, out[0]) : null;
     } finally {
       if (built) lib.tq_pull_options_free(built);
     }
@@ -635,28 +832,29 @@ class Queue {
     }
   }
 
-  /** Claims up to `max` tasks: synchronously if some are ready, else in the
-   * Queue's line of waiting pulls. Resolves to an array of Tasks. */
-  #claim(options, max) {
-    let wait, lease, signal, built;
+  /** Claims up to `max` tasks: with a short call if some are ready, else
+   * in the Queue's line of waiting pulls. Resolves to an array of Tasks. */
+  async #claim(options, max) {
+    const { wait = 0, lease, signal } = options;
+    const waitMs = milliseconds('wait', wait);
+    if (signal !== undefined && !(signal instanceof AbortSignal)) {
+      throw new TypeError(`signal must be an AbortSignal, not ${describe(signal)}`);
+    }
+    if (signal?.aborted) {
+      throw signal.reason;
+    }
+    const built = pullOptions(lease, 0, null);
     try {
-      ({ wait = 0, lease, signal } = options);
-      const waitMs = milliseconds('wait', wait);
-      if (signal !== undefined && !(signal instanceof AbortSignal)) {
-        throw new TypeError(`signal must be an AbortSignal, not ${describe(signal)}`);
-      }
-      if (signal?.aborted) {
-        return Promise.reject(signal.reason);
-      }
-      built = pullOptions(lease, 0, null);
-      const claimed = this.#claimNow(built, max);
+      const claimed = await this.#pullAsync(built, max, (call) => this._call(...call));
+      if (claimed === null) throw new errors.InterruptedError('tq_pull: ended by interrupt() on its queue');
       if (claimed.length || waitMs === 0) {
-        return Promise.resolve(claimed);
+        return claimed;
       }
-    } catch (error) {
-      return Promise.reject(error);
     } finally {
       if (built) lib.tq_pull_options_free(built);
+    }
+    if (signal?.aborted) {
+      throw signal.reason;
     }
     const deadline = wait === Infinity ? Infinity : now() + wait;
     return new Promise((resolve, reject) => {
@@ -675,19 +873,6 @@ class Queue {
     });
   }
 
-  /** A synchronous claim of up to `max` ready tasks, without waiting. */
-  #claimNow(options, max) {
-    if (max === 1) {
-      const out = [null];
-      const status = check(lib.tq_pull(this._handle(), options, out));
-      return status === OK ? [new Task(this, out[0])] : [];
-    }
-    const slots = new BigUint64Array(max);
-    const count = [0];
-    const status = check(lib.tq_pull_batch(this._handle(), options, max, slots, count));
-    return status === OK ? adoptAll(this, slots, Number(count[0])) : [];
-  }
-
   /** Starts the waiting call of the first live request in line, if no
    * waiting call is in progress. */
   #nextWait() {
@@ -697,13 +882,11 @@ class Queue {
         continue;
       }
       request.active = true;
-      startWaiting(this.#ptr);
       this.#waiting = request.run().then(
         (tasks) => settle(request, () => request.resolve(tasks)),
         (error) => settle(request, () => request.reject(error)),
       );
       this.#waiting.then(() => {
-        stopWaiting(this.#ptr);
         this.#waiting = null;
         this.#nextWait();
       });
@@ -726,10 +909,14 @@ class Queue {
       for (;;) {
         if (this.#closing) throw this.#closedError();
         if (signal?.aborted) throw signal.reason;
-        const remaining = Math.max(0, Math.min(deadline - now(), LONGEST_WAIT_MS));
+        const ptr = this.#ptr;
+        const lastsMs = startWaiting(ptr);
+        const remaining = Math.max(0, Math.min(deadline - now(), lastsMs));
         if (built) lib.tq_pull_options_free(built);
         built = pullOptions(lease, remaining, cancel);
-        const tasks = await this.#pullAsync(built, max);
+        const tasks = await this.#pullAsync(built, max, (call) => callAsync(call[0], ptr, ...call.slice(1))).finally(() =>
+          stopWaiting(ptr, lastsMs),
+        );
         if (tasks === null) {
           if (this.#closing) throw this.#closedError();
           if (signal?.aborted) throw signal.reason;
@@ -747,37 +934,31 @@ class Queue {
     }
   }
 
-  /** One asynchronous tq_pull or tq_pull_batch; resolves to the tasks (none
-   * when the wait ran out) or null when the wait was interrupted. */
-  #pullAsync(options, max) {
-    const ptr = this.#ptr;
-    return new Promise((resolve, reject) => {
-      const done = (fail, status, adopt) => {
-        if (fail) return reject(fail);
-        if (status === INTERRUPTED) return resolve(null);
-        if (status < 0) return reject(asyncError(status, max === 1 ? 'tq_pull' : 'tq_pull_batch'));
-        resolve(status === OK ? adopt() : []);
-      };
-      if (max === 1) {
-        const out = [null];
-        lib.tq_pull.async(ptr, options, out, (fail, status) => done(fail, status, () => [new Task(this, out[0])]));
-      } else {
-        const slots = new BigUint64Array(max);
-        const count = [0];
-        lib.tq_pull_batch.async(ptr, options, max, slots, count, (fail, status) =>
-          done(fail, status, () => adoptAll(this, slots, Number(count[0]))),
-        );
-      }
-    });
+  /** One tq_pull or tq_pull_batch made by `run` (a short call or the
+   * waiting one) from [function, ...arguments]; resolves to the tasks
+   * (none when none came) or null when the wait was interrupted. */
+  async #pullAsync(options, max, run) {
+    const call = max === 1 ? 'tq_pull' : 'tq_pull_batch';
+    if (max === 1) {
+      const out = [null];
+      const status = await run([lib.tq_pull, options, out]);
+      if (status === INTERRUPTED) return null;
+      return checkAsync(status, call) === OK ? [new Task(this, out[0])] : [];
+    }
+    const slots = new BigUint64Array(max);
+    const count = [0];
+    const status = await run([lib.tq_pull_batch, options, max, slots, count]);
+    if (status === INTERRUPTED) return null;
+    return checkAsync(status, call) === OK ? adoptAll(this, slots, Number(count[0])) : [];
   }
 
   // --- Outcomes --------------------------------------------------------------
 
   /** Task `id` of this queue as it is now, with its result and progress, as
    * a TaskSnapshot; null when the queue has no such task. */
-  task(id) {
+  async task(id) {
     const out = [null];
-    const status = check(lib.tq_get_task(this._handle(), integer('id', id, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER), out));
+    const status = await this._checkedCall(lib.tq_get_task, integer('id', id, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER), out);
     return status === EMPTY ? null : adoptSnapshot(out[0]);
   }
 
@@ -786,86 +967,186 @@ class Queue {
    * result, 'dead' or 'cancelled' with its lastError), once it ends, or to
    * null when `timeout` milliseconds (default Infinity) passed first.
    */
-  wait(id, options = {}) {
-    let deadline, signal;
-    try {
-      integer('id', id, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
-      let timeout;
-      ({ timeout = Infinity, signal } = options);
-      milliseconds('timeout', timeout);
-      if (signal !== undefined && !(signal instanceof AbortSignal)) {
-        throw new TypeError(`signal must be an AbortSignal, not ${describe(signal)}`);
-      }
-      if (signal?.aborted) {
-        return Promise.reject(signal.reason);
-      }
-      deadline = now() + timeout;
-      // An ended task, and an unknown one (with the library's message),
-      // answer at once, without a worker thread.
-      const out = [null];
-      if (check(lib.tq_wait_task(this._handle(), id, 0, null, out)) === OK) {
-        return Promise.resolve(adoptSnapshot(out[0]));
-      }
-      if (timeout === 0) {
-        return Promise.resolve(null);
-      }
-    } catch (error) {
-      return Promise.reject(error);
+  async wait(id, options = {}) {
+    integer('id', id, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
+    const { timeout = Infinity, signal } = callOptions('wait', options);
+    milliseconds('timeout', timeout);
+    checkSignal(signal);
+    const look = () => this.#endedTask(id);
+    // A task that has ended, and an unknown one (rejected), answer at once.
+    const ended = await look();
+    if (ended !== undefined || timeout === 0) {
+      return ended ?? null;
     }
-    let onAbort;
-    return new Promise((resolve, reject) => {
-      onAbort = () => reject(signal.reason);
-      signal?.addEventListener('abort', onAbort, { once: true });
-      const slice = signal ? SIGNALLED_WAIT_SLICE_MS : LONGEST_WAIT_MS;
-      const next = () => {
-        if (this.#closing) return reject(this.#closedError());
-        const remaining = Math.max(0, Math.min(deadline - now(), slice));
-        this.#waitTaskAsync(id, remaining).then((outcome) => {
-          if (signal?.aborted) return;
-          if (outcome === INTERRUPTED) {
-            if (this.#closing) return reject(this.#closedError());
-            return reject(new errors.InterruptedError('tq_wait_task: the wait was ended by interrupt() on its queue'));
-          }
-          if (outcome !== null) return resolve(outcome);
-          if (now() >= deadline) return resolve(null);
-          next();
-        }, reject);
-      };
-      next();
-    }).finally(() => signal?.removeEventListener('abort', onAbort));
+    return this._watch(look, { signal, timeout });
   }
 
-  /** One asynchronous tq_wait_task of up to `timeoutMs`; resolves to the
-   * snapshot, null when the time ran out, or INTERRUPTED. The handle stays
-   * open until it returns. */
-  #waitTaskAsync(id, timeoutMs) {
-    const ptr = this.#ptr;
-    const call = new Promise((resolve, reject) => {
-      const out = [null];
-      lib.tq_wait_task.async(ptr, id, Math.ceil(timeoutMs), null, out, (fail, status) => {
-        if (fail) return reject(fail);
-        if (status === INTERRUPTED) return resolve(INTERRUPTED);
-        if (status < 0) return reject(asyncError(status, 'tq_wait_task'));
-        resolve(status === OK ? adoptSnapshot(out[0]) : null);
-      });
+  /** A snapshot of task `id` if it has ended, else undefined. */
+  async #endedTask(id) {
+    const out = [null];
+    const status = await this._call(lib.tq_wait_task, id, 0, null, out);
+    // A look with no wait still says INTERRUPTED after interrupt().
+    if (status === EMPTY || status === INTERRUPTED) return undefined;
+    if (status === errors.InvalidArgumentError.status) {
+      // Its other arguments were checked here, so the library refused the id.
+      throw new errors.InvalidArgumentError(
+        `tq_wait_task: queue ${JSON.stringify(this.#name)} has no task ${id} to wait for: it was never pushed, ` +
+          'or it ended and was not kept (finish it with a result, or keep history)',
+      );
+    }
+    checkAsync(status, 'tq_wait_task');
+    return adoptSnapshot(out[0]);
+  }
+
+  /**
+   * Waits, on the Queue's wait for changes, until `look()` (made of short
+   * calls) resolves to something other than undefined, and resolves to
+   * that; to null once `timeout` ms passed. Rejects with the signal's
+   * reason when it aborts, with ClosedError when the queue closes, with
+   * InterruptedError after interrupt() (once a last look found nothing),
+   * or with the error of a look; a look refused for a while (BusyError,
+   * IoError) is tried again when `retryBusy`. `started(watcher)` is told
+   * of the watcher, whose `settle(value)` ends the wait from outside.
+   */
+  _watch(look, { signal, timeout = Infinity, retryBusy = false, started }) {
+    return new Promise((resolve, reject) => {
+      const watcher = {
+        look,
+        retryBusy,
+        /** The look in progress (a Promise), if any. */
+        looking: null,
+        /** A change came during the look in progress: look once more. */
+        lookAgain: false,
+        /** Resolves with `value` or rejects with `error`, once. */
+        settle: (value, error) => {
+          if (!this.#watchers.delete(watcher)) return;
+          clearTimeout(timer);
+          signal?.removeEventListener('abort', onAbort);
+          if (error !== undefined) reject(error);
+          else resolve(value);
+          if (!this.#watchers.size) this.#changeWait?.stop();
+        },
+      };
+      const onAbort = () => watcher.settle(undefined, signal.reason);
+      const timer = timeout === Infinity ? undefined : setTimeout(() => watcher.settle(null), timeout);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.#watchers.add(watcher);
+      started?.(watcher);
+      if (this.#changeWait) {
+        // Its mark was taken before this look, so no change is missed.
+        this.#lookAt(watcher);
+      } else {
+        this.#waitForChanges();
+      }
     });
-    return this._track(call);
+  }
+
+  /** Reads again what `watcher` waits for, settling it if that came;
+   * resolves once it looked. One look at a time per watcher. */
+  #lookAt(watcher) {
+    if (watcher.looking) {
+      watcher.lookAgain = true;
+      return watcher.looking;
+    }
+    watcher.looking = (async () => {
+      let retryMs = FIRST_RETRY_MS;
+      do {
+        watcher.lookAgain = false;
+        try {
+          const found = await watcher.look();
+          if (found !== undefined) watcher.settle(found);
+        } catch (error) {
+          // close() ends every watcher once the handle is freed.
+          if (this.#closing) break;
+          if (!(watcher.retryBusy && (error instanceof errors.BusyError || error instanceof errors.IoError))) {
+            watcher.settle(undefined, error);
+            break;
+          }
+          // Refused for a while: what it waits for may have come meanwhile.
+          await new Promise((resolve) => setTimeout(resolve, retryMs));
+          retryMs = Math.min(2 * retryMs, MAX_RETRY_MS);
+          watcher.lookAgain = true;
+        }
+      } while (watcher.lookAgain && this.#watchers.has(watcher));
+      watcher.looking = null;
+    })();
+    return watcher.looking;
+  }
+
+  /**
+   * The wait for changes: while anyone waits, one tq_wait_change at a time
+   * (a waiting call, on a worker thread of its own) on behalf of every
+   * watcher, which looks again each time it returns. It takes the queue's
+   * change mark before the first looks, so a change after any look ends
+   * the next wait at once.
+   */
+  #waitForChanges() {
+    if (this.#changeWait || this.#closing) return;
+    const cancel = lib.tq_cancel_new();
+    if (!cancel) {
+      for (const watcher of this.#watchers) watcher.settle(undefined, new errors.InternalError('tq_cancel_new returned NULL'));
+      return;
+    }
+    const run = { stopped: false, stop: () => ((run.stopped = true), lib.tq_cancel_trigger(cancel)) };
+    this.#changeWait = run;
+    const ptr = this.#ptr;
+    const wait = async () => {
+      let mark = 0;
+      let first = true;
+      let retryMs = FIRST_RETRY_MS;
+      while (this.#watchers.size && !run.stopped) {
+        if (this.#closing) break;
+        const out = [0];
+        const lastsMs = startWaiting(ptr);
+        const timeoutMs = first ? 0 : lastsMs;
+        first = false;
+        const status = await this._track(callAsync(lib.tq_wait_change, ptr, mark, timeoutMs, cancel, out)).finally(() =>
+          stopWaiting(ptr, lastsMs),
+        );
+        if (status === OK || status === EMPTY) {
+          retryMs = FIRST_RETRY_MS;
+          if (status === OK) {
+            mark = out[0];
+            for (const watcher of this.#watchers) this.#lookAt(watcher);
+          }
+        } else if (status === INTERRUPTED) {
+          if (run.stopped || this.#closing) break;
+          const error = new errors.InterruptedError('tq_wait_change: ended by interrupt() on its queue');
+          // interrupt() ends the waits, but a wait still takes what came.
+          await Promise.all([...this.#watchers].map((watcher) => this.#lookAt(watcher)));
+          for (const watcher of this.#watchers) watcher.settle(undefined, error);
+        } else if (status === BUSY || status === IO) {
+          // An interrupt, a close or the last watcher leaving meanwhile
+          // ends the next wait at once.
+          await new Promise((resolve) => setTimeout(resolve, retryMs));
+          retryMs = Math.min(2 * retryMs, MAX_RETRY_MS);
+        } else {
+          const error = asyncError(status, 'tq_wait_change');
+          for (const watcher of this.#watchers) watcher.settle(undefined, error);
+        }
+      }
+    };
+    wait()
+      .catch((error) => {
+        for (const watcher of this.#watchers) watcher.settle(undefined, error);
+      })
+      .finally(() => {
+        lib.tq_cancel_free(cancel);
+        this.#changeWait = null;
+        // Watchers that came after the last one left start a new wait.
+        if (this.#watchers.size && !this.#closing) this.#waitForChanges();
+      });
   }
 
   /** Keeps the handle open until `call`, an asynchronous C call using it,
    * settles (close() then waits for it); returns `call`. */
   _track(call) {
-    const ptr = this.#ptr;
     const tracked = call.then(
       () => {},
       () => {},
     );
-    this.#outcomeCalls.add(tracked);
-    startWaiting(ptr);
-    tracked.then(() => {
-      this.#outcomeCalls.delete(tracked);
-      stopWaiting(ptr);
-    });
+    this.#calls.add(tracked);
+    tracked.then(() => this.#calls.delete(tracked));
     return call;
   }
 
@@ -874,9 +1155,9 @@ class Queue {
     return this.#closedError();
   }
 
-  /** Finishes many tasks in one transaction; returns, for each, true when it
-   * was finished and false when its delivery was no longer current. */
-  finishMany(tasks) {
+  /** Finishes many tasks in one transaction; resolves, for each, to true
+   * when it was finished and false when its delivery was no longer current. */
+  async finishMany(tasks) {
     const list = [...tasks];
     const distinct = [...new Set(list)];
     for (const task of distinct) {
@@ -893,74 +1174,82 @@ class Queue {
         throw ended;
       }
     }
-    const handle = this._handle();
-    const pointers = new BigUint64Array(Math.max(live.length, 1));
-    live.forEach((task, i) => {
-      pointers[i] = koffi.address(task._ptr());
-    });
+    this._handle();
     const statuses = new Int32Array(Math.max(live.length, 1));
-    check(lib.tq_finish_batch(handle, pointers, live.length, statuses));
-    const finished = new Map();
+    // Each task is kept until the call returned.
+    let finished;
+    const finishing = new Promise((resolve) => {
+      finished = resolve;
+    });
+    const held = live.map((task) => task._using(() => finishing));
+    try {
+      const pointers = new BigUint64Array(Math.max(live.length, 1));
+      live.forEach((task, i) => {
+        pointers[i] = koffi.address(task._ptr());
+      });
+      await this._checkedCall(lib.tq_finish_batch, pointers, live.length, statuses);
+    } finally {
+      finished();
+      await Promise.all(held);
+    }
+    const outcomes = new Map();
     live.forEach((task, i) => {
-      finished.set(task, statuses[i] === OK);
+      outcomes.set(task, statuses[i] === OK);
       task._end(statuses[i] === OK ? 'finished' : 'lost');
     });
     // Tasks whose delivery had ended before were not held.
-    return list.map((task) => finished.get(task) ?? false);
+    return list.map((task) => outcomes.get(task) ?? false);
   }
 
-  /** Ends the wait of every pull and wait() on this handle with
-   * InterruptedError, now and from then on (a pull still takes a task that
-   * is ready, a wait() still resolves to a task that has ended). */
+  /** Ends the wait of every pull, wait() and watchCancellation() on this
+   * handle with InterruptedError, now and from then on (a pull still takes
+   * a task that is ready, a wait() still resolves to a task that has
+   * ended). Never waits, so it is synchronous. */
   interrupt() {
     check(lib.tq_interrupt(this._handle()));
   }
 
   // --- Upkeep and visibility -------------------------------------------------
 
-  /** Takes back the tasks of expired leases and dead holders; returns how many. */
-  recover() {
-    const out = [0];
-    check(lib.tq_recover(this._handle(), out));
-    return Number(out[0]);
+  /** Takes back the tasks of expired leases and dead holders; resolves to
+   * how many. */
+  async recover() {
+    return Number(await this.#read(lib.tq_recover));
   }
 
   /** How many tasks of this queue are in `state` (a State value or its name). */
-  count(state = State.PENDING) {
-    const out = [0];
-    check(lib.tq_count(this._handle(), enumValue('state', State, state), out));
-    return Number(out[0]);
+  async count(state = State.PENDING) {
+    return Number(await this.#read(lib.tq_count, enumValue('state', State, state)));
   }
 
   /** The number of tasks in each state, by the state's lower-case name. */
-  counts() {
-    return Object.fromEntries(STATE_NAMES.map((name, value) => [name, this.count(value)]));
+  async counts() {
+    const counts = await Promise.all(STATE_NAMES.map((name, value) => this.count(value)));
+    return Object.fromEntries(STATE_NAMES.map((name, value) => [name, counts[value]]));
   }
 
   /** How long, in milliseconds, the task ready longest has waited, or null
    * when no task is ready. */
-  oldestReadyAge() {
+  async oldestReadyAge() {
     const out = [0];
-    const status = check(lib.tq_oldest_ready_age_ms(this._handle(), out));
+    const status = await this._checkedCall(lib.tq_oldest_ready_age_ms, out);
     return status === EMPTY ? null : Number(out[0]);
   }
 
   /** How many ordered groups of this queue have tasks waiting for their turn
    * behind the group's earlier tasks; those tasks count as pending. */
-  groupsWaiting() {
-    const out = [0];
-    check(lib.tq_groups_waiting(this._handle(), out));
-    return Number(out[0]);
+  async groupsWaiting() {
+    return Number(await this.#read(lib.tq_groups_waiting));
   }
 
   /** A page of this queue's tasks in `state`, by id, as TaskSnapshots. */
-  list(state = State.PENDING, { afterId = 0, limit = 100 } = {}) {
+  async list(state = State.PENDING, { afterId = 0, limit = 100 } = {}) {
     const value = enumValue('state', State, state);
     integer('afterId', afterId, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
     integer('limit', limit, 0, 2 ** 32);
     const slots = new BigUint64Array(Math.max(limit, 1));
     const count = [0];
-    check(lib.tq_list(this._handle(), value, afterId, limit, slots, count));
+    await this._checkedCall(lib.tq_list, value, afterId, limit, slots, count);
     const snapshots = [];
     const listed = Number(count[0]);
     for (let i = 0; i < listed; i++) {
@@ -978,12 +1267,13 @@ class Queue {
     return snapshots;
   }
 
-  /** Every task of this queue in `state`, by id, read `pageSize` at a time. */
-  *iterTasks(state = State.PENDING, { pageSize = 100 } = {}) {
+  /** Every task of this queue in `state`, by id, read `pageSize` at a time,
+   * for `for await`. */
+  async *iterTasks(state = State.PENDING, { pageSize = 100 } = {}) {
     integer('pageSize', pageSize, 1, 2 ** 32);
     let afterId = 0;
     for (;;) {
-      const page = this.list(state, { afterId, limit: pageSize });
+      const page = await this.list(state, { afterId, limit: pageSize });
       yield* page;
       if (page.length < pageSize) return;
       afterId = page[page.length - 1].id;
@@ -991,55 +1281,46 @@ class Queue {
   }
 
   /** Makes the dead task `id` pending again, with all its attempts ahead. */
-  retryDead(id) {
-    check(lib.tq_retry_dead(this._handle(), integer('id', id, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER)));
+  async retryDead(id) {
+    await this._checkedCall(lib.tq_retry_dead, integer('id', id, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER));
   }
 
-  /** Makes every dead task pending again; returns how many. */
-  retryAllDead() {
-    const out = [0];
-    check(lib.tq_retry_all_dead(this._handle(), out));
-    return Number(out[0]);
+  /** Makes every dead task pending again; resolves to how many. */
+  async retryAllDead() {
+    return Number(await this.#read(lib.tq_retry_all_dead));
   }
 
   /** Deletes the tasks in `state` ('done', 'dead' or 'cancelled') older than
-   * `olderThan` milliseconds (0: all); returns how many. */
-  purge({ state = State.DONE, olderThan = 0 } = {}) {
-    const out = [0];
-    check(lib.tq_purge(this._handle(), enumValue('state', State, state), milliseconds('olderThan', olderThan), out));
-    return Number(out[0]);
+   * `olderThan` milliseconds (0: all); resolves to how many. */
+  async purge({ state = State.DONE, olderThan = 0 } = {}) {
+    return Number(await this.#read(lib.tq_purge, enumValue('state', State, state), milliseconds('olderThan', olderThan)));
   }
 
-  /** Checkpoints the write-ahead log; returns its size afterwards in bytes. */
-  checkpoint() {
-    const out = [0];
-    check(lib.tq_checkpoint(this._handle(), out));
-    return Number(out[0]);
+  /** Checkpoints the write-ahead log; resolves to its size afterwards in bytes. */
+  async checkpoint() {
+    return Number(await this.#read(lib.tq_checkpoint));
   }
 
   /** The size of the file's write-ahead log in bytes. */
-  walSize() {
-    const out = [0];
-    check(lib.tq_wal_size(this._handle(), out));
-    return Number(out[0]);
+  async walSize() {
+    return Number(await this.#read(lib.tq_wal_size));
   }
 
   // --- Control ---------------------------------------------------------------
 
-  /** Cancels task `id`, keeping `reason` as its last error; returns
+  /** Cancels task `id`, keeping `reason` as its last error; resolves to
    * 'cancelled' (it left the line) or 'leased' (its holder learns of it at
    * its next call on the delivery). */
-  cancelTask(id, reason) {
+  async cancelTask(id, reason) {
     const text = reasonText(reason);
-    const out = [0];
-    check(lib.tq_cancel_task(this._handle(), integer('id', id, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER), text, out));
-    return STATE_NAMES[out[0]];
+    const state = await this.#read(lib.tq_cancel_task, integer('id', id, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER), text);
+    return STATE_NAMES[state];
   }
 
   /** Pauses this queue for every process until resume() or `until` (a Date
    * or milliseconds since the epoch, in the future; Infinity, the default,
    * for no end). */
-  pause(until = Infinity) {
+  async pause(until = Infinity) {
     let untilMs;
     if (until === Infinity) {
       untilMs = UNTIL_RESUMED;
@@ -1049,59 +1330,54 @@ class Queue {
         throw new errors.InvalidArgumentError(`until must be a Date, milliseconds since the epoch or Infinity, not ${until}`);
       }
     }
-    check(lib.tq_pause(this._handle(), typeof untilMs === 'bigint' ? untilMs : Math.round(untilMs)));
+    await this._checkedCall(lib.tq_pause, typeof untilMs === 'bigint' ? untilMs : Math.round(untilMs));
   }
 
   /** Ends this queue's pause, if any, and wakes its waiting pulls. */
-  resume() {
-    check(lib.tq_resume(this._handle()));
+  async resume() {
+    await this._checkedCall(lib.tq_resume);
   }
 
   /** When this queue's pause ends: a Date, Infinity for a pause with no
    * end, or null when it is not paused. */
-  pausedUntil() {
-    const out = [0];
-    check(lib.tq_paused_until(this._handle(), out));
-    const until = BigInt(out[0]);
+  async pausedUntil() {
+    const until = BigInt(await this.#read(lib.tq_paused_until));
     if (until === 0n) return null;
     return until === UNTIL_RESUMED ? Infinity : new Date(Number(until));
   }
 
   /** Limits this queue to `limit` tasks leased at once across every
    * process (at least 1); null removes the limit. */
-  setConcurrencyLimit(limit) {
+  async setConcurrencyLimit(limit) {
     if (limit === null) {
-      check(lib.tq_clear_concurrency_limit(this._handle()));
+      await this._checkedCall(lib.tq_clear_concurrency_limit);
     } else {
-      check(lib.tq_set_concurrency_limit(this._handle(), integer('limit', limit, 0, UINT32_MAX)));
+      await this._checkedCall(lib.tq_set_concurrency_limit, integer('limit', limit, 0, UINT32_MAX));
     }
   }
 
   /** This queue's concurrency limit, or null when it has none. */
-  concurrencyLimit() {
-    const out = [0];
-    check(lib.tq_concurrency_limit(this._handle(), out));
-    return out[0] || null;
+  async concurrencyLimit() {
+    return (await this.#read(lib.tq_concurrency_limit)) || null;
   }
 
   /** Allows at most `claims` deliveries of this queue in any window of
    * `perMs` milliseconds, across every process, without a coordinator; a
    * pull finds nothing while the window's claims are spent. null removes
    * the limit. */
-  setRateLimit(claims, perMs) {
+  async setRateLimit(claims, perMs) {
     if (claims === null) {
-      check(lib.tq_clear_rate_limit(this._handle()));
+      await this._checkedCall(lib.tq_clear_rate_limit);
     } else {
-      check(lib.tq_set_rate_limit(this._handle(), integer('claims', claims, 0, UINT32_MAX),
-        milliseconds('perMs', perMs)));
+      await this._checkedCall(lib.tq_set_rate_limit, integer('claims', claims, 0, UINT32_MAX), milliseconds('perMs', perMs));
     }
   }
 
   /** This queue's rate limit as `{ claims, perMs }`, or null when it has none. */
-  rateLimit() {
+  async rateLimit() {
     const claims = [0];
     const perMs = [0];
-    check(lib.tq_rate_limit(this._handle(), claims, perMs));
+    await this._checkedCall(lib.tq_rate_limit, claims, perMs);
     return claims[0] ? { claims: claims[0], perMs: Number(perMs[0]) } : null;
   }
 
@@ -1110,14 +1386,14 @@ class Queue {
   /** Adds to this queue the schedule `name`, which enqueues a task of
    * `payload` (taken as push takes it) at every slot of `options.cron` or
    * `options.every`, the first one after now. */
-  addSchedule(name, payload, options) {
-    this.#putSchedule('addSchedule', lib.tq_schedule_add, name, payload, options);
+  async addSchedule(name, payload, options) {
+    await this.#putSchedule('addSchedule', lib.tq_schedule_add, name, payload, options);
   }
 
   /** As addSchedule, overwriting a schedule of the same name: its next slot
    * is computed afresh and it is no longer paused. */
-  replaceSchedule(name, payload, options) {
-    this.#putSchedule('replaceSchedule', lib.tq_schedule_replace, name, payload, options);
+  async replaceSchedule(name, payload, options) {
+    await this.#putSchedule('replaceSchedule', lib.tq_schedule_replace, name, payload, options);
   }
 
   /** Declares a schedule, as an application does at every start: as
@@ -1126,31 +1402,31 @@ class Queue {
    * unchanged, so that a restart neither delays an interval's slot nor
    * skips a due slot. A changed timing's next slot is computed afresh; a
    * paused schedule stays paused. */
-  upsertSchedule(name, payload, options) {
-    this.#putSchedule('upsertSchedule', lib.tq_schedule_upsert, name, payload, options);
+  async upsertSchedule(name, payload, options) {
+    await this.#putSchedule('upsertSchedule', lib.tq_schedule_upsert, name, payload, options);
   }
 
-  #putSchedule(call, put, name, payload, options) {
+  async #putSchedule(call, put, name, payload, options) {
     const settings = scheduleSettings(call, options);
     const text = cString('name', name);
     const data = encode(payload);
     const built = buildOptions(lib.tq_schedule_options_new, lib.tq_schedule_options_free, settings);
     try {
-      check(put(this._handle(), text, payloadPointer(data), data.length, built));
+      await this._checkedCall(put, text, payloadPointer(data), data.length, built);
     } finally {
       lib.tq_schedule_options_free(built);
     }
   }
 
   /** This queue's schedules, by name, as plain objects. */
-  schedules() {
+  async schedules() {
     const page = 100;
     const listed = [];
     let after = null;
     for (;;) {
       const slots = new BigUint64Array(page);
       const count = [0];
-      check(lib.tq_schedules(this._handle(), after, page, slots, count));
+      await this._checkedCall(lib.tq_schedules, after, page, slots, count);
       const n = Number(count[0]);
       try {
         for (let i = 0; i < n; i++) listed.push(readSchedule(koffi.decode(slots, i * 8, 'tq_schedule *')));
@@ -1163,26 +1439,24 @@ class Queue {
   }
 
   /** Deletes the schedule `name` (the tasks it enqueued stay). */
-  removeSchedule(name) {
-    check(lib.tq_schedule_remove(this._handle(), cString('name', name)));
+  async removeSchedule(name) {
+    await this._checkedCall(lib.tq_schedule_remove, cString('name', name));
   }
 
   /** Pauses the schedule `name`: its slots are skipped until resumeSchedule. */
-  pauseSchedule(name) {
-    check(lib.tq_schedule_pause(this._handle(), cString('name', name)));
+  async pauseSchedule(name) {
+    await this._checkedCall(lib.tq_schedule_pause, cString('name', name));
   }
 
   /** Resumes the schedule `name` from its first slot from now on. */
-  resumeSchedule(name) {
-    check(lib.tq_schedule_resume(this._handle(), cString('name', name)));
+  async resumeSchedule(name) {
+    await this._checkedCall(lib.tq_schedule_resume, cString('name', name));
   }
 
-  /** Enqueues the task of every due slot of this queue's schedules; returns
-   * how many it stored. Pulls do it by themselves. */
-  runDueSchedules() {
-    const out = [0];
-    check(lib.tq_run_due_schedules(this._handle(), out));
-    return Number(out[0]);
+  /** Enqueues the task of every due slot of this queue's schedules;
+   * resolves to how many it stored. Pulls do it by themselves. */
+  async runDueSchedules() {
+    return Number(await this.#read(lib.tq_run_due_schedules));
   }
 }
 
@@ -1426,8 +1700,11 @@ class Task extends TaskFields {
   #ptr;
   /** null while the delivery is held, else the error a further call throws. */
   #ended = null;
-  /** The running watchCancellation's tq_cancel and its C call, if any. */
-  #watch = null;
+  /** The C calls in progress that use the library's task: it is freed
+   * once the delivery ended and none is left. */
+  #callsUsingTask = 0;
+  /** Ends the running watchCancellation with 'ended', if any. */
+  #endWatch = null;
 
   /** Takes ownership of `ptr` (from tq_pull); not for direct use. */
   constructor(queue, ptr) {
@@ -1451,49 +1728,53 @@ class Task extends TaskFields {
 
   /** Completes this delivery, keeping `result` (when given) for
    * Queue.task and Queue.wait to read. */
-  finish(options = {}) {
+  async finish(options = {}) {
     const { result } = callOptions('finish', options);
     if (result === undefined) {
-      this.#settle((queue, ptr) => lib.tq_finish(queue, ptr), 'finished');
-      return;
+      await this.#settle('finished', lib.tq_finish);
+    } else {
+      await this.#settle('finished', lib.tq_finish_with_result, jsonText('result', result));
     }
-    const text = jsonText('result', result);
-    this.#settle((queue, ptr) => lib.tq_finish_with_result(queue, ptr, text), 'finished');
+  }
+
+  /** finish() on the calling thread, for scripts: the event loop waits for
+   * the commit (and for the file's write lock, up to the busy timeout). */
+  finishSync() {
+    const status = lib.tq_finish(this.#queue._handle(), this._ptr());
+    this.#conclude(status, 'finished', () => lib.tq_last_error());
   }
 
   /** Ends this delivery as failed, keeping `reason` as its last error. */
-  fail(reason) {
-    const text = reasonText(reason);
-    this.#settle((queue, ptr) => lib.tq_fail(queue, ptr, text), 'failed');
+  async fail(reason) {
+    await this.#settle('failed', lib.tq_fail, reasonText(reason));
   }
 
   /** Renews the lease: it now expires `lease` milliseconds from now; with
    * `progress`, records it for Queue.task to read. */
-  extend(lease, options = {}) {
+  async extend(lease, options = {}) {
     const leaseMs = milliseconds('lease', lease);
     const { progress } = callOptions('extend', options);
     if (progress === undefined) {
-      this.#settle((queue, ptr) => lib.tq_extend(queue, ptr, leaseMs), null);
-      return;
+      await this.#settle(null, lib.tq_extend, leaseMs);
+    } else {
+      await this.#settle(null, lib.tq_extend_with_progress, leaseMs, jsonText('progress', progress));
     }
-    const text = jsonText('progress', progress);
-    this.#settle((queue, ptr) => lib.tq_extend_with_progress(queue, ptr, leaseMs, text), null);
   }
 
   /** Hands this delivery back: the task runs again `delay` milliseconds
    * from now (default 0), and this delivery does not count as an attempt. */
-  snooze(delay = 0) {
-    const delayMs = milliseconds('delay', delay);
-    this.#settle((queue, ptr) => lib.tq_snooze(queue, ptr, delayMs), 'snoozed');
+  async snooze(delay = 0) {
+    await this.#settle('snoozed', lib.tq_snooze, milliseconds('delay', delay));
   }
 
   /** Finishes this delivery and claims the next ready task in the same
-   * transaction; returns it, or null when none is ready. Never waits. */
-  finishAndPull(options = {}) {
-    const built = pullOptions(options.lease, 0, null);
+   * transaction; resolves to it, or to null when none is ready. Never
+   * waits for a task. */
+  async finishAndPull(options = {}) {
+    const built = pullOptions(callOptions('finishAndPull', options).lease, 0, null);
     const out = [null];
     try {
-      const status = this.#settle((queue, ptr) => lib.tq_finish_and_pull(queue, ptr, built, out), 'finished');
+      const status = await this.#settle('finished', lib.tq_finish_and_pull, built, out);
       return status === OK ? new Task(this.#queue, out[0]) : null;
     } finally {
       if (built) lib.tq_pull_options_free(built);
@@ -1503,69 +1784,41 @@ class Task extends TaskFields {
   /**
    * Resolves to 'cancelled' as soon as this task's cancellation is recorded
    * (Queue.cancelTask, from any process), without polling: stop working on
-   * it then (its next extend or finish throws CancelledError). Resolves to
-   * 'ended' once the delivery is over (finished, failed, snoozed, closed,
-   * or its lease taken back). Rejects with the signal's reason when
-   * `signal` aborts, ClosedError when the queue closes. A task that cannot
-   * be read for now (BusyError, IoError) is read again after a short wait:
-   * the watch goes on. It holds one of
-   * libuv's worker threads while it waits; one watch per task at a time.
+   * it then (its next extend or finish rejects with CancelledError).
+   * Resolves to 'ended' once the delivery is over (finished, failed,
+   * snoozed, closed, or its lease taken back). Rejects with the signal's
+   * reason when `signal` aborts, ClosedError when the queue closes. A task
+   * that cannot be read for now (BusyError, IoError) is read again after a
+   * short wait: the watch goes on. Every watch and wait() of a Queue share
+   * one of libuv's worker threads; one watch per task at a time.
    */
-  watchCancellation(options = {}) {
-    let signal, queue, ptr;
-    try {
-      ({ signal } = callOptions('watchCancellation', options));
-      if (signal !== undefined && !(signal instanceof AbortSignal)) {
-        throw new TypeError(`signal must be an AbortSignal, not ${describe(signal)}`);
-      }
-      ptr = this._ptr();
-      if (this.#watch) throw new errors.InvalidArgumentError(`task ${this.id} is already watched`);
-      if (signal?.aborted) return Promise.reject(signal.reason);
-      queue = this.#queue._handle();
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    const cancel = lib.tq_cancel_new();
-    if (!cancel) return Promise.reject(new errors.InternalError('tq_cancel_new returned NULL'));
-    const onAbort = () => lib.tq_cancel_trigger(cancel);
-    signal?.addEventListener('abort', onAbort, { once: true });
-    const wait = () =>
-      new Promise((resolve, reject) => {
-        lib.tq_wait_cancellation.async(queue, ptr, LONGEST_WAIT_MS, cancel, (fail, status) =>
-          fail ? reject(fail) : resolve(status),
-        );
-      });
-    const watch = { cancel, call: null };
-    watch.call = this.#queue._track(
-      (async () => {
-        let retryMs = FIRST_RETRY_MS;
-        for (;;) {
-          const status = await wait();
-          if (status === EMPTY) continue;
-          if (status === BUSY || status === IO) {
-            // An abort or a close meanwhile interrupts the next wait at once.
-            await new Promise((resolve) => setTimeout(resolve, retryMs));
-            retryMs = Math.min(2 * retryMs, MAX_RETRY_MS);
-            continue;
-          }
-          if (status === CANCELLED) return 'cancelled';
-          if (status === NOT_HELD) return 'ended';
-          if (status !== INTERRUPTED) throw asyncError(status, 'tq_wait_cancellation');
-          if (signal?.aborted) throw signal.reason;
-          if (this.#ended !== null) return 'ended';
-          if (this.#queue.closed) throw this.#queue._closedError();
-          throw new errors.InterruptedError('tq_wait_cancellation: ended by interrupt() on its queue');
-        }
-      })(),
-    );
-    this.#watch = watch;
-    const done = () => {
-      signal?.removeEventListener('abort', onAbort);
-      this.#watch = null;
-      lib.tq_cancel_free(cancel);
+  async watchCancellation(options = {}) {
+    const { signal } = callOptions('watchCancellation', options);
+    checkSignal(signal);
+    this._ptr();
+    this.#queue._handle();
+    if (this.#endWatch) throw new errors.InvalidArgumentError(`task ${this.id} is already watched`);
+    const look = async () => {
+      if (this.#ended !== null) return 'ended';
+      const status = await this._using((ptr) => this.#queue._call(lib.tq_wait_cancellation, ptr, 0, null));
+      if (status === CANCELLED) return 'cancelled';
+      if (status === NOT_HELD) return 'ended';
+      // INTERRUPTED: a look after interrupt(), which ends the watch.
+      if (status === EMPTY || status === INTERRUPTED) return undefined;
+      throw asyncError(status, 'tq_wait_cancellation');
     };
-    watch.call.then(done, done);
-    return watch.call;
+    const watch = this.#queue._watch(look, {
+      signal,
+      retryBusy: true,
+      started: (watcher) => {
+        this.#endWatch = () => watcher.settle('ended');
+      },
+    });
+    try {
+      return await watch;
+    } finally {
+      this.#endWatch = null;
+    }
   }
 
   /** Frees the delivery without finishing the task; idempotent. The task is
@@ -1580,22 +1833,40 @@ class Task extends TaskFields {
     this.close();
   }
 
-  /** Runs `call(queue, task)`, a C call on this delivery, and returns its
-   * status. A delivery found not held is over; one that succeeded is over
-   * when `endedAs` says how. */
-  #settle(call, endedAs) {
-    const ptr = this._ptr();
-    const status = call(this.#queue._handle(), ptr);
+  /** Runs `fn(queue, task, ...args)`, a C call on this delivery, as a short
+   * call of its Queue and resolves to its status. A delivery found not
+   * held is over; one that succeeded is over when `endedAs` says how. */
+  async #settle(endedAs, fn, ...args) {
+    const status = await this._using((ptr) => this.#queue._call(fn, ptr, ...args));
+    this.#conclude(status, endedAs, () => `${fn.info.name}: ${lib.tq_status_str(status)}`);
+    return status;
+  }
+
+  /** Ends the delivery as `status` says: over when not held or cancelled
+   * (throws why, with `message()`), or `endedAs` (null: still held) on
+   * success; throws the error of another failure. */
+  #conclude(status, endedAs, message) {
     if (status === NOT_HELD || status === CANCELLED) {
-      const error = errors.fromStatus(status, `task ${this.id}: ${lib.tq_last_error()}`);
+      const error = errors.fromStatus(status, `task ${this.id}: ${message()}`);
       this._end(status === CANCELLED ? 'cancelled' : 'lost');
       throw error;
     }
-    check(status);
+    if (status < 0) throw errors.fromStatus(status, message());
     if (endedAs !== null) {
       this._end(endedAs);
     }
-    return status;
+  }
+
+  /** Runs `call(ptr)`, an asynchronous C call given the library's task,
+   * keeping the task until it settles; resolves to what it resolves to. */
+  async _using(call) {
+    const ptr = this._ptr();
+    this.#callsUsingTask++;
+    try {
+      return await call(ptr);
+    } finally {
+      if (--this.#callsUsingTask === 0 && this.#ended !== null) this.#free();
+    }
   }
 
   /** The library's task, or the error saying why the delivery ended. */
@@ -1612,8 +1883,10 @@ class Task extends TaskFields {
   }
 
   /** Ends the delivery (`how`: finished, failed, snoozed, lost, cancelled,
-   * closed) and frees the library's task. */
+   * closed), once: the first end counts. The library's task is freed now,
+   * or once the C calls using it have returned. */
   _end(how) {
+    if (this.#ended !== null) return;
     if (how === 'closed') {
       this.#ended = new errors.ClosedError(`task ${this.id} is closed`);
     } else if (how === 'cancelled') {
@@ -1624,15 +1897,14 @@ class Task extends TaskFields {
       this.#ended = new errors.NotHeldError(`task ${this.id} was already ${how}`);
     }
     unfreedTasks.unregister(this);
-    const ptr = this.#ptr;
-    this.#ptr = null;
-    if (this.#watch) {
-      // Its C call reads the task: free it once that call has returned.
-      lib.tq_cancel_trigger(this.#watch.cancel);
-      const free = () => lib.tq_task_free(ptr);
-      this.#watch.call.then(free, free);
-    } else {
-      lib.tq_task_free(ptr);
+    if (this.#callsUsingTask === 0) this.#free();
+    this.#endWatch?.();
+  }
+
+  #free() {
+    if (this.#ptr !== null) {
+      lib.tq_task_free(this.#ptr);
+      this.#ptr = null;
     }
   }
 }
@@ -1682,4 +1954,4 @@ function snapshotOf(ptr) {
   return new TaskSnapshot(readFields(ptr, false), lib.tq_task_result(ptr), lib.tq_task_progress(ptr));
 }
 
-module.exports = { CONSTANTS, CatchUp, Durability, ParentFailure, Queue, State, Task, TaskSnapshot };
+module.exports = { CONSTANTS, CatchUp, Durability, ParentFailure, Queue, State, Task, TaskSnapshot, open, openSync };

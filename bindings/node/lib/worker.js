@@ -39,44 +39,56 @@ async function runWorker(queue, handler, options = {}) {
   signal?.addEventListener('abort', onStopSignal, { once: true });
   if (signal?.aborted) stop.abort();
 
+  const report = (error, task) => reportError(onError, error, task);
   const stats = { finished: 0, failed: 0, lost: 0 };
   const running = new Set();
   // Resolved whenever a handler ends, so the loop below can take a task.
   let slotFreed = () => {};
 
+  // Never rejects: the handler's failure fails the task, and the failure
+  // to finish or fail it goes to onError.
   const work = async (task) => {
-    // Renews the lease while the handler works; a lost lease or a
-    // cancelled task stops the heartbeats and aborts the handler's signal.
+    // Renews the lease while the handler works, each task on its own timer
+    // (one extend waiting for the file's lock delays no other task's); a
+    // beat is skipped while the previous extend is still in progress. A
+    // lost lease or a cancelled task stops the heartbeats and aborts the
+    // handler's signal.
     const ended = new AbortController();
-    const beat = setInterval(() => {
+    let extending = false;
+    const beat = setInterval(async () => {
+      if (extending) return;
+      extending = true;
       try {
-        task.extend(lease);
+        await task.extend(lease);
       } catch (error) {
-        clearInterval(beat);
-        ended.abort(error);
-        onError(error, task);
+        if (task.closed) {
+          clearInterval(beat);
+          ended.abort(error);
+        }
+        report(error, task);
+      } finally {
+        extending = false;
       }
     }, heartbeat);
-    let outcome;
+    let failure = null;
     try {
       await handler(task, { signal: ended.signal });
-      outcome = () => {
-        task.finish();
-        stats.finished++;
-      };
     } catch (error) {
-      outcome = () => {
-        task.fail(error instanceof Error ? error : String(error));
-        stats.failed++;
-      };
+      failure = error;
     } finally {
       clearInterval(beat);
     }
     try {
-      outcome();
+      if (failure === null) {
+        await task.finish();
+        stats.finished++;
+      } else {
+        await task.fail(failure instanceof Error ? failure : String(failure));
+        stats.failed++;
+      }
     } catch (error) {
       stats.lost++;
-      onError(error, task);
+      report(error, task);
     }
   };
 
@@ -101,7 +113,7 @@ async function runWorker(queue, handler, options = {}) {
         if (!(error instanceof errors.BusyError || error instanceof errors.IoError)) throw error;
         // Refused for a while (a busy file, a PostgreSQL server
         // restarting): try again rather than stop.
-        onError(error, null);
+        report(error, null);
         await sleep(retryWait, undefined, { signal: stop.signal }).catch(() => {});
         retryWait = Math.min(2 * retryWait, MAX_RETRY_WAIT_MS);
         continue;
@@ -120,6 +132,26 @@ async function runWorker(queue, handler, options = {}) {
     signal?.removeEventListener('abort', onStopSignal);
   }
   return stats;
+}
+
+/**
+ * Tells `onError` of `error`. An onError that throws is reported as a
+ * process warning (process.emitWarning, with the thrown error as its
+ * cause) rather than thrown: a worker holds leased tasks, and a logging
+ * hook that fails must not end it with an uncaught exception. A warning is
+ * Node's report of a fault that the process survives: printed to stderr
+ * once per warning and given to `process.on('warning')` listeners.
+ */
+function reportError(onError, error, task) {
+  try {
+    onError(error, task);
+  } catch (thrown) {
+    const warning = new Error(`runWorker's onError threw while told of "${error?.message ?? error}": ${thrown?.message ?? thrown}`, {
+      cause: thrown,
+    });
+    warning.name = 'TqWarning';
+    process.emitWarning(warning);
+  }
 }
 
 module.exports = { runWorker };

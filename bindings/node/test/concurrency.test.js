@@ -20,18 +20,18 @@ function assertExactlyOnce(ids, delivered) {
 // then prints the ids it finished as JSON.
 const DRAIN = `
 const tq = require(${PACKAGE});
-const queue = tq.open(process.argv[1], { busyTimeout: 30000 });
+const queue = await tq.open(process.argv[1], { busyTimeout: 30000 });
 const ids = [];
-for (let task; (task = queue.tryPull()); ) { ids.push(task.id); task.finish(); }
+for (let task; (task = await queue.pull()); ) { ids.push(task.id); await task.finish(); }
 queue.close().then(() => console.log(JSON.stringify(ids)));
 `;
 
 test('four worker threads drain one file, each task once', async () => {
   const path = queuePath();
-  const queue = tq.open(path);
-  const ids = queue.pushMany(Array.from({ length: 400 }, (_, i) => ({ i })));
+  const queue = await tq.open(path);
+  const ids = await queue.pushMany(Array.from({ length: 400 }, (_, i) => ({ i })));
   await queue.close();
-  const code = DRAIN.replace('process.argv[1]', 'require("node:worker_threads").workerData').replace(
+  const code = `(async () => {${DRAIN}})();`.replace('process.argv[1]', 'require("node:worker_threads").workerData').replace(
     'console.log(JSON.stringify(ids))',
     'require("node:worker_threads").parentPort.postMessage(ids)',
   );
@@ -53,24 +53,24 @@ test('child processes push and drain one file, each task once', async () => {
   const path = queuePath();
   const producer = `
     const tq = require(${PACKAGE});
-    const queue = tq.open(process.argv[1], { busyTimeout: 30000 });
+    const queue = await tq.open(process.argv[1], { busyTimeout: 30000 });
     const ids = [];
-    for (let i = 0; i < 150; i++) ids.push(queue.push({ from: process.pid, i }));
+    for (let i = 0; i < 150; i++) ids.push(await queue.push({ from: process.pid, i }));
     queue.close().then(() => console.log(JSON.stringify(ids)));
   `;
   // Consumers wait for tasks while the producers push, and stop after a
   // second without one; the parent drains what they left.
   const consumer = `
     const tq = require(${PACKAGE});
-    const queue = tq.open(process.argv[1], { busyTimeout: 30000 });
+    const queue = await tq.open(process.argv[1], { busyTimeout: 30000 });
     (async () => {
       const ids = [];
-      for await (const task of queue.tasks({ wait: 1000 })) { ids.push(task.id); task.finish(); }
+      for await (const task of queue.tasks({ wait: 1000 })) { ids.push(task.id); await task.finish(); }
       await queue.close();
       console.log(JSON.stringify(ids));
     })();
   `;
-  tq.open(path).close();
+  (await tq.open(path)).close();
   const runs = await Promise.all([
     runNode(producer, [path]),
     runNode(producer, [path]),
@@ -86,24 +86,24 @@ test('child processes push and drain one file, each task once', async () => {
 
 test('a push from another process wakes a waiting pull', async () => {
   const path = queuePath();
-  const queue = tq.open(path);
+  const queue = await tq.open(path);
   try {
     const waiting = queue.pull({ wait: 120_000 });
-    const pusher = runNode(`const tq = require(${PACKAGE}); const q = tq.open(process.argv[1]); console.log(q.push({ from: 'child' }));`, [path]);
+    const pusher = runNode(`const tq = require(${PACKAGE}); const q = await tq.open(process.argv[1]); console.log(await q.push({ from: 'child' }));`, [path]);
     const task = await waiting;
     const pushed = await pusher;
     assert.equal(pushed.status, 0, pushed.stderr);
     assert.notEqual(task, null, 'the wait ran out instead of waking');
     assert.equal(task.id, Number(pushed.stdout));
     assert.deepEqual(task.payload, { from: 'child' });
-    task.finish();
+    await task.finish();
   } finally {
     await queue.close();
   }
 });
 
 test('aborting a waiting pull rejects it with the reason and claims nothing; the others keep waiting', async () => {
-  const queue = tq.open(queuePath());
+  const queue = await tq.open(queuePath());
   try {
     const stop = new AbortController();
     const aborted = queue.pull({ wait: 120_000, signal: stop.signal });
@@ -114,11 +114,11 @@ test('aborting a waiting pull rejects it with the reason and claims nothing; the
       assert.equal(result.status, 'rejected');
       assert.equal(result.reason.name, 'AbortError');
     }
-    queue.push({ n: 1 });
+    await queue.push({ n: 1 });
     const task = await other;
     assert.deepEqual(task.payload, { n: 1 });
-    task.finish();
-    assert.deepEqual(queue.counts(), { pending: 0, leased: 0, done: 0, dead: 0, cancelled: 0 });
+    await task.finish();
+    assert.deepEqual(await queue.counts(), { pending: 0, leased: 0, done: 0, dead: 0, cancelled: 0 });
   } finally {
     await queue.close();
   }
@@ -126,7 +126,7 @@ test('aborting a waiting pull rejects it with the reason and claims nothing; the
 
 test('close() during waits rejects every waiting pull, ends tasks() and then frees the handle', async () => {
   const path = queuePath();
-  const queue = tq.open(path);
+  const queue = await tq.open(path);
   const pulls = Promise.allSettled([queue.pull({ wait: 120_000 }), queue.pull({ wait: Infinity }), queue.pullMany(5, { wait: 120_000 })]);
   const iterated = (async () => {
     for await (const task of queue.tasks()) assert.fail(`no task was pushed: ${task.raw}`);
@@ -139,15 +139,15 @@ test('close() during waits rejects every waiting pull, ends tasks() and then fre
     assert.ok(result.reason instanceof tq.ClosedError, String(result.reason));
   }
   assert.equal(await iterated, 'ended');
-  const reopened = tq.open(path);
-  assert.deepEqual(reopened.counts(), { pending: 0, leased: 0, done: 0, dead: 0, cancelled: 0 });
+  const reopened = await tq.open(path);
+  assert.deepEqual(await reopened.counts(), { pending: 0, leased: 0, done: 0, dead: 0, cancelled: 0 });
   await reopened.close();
 });
 
 test('a 10 ms timer keeps firing while 4 pulls wait, on one queue and on four', async () => {
   const path = queuePath();
-  const one = tq.open(path);
-  const four = Array.from({ length: 4 }, () => tq.open(path));
+  const one = await tq.open(path);
+  const four = await Promise.all(Array.from({ length: 4 }, () => tq.open(path)));
   try {
     for (const waiters of [[one, one, one, one], four]) {
       const pulls = waiters.map((queue) => queue.pull({ wait: 120_000 }));
@@ -161,10 +161,10 @@ test('a 10 ms timer keeps firing while 4 pulls wait, on one queue and on four', 
           }
         }, 10);
       });
-      one.pushMany([1, 2, 3, 4]);
+      await one.pushMany([1, 2, 3, 4]);
       const tasks = await Promise.all(pulls);
       assert.ok(tasks.every((task) => task !== null));
-      one.finishMany(tasks);
+      await one.finishMany(tasks);
     }
   } finally {
     await Promise.all([one, ...four].map((queue) => queue.close()));
@@ -179,8 +179,8 @@ test('the process exits while pulls wait: on process.exit() and on an uncaught e
   ]) {
     const code = `
       const tq = require(${PACKAGE});
-      const one = tq.open(process.argv[1]);
-      const other = tq.open(process.argv[1]);
+      const one = await tq.open(process.argv[1]);
+      const other = await tq.open(process.argv[1]);
       one.pull({ wait: Infinity });
       other.pull({ wait: 3_600_000 });
       setTimeout(() => { ${ending}; }, 20);

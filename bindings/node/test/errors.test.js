@@ -10,8 +10,12 @@ const { queuePath, tempDir, tq, withQueue } = require('./helpers');
 const errors = require('../lib/errors');
 
 /** Asserts that `fn` throws an error of `cls` with `status` and a message matching `message`. */
-function throwsTq(fn, cls, message) {
-  assert.throws(fn, (error) => {
+/** The message of a library error raised on a worker thread: the call and
+ * the status's description (the library's own message stays on that thread). */
+const ON_WORKER = /^tq_\w+: /;
+
+async function rejectsTq(fn, cls, message) {
+  await assert.rejects(fn, (error) => {
     assert.ok(error instanceof cls, `${error.name}: ${error.message}`);
     assert.ok(error instanceof tq.TqError && error instanceof Error);
     assert.equal(error.status, cls.status ?? -1);
@@ -46,118 +50,118 @@ test('each negative status has its class, named after the header', () => {
 test('payloads the library refuses store nothing', () =>
   withQueue(
     async (queue) => {
-      throwsTq(() => queue.push('not json'), tq.InvalidJsonError, /not JSON/);
-      throwsTq(() => queue.push(Buffer.from([0x22, 0xff, 0x22])), tq.InvalidArgumentError, /not valid UTF-8/);
-      throwsTq(() => queue.push('"' + 'x'.repeat(20) + '"'), tq.InvalidArgumentError, /payload/);
-      throwsTq(() => queue.push(''), tq.InvalidJsonError, /not JSON/);
-      throwsTq(() => queue.push(Buffer.alloc(0)), tq.InvalidJsonError, /not JSON/);
-      throwsTq(() => queue.push('"\ud800"'), tq.InvalidArgumentError, /lone surrogate/);
-      throwsTq(() => queue.push(1, { uniqueKey: 'k\udc00' }), tq.InvalidArgumentError, /uniqueKey .* lone surrogate/);
-      throwsTq(() => queue.pushMany(['1', '']), tq.InvalidJsonError, /payload 1/);
-      assert.throws(() => queue.push(undefined), TypeError);
-      assert.throws(() => queue.push(() => 1), TypeError);
-      assert.throws(() => queue.push({ big: 1n }), TypeError);
-      assert.equal(queue.count(), 0);
+      await rejectsTq(() => queue.push('not json'), tq.InvalidJsonError, ON_WORKER);
+      await rejectsTq(() => queue.push(Buffer.from([0x22, 0xff, 0x22])), tq.InvalidArgumentError, ON_WORKER);
+      await rejectsTq(() => queue.push('"' + 'x'.repeat(20) + '"'), tq.InvalidArgumentError, ON_WORKER);
+      await rejectsTq(() => queue.push(''), tq.InvalidJsonError, ON_WORKER);
+      await rejectsTq(() => queue.push(Buffer.alloc(0)), tq.InvalidJsonError, ON_WORKER);
+      await rejectsTq(() => queue.push('"\ud800"'), tq.InvalidArgumentError, /lone surrogate/);
+      await rejectsTq(() => queue.push(1, { uniqueKey: 'k\udc00' }), tq.InvalidArgumentError, /uniqueKey .* lone surrogate/);
+      await rejectsTq(() => queue.pushMany(['1', '']), tq.InvalidJsonError, /payload 1/);
+      await assert.rejects(async () => queue.push(undefined), TypeError);
+      await assert.rejects(async () => queue.push(() => 1), TypeError);
+      await assert.rejects(async () => queue.push({ big: 1n }), TypeError);
+      assert.equal(await queue.count(), 0);
     },
     { maxPayloadLen: 16 },
   ));
 
 test('a batch with a bad payload stores none and names its index', () =>
   withQueue(async (queue) => {
-    assert.throws(
+    await assert.rejects(
       () => queue.pushMany(['1', '2', '{nope']),
       (error) => error instanceof tq.InvalidJsonError && error.index === 2 && /payload 2/.test(error.message),
     );
-    assert.throws(
+    await assert.rejects(
       () => queue.pushMany([1, undefined]),
       (error) => error instanceof TypeError && error.index === 1 && /^payload 1: /.test(error.message),
     );
-    throwsTq(() => queue.pushMany([1], { uniqueKey: 'k' }), tq.InvalidArgumentError, /unique key/);
-    assert.equal(queue.count(), 0);
+    await rejectsTq(() => queue.pushMany([1], { uniqueKey: 'k' }), tq.InvalidArgumentError, /unique key/);
+    assert.equal(await queue.count(), 0);
   }));
 
 test('option values out of range or of the wrong type are refused', async () => {
   const file = queuePath();
-  throwsTq(() => tq.open(file, { durability: 'eventual' }), tq.InvalidArgumentError, /unknown durability "eventual"; expected one of full, normal/);
-  throwsTq(() => tq.open(file, { durability: 7 }), tq.InvalidArgumentError, /durability/);
-  throwsTq(() => tq.open(file, { queue: '' }), tq.InvalidArgumentError, /queue/);
-  throwsTq(() => tq.open(file, { queue: 'x'.repeat(tq.MAX_QUEUE_NAME_LEN + 1) }), tq.InvalidArgumentError, /queue/);
-  throwsTq(() => tq.open(file, { queue: 'a\0b' }), tq.InvalidArgumentError, /NUL/);
-  throwsTq(() => tq.open(file, { maxAttempts: 0 }), tq.InvalidArgumentError, /attempts/);
-  throwsTq(() => tq.open(file, { maxAttempts: -1 }), tq.InvalidArgumentError, /maxAttempts must be between/);
-  throwsTq(() => tq.open(file, { busyTimeout: -5 }), tq.InvalidArgumentError, /busyTimeout must be at least 0/);
-  throwsTq(() => tq.open(file, { busyTimeout: Infinity }), tq.InvalidArgumentError, /busy timeout/);
-  throwsTq(() => tq.open(file, { retryBackoff: { min: 10, max: 1 } }), tq.InvalidArgumentError, /back-?off|retry/i);
-  throwsTq(() => tq.open(file, { maxPayloadLen: 0 }), tq.InvalidArgumentError, /payload/);
-  assert.throws(() => tq.open(file, { busyTimeout: '5' }), TypeError);
-  assert.throws(() => tq.open(file, { retryBackoff: { min: 1 } }), TypeError);
-  assert.throws(() => tq.open(42), TypeError);
-  assert.throws(() => tq.open(file, null), TypeError);
-  throwsTq(() => tq.open('a\0b'), tq.InvalidArgumentError, /NUL character \(at 1\)/);
-  throwsTq(() => tq.open(''), tq.InvalidArgumentError, /path/);
+  await rejectsTq(() => tq.open(file, { durability: 'eventual' }), tq.InvalidArgumentError, /unknown durability "eventual"; expected one of full, normal/);
+  await rejectsTq(() => tq.open(file, { durability: 7 }), tq.InvalidArgumentError, /durability/);
+  await rejectsTq(() => tq.open(file, { queue: '' }), tq.InvalidArgumentError, /queue/);
+  await rejectsTq(() => tq.open(file, { queue: 'x'.repeat(tq.MAX_QUEUE_NAME_LEN + 1) }), tq.InvalidArgumentError, /queue/);
+  await rejectsTq(() => tq.open(file, { queue: 'a\0b' }), tq.InvalidArgumentError, /NUL/);
+  await rejectsTq(() => tq.open(file, { maxAttempts: 0 }), tq.InvalidArgumentError, /attempts/);
+  await rejectsTq(() => tq.open(file, { maxAttempts: -1 }), tq.InvalidArgumentError, /maxAttempts must be between/);
+  await rejectsTq(() => tq.open(file, { busyTimeout: -5 }), tq.InvalidArgumentError, /busyTimeout must be at least 0/);
+  await rejectsTq(() => tq.open(file, { busyTimeout: Infinity }), tq.InvalidArgumentError, /busy timeout/);
+  await rejectsTq(() => tq.open(file, { retryBackoff: { min: 10, max: 1 } }), tq.InvalidArgumentError, /back-?off|retry/i);
+  await rejectsTq(() => tq.open(file, { maxPayloadLen: 0 }), tq.InvalidArgumentError, /payload/);
+  await assert.rejects(async () => tq.open(file, { busyTimeout: '5' }), TypeError);
+  await assert.rejects(async () => tq.open(file, { retryBackoff: { min: 1 } }), TypeError);
+  await assert.rejects(async () => tq.open(42), TypeError);
+  await assert.rejects(async () => tq.open(file, null), TypeError);
+  await rejectsTq(() => tq.open('a\0b'), tq.InvalidArgumentError, /NUL character \(at 1\)/);
+  await rejectsTq(() => tq.open(''), tq.InvalidArgumentError, /^tq_open of "": /);
   assert.equal(fs.existsSync(file), false);
 
   await withQueue(async (queue) => {
-    throwsTq(() => queue.push(1, { delay: 1, runAt: 1 }), tq.InvalidArgumentError, /delay or runAt/);
-    throwsTq(() => queue.push(1, { delay: 400 * 86_400_000 }), tq.InvalidArgumentError, /delay/);
-    throwsTq(() => queue.push(1, { runAt: -1 }), tq.InvalidArgumentError, /time/);
-    throwsTq(() => queue.push(1, { runAt: new Date(NaN) }), tq.InvalidArgumentError, /runAt must be a Date/);
-    throwsTq(() => queue.push(1, { priority: 2 ** 31 }), tq.InvalidArgumentError, /priority must be between/);
-    throwsTq(() => queue.push(1, { priority: 1.5 }), tq.InvalidArgumentError, /priority must be an integer/);
-    throwsTq(() => queue.push(1, { maxAttempts: 0 }), tq.InvalidArgumentError, /attempts/);
-    throwsTq(() => queue.push(1, { uniqueKey: '' }), tq.InvalidArgumentError, /key/);
-    throwsTq(() => queue.push(1, { uniqueKey: 'k'.repeat(tq.MAX_UNIQUE_KEY_LEN + 1) }), tq.InvalidArgumentError, /key/);
-    throwsTq(() => queue.push(1, { uniqueFor: 10 }), tq.InvalidArgumentError, /key/);
-    assert.throws(() => queue.pushUnique(1, 7), TypeError);
-    assert.equal(queue.count(), 0);
+    await rejectsTq(() => queue.push(1, { delay: 1, runAt: 1 }), tq.InvalidArgumentError, /delay or runAt/);
+    await rejectsTq(() => queue.push(1, { delay: 400 * 86_400_000 }), tq.InvalidArgumentError, /delay/);
+    await rejectsTq(() => queue.push(1, { runAt: -1 }), tq.InvalidArgumentError, /time/);
+    await rejectsTq(() => queue.push(1, { runAt: new Date(NaN) }), tq.InvalidArgumentError, /runAt must be a Date/);
+    await rejectsTq(() => queue.push(1, { priority: 2 ** 31 }), tq.InvalidArgumentError, /priority must be between/);
+    await rejectsTq(() => queue.push(1, { priority: 1.5 }), tq.InvalidArgumentError, /priority must be an integer/);
+    await rejectsTq(() => queue.push(1, { maxAttempts: 0 }), tq.InvalidArgumentError, /attempts/);
+    await rejectsTq(() => queue.push(1, { uniqueKey: '' }), tq.InvalidArgumentError, /key/);
+    await rejectsTq(() => queue.push(1, { uniqueKey: 'k'.repeat(tq.MAX_UNIQUE_KEY_LEN + 1) }), tq.InvalidArgumentError, /key/);
+    await rejectsTq(() => queue.push(1, { uniqueFor: 10 }), tq.InvalidArgumentError, /key/);
+    await assert.rejects(async () => queue.pushUnique(1, 7), TypeError);
+    assert.equal(await queue.count(), 0);
 
     await assert.rejects(queue.pull({ lease: 0 }), tq.InvalidArgumentError);
     await assert.rejects(queue.pull({ wait: -1 }), /wait must be at least 0/);
     await assert.rejects(queue.pull({ wait: 'soon' }), TypeError);
     await assert.rejects(queue.pull({ signal: {} }), TypeError);
     await assert.rejects(queue.pullMany(0), /n must be between/);
-    throwsTq(() => queue.count('sleeping'), tq.InvalidArgumentError, /unknown state/);
-    throwsTq(() => queue.count(9), tq.InvalidArgumentError, /state/);
-    throwsTq(() => queue.purge({ state: 'pending' }), tq.InvalidArgumentError, /only done, dead and cancelled/);
-    throwsTq(() => queue.retryDead(12345), tq.InvalidArgumentError, /12345/);
-    throwsTq(() => queue.list('pending', { limit: -1 }), tq.InvalidArgumentError, /limit/);
-    assert.throws(() => queue.finishMany([{}]), TypeError);
+    await rejectsTq(() => queue.count('sleeping'), tq.InvalidArgumentError, /unknown state/);
+    await rejectsTq(() => queue.count(9), tq.InvalidArgumentError, ON_WORKER);
+    await rejectsTq(() => queue.purge({ state: 'pending' }), tq.InvalidArgumentError, ON_WORKER);
+    await rejectsTq(() => queue.retryDead(12345), tq.InvalidArgumentError, ON_WORKER);
+    await rejectsTq(() => queue.list('pending', { limit: -1 }), tq.InvalidArgumentError, /limit/);
+    await assert.rejects(async () => queue.finishMany([{}]), TypeError);
 
-    queue.push(1);
+    await queue.push(1);
     const task = await queue.pull();
-    throwsTq(() => task.extend(0), tq.InvalidArgumentError, /lease/);
-    assert.throws(() => task.fail(42), TypeError);
+    await rejectsTq(() => task.extend(0), tq.InvalidArgumentError, ON_WORKER);
+    await assert.rejects(async () => task.fail(42), TypeError);
     assert.equal(task.closed, false, 'a refused call leaves the delivery held');
-    task.finish();
+    await task.finish();
   });
 });
 
 test('a delivery no longer held: finish, fail, extend and finishAndPull say so', () =>
   withQueue(async (queue) => {
-    queue.push(1);
+    await queue.push(1);
     const task = await queue.pull();
-    task.finish();
-    throwsTq(() => task.finish(), tq.NotHeldError, /task \d+ was already finished/);
-    throwsTq(() => task.fail('x'), tq.NotHeldError, /already finished/);
-    throwsTq(() => task.extend(10), tq.NotHeldError, /already finished/);
-    throwsTq(() => task.finishAndPull(), tq.NotHeldError, /already finished/);
-    assert.deepEqual(queue.finishMany([task]), [false]);
+    await task.finish();
+    await rejectsTq(() => task.finish(), tq.NotHeldError, /task \d+ was already finished/);
+    await rejectsTq(() => task.fail('x'), tq.NotHeldError, /already finished/);
+    await rejectsTq(() => task.extend(10), tq.NotHeldError, /already finished/);
+    await rejectsTq(() => task.finishAndPull(), tq.NotHeldError, /already finished/);
+    assert.deepEqual(await queue.finishMany([task]), [false]);
 
-    queue.push(2);
+    await queue.push(2);
     const leased = await queue.pull({ lease: 1 });
     await new Promise((resolve) => setTimeout(resolve, 20));
     const taken = await queue.pull();
-    throwsTq(() => leased.finish(), tq.NotHeldError, new RegExp(`task ${leased.id}: `));
-    taken.finish();
+    await rejectsTq(() => leased.finish(), tq.NotHeldError, new RegExp(`task ${leased.id}: `));
+    await taken.finish();
   }));
 
-test('a file that is not a database, and a directory that does not exist', () => {
+test('a file that is not a database, and a directory that does not exist', async () => {
   const dir = tempDir();
   const junk = path.join(dir, 'junk.db');
   fs.writeFileSync(junk, 'x'.repeat(4096));
-  throwsTq(() => tq.open(junk), tq.NotADatabaseError, /./);
+  await rejectsTq(() => tq.open(junk), tq.NotADatabaseError, /./);
   assert.equal(fs.readFileSync(junk, 'utf8'), 'x'.repeat(4096));
-  throwsTq(() => tq.open(path.join(dir, 'missing', 'q.db')), tq.IoError, /./);
+  await rejectsTq(() => tq.open(path.join(dir, 'missing', 'q.db')), tq.IoError, /./);
 });
 
 test('interrupt() ends waiting pulls with InterruptedError, now and later', () =>
@@ -166,14 +170,14 @@ test('interrupt() ends waiting pulls with InterruptedError, now and later', () =
     setImmediate(() => queue.interrupt());
     await assert.rejects(waiting, (error) => error instanceof tq.InterruptedError && error.status === -8);
     await assert.rejects(queue.pull({ wait: 60_000 }), tq.InterruptedError);
-    queue.push(1);
-    (await queue.pull({ wait: 60_000 })).finish();
+    await queue.push(1);
+    await (await queue.pull({ wait: 60_000 })).finish();
   }));
 
 test('an AbortSignal already aborted rejects with its reason and claims nothing', () =>
   withQueue(async (queue) => {
-    queue.push(1);
+    await queue.push(1);
     const reason = new Error('stop');
     await assert.rejects(queue.pull({ signal: AbortSignal.abort(reason) }), (error) => error === reason);
-    assert.equal(queue.count(), 1);
+    assert.equal(await queue.count(), 1);
   }));

@@ -8,59 +8,59 @@ const assert = require('node:assert/strict');
 const { tq, withQueue } = require('./helpers');
 
 /** The payloads of every task ready now, claimed (and left leased). */
-function claimAll(queue) {
+async function claimAll(queue) {
   const claimed = [];
-  for (let task; (task = queue.tryPull()); ) claimed.push(task);
+  for (let task; (task = await queue.pull()); ) claimed.push(task);
   return claimed;
 }
 
 test('a group of one at a time is delivered in push order, one at a time, beside other groups', () =>
   withQueue(async (queue) => {
     // A higher priority does not overtake the group's order.
-    const ids = [queue.push('"a1"', { group: 'account-1' }), queue.push('"a2"', { group: 'account-1', priority: 9 })];
-    ids.push(...queue.pushMany(['"a3"', '"a4"'], { group: 'account-1', groupMax: 1 }));
-    const other = queue.push('"b1"', { group: 'account-2' });
-    const free = queue.push('"free"');
-    const snapshot = queue.task(ids[1]);
+    const ids = [await queue.push('"a1"', { group: 'account-1' }), await queue.push('"a2"', { group: 'account-1', priority: 9 })];
+    ids.push(...await queue.pushMany(['"a3"', '"a4"'], { group: 'account-1', groupMax: 1 }));
+    const other = await queue.push('"b1"', { group: 'account-2' });
+    const free = await queue.push('"free"');
+    const snapshot = await queue.task(ids[1]);
     assert.equal(snapshot.group, 'account-1');
     assert.deepEqual(snapshot.waitingFor, [ids[0]]);
-    assert.equal(queue.task(free).group, null);
-    assert.equal(queue.groupsWaiting(), 1);
+    assert.equal((await queue.task(free)).group, null);
+    assert.equal(await queue.groupsWaiting(), 1);
 
-    let claimed = claimAll(queue);
+    let claimed = await claimAll(queue);
     assert.deepEqual(claimed.map((task) => task.payload).sort(), ['a1', 'b1', 'free']);
     assert.ok(claimed.every((task) => task.group === null));
     const order = [];
     for (;;) {
       const mine = claimed.filter((task) => task.payload.startsWith('a'));
-      for (const task of claimed) task.finish();
+      for (const task of claimed) await task.finish();
       if (!mine.length) break;
       assert.equal(mine.length, 1);
       order.push(mine[0].payload);
-      claimed = claimAll(queue);
+      claimed = await claimAll(queue);
     }
     assert.deepEqual(order, ['a1', 'a2', 'a3', 'a4']);
-    assert.equal(queue.groupsWaiting(), 0);
-    assert.equal(queue.task(other), null);
-    assert.equal(queue.count(), 0);
+    assert.equal(await queue.groupsWaiting(), 0);
+    assert.equal(await queue.task(other), null);
+    assert.equal(await queue.count(), 0);
   }));
 
 test('groupMax tasks of a group run at once', () =>
   withQueue(async (queue) => {
-    queue.pushMany([1, 2, 3, 4, 5], { group: 'g', groupMax: 2 });
-    const first = claimAll(queue);
+    await queue.pushMany([1, 2, 3, 4, 5], { group: 'g', groupMax: 2 });
+    const first = await claimAll(queue);
     assert.deepEqual(first.map((task) => task.payload), [1, 2]);
     // Each task waits for the task pushed groupMax before it.
-    first[1].finish();
-    const fourth = claimAll(queue);
+    await first[1].finish();
+    const fourth = await claimAll(queue);
     assert.deepEqual(fourth.map((task) => task.payload), [4]);
-    first[0].finish();
-    const third = claimAll(queue);
+    await first[0].finish();
+    const third = await claimAll(queue);
     assert.deepEqual(third.map((task) => task.payload), [3]);
-    fourth[0].finish();
-    assert.deepEqual(claimAll(queue), []);
-    third[0].finish();
-    assert.deepEqual(claimAll(queue).map((task) => task.payload), [5]);
+    await fourth[0].finish();
+    assert.deepEqual(await claimAll(queue), []);
+    await third[0].finish();
+    assert.deepEqual((await claimAll(queue)).map((task) => task.payload), [5]);
   }));
 
 test('bad groups are refused and store nothing', () =>
@@ -78,12 +78,12 @@ test('bad groups are refused and store nothing', () =>
     ]) {
       const check = (thrown) => thrown instanceof error && message.test(thrown.message);
       const shown = JSON.stringify(options).slice(0, 60);
-      assert.throws(() => queue.push(1, options), check, shown);
-      assert.throws(() => queue.pushMany([1, 2], options), check, shown);
-      assert.throws(() => queue.pushItems([{ payload: 1 }, { payload: 2, ...options }]), (thrown) => check(thrown) && thrown.index === 1, shown);
+      await assert.rejects(async () => queue.push(1, options), check, shown);
+      await assert.rejects(async () => queue.pushMany([1, 2], options), check, shown);
+      await assert.rejects(async () => queue.pushItems([{ payload: 1 }, { payload: 2, ...options }]), (thrown) => check(thrown) && thrown.index === 1, shown);
     }
-    assert.equal(queue.count(), 0);
+    assert.equal(await queue.count(), 0);
     // The longest key is taken.
-    const id = queue.push(1, { group: 'k'.repeat(tq.MAX_UNIQUE_KEY_LEN), groupMax: tq.MAX_GROUP_AT_ONCE });
-    assert.equal(queue.task(id).group.length, tq.MAX_UNIQUE_KEY_LEN);
+    const id = await queue.push(1, { group: 'k'.repeat(tq.MAX_UNIQUE_KEY_LEN), groupMax: tq.MAX_GROUP_AT_ONCE });
+    assert.equal((await queue.task(id)).group.length, tq.MAX_UNIQUE_KEY_LEN);
   }));

@@ -32,7 +32,7 @@ function queuePath() {
 
 /** Runs `fn(queue)` on a queue opened on a new file, closing it after. */
 async function withQueue(fn, options) {
-  const queue = tq.open(queuePath(), options);
+  const queue = await tq.open(queuePath(), options);
   try {
     return await fn(queue);
   } finally {
@@ -51,9 +51,12 @@ function childEnv(changes = {}) {
   return env;
 }
 
-/** Runs `node -e code args...`; resolves to { status, signal, stdout, stderr }. */
+/** Runs `node -e code args...`; resolves to { status, signal, stdout, stderr }.
+ * Code that awaits runs in an async function (a rejection ends the child
+ * as an uncaught exception would). */
 function runNode(code, args = [], options = {}) {
-  return runCommand(process.execPath, ['-e', code, '--', ...args], options);
+  const script = code.includes('await ') ? `(async () => {\n${code}\n})();` : code;
+  return runCommand(process.execPath, ['-e', script, '--', ...args], options);
 }
 
 /** Runs a command; resolves to { status, signal, stdout, stderr }. With

@@ -18,12 +18,12 @@ const native = require('../lib/native');
  * where libtq came from. */
 const ROUND_TRIP = `
   const tq = require('tq');
-  const queue = tq.open(process.argv[1]);
-  const parent = queue.push({ step: 1 });
-  queue.push({ step: 2 }, { after: [parent] });
+  const queue = await tq.open(process.argv[1]);
+  const parent = await queue.push({ step: 1 });
+  await queue.push({ step: 2 }, { after: [parent] });
   (async () => {
     const steps = [];
-    for (let task; (task = await queue.pull()); task.finish()) steps.push(task.payload.step);
+    for (let task; (task = await queue.pull()); await task.finish()) steps.push(task.payload.step);
     console.log(tq.libraryPath);
     console.log(steps.join(','));
     await queue.close();

@@ -42,7 +42,7 @@ test('TQ_LIBRARY names the library', async () => {
 
 test('the copy inside the package is used without TQ_LIBRARY, and TQ_LIBRARY wins over it', async () => {
   const copy = packageCopy(true);
-  const code = `${REPORT} const q = tq.open(process.argv[2]); q.push(1); console.log(q.count());`;
+  const code = `${REPORT} const q = await tq.open(process.argv[2]); await q.push(1); console.log(await q.count());`;
   const run = await runNode(code, [copy, path.join(tempDir(), 'q.db')], { env: childEnv({ TQ_LIBRARY: undefined }) });
   assert.equal(run.status, 0, run.stderr);
   assert.deepEqual(run.stdout.split('\n').slice(0, 3), [path.join(copy, 'native', 'libtq.so'), '0.3.0', '1']);

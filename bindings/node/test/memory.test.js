@@ -13,19 +13,19 @@ const { PACKAGE_DIR, queuePath, runCommand, childEnv } = require('./helpers');
 const CHURN = `
 const tq = require(${JSON.stringify(PACKAGE_DIR)});
 const [path, rounds, perRound] = [process.argv[1], Number(process.argv[2]), Number(process.argv[3])];
-const queue = tq.open(path, { durability: 'normal' });
 const rss = [];
 (async () => {
+  const queue = await tq.open(path, { durability: 'normal' });
   for (let round = 0; round < rounds; round++) {
     for (let i = 0; i < perRound; i++) {
-      queue.push({ round, i, text: 'x'.repeat(4000) });
-      const task = i % 2 ? queue.tryPull({ lease: 1 }) : await queue.pull();
-      if (i % 2 === 0) task.finish();
+      await queue.push({ round, i, text: 'x'.repeat(4000) });
+      const task = i % 2 ? await queue.pull({ lease: 1 }) : await queue.pull();
+      if (i % 2 === 0) await task.finish();
     }
     // Leases of 1 ms: the dropped tasks come back, and are finished, so
     // that the file stays small.
-    queue.recover();
-    for (let task; (task = queue.tryPull()); ) task.finish();
+    await queue.recover();
+    for (let task; (task = await queue.pull()); ) await task.finish();
     await new Promise((resolve) => setImmediate(resolve));
     globalThis.gc();
     rss.push(process.memoryUsage().rss);

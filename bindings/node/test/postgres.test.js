@@ -24,14 +24,17 @@ function restartServer() {
   execFileSync(cluster, ['restart', POSTGRES_DIR, 'immediate'], { stdio: 'ignore' });
 }
 
-test('the PostgreSQL options are refused on an SQLite file', () => {
+test('the PostgreSQL options are refused on an SQLite file', async () => {
   const path = queuePath();
-  assert.throws(() => tq.open(path, { poolSize: 2 }), { name: 'InvalidArgumentError', message: /pool size applies to PostgreSQL only/ });
-  assert.throws(() => tq.open(path, { postgresSchema: 'jobs' }), { name: 'InvalidArgumentError', message: /schema applies to PostgreSQL only/ });
+  // Refused by tq_open on a worker thread, which keeps the library's message.
+  await assert.rejects(() => tq.open(path, { poolSize: 2 }), { name: 'InvalidArgumentError', message: /^tq_open / });
+  await assert.rejects(() => tq.open(path, { postgresSchema: 'jobs' }), { name: 'InvalidArgumentError', message: /^tq_open / });
+  // openSync, on the calling thread, gives it.
+  assert.throws(() => tq.openSync(path, { poolSize: 2 }), { name: 'InvalidArgumentError', message: /pool size applies to PostgreSQL only/ });
   assert.equal(fs.existsSync(path), false);
 });
 
-test('bad PostgreSQL option values are refused', () => {
+test('bad PostgreSQL option values are refused', async () => {
   for (const [options, error, message] of [
     [{ poolSize: 0 }, tq.InvalidArgumentError, /pool size/],
     [{ poolSize: tq.MAX_POOL_SIZE + 1 }, tq.InvalidArgumentError, /pool size/],
@@ -41,30 +44,30 @@ test('bad PostgreSQL option values are refused', () => {
     [{ postgresSchema: 'a\0b' }, tq.InvalidArgumentError, /contains a NUL character/],
     [{ postgresSchema: 7 }, TypeError, /postgresSchema must be a string/],
   ]) {
-    assert.throws(() => tq.open(NO_SERVER, options), (thrown) => thrown instanceof error && message.test(thrown.message));
+    await assert.rejects(async () => tq.open(NO_SERVER, options), (thrown) => thrown instanceof error && message.test(thrown.message));
   }
 });
 
 test('PostgreSQL: push, pull, finish, and a push waking a waiting pull', { skip: SKIP }, async () => {
   const schema = `node_test_${process.pid}_${Date.now()}`;
-  const queue = tq.open(POSTGRES_URL, { postgresSchema: schema, poolSize: 2 });
-  const other = tq.open(POSTGRES_URL, { postgresSchema: `${schema}_other` });
+  const queue = await tq.open(POSTGRES_URL, { postgresSchema: schema, poolSize: 2 });
+  const other = await tq.open(POSTGRES_URL, { postgresSchema: `${schema}_other` });
   try {
-    const first = queue.push({ n: 1 });
+    const first = await queue.push({ n: 1 });
     // Another schema of the same database holds other queues.
-    assert.equal(other.counts().pending, 0);
-    assert.deepEqual(queue.counts(), { pending: 1, leased: 0, done: 0, dead: 0, cancelled: 0 });
+    assert.equal((await other.counts()).pending, 0);
+    assert.deepEqual(await queue.counts(), { pending: 1, leased: 0, done: 0, dead: 0, cancelled: 0 });
     const task = await queue.pull();
     assert.equal(task.id, first);
     assert.deepEqual(task.payload, { n: 1 });
-    task.finish();
+    await task.finish();
     const waiting = queue.pull({ wait: 120_000 });
     setImmediate(() => other.close().then(() => queue.push({ n: 2 })));
     const woken = await waiting;
     assert.deepEqual(woken.payload, { n: 2 });
-    woken.finish();
-    assert.throws(() => queue.checkpoint(), tq.InvalidArgumentError);
-    assert.deepEqual(queue.counts(), { pending: 0, leased: 0, done: 0, dead: 0, cancelled: 0 });
+    await woken.finish();
+    await assert.rejects(async () => queue.checkpoint(), tq.InvalidArgumentError);
+    assert.deepEqual(await queue.counts(), { pending: 0, leased: 0, done: 0, dead: 0, cancelled: 0 });
   } finally {
     await Promise.all([queue.close(), other.close()]);
   }
@@ -72,12 +75,12 @@ test('PostgreSQL: push, pull, finish, and a push waking a waiting pull', { skip:
 
 test('PostgreSQL: progress, a result and a wait for it', { skip: SKIP }, async () => {
   const schema = `node_test_${process.pid}_${Date.now()}_results`;
-  const queue = tq.open(POSTGRES_URL, { postgresSchema: schema, resultRetention: 3_600_000 });
+  const queue = await tq.open(POSTGRES_URL, { postgresSchema: schema, resultRetention: 3_600_000 });
   try {
-    const id = queue.push({ n: 1 });
+    const id = await queue.push({ n: 1 });
     const task = await queue.pull();
-    task.extend(60_000, { progress: { step: 1 } });
-    assert.deepEqual(queue.task(id).progress, { step: 1 });
+    await task.extend(60_000, { progress: { step: 1 } });
+    assert.deepEqual((await queue.task(id)).progress, { step: 1 });
     const waiting = queue.wait(id, { timeout: 10_000 });
     setTimeout(() => task.finish({ result: { ok: true } }), 100);
     const ended = await waiting;
@@ -90,48 +93,52 @@ test('PostgreSQL: progress, a result and a wait for it', { skip: SKIP }, async (
 
 test('PostgreSQL: a due schedule, a child released after its parent, a group one at a time', { skip: SKIP }, async () => {
   const schema = `node_test_${process.pid}_${Date.now()}_graphs`;
-  const queue = tq.open(POSTGRES_URL, { postgresSchema: schema });
+  const queue = await tq.open(POSTGRES_URL, { postgresSchema: schema });
   try {
-    queue.addSchedule('often', { tick: true }, { every: 20, priority: 2 });
-    assert.throws(() => queue.addSchedule('bad', 1, { cron: '* * * * *', timeZone: 'Mars/Olympus' }), tq.InvalidArgumentError);
+    await queue.addSchedule('often', { tick: true }, { every: 20, priority: 2 });
+    await assert.rejects(async () => queue.addSchedule('bad', 1, { cron: '* * * * *', timeZone: 'Mars/Olympus' }), tq.InvalidArgumentError);
     await new Promise((resolve) => setTimeout(resolve, 60));
-    assert.equal(queue.runDueSchedules(), 1);
-    queue.removeSchedule('often');
-    assert.deepEqual(queue.schedules(), []);
+    assert.equal(await queue.runDueSchedules(), 1);
+    await queue.removeSchedule('often');
+    assert.deepEqual(await queue.schedules(), []);
     const tick = await queue.pull();
     assert.deepEqual([tick.payload, tick.priority], [{ tick: true }, 2]);
-    tick.finish();
+    await tick.finish();
 
-    const [parent, child] = queue.pushItems([{ payload: '"parent"' }, { payload: '"child"', afterItems: [0] }]);
-    assert.deepEqual(queue.task(child).waitingFor, [parent]);
-    assert.throws(() => queue.push(1, { after: [child + 1000] }), tq.InvalidArgumentError);
+    const [parent, child] = await queue.pushItems([{ payload: '"parent"' }, { payload: '"child"', afterItems: [0] }]);
+    assert.deepEqual((await queue.task(child)).waitingFor, [parent]);
+    await assert.rejects(async () => queue.push(1, { after: [child + 1000] }), tq.InvalidArgumentError);
     const first = await queue.pull();
     assert.equal(first.id, parent);
-    assert.equal(queue.tryPull(), null);
-    first.finish();
+    assert.equal(await queue.pull(), null);
+    await first.finish();
     const released = await queue.pull();
     assert.deepEqual([released.id, released.parents], [child, [parent]]);
-    released.finish();
+    await released.finish();
 
-    const grouped = queue.pushMany(['"g1"', '"g2"'], { group: 'g' });
-    assert.equal(queue.task(grouped[1]).group, 'g');
+    const grouped = await queue.pushMany(['"g1"', '"g2"'], { group: 'g' });
+    assert.equal((await queue.task(grouped[1])).group, 'g');
     const g1 = await queue.pull();
     assert.equal(g1.payload, 'g1');
-    assert.equal(queue.tryPull(), null);
-    g1.finish();
+    assert.equal(await queue.pull(), null);
+    await g1.finish();
     const g2 = await queue.pull();
     assert.equal(g2.payload, 'g2');
-    g2.finish();
-    assert.equal(queue.count(), 0);
+    await g2.finish();
+    assert.equal(await queue.count(), 0);
   } finally {
     await queue.close();
   }
 });
 
-test('a URL with a password is kept out of the message when the server cannot be reached', () => {
+test('a URL with a password is kept out of the message when the server cannot be reached', async () => {
   const url = NO_SERVER.replace('nobody@', 'nobody:hunter2@');
-  assert.throws(
+  await assert.rejects(
     () => tq.open(url, { busyTimeout: 0 }),
+    (error) => error instanceof tq.IoError && !error.message.includes('hunter2') && error.message.length > 0,
+  );
+  assert.throws(
+    () => tq.openSync(url, { busyTimeout: 0 }),
     (error) => error instanceof tq.IoError && !error.message.includes('hunter2') && error.message.length > 0,
   );
 });
@@ -141,10 +148,10 @@ test(
   { skip: SKIP || (POSTGRES_DIR ? false : 'TQ_TEST_POSTGRES_DIR is not set (`make test-postgres` sets it)') },
   async () => {
     const schema = `node_test_${process.pid}_${Date.now()}`;
-    const holder = tq.open(POSTGRES_URL, { postgresSchema: schema });
-    const other = tq.open(POSTGRES_URL, { postgresSchema: schema });
+    const holder = await tq.open(POSTGRES_URL, { postgresSchema: schema });
+    const other = await tq.open(POSTGRES_URL, { postgresSchema: schema });
     try {
-      const id = holder.push({ long: true });
+      const id = await holder.push({ long: true });
       const task = await holder.pull();
       let settled = null;
       const watching = task.watchCancellation().then(
@@ -155,7 +162,7 @@ test(
       // Past the watch's read of the task once a second.
       await new Promise((resolve) => setTimeout(resolve, 1500));
       assert.equal(settled, null, `the watch ended: ${settled}`);
-      other.cancelTask(id, 'stop');
+      await other.cancelTask(id, 'stop');
       await watching;
       assert.equal(settled, 'cancelled');
     } finally {
@@ -169,14 +176,14 @@ test(
   { skip: SKIP || (POSTGRES_DIR ? false : 'TQ_TEST_POSTGRES_DIR is not set (`make test-postgres` sets it)') },
   async () => {
     const schema = `node_test_${process.pid}_${Date.now()}`;
-    const queue = tq.open(POSTGRES_URL, { postgresSchema: schema });
+    const queue = await tq.open(POSTGRES_URL, { postgresSchema: schema });
     try {
       // Unique keys make a push tried again after a cut connection store once.
       const pushAll = async (from, to) => {
         for (let i = from; i < to; i++) {
           for (let tries = 0; ; tries++) {
             try {
-              queue.pushUnique({ i }, String(i));
+              await queue.pushUnique({ i }, String(i));
               break;
             } catch (error) {
               if (tries === 300) throw error;
@@ -209,7 +216,7 @@ test(
       await pushAll(5, 10);
       await until(10);
       await worker;
-      assert.equal(queue.count('pending') + queue.count('leased'), 0);
+      assert.equal(await queue.count('pending') + await queue.count('leased'), 0);
     } finally {
       await queue.close();
     }

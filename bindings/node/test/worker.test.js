@@ -8,9 +8,9 @@ const { setTimeout: sleep } = require('node:timers/promises');
 const { PACKAGE_DIR, queuePath, runNode, tq } = require('./helpers');
 
 test('up to `concurrency` handlers run at once; resolved tasks finish, thrown ones fail', async () => {
-  const queue = tq.open(queuePath(), { maxAttempts: 1 });
+  const queue = await tq.open(queuePath(), { maxAttempts: 1 });
   try {
-    queue.pushMany(Array.from({ length: 20 }, (_, i) => ({ i })));
+    await queue.pushMany(Array.from({ length: 20 }, (_, i) => ({ i })));
     const stop = new AbortController();
     let running = 0;
     let most = 0;
@@ -28,9 +28,9 @@ test('up to `concurrency` handlers run at once; resolved tasks finish, thrown on
     );
     assert.equal(most, 4);
     assert.deepEqual(stats, { finished: 16, failed: 4, lost: 0 });
-    assert.deepEqual(queue.counts(), { pending: 0, leased: 0, done: 0, dead: 4, cancelled: 0 });
+    assert.deepEqual(await queue.counts(), { pending: 0, leased: 0, done: 0, dead: 4, cancelled: 0 });
     assert.deepEqual(
-      queue.list('dead').map((task) => task.lastError),
+      (await queue.list('dead')).map((task) => task.lastError),
       ['Error: task 0 is bad', 'Error: task 5 is bad', 'Error: task 10 is bad', 'Error: task 15 is bad'],
     );
   } finally {
@@ -39,14 +39,14 @@ test('up to `concurrency` handlers run at once; resolved tasks finish, thrown on
 });
 
 test('the tasks of all free handlers are claimed in one call, never more than are free', async () => {
-  const queue = tq.open(queuePath());
+  const queue = await tq.open(queuePath());
   try {
-    queue.pushMany(Array.from({ length: 12 }, (_, i) => ({ i })));
+    await queue.pushMany(Array.from({ length: 12 }, (_, i) => ({ i })));
     const claims = [];
     const pullMany = queue.pullMany.bind(queue);
     queue.pullMany = (n, options) =>
-      pullMany(n, options).then((tasks) => {
-        claims.push({ asked: n, got: tasks.length, leased: queue.count('leased') });
+      pullMany(n, options).then(async (tasks) => {
+        claims.push({ asked: n, got: tasks.length, leased: await queue.count('leased') });
         return tasks;
       });
     const stop = new AbortController();
@@ -64,7 +64,7 @@ test('the tasks of all free handlers are claimed in one call, never more than ar
     for (const claim of claims) {
       assert.ok(claim.leased <= 4, `more tasks held than handlers: ${JSON.stringify(claim)}`);
     }
-    assert.equal(queue.count('pending') + queue.count('leased'), 0);
+    assert.equal(await queue.count('pending') + await queue.count('leased'), 0);
   } finally {
     await queue.close();
   }
@@ -72,18 +72,18 @@ test('the tasks of all free handlers are claimed in one call, never more than ar
 
 test('a handler pending past its lease keeps the task through heartbeats', async () => {
   const path = queuePath();
-  const queue = tq.open(path);
-  const other = tq.open(path);
+  const queue = await tq.open(path);
+  const other = await tq.open(path);
   try {
-    queue.push({ slow: true });
+    await queue.push({ slow: true });
     const stop = new AbortController();
     const worker = tq.runWorker(
       queue,
       async () => {
         // Three leases long: without heartbeats the lease would have run out.
         await sleep(1500);
-        assert.equal(other.recover(), 0);
-        assert.equal(other.tryPull(), null);
+        assert.equal(await other.recover(), 0);
+        assert.equal(await other.pull(), null);
         stop.abort();
       },
       { lease: 500, heartbeat: 50, signal: stop.signal, stopOnSignals: false },
@@ -96,12 +96,12 @@ test('a handler pending past its lease keeps the task through heartbeats', async
 
 test('SIGTERM stops taking tasks, lets the running handler finish, and resolves', async () => {
   const path = queuePath();
-  const queue = tq.open(path);
-  queue.pushMany([1, 2, 3, 4, 5]);
+  const queue = await tq.open(path);
+  await queue.pushMany([1, 2, 3, 4, 5]);
   await queue.close();
   const code = `
     const tq = require(${JSON.stringify(PACKAGE_DIR)});
-    const queue = tq.open(process.argv[1]);
+    const queue = await tq.open(process.argv[1]);
     tq.runWorker(queue, async (task) => {
       process.kill(process.pid, 'SIGTERM');
       await new Promise((resolve) => setTimeout(resolve, 50));
@@ -113,13 +113,13 @@ test('SIGTERM stops taking tasks, lets the running handler finish, and resolves'
   const run = await runNode(code, [path]);
   assert.equal(run.status, 0, run.stderr);
   assert.deepEqual(JSON.parse(run.stdout), { finished: 1, failed: 0, lost: 0 });
-  const reopened = tq.open(path);
-  assert.deepEqual(reopened.counts(), { pending: 4, leased: 0, done: 0, dead: 0, cancelled: 0 });
+  const reopened = await tq.open(path);
+  assert.deepEqual(await reopened.counts(), { pending: 4, leased: 0, done: 0, dead: 0, cancelled: 0 });
   await reopened.close();
 });
 
 test('bad worker options are refused', async () => {
-  const queue = tq.open(queuePath());
+  const queue = await tq.open(queuePath());
   try {
     await assert.rejects(tq.runWorker(queue, () => {}, { concurrency: 0 }), tq.InvalidArgumentError);
     await assert.rejects(tq.runWorker(queue, 'handler'), TypeError);
@@ -130,16 +130,16 @@ test('bad worker options are refused', async () => {
 
 test("a task cancelled while its handler runs aborts the handler's signal", async () => {
   const path = queuePath();
-  const queue = tq.open(path);
-  const other = tq.open(path);
+  const queue = await tq.open(path);
+  const other = await tq.open(path);
   try {
-    const id = queue.push({ long: true });
+    const id = await queue.push({ long: true });
     const stop = new AbortController();
     const errors = [];
     const stats = await tq.runWorker(
       queue,
       async (task, { signal }) => {
-        assert.equal(other.cancelTask(task.id, 'not wanted'), 'leased');
+        assert.equal(await other.cancelTask(task.id, 'not wanted'), 'leased');
         await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
         assert.ok(signal.reason instanceof tq.CancelledError, String(signal.reason));
         stop.abort();
@@ -152,7 +152,7 @@ test("a task cancelled while its handler runs aborts the handler's signal", asyn
       errors.map((error) => error.name),
       ['CancelledError', 'CancelledError'],
     );
-    assert.equal(queue.count('pending') + queue.count('leased'), 0, `task ${id} is still in line`);
+    assert.equal(await queue.count('pending') + await queue.count('leased'), 0, `task ${id} is still in line`);
   } finally {
     await Promise.all([queue.close(), other.close()]);
   }

@@ -13,11 +13,11 @@ async function misuse(queue: tq.Queue, task: tq.Task): Promise<void> {
   // @ts-expect-error: a signal is an AbortSignal
   await queue.pull({ signal: true });
   // @ts-expect-error: durability is 'full' or 'normal'
-  tq.open('x.db', { durability: 'eventual' });
+  await tq.open('x.db', { durability: 'eventual' });
   // @ts-expect-error: a task's fields are read-only
   task.id = 3;
   // @ts-expect-error: snapshots cannot be finished
-  queue.list()[0].finish();
+  (await queue.list())[0].finish();
   // @ts-expect-error: after takes ids, not one id
   queue.push(1, { after: 3 });
   // @ts-expect-error: onParentFailure is 'cancel' or 'runAnyway'
@@ -35,7 +35,7 @@ async function misuse(queue: tq.Queue, task: tq.Task): Promise<void> {
   // @ts-expect-error: pushItems takes items, not payloads
   queue.pushItems([1, 2]);
   // @ts-expect-error: a snapshot's waitingFor is read-only
-  queue.list()[0].waitingFor.push(1);
+  (await queue.list())[0].waitingFor.push(1);
   // @ts-expect-error: a task's parents are read-only
   task.parents = [];
   // @ts-expect-error: a schedule needs its options
@@ -47,13 +47,17 @@ async function misuse(queue: tq.Queue, task: tq.Task): Promise<void> {
   // @ts-expect-error: a time zone is a name
   queue.replaceSchedule('s', 1, { cron: '@daily', timeZone: 2 });
   // @ts-expect-error: a schedule's next slot is a Date
-  const slot: number = queue.schedules()[0].nextSlot;
-  // @ts-expect-error: runDueSchedules returns a count
-  const due: string = queue.runDueSchedules();
+  const slot: number = (await queue.schedules())[0].nextSlot;
+  // @ts-expect-error: runDueSchedules resolves to a count
+  const due: string = await queue.runDueSchedules();
   // @ts-expect-error: removeSchedule takes a name
   queue.removeSchedule();
+  // @ts-expect-error: a push resolves to an id: it is not one
+  const id: number = queue.push(1);
+  // @ts-expect-error: a Queue is opened with tq.open, not constructed
+  new tq.Queue('x.db');
   // @ts-expect-error: close() returns a promise, not a count
   const closed: number = await queue.close();
-  console.log(pulled, closed, slot, due);
+  console.log(pulled, closed, slot, due, id);
 }
 misuse;
