@@ -157,3 +157,80 @@ test("a task cancelled while its handler runs aborts the handler's signal", asyn
     await Promise.all([queue.close(), other.close()]);
   }
 });
+
+test('an onError that throws is reported as a warning and the worker goes on', async () => {
+  const path = queuePath();
+  const queue = await tq.open(path);
+  const other = await tq.open(path);
+  const warnings = [];
+  const onWarning = (warning) => warnings.push(warning);
+  process.on('warning', onWarning);
+  try {
+    await queue.pushMany(['"cancelled"', '"next"']);
+    const stop = new AbortController();
+    const handled = [];
+    const stats = await tq.runWorker(
+      queue,
+      async (task, { signal }) => {
+        handled.push(task.payload);
+        if (task.payload === 'cancelled') {
+          // Its next heartbeat fails, and onError throws.
+          await other.cancelTask(task.id);
+          await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+        } else {
+          stop.abort();
+        }
+      },
+      {
+        concurrency: 1,
+        heartbeat: 10,
+        signal: stop.signal,
+        stopOnSignals: false,
+        onError: () => {
+          throw new Error('the logger is down');
+        },
+      },
+    );
+    assert.deepEqual(handled, ['cancelled', 'next']);
+    assert.deepEqual(stats, { finished: 1, failed: 0, lost: 1 });
+    await new Promise((resolve) => setImmediate(resolve));
+    const reported = warnings.filter((warning) => warning.name === 'TqWarning');
+    assert.ok(reported.length >= 1, 'no warning');
+    assert.match(reported[0].message, /onError threw .*the logger is down/);
+    assert.equal(reported[0].cause.message, 'the logger is down');
+  } finally {
+    process.off('warning', onWarning);
+    await Promise.all([queue.close(), other.close()]);
+  }
+});
+
+test("one task's heartbeat stuck in extend delays no other task's", async () => {
+  const queue = await tq.open(queuePath());
+  try {
+    await queue.pushMany(['"stuck"', '"beating"']);
+    const extends_ = { stuck: 0, beating: 0 };
+    const stop = new AbortController();
+    let running = 0;
+    await tq.runWorker(
+      queue,
+      async (task) => {
+        const extend = task.extend.bind(task);
+        task.extend = (...args) => {
+          extends_[task.payload]++;
+          // An extend that never returns, as one waiting for a lock would.
+          return task.payload === 'stuck' ? new Promise(() => {}) : extend(...args);
+        };
+        running++;
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        if (--running === 0) stop.abort();
+      },
+      { concurrency: 2, heartbeat: 20, signal: stop.signal, stopOnSignals: false },
+    );
+    // The stuck heartbeat is not called again while its extend is pending;
+    // the other beats on its own timer.
+    assert.equal(extends_.stuck, 1);
+    assert.ok(extends_.beating >= 5, `the other task was extended ${extends_.beating} times in 300 ms`);
+  } finally {
+    await queue.close();
+  }
+});
