@@ -539,6 +539,9 @@ class Queue {
   #callsInFlight = 0;
   /** Functions that start a short call, lined up for a place. */
   #callLine = [];
+  /** Pushes and pulls lined up for a place, by kind ('push', 'pull'), that
+   * one batch call will run together: arrays of { value, resolve, reject }. */
+  #batches = new Map();
   /** Every asynchronous C call using the handle (Promises that never
    * reject), waited for before the handle is freed. */
   #calls = new Set();
@@ -630,6 +633,13 @@ class Queue {
    * call started before finishes first.
    */
   _call(fn, ...args) {
+    return this.#inPlace(() => callAsync(fn, this.#ptr, ...args));
+  }
+
+  /** Runs `work()`, C calls on the handle that resolve once they all
+   * returned, in one of the Queue's CALLS_AT_ONCE places for short calls,
+   * now or once one frees; resolves as it does. */
+  #inPlace(work) {
     return new Promise((resolve, reject) => {
       const start = () => {
         if (this.#closing) {
@@ -637,16 +647,43 @@ class Queue {
           return;
         }
         this.#callsInFlight++;
-        const call = callAsync(fn, this.#ptr, ...args);
-        this._track(call).then(() => {
+        const running = work();
+        this._track(running).then(() => {
           this.#callsInFlight--;
           this.#callLine.shift()?.();
         });
-        call.then(resolve, reject);
+        running.then(resolve, reject);
       };
       if (this.#closing) reject(this.#closedError());
       else if (this.#callsInFlight < CALLS_AT_ONCE) start();
       else this.#callLine.push(start);
+    });
+  }
+
+  /**
+   * Resolves to what `runTogether` gives `value`: calls of one `kind` that
+   * wait for a place meanwhile are run together, by one call of
+   * `runTogether(entries)` in one place, which settles each entry. A call
+   * that finds a place free runs at once, alone: batching adds no wait.
+   */
+  #together(kind, value, runTogether) {
+    return new Promise((resolve, reject) => {
+      let lined = this.#batches.get(kind);
+      const first = lined === undefined;
+      if (first) {
+        lined = [];
+        this.#batches.set(kind, lined);
+      }
+      lined.push({ value, resolve, reject });
+      if (first) {
+        this.#inPlace(() => {
+          // Calls from now on line up for the next batch.
+          this.#batches.delete(kind);
+          return runTogether(lined);
+        }).catch((error) => {
+          for (const entry of lined) entry.reject(error);
+        });
+      }
     });
   }
 
@@ -670,7 +707,10 @@ class Queue {
    * durability. */
   async push(payload, options) {
     const data = encode(payload);
-    const built = options === undefined ? null : pushOptions('push', options);
+    if (options === undefined) {
+      return this.#together('push', data, (entries) => this.#pushTogether(entries));
+    }
+    const built = pushOptions('push', options);
     const out = [0];
     try {
       await this._checkedCall(lib.tq_push, payloadPointer(data), data.length, built, out);
@@ -678,6 +718,35 @@ class Queue {
       if (built) lib.tq_push_options_free(built);
     }
     return out[0];
+  }
+
+  /** Pushes the payloads of `entries`, pushes without options lined up
+   * together: in one transaction (tq_push_batch), or, when that is refused
+   * for a payload (all or none), each alone, so that only that push fails. */
+  async #pushTogether(entries) {
+    const push = async (data) => {
+      const out = [0];
+      const status = await callAsync(lib.tq_push, this.#ptr, payloadPointer(data), data.length, null, out);
+      if (status < 0) throw asyncError(status, 'tq_push');
+      return out[0];
+    };
+    if (entries.length > 1) {
+      const datas = entries.map((entry) => entry.value);
+      const ids = new BigInt64Array(datas.length);
+      const status = await callAsync(lib.tq_push_batch, this.#ptr, datas.map(payloadPointer), lengths(datas), datas.length, null, ids);
+      if (status >= 0) {
+        entries.forEach((entry, i) => entry.resolve(Number(ids[i])));
+        return;
+      }
+      if (status !== errors.InvalidJsonError.status && status !== errors.InvalidArgumentError.status) {
+        const error = asyncError(status, 'tq_push_batch');
+        for (const entry of entries) entry.reject(error);
+        return;
+      }
+    }
+    for (const entry of entries) {
+      await push(entry.value).then(entry.resolve, entry.reject);
+    }
   }
 
   /** push() on the calling thread, for scripts: the event loop waits for
@@ -845,7 +914,10 @@ class Queue {
     }
     const built = pullOptions(lease, 0, null);
     try {
-      const claimed = await this.#pullAsync(built, max, (call) => this._call(...call));
+      const claimed =
+        built === null && max === 1
+          ? await this.#together('pull', null, (entries) => this.#pullTogether(entries))
+          : await this.#pullAsync(built, max, (call) => this._call(...call));
       if (claimed === null) throw new errors.InterruptedError('tq_pull: ended by interrupt() on its queue');
       if (claimed.length || waitMs === 0) {
         return claimed;
@@ -932,6 +1004,15 @@ class Queue {
       if (built) lib.tq_pull_options_free(built);
       if (cancel) lib.tq_cancel_free(cancel);
     }
+  }
+
+  /** Claims a ready task for each of `entries`, pulls with the default
+   * lease lined up together, in one tq_pull_batch; an entry left without
+   * one gets none. Each resolves as #pullAsync does. */
+  async #pullTogether(entries) {
+    const run = (call) => callAsync(call[0], this.#ptr, ...call.slice(1));
+    const tasks = await this.#pullAsync(null, entries.length, run);
+    entries.forEach((entry, i) => entry.resolve(tasks === null ? null : tasks.slice(i, i + 1)));
   }
 
   /** One tq_pull or tq_pull_batch made by `run` (a short call or the
