@@ -9,9 +9,14 @@
 //
 // - c: bench/node/c_loops.c, libtq called from C in a loop (the loops of the
 //   Go binding's benchmarks), its loop timed by itself: the floor.
-// - node: the binding: queue.push(text); queue.tryPull() then task.finish()
-//   (synchronous, as a worker draining a backlog runs); and
-//   `await queue.pull()` then finish, the promise-returning call.
+// - node: the binding's promise forms, as an application calls them, from
+//   4 concurrent loops (as runWorker's 4 handlers): `await queue.push(text)`;
+//   `await queue.pull()` then `await task.finish()`. Each call runs on
+//   libuv's pool, at most 2 of a Queue's at a time.
+// - node 1 at a time: the same from one loop, each call awaited before the
+//   next: the cost of a trip to libuv's pool.
+// - node sync: the synchronous forms, for scripts: queue.pushSync(text);
+//   queue.pullSync() then task.finishSync(), on the event loop's thread.
 // - plainjob: plainjob 0.0.14 on better-sqlite3 (WAL, synchronous=NORMAL):
 //   queue.add(type, data); getAndMarkJobAsProcessing(type) then
 //   markJobAsDone(id), the calls its worker makes. It has no durability
@@ -25,7 +30,10 @@
 // median of the runs' ratios (time per operation over C's: 1.10 is 10%
 // slower than C).
 //
-// Then: how late a 10 ms timer fires while 4 pulls wait (on one Queue, and
+// Then: the event loop's delay (perf_hooks.monitorEventLoopDelay, 1 ms
+// resolution) while 4 handlers drain a backlog through the promise forms,
+// and through the synchronous forms (each handler yielding to the event
+// loop between tasks), as p50, p99 and max; how late a 10 ms timer fires while 4 pulls wait (on one Queue, and
 // on four Queues each holding one of libuv's worker threads), as p50, p99
 // and max over its ticks, next to the same timer with no pull waiting, the
 // three cases measured in half-second stretches taken in turns; and
@@ -43,6 +51,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
+const { monitorEventLoopDelay } = require('node:perf_hooks');
 const tq = require('tq');
 const Database = require('better-sqlite3');
 const plainjob = require('plainjob');
@@ -86,40 +95,36 @@ const SUBJECTS = {
     pullFinish: (file, durability, n) => cLoop(file, durability, 'pull_finish', n),
   },
   node: {
-    push: async (file, durability, n) => {
-      const queue = tq.open(file, { durability });
-      try {
-        return await timed(() => {
-          for (let i = 0; i < n; i++) queue.push(PAYLOAD);
-        });
-      } finally {
-        await queue.close();
-      }
-    },
-    pullFinish: async (file, durability, n) => {
-      const queue = tq.open(file, { durability });
-      try {
-        for (let i = 0; i < n; i++) queue.push(PAYLOAD);
-        return await timed(() => {
-          for (let i = 0; i < n; i++) queue.tryPull().finish();
-        });
-      } finally {
-        await queue.close();
-      }
-    },
+    push: (file, durability, n) =>
+      withQueue(file, durability, (queue) => timed(() => concurrently(4, n, () => queue.push(PAYLOAD)))),
+    pullFinish: (file, durability, n) =>
+      withQueue(file, durability, async (queue) => {
+        await queue.pushMany(Array(n).fill(PAYLOAD));
+        return timed(() => concurrently(4, n, async () => (await queue.pull()).finish()));
+      }),
   },
-  'node await': {
-    pullFinish: async (file, durability, n) => {
-      const queue = tq.open(file, { durability });
-      try {
-        for (let i = 0; i < n; i++) queue.push(PAYLOAD);
-        return await timed(async () => {
-          for (let i = 0; i < n; i++) (await queue.pull()).finish();
+  'node 1 at a time': {
+    push: (file, durability, n) => withQueue(file, durability, (queue) => timed(() => concurrently(1, n, () => queue.push(PAYLOAD)))),
+    pullFinish: (file, durability, n) =>
+      withQueue(file, durability, async (queue) => {
+        await queue.pushMany(Array(n).fill(PAYLOAD));
+        return timed(() => concurrently(1, n, async () => (await queue.pull()).finish()));
+      }),
+  },
+  'node sync': {
+    push: (file, durability, n) =>
+      withQueue(file, durability, (queue) =>
+        timed(() => {
+          for (let i = 0; i < n; i++) queue.pushSync(PAYLOAD);
+        }),
+      ),
+    pullFinish: (file, durability, n) =>
+      withQueue(file, durability, async (queue) => {
+        await queue.pushMany(Array(n).fill(PAYLOAD));
+        return timed(() => {
+          for (let i = 0; i < n; i++) queue.pullSync().finishSync();
         });
-      } finally {
-        await queue.close();
-      }
-    },
+      }),
   },
   plainjob: {
     normalOnly: true,
@@ -141,6 +146,52 @@ const SUBJECTS = {
       }),
   },
 };
+
+/** Runs `fn(queue)` on a queue opened on `file`, closing it after. */
+async function withQueue(file, durability, fn) {
+  const queue = await tq.open(file, { durability });
+  try {
+    return await fn(queue);
+  } finally {
+    await queue.close();
+  }
+}
+
+/** Runs `op` `n` times in all from `loops` loops at once, each awaiting
+ * its call before the next. */
+async function concurrently(loops, n, op) {
+  let left = n;
+  const loop = async () => {
+    while (left > 0) {
+      left--;
+      await op();
+    }
+  };
+  await Promise.all(Array.from({ length: loops }, loop));
+}
+
+/** The event loop's delay, in ms (p50, p99, max), while 4 handlers drain
+ * `n` tasks through the promise forms, or (`sync`) through the
+ * synchronous forms, each handler yielding to the event loop between two
+ * tasks as a handler with any I/O does. */
+async function drainDelay(file, n, sync) {
+  return withQueue(file, 'normal', async (queue) => {
+    await queue.pushMany(Array(n).fill(PAYLOAD));
+    const histogram = monitorEventLoopDelay({ resolution: 1 });
+    histogram.enable();
+    await concurrently(4, n, async () => {
+      if (sync) {
+        queue.pullSync().finishSync();
+        await new Promise((resolve) => setImmediate(resolve));
+      } else {
+        await (await queue.pull()).finish();
+      }
+    });
+    histogram.disable();
+    const ms = (ns) => ns / 1e6;
+    return [ms(histogram.percentile(50)), ms(histogram.percentile(99)), ms(histogram.max)];
+  });
+}
 
 const SILENT = { error() {}, warn() {}, info() {}, debug() {} };
 
@@ -194,6 +245,8 @@ async function row(dir, scenario, durability, n) {
       {
         rates: seconds[name].map((s) => rate(s, n)),
         overC: median(seconds[name].map((s, run) => s / seconds.c[run])),
+        // Throughput over the synchronous forms': 0.8 is 20% fewer operations a second.
+        overSync: median(seconds[name].map((s, run) => seconds['node sync'][run] / s)),
       },
     ]),
   );
@@ -217,8 +270,8 @@ async function lateness(queues, ms) {
     }, 10);
   });
   if (queues.length) {
-    queues[0].pushMany(queues.map((_, i) => i));
-    for (const task of await Promise.all(pulls)) task.finish();
+    await queues[0].pushMany(queues.map((_, i) => i));
+    await Promise.all((await Promise.all(pulls)).map((task) => task.finish()));
   }
   return late;
 }
@@ -236,22 +289,23 @@ function rssMiB() {
   return process.memoryUsage().rss / 2 ** 20;
 }
 
-/** The resident set across RSS_OPS pushes and pulls, every other task
- * dropped; returns the samples in MiB, one per tenth of the work. */
+/** The resident set across RSS_OPS pushes and pulls through the promise
+ * forms, every other task dropped; returns the samples in MiB, one per
+ * tenth of the work. */
 async function residentSet(dir) {
-  const queue = tq.open(freshFile(dir), { durability: 'normal' });
+  const queue = await tq.open(freshFile(dir), { durability: 'normal' });
   const samples = [];
   const step = RSS_OPS / 10;
   try {
     for (let i = 0; i < RSS_OPS; i++) {
-      queue.push(PAYLOAD);
-      const task = queue.tryPull({ lease: 1 });
-      if (i % 2 === 0) task.finish();
+      await queue.push(PAYLOAD);
+      const task = await queue.pull({ lease: 1 });
+      if (i % 2 === 0) await task.finish();
       if ((i + 1) % step === 0) {
         // The dropped tasks come back and are finished, so that the file
         // stays small.
-        queue.recover();
-        for (let again; (again = queue.tryPull()); ) again.finish();
+        await queue.recover();
+        for (let again; (again = await queue.pull()); ) await again.finish();
         await collectGarbage();
         samples.push(rssMiB());
       }
@@ -275,8 +329,8 @@ async function main() {
       await subject.push?.(freshFile(dir), 'normal', Math.min(OPS, 200));
       await subject.pullFinish(freshFile(dir), 'normal', Math.min(OPS, 200));
     }
-    console.log('| durability | scenario | subject | ops/s median (min–max) | time per op over C |');
-    console.log('| --- | --- | --- | --- | --- |');
+    console.log('| durability | scenario | subject | ops/s median (min–max) | time per op over C | ops/s over node sync |');
+    console.log('| --- | --- | --- | --- | --- | --- |');
     for (const durability of ['normal', 'full']) {
       const n = durability === 'normal' ? OPS : Math.max(1, OPS / 10);
       for (const [scenario, label] of [
@@ -284,10 +338,21 @@ async function main() {
         ['pullFinish', 'pull+finish'],
       ]) {
         const results = await row(dir, scenario, durability, n);
-        for (const [name, { rates, overC }] of Object.entries(results)) {
-          console.log(`| ${durability} | ${label} | ${name} | ${formatRate(rates)} | ${name === 'c' ? '1' : overC.toFixed(2)} |`);
+        for (const [name, { rates, overC, overSync }] of Object.entries(results)) {
+          const versusSync = name.startsWith('node') ? overSync.toFixed(2) : '';
+          console.log(`| ${durability} | ${label} | ${name} | ${formatRate(rates)} | ${name === 'c' ? '1' : overC.toFixed(2)} | ${versusSync} |`);
         }
       }
+    }
+
+    console.log('');
+    const drained = OPS * 2;
+    console.log(`The event loop's delay while 4 handlers drain ${drained.toLocaleString('en-US')} tasks at normal (ms):`);
+    console.log('| forms | p50 | p99 | max |');
+    console.log('| --- | --- | --- | --- |');
+    for (const [label, sync] of [['promise', false], ['sync', true]]) {
+      const [p50, p99, max] = await drainDelay(freshFile(dir), drained, sync);
+      console.log(`| ${label} | ${p50.toFixed(2)} | ${p99.toFixed(2)} | ${max.toFixed(2)} |`);
     }
 
     console.log('');
@@ -295,8 +360,8 @@ async function main() {
     console.log('| while | p50 | p99 | max |');
     console.log('| --- | --- | --- | --- |');
     const file = freshFile(dir);
-    const one = tq.open(file);
-    const four = Array.from({ length: 4 }, () => tq.open(file));
+    const one = await tq.open(file);
+    const four = await Promise.all(Array.from({ length: 4 }, () => tq.open(file)));
     const cases = [
       ['no pull waits', []],
       ['4 pulls wait on one Queue', [one, one, one, one]],
