@@ -24,6 +24,9 @@
 // of every wait() and watchCancellation(), which read their tasks again with
 // short calls whenever it returns. So a Queue holds at most
 // CALLS_AT_ONCE + 2 of the pool's threads, however many calls are made.
+// Pushes without options, and pulls with the default lease, that line up
+// for a place meanwhile run together, in one tq_push_batch or
+// tq_pull_batch.
 //
 // Threads. JavaScript calls on one Queue never overlap. worker_threads each
 // load the package and open their own Queue; libtq's handle is thread-safe,
