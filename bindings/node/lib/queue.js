@@ -1049,19 +1049,45 @@ class Queue {
   /**
    * Resolves to task `id` as it ended, a TaskSnapshot ('done' with its
    * result, 'dead' or 'cancelled' with its lastError), once it ends, or to
-   * null when `timeout` milliseconds (default Infinity) passed first.
+   * null when `timeout` milliseconds (default Infinity) passed first. A
+   * task it saw not yet ended that then left the store (finished without a
+   * result on a queue without history, cancelled there, or purged) has
+   * ended too: it resolves to the task as last seen, 'done' without a
+   * result.
    */
   async wait(id, options = {}) {
     integer('id', id, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
     const { timeout = Infinity, signal } = callOptions('wait', options);
     milliseconds('timeout', timeout);
     checkSignal(signal);
-    const look = () => this.#endedTask(id);
     // A task that has ended, and an unknown one (rejected), answer at once.
-    const ended = await look();
-    if (ended !== undefined || timeout === 0) {
-      return ended ?? null;
+    const out = [null];
+    if ((await this._checkedCall(lib.tq_get_task, id, out)) === EMPTY) {
+      throw noTaskToWaitFor(this.#name, id);
     }
+    let fields, rawResult, rawProgress;
+    try {
+      fields = readFields(out[0], false);
+      rawResult = lib.tq_task_result(out[0]);
+      rawProgress = lib.tq_task_progress(out[0]);
+    } finally {
+      lib.tq_task_free(out[0]);
+    }
+    if (fields.state >= State.DONE) {
+      return new TaskSnapshot(fields, rawResult, rawProgress);
+    }
+    if (timeout === 0) {
+      return null;
+    }
+    const gone = new TaskSnapshot({ ...fields, state: State.DONE, waitingFor: NO_IDS }, null, rawProgress);
+    const look = async () => {
+      try {
+        return await this.#endedTask(id);
+      } catch (error) {
+        if (error instanceof errors.InvalidArgumentError) return gone;
+        throw error;
+      }
+    };
     return this._watch(look, { signal, timeout });
   }
 
@@ -1073,10 +1099,7 @@ class Queue {
     if (status === EMPTY || status === INTERRUPTED) return undefined;
     if (status === errors.InvalidArgumentError.status) {
       // Its other arguments were checked here, so the library refused the id.
-      throw new errors.InvalidArgumentError(
-        `tq_wait_task: queue ${JSON.stringify(this.#name)} has no task ${id} to wait for: it was never pushed, ` +
-          'or it ended and was not kept (finish it with a result, or keep history)',
-      );
+      throw noTaskToWaitFor(this.#name, id);
     }
     checkAsync(status, 'tq_wait_task');
     return adoptSnapshot(out[0]);
@@ -2021,6 +2044,15 @@ class TaskSnapshot extends TaskFields {
   get progress() {
     return this.#rawProgress === null ? undefined : JSON.parse(this.#rawProgress);
   }
+}
+
+/** The error of a wait for task `id` of queue `name`, which it does not
+ * hold. */
+function noTaskToWaitFor(name, id) {
+  return new errors.InvalidArgumentError(
+    `tq_wait_task: queue ${JSON.stringify(name)} has no task ${id} to wait for: it was never pushed, ` +
+      'or it ended and was not kept (finish it with a result, or keep history)',
+  );
 }
 
 /** A snapshot of the task at `ptr` (from tq_get_task or tq_wait_task),

@@ -159,6 +159,27 @@ test('wait refuses a task it cannot see end', () =>
     await assert.rejects(queue.wait('1'), TypeError);
   }));
 
+test('a wait that saw the task takes its deletion for its end', async () => {
+  const path = queuePath();
+  const waiter = await tq.open(path);
+  const worker = await tq.open(path);
+  try {
+    const id = await waiter.push({ n: 1 });
+    const outcome = waiter.wait(id, { timeout: 10_000 });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    // Without history and without a result, the finish deletes the task.
+    await (await worker.pull()).finish();
+    const ended = await outcome;
+    assert.equal(ended.id, id);
+    assert.equal(ended.state, 'done');
+    assert.equal(ended.result, undefined);
+    assert.deepEqual(ended.payload, { n: 1 });
+    await assert.rejects(waiter.wait(id), tq.InvalidArgumentError, 'gone before the wait began');
+  } finally {
+    await Promise.all([waiter.close(), worker.close()]);
+  }
+});
+
 test('wait ends when the queue is closed or interrupted', async () => {
   for (const [stop, error] of [
     [(queue) => queue.close(), tq.ClosedError],
