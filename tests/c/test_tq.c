@@ -2720,7 +2720,7 @@ static void test_wait_change(const char *dir)
     CHECK(w.mark != mark);
     tq_task_free(task);
     tq_task *ended = NULL;
-    CHECK_STATUS(tq_wait_task(q, id, 0, &ended), TQ_OK);
+    CHECK_STATUS(tq_wait_task(q, id, 0, NULL, &ended), TQ_OK);
     CHECK_INT(tq_task_state(ended), TQ_STATE_DONE);
     tq_task_free(ended);
 
