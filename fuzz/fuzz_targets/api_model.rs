@@ -78,8 +78,9 @@ use arbitrary::{Arbitrary, Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use tq::ffi::{self, tq_queue, tq_status, tq_task};
 use tq::{
-    CancelToken, Durability, ErrorKind, Failed, OpenOptions, PullOptions, PushOptions, Pushed,
-    Queue, Receipt, TaskState, MAX_PAYLOAD_LEN, MAX_REASON_LEN, MAX_UNIQUE_KEY_LEN,
+    CancelToken, Cancelled, Durability, ErrorKind, Failed, OpenOptions, ParentFailure,
+    PullOptions, PushOptions, Pushed, Queue, RateLimit, Receipt, TaskState, MAX_PAYLOAD_LEN,
+    MAX_REASON_LEN, MAX_UNIQUE_KEY_LEN,
 };
 use tq_fuzz::{is_json_text, json_nest, json_value, trace, Scratch};
 
@@ -243,6 +244,34 @@ enum Op {
     Close {
         slot: bool,
     },
+    /// `cancel_task` of a task (a leased one first when `leased`), with a
+    /// short reason or none.
+    Cancel {
+        via: bool,
+        id: IdPick,
+        leased: bool,
+        reason: bool,
+    },
+    SetConcurrencyLimit {
+        via: bool,
+        limit: ConcurrencySpec,
+    },
+    SetRateLimit {
+        via: bool,
+        rate: RateSpec,
+    },
+    /// `push_items` of 0 to 4 items, each waiting for earlier items, stored
+    /// tasks or unknown ids.
+    PushItems {
+        via: bool,
+        items: Vec<ItemSpec>,
+    },
+    /// Two writes at once on two threads (through one handle or both), so
+    /// that tq commits them in one group.
+    Together {
+        via: [bool; 2],
+        subs: [Sub; 2],
+    },
 }
 
 impl<'a> Arbitrary<'a> for Op {
@@ -255,7 +284,7 @@ impl<'a> Arbitrary<'a> for Op {
                 u.arbitrary()
             }
         };
-        Ok(match u.choose_index(30)? {
+        Ok(match u.choose_index(40)? {
             0..=3 => Op::Push {
                 via,
                 payload: u.arbitrary()?,
@@ -327,7 +356,163 @@ impl<'a> Arbitrary<'a> for Op {
                 slot: via,
                 spec: u.arbitrary()?,
             },
-            _ => Op::Close { slot: via },
+            29 => Op::Close { slot: via },
+            30 | 31 => Op::Cancel {
+                via,
+                id: u.arbitrary()?,
+                leased: u.ratio(3, 4)?,
+                reason: u.arbitrary()?,
+            },
+            32 => Op::SetConcurrencyLimit {
+                via,
+                limit: u.arbitrary()?,
+            },
+            33 => Op::SetRateLimit {
+                via,
+                rate: u.arbitrary()?,
+            },
+            34 | 35 => Op::PushItems {
+                via,
+                items: items(u)?,
+            },
+            _ => Op::Together {
+                via: [via, u.arbitrary()?],
+                subs: [u.arbitrary()?, u.arbitrary()?],
+            },
+        })
+    }
+}
+
+fn items(u: &mut Unstructured) -> Result<Vec<ItemSpec>> {
+    let n = u.int_in_range(0..=4)?;
+    (0..n).map(|_| u.arbitrary()).collect()
+}
+
+/// A concurrency limit given to its setter.
+#[derive(Debug, Clone, Copy)]
+enum ConcurrencySpec {
+    /// Removes it.
+    None,
+    /// 1 or 2.
+    Some(u8),
+    /// Refused: 0.
+    Zero,
+}
+
+impl<'a> Arbitrary<'a> for ConcurrencySpec {
+    fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
+        Ok(match u.choose_index(8)? {
+            0 => ConcurrencySpec::None,
+            1..=4 => ConcurrencySpec::Some(1),
+            5 | 6 => ConcurrencySpec::Some(2),
+            _ => ConcurrencySpec::Zero,
+        })
+    }
+}
+
+/// A rate limit given to its setter. Windows are an hour or more, so that
+/// no slot comes free during an iteration and the model can say exactly
+/// what each claim may take.
+#[derive(Debug, Clone, Copy)]
+enum RateSpec {
+    /// Removes it.
+    None,
+    /// The rate in force on the queue again (one per hour if none).
+    Same,
+    /// 1 to 3 claims per hour or per day.
+    Some { claims: u8, day: bool },
+    /// Refused: 0 claims.
+    ZeroClaims,
+    /// Refused: a window of 0 ms.
+    ZeroWindow,
+}
+
+impl<'a> Arbitrary<'a> for RateSpec {
+    fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
+        Ok(match u.choose_index(10)? {
+            0 => RateSpec::None,
+            1..=4 => RateSpec::Same,
+            5..=7 => RateSpec::Some {
+                claims: u.int_in_range(1..=3)?,
+                day: u.arbitrary()?,
+            },
+            8 => RateSpec::ZeroClaims,
+            _ => RateSpec::ZeroWindow,
+        })
+    }
+}
+
+/// A rate: claims per window (ms).
+type Rate = (u32, u64);
+
+/// One item of a `push_items`.
+#[derive(Debug, Clone)]
+struct ItemSpec {
+    payload: String,
+    after: Vec<ParentPick>,
+    run_anyway: bool,
+}
+
+impl<'a> Arbitrary<'a> for ItemSpec {
+    fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
+        let mut payload = String::new();
+        json_value(u, 1, &mut payload)?;
+        let n = u.int_in_range(0..=2)?;
+        Ok(ItemSpec {
+            payload,
+            after: (0..n).map(|_| u.arbitrary()).collect::<Result<_>>()?,
+            run_anyway: u.arbitrary()?,
+        })
+    }
+}
+
+/// A task an item waits for.
+#[derive(Debug, Clone, Copy)]
+enum ParentPick {
+    /// An earlier item of the same call (wrapped; none for the first).
+    Item(u8),
+    /// A task of the model (nudged as `IdPick` does).
+    Task(IdPick),
+    /// An id no task has had: the whole call fails.
+    Unknown,
+}
+
+/// The id of a task that never exists.
+const UNKNOWN_ID: i64 = 1_000_000_000_000_000;
+
+impl<'a> Arbitrary<'a> for ParentPick {
+    fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
+        Ok(match u.choose_index(6)? {
+            0 | 1 => ParentPick::Item(u.arbitrary()?),
+            2..=4 => ParentPick::Task(u.arbitrary()?),
+            _ => ParentPick::Unknown,
+        })
+    }
+}
+
+/// One of the two writes of `Op::Together`.
+#[derive(Debug, Clone)]
+enum Sub {
+    /// Finishes a delivery of this input.
+    Finish(u8),
+    /// Finishes the current delivery of the newest task, if it is leased.
+    FinishNewest,
+    PushItems(Vec<ItemSpec>),
+    /// Pushes a JSON text without options.
+    Push(String),
+}
+
+impl<'a> Arbitrary<'a> for Sub {
+    fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
+        Ok(match u.choose_index(6)? {
+            0 => Sub::Finish(u.arbitrary()?),
+            1 => Sub::FinishNewest,
+            2 | 3 => Sub::PushItems(items(u)?),
+            _ => {
+                let mut text = String::new();
+                json_value(u, 1, &mut text)?;
+                Sub::Push(text)
+            }
         })
     }
 }
@@ -968,6 +1153,29 @@ enum Handle {
     C(*mut tq_queue),
 }
 
+// SAFETY: tq's C handles and tasks may be used from any thread (each call
+// says so in `tq.h`); `Op::Together` uses a handle from two threads at once
+// and a task from one of them.
+unsafe impl Send for Handle {}
+unsafe impl Sync for Handle {}
+unsafe impl Send for Token {}
+unsafe impl Sync for Token {}
+
+/// A task an item waits for, resolved: an earlier item, or an id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum After {
+    Item(usize),
+    Task(i64),
+}
+
+/// An item of `push_items` as sent.
+#[derive(Debug, Clone)]
+struct SentItem {
+    payload: String,
+    after: Vec<After>,
+    run_anyway: bool,
+}
+
 impl Drop for Handle {
     fn drop(&mut self) {
         if let Handle::C(queue) = *self {
@@ -1020,6 +1228,7 @@ fn kind_of(status: tq_status) -> ErrorKind {
         tq_status::TQ_ERR_NOT_A_DATABASE => ErrorKind::NotADatabase,
         tq_status::TQ_ERR_INTERNAL => ErrorKind::Internal,
         tq_status::TQ_ERR_INTERRUPTED => ErrorKind::Interrupted,
+        tq_status::TQ_ERR_CANCELLED => ErrorKind::Cancelled,
         other => panic!("status {other:?} is not an error"),
     }
 }
@@ -1060,6 +1269,7 @@ fn c_state(state: i32) -> TaskState {
         1 => TaskState::Leased,
         2 => TaskState::Done,
         3 => TaskState::Dead,
+        4 => TaskState::Cancelled,
         other => panic!("tq_task_state returned {other}"),
     }
 }
@@ -1672,6 +1882,151 @@ impl Handle {
         }
     }
 
+    /// `Cancelled::Removed` or `Requested`; through C, from the state it
+    /// reports (cancelled or leased).
+    fn cancel_task(&self, id: i64, reason: &str) -> Outcome<Cancelled> {
+        match self {
+            Handle::Rust(queue) => rust_outcome(queue.cancel_task(id, reason)),
+            Handle::C(queue) => {
+                let text = CString::new(reason).expect("no NUL in a generated reason");
+                let pointer = if reason.is_empty() {
+                    std::ptr::null()
+                } else {
+                    text.as_ptr()
+                };
+                let mut state = -1;
+                c_setter(ffi::tq_cancel_task(*queue, id, pointer, &mut state))?;
+                Ok(match state {
+                    4 => Cancelled::Removed,
+                    1 => Cancelled::Requested,
+                    other => panic!("tq_cancel_task: state {other}"),
+                })
+            }
+        }
+    }
+
+    fn set_concurrency_limit(&self, limit: Option<u32>) -> Outcome<()> {
+        match self {
+            Handle::Rust(queue) => rust_outcome(queue.set_concurrency_limit(limit)),
+            Handle::C(queue) => c_setter(match limit {
+                Some(n) => ffi::tq_set_concurrency_limit(*queue, n),
+                None => ffi::tq_clear_concurrency_limit(*queue),
+            }),
+        }
+    }
+
+    fn set_rate_limit(&self, rate: Option<Rate>) -> Outcome<()> {
+        match self {
+            Handle::Rust(queue) => rust_outcome(queue.set_rate_limit(rate.map(|(claims, per)| {
+                RateLimit {
+                    claims,
+                    per: Duration::from_millis(per),
+                }
+            }))),
+            Handle::C(queue) => c_setter(match rate {
+                Some((claims, per)) => ffi::tq_set_rate_limit(*queue, claims, per),
+                None => ffi::tq_clear_rate_limit(*queue),
+            }),
+        }
+    }
+
+    /// The ids `push_items` stored (its items hold no unique key).
+    fn push_items(&self, items: &[SentItem]) -> Outcome<Vec<i64>> {
+        match self {
+            Handle::Rust(queue) => {
+                let items: Vec<(&str, PushOptions)> = items
+                    .iter()
+                    .map(|item| {
+                        let mut options = PushOptions::new();
+                        for after in &item.after {
+                            match *after {
+                                After::Item(index) => options.after_item(index),
+                                After::Task(id) => options.after(&[id]),
+                            }
+                            .expect("a parent the model sends is accepted");
+                        }
+                        if item.run_anyway {
+                            options.on_parent_failure(ParentFailure::RunAnyway);
+                        }
+                        (item.payload.as_str(), options)
+                    })
+                    .collect();
+                let pushed = rust_outcome(queue.push_items(&items))?;
+                Ok(pushed
+                    .into_iter()
+                    .map(|pushed| match pushed {
+                        Pushed::Stored(id) => id,
+                        other => panic!("push_items without unique keys answered {other:?}"),
+                    })
+                    .collect())
+            }
+            Handle::C(queue) => {
+                let options: Vec<*mut ffi::tq_push_options> = items
+                    .iter()
+                    .map(|item| {
+                        let options = ffi::tq_push_options_new();
+                        assert!(!options.is_null(), "tq_push_options_new returned NULL");
+                        for after in &item.after {
+                            c_setter(match *after {
+                                After::Item(index) => {
+                                    ffi::tq_push_options_add_after_item(options, index)
+                                }
+                                After::Task(id) => ffi::tq_push_options_add_after(options, id),
+                            })
+                            .expect("a parent the model sends is accepted");
+                        }
+                        if item.run_anyway {
+                            c_setter(ffi::tq_push_options_set_on_parent_failure(options, 1))
+                                .expect("TQ_PARENT_FAILURE_RUN_ANYWAY");
+                        }
+                        options
+                    })
+                    .collect();
+                let pointers: Vec<*const c_char> =
+                    items.iter().map(|i| i.payload.as_ptr().cast()).collect();
+                let lens: Vec<usize> = items.iter().map(|i| i.payload.len()).collect();
+                let constant: Vec<*const ffi::tq_push_options> =
+                    options.iter().map(|&o| o.cast_const()).collect();
+                let mut ids = vec![0; items.len()];
+                let status = ffi::tq_push_items(
+                    *queue,
+                    pointers.as_ptr(),
+                    lens.as_ptr(),
+                    constant.as_ptr(),
+                    items.len(),
+                    ids.as_mut_ptr(),
+                );
+                for options in options {
+                    ffi::tq_push_options_free(options);
+                }
+                c_setter(status)?;
+                Ok(ids)
+            }
+        }
+    }
+
+    /// The state of task `id` of the handle's queue, `None` when it has no
+    /// such task.
+    fn task_state(&self, id: i64) -> Outcome<Option<TaskState>> {
+        match self {
+            Handle::Rust(queue) => {
+                rust_outcome(queue.task(id)).map(|info| info.map(|info| info.state()))
+            }
+            Handle::C(queue) => {
+                let mut task = std::ptr::null_mut();
+                match c_outcome(ffi::tq_get_task(*queue, id, &mut task))? {
+                    tq_status::TQ_OK => {
+                        let state = c_state(ffi::tq_task_state(task));
+                        ffi::tq_task_free(task);
+                        Ok(Some(state))
+                    }
+                    tq_status::TQ_EMPTY => Ok(None),
+                    other => panic!("tq_get_task returned {other:?}"),
+                }
+            }
+        }
+    }
+
     fn interrupt(&self) {
         match self {
             Handle::Rust(queue) => queue.interrupt(),
@@ -1748,6 +2103,9 @@ enum LastError {
     Reason(String),
     /// tq's own words after a lease was lost.
     LeaseLost,
+    /// Any, or none: a cancelled task's (the model does not follow which
+    /// reason it keeps).
+    Any,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1758,9 +2116,22 @@ enum State {
     Leased {
         delivery: usize,
         expired: bool,
+        /// Cancelled while leased: never delivered again; its holder's
+        /// next call ends it, or, once the lease ran out, the next claim.
+        cancelling: bool,
     },
     Done,
     Dead,
+    /// Cancelled and kept as history.
+    Cancelled,
+}
+
+/// How a task ended, for the tasks waiting for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    Done,
+    Dead,
+    Cancelled,
 }
 
 #[derive(Debug)]
@@ -1779,6 +2150,10 @@ struct ModelTask {
     /// Whether the key stays held once the task is done.
     window: bool,
     state: State,
+    /// The tasks it still waits for (`after`): blocked while any is left.
+    waiting: Vec<i64>,
+    /// Its parent failure policy is `RunAnyway`.
+    run_anyway: bool,
 }
 
 impl ModelTask {
@@ -1787,7 +2162,7 @@ impl ModelTask {
             && match self.state {
                 State::Pending | State::Leased { .. } => true,
                 State::Done => self.window,
-                State::Dead => false,
+                State::Dead | State::Cancelled => false,
             }
     }
 
@@ -1797,20 +2172,51 @@ impl ModelTask {
             State::Leased { .. } => TaskState::Leased,
             State::Done => TaskState::Done,
             State::Dead => TaskState::Dead,
+            State::Cancelled => TaskState::Cancelled,
         }
     }
 
+    /// An expired lease that may be claimed again or recovered.
     fn expired(&self) -> bool {
-        matches!(self.state, State::Leased { expired: true, .. })
+        matches!(
+            self.state,
+            State::Leased {
+                expired: true,
+                cancelling: false,
+                ..
+            }
+        )
+    }
+
+    /// Cancelled while leased, and the lease ran out: the next claim on
+    /// the file (or a recovery of its queue) ends it.
+    fn abandoned_cancel(&self) -> bool {
+        matches!(
+            self.state,
+            State::Leased {
+                expired: true,
+                cancelling: true,
+                ..
+            }
+        )
+    }
+
+    /// A lease that has not expired: it holds a slot of a concurrency limit.
+    fn live(&self) -> bool {
+        matches!(self.state, State::Leased { expired: false, .. })
+    }
+
+    fn blocked(&self) -> bool {
+        !self.waiting.is_empty()
     }
 
     /// Whether a claim starting at `now` may take it (or, for an expired
     /// last attempt, bury it): pending and possibly due, or expired.
     fn may_be_candidate(&self, now: Span) -> bool {
         match self.state {
-            State::Pending => self.run_at.lo <= now.hi,
-            State::Leased { expired, .. } => expired,
-            State::Done | State::Dead => false,
+            State::Pending => !self.blocked() && self.run_at.lo <= now.hi,
+            State::Leased { .. } => self.expired(),
+            State::Done | State::Dead | State::Cancelled => false,
         }
     }
 
@@ -1818,9 +2224,9 @@ impl ModelTask {
     /// due, or expired.
     fn is_candidate(&self, now: Span) -> bool {
         match self.state {
-            State::Pending => self.run_at.hi <= now.lo,
-            State::Leased { expired, .. } => expired,
-            State::Done | State::Dead => false,
+            State::Pending => !self.blocked() && self.run_at.hi <= now.lo,
+            State::Leased { .. } => self.expired(),
+            State::Done | State::Dead | State::Cancelled => false,
         }
     }
 
@@ -1840,6 +2246,22 @@ impl ModelTask {
 struct Model {
     tasks: Vec<ModelTask>,
     last_id: i64,
+    /// Each queue's concurrency limit.
+    limits: [Option<u32>; 2],
+    /// Each queue's rate limit.
+    rates: [Option<RateState>; 2],
+}
+
+/// A queue's rate limit and its claims. Its window is an hour or more, so
+/// every claim of the iteration is in it.
+#[derive(Debug, Clone)]
+struct RateState {
+    rate: Rate,
+    /// When the slots in use were used (each claim's call).
+    uses: Vec<Span>,
+    /// The claims that count against this rate: those since it was set,
+    /// and the uses it kept from the rate before. For the invariant.
+    counted: Vec<Span>,
 }
 
 impl Model {
@@ -1875,11 +2297,83 @@ impl Model {
         }
     }
 
-    /// Ends a delivery as dead.
-    fn bury(&mut self, id: i64, last_error: LastError) {
+    /// Ends a delivery as dead, at `now`, through a handle that keeps
+    /// history or not.
+    fn bury(&mut self, id: i64, last_error: LastError, keep_history: bool, now: Span) {
         let task = self.task_mut(id).unwrap();
         task.state = State::Dead;
         task.last_error = last_error;
+        self.release(id, Ended::Dead, keep_history, now);
+    }
+
+    /// Task `parent` ended during `now`: each task waiting for it stops
+    /// waiting for it if it ended done or the task runs anyway (ready,
+    /// from `now` at the earliest, once it waits for nothing more); else
+    /// it is cancelled, and so in turn are the tasks waiting for it.
+    fn release(&mut self, parent: i64, ended: Ended, keep_history: bool, now: Span) {
+        let mut ends = vec![(parent, ended)];
+        while let Some((parent, ended)) = ends.pop() {
+            let waiting: Vec<i64> = self
+                .tasks
+                .iter()
+                .filter(|t| t.waiting.contains(&parent))
+                .map(|t| t.id)
+                .collect();
+            for id in waiting {
+                let task = self.task_mut(id).unwrap();
+                if ended == Ended::Done || task.run_anyway {
+                    task.waiting.retain(|&p| p != parent);
+                    if task.waiting.is_empty() {
+                        task.run_at = Span {
+                            lo: task.run_at.lo.max(now.lo),
+                            hi: task.run_at.hi.max(now.hi),
+                        };
+                    }
+                } else {
+                    self.cancel_row(id, keep_history);
+                    ends.push((id, Ended::Cancelled));
+                }
+            }
+        }
+    }
+
+    /// Ends task `id` as cancelled: kept as such with history, else gone.
+    fn cancel_row(&mut self, id: i64, keep_history: bool) {
+        if keep_history {
+            let task = self.task_mut(id).unwrap();
+            task.state = State::Cancelled;
+            task.waiting.clear();
+            task.key = None;
+            task.last_error = LastError::Any;
+        } else {
+            self.tasks.retain(|t| t.id != id);
+        }
+    }
+
+    /// Ends task `id` as cancelled and tells the tasks waiting for it.
+    fn end_cancelled(&mut self, id: i64, keep_history: bool, now: Span) {
+        self.cancel_row(id, keep_history);
+        self.release(id, Ended::Cancelled, keep_history, now);
+    }
+
+    /// The live leases of `queue`.
+    fn live(&self, queue: usize) -> usize {
+        self.tasks
+            .iter()
+            .filter(|t| t.queue == queue && t.live())
+            .count()
+    }
+
+    /// How many tasks a claim of `queue` may take: `None` for no bound.
+    fn room(&self, queue: usize) -> Option<usize> {
+        let by_limit = self.limits[queue].map(|limit| (limit as usize).saturating_sub(self.live(queue)));
+        let by_rate = self.rates[queue]
+            .as_ref()
+            .map(|rate| (rate.rate.0 as usize).saturating_sub(rate.uses.len()));
+        match (by_limit, by_rate) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 
@@ -2007,6 +2501,32 @@ struct Slot {
     max_attempts: u32,
     backoff: (u64, u64),
     interrupted: bool,
+}
+
+/// A task a push stored, to add to the model.
+struct NewStored {
+    s: usize,
+    id: i64,
+    payload: Vec<u8>,
+    waiting: Vec<i64>,
+    run_anyway: bool,
+}
+
+/// One write of `Op::Together`, resolved.
+#[derive(Debug)]
+enum Plan {
+    Skip,
+    Finish(usize),
+    Items(Vec<SentItem>),
+    Push(String),
+}
+
+/// What one write of `Op::Together` answered.
+enum Done {
+    Nothing,
+    Finish(Outcome<()>),
+    Items(Outcome<Vec<i64>>),
+    Push(Outcome<Pushed>),
 }
 
 struct Delivery {
@@ -2252,6 +2772,41 @@ impl Run {
                 self.slot(s).handle.interrupt();
                 self.slots[s].as_mut().unwrap().interrupted = true;
             }
+            Op::Cancel {
+                via,
+                id,
+                leased,
+                reason,
+            } => {
+                let Some(s) = self.pick(*via) else { return };
+                let held: Vec<i64> = self
+                    .model
+                    .tasks
+                    .iter()
+                    .filter(|t| matches!(t.state, State::Leased { .. }))
+                    .map(|t| t.id)
+                    .collect();
+                let id = match *id {
+                    IdPick::Task { which, .. } if *leased && !held.is_empty() => {
+                        held[which as usize % held.len()]
+                    }
+                    pick => self.id_of(pick, false),
+                };
+                self.cancel(s, id, *reason);
+            }
+            Op::SetConcurrencyLimit { via, limit } => {
+                let Some(s) = self.pick(*via) else { return };
+                self.set_concurrency_limit(s, *limit);
+            }
+            Op::SetRateLimit { via, rate } => {
+                let Some(s) = self.pick(*via) else { return };
+                self.set_rate_limit(s, *rate);
+            }
+            Op::PushItems { via, items } => {
+                let Some(s) = self.pick(*via) else { return };
+                self.push_items(s, items);
+            }
+            Op::Together { via, subs } => self.together(*via, subs),
         }
     }
 
@@ -2351,10 +2906,26 @@ impl Run {
 
     /// Adds a newly stored task to the model.
     fn store(&mut self, s: usize, id: i64, payload: Vec<u8>, effect: &PushEffect, now: Span) {
+        self.store_waiting(s, id, payload, effect, now, Vec::new(), false);
+    }
+
+    /// Adds a newly stored task that waits for the tasks `waiting`.
+    #[allow(clippy::too_many_arguments)]
+    fn store_waiting(
+        &mut self,
+        s: usize,
+        id: i64,
+        payload: Vec<u8>,
+        effect: &PushEffect,
+        now: Span,
+        waiting: Vec<i64>,
+        run_anyway: bool,
+    ) {
         if id <= self.model.last_id {
             fail!(
                 self,
-                "push stored id {id}, not above the last id {}",
+                "invariant 1 (an id names one task): push stored id {id}, not above every id \
+                 given before (the last: {})",
                 self.model.last_id
             );
         }
@@ -2381,6 +2952,8 @@ impl Run {
             key: effect.key.clone(),
             window: effect.key.is_some() && effect.window > 0,
             state: State::Pending,
+            waiting,
+            run_anyway,
         });
     }
 
@@ -2498,23 +3071,41 @@ impl Run {
             return;
         }
         let queue = self.slot(s).queue;
+        // The claim first ends every task of the file cancelled while
+        // leased whose lease ran out.
+        self.end_abandoned_cancels(s, None, now);
+        let room = self.model.room(queue);
+        let live_before = self.model.live(queue);
+        if let Ok(tasks) = &got {
+            self.check_bounds(queue, tasks.len(), live_before, now, "claim");
+        }
+        let max = Some(room.map_or(max.unwrap_or(1), |room| max.unwrap_or(1).min(room)));
+        hint!(room == Some(0));
+        hint!(room.is_some_and(|room| room > 0) && room < Some(max.unwrap()));
         let waits = spec.wait.ms() > 0;
         let stopped = waits && (spec.cancelled || self.slot(s).interrupted);
         let tasks = match got {
             Ok(tasks) => tasks,
             Err(ErrorKind::Interrupted) if stopped => {
                 // Nothing was ready: the claim found nothing to take.
-                self.claim_nothing(queue, now);
+                if max != Some(0) {
+                    self.claim_nothing(s, queue, now);
+                }
                 return;
             }
             Err(kind) => fail!(self, "pull (max {max:?}): failed with {kind:?}"),
         };
         let ids: Vec<i64> = tasks.iter().map(|(seen, _)| seen.id).collect();
         for (seen, d) in &tasks {
-            self.claim(queue, seen, *d, now);
+            self.claim(s, queue, seen, *d, now);
         }
         if tasks.len() < max.unwrap_or(1) {
-            self.claim_nothing(queue, now);
+            self.claim_nothing(s, queue, now);
+        }
+        if let Some(rate) = &mut self.model.rates[queue] {
+            for _ in &tasks {
+                rate.uses.push(now);
+            }
         }
         if matches!(spec.lease, Lease::Short) && !ids.is_empty() {
             self.let_short_leases_expire(now, &ids);
@@ -2524,13 +3115,33 @@ impl Run {
     /// Checks a task a claim in `now` returned, and updates the model: the
     /// task must be a candidate, and no candidate may certainly come first
     /// but an expired last attempt, which the claim makes dead.
-    fn claim(&mut self, queue: usize, seen: &Seen, d: usize, now: Span) {
+    fn claim(&mut self, s: usize, queue: usize, seen: &Seen, d: usize, now: Span) {
+        let keep_history = self.slot(s).keep_history;
         let Some(task) = self.model.task(seen.id) else {
             fail!(
                 self,
                 "pull returned task {}, which the model does not hold",
                 seen.id
             )
+        };
+        if task.blocked() {
+            // It may wait for an expired last attempt this claim buries
+            // first: tq meets those in claim order, whatever their
+            // priority.
+            let buried: Vec<i64> = self
+                .model
+                .tasks
+                .iter()
+                .filter(|t| t.queue == queue && t.is_candidate(now) && t.expired() && t.last_attempt())
+                .map(|t| t.id)
+                .collect();
+            hint!(!buried.is_empty());
+            for id in buried {
+                self.model.bury(id, LastError::LeaseLost, keep_history, now);
+            }
+        }
+        let Some(task) = self.model.task(seen.id) else {
+            fail!(self, "pull returned task {}, which the model no longer holds", seen.id)
         };
         if task.queue != queue
             || !task.may_be_candidate(now)
@@ -2591,7 +3202,9 @@ impl Run {
             );
         }
         for (id, _) in before {
-            self.model.bury(id, LastError::LeaseLost);
+            if self.model.task(id).is_some_and(|t| t.expired()) {
+                self.model.bury(id, LastError::LeaseLost, keep_history, now);
+            }
         }
         let task = self.model.task(seen.id).unwrap();
         let was_expired = task.expired();
@@ -2615,12 +3228,14 @@ impl Run {
         task.state = State::Leased {
             delivery: d,
             expired: false,
+            cancelling: false,
         };
     }
 
     /// A claim in `now` found nothing more to deliver: no candidate may
     /// remain but expired last attempts, which it makes dead.
-    fn claim_nothing(&mut self, queue: usize, now: Span) {
+    fn claim_nothing(&mut self, s: usize, queue: usize, now: Span) {
+        let keep_history = self.slot(s).keep_history;
         let candidates: Vec<(i64, bool)> = self
             .model
             .tasks
@@ -2637,7 +3252,23 @@ impl Run {
         }
         hint!(!candidates.is_empty());
         for (id, _) in candidates {
-            self.model.bury(id, LastError::LeaseLost);
+            if self.model.task(id).is_some_and(|t| t.expired()) {
+                self.model.bury(id, LastError::LeaseLost, keep_history, now);
+            }
+        }
+        // A burial may have released a task the claim then took: the
+        // claim found none, so there must be none.
+        if let Some(t) = self
+            .model
+            .tasks
+            .iter()
+            .find(|t| t.queue == queue && t.is_candidate(now) && !t.expired())
+        {
+            fail!(
+                self,
+                "pull returned no (more) task, but task {} is claimable: {t:?}",
+                t.id
+            );
         }
     }
 
@@ -2667,6 +3298,7 @@ impl Run {
                 got == reason.as_bytes() || reason.contains('\0') && seen.api == Api::C
             }
             (LastError::LeaseLost, Some(got)) => !got.is_empty(),
+            (LastError::Any, _) => true,
             _ => false,
         };
         let fields = (
@@ -2689,7 +3321,8 @@ impl Run {
 
     fn finish(&mut self, s: usize, d: usize) {
         let current = self.current(d);
-        let got = self.slot(s).handle.finish(self.deliveries[d].token);
+        let cancelling = self.cancelling(d);
+        let (got, now) = Self::timed(|| self.slot(s).handle.finish(self.deliveries[d].token));
         hint!(
             current
                 && self
@@ -2703,19 +3336,45 @@ impl Run {
                 && self.model.task(self.deliveries[d].task_id).unwrap().queue != self.slot(s).queue
         );
         hint!(!self.deliveries[d].pulled);
-        match (current, got) {
-            (true, Ok(())) => self.finished(s, d),
-            (false, Err(ErrorKind::NotHeld)) => {}
-            (current, got) => fail!(
+        self.finish_outcome(s, d, current, cancelling, got, now);
+    }
+
+    /// Checks a finish of delivery `d` through slot `s` during `now`, and
+    /// updates the model.
+    fn finish_outcome(
+        &mut self,
+        s: usize,
+        d: usize,
+        current: bool,
+        cancelling: bool,
+        got: Outcome<()>,
+        now: Span,
+    ) {
+        match (current, cancelling, got) {
+            (true, false, Ok(())) => self.finished(s, d, now),
+            (true, true, Err(ErrorKind::Cancelled)) => self.holder_saw_cancel(s, d, now),
+            (false, _, Err(ErrorKind::NotHeld)) => {}
+            (current, cancelling, got) => fail!(
                 self,
-                "finish of delivery {d} of task {} (current: {current}): expected Ok if current, else NotHeld; got {got:?}",
+                "finish of delivery {d} of task {} (current: {current}, cancelled while held: \
+                 {cancelling}): expected Ok if current, Cancelled if cancelled, else NotHeld; \
+                 got {got:?}",
                 self.deliveries[d].task_id
             ),
         }
     }
 
-    /// The current delivery `d` was finished through slot `s`.
-    fn finished(&mut self, s: usize, d: usize) {
+    /// The holder of delivery `d`, whose task was cancelled while it held
+    /// it, called through slot `s`, which ended the task as cancelled.
+    fn holder_saw_cancel(&mut self, s: usize, d: usize, now: Span) {
+        hint!(true);
+        let keep_history = self.slot(s).keep_history;
+        self.model
+            .end_cancelled(self.deliveries[d].task_id, keep_history, now);
+    }
+
+    /// The current delivery `d` was finished through slot `s` during `now`.
+    fn finished(&mut self, s: usize, d: usize, now: Span) {
         let id = self.deliveries[d].task_id;
         let keep_history = self.slot(s).keep_history;
         let task = self.model.task_mut(id).unwrap();
@@ -2728,18 +3387,33 @@ impl Run {
         } else {
             self.model.tasks.retain(|t| t.id != id);
         }
+        hint!(self.model.tasks.iter().any(|t| t.waiting.contains(&id)));
+        self.model.release(id, Ended::Done, keep_history, now);
     }
 
     fn finish_batch(&mut self, s: usize, picked: &[usize]) {
         let tokens: Vec<Token> = picked.iter().map(|&d| self.deliveries[d].token).collect();
-        let got = self.slot(s).handle.finish_batch(&tokens);
+        let (got, now) = Self::timed(|| self.slot(s).handle.finish_batch(&tokens));
         let mut expected = Vec::new();
+        let mut cancelled = Vec::new();
         for &d in picked {
             let current = self.current(d);
-            if current {
-                self.finished(s, d);
+            if current && !self.cancelling(d) {
+                self.finished(s, d, now);
+                expected.push(true);
+            } else {
+                if current && !cancelled.contains(&self.deliveries[d].task_id) {
+                    cancelled.push(self.deliveries[d].task_id);
+                }
+                expected.push(false);
             }
-            expected.push(current);
+        }
+        // Those cancelled while held end once the batch is done.
+        let keep_history = self.slot(s).keep_history;
+        for id in cancelled {
+            if self.model.task(id).is_some_and(|t| matches!(t.state, State::Leased { .. })) {
+                self.model.end_cancelled(id, keep_history, now);
+            }
         }
         hint!(expected.iter().filter(|&&held| held).count() > 1);
         hint!(expected.contains(&true) && expected.contains(&false));
@@ -2753,6 +3427,7 @@ impl Run {
 
     fn fail_delivery(&mut self, s: usize, d: usize, reason: &Reason) {
         let current = self.current(d);
+        let cancelling = self.cancelling(d);
         let api = self.slot(s).api;
         let (got, now) = Self::timed(|| self.slot(s).handle.fail(self.deliveries[d].token, reason));
         let id = self.deliveries[d].task_id;
@@ -2764,8 +3439,12 @@ impl Run {
             // With a NUL (Rust): C callers could not be shown it, so
             // refusing it is as right as keeping it.
             (_, Err(ErrorKind::InvalidArgument), Some(text)) if text.contains('\0') => {}
-            (true, Ok(failed), Some(text)) => {
+            (true, Err(ErrorKind::Cancelled), Some(_)) if cancelling => {
+                self.holder_saw_cancel(s, d, now)
+            }
+            (true, Ok(failed), Some(text)) if !cancelling => {
                 let backoff = self.slot(s).backoff;
+                let keep_history = self.slot(s).keep_history;
                 let task = self.model.task_mut(id).unwrap();
                 let kept = cut(text, MAX_REASON_LEN);
                 task.last_error = if kept.is_empty() {
@@ -2775,6 +3454,7 @@ impl Run {
                 };
                 if task.last_attempt() {
                     task.state = State::Dead;
+                    self.model.release(id, Ended::Dead, keep_history, now);
                     if failed.is_some_and(|f| f != Failed::Dead) {
                         fail!(self, "fail of task {id} on its last attempt: expected Dead, got {failed:?}");
                     }
@@ -2801,19 +3481,36 @@ impl Run {
             }
             (current, got, _) => fail!(
                 self,
-                "fail of delivery {d} of task {id} (current: {current}) with {reason:?}: got {got:?}"
+                "fail of delivery {d} of task {id} (current: {current}, cancelled while held: \
+                 {cancelling}) with {reason:?}: got {got:?}"
             ),
         }
     }
 
     fn extend(&mut self, s: usize, d: usize, lease: Lease) {
         let current = self.current(d);
+        let cancelling = self.cancelling(d);
+        let id = self.deliveries[d].task_id;
+        let queue = self.model.task(id).map_or(0, |t| t.queue);
+        let expired = current && self.model.task(id).unwrap().expired();
+        let live_before = self.model.live(queue);
+        let limit = self.model.limits[queue];
+        // An expired lease holds no slot: extending it takes one, if one
+        // is free.
+        let full = expired && limit.is_some_and(|limit| live_before >= limit as usize);
         let (got, now) =
             Self::timed(|| self.slot(s).handle.extend(self.deliveries[d].token, lease));
-        let id = self.deliveries[d].task_id;
-        hint!(current && self.model.task(id).unwrap().expired());
+        hint!(expired);
+        hint!(full);
+        if full && got.is_ok() {
+            self.check_bounds(queue, 1, live_before, now, "extend of an expired lease");
+        }
         match (current, lease.valid(), got) {
-            (true, true, Ok(())) => {
+            (true, true, Err(ErrorKind::Cancelled)) if cancelling => {
+                self.holder_saw_cancel(s, d, now)
+            }
+            (true, true, Err(ErrorKind::NotHeld)) if full && !cancelling => {}
+            (true, true, Ok(())) if !full && !cancelling => {
                 let short = matches!(lease, Lease::Short);
                 if let Some(State::Leased { expired, .. }) =
                     self.model.task_mut(id).map(|t| &mut t.state)
@@ -2830,14 +3527,17 @@ impl Run {
             (false, false, Err(ErrorKind::InvalidArgument | ErrorKind::NotHeld)) => {}
             (current, valid, got) => fail!(
                 self,
-                "extend of delivery {d} of task {id} (current: {current}) by {lease:?} (valid: {valid}): got {got:?}"
+                "extend of delivery {d} of task {id} (current: {current}, expired: {expired}, \
+                 cancelled while held: {cancelling}, concurrency limit {limit:?} full: {full}) \
+                 by {lease:?} (valid: {valid}): got {got:?}"
             ),
         }
     }
 
     fn recover(&mut self, s: usize) {
         let queue = self.slot(s).queue;
-        let got = self.slot(s).handle.recover();
+        let keep_history = self.slot(s).keep_history;
+        let (got, now) = Self::timed(|| self.slot(s).handle.recover());
         let expired: Vec<i64> = self
             .model
             .tasks
@@ -2856,12 +3556,526 @@ impl Run {
         for id in expired {
             let task = self.model.task_mut(id).unwrap();
             task.last_error = LastError::LeaseLost;
-            task.state = if task.last_attempt() {
-                State::Dead
+            if task.last_attempt() {
+                task.state = State::Dead;
+                self.model.release(id, Ended::Dead, keep_history, now);
             } else {
-                State::Pending
-            };
+                task.state = State::Pending;
+            }
         }
+        self.end_abandoned_cancels(s, Some(queue), now);
+    }
+
+    /// Ends, through slot `s` during `now`, every task (of `queue`, if
+    /// given) cancelled while leased whose lease ran out, as a claim (or a
+    /// recovery) does; then checks that tq did.
+    fn end_abandoned_cancels(&mut self, s: usize, queue: Option<usize>, now: Span) {
+        let keep_history = self.slot(s).keep_history;
+        let ended: Vec<(i64, usize)> = self
+            .model
+            .tasks
+            .iter()
+            .filter(|t| t.abandoned_cancel() && queue.is_none_or(|q| q == t.queue))
+            .map(|t| (t.id, t.queue))
+            .collect();
+        hint!(!ended.is_empty());
+        for &(id, _) in &ended {
+            hint!(self.model.tasks.iter().any(|t| t.waiting.contains(&id)));
+            self.model.end_cancelled(id, keep_history, now);
+        }
+        for (id, queue) in ended {
+            let Some(s) = (0..2).find(|&s| self.slots[s].as_ref().is_some_and(|x| x.queue == queue))
+            else {
+                continue;
+            };
+            let got = self.slot(s).handle.task_state(id);
+            let expected = keep_history.then_some(TaskState::Cancelled);
+            if got != Ok(expected) {
+                fail!(
+                    self,
+                    "invariant 4 (a cancelled task ends once its lease ran out): task {id} was \
+                     cancelled while leased, its holder stopped using it, its lease ran out and \
+                     then a claim (or recovery) ran: the task must have ended ({expected:?}), \
+                     but task({id}) answers {got:?}"
+                );
+            }
+        }
+    }
+
+    /// Checks invariants 2 and 3 for `n` more leases taken in `queue`
+    /// (whose live leases were `live_before`) during `now`, and counts
+    /// the claims against the queue's rate.
+    fn check_bounds(&mut self, queue: usize, n: usize, live_before: usize, now: Span, what: &str) {
+        if n == 0 {
+            return;
+        }
+        if let Some(limit) = self.model.limits[queue] {
+            if live_before + n > limit as usize {
+                fail!(
+                    self,
+                    "invariant 2 (concurrency limit): queue {queue} has a limit of {limit} and \
+                     {live_before} live leases; the {what} took {n} more, so {} leases are live \
+                     at once",
+                    live_before + n
+                );
+            }
+        }
+        if what != "claim" {
+            return;
+        }
+        let Some(rate) = &mut self.model.rates[queue] else {
+            return;
+        };
+        for _ in 0..n {
+            rate.counted.push(now);
+        }
+        let (claims, per) = rate.rate;
+        let mut times = rate.counted.clone();
+        times.sort_by_key(|span| span.lo);
+        // Claims i..=j surely lie in one window when the last one ended
+        // less than a window after the first one began.
+        for i in 0..times.len() {
+            let within = times[i..]
+                .iter()
+                .take_while(|t| t.hi - times[i].lo < per as i64)
+                .count();
+            if within > claims as usize {
+                let times = times.clone();
+                fail!(
+                    self,
+                    "invariant 3 (rate limit): queue {queue} allows {claims} claims per {per} ms, \
+                     but {within} claims fall in one window (claim calls at {times:?})"
+                );
+            }
+        }
+    }
+
+    /// Whether delivery `d` is current and its task was cancelled meanwhile.
+    fn cancelling(&self, d: usize) -> bool {
+        self.current(d)
+            && self.model.task(self.deliveries[d].task_id).is_some_and(|t| {
+                matches!(
+                    t.state,
+                    State::Leased {
+                        cancelling: true,
+                        ..
+                    }
+                )
+            })
+    }
+
+    fn cancel(&mut self, s: usize, id: i64, reason: bool) {
+        let queue = self.slot(s).queue;
+        let keep_history = self.slot(s).keep_history;
+        let text = if reason { "stopped by an operator" } else { "" };
+        let (got, now) = Self::timed(|| self.slot(s).handle.cancel_task(id, text));
+        let state = self
+            .model
+            .task(id)
+            .filter(|t| t.queue == queue)
+            .map(|t| t.state);
+        let expected = match state {
+            None | Some(State::Done) => Err(ErrorKind::InvalidArgument),
+            Some(State::Cancelled) => Ok(Cancelled::Removed),
+            Some(State::Leased { .. }) => Ok(Cancelled::Requested),
+            Some(State::Pending | State::Dead) => Ok(Cancelled::Removed),
+        };
+        hint!(matches!(state, Some(State::Leased { expired: false, cancelling: false, .. })));
+        hint!(matches!(state, Some(State::Leased { expired: true, cancelling: false, .. })));
+        hint!(self.model.task(id).is_some_and(|t| t.blocked()));
+        hint!(self.model.tasks.iter().any(|t| t.waiting.contains(&id)));
+        if got != expected {
+            fail!(
+                self,
+                "cancel_task({id}) in queue {queue} (the task: {state:?}): expected {expected:?}, got {got:?}"
+            );
+        }
+        match state {
+            Some(State::Leased {
+                delivery, expired, ..
+            }) => {
+                let task = self.model.task_mut(id).unwrap();
+                task.state = State::Leased {
+                    delivery,
+                    expired,
+                    cancelling: true,
+                };
+                task.last_error = LastError::Any;
+            }
+            Some(State::Pending | State::Dead) => self.model.end_cancelled(id, keep_history, now),
+            _ => {}
+        }
+    }
+
+    fn set_concurrency_limit(&mut self, s: usize, spec: ConcurrencySpec) {
+        let queue = self.slot(s).queue;
+        let limit = match spec {
+            ConcurrencySpec::None => None,
+            ConcurrencySpec::Some(n) => Some(u32::from(n)),
+            ConcurrencySpec::Zero => Some(0),
+        };
+        let got = self.slot(s).handle.set_concurrency_limit(limit);
+        let ok = limit != Some(0);
+        let expected = if ok { Ok(()) } else { Err(ErrorKind::InvalidArgument) };
+        hint!(ok && limit.is_some_and(|limit| self.model.live(queue) >= limit as usize));
+        if got != expected {
+            fail!(
+                self,
+                "set_concurrency_limit({limit:?}) of queue {queue}: expected {expected:?}, got {got:?}"
+            );
+        }
+        if ok {
+            self.model.limits[queue] = limit;
+        }
+    }
+
+    fn set_rate_limit(&mut self, s: usize, spec: RateSpec) {
+        let queue = self.slot(s).queue;
+        let current = self.model.rates[queue].as_ref().map(|r| r.rate);
+        let (rate, ok) = match spec {
+            RateSpec::None => (None, true),
+            RateSpec::Same => (Some(current.unwrap_or((1, HOUR_MS))), true),
+            RateSpec::Some { claims, day } => (
+                Some((u32::from(claims), if day { DAY_MS } else { HOUR_MS })),
+                true,
+            ),
+            RateSpec::ZeroClaims => (Some((0, HOUR_MS)), false),
+            RateSpec::ZeroWindow => (Some((1, 0)), false),
+        };
+        let got = self.slot(s).handle.set_rate_limit(rate);
+        let expected = if ok { Ok(()) } else { Err(ErrorKind::InvalidArgument) };
+        let used = self.model.rates[queue]
+            .as_ref()
+            .map_or(0, |r| r.uses.len());
+        hint!(ok && rate == current && used > 0);
+        hint!(ok && rate.is_some() && current.is_some() && rate != current && used > 0);
+        if got != expected {
+            fail!(
+                self,
+                "set_rate_limit({rate:?}) of queue {queue}: expected {expected:?}, got {got:?}"
+            );
+        }
+        if !ok {
+            return;
+        }
+        // The same rate changes nothing; a new one keeps the newest uses
+        // it has room for; none forgets them.
+        let old = self.model.rates[queue].take();
+        self.model.rates[queue] = match (rate, old) {
+            (None, _) => None,
+            (Some(rate), Some(old)) if old.rate == rate => Some(old),
+            (Some(rate), Some(old)) => {
+                let keep = old.uses.len().min(rate.0 as usize);
+                let uses = old.uses[old.uses.len() - keep..].to_vec();
+                Some(RateState {
+                    rate,
+                    counted: uses.clone(),
+                    uses,
+                })
+            }
+            (Some(rate), None) => Some(RateState {
+                rate,
+                uses: Vec::new(),
+                counted: Vec::new(),
+            }),
+        };
+    }
+
+    /// The items of a `push_items` as sent: a parent that would be an
+    /// item's own new id, or is in `exclude`, is an unknown one instead.
+    fn resolve_items(&self, items: &[ItemSpec], exclude: &[i64]) -> Vec<SentItem> {
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                let mut after = Vec::new();
+                for pick in &item.after {
+                    let resolved = match *pick {
+                        ParentPick::Item(_) if i == 0 => continue,
+                        ParentPick::Item(k) => After::Item(k as usize % i),
+                        ParentPick::Task(pick) => {
+                            let id = self.id_of(pick, false);
+                            if id <= 0 || id > self.model.last_id || exclude.contains(&id) {
+                                After::Task(UNKNOWN_ID)
+                            } else {
+                                After::Task(id)
+                            }
+                        }
+                        ParentPick::Unknown => After::Task(UNKNOWN_ID),
+                    };
+                    if !after.contains(&resolved) {
+                        after.push(resolved);
+                    }
+                }
+                SentItem {
+                    payload: item.payload.clone(),
+                    after,
+                    run_anyway: item.run_anyway,
+                }
+            })
+            .collect()
+    }
+
+    /// What `push_items` of `items` through slot `s` must do: the tasks
+    /// each item waits for (stored ones, or earlier items), or the error.
+    fn expected_items(&self, s: usize, items: &[SentItem]) -> Outcome<Vec<Vec<After>>> {
+        for item in items {
+            if let Some(kind) = self.payload_error(s, item.payload.as_bytes()) {
+                return Err(kind);
+            }
+        }
+        let queue = self.slot(s).queue;
+        let mut waits = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let mut waiting = Vec::new();
+            for &after in &item.after {
+                match after {
+                    After::Item(_) => waiting.push(after),
+                    After::Task(id) => {
+                        let Some(task) = self.model.task(id).filter(|t| t.queue == queue) else {
+                            hint!(i > 0);
+                            return Err(ErrorKind::InvalidArgument);
+                        };
+                        match task.state {
+                            State::Done => {}
+                            State::Dead | State::Cancelled if item.run_anyway => {}
+                            State::Dead | State::Cancelled => {
+                                return Err(ErrorKind::InvalidArgument)
+                            }
+                            _ => waiting.push(after),
+                        }
+                    }
+                }
+            }
+            waits.push(waiting);
+        }
+        Ok(waits)
+    }
+
+    /// Checks the outcome of `push_items`; returns the tasks to store.
+    fn check_items(
+        &self,
+        s: usize,
+        items: &[SentItem],
+        expected: Outcome<Vec<Vec<After>>>,
+        got: Outcome<Vec<i64>>,
+    ) -> Vec<NewStored> {
+        match (expected, got) {
+            (Ok(waits), Ok(ids)) if ids.len() == items.len() => {
+                if ids.windows(2).any(|w| w[0] >= w[1]) {
+                    fail!(self, "push_items: ids not in increasing order: {ids:?}");
+                }
+                hint!(waits.iter().any(|w| !w.is_empty()));
+                items
+                    .iter()
+                    .zip(waits)
+                    .zip(&ids)
+                    .map(|((item, waits), &id)| {
+                        let mut waiting: Vec<i64> = waits
+                            .into_iter()
+                            .map(|after| match after {
+                                After::Item(k) => ids[k],
+                                After::Task(id) => id,
+                            })
+                            .collect();
+                        waiting.sort_unstable();
+                        waiting.dedup();
+                        NewStored {
+                            s,
+                            id,
+                            payload: item.payload.clone().into_bytes(),
+                            waiting,
+                            run_anyway: item.run_anyway,
+                        }
+                    })
+                    .collect()
+            }
+            (Err(want), Err(kind)) if want == kind => Vec::new(),
+            (want, got) => fail!(
+                self,
+                "push_items of {items:?}: expected {want:?} (the tasks each waits for), got {got:?}"
+            ),
+        }
+    }
+
+    /// Stores new tasks, in the order of their ids.
+    fn store_all(&mut self, mut stored: Vec<NewStored>, now: Span) {
+        stored.sort_by_key(|new| new.id);
+        for new in stored {
+            self.store_waiting(
+                new.s,
+                new.id,
+                new.payload,
+                &PushEffect::default(),
+                now,
+                new.waiting,
+                new.run_anyway,
+            );
+        }
+    }
+
+    fn push_items(&mut self, s: usize, items: &[ItemSpec]) {
+        let sent = self.resolve_items(items, &[]);
+        let expected = self.expected_items(s, &sent);
+        let (got, now) = Self::timed(|| self.slot(s).handle.push_items(&sent));
+        let stored = self.check_items(s, &sent, expected, got);
+        self.store_all(stored, now);
+    }
+
+    /// What one write of `Op::Together` does through slot `s`.
+    fn plan(&self, s: usize, sub: &Sub, exclude: &[i64]) -> Plan {
+        let api = self.slot(s).api;
+        let finish = |d: usize| {
+            // A task cancelled while held ends as cancelled, which would
+            // cancel the tasks waiting for it: the other write's parents
+            // would then depend on the order.
+            if self.deliveries[d].token.api() == api && !self.cancelling(d) {
+                Plan::Finish(d)
+            } else {
+                Plan::Skip
+            }
+        };
+        match sub {
+            Sub::Finish(which) => {
+                let mine: Vec<usize> = (0..self.deliveries.len())
+                    .filter(|&d| self.deliveries[d].token.api() == api)
+                    .collect();
+                if mine.is_empty() {
+                    return Plan::Skip;
+                }
+                finish(mine[*which as usize % mine.len()])
+            }
+            Sub::FinishNewest => match self.model.tasks.iter().max_by_key(|t| t.id) {
+                Some(ModelTask {
+                    state: State::Leased { delivery, .. },
+                    ..
+                }) => finish(*delivery),
+                _ => Plan::Skip,
+            },
+            Sub::PushItems(items) => Plan::Items(self.resolve_items(items, exclude)),
+            Sub::Push(text) => Plan::Push(text.clone()),
+        }
+    }
+
+    fn together(&mut self, via: [bool; 2], subs: &[Sub; 2]) {
+        let (Some(sa), Some(sb)) = (self.pick(via[0]), self.pick(via[1])) else {
+            return;
+        };
+        let slots = [sa, sb];
+        // Finishes first, so that the pushes wait for none of their tasks.
+        let mut plans = [Plan::Skip, Plan::Skip];
+        for i in 0..2 {
+            if matches!(subs[i], Sub::Finish(_) | Sub::FinishNewest) {
+                plans[i] = self.plan(slots[i], &subs[i], &[]);
+            }
+        }
+        if let [Plan::Finish(a), Plan::Finish(b)] = plans {
+            if a == b {
+                plans[1] = Plan::Skip;
+            }
+        }
+        let finishing: Vec<i64> = plans
+            .iter()
+            .filter_map(|plan| match plan {
+                Plan::Finish(d) => Some(self.deliveries[*d].task_id),
+                _ => None,
+            })
+            .collect();
+        for i in 0..2 {
+            if !matches!(subs[i], Sub::Finish(_) | Sub::FinishNewest) {
+                plans[i] = self.plan(slots[i], &subs[i], &finishing);
+            }
+        }
+        self.trace.push(format!("  as {plans:?} through slots {slots:?}"));
+        // What each write must do, from the model before both.
+        let states: Vec<(bool, bool)> = plans
+            .iter()
+            .map(|plan| match plan {
+                Plan::Finish(d) => (self.current(*d), self.cancelling(*d)),
+                _ => (false, false),
+            })
+            .collect();
+        let expected: Vec<Option<Outcome<Vec<Vec<After>>>>> = (0..2)
+            .map(|i| match &plans[i] {
+                Plan::Items(items) => Some(self.expected_items(slots[i], items)),
+                Plan::Push(text) => Some(match self.payload_error(slots[i], text.as_bytes()) {
+                    Some(kind) => Err(kind),
+                    None => Ok(vec![Vec::new()]),
+                }),
+                _ => None,
+            })
+            .collect();
+        let newest = self.model.tasks.iter().map(|t| t.id).max();
+        hint!(finishing.len() == 1 && newest == Some(finishing[0]) && newest == Some(self.model.last_id));
+        hint!(
+            finishing.len() == 1
+                && expected.iter().any(|e| matches!(e, Some(Err(_))))
+                && plans.iter().any(|p| matches!(p, Plan::Items(items) if items.len() > 1))
+        );
+        let barrier = std::sync::Barrier::new(2);
+        let run = |i: usize| {
+            let handle = &self.slot(slots[i]).handle;
+            let token = match plans[i] {
+                Plan::Finish(d) => Some(self.deliveries[d].token),
+                _ => None,
+            };
+            let plan = &plans[i];
+            let barrier = &barrier;
+            move || {
+                barrier.wait();
+                match plan {
+                    Plan::Skip => Done::Nothing,
+                    Plan::Finish(_) => Done::Finish(handle.finish(token.unwrap())),
+                    Plan::Items(items) => Done::Items(handle.push_items(items)),
+                    Plan::Push(text) => {
+                        let mut setters = Vec::new();
+                        Done::Push(handle.push(text.as_bytes(), &[], &mut setters))
+                    }
+                }
+            }
+        };
+        let before = now_ms();
+        let done: Vec<Done> = std::thread::scope(|scope| {
+            let a = scope.spawn(run(0));
+            let b = scope.spawn(run(1));
+            [a, b]
+                .into_iter()
+                .map(|thread| thread.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+                .collect()
+        });
+        let now = Span {
+            lo: before,
+            hi: now_ms(),
+        };
+        let mut stored = Vec::new();
+        for i in 0..2 {
+            match (&plans[i], &done[i]) {
+                (Plan::Finish(d), Done::Finish(got)) => {
+                    let (current, cancelling) = states[i];
+                    self.finish_outcome(slots[i], *d, current, cancelling, got.clone(), now);
+                }
+                (Plan::Items(items), Done::Items(got)) => {
+                    let expected = expected[i].clone().unwrap();
+                    stored.extend(self.check_items(slots[i], items, expected, got.clone()));
+                }
+                (Plan::Push(text), Done::Push(got)) => match (&expected[i], got) {
+                    (Some(Ok(_)), Ok(Pushed::Stored(id))) => stored.push(NewStored {
+                        s: slots[i],
+                        id: *id,
+                        payload: text.clone().into_bytes(),
+                        waiting: Vec::new(),
+                        run_anyway: false,
+                    }),
+                    (Some(Err(want)), Err(kind)) if want == kind => {}
+                    (want, got) => fail!(
+                        self,
+                        "push of {text:?} beside another write: expected {want:?}, got {got:?}"
+                    ),
+                },
+                _ => {}
+            }
+        }
+        self.store_all(stored, now);
     }
 
     fn count(&mut self, s: usize, state: i32) {
@@ -3050,7 +4264,7 @@ impl Run {
             self.model
                 .tasks
                 .iter()
-                .filter(|t| t.queue == queue && t.state == State::Pending)
+                .filter(|t| t.queue == queue && t.state == State::Pending && !t.blocked())
         };
         // Due for certain, and perhaps due, during the call.
         let due: Vec<Span> = pending()
@@ -3065,7 +4279,7 @@ impl Run {
             .model
             .tasks
             .iter()
-            .any(|t| t.queue == queue && t.expired());
+            .any(|t| t.queue == queue && (t.expired() || t.abandoned_cancel()));
         let got = match got {
             Ok(age) => age,
             Err(kind) => fail!(self, "oldest_ready_age: failed with {kind:?}"),
@@ -3119,6 +4333,13 @@ impl Run {
                     s
                 }
             };
+            // Limits would hold tasks back from the drain.
+            if self.model.limits[queue].is_some() {
+                self.set_concurrency_limit(s, ConcurrencySpec::None);
+            }
+            if self.model.rates[queue].is_some() {
+                self.set_rate_limit(s, RateSpec::None);
+            }
             for state in 0..4 {
                 self.count(s, state);
                 // The count vouches for an empty state.
