@@ -57,14 +57,19 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # New inputs go to a scratch corpus (listed first), so the saved corpus is
-# replayed and read but never changed by a run.
+# replayed and read but never changed by a run. The inputs that found bugs
+# (regressions/TARGET/, where there are any) are replayed with it.
 start=$SECONDS
 pids=()
 for target in "${targets[@]}"; do
     mkdir -p "$work/$target" "corpus/$target" "artifacts/$target"
     ls "artifacts/$target" >"$work/$target.before"
+    dirs=("$work/$target" "corpus/$target")
+    if [[ -d regressions/$target ]]; then
+        dirs+=("regressions/$target")
+    fi
     # shellcheck disable=SC2086 # the flags are words
-    cargo +nightly fuzz run "$target" "$work/$target" "corpus/$target" -- \
+    cargo +nightly fuzz run "$target" "${dirs[@]}" -- \
         -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
         ${flags[$target]} >"$work/$target.log" 2>&1 &
     pids+=($!)

@@ -110,6 +110,54 @@ struct Input {
 // Enums are decoded by hand with one byte per choice (derived decoders
 // take four), so that short inputs already hold many operations.
 
+/// Old inputs: until the operations of cancels, limits, rates,
+/// dependencies and writes at once came, an operation was one of 30, not
+/// 40 (`Op::arbitrary`). With `TQ_FUZZ_CONVERT_OLD` set to a directory, the
+/// target decodes each input it runs as such an old one and writes there
+/// the input that means the same now, named as its source (see README.md).
+struct OldInputs {
+    /// The input's length, and where each operation's choice byte lies.
+    len: usize,
+    choices: Vec<usize>,
+}
+
+thread_local! {
+    static OLD_INPUTS: std::cell::RefCell<Option<OldInputs>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The operation chosen by the next byte: of 30 when decoding an old input
+/// (noting where the byte lies), else of 40.
+fn choose_op(u: &mut Unstructured) -> Result<usize> {
+    OLD_INPUTS.with(|old| match old.borrow_mut().as_mut() {
+        Some(old) => {
+            if !u.is_empty() {
+                old.choices.push(old.len - u.len());
+            }
+            u.choose_index(30)
+        }
+        None => u.choose_index(40),
+    })
+}
+
+/// Rewrites `data`, an old input, so that it means the same now (each
+/// operation's choice byte `b` becomes `b % 30`, which is the same choice
+/// of 40).
+fn convert_old(data: &[u8]) -> Vec<u8> {
+    OLD_INPUTS.with(|old| {
+        *old.borrow_mut() = Some(OldInputs {
+            len: data.len(),
+            choices: Vec::new(),
+        })
+    });
+    let _ = Input::arbitrary_take_rest(Unstructured::new(data));
+    let old = OLD_INPUTS.with(|old| old.borrow_mut().take()).unwrap();
+    let mut new = data.to_vec();
+    for at in old.choices {
+        new[at] %= 30;
+    }
+    new
+}
+
 impl<'a> Arbitrary<'a> for Input {
     fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
         let first = u.arbitrary()?;
@@ -266,11 +314,14 @@ enum Op {
         via: bool,
         items: Vec<ItemSpec>,
     },
-    /// Two writes at once on two threads (through one handle or both), so
-    /// that tq commits them in one group.
+    /// Three writes at once on three threads (through one handle or
+    /// both), the second started `gaps[0]` µs after the first and the third
+    /// `gaps[1]` µs after the second: while the first commits, the other
+    /// two queue, in that order, and tq commits them in one group.
     Together {
-        via: [bool; 2],
-        subs: [Sub; 2],
+        via: [bool; 3],
+        subs: [Sub; 3],
+        gaps: [u8; 2],
     },
 }
 
@@ -284,7 +335,7 @@ impl<'a> Arbitrary<'a> for Op {
                 u.arbitrary()
             }
         };
-        Ok(match u.choose_index(40)? {
+        Ok(match choose_op(u)? {
             0..=3 => Op::Push {
                 via,
                 payload: u.arbitrary()?,
@@ -376,11 +427,17 @@ impl<'a> Arbitrary<'a> for Op {
                 items: items(u)?,
             },
             _ => Op::Together {
-                via: [via, u.arbitrary()?],
-                subs: [u.arbitrary()?, u.arbitrary()?],
+                via: [via, u.arbitrary()?, u.arbitrary()?],
+                subs: [u.arbitrary()?, u.arbitrary()?, u.arbitrary()?],
+                gaps: [gap(u)?, gap(u)?],
             },
         })
     }
+}
+
+/// A pause between two writes of `Op::Together`, in µs.
+fn gap(u: &mut Unstructured) -> Result<u8> {
+    Ok(*u.choose(&[20, 0, 5, 50, 100])?)
 }
 
 fn items(u: &mut Unstructured) -> Result<Vec<ItemSpec>> {
@@ -490,9 +547,10 @@ impl<'a> Arbitrary<'a> for ParentPick {
     }
 }
 
-/// One of the two writes of `Op::Together`.
+/// One of the writes of `Op::Together`.
 #[derive(Debug, Clone)]
 enum Sub {
+    Nothing,
     /// Finishes a delivery of this input.
     Finish(u8),
     /// Finishes the current delivery of the newest task, if it is leased.
@@ -504,10 +562,11 @@ enum Sub {
 
 impl<'a> Arbitrary<'a> for Sub {
     fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
-        Ok(match u.choose_index(6)? {
+        Ok(match u.choose_index(7)? {
             0 => Sub::Finish(u.arbitrary()?),
             1 => Sub::FinishNewest,
             2 | 3 => Sub::PushItems(items(u)?),
+            4 => Sub::Nothing,
             _ => {
                 let mut text = String::new();
                 json_value(u, 1, &mut text)?;
@@ -2806,7 +2865,7 @@ impl Run {
                 let Some(s) = self.pick(*via) else { return };
                 self.push_items(s, items);
             }
-            Op::Together { via, subs } => self.together(*via, subs),
+            Op::Together { via, subs, gaps } => self.together(*via, subs, *gaps),
         }
     }
 
@@ -3107,6 +3166,11 @@ impl Run {
                 rate.uses.push(now);
             }
         }
+        // A full queue beside an expired lease its holder may still extend.
+        hint!(
+            self.model.limits[queue].is_some_and(|limit| self.model.live(queue) >= limit as usize)
+                && self.model.tasks.iter().any(|t| t.queue == queue && t.expired())
+        );
         if matches!(spec.lease, Lease::Short) && !ids.is_empty() {
             self.let_short_leases_expire(now, &ids);
         }
@@ -3954,24 +4018,27 @@ impl Run {
             },
             Sub::PushItems(items) => Plan::Items(self.resolve_items(items, exclude)),
             Sub::Push(text) => Plan::Push(text.clone()),
+            Sub::Nothing => Plan::Skip,
         }
     }
 
-    fn together(&mut self, via: [bool; 2], subs: &[Sub; 2]) {
-        let (Some(sa), Some(sb)) = (self.pick(via[0]), self.pick(via[1])) else {
+    fn together(&mut self, via: [bool; 3], subs: &[Sub; 3], gaps: [u8; 2]) {
+        let (Some(sa), Some(sb), Some(sc)) =
+            (self.pick(via[0]), self.pick(via[1]), self.pick(via[2]))
+        else {
             return;
         };
-        let slots = [sa, sb];
+        let slots = [sa, sb, sc];
+        let finishes = |sub: &Sub| matches!(sub, Sub::Finish(_) | Sub::FinishNewest);
         // Finishes first, so that the pushes wait for none of their tasks.
-        let mut plans = [Plan::Skip, Plan::Skip];
-        for i in 0..2 {
-            if matches!(subs[i], Sub::Finish(_) | Sub::FinishNewest) {
-                plans[i] = self.plan(slots[i], &subs[i], &[]);
-            }
-        }
-        if let [Plan::Finish(a), Plan::Finish(b)] = plans {
-            if a == b {
-                plans[1] = Plan::Skip;
+        let mut plans = [Plan::Skip, Plan::Skip, Plan::Skip];
+        for i in 0..3 {
+            if finishes(&subs[i]) {
+                let plan = self.plan(slots[i], &subs[i], &[]);
+                // Each delivery once.
+                if !plans.iter().any(|p| matches!((p, &plan), (Plan::Finish(a), Plan::Finish(b)) if a == b)) {
+                    plans[i] = plan;
+                }
             }
         }
         let finishing: Vec<i64> = plans
@@ -3981,8 +4048,8 @@ impl Run {
                 _ => None,
             })
             .collect();
-        for i in 0..2 {
-            if !matches!(subs[i], Sub::Finish(_) | Sub::FinishNewest) {
+        for i in 0..3 {
+            if !finishes(&subs[i]) {
                 plans[i] = self.plan(slots[i], &subs[i], &finishing);
             }
         }
@@ -3995,7 +4062,7 @@ impl Run {
                 _ => (false, false),
             })
             .collect();
-        let expected: Vec<Option<Outcome<Vec<Vec<After>>>>> = (0..2)
+        let expected: Vec<Option<Outcome<Vec<Vec<After>>>>> = (0..3)
             .map(|i| match &plans[i] {
                 Plan::Items(items) => Some(self.expected_items(slots[i], items)),
                 Plan::Push(text) => Some(match self.payload_error(slots[i], text.as_bytes()) {
@@ -4012,7 +4079,10 @@ impl Run {
                 && expected.iter().any(|e| matches!(e, Some(Err(_))))
                 && plans.iter().any(|p| matches!(p, Plan::Items(items) if items.len() > 1))
         );
-        let barrier = std::sync::Barrier::new(2);
+        // Each thread starts at its own time after a common one, late
+        // enough for all three to be running by then.
+        let offsets = [0, u64::from(gaps[0]), u64::from(gaps[0]) + u64::from(gaps[1])];
+        let start = std::time::Instant::now() + Duration::from_micros(500);
         let run = |i: usize| {
             let handle = &self.slot(slots[i]).handle;
             let token = match plans[i] {
@@ -4020,9 +4090,12 @@ impl Run {
                 _ => None,
             };
             let plan = &plans[i];
-            let barrier = &barrier;
+            let at = start + Duration::from_micros(offsets[i]);
             move || {
-                barrier.wait();
+                // Yielding, so that the three threads share two cores.
+                while std::time::Instant::now() < at {
+                    std::thread::yield_now();
+                }
                 match plan {
                     Plan::Skip => Done::Nothing,
                     Plan::Finish(_) => Done::Finish(handle.finish(token.unwrap())),
@@ -4036,9 +4109,8 @@ impl Run {
         };
         let before = now_ms();
         let done: Vec<Done> = std::thread::scope(|scope| {
-            let a = scope.spawn(run(0));
-            let b = scope.spawn(run(1));
-            [a, b]
+            let threads: Vec<_> = (0..3).map(|i| scope.spawn(run(i))).collect();
+            threads
                 .into_iter()
                 .map(|thread| thread.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
                 .collect()
@@ -4048,7 +4120,7 @@ impl Run {
             hi: now_ms(),
         };
         let mut stored = Vec::new();
-        for i in 0..2 {
+        for i in 0..3 {
             match (&plans[i], &done[i]) {
                 (Plan::Finish(d), Done::Finish(got)) => {
                     let (current, cancelling) = states[i];
@@ -4426,7 +4498,50 @@ fn empty_queue() -> &'static [u8] {
     })
 }
 
-fuzz_target!(|input: Input| {
+/// With `TQ_FUZZ_FINDINGS` set to a file, appends to it a line for each
+/// panic: the time (ms since the epoch) and the first line of its message,
+/// so that a run that carries on past crashes (`-fork=1
+/// -ignore_crashes=1`) says what it found when.
+fn note_findings() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let Some(path) = std::env::var_os("TQ_FUZZ_FINDINGS") else {
+            return;
+        };
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let message = info
+                .payload()
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| info.payload().downcast_ref::<&str>().copied())
+                .unwrap_or("(no message)");
+            let first = message.lines().next().unwrap_or("");
+            if let Ok(mut file) = fs::OpenOptions::new().append(true).create(true).open(&path) {
+                use std::io::Write;
+                let _ = writeln!(file, "{} {first}", now_ms());
+            }
+            default(info);
+        }));
+    });
+}
+
+fuzz_target!(|data: &[u8]| {
+    if let Some(dir) = std::env::var_os("TQ_FUZZ_CONVERT_OLD") {
+        let name = format!("{:016x}", {
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            data.hash(&mut hasher);
+            hasher.finish()
+        });
+        fs::write(std::path::Path::new(&dir).join(name), convert_old(data))
+            .expect("write the converted input");
+        return;
+    }
+    let Ok(input) = Input::arbitrary_take_rest(Unstructured::new(data)) else {
+        return;
+    };
+    note_findings();
     let scratch = Scratch::get("api_model");
     let dir = scratch.fresh();
     let file = dir.join("queue.db");
