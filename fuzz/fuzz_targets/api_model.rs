@@ -158,8 +158,27 @@ fn convert_old(data: &[u8]) -> Vec<u8> {
     new
 }
 
+/// `TQ_FUZZ_CONVERT_OLD`, read once.
+fn converting() -> Option<&'static std::path::Path> {
+    static DIR: OnceLock<Option<std::path::PathBuf>> = OnceLock::new();
+    DIR.get_or_init(|| std::env::var_os("TQ_FUZZ_CONVERT_OLD").map(Into::into))
+        .as_deref()
+}
+
 impl<'a> Arbitrary<'a> for Input {
     fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
+        let decoding_old = OLD_INPUTS.with(|old| old.borrow().is_some());
+        if let (Some(dir), false) = (converting(), decoding_old) {
+            // The whole input is still ahead.
+            let data = u.peek_bytes(u.len()).unwrap_or_default().to_vec();
+            let name = format!("{:016x}", {
+                use std::hash::{Hash, Hasher};
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                data.hash(&mut hasher);
+                hasher.finish()
+            });
+            fs::write(dir.join(name), convert_old(&data)).expect("write the converted input");
+        }
         let first = u.arbitrary()?;
         let mut ops = Vec::new();
         while !u.is_empty() && ops.len() < MAX_OPS {
@@ -321,7 +340,7 @@ enum Op {
     Together {
         via: [bool; 3],
         subs: [Sub; 3],
-        gaps: [u8; 2],
+        gaps: [u16; 2],
     },
 }
 
@@ -436,8 +455,8 @@ impl<'a> Arbitrary<'a> for Op {
 }
 
 /// A pause between two writes of `Op::Together`, in µs.
-fn gap(u: &mut Unstructured) -> Result<u8> {
-    Ok(*u.choose(&[20, 0, 5, 50, 100])?)
+fn gap(u: &mut Unstructured) -> Result<u16> {
+    Ok(*u.choose(&[20, 0, 5, 100, 1000])?)
 }
 
 fn items(u: &mut Unstructured) -> Result<Vec<ItemSpec>> {
@@ -556,17 +575,25 @@ enum Sub {
     /// Finishes the current delivery of the newest task, if it is leased.
     FinishNewest,
     PushItems(Vec<ItemSpec>),
+    /// A push_items that takes long in its transaction and stores
+    /// nothing: `SLOW_ITEMS` small items, then one waiting for an unknown
+    /// id. The writes started behind it queue meanwhile.
+    Slow,
     /// Pushes a JSON text without options.
     Push(String),
 }
 
+/// How many items `Sub::Slow` stores before its bad one.
+const SLOW_ITEMS: usize = 300;
+
 impl<'a> Arbitrary<'a> for Sub {
     fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
-        Ok(match u.choose_index(7)? {
+        Ok(match u.choose_index(8)? {
             0 => Sub::Finish(u.arbitrary()?),
             1 => Sub::FinishNewest,
             2 | 3 => Sub::PushItems(items(u)?),
             4 => Sub::Nothing,
+            5 => Sub::Slow,
             _ => {
                 let mut text = String::new();
                 json_value(u, 1, &mut text)?;
@@ -1228,11 +1255,27 @@ enum After {
 }
 
 /// An item of `push_items` as sent.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 struct SentItem {
     payload: String,
     after: Vec<After>,
     run_anyway: bool,
+}
+
+impl std::fmt::Debug for SentItem {
+    /// A long payload shows as its start and length.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let payload = if self.payload.len() > 40 {
+            format!("{}... ({} bytes)", cut(&self.payload, 20), self.payload.len())
+        } else {
+            self.payload.clone()
+        };
+        f.debug_struct("SentItem")
+            .field("payload", &payload)
+            .field("after", &self.after)
+            .field("run_anyway", &self.run_anyway)
+            .finish()
+    }
 }
 
 impl Drop for Handle {
@@ -4018,11 +4061,21 @@ impl Run {
             },
             Sub::PushItems(items) => Plan::Items(self.resolve_items(items, exclude)),
             Sub::Push(text) => Plan::Push(text.clone()),
+            Sub::Slow => {
+                let item = |after| SentItem {
+                    payload: "0".to_owned(),
+                    after,
+                    run_anyway: false,
+                };
+                let mut items = vec![item(Vec::new()); SLOW_ITEMS];
+                items.push(item(vec![After::Task(UNKNOWN_ID)]));
+                Plan::Items(items)
+            }
             Sub::Nothing => Plan::Skip,
         }
     }
 
-    fn together(&mut self, via: [bool; 3], subs: &[Sub; 3], gaps: [u8; 2]) {
+    fn together(&mut self, via: [bool; 3], subs: &[Sub; 3], gaps: [u16; 2]) {
         let (Some(sa), Some(sb), Some(sc)) =
             (self.pick(via[0]), self.pick(via[1]), self.pick(via[2]))
         else {
@@ -4082,7 +4135,7 @@ impl Run {
         // Each thread starts at its own time after a common one, late
         // enough for all three to be running by then.
         let offsets = [0, u64::from(gaps[0]), u64::from(gaps[0]) + u64::from(gaps[1])];
-        let start = std::time::Instant::now() + Duration::from_micros(500);
+        let start = std::time::Instant::now() + Duration::from_micros(300);
         let run = |i: usize| {
             let handle = &self.slot(slots[i]).handle;
             let token = match plans[i] {
@@ -4526,21 +4579,10 @@ fn note_findings() {
     });
 }
 
-fuzz_target!(|data: &[u8]| {
-    if let Some(dir) = std::env::var_os("TQ_FUZZ_CONVERT_OLD") {
-        let name = format!("{:016x}", {
-            use std::hash::{Hash, Hasher};
-            let mut hasher = std::collections::hash_map::DefaultHasher::new();
-            data.hash(&mut hasher);
-            hasher.finish()
-        });
-        fs::write(std::path::Path::new(&dir).join(name), convert_old(data))
-            .expect("write the converted input");
+fuzz_target!(|input: Input| {
+    if converting().is_some() {
         return;
     }
-    let Ok(input) = Input::arbitrary_take_rest(Unstructured::new(data)) else {
-        return;
-    };
     note_findings();
     let scratch = Scratch::get("api_model");
     let dir = scratch.fresh();
