@@ -342,6 +342,23 @@ enum Op {
         subs: [Sub; 3],
         gaps: [u16; 2],
     },
+    /// `Together` of a slow push_items, then (100 µs or 1 ms later) a
+    /// finish (of the newest task, mostly) and (0 or 5 µs later) a
+    /// push_items: the two queue behind the slow one and share a group
+    /// commit.
+    Race {
+        via: [bool; 3],
+        finish: Sub,
+        items: Vec<ItemSpec>,
+        gaps: [u16; 2],
+    },
+    /// Extends a current delivery whose lease expired, if there is one
+    /// (else any delivery, as `Extend`).
+    ExtendExpired {
+        via: bool,
+        which: u8,
+        lease: Lease,
+    },
 }
 
 impl<'a> Arbitrary<'a> for Op {
@@ -445,10 +462,30 @@ impl<'a> Arbitrary<'a> for Op {
                 via,
                 items: items(u)?,
             },
-            _ => Op::Together {
+            36 | 37 => Op::Together {
                 via: [via, u.arbitrary()?, u.arbitrary()?],
                 subs: [u.arbitrary()?, u.arbitrary()?, u.arbitrary()?],
                 gaps: [gap(u)?, gap(u)?],
+            },
+            38 => Op::Race {
+                via: [via, u.arbitrary()?, u.arbitrary()?],
+                finish: if u.ratio(3, 4)? {
+                    Sub::FinishNewest
+                } else {
+                    Sub::Finish(u.arbitrary()?)
+                },
+                items: {
+                    // At least two, so that one may fail after another
+                    // was stored.
+                    let n = u.int_in_range(2..=4)?;
+                    (0..n).map(|_| u.arbitrary()).collect::<Result<_>>()?
+                },
+                gaps: [*u.choose(&[1000, 100])?, *u.choose(&[5, 0])?],
+            },
+            _ => Op::ExtendExpired {
+                via,
+                which: u.arbitrary()?,
+                lease: u.arbitrary()?,
             },
         })
     }
@@ -2909,6 +2946,32 @@ impl Run {
                 self.push_items(s, items);
             }
             Op::Together { via, subs, gaps } => self.together(*via, subs, *gaps),
+            Op::Race {
+                via,
+                finish,
+                items,
+                gaps,
+            } => {
+                let subs = [Sub::Slow, finish.clone(), Sub::PushItems(items.clone())];
+                self.together(*via, &subs, *gaps);
+            }
+            Op::ExtendExpired { via, which, lease } => {
+                let expired: Vec<usize> = (0..self.deliveries.len())
+                    .filter(|&d| {
+                        self.current(d)
+                            && self
+                                .model
+                                .task(self.deliveries[d].task_id)
+                                .is_some_and(|t| t.expired())
+                    })
+                    .collect();
+                let found = match expired.len() {
+                    0 => self.delivery_and_slot(*via, *which),
+                    n => self.slot_for(*via, expired[*which as usize % n]),
+                };
+                let Some((s, d)) = found else { return };
+                self.extend(s, d, *lease);
+            }
         }
     }
 
@@ -2919,7 +2982,12 @@ impl Run {
         if self.deliveries.is_empty() {
             return None;
         }
-        let d = which as usize % self.deliveries.len();
+        self.slot_for(via, which as usize % self.deliveries.len())
+    }
+
+    /// Delivery `d` and the slot to use it through, as
+    /// [`Run::delivery_and_slot`] picks it.
+    fn slot_for(&self, via: bool, d: usize) -> Option<(usize, usize)> {
         let api = self.deliveries[d].token.api();
         let want = via as usize;
         let s = [want, 1 - want]
