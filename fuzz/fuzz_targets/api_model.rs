@@ -5,7 +5,10 @@
 //! one file in a fresh directory): push, push_batch, pull, pull_batch,
 //! finish, finish_batch, fail, extend, recover, count, list, retry_dead,
 //! retry_all_dead, purge, oldest_ready_age, checkpoint, interrupt, open (or
-//! reopen) and close. Every result is checked against a small in-memory
+//! reopen), close, cancel_task, set_concurrency_limit, set_rate_limit,
+//! push_items (items waiting for earlier items, tasks, or unknown ids), and
+//! three writes at once on three threads, so that tq commits some of them
+//! in one group. Every result is checked against a small in-memory
 //! model of the file's queues; any mismatch panics with the operation and
 //! what was expected. At the end each queue used is counted, listed,
 //! drained, its dead tasks retried and drained again, and counted again, so
@@ -56,7 +59,20 @@
 //!   and none at an hour or more, and refuses other states and ages over
 //!   `i64::MAX`; `oldest_ready_age` is none without a ready task, else the
 //!   age of the one ready longest; `checkpoint` leaves an empty log;
-//! - everything survives closing and reopening handles.
+//! - everything survives closing and reopening handles;
+//! - a task waiting for others (`after`) is never claimed until each has
+//!   ended; one done releases it, one dead or cancelled releases it (run
+//!   anyway) or cancels it, and so on down; `cancel_task` ends a task that
+//!   is not leased at once, and marks a leased one, whose holder's next
+//!   call answers `Cancelled` and ends it.
+//!
+//! And these invariants, across everything an input does (README.md): 1. no
+//! id names two tasks; 2. a claim or extend never leaves more live leases
+//! than a queue's concurrency limit; 3. no window of a rate's period surely
+//! holds more claims than it allows (setting the same rate again keeps the
+//! window's uses); 4. a task cancelled while leased is ended by the next
+//! claim on the file once its lease ran out, whatever its holder does; 5.
+//! the tasks waiting for an ended task are released or cancelled.
 //!
 //! Time. Each call's wall clock is read before and after it, and the model
 //! keeps every ready time as the interval it is known to lie in (a pulled
@@ -342,10 +358,11 @@ enum Op {
         subs: [Sub; 3],
         gaps: [u16; 2],
     },
-    /// `Together` of a slow push_items, then (100 µs or 1 ms later) a
-    /// finish (of the newest task, mostly) and (0 or 5 µs later) a
-    /// push_items: the two queue behind the slow one and share a group
-    /// commit.
+    /// A push and a pull of every ready task through the first handle,
+    /// then `Together` of a slow push_items and (100 µs or 1 ms later) a
+    /// finish (of the newest task, mostly) through that handle, and (0 or
+    /// 5 µs later) a push_items: the two queue behind the slow one and
+    /// share a group commit. Then a push through the first handle again.
     Race {
         via: [bool; 3],
         finish: Sub,
@@ -2684,6 +2701,9 @@ struct Run {
     used: [bool; 2],
     /// Operations so far, for messages.
     trace: Vec<String>,
+    /// Tasks the model ended as cancelled once their lease ran out, with
+    /// no handle open on their queue to ask tq then: asked at the end.
+    unasked: Vec<(i64, usize)>,
 }
 
 /// Gives the fuzzer a branch of its own for a state worth reaching: each use
@@ -2952,8 +2972,19 @@ impl Run {
                 items,
                 gaps,
             } => {
+                let Some(s) = self.pick(via[0]) else { return };
+                let claim_all = PullSpec {
+                    lease: Lease::Long(HOUR_MS),
+                    wait: Wait::None,
+                    cancelled: false,
+                };
+                self.push(s, b"0", &[]);
+                self.pull(s, claim_all, Some(BatchMax::Huge.value(self.slot(s).api)));
                 let subs = [Sub::Slow, finish.clone(), Sub::PushItems(items.clone())];
-                self.together(*via, &subs, *gaps);
+                self.together([via[0], via[0], via[2]], &subs, *gaps);
+                if self.slots[s].is_some() {
+                    self.push(s, b"0", &[]);
+                }
             }
             Op::ExtendExpired { via, which, lease } => {
                 let expired: Vec<usize> = (0..self.deliveries.len())
@@ -3761,19 +3792,25 @@ impl Run {
         for (id, queue) in ended {
             let Some(s) = (0..2).find(|&s| self.slots[s].as_ref().is_some_and(|x| x.queue == queue))
             else {
+                self.unasked.push((id, queue));
                 continue;
             };
-            let got = self.slot(s).handle.task_state(id);
-            let expected = keep_history.then_some(TaskState::Cancelled);
-            if got != Ok(expected) {
-                fail!(
-                    self,
-                    "invariant 4 (a cancelled task ends once its lease ran out): task {id} was \
-                     cancelled while leased, its holder stopped using it, its lease ran out and \
-                     then a claim (or recovery) ran: the task must have ended ({expected:?}), \
-                     but task({id}) answers {got:?}"
-                );
-            }
+            self.ask_ended(s, id, keep_history.then_some(TaskState::Cancelled));
+        }
+    }
+
+    /// Asks tq, through slot `s`, for task `id`, which the model ended as
+    /// cancelled once its lease ran out: it must be `expected`.
+    fn ask_ended(&mut self, s: usize, id: i64, expected: Option<TaskState>) {
+        let got = self.slot(s).handle.task_state(id);
+        if got != Ok(expected) {
+            fail!(
+                self,
+                "invariant 4 (a cancelled task ends once its lease ran out): task {id} was \
+                 cancelled while leased, its holder stopped using it, its lease ran out and \
+                 then a claim (or recovery) ran: the task must have ended ({expected:?}), \
+                 but task({id}) answers {got:?}"
+            );
         }
     }
 
@@ -4526,6 +4563,16 @@ impl Run {
                     s
                 }
             };
+            let unasked: Vec<(i64, usize)> = std::mem::take(&mut self.unasked);
+            for (id, of) in unasked {
+                if of != queue {
+                    self.unasked.push((id, of));
+                    continue;
+                }
+                // Kept as cancelled, unless purged since.
+                let expected = self.model.task(id).map(|_| TaskState::Cancelled);
+                self.ask_ended(s, id, expected);
+            }
             // Limits would hold tasks back from the drain.
             if self.model.limits[queue].is_some() {
                 self.set_concurrency_limit(s, ConcurrencySpec::None);
@@ -4665,6 +4712,7 @@ fuzz_target!(|input: Input| {
             deliveries: Vec::new(),
             used: [false; 2],
             trace: Vec::new(),
+            unasked: Vec::new(),
         };
         run.trace.push(format!("open slot 0 {:?}", input.first));
         run.open(0, &input.first);
