@@ -369,6 +369,16 @@ enum Op {
         items: Vec<ItemSpec>,
         gaps: [u16; 2],
     },
+    /// Claims every ready task with a 1 ms lease (they expire), sets a
+    /// concurrency limit of `limit`, pulls with `lease`, then extends a
+    /// delivery whose lease expired with `extend`, all through one handle.
+    Squeeze {
+        via: bool,
+        limit: ConcurrencySpec,
+        lease: Lease,
+        which: u8,
+        extend: Lease,
+    },
     /// Extends a current delivery whose lease expired, if there is one
     /// (else any delivery, as `Extend`).
     ExtendExpired {
@@ -479,7 +489,14 @@ impl<'a> Arbitrary<'a> for Op {
                 via,
                 items: items(u)?,
             },
-            36 | 37 => Op::Together {
+            37 => Op::Squeeze {
+                via,
+                limit: u.arbitrary()?,
+                lease: u.arbitrary()?,
+                which: u.arbitrary()?,
+                extend: u.arbitrary()?,
+            },
+            36 => Op::Together {
                 via: [via, u.arbitrary()?, u.arbitrary()?],
                 subs: [u.arbitrary()?, u.arbitrary()?, u.arbitrary()?],
                 gaps: [gap(u)?, gap(u)?],
@@ -2985,6 +3002,34 @@ impl Run {
                 if self.slots[s].is_some() {
                     self.push(s, b"0", &[]);
                 }
+            }
+            Op::Squeeze {
+                via,
+                limit,
+                lease,
+                which,
+                extend,
+            } => {
+                let Some(s) = self.pick(*via) else { return };
+                let api = self.slot(s).api;
+                let short = PullSpec {
+                    lease: Lease::Short,
+                    wait: Wait::None,
+                    cancelled: false,
+                };
+                self.pull(s, short, Some(BatchMax::Huge.value(api)));
+                self.set_concurrency_limit(s, *limit);
+                let pull = PullSpec {
+                    lease: *lease,
+                    wait: Wait::None,
+                    cancelled: false,
+                };
+                self.pull(s, pull, None);
+                self.step(&Op::ExtendExpired {
+                    via: *via,
+                    which: *which,
+                    lease: *extend,
+                });
             }
             Op::ExtendExpired { via, which, lease } => {
                 let expired: Vec<usize> = (0..self.deliveries.len())
