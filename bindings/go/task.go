@@ -295,6 +295,29 @@ func waitFor(cancel *C.tq_cancel) PullOption {
 	}}
 }
 
+// cancelWith returns a tq_cancel that ctx triggers when it ends
+// (context.AfterFunc), so that a wait in libtq given it wakes at once,
+// without polling; and the function that frees it, once the trigger has
+// run or can no longer start.
+func cancelWith(ctx context.Context, op string) (*C.tq_cancel, func(), error) {
+	cancel := C.tq_cancel_new()
+	if cancel == nil {
+		return nil, nil, bindingError(op, ErrInternal, "libtq could not create a cancellation")
+	}
+	triggered := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		C.tq_cancel_trigger(cancel)
+		close(triggered)
+	})
+	release := func() {
+		if !stop() {
+			<-triggered
+		}
+		C.tq_cancel_free(cancel)
+	}
+	return cancel, release, nil
+}
+
 // wait runs pull, a C pull given options that wait, until it claims a
 // task, ctx ends, or the queue is closed or interrupted. The wait ends
 // when ctx does through a tq_cancel of this call's own, which
@@ -305,28 +328,16 @@ func (q *Queue) wait(ctx context.Context, op string, opts []PullOption,
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	cancel := C.tq_cancel_new()
-	if cancel == nil {
-		return bindingError(op, ErrInternal, "libtq could not create a cancellation")
+	cancel, release, err := cancelWith(ctx, op)
+	if err != nil {
+		return err
 	}
-	defer C.tq_cancel_free(cancel)
+	defer release()
 	options, err := newPullOptions(op, append(slices.Clip(opts), waitFor(cancel)))
 	if err != nil {
 		return err
 	}
 	defer options.release()
-	// The cancellation is freed once the function that triggers it has
-	// run, or can no longer start.
-	triggered := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() {
-		C.tq_cancel_trigger(cancel)
-		close(triggered)
-	})
-	defer func() {
-		if !stop() {
-			<-triggered
-		}
-	}()
 	for {
 		status, err := q.call(op, func(c *C.tq_queue) C.enum_tq_status { return pull(c, options.obj) })
 		switch {

@@ -541,23 +541,11 @@ func (q *Queue) Wait(ctx context.Context, id int64) (TaskInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return TaskInfo{}, err
 	}
-	cancel := C.tq_cancel_new()
-	if cancel == nil {
-		return TaskInfo{}, bindingError("wait", ErrInternal, "libtq could not create a cancellation")
+	cancel, release, err := cancelWith(ctx, "wait")
+	if err != nil {
+		return TaskInfo{}, err
 	}
-	defer C.tq_cancel_free(cancel)
-	// The cancellation is freed once the function that triggers it has
-	// run, or can no longer start.
-	triggered := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() {
-		C.tq_cancel_trigger(cancel)
-		close(triggered)
-	})
-	defer func() {
-		if !stop() {
-			<-triggered
-		}
-	}()
+	defer release()
 	for {
 		slice := maxWait
 		if deadline, ok := ctx.Deadline(); ok {
