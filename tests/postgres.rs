@@ -459,6 +459,78 @@ fn a_holder_that_is_gone_gives_its_tasks_back_at_once() {
     other.finish(again.receipt()).unwrap();
 }
 
+/// An extend of a live lease that waits for its task's row while the
+/// lease runs out, and a claim that meanwhile takes the slot the expired
+/// lease freed, must not both succeed: a limit of one would have two live
+/// leases. Extends of a limited queue's tasks take the settings' lock the
+/// claims take, so the late extend sees the slot taken.
+#[test]
+fn an_extend_that_waits_while_its_lease_runs_out_never_exceeds_the_limit() {
+    let Some(scratch) = scratch("extend_racing_a_claim") else {
+        return;
+    };
+    let server = scratch.server().unwrap();
+    let queue = scratch.open();
+    queue.set_concurrency_limit(Some(1)).unwrap();
+    push(&queue, "1");
+    push(&queue, "2");
+    let late = queue.pull(&lease(1_000)).unwrap().unwrap();
+
+    // Another session holds the task's row, so that the extend, begun
+    // while the lease is live, waits for it.
+    let mut blocker = postgres_client(&server.url);
+    let mut row_lock = blocker.transaction().unwrap();
+    row_lock
+        .execute(
+            &format!(
+                "SELECT 1 FROM \"{}\".tasks WHERE id = $1 FOR UPDATE",
+                server.schema
+            ),
+            &[&late.id()],
+        )
+        .unwrap();
+    thread::scope(|scope| {
+        let extend = scope.spawn(|| queue.extend(late.receipt(), Duration::from_secs(30)));
+        let mut watcher = postgres_client(&server.url);
+        let started = Instant::now();
+        loop {
+            let waiting: i64 = watcher
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%lease_%'",
+                    &[],
+                )
+                .unwrap()
+                .get(0);
+            if waiting > 0 {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "the extend never waited"
+            );
+            thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            started.elapsed() < Duration::from_millis(800),
+            "the extend began while the lease was live"
+        );
+        thread::sleep(Duration::from_millis(1_200));
+        // The lease has run out: a claim may take its slot, unless the
+        // extend, still waiting, has it.
+        let claim = scope.spawn(|| scratch.open().pull(&PullOptions::new()));
+        thread::sleep(Duration::from_millis(300));
+        row_lock.rollback().unwrap();
+        let taken = claim.join().unwrap().unwrap();
+        let extended = extend.join().unwrap();
+        match (&taken, &extended) {
+            (Some(_), Ok(())) => panic!("two live leases under a limit of one"),
+            (Some(_), Err(err)) => assert_eq!(err.kind(), ErrorKind::NotHeld, "{err}"),
+            (None, Ok(())) => {}
+            (None, Err(err)) => panic!("the slot went to neither: {err}"),
+        }
+    });
+}
+
 #[test]
 fn a_receipt_from_another_schema_is_refused() {
     let Some(first) = scratch("receipts_schema_a") else {

@@ -325,22 +325,32 @@ const FAIL: &str = "WITH clock AS (
     SELECT dead, retry_at, CASE WHEN NOT dead THEN pg_notify($6, queue)::text END FROM failed";
 
 /// Moves the live lease of delivery `($1, $2)` to `$3` ms from now,
-/// recording progress `$4` when not NULL.
-const EXTEND: &str = "UPDATE @.tasks
+/// recording progress `$4` when not NULL, unless its queue has a
+/// concurrency limit: those extends take the claims' lock
+/// ([`Tasks::extend_limited`]).
+const EXTEND: &str = "UPDATE @.tasks t
     SET lease_expires_at = NOW_MS + $3::int8, progress = coalesce($4::text, progress)
-    WHERE id = $1 AND state = 1 AND lease_token = $2 AND lease_expires_at > NOW_MS RETURNING id";
+    WHERE id = $1 AND state = 1 AND lease_token = $2 AND lease_expires_at > NOW_MS
+      AND NOT EXISTS (SELECT 1 FROM @.queues q WHERE q.queue = t.queue AND q.max_leased IS NOT NULL)
+    RETURNING id";
 
-/// The queue of delivery `($1, $2)`, if current, its row locked so that
-/// no claim takes it meanwhile.
-const LOCK_DELIVERY: &str =
-    "SELECT queue FROM @.tasks WHERE id = $1 AND state = 1 AND lease_token = $2 FOR UPDATE";
+/// The concurrency limit of task `$1`'s queue, its settings locked as
+/// claims of a limited queue lock them ([`LOCK_SLOTS`]); no row when its
+/// queue has no settings.
+const LOCK_SLOTS_OF_TASK: &str = "SELECT max_leased FROM @.queues
+    WHERE queue = (SELECT queue FROM @.tasks WHERE id = $1) FOR UPDATE";
+
+/// The queue of delivery `($1, $2)`, if current, and whether its lease is
+/// live, its row locked so that no claim takes it meanwhile.
+const LOCK_DELIVERY: &str = "SELECT queue, lease_expires_at > NOW_MS FROM @.tasks
+    WHERE id = $1 AND state = 1 AND lease_token = $2 FOR UPDATE";
 
 /// The live leases of queue `$1`, which hold a slot of its concurrency limit.
 const LIVE_LEASES: &str = concat!("SELECT ", live_leases!());
 
 /// Moves the lease of task `$1` to `$2` ms from now, recording progress
 /// `$3` when not NULL.
-const EXTEND_EXPIRED: &str = "UPDATE @.tasks
+const EXTEND_LOCKED: &str = "UPDATE @.tasks
     SET lease_expires_at = NOW_MS + $2::int8, progress = coalesce($3::text, progress)
     WHERE id = $1";
 
@@ -729,34 +739,40 @@ impl PostgresStore {
         Ok((tasks, wanted))
     }
 
-    /// Extends the lease of `receipt` that [`EXTEND`] found expired (or not
-    /// current): only while its queue's concurrency limit has room, under
-    /// the settings' lock that claims of a limited queue take, since an
-    /// expired lease holds no slot and a claim may have filled it.
-    fn extend_expired(&self, receipt: Receipt, lease: i64, progress: Option<&str>) -> Result<()> {
+    /// Extends the lease of `receipt` that [`EXTEND`] did not: one of a
+    /// queue with a concurrency limit, or one expired (or not current).
+    /// Under the settings' lock that claims of a limited queue take, it
+    /// decides whether the lease is live and, if it is not, whether the
+    /// limit has room for it: an expired lease holds no slot, and a claim
+    /// may have filled it. Without the lock, an extend begun while the
+    /// lease was live and a claim counting it expired could both succeed.
+    fn extend_limited(&self, receipt: Receipt, lease: i64, progress: Option<&str>) -> Result<()> {
         self.write(|tx| {
+            let limit: Option<i64> = match tx
+                .query(&self.sql(LOCK_SLOTS_OF_TASK), &[&receipt.id])?
+                .first()
+            {
+                Some(row) => row.try_get(0)?,
+                None => None,
+            };
             let current = tx.query(&self.sql(LOCK_DELIVERY), &[&receipt.id, &receipt.token])?;
             let Some(row) = current.first() else {
                 return Err(not_held(receipt.id));
             };
             let queue: String = row.try_get(0)?;
-            let settings = tx.query(&self.sql(LOCK_SLOTS), &[&queue])?;
-            let limit: Option<i64> = match settings.first() {
-                Some(row) => row.try_get(0)?,
-                None => None,
-            };
-            if let Some(limit) = limit {
-                let live: i64 = tx
+            let live: bool = row.try_get(1)?;
+            if let (Some(limit), false) = (limit, live) {
+                let taken: i64 = tx
                     .query(&self.sql(LIVE_LEASES), &[&queue])?
                     .first()
                     .map(|row| row.try_get(0))
                     .transpose()?
                     .unwrap_or(0);
-                if live >= limit {
+                if taken >= limit {
                     return Err(lease_slot_taken(receipt.id, &queue, limit));
                 }
             }
-            tx.execute(&self.sql(EXTEND_EXPIRED), &[&receipt.id, &lease, &progress])?;
+            tx.execute(&self.sql(EXTEND_LOCKED), &[&receipt.id, &lease, &progress])?;
             Ok(())
         })
     }
@@ -1311,7 +1327,7 @@ impl Store for PostgresStore {
             &[&receipt.id, &receipt.token, &lease, &progress],
         )?;
         if extended.is_empty() {
-            return self.extend_expired(receipt, lease, progress);
+            return self.extend_limited(receipt, lease, progress);
         }
         Ok(())
     }
