@@ -1191,6 +1191,38 @@ enum tq_status tq_finish_batch(struct tq_queue *queue,
                                int32_t *out_statuses);
 
 /*
+ Completes `count` deliveries, as `tq_finish_batch` does (writing their
+ statuses to `out_statuses` when not NULL), and claims up to `max` ready
+ tasks, as `tq_pull_batch` does, in one transaction: a worker's finished
+ tasks and the claims of its free handlers share one commit (one flush
+ at TQ_DURABILITY_FULL). A task not held does not stop the others or
+ the claim. It never waits: `options` (NULL for the defaults) sets the
+ new tasks' lease and must not set a wait. `count` 0 only claims; `max`
+ 0 only finishes, and `out_tasks` may then be NULL. The finished tasks
+ must still be freed with `tq_task_free`.
+
+ Returns, once the transaction committed, TQ_OK with `*out_count` at
+ least 1 or TQ_EMPTY with `*out_count` 0 (check `out_statuses`); or, with
+ nothing finished or claimed and `*out_count` 0,
+ TQ_ERR_INVALID_ARGUMENT (NULL queue, tasks or out_count; NULL
+ out_tasks with `max` above 0; a NULL or freed task; a task pulled from
+ another file or PostgreSQL schema; options with a wait), TQ_ERR_BUSY,
+ TQ_ERR_IO.
+
+ Ownership: the caller owns each task written to `out_tasks[0..max]`
+ and frees it with `tq_task_free`.
+ Thread safety: as `tq_pull`.
+ */
+enum tq_status tq_finish_and_pull_batch(struct tq_queue *queue,
+                                        struct tq_task *const *tasks,
+                                        size_t count,
+                                        int32_t *out_statuses,
+                                        const struct tq_pull_options *options,
+                                        size_t max,
+                                        struct tq_task **out_tasks,
+                                        size_t *out_count);
+
+/*
  Ends this delivery of `task` as failed, keeping `reason` (NUL-terminated
  UTF-8, cut to `TQ_MAX_REASON_LEN` bytes; NULL or "" for none) as its last
  error. The task is pending again after the handle's retry back-off, or,

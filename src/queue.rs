@@ -15,7 +15,7 @@ use crate::options::{
 };
 use crate::schedule::{Schedule, ScheduleInfo};
 use crate::sqlite::SqliteStore;
-use crate::store::{Checkpoint, ListFrom, Look, NewTask, PutSchedule, Store};
+use crate::store::{Checkpoint, IfNotHeld, ListFrom, Look, NewTask, PutSchedule, Store};
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
     TaskTiming, MAX_RATE_CLAIMS,
@@ -562,10 +562,54 @@ impl Queue {
         }
         check_receipt(store, receipt)?;
         let lease = options.lease.as_millis() as i64;
-        let next = store
-            .finish_and_claim(receipt, now_unix_ms(), lease)
+        let (_, next) = store
+            .finish_and_claim(&[receipt], IfNotHeld::Refuse, now_unix_ms(), lease, 1)
             .map_err(|err| or_cancelled(store, receipt, err))?;
-        Ok(stamped(store, next.into_iter().collect()).pop())
+        if next.is_empty() {
+            // The slot it freed is not taken again, and the task may be
+            // waited for.
+            self.bell.ring();
+        }
+        Ok(stamped(store, next).pop())
+    }
+
+    /// Completes many deliveries and claims up to `max` ready tasks, in one
+    /// transaction: a worker's finished tasks and the claims of its free
+    /// handlers share one commit (one flush at
+    /// [`crate::Durability::Full`]). Says for each receipt whether it was
+    /// still held (and is now complete): those not held change nothing
+    /// and do not stop the rest, as with [`Queue::finish_batch`]. Claims as
+    /// [`Queue::pull_batch`] does, in its order, but never waits (options
+    /// with a wait are refused); `max` 0 claims nothing.
+    pub fn finish_and_pull_batch(
+        &self,
+        receipts: &[Receipt],
+        options: &PullOptions,
+        max: usize,
+    ) -> Result<(Vec<bool>, Vec<Task>)> {
+        let store = self.store()?;
+        if !options.wait.is_zero() {
+            return Err(Error::invalid_argument(
+                "finish-and-pull does not wait: when it finds no task, wait with pull",
+            ));
+        }
+        for receipt in receipts {
+            check_receipt(store, *receipt)?;
+        }
+        if receipts.is_empty() && max == 0 {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let lease = options.lease.as_millis() as i64;
+        let now = now_unix_ms();
+        let (held, next) = store.finish_and_claim(receipts, IfNotHeld::Skip, now, lease, max)?;
+        for (&receipt, _) in receipts.iter().zip(&held).filter(|(_, &held)| !held) {
+            // As in `finish_batch`: committed whatever this says.
+            let _ = store.end_cancelled(receipt, now_unix_ms());
+        }
+        if !receipts.is_empty() {
+            self.bell.ring();
+        }
+        Ok((held, stamped(store, next)))
     }
 
     /// Completes many deliveries in one transaction and says, for each,

@@ -107,6 +107,19 @@ pub struct Look {
     pub next_slot: Option<i64>,
 }
 
+/// What [`Store::finish_and_claim`] does when a delivery it is to finish
+/// is no longer current.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum IfNotHeld {
+    /// Fails with `NotHeld`, finishing and claiming nothing: one finish
+    /// and its next claim, whose error must mean nothing was done. Given
+    /// with one receipt only.
+    Refuse,
+    /// Changes nothing for it, and finishes the others and claims anyway:
+    /// a worker's batch, whose other tasks and free slots are its own.
+    Skip,
+}
+
 /// What a storage backend does. Every method is one atomic operation: it
 /// either happens whole or not at all, and it is safe to call from any
 /// number of threads at once.
@@ -144,10 +157,18 @@ pub(crate) trait Store: Send + Sync {
         retention: i64,
     ) -> Result<bool>;
 
-    /// Completes the delivery named by `receipt` and claims the next ready
-    /// task, in one transaction; `NotHeld`, changing nothing, when the
-    /// delivery is no longer current.
-    fn finish_and_claim(&self, receipt: Receipt, now: i64, lease: i64) -> Result<Option<Task>>;
+    /// Completes the deliveries named by `receipts` and claims up to `max`
+    /// ready tasks (as [`Store::claim`] does), in one transaction; says
+    /// for each receipt whether it was current (and is now complete). A
+    /// receipt no longer current does what `if_not_held` says.
+    fn finish_and_claim(
+        &self,
+        receipts: &[Receipt],
+        if_not_held: IfNotHeld,
+        now: i64,
+        lease: i64,
+        max: usize,
+    ) -> Result<(Vec<bool>, Vec<Task>)>;
 
     /// Ends a delivery as failed: the task is retried after a pause drawn
     /// from `backoff`, or is dead once it used its attempts. `NotHeld` when

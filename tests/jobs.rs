@@ -1026,6 +1026,76 @@ fn finish_and_pull_completes_one_task_and_claims_the_next_in_one_step(scratch: S
     assert_eq!(queue.count(TaskState::Leased).unwrap(), 0);
 }
 
+/// A worker's batch: the tasks that ended are finished and the next claimed
+/// in one transaction; a task no longer held changes nothing and stops
+/// neither the others nor the claim.
+fn finish_and_pull_batch_finishes_what_ended_and_claims_the_free_slots(scratch: Scratch) {
+    let queue = scratch.open();
+    let ids: Vec<i64> = (0..7).map(|i| push(&queue, &i.to_string())).collect();
+    let first = queue.pull_batch(3, &PullOptions::new()).unwrap();
+    // The second was finished meanwhile: its receipt is no longer current.
+    queue.finish(first[1].receipt()).unwrap();
+    let receipts: Vec<_> = first.iter().map(|task| task.receipt()).collect();
+    let (finished, next) = queue
+        .finish_and_pull_batch(&receipts, &PullOptions::new(), 3)
+        .unwrap();
+    assert_eq!(finished, [true, false, true]);
+    assert_eq!(
+        next.iter().map(|task| task.id()).collect::<Vec<_>>(),
+        ids[3..6],
+        "claimed in the order pull_batch claims"
+    );
+    assert_eq!(queue.count(TaskState::Leased).unwrap(), 3);
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 1);
+
+    // No receipt: a claim alone; max 0: finishes alone.
+    let receipts: Vec<_> = next.iter().map(|task| task.receipt()).collect();
+    let (finished, last) = queue
+        .finish_and_pull_batch(&[], &PullOptions::new(), 5)
+        .unwrap();
+    assert!(finished.is_empty());
+    assert_eq!(last.iter().map(|task| task.id()).collect::<Vec<_>>(), ids[6..]);
+    let (finished, none) = queue
+        .finish_and_pull_batch(&receipts, &PullOptions::new(), 0)
+        .unwrap();
+    assert_eq!(finished, [true; 3]);
+    assert!(none.is_empty());
+
+    // It never waits: a wait is refused, and nothing is finished.
+    let err = queue
+        .finish_and_pull_batch(&[last[0].receipt()], &waiting(1_000), 1)
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert_eq!(queue.count(TaskState::Leased).unwrap(), 1);
+    let (finished, none) = queue
+        .finish_and_pull_batch(&[last[0].receipt()], &PullOptions::new(), 4)
+        .unwrap();
+    assert_eq!(finished, [true]);
+    assert!(none.is_empty(), "nothing is left to claim");
+    assert_eq!(queue.count(TaskState::Leased).unwrap(), 0);
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 0);
+}
+
+/// A task cancelled while held is reported not held by the batch, and ends
+/// as cancelled; the claim goes on.
+fn finish_and_pull_batch_ends_a_task_cancelled_meanwhile(scratch: Scratch) {
+    let queue = scratch.open_with(OpenOptions::new().keep_history(true));
+    let cancelled = push(&queue, "1");
+    push(&queue, "2");
+    let held = pull(&queue).unwrap();
+    assert_eq!(held.id(), cancelled);
+    queue.cancel_task(cancelled, "no longer wanted").unwrap();
+    let (finished, next) = queue
+        .finish_and_pull_batch(&[held.receipt()], &PullOptions::new(), 1)
+        .unwrap();
+    assert_eq!(finished, [false]);
+    assert_eq!(next.len(), 1);
+    assert_eq!(
+        queue.task(cancelled).unwrap().unwrap().state(),
+        TaskState::Cancelled
+    );
+}
+
 fn threads_writing_at_once_each_get_their_own_result(scratch: Scratch) {
     let mut options = OpenOptions::new();
     options.durability(Durability::Full);
@@ -1091,6 +1161,8 @@ on_both_backends!(
     a_task_tells_when_it_was_pushed_claimed_and_ended,
     the_oldest_ready_age_and_pages_of_tasks_show_the_backlog,
     finish_and_pull_completes_one_task_and_claims_the_next_in_one_step,
+    finish_and_pull_batch_finishes_what_ended_and_claims_the_free_slots,
+    finish_and_pull_batch_ends_a_task_cancelled_meanwhile,
     threads_writing_at_once_each_get_their_own_result,
     a_task_in_an_unknown_state_is_reported_as_not_a_database,
     both_backends_claim_in_one_order_and_refuse_an_old_delivery_alike,

@@ -941,32 +941,121 @@ pub extern "C" fn tq_finish_batch(
 ) -> tq_status {
     guard("tq_finish_batch", || {
         let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
+        let batch = unsafe { Deliveries::borrow(tasks, count) }?;
+        let held = queue.0.finish_batch(&batch.receipts)?;
+        unsafe { batch.report(held, out_statuses) };
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Completes `count` deliveries, as `tq_finish_batch` does (writing their
+/// statuses to `out_statuses` when not NULL), and claims up to `max` ready
+/// tasks, as `tq_pull_batch` does, in one transaction: a worker's finished
+/// tasks and the claims of its free handlers share one commit (one flush
+/// at TQ_DURABILITY_FULL). A task not held does not stop the others or
+/// the claim. It never waits: `options` (NULL for the defaults) sets the
+/// new tasks' lease and must not set a wait. `count` 0 only claims; `max`
+/// 0 only finishes, and `out_tasks` may then be NULL. The finished tasks
+/// must still be freed with `tq_task_free`.
+///
+/// Returns, once the transaction committed, TQ_OK with `*out_count` at
+/// least 1 or TQ_EMPTY with `*out_count` 0 (check `out_statuses`); or, with
+/// nothing finished or claimed and `*out_count` 0,
+/// TQ_ERR_INVALID_ARGUMENT (NULL queue, tasks or out_count; NULL
+/// out_tasks with `max` above 0; a NULL or freed task; a task pulled from
+/// another file or PostgreSQL schema; options with a wait), TQ_ERR_BUSY,
+/// TQ_ERR_IO.
+///
+/// Ownership: the caller owns each task written to `out_tasks[0..max]`
+/// and frees it with `tq_task_free`.
+/// Thread safety: as `tq_pull`.
+#[no_mangle]
+pub extern "C" fn tq_finish_and_pull_batch(
+    queue: *mut tq_queue,
+    tasks: *const *mut tq_task,
+    count: usize,
+    out_statuses: *mut i32,
+    options: *const tq_pull_options,
+    max: usize,
+    out_tasks: *mut *mut tq_task,
+    out_count: *mut usize,
+) -> tq_status {
+    guard("tq_finish_and_pull_batch", || {
+        let out = if max == 0 && out_tasks.is_null() {
+            let out_count = out_pointer(out_count, "out_count")?;
+            // SAFETY: non-NULL and writable per the contract.
+            unsafe { out_count.write(0) };
+            None
+        } else {
+            Some(unsafe { TaskArray::new(out_tasks, max, out_count) }?)
+        };
+        let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
+        let batch = unsafe { Deliveries::borrow(tasks, count) }?;
+        let defaults = PullOptions::default();
+        let options = unsafe { borrow_optional(options, "options") }?.map_or(&defaults, |o| &o.0);
+        let (held, claimed) = queue
+            .0
+            .finish_and_pull_batch(&batch.receipts, options, max)?;
+        unsafe { batch.report(held, out_statuses) };
+        let claimed = claimed
+            .into_iter()
+            .map(tq_task::delivered)
+            .collect::<Result<Vec<_>>>()?;
+        match out {
+            Some(out) if !claimed.is_empty() => {
+                out.fill(claimed)?;
+                Ok(tq_status::TQ_OK)
+            }
+            _ => Ok(tq_status::TQ_EMPTY),
+        }
+    })
+}
+
+/// The deliveries a batch call is given: the caller's tasks, and the
+/// receipts of those that have one (a listed task has none).
+struct Deliveries<'a> {
+    tasks: Vec<&'a tq_task>,
+    receipts: Vec<Receipt>,
+}
+
+impl Deliveries<'_> {
+    /// Safety: a non-NULL `tasks` holds `count` pointers, per the calls'
+    /// contracts.
+    unsafe fn borrow<'a>(tasks: *const *mut tq_task, count: usize) -> Result<Deliveries<'a>> {
         let tasks = unsafe { array(tasks, count, "tasks") }?
             .iter()
             .enumerate()
             .map(|(index, &task)| unsafe { borrow(task.cast_const(), &format!("tasks[{index}]")) })
             .collect::<Result<Vec<&tq_task>>>()?;
-        // Listed tasks have no receipt: they are reported as not held.
-        let receipts: Vec<Receipt> = tasks.iter().filter_map(|task| task.receipt).collect();
-        let mut held = queue.0.finish_batch(&receipts)?.into_iter();
-        let statuses: Vec<i32> = tasks
+        let receipts = tasks.iter().filter_map(|task| task.receipt).collect();
+        Ok(Deliveries { tasks, receipts })
+    }
+
+    /// Writes, when `out_statuses` is not NULL, TQ_OK to
+    /// `out_statuses[i]` for each task finished (`held`, one per receipt)
+    /// and TQ_ERR_NOT_HELD for the others, listed tasks among them.
+    ///
+    /// Safety: a non-NULL `out_statuses` has room for one value per task.
+    unsafe fn report(&self, held: Vec<bool>, out_statuses: *mut i32) {
+        if out_statuses.is_null() {
+            return;
+        }
+        let mut held = held.into_iter();
+        let statuses: Vec<i32> = self
+            .tasks
             .iter()
             .map(|task| {
-                let finished = task.receipt.is_some() && held.next() == Some(true);
-                if finished {
+                if task.receipt.is_some() && held.next() == Some(true) {
                     tq_status::TQ_OK as i32
                 } else {
                     tq_status::TQ_ERR_NOT_HELD as i32
                 }
             })
             .collect();
-        if !out_statuses.is_null() {
-            // SAFETY: a non-NULL `out_statuses` has room for `count` values.
-            unsafe { std::slice::from_raw_parts_mut(out_statuses, count) }
-                .copy_from_slice(&statuses);
-        }
-        Ok(tq_status::TQ_OK)
-    })
+        // SAFETY: per the contract above.
+        unsafe { std::slice::from_raw_parts_mut(out_statuses, statuses.len()) }
+            .copy_from_slice(&statuses);
+    }
 }
 
 /// Ends this delivery of `task` as failed, keeping `reason` (NUL-terminated

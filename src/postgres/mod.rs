@@ -56,9 +56,9 @@ pub(crate) struct PostgresStore {
     /// The finishes made at once by this handle's threads, run as one
     /// statement.
     finishes: Group<Vec<Receipt>, Vec<bool>>,
-    /// The finish-and-claims (a receipt and a lease each) made at once by
-    /// this handle's threads, run as one transaction.
-    finish_and_claims: Group<(Receipt, i64), Option<Task>>,
+    /// The finish-and-claims made at once by this handle's threads, run as
+    /// one transaction.
+    finish_and_claims: Group<tasks::FinishAndClaim, (Vec<bool>, Vec<Task>)>,
 }
 
 impl Drop for PostgresStore {

@@ -18,7 +18,7 @@ use crate::options::RetryBackoff;
 use crate::schedule::{Schedule, ScheduleInfo};
 use crate::store::{
     cancellations_channel, delivery_stop, group_predecessor_sql, holds_unique_key,
-    lease_slot_taken, not_held, of_item, parent_ids, pause_until, sort_claimed, state_condition,
+    lease_slot_taken, not_held, IfNotHeld, of_item, parent_ids, pause_until, sort_claimed, state_condition,
     stored_pause, stored_reason, visible_state, waits_for, Checkpoint, ListFrom, NewTask,
     PutSchedule, Store, CANCELLED, CANCELLING, DEAD, DONE, LEASED, NEVER_USED,
 };
@@ -46,6 +46,15 @@ const SLOT_WANT_RENEWED_BEFORE_END: i64 = SLOT_WANTED_FOR / 2;
 
 /// The live leases of queue `$1`, which hold a slot of its concurrency
 /// limit (expired ones hold none): two ranges of partial indexes.
+/// One finish-and-claim ([`Store::finish_and_claim`]), as its handle's
+/// threads' calls made at once are run together.
+pub(super) struct FinishAndClaim {
+    receipts: Vec<Receipt>,
+    if_not_held: IfNotHeld,
+    lease: i64,
+    max: usize,
+}
+
 macro_rules! live_leases {
     () => {
         "((SELECT count(*) FROM @.tasks WHERE queue = $1 AND state = 1 AND lease_expires_at > NOW_MS)
@@ -910,43 +919,55 @@ impl PostgresStore {
             .collect()
     }
 
-    /// Runs finish-and-claims made at once (a receipt and a lease each) in
-    /// one transaction: one statement finishes them all, then one claims
-    /// a task for each whose delivery was current (per lease).
-    fn finish_and_claim_together(&self, calls: &[(Receipt, i64)]) -> Vec<Result<Option<Task>>> {
-        let receipts: Vec<Receipt> = calls.iter().map(|&(receipt, _)| receipt).collect();
+    /// Runs finish-and-claims made at once in one transaction: one
+    /// statement finishes them all, then one claims the tasks of all those
+    /// to claim (per lease).
+    fn finish_and_claim_together(
+        &self,
+        calls: &[FinishAndClaim],
+    ) -> Vec<Result<(Vec<bool>, Vec<Task>)>> {
+        let receipts: Vec<Receipt> = calls
+            .iter()
+            .flat_map(|call| call.receipts.iter().copied())
+            .collect();
         let outcome = self.write(|tx| {
-            let done = self.finish_with(|sql, params| tx.query(sql, params), &receipts)?;
+            let mut done = self
+                .finish_with(|sql, params| tx.query(sql, params), &receipts)?
+                .into_iter();
+            let held: Vec<Vec<bool>> = calls
+                .iter()
+                .map(|call| done.by_ref().take(call.receipts.len()).collect())
+                .collect();
             let claims: Vec<(usize, i64)> = calls
                 .iter()
-                .zip(&done)
-                .map(|(&(_, lease), &done)| (usize::from(done), lease))
+                .zip(&held)
+                .map(|(call, held)| {
+                    let refused = call.if_not_held == IfNotHeld::Refuse && held.contains(&false);
+                    (if refused { 0 } else { call.max }, call.lease)
+                })
                 .collect();
             let claimed = self
                 .claim_together(|sql, params| tx.query(sql, params), true, &claims)
                 .into_iter()
-                .map(|tasks| tasks.map(|mut tasks| tasks.pop()))
-                .collect::<Result<Vec<Option<Task>>>>()?;
-            Ok((done, claimed))
+                .collect::<Result<Vec<Vec<Task>>>>()?;
+            Ok((held, claimed))
         });
         match outcome {
-            Ok((done, claimed)) => {
-                // A finish whose claim took no task left its slot free.
-                if done
-                    .iter()
-                    .zip(&claimed)
-                    .any(|(&done, task)| done && task.is_none())
-                {
+            Ok((held, claimed)) => {
+                // Finishes whose claims took fewer tasks left slots free.
+                let finished: usize = held.iter().flatten().filter(|&&done| done).count();
+                if finished > claimed.iter().map(Vec::len).sum() {
                     self.slots_freed();
                 }
                 calls
                     .iter()
-                    .zip(done.into_iter().zip(claimed))
-                    .map(|(&(receipt, _), (done, task))| {
-                        if done {
-                            Ok(task)
-                        } else {
-                            Err(not_held(receipt.id))
+                    .zip(held.into_iter().zip(claimed))
+                    .map(|(call, (held, tasks))| {
+                        match held.iter().position(|&done| !done) {
+                            Some(lost) if call.if_not_held == IfNotHeld::Refuse => {
+                                Err(not_held(call.receipts[lost].id))
+                            }
+                            _ => Ok((held, tasks)),
                         }
                     })
                     .collect()
@@ -1277,11 +1298,22 @@ impl Store for PostgresStore {
         Ok(!rows.is_empty())
     }
 
-    fn finish_and_claim(&self, receipt: Receipt, _now: i64, lease: i64) -> Result<Option<Task>> {
+    fn finish_and_claim(
+        &self,
+        receipts: &[Receipt],
+        if_not_held: IfNotHeld,
+        _now: i64,
+        lease: i64,
+        max: usize,
+    ) -> Result<(Vec<bool>, Vec<Task>)> {
+        let call = FinishAndClaim {
+            receipts: receipts.to_vec(),
+            if_not_held,
+            lease,
+            max,
+        };
         self.finish_and_claims
-            .submit_committed((receipt, lease), |calls| {
-                self.finish_and_claim_together(&calls)
-            })
+            .submit_committed(call, |calls| self.finish_and_claim_together(&calls))
     }
 
     fn fail(

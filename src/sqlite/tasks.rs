@@ -20,7 +20,7 @@ use crate::queue::now_unix_ms;
 use crate::schedule::{Schedule, ScheduleInfo};
 use crate::store::{
     cancellations_channel, cancelled_for, claim_order, delivery_stop, group_predecessor_sql,
-    holds_unique_key, lease_slot_taken, not_held, of_item, parent_ids, pause_until, sort_claimed,
+    holds_unique_key, lease_slot_taken, IfNotHeld, not_held, of_item, parent_ids, pause_until, sort_claimed,
     state_condition, stored_pause, stored_reason, visible_state, waits_for, Checkpoint, ListFrom,
     Look, NewTask, PutSchedule, Store, BLOCKED, CANCELLED, CANCELLING, DEAD, DONE, LEASED,
     NEVER_USED, READY, STORED_STATES, UNTIL_RESUMED, WAITING,
@@ -1213,7 +1213,8 @@ pub(crate) enum Op {
         keep_until: i64,
     },
     FinishAndClaim {
-        receipt: Receipt,
+        receipts: Vec<Receipt>,
+        if_not_held: IfNotHeld,
         keep_history: bool,
         claim: ClaimArgs,
     },
@@ -1260,6 +1261,7 @@ pub(crate) enum Output {
     Pushed(Vec<Pushed>),
     Tasks(Vec<Task>),
     Held(Vec<bool>),
+    HeldAndTasks(Vec<bool>, Vec<Task>),
     Failed(Failed),
     Extended,
 }
@@ -1304,17 +1306,22 @@ pub(super) fn run(
             keep_until,
         )?])),
         Op::FinishAndClaim {
-            receipt,
+            receipts,
+            if_not_held,
             keep_history,
             claim,
-        } => Ok(Output::Tasks(finish_and_claim(
-            conn,
-            receipt,
-            keep_history,
-            &claim,
-            holder,
-            process,
-        )?)),
+        } => {
+            let (held, tasks) = finish_and_claim(
+                conn,
+                &receipts,
+                if_not_held,
+                keep_history,
+                &claim,
+                holder,
+                process,
+            )?;
+            Ok(Output::HeldAndTasks(held, tasks))
+        }
         Op::Fail {
             receipt,
             reason,
@@ -1394,25 +1401,36 @@ fn finish_with_result(
     Ok(held)
 }
 
-/// Finishes one task and claims the next in the same transaction; a
-/// receipt no longer held fails the whole operation, so that nothing is
-/// claimed on the strength of a finish that did not happen.
+/// Finishes tasks and claims the next in the same transaction. With
+/// [`IfNotHeld::Refuse`], a receipt no longer held fails the whole
+/// operation, so that nothing is claimed on the strength of a finish that
+/// did not happen.
+#[allow(clippy::too_many_arguments)]
 fn finish_and_claim(
     conn: &Connection,
-    receipt: Receipt,
+    receipts: &[Receipt],
+    if_not_held: IfNotHeld,
     keep_history: bool,
     claim: &ClaimArgs,
     holder: &mut Option<i64>,
     process: &ProcessId,
-) -> Result<Vec<Task>> {
+) -> Result<(Vec<bool>, Vec<Task>)> {
     let (now, _) = claim.time_under_lock();
-    if !finish_one(conn, receipt, now, keep_history, None)? {
-        return Err(not_held(receipt.id));
+    let mut held = Vec::with_capacity(receipts.len());
+    for &receipt in receipts {
+        let finished = finish_one(conn, receipt, now, keep_history, None)?;
+        if !finished && if_not_held == IfNotHeld::Refuse {
+            return Err(not_held(receipt.id));
+        }
+        held.push(finished);
     }
-    if !keep_history {
+    if !keep_history && !receipts.is_empty() {
         sweep_reserved(conn, &claim.queue, now)?;
     }
-    claim_for(conn, claim, holder, process)
+    if claim.max == 0 {
+        return Ok((held, Vec::new()));
+    }
+    Ok((held, claim_for(conn, claim, holder, process)?))
 }
 
 /// Moves a held lease's expiry (and records progress, if given); a
@@ -1687,13 +1705,27 @@ impl Store for SqliteStore {
         }
     }
 
-    fn finish_and_claim(&self, receipt: Receipt, now: i64, lease: i64) -> Result<Option<Task>> {
+    fn finish_and_claim(
+        &self,
+        receipts: &[Receipt],
+        if_not_held: IfNotHeld,
+        now: i64,
+        lease: i64,
+        max: usize,
+    ) -> Result<(Vec<bool>, Vec<Task>)> {
         match self.submit(Op::FinishAndClaim {
-            receipt,
+            receipts: receipts.to_vec(),
+            if_not_held,
             keep_history: self.keep_history,
-            claim: self.claim_args(1, now, lease),
+            claim: self.claim_args(max, now, lease),
         })? {
-            Output::Tasks(mut tasks) => Ok(tasks.pop()),
+            Output::HeldAndTasks(held, tasks) => {
+                if held.iter().filter(|&&held| held).count() > tasks.len() {
+                    // Slots of a concurrency limit were freed, not taken again.
+                    self.ring_other_processes();
+                }
+                Ok((held, tasks))
+            }
             _ => Err(wrong_output()),
         }
     }

@@ -99,6 +99,8 @@ int main(int argc, char **argv)
     STATUS_CASE(tq_pull_batch, tq_pull_batch(queue, NULL, 1, &unpulled, &count));
     STATUS_CASE(tq_finish_batch, tq_finish_batch(queue, tasks, 1, NULL));
     STATUS_CASE(tq_finish_and_pull, tq_finish_and_pull(queue, task, NULL, &unpulled));
+    STATUS_CASE(tq_finish_and_pull_batch,
+                tq_finish_and_pull_batch(queue, tasks, 1, NULL, NULL, 1, &unpulled, &count));
     STATUS_CASE(tq_fail, tq_fail(queue, task, "no"));
     STATUS_CASE(tq_extend, tq_extend(queue, task, 1000));
     STATUS_CASE(tq_extend_with_progress, tq_extend_with_progress(queue, task, 1000, "1"));

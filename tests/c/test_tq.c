@@ -2375,6 +2375,43 @@ static void test_batch_pull_and_finish(const char *dir)
     tq_task_free(rest[0]);
     tq_task_free(rest[1]);
 
+    /* tq_finish_and_pull_batch: the tasks that ended finished, the next
+     * claimed, in one call; a task not held stops neither. */
+    for (int i = 0; i < 4; i++)
+        push_text(q, "{}");
+    tq_task *held[2] = {NULL, NULL};
+    CHECK_STATUS(tq_pull_batch(q, NULL, 2, held, &n), TQ_OK);
+    REQUIRE(n == 2);
+    CHECK_STATUS(tq_finish(q, held[0]), TQ_OK);
+    tq_task *next[3] = {NULL, NULL, NULL};
+    CHECK_STATUS(tq_finish_and_pull_batch(q, held, 2, statuses, NULL, 3, NULL, &n), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("out_tasks");
+    CHECK_STATUS(tq_finish_and_pull_batch(q, held, 2, statuses, NULL, 3, next, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_INT(count(q, TQ_STATE_LEASED), 1);
+    tq_pull_options *waits = tq_pull_options_new();
+    REQUIRE(waits != NULL);
+    CHECK_STATUS(tq_pull_options_set_wait_ms(waits, 100), TQ_OK);
+    CHECK_STATUS(tq_finish_and_pull_batch(q, held, 2, statuses, waits, 3, next, &n), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_INT(n, 0);
+    tq_pull_options_free(waits);
+    CHECK_STATUS(tq_finish_and_pull_batch(q, held, 2, statuses, NULL, 3, next, &n), TQ_OK);
+    CHECK_INT(statuses[0], TQ_ERR_NOT_HELD);
+    CHECK_INT(statuses[1], TQ_OK);
+    REQUIRE(n == 2);
+    CHECK(next[0] && next[1] && next[2] == NULL);
+    CHECK_INT(count(q, TQ_STATE_LEASED), 2);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 0);
+    /* max 0 only finishes, and takes no array. */
+    CHECK_STATUS(tq_finish_and_pull_batch(q, next, 2, statuses, NULL, 0, NULL, &n), TQ_EMPTY);
+    CHECK_INT(n, 0);
+    CHECK_INT(statuses[0], TQ_OK);
+    CHECK_INT(statuses[1], TQ_OK);
+    CHECK_INT(count(q, TQ_STATE_LEASED), 0);
+    for (int i = 0; i < 2; i++) {
+        tq_task_free(held[i]);
+        tq_task_free(next[i]);
+    }
+
     /* tq_pull_batch's array passes to tq_finish_batch as it is, no cast. */
     for (int i = 0; i < 2; i++)
         push_text(q, "{}");
