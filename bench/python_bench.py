@@ -31,6 +31,17 @@ when it cannot be imported:
 - 2 producers + 2 consumers, pull → finish: as below, each tq consumer
   waiting in a blocking pull and then finishing the task.
 
+- drain, 1 thread pull → finish: the same from one thread, so that the
+  rows show what more threads bring.
+
+Then tq's worker helper, Queue.work, where the prototype's users write the
+plain loops above, against the prototype's row it replaces:
+
+- drain, Queue.work(concurrency=4): the tasks pushed beforehand, against
+  the prototype's 4 threads pulling and finishing.
+- 2 producers + Queue.work(concurrency=2): 2 threads push while Queue.work
+  runs, against the prototype's 2 producers + 2 consumers.
+
 Then every scenario, each timed alone on a fresh file:
 
 - push: single pushes from one thread.
@@ -108,14 +119,20 @@ PRODUCERS_CONSUMERS = "2 producers + 2 consumers"
 # The plain calls a user migrating from the prototype writes: push; pull,
 # then finish. No batches, no finish_and_pull.
 PLAIN_PUSH = "push, 1 thread"
+PLAIN_DRAIN_ONE = "drain, 1 thread pull → finish"
 PLAIN_DRAIN = f"drain, {THREADS} threads pull → finish"
 PLAIN_MIXED = "2 producers + 2 consumers, pull → finish"
-PLAIN_SCENARIOS = [PLAIN_PUSH, PLAIN_DRAIN, PLAIN_MIXED]
+PLAIN_SCENARIOS = [PLAIN_PUSH, PLAIN_DRAIN_ONE, PLAIN_DRAIN, PLAIN_MIXED]
+# tq's worker helper, Queue.work, where the prototype's users write the
+# plain loops above: each row is compared with the prototype's row named.
+WORK_DRAIN = f"drain, Queue.work(concurrency={THREADS})"
+WORK_MIXED = "2 producers + Queue.work(concurrency=2)"
+WORK_SCENARIOS = {WORK_DRAIN: PLAIN_DRAIN, WORK_MIXED: PLAIN_MIXED}
 PERSIST_QUEUE_VERSION = "1.1.0"
 BATCH_PUSH = f"batch push ({PUSH_BATCH:,} per call)"
 BATCH_PULL = f"batch pull+finish ({PULL_BATCH} per call)"
 SCENARIOS = [PUSH, PULL_FINISH, LOOP, LOOP_THREADS, PRODUCERS_CONSUMERS, BATCH_PUSH, BATCH_PULL]
-ALL_SCENARIOS = PLAIN_SCENARIOS + SCENARIOS
+ALL_SCENARIOS = PLAIN_SCENARIOS + SCENARIOS + list(WORK_SCENARIOS)
 # The prototype has no batches: its single operations stand in for them.
 PROTOTYPE_STAND_IN = {BATCH_PUSH: PUSH, BATCH_PULL: PULL_FINISH}
 
@@ -530,6 +547,38 @@ def producers_and_consumers(subject, ops, plain=False):
     return ops / seconds
 
 
+def worker_helper(subject, ops, concurrency, producers):
+    """Queue.work with a handler that reads each payload, over tasks pushed
+    beforehand or by ``producers`` threads meanwhile; stopped once every
+    task was delivered."""
+    if not producers:
+        subject.push_many([payload(i) for i in range(ops)])
+    delivered = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def handle(task):
+        obj = task.payload
+        with lock:
+            delivered.append(obj)
+            if len(delivered) == ops:
+                stop.set()
+
+    def produce(first):
+        for i in range(first, ops, producers):
+            subject.push(payload(i))
+
+    def work():
+        stats = subject.queue.work(handle, concurrency=concurrency, stop=stop)
+        if stats != tq.WorkStats(finished=ops, failed=0, lost=0):
+            fail(f"Queue.work: {stats}")
+
+    producing = [lambda first=first: produce(first) for first in range(producers)]
+    seconds = run_threads([work, *producing], stop.set)
+    verify(subject, delivered, ops)
+    return ops / seconds
+
+
 def batch_push(subject, ops):
     """push_many in calls of PUSH_BATCH, then a batch drain (untimed)."""
 
@@ -664,6 +713,7 @@ def main():
                         [PLAIN_PUSH],
                         lambda subject: [push_then_pull_finish(subject, OPS)[0]],
                     )
+                    measure(durability, make, [PLAIN_DRAIN_ONE], lambda subject: [drain_threads(subject, OPS, 1)])
                     measure(durability, make, [PLAIN_DRAIN], lambda subject: [drain_threads(subject, OPS, THREADS)])
                     measure(
                         durability,
@@ -689,6 +739,10 @@ def main():
                         [PRODUCERS_CONSUMERS],
                         lambda subject: [producers_and_consumers(subject, OPS)],
                     )
+                measure(
+                    durability, Binding, [WORK_DRAIN], lambda subject: [worker_helper(subject, OPS, THREADS, 0)]
+                )
+                measure(durability, Binding, [WORK_MIXED], lambda subject: [worker_helper(subject, OPS, 2, 2)])
                 for make in (Binding, Ctypes):
                     measure(durability, make, [BATCH_PUSH], lambda subject: [batch_push(subject, BATCH_OPS)])
                     measure(
@@ -740,6 +794,16 @@ def main():
             print(
                 f"{scenario:<31} {cell(key['prototype']):>24} {cell(key['tq']):>24} {cell(key['ctypes']):>24}"
                 f" {ratio(key['tq'], reference, 'x'):>13} {ratio(key['tq'], key['ctypes']):>10}"
+            )
+    print(f"\nThe worker helper against the prototype's plain loop it replaces, tasks/s")
+    print(f"{'workload':<50} {'prototype':>22} {'tq':>22} {'tq/prototype':>13}")
+    for durability in DURABILITIES:
+        for scenario, replaced in WORK_SCENARIOS.items():
+            tq_key = (durability, scenario, "tq")
+            prototype_key = (durability, replaced, "prototype")
+            print(
+                f"{durability + ': ' + scenario:<50} {cell(prototype_key):>22} {cell(tq_key):>22}"
+                f" {ratio(tq_key, prototype_key, 'x'):>13}"
             )
     elapsed = time.monotonic() - started
     print(

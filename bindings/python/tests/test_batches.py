@@ -167,6 +167,40 @@ def test_finish_many_takes_only_tasks(queue):
         queue.finish_many([snapshot])
 
 
+def test_finish_and_pull_many_finishes_and_claims_in_one_call(queue):
+    ids = queue.push_many(range(7))
+    first = queue.pull_many(3)
+    first[1].finish()
+    finished, claimed = queue.finish_and_pull_many(first, 3, lease=60)
+    assert finished == [True, False, True]
+    assert [task.id for task in claimed] == ids[3:6]
+    assert queue.count("leased") == 3
+    # n 0 only finishes; no tasks only claims.
+    finished, none = queue.finish_and_pull_many(claimed, 0)
+    assert (finished, none) == ([True, True, True], [])
+    finished, last = queue.finish_and_pull_many([], 5)
+    assert finished == [] and [task.id for task in last] == ids[6:]
+    # Nothing ready: the finish is done, nothing claimed.
+    assert queue.finish_and_pull_many(last, 2) == ([True], [])
+    assert queue.counts()["pending"] == 0 and queue.count("leased") == 0
+
+
+def test_finish_and_pull_many_with_a_closed_task_does_nothing(queue):
+    queue.push_many(range(3))
+    kept, closed = queue.pull_many(2)
+    closed.close()
+    with pytest.raises(tq.ClosedError, match=f"task {closed.id} is closed"):
+        queue.finish_and_pull_many([kept, closed], 1)
+    assert queue.count("leased") == 2
+    assert queue.counts()["pending"] == 1
+    with pytest.raises(TypeError, match="finish_and_pull_many takes tq.Task objects"):
+        queue.finish_and_pull_many([1], 1)
+    with pytest.raises(tq.InvalidArgumentError):
+        queue.finish_and_pull_many([kept], -1)
+    assert queue.count("leased") == 2
+    kept.finish()
+
+
 def test_finish_many_from_threads_at_once_finishes_each_task_once(queue):
     queue.push_many(range(40))
     tasks = queue.pull_many(40)

@@ -68,49 +68,89 @@ def test_every_task_is_handled_once_by_at_most_concurrency_handlers(queue):
     assert queue.counts() == {"pending": 0, "leased": 0, "done": 0, "dead": 0, "cancelled": 0}
 
 
-def test_claims_take_a_batch_for_the_free_handlers_and_never_more(queue, monkeypatch):
-    queue.push_many({"n": n} for n in range(20))
+def test_claims_take_a_batch_for_the_free_handlers_and_never_more(path, monkeypatch):
+    """Handlers that wait: each of the 4 gets a task of the first claims,
+    and nothing is claimed ahead of them. Then handlers that return at
+    once: the tasks held (by another handle's count) never exceed the
+    concurrency, and each commit claims several tasks."""
     concurrency = 4
+    with tq.Queue(path) as queue, tq.Queue(path) as observer:
+        queue.push_many({"n": n} for n in range(200))
+        lock = threading.Lock()
+        claims = []
+        finish_and_claim = queue._finish_and_claim
+        pull_many = queue.pull_many
+
+        def recording_finish_and_claim(caller, tasks, n, options):
+            finished, claimed = finish_and_claim(caller, tasks, n, options)
+            with lock:
+                claims.append(len(claimed))
+            return finished, claimed
+
+        def recording_pull_many(n, *args, **kwargs):
+            claimed = pull_many(n, *args, **kwargs)
+            with lock:
+                claims.append(len(claimed))
+            return claimed
+
+        monkeypatch.setattr(queue, "_finish_and_claim", recording_finish_and_claim)
+        monkeypatch.setattr(queue, "pull_many", recording_pull_many)
+        release = threading.Event()
+        running = [0]
+        handled = []
+
+        def handle(task):
+            with lock:
+                running[0] += 1
+            if not release.is_set():
+                release.wait(10)
+            with lock:
+                running[0] -= 1
+                handled.append(task.id)
+
+        thread, stop, outcome = start_work(queue, handle, concurrency=concurrency)
+        wait_for(lambda: running[0] == concurrency)
+        time.sleep(0.1)
+        # Nothing claimed ahead of the handlers.
+        assert observer.count("leased") == concurrency
+        most_held = 0
+        release.set()
+        while len(handled) < 200:
+            most_held = max(most_held, observer.count("leased"))
+        stop.set()
+        thread.join(10)
+        assert outcome["stats"] == tq.WorkStats(finished=200, failed=0, lost=0)
+        assert 1 <= most_held <= concurrency
+        # The tasks were claimed several at a time, not one claim each.
+        assert sum(claims) == 200
+        assert len([n for n in claims if n]) < 200 / 2
+
+
+def test_handlers_that_turn_long_get_a_thread_each(queue):
+    """Short handlers run in turn on the thread at hand; once they take
+    long (here, waiting on each other), the tasks claimed get threads of
+    their own rather than waiting for that thread."""
+    queue.push_many({"long": False} for _ in range(100))
     lock = threading.Lock()
-    running = [0]
-    sizes = []
-    too_many = []
-    pull_many = queue.pull_many
-
-    def recording_pull_many(n, *args, **kwargs):
-        with lock:
-            sizes.append(n)
-            if running[0] + n > concurrency:
-                too_many.append((running[0], n))
-        return pull_many(n, *args, **kwargs)
-
-    monkeypatch.setattr(queue, "pull_many", recording_pull_many)
-    release = threading.Event()
-    handled = []
+    short_done = []
 
     def handle(task):
-        with lock:
-            running[0] += 1
-        release.wait(10)
-        with lock:
-            running[0] -= 1
-            handled.append(task.id)
+        if task.payload["long"]:
+            # Returns only once 4 long handlers run at once.
+            together.wait(10)
+        else:
+            with lock:
+                short_done.append(task.id)
 
-    thread, stop, outcome = start_work(queue, handle, concurrency=concurrency)
-    wait_for(lambda: running[0] == concurrency)
-    time.sleep(0.1)
-    # Nothing claimed ahead of the handlers.
-    assert queue.count("leased") == concurrency
-    assert sizes[0] == concurrency
-    assert too_many == []
-    release.set()
-    wait_for(lambda: len(handled) == 20)
+    together = threading.Barrier(4)
+    thread, stop, outcome = start_work(queue, handle, concurrency=4)
+    wait_for(lambda: len(short_done) == 100)
+    queue.push_many({"long": True} for _ in range(4))
+    wait_for(lambda: queue.counts()["pending"] == 0 and queue.count("leased") == 0)
     stop.set()
     thread.join(10)
-    assert outcome["stats"].finished == 20
-    assert all(1 <= n <= concurrency for n in sizes) and too_many == []
-    # Free handlers were claimed for together, not one pull each.
-    assert len(sizes) < 20
+    assert not together.broken
+    assert outcome["stats"] == tq.WorkStats(finished=104, failed=0, lost=0)
 
 
 def test_a_raising_handler_fails_its_task_with_the_reason(queue):

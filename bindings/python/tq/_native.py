@@ -141,6 +141,10 @@ PROTOTYPES = {
     "tq_finish": (STATUS, [QUEUE_P, TASK_P]),
     "tq_finish_and_pull": (STATUS, [QUEUE_P, TASK_P, PULL_OPTIONS_P, POINTER(TASK_P)]),
     "tq_finish_batch": (STATUS, [QUEUE_P, POINTER(TASK_P), c_size_t, POINTER(c_int32)]),
+    "tq_finish_and_pull_batch": (
+        STATUS,
+        [QUEUE_P, POINTER(TASK_P), c_size_t, POINTER(c_int32), PULL_OPTIONS_P, c_size_t, POINTER(TASK_P), POINTER(c_size_t)],
+    ),
     "tq_finish_with_result": (STATUS, [QUEUE_P, TASK_P, c_char_p]),
     "tq_get_task": (STATUS, [QUEUE_P, c_int64, POINTER(TASK_P)]),
     "tq_wait_task": (STATUS, [QUEUE_P, c_int64, c_uint64, CANCEL_P, POINTER(TASK_P)]),

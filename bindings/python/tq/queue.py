@@ -896,15 +896,42 @@ class Queue:
         ``BusyError`` or ``IoError`` (nothing is finished; the deliveries
         are still held).
         """
+        finished, _ = self._finish_and_claim("finish_many", tasks, 0, None)
+        return finished
+
+    def finish_and_pull_many(self, tasks, n, *, lease=None) -> "tuple[list[bool], list[Task]]":
+        """Finishes ``tasks`` as ``finish_many`` does and claims up to ``n``
+        ready tasks as ``pull_many`` does, in one transaction: a worker's
+        finished tasks and the claims of its free handlers share one commit.
+        Returns ``(finished, claimed)``: ``finished`` says for each task
+        whether it was finished (a task no longer held changes nothing and
+        stops neither the others nor the claim), ``claimed`` lists the new
+        tasks, empty when none was ready. It never waits: when it claims
+        nothing, wait with ``pull``. ``lease`` applies to the new tasks.
+        Raises as ``finish_many`` does (then nothing is finished or
+        claimed)."""
+        n = _integer("n", n, 0, _SIZE_MAX)
+        options = None
+        if lease is not None:
+            options = _PULL_OPTIONS.build([(lib.tq_pull_options_set_lease_ms, _milliseconds("lease", lease))])
+        try:
+            return self._finish_and_claim("finish_and_pull_many", tasks, n, options)
+        finally:
+            _PULL_OPTIONS.free(options)
+
+    def _finish_and_claim(self, caller, tasks, n, options) -> "tuple[list[bool], list[Task]]":
+        """``finish_and_pull_many`` with its options built, for ``caller``:
+        ``n`` 0 only finishes."""
         tasks = [*tasks]
         distinct = {}
         for task in tasks:
             if not isinstance(task, Task):
-                raise TypeError(f"finish_many takes tq.Task objects, not {type(task).__name__}")
+                raise TypeError(f"{caller} takes tq.Task objects, not {type(task).__name__}")
             distinct[id(task)] = task
         # Each task's lock, taken in one order so that two calls cannot deadlock.
         ordered = [distinct[key] for key in sorted(distinct)]
         locked = 0
+        claimed = []
         try:
             for task in ordered:
                 task._lock.acquire()
@@ -917,12 +944,19 @@ class Queue:
                     raise errors.ClosedError(task._ended[1])
             count = len(live)
             statuses = (c_int32 * count)()
+            pointers = (TASK_P * count)(*[task._ptr for task in live])
             with self._handle as queue:
-                _check(
-                    lib.tq_finish_batch(
-                        queue, (TASK_P * count)(*[task._ptr for task in live]), count, statuses
+                if n:
+                    slots = (TASK_P * n)()
+                    got = c_size_t()
+                    _check(
+                        lib.tq_finish_and_pull_batch(
+                            queue, pointers, count, statuses, options, n, slots, byref(got)
+                        )
                     )
-                )
+                    claimed = Task._adopt_all(self, slots[: got.value])
+                else:
+                    _check(lib.tq_finish_batch(queue, pointers, count, statuses))
             finished = {}
             for task, status in zip(live, statuses):
                 finished[id(task)] = status == OK
@@ -934,7 +968,7 @@ class Queue:
             for task in ordered[:locked]:
                 task._lock.release()
         # Tasks whose delivery had ended before were not held.
-        return [finished.get(id(task), False) for task in tasks]
+        return [finished.get(id(task), False) for task in tasks], claimed
 
     def work(self, handler, *, concurrency=4, lease=30, stop=None, on_error=None) -> "WorkStats":
         """Runs ``handler`` on this queue's tasks, on up to ``concurrency``
@@ -950,15 +984,15 @@ class Queue:
         lease renewal finds the task cancelled or no longer held (stop
         working on it then); handlers that do not look can ignore it.
 
-        Whenever handlers are free, ``work`` claims as many tasks as there
-        are free handlers in one ``pull_many``, waiting as ``pull`` does
-        while none is ready; it never holds a task no handler is free for.
-        The tasks of handlers that returned are finished together, in one
-        ``finish_many`` per commit, by one thread, while the handlers go on
-        with the next tasks: the tasks held are at most three times the
-        concurrency. Each task's lease (``lease`` seconds or a
-        ``timedelta``, at least 3 ms) is renewed every third of it while
-        its handler runs.
+        A handler thread whose handler returned takes its next task itself:
+        one claimed before, or else from one commit that finishes the tasks
+        whose handlers returned and claims a task for each free handler
+        thread (``finish_and_pull_many``), waiting as ``pull`` does while
+        none is ready. The tasks held are never more than the concurrency.
+        Handlers that return within about a millisecond are run in turn by
+        the thread at hand; longer ones each get a thread. Each task's
+        lease (``lease`` seconds or a ``timedelta``, at least 3 ms) is
+        renewed every third of it while its handler runs.
 
         A claim, finish or fail refused for a while (``BusyError``;
         ``IoError``, as while a PostgreSQL server restarts) is tried again
