@@ -1191,11 +1191,13 @@ enum tq_status tq_finish_batch(struct tq_queue *queue,
                                int32_t *out_statuses);
 
 /*
- Completes `count` deliveries, as `tq_finish_batch` does (writing their
- statuses to `out_statuses` when not NULL), and claims up to `max` ready
- tasks, as `tq_pull_batch` does, in one transaction: a worker's finished
- tasks and the claims of its free handlers share one commit (one flush
- at TQ_DURABILITY_FULL). A task not held does not stop the others or
+ Completes `count` deliveries and claims up to `max` ready tasks, as
+ `tq_pull_batch` does, in one transaction: a worker's finished tasks and
+ the claims of its free handlers share one commit (one flush at
+ TQ_DURABILITY_FULL). Writes, when `out_statuses` is not NULL, to
+ `out_statuses[i]` what `tq_finish` would have returned for `tasks[i]`:
+ TQ_OK, TQ_ERR_NOT_HELD, or TQ_ERR_CANCELLED (cancelled meanwhile: it now
+ ends as cancelled). A task not finished stops neither the others nor
  the claim. It never waits: `options` (NULL for the defaults) sets the
  new tasks' lease and must not set a wait. `count` 0 only claims; `max`
  0 only finishes, and `out_tasks` may then be NULL. The finished tasks

@@ -576,17 +576,19 @@ impl Queue {
     /// Completes many deliveries and claims up to `max` ready tasks, in one
     /// transaction: a worker's finished tasks and the claims of its free
     /// handlers share one commit (one flush at
-    /// [`crate::Durability::Full`]). Says for each receipt whether it was
-    /// still held (and is now complete): those not held change nothing
-    /// and do not stop the rest, as with [`Queue::finish_batch`]. Claims as
-    /// [`Queue::pull_batch`] does, in its order, but never waits (options
-    /// with a wait are refused); `max` 0 claims nothing.
+    /// [`crate::Durability::Full`]). Answers for each receipt what
+    /// [`Queue::finish`] would have: `Ok` (now complete), or an error of
+    /// kind [`ErrorKind::NotHeld`] or [`ErrorKind::Cancelled`] for a
+    /// delivery no longer current, which changes nothing and stops neither
+    /// the rest nor the claim. Claims as [`Queue::pull_batch`] does, in its
+    /// order, but never waits (options with a wait are refused); `max` 0
+    /// claims nothing.
     pub fn finish_and_pull_batch(
         &self,
         receipts: &[Receipt],
         options: &PullOptions,
         max: usize,
-    ) -> Result<(Vec<bool>, Vec<Task>)> {
+    ) -> Result<(Vec<Result<()>>, Vec<Task>)> {
         let store = self.store()?;
         if !options.wait.is_zero() {
             return Err(Error::invalid_argument(
@@ -602,14 +604,23 @@ impl Queue {
         let lease = options.lease.as_millis() as i64;
         let now = now_unix_ms();
         let (held, next) = store.finish_and_claim(receipts, IfNotHeld::Skip, now, lease, max)?;
-        for (&receipt, _) in receipts.iter().zip(&held).filter(|(_, &held)| !held) {
-            // As in `finish_batch`: committed whatever this says.
-            let _ = store.end_cancelled(receipt, now_unix_ms());
-        }
         if !receipts.is_empty() {
             self.bell.ring();
         }
-        Ok((held, stamped(store, next)))
+        // The finishes are committed whatever the answers for those not
+        // held say (reading them may fail, as any read).
+        let finished = receipts
+            .iter()
+            .zip(held)
+            .map(|(&receipt, held)| {
+                if held {
+                    Ok(())
+                } else {
+                    Err(not_current(store, receipt))
+                }
+            })
+            .collect();
+        Ok((finished, stamped(store, next)))
     }
 
     /// Completes many deliveries in one transaction and says, for each,

@@ -943,16 +943,25 @@ pub extern "C" fn tq_finish_batch(
         let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
         let batch = unsafe { Deliveries::borrow(tasks, count) }?;
         let held = queue.0.finish_batch(&batch.receipts)?;
-        unsafe { batch.report(held, out_statuses) };
+        let statuses = held.into_iter().map(|held| {
+            if held {
+                tq_status::TQ_OK
+            } else {
+                tq_status::TQ_ERR_NOT_HELD
+            }
+        });
+        unsafe { batch.report(statuses, out_statuses) };
         Ok(tq_status::TQ_OK)
     })
 }
 
-/// Completes `count` deliveries, as `tq_finish_batch` does (writing their
-/// statuses to `out_statuses` when not NULL), and claims up to `max` ready
-/// tasks, as `tq_pull_batch` does, in one transaction: a worker's finished
-/// tasks and the claims of its free handlers share one commit (one flush
-/// at TQ_DURABILITY_FULL). A task not held does not stop the others or
+/// Completes `count` deliveries and claims up to `max` ready tasks, as
+/// `tq_pull_batch` does, in one transaction: a worker's finished tasks and
+/// the claims of its free handlers share one commit (one flush at
+/// TQ_DURABILITY_FULL). Writes, when `out_statuses` is not NULL, to
+/// `out_statuses[i]` what `tq_finish` would have returned for `tasks[i]`:
+/// TQ_OK, TQ_ERR_NOT_HELD, or TQ_ERR_CANCELLED (cancelled meanwhile: it now
+/// ends as cancelled). A task not finished stops neither the others nor
 /// the claim. It never waits: `options` (NULL for the defaults) sets the
 /// new tasks' lease and must not set a wait. `count` 0 only claims; `max`
 /// 0 only finishes, and `out_tasks` may then be NULL. The finished tasks
@@ -993,10 +1002,14 @@ pub extern "C" fn tq_finish_and_pull_batch(
         let batch = unsafe { Deliveries::borrow(tasks, count) }?;
         let defaults = PullOptions::default();
         let options = unsafe { borrow_optional(options, "options") }?.map_or(&defaults, |o| &o.0);
-        let (held, claimed) = queue
+        let (finished, claimed) = queue
             .0
             .finish_and_pull_batch(&batch.receipts, options, max)?;
-        unsafe { batch.report(held, out_statuses) };
+        let statuses = finished.iter().map(|finished| match finished {
+            Ok(()) => tq_status::TQ_OK,
+            Err(err) => tq_status::from(err.kind()),
+        });
+        unsafe { batch.report(statuses, out_statuses) };
         let claimed = claimed
             .into_iter()
             .map(tq_task::delivered)
@@ -1031,25 +1044,22 @@ impl Deliveries<'_> {
         Ok(Deliveries { tasks, receipts })
     }
 
-    /// Writes, when `out_statuses` is not NULL, TQ_OK to
-    /// `out_statuses[i]` for each task finished (`held`, one per receipt)
-    /// and TQ_ERR_NOT_HELD for the others, listed tasks among them.
+    /// Writes, when `out_statuses` is not NULL, to `out_statuses[i]` the
+    /// status of each task: the next of `statuses` (one per receipt) for a
+    /// task with a receipt, TQ_ERR_NOT_HELD for a listed task.
     ///
     /// Safety: a non-NULL `out_statuses` has room for one value per task.
-    unsafe fn report(&self, held: Vec<bool>, out_statuses: *mut i32) {
+    unsafe fn report(&self, statuses: impl Iterator<Item = tq_status>, out_statuses: *mut i32) {
         if out_statuses.is_null() {
             return;
         }
-        let mut held = held.into_iter();
+        let mut of_receipts = statuses;
         let statuses: Vec<i32> = self
             .tasks
             .iter()
-            .map(|task| {
-                if task.receipt.is_some() && held.next() == Some(true) {
-                    tq_status::TQ_OK as i32
-                } else {
-                    tq_status::TQ_ERR_NOT_HELD as i32
-                }
+            .map(|task| match task.receipt {
+                Some(_) => of_receipts.next().unwrap_or(tq_status::TQ_ERR_NOT_HELD) as i32,
+                None => tq_status::TQ_ERR_NOT_HELD as i32,
             })
             .collect();
         // SAFETY: per the contract above.

@@ -18,9 +18,9 @@ use crate::options::RetryBackoff;
 use crate::schedule::{Schedule, ScheduleInfo};
 use crate::store::{
     cancellations_channel, delivery_stop, group_predecessor_sql, holds_unique_key,
-    lease_slot_taken, not_held, IfNotHeld, of_item, parent_ids, pause_until, sort_claimed, state_condition,
-    stored_pause, stored_reason, visible_state, waits_for, Checkpoint, ListFrom, NewTask,
-    PutSchedule, Store, CANCELLED, CANCELLING, DEAD, DONE, LEASED, NEVER_USED,
+    lease_slot_taken, not_held, of_item, parent_ids, pause_until, sort_claimed, state_condition,
+    stored_pause, stored_reason, visible_state, waits_for, Checkpoint, IfNotHeld, ListFrom,
+    NewTask, PutSchedule, Store, CANCELLED, CANCELLING, DEAD, DONE, LEASED, NEVER_USED,
 };
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
@@ -962,14 +962,14 @@ impl PostgresStore {
                 calls
                     .iter()
                     .zip(held.into_iter().zip(claimed))
-                    .map(|(call, (held, tasks))| {
-                        match held.iter().position(|&done| !done) {
+                    .map(
+                        |(call, (held, tasks))| match held.iter().position(|&done| !done) {
                             Some(lost) if call.if_not_held == IfNotHeld::Refuse => {
                                 Err(not_held(call.receipts[lost].id))
                             }
                             _ => Ok((held, tasks)),
-                        }
-                    })
+                        },
+                    )
                     .collect()
             }
             Err(err) => calls.iter().map(|_| Err(err.clone())).collect(),

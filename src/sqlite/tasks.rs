@@ -20,10 +20,10 @@ use crate::queue::now_unix_ms;
 use crate::schedule::{Schedule, ScheduleInfo};
 use crate::store::{
     cancellations_channel, cancelled_for, claim_order, delivery_stop, group_predecessor_sql,
-    holds_unique_key, lease_slot_taken, IfNotHeld, not_held, of_item, parent_ids, pause_until, sort_claimed,
-    state_condition, stored_pause, stored_reason, visible_state, waits_for, Checkpoint, ListFrom,
-    Look, NewTask, PutSchedule, Store, BLOCKED, CANCELLED, CANCELLING, DEAD, DONE, LEASED,
-    NEVER_USED, READY, STORED_STATES, UNTIL_RESUMED, WAITING,
+    holds_unique_key, lease_slot_taken, not_held, of_item, parent_ids, pause_until, sort_claimed,
+    state_condition, stored_pause, stored_reason, visible_state, waits_for, Checkpoint, IfNotHeld,
+    ListFrom, Look, NewTask, PutSchedule, Store, BLOCKED, CANCELLED, CANCELLING, DEAD, DONE,
+    LEASED, NEVER_USED, READY, STORED_STATES, UNTIL_RESUMED, WAITING,
 };
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
