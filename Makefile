@@ -34,7 +34,8 @@
 #                        vet, tests under the race detector, a build
 #                        through pkg-config against an installed libtq
 #   make example-go      run the Go examples (examples/go)
-#   make bench-go        the Go binding's benchmarks against the same loops in C
+#   make bench-go        the Go binding's benchmarks against the same loops in C,
+#                        then Work against goqite (bench/goqite)
 #   make test-python     the Python binding's tests (bindings/python)
 #   make example-python  build and run examples/python
 #   make bench-python    the Python binding against the prototype
@@ -260,10 +261,13 @@ example-go: lib
 	$(call GO_INTREE,examples/go,run) ./workers $(CURDIR)/$(BUILD)/go-workers.db
 	$(call GO_INTREE,examples/go,run) ./httpservice -selftest
 
-# Runs of 3 s, three of each, on files under TQ_BENCH_DIR (as for `make bench`).
+# Runs of 3 s, three of each, on files under TQ_BENCH_DIR (as for `make bench`);
+# then Work against goqite, a SQLite queue for Go (bench/goqite, a Go module of
+# its own that fetches goqite and mattn/go-sqlite3 from the module proxy).
 bench-go: export TQ_BENCH_DIR ?= $(CURDIR)/target/bench-tmp
 bench-go: lib
 	$(call GO_INTREE,bindings/go,test) -run '^$$' -bench . -benchtime 3s -count 3 .
+	$(call GO_INTREE,bench/goqite,run) .
 
 # The Python binding, run from the source tree against build/lib.
 PYTHON ?= python3

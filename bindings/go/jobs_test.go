@@ -555,6 +555,50 @@ func TestPullBatchAndFinishBatch(t *testing.T) {
 	wantErr(t, err, tq.ErrInvalidArgument, "tq: pull: ")
 }
 
+// FinishAndPullBatch finishes a worker's tasks and claims the next in one
+// call; a task not held stops neither the others nor the claim.
+func TestFinishAndPullBatch(t *testing.T) {
+	q, _ := openQueue(t, tq.WithDurability(tq.DurabilityNormal), tq.WithHistory())
+	ids, err := q.PushBatch([][]byte{[]byte(`1`), []byte(`2`), []byte(`3`), []byte(`4`), []byte(`5`), []byte(`6`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := q.PullBatch(t.Context(), 3)
+	if err != nil || len(first) != 3 {
+		t.Fatalf("PullBatch(3) = %d tasks, %v", len(first), err)
+	}
+	if err := first[1].Finish(); err != nil {
+		t.Fatal(err)
+	}
+	errs, next, err := q.FinishAndPullBatch(first, 2, tq.WithLease(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs[0] != nil || !errors.Is(errs[1], tq.ErrNotHeld) || errs[2] != nil {
+		t.Errorf("errs = %v, want the second not held", errs)
+	}
+	if len(next) != 2 || next[0].ID() != ids[3] || next[1].ID() != ids[4] {
+		t.Fatalf("claimed %v, want tasks %v", next, ids[3:5])
+	}
+	if n := count(t, q, tq.Done); n != 3 {
+		t.Errorf("done = %d, want 3", n)
+	}
+	// No tasks: a claim alone. max 0: a finish alone.
+	errs, last, err := q.FinishAndPullBatch(nil, 5)
+	if err != nil || len(errs) != 0 || len(last) != 1 || last[0].ID() != ids[5] {
+		t.Fatalf("FinishAndPullBatch(nil, 5) = %v, %v, %v", errs, last, err)
+	}
+	errs, none, err := q.FinishAndPullBatch(append(next, last...), 0)
+	if err != nil || len(none) != 0 || errs[0] != nil || errs[1] != nil || errs[2] != nil {
+		t.Fatalf("FinishAndPullBatch(..., 0) = %v, %v, %v", errs, none, err)
+	}
+	if n := count(t, q, tq.Leased); n != 0 {
+		t.Errorf("leased = %d, want 0", n)
+	}
+	_, _, err = q.FinishAndPullBatch(nil, -1)
+	wantErr(t, err, tq.ErrInvalidArgument, "negative")
+}
+
 // A waiting PullBatch is woken by a push, and ends with its context.
 func TestPullBatchWaits(t *testing.T) {
 	q, _ := openQueue(t)

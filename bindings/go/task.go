@@ -639,6 +639,38 @@ func (t *Task) Close() {
 // err is the failure of the whole batch (ErrBusy, ErrIO, ErrClosed): then
 // errs is nil, nothing was finished, and the tasks may be finished again.
 func (q *Queue) FinishBatch(tasks []*Task) (errs []error, err error) {
+	errs, _, err = q.finishAndPull(tasks, 0, nil)
+	return errs, err
+}
+
+// FinishAndPullBatch finishes the deliveries of tasks as FinishBatch does
+// and claims up to max ready tasks as PullBatch does, in one transaction:
+// a worker's tasks whose handlers returned and the claims of its free
+// handlers share one commit (one flush at DurabilityFull). errs[i] says how
+// tasks[i] fared, as in FinishBatch, and matches ErrCancelled for a task
+// cancelled meanwhile (it then ends as cancelled); a task not finished
+// stops neither the others nor the claim. next holds the tasks claimed, empty when none was
+// ready: it never waits (then wait with Pull). opts set the new tasks'
+// lease (WithLease). max 0 only finishes; no tasks only claims.
+//
+// err is the failure of the whole call (ErrBusy, ErrIO, ErrClosed, or
+// ErrInvalidArgument for a negative max): then errs and next are nil,
+// nothing was finished or claimed, and the tasks may be finished again.
+func (q *Queue) FinishAndPullBatch(tasks []*Task, max int, opts ...PullOption) (errs []error, next []*Task, err error) {
+	if max < 0 {
+		return nil, nil, bindingError("finish", ErrInvalidArgument, "a batch of %d tasks to claim is negative", max)
+	}
+	options, err := newPullOptions("finish", opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer options.release()
+	return q.finishAndPull(tasks, max, options.obj)
+}
+
+// finishAndPull finishes tasks and claims up to most tasks with options,
+// in one transaction: FinishBatch when most is 0.
+func (q *Queue) finishAndPull(tasks []*Task, most int, options *C.tq_pull_options) (errs []error, next []*Task, err error) {
 	// Each distinct task is locked once, in one order for every batch, so
 	// that batches sharing tasks cannot deadlock. A Task not from a pull
 	// (seq 0) never changes and is not locked.
@@ -675,18 +707,32 @@ func (q *Queue) FinishBatch(tasks []*Task) (errs []error, err error) {
 	for i, t := range batch {
 		ctasks[i] = t.c
 	}
+	claimed := make([]*C.tq_task, max(most, 1))
 	_, err = q.call("finish", func(c *C.tq_queue) C.enum_tq_status {
-		return C.tq_finish_batch(c, &ctasks[0], C.size_t(len(batch)), &statuses[0])
+		if most == 0 {
+			return C.tq_finish_batch(c, &ctasks[0], C.size_t(len(batch)), &statuses[0])
+		}
+		var n C.size_t
+		status := C.tq_finish_and_pull_batch(c, &ctasks[0], C.size_t(len(batch)), &statuses[0],
+			options, C.size_t(most), &claimed[0], &n)
+		for _, ct := range claimed[:n] {
+			next = append(next, q.wrap(ct))
+		}
+		return status
 	})
 	runtime.KeepAlive(batch)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for i, t := range batch {
-		if statuses[i] == C.TQ_OK {
+		switch statuses[i] {
+		case C.TQ_OK:
 			outcome[t] = nil
 			t.release(bindingError("", ErrNotHeld, "task %d was already finished", t.id))
-		} else {
+		case C.TQ_ERR_CANCELLED:
+			t.release(bindingError("", ErrCancelled, "task %d was cancelled while this delivery held it", t.id))
+			outcome[t] = t.use("finish")
+		default:
 			t.release(bindingError("", ErrNotHeld, "task %d is no longer held", t.id))
 			outcome[t] = t.use("finish")
 		}
@@ -701,5 +747,5 @@ func (q *Queue) FinishBatch(tasks []*Task) (errs []error, err error) {
 		}
 		seen[t] = true
 	}
-	return errs, nil
+	return errs, next, nil
 }

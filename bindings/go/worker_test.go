@@ -33,8 +33,7 @@ func workUntil(t *testing.T, q *tq.Queue, done <-chan struct{}, handler tq.Handl
 
 // drainWithWork pushes n tasks and works them with Work, checking that each
 // is handled exactly once, that no more than concurrency handlers ever run
-// at once (nor more than three times as many tasks are held), and that
-// none is left.
+// at once (nor more tasks are held), and that none is left.
 func drainWithWork(t *testing.T, q *tq.Queue, n, concurrency int) {
 	for i := range n {
 		push(t, q, fmt.Sprint(i))
@@ -78,7 +77,7 @@ func drainWithWork(t *testing.T, q *tq.Queue, n, concurrency int) {
 	if left := count(t, q, tq.Pending) + count(t, q, tq.Leased); left != 0 {
 		t.Errorf("%d tasks left unfinished once Work returned", left)
 	}
-	if mostRunning.Load() > int64(concurrency) || mostLeased.Load() > 3*int64(concurrency) {
+	if mostRunning.Load() > int64(concurrency) || mostLeased.Load() > int64(concurrency) {
 		t.Errorf("at most %d handlers at once, got %d running and %d leased",
 			concurrency, mostRunning.Load(), mostLeased.Load())
 	}
