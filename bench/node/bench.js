@@ -30,6 +30,11 @@
 // median of the runs' ratios (time per operation over C's: 1.10 is 10%
 // slower than C).
 //
+// Then: tq's worker helper, runWorker with 4 handlers, against a loop
+// written as the Python prototype tq replaces is (its table; a pull in
+// BEGIN IMMEDIATE, then a finish that deletes the row) on better-sqlite3, draining tasks
+// pushed beforehand, at normal and full, interleaved.
+//
 // Then: the event loop's delay (perf_hooks.monitorEventLoopDelay, 1 ms
 // resolution) while 4 handlers drain a backlog through the promise forms,
 // and through the synchronous forms (each handler yielding to the event
@@ -193,6 +198,74 @@ async function drainDelay(file, n, sync) {
   });
 }
 
+/** Seconds a loop written as the prototype is (its table, its pull in
+ * BEGIN IMMEDIATE and its finish, a DELETE), on better-sqlite3 at `durability`,
+ * takes to drain `n` tasks pushed beforehand. */
+function prototypeLoop(file, durability, n) {
+  const db = new Database(file);
+  try {
+    db.pragma('journal_mode = WAL');
+    db.pragma(`synchronous = ${durability === 'normal' ? 'NORMAL' : 'FULL'}`);
+    db.exec(`CREATE TABLE tasks (
+      id INTEGER PRIMARY KEY AUTOINCREMENT,
+      payload TEXT NOT NULL,
+      status TEXT NOT NULL DEFAULT 'pending',
+      created_at DATETIME DEFAULT CURRENT_TIMESTAMP)`);
+    const insert = db.prepare("INSERT INTO tasks (payload, status) VALUES (?, 'pending')");
+    db.transaction(() => {
+      for (let i = 0; i < n; i++) insert.run(PAYLOAD);
+    })();
+    const begin = db.prepare('BEGIN IMMEDIATE');
+    const select = db.prepare("SELECT id, payload FROM tasks WHERE status='pending' ORDER BY id LIMIT 1");
+    const claim = db.prepare("UPDATE tasks SET status='processing' WHERE id=?");
+    const commit = db.prepare('COMMIT');
+    const rollback = db.prepare('ROLLBACK');
+    const finish = db.prepare('DELETE FROM tasks WHERE id=?');
+    const start = process.hrtime.bigint();
+    let done = 0;
+    for (;;) {
+      begin.run();
+      const row = select.get();
+      if (!row) {
+        rollback.run();
+        break;
+      }
+      claim.run(row.id);
+      commit.run();
+      JSON.parse(row.payload);
+      finish.run(row.id);
+      done++;
+    }
+    const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+    if (done !== n) throw new Error(`the better-sqlite3 loop drained ${done} of ${n} tasks`);
+    return seconds;
+  } finally {
+    db.close();
+  }
+}
+
+/** Seconds runWorker, 4 handlers reading each payload, takes to drain `n`
+ * tasks pushed beforehand, until its last finish is committed. */
+async function workerDrain(file, durability, n) {
+  return withQueue(file, durability, async (queue) => {
+    await queue.pushMany(Array(n).fill(PAYLOAD));
+    const stop = new AbortController();
+    let handled = 0;
+    const seconds = await timed(async () => {
+      const stats = await tq.runWorker(
+        queue,
+        (task) => {
+          task.payload;
+          if (++handled === n) stop.abort();
+        },
+        { concurrency: 4, signal: stop.signal, stopOnSignals: false },
+      );
+      if (stats.finished !== n) throw new Error(`runWorker finished ${stats.finished} of ${n} tasks`);
+    });
+    return seconds;
+  });
+}
+
 const SILENT = { error() {}, warn() {}, info() {}, debug() {} };
 
 async function withPlainjob(file, fn) {
@@ -343,6 +416,23 @@ async function main() {
           console.log(`| ${durability} | ${label} | ${name} | ${formatRate(rates)} | ${name === 'c' ? '1' : overC.toFixed(2)} | ${versusSync} |`);
         }
       }
+    }
+
+    console.log('');
+    console.log(
+      `The worker helper against a better-sqlite3 loop written as the prototype is (pull in BEGIN IMMEDIATE, then finish), draining tasks pushed beforehand (${OPS} at normal, ${OPS / 10} at full):`,
+    );
+    console.log('| durability | better-sqlite3 loop ops/s | runWorker, concurrency 4, ops/s | runWorker over the loop |');
+    console.log('| --- | --- | --- | --- |');
+    for (const durability of ['normal', 'full']) {
+      const n = durability === 'normal' ? OPS : Math.max(1, OPS / 10);
+      const loop = [];
+      const worker = [];
+      for (let run = 0; run < RUNS; run++) {
+        loop.push(rate(prototypeLoop(freshFile(dir), durability, n), n));
+        worker.push(rate(await workerDrain(freshFile(dir), durability, n), n));
+      }
+      console.log(`| ${durability} | ${formatRate(loop)} | ${formatRate(worker)} | ${(median(worker) / median(loop)).toFixed(2)} |`);
     }
 
     console.log('');

@@ -405,6 +405,10 @@ export class Queue {
   /** Finishes many tasks in one transaction: true for each finished, false
    * for each whose delivery was no longer current. */
   finishMany(tasks: Iterable<Task>): Promise<boolean[]>;
+  /** Finishes `tasks` as finishMany does and claims up to `n` ready tasks
+   * as pullMany does, in one transaction (one commit): `[finished,
+   * claimed]`. Never waits: when `claimed` is empty, wait with pull(). */
+  finishAndPullMany(tasks: Iterable<Task>, n: number, options?: { lease?: number }): Promise<[boolean[], Task[]]>;
   /** Ends the wait of every pull, wait() and watchCancellation() on this
    * handle with InterruptedError, now and from then on. Never waits. */
   interrupt(): void;
@@ -543,9 +547,10 @@ export interface WorkerOptions {
 
 /**
  * Runs `handler` on the queue's tasks, `concurrency` at a time, renewing
- * each task's lease while its handler's promise is pending. The tasks of
- * all free handlers are claimed together, in one transaction, and never
- * more than there are free handlers. A handler that
+ * each task's lease while its handler's promise is pending. One commit
+ * finishes the tasks of the handlers that resolved and claims for every
+ * free handler (finishAndPullMany); it never holds more tasks than
+ * handlers. A handler that
  * resolves finishes its task; one that throws fails it. The handler's
  * `signal` aborts (with the error) when a renewal finds the delivery lost
  * or the task cancelled: stop working then. On SIGINT, SIGTERM or

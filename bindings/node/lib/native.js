@@ -130,6 +130,7 @@ const PROTOTYPES = [
   'tq_status tq_count(const tq_queue *queue, int32_t state, _Out_ int64_t *out_count)',
   'tq_status tq_finish_and_pull(tq_queue *queue, const tq_task *task, const tq_pull_options *options, _Out_ tq_task **out)',
   'tq_status tq_finish_batch(tq_queue *queue, tq_task *const *tasks, size_t count, int32_t *out_statuses)',
+  'tq_status tq_finish_and_pull_batch(tq_queue *queue, tq_task *const *tasks, size_t count, int32_t *out_statuses, const tq_pull_options *options, size_t max, tq_task **out_tasks, _Out_ size_t *out_count)',
   'tq_status tq_fail(tq_queue *queue, const tq_task *task, const char *reason)',
   'tq_status tq_extend(tq_queue *queue, const tq_task *task, uint64_t lease_ms)',
   'tq_status tq_extend_with_progress(tq_queue *queue, const tq_task *task, uint64_t lease_ms, const uint8_t *progress)',

@@ -1265,11 +1265,38 @@ class Queue {
   /** Finishes many tasks in one transaction; resolves, for each, to true
    * when it was finished and false when its delivery was no longer current. */
   async finishMany(tasks) {
+    const [outcomes] = await this.#finishAndClaim('finishMany', tasks, 0, undefined);
+    return outcomes.map((outcome) => outcome === null);
+  }
+
+  /** Finishes `tasks` as finishMany does and claims up to `n` ready tasks
+   * as pullMany does, in one transaction (one commit): resolves to
+   * `[finished, claimed]`. Never waits: when `claimed` is empty, wait with
+   * pull(). `lease` applies to the tasks claimed. */
+  async finishAndPullMany(tasks, n, { lease } = {}) {
+    const [outcomes, claimed] = await this._finishAndClaim(tasks, n, lease);
+    return [outcomes.map((outcome) => outcome === null), claimed];
+  }
+
+  /** finishAndPullMany for runWorker: resolves to `[outcomes, claimed]`,
+   * each outcome null (finished) or what finish() would have thrown. */
+  _finishAndClaim(tasks, n, lease) {
+    try {
+      integer('n', n, 0, 2 ** 32);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.#finishAndClaim('finishAndPullMany', tasks, n, lease);
+  }
+
+  /** finishAndPullMany for `caller`, its outcomes as _finishAndClaim's;
+   * `n` 0 only finishes. */
+  async #finishAndClaim(caller, tasks, n, lease) {
     const list = [...tasks];
     const distinct = [...new Set(list)];
     for (const task of distinct) {
       if (!(task instanceof Task)) {
-        throw new TypeError(`finishMany takes Task objects, not ${describe(task)}`);
+        throw new TypeError(`${caller} takes Task objects, not ${describe(task)}`);
       }
     }
     const live = [];
@@ -1289,23 +1316,38 @@ class Queue {
       finished = resolve;
     });
     const held = live.map((task) => task._using(() => finishing));
+    let claimed = [];
+    const built = n ? pullOptions(lease, 0, null) : null;
     try {
       const pointers = new BigUint64Array(Math.max(live.length, 1));
       live.forEach((task, i) => {
         pointers[i] = koffi.address(task._ptr());
       });
-      await this._checkedCall(lib.tq_finish_batch, pointers, live.length, statuses);
+      if (n) {
+        const slots = new BigUint64Array(n);
+        const count = [0];
+        await this._checkedCall(lib.tq_finish_and_pull_batch, pointers, live.length, statuses, built, n, slots, count);
+        claimed = adoptAll(this, slots, Number(count[0]));
+      } else {
+        await this._checkedCall(lib.tq_finish_batch, pointers, live.length, statuses);
+      }
     } finally {
+      if (built) lib.tq_pull_options_free(built);
       finished();
       await Promise.all(held);
     }
     const outcomes = new Map();
     live.forEach((task, i) => {
-      outcomes.set(task, statuses[i] === OK);
-      task._end(statuses[i] === OK ? 'finished' : 'lost');
+      if (statuses[i] === OK) {
+        outcomes.set(task, null);
+        task._end('finished');
+      } else {
+        task._end(statuses[i] === errors.CancelledError.status ? 'cancelled' : 'lost');
+        outcomes.set(task, task._ended());
+      }
     });
     // Tasks whose delivery had ended before were not held.
-    return list.map((task) => outcomes.get(task) ?? false);
+    return [list.map((task) => (outcomes.has(task) ? outcomes.get(task) : (task._ended() ?? new errors.NotHeldError(`task ${task.id} is no longer held`)))), claimed];
   }
 
   /** Ends the wait of every pull, wait() and watchCancellation() on this

@@ -155,6 +155,32 @@ test('finishAndPull finishes and claims the next in one call', () =>
     assert.deepEqual(await queue.counts(), { pending: 0, leased: 0, done: 0, dead: 0, cancelled: 0 });
   }));
 
+test('finishAndPullMany finishes a batch and claims the next ones in one call', () =>
+  withQueue(async (queue) => {
+    const ids = await queue.pushMany(Array.from({ length: 7 }, (_, i) => ({ i })));
+    const first = await queue.pullMany(3);
+    await first[1].finish();
+    const [finished, claimed] = await queue.finishAndPullMany(first, 3, { lease: 60_000 });
+    assert.deepEqual(finished, [true, false, true]);
+    assert.deepEqual(
+      claimed.map((task) => task.id),
+      ids.slice(3, 6),
+    );
+    assert.equal(await queue.count('leased'), 3);
+    // n 0 only finishes; no tasks only claims.
+    assert.deepEqual(await queue.finishAndPullMany(claimed, 0), [[true, true, true], []]);
+    const [none, last] = await queue.finishAndPullMany([], 5);
+    assert.deepEqual(none, []);
+    assert.deepEqual(
+      last.map((task) => task.id),
+      ids.slice(6),
+    );
+    assert.deepEqual(await queue.finishAndPullMany(last, 2), [[true], []]);
+    await assert.rejects(queue.finishAndPullMany([1], 1), TypeError);
+    await assert.rejects(queue.finishAndPullMany([], -1), tq.InvalidArgumentError);
+    assert.deepEqual(await queue.counts(), { pending: 0, leased: 0, done: 0, dead: 0, cancelled: 0 });
+  }));
+
 test('an expired lease is recovered and the old delivery is no longer held', () =>
   withQueue(async (queue) => {
     await queue.push({ n: 1 });

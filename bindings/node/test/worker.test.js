@@ -42,7 +42,15 @@ test('the tasks of all free handlers are claimed in one call, never more than ar
   const queue = await tq.open(queuePath());
   try {
     await queue.pushMany(Array.from({ length: 12 }, (_, i) => ({ i })));
+    // Claims come from commits that finish the tasks of the handlers that
+    // returned (and from a waiting pull when none is ready).
     const claims = [];
+    const finishAndClaim = queue._finishAndClaim.bind(queue);
+    queue._finishAndClaim = (tasks, n, lease) =>
+      finishAndClaim(tasks, n, lease).then(async ([outcomes, claimed]) => {
+        if (n) claims.push({ asked: n, got: claimed.length, leased: await queue.count('leased') });
+        return [outcomes, claimed];
+      });
     const pullMany = queue.pullMany.bind(queue);
     queue.pullMany = (n, options) =>
       pullMany(n, options).then(async (tasks) => {
