@@ -213,11 +213,23 @@ func openGoqite(ctx context.Context, dir, durability string, sc scenario, jobs i
 	return db, q, nil
 }
 
-// goqiteLeft counts the messages left in goqite's table.
-func goqiteLeft(db *sql.DB) (int, error) {
-	var n int
-	err := db.QueryRow("SELECT count(*) FROM goqite").Scan(&n)
-	return n, err
+// goqiteDrained checks that a run of goqite ended without an error, in
+// time, and with no message left in its table.
+func goqiteDrained(ctx context.Context, db *sql.DB, errs chan error) error {
+	if err := firstError(errs); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("the run took longer than %v: %w", runLimit, err)
+	}
+	var left int
+	if err := db.QueryRow("SELECT count(*) FROM goqite").Scan(&left); err != nil {
+		return err
+	}
+	if left != 0 {
+		return fmt.Errorf("%d messages were left", left)
+	}
+	return nil
 }
 
 func runGoqiteLoop(ctx context.Context, dir, durability string, sc scenario, jobs int) (float64, error) {
@@ -256,14 +268,8 @@ func runGoqiteLoop(ctx context.Context, dir, durability string, sc scenario, job
 	}
 	wg.Wait()
 	elapsed := time.Since(started)
-	if err := firstError(errs); err != nil {
+	if err := goqiteDrained(ctx, db, errs); err != nil {
 		return 0, err
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	if left, err := goqiteLeft(db); err != nil || left != 0 {
-		return 0, fmt.Errorf("%d messages left (%v)", left, err)
 	}
 	return float64(jobs) / elapsed.Seconds(), nil
 }
@@ -293,14 +299,8 @@ func runGoqiteRunner(ctx context.Context, dir, durability string, sc scenario, j
 	runner.Start(working)
 	elapsed := time.Since(started)
 	wg.Wait()
-	if err := firstError(errs); err != nil {
+	if err := goqiteDrained(ctx, db, errs); err != nil {
 		return 0, err
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	if left, err := goqiteLeft(db); err != nil || left != 0 {
-		return 0, fmt.Errorf("%d messages left (%v)", left, err)
 	}
 	return float64(jobs) / elapsed.Seconds(), nil
 }
