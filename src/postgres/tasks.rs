@@ -336,7 +336,7 @@ const FAIL: &str = "WITH clock AS (
 /// Moves the live lease of delivery `($1, $2)` to `$3` ms from now,
 /// recording progress `$4` when not NULL, unless its queue has a
 /// concurrency limit: those extends take the claims' lock
-/// ([`Tasks::extend_limited`]).
+/// ([`PostgresStore::extend_limited`]).
 const EXTEND: &str = "UPDATE @.tasks t
     SET lease_expires_at = NOW_MS + $3::int8, progress = coalesce($4::text, progress)
     WHERE id = $1 AND state = 1 AND lease_token = $2 AND lease_expires_at > NOW_MS
