@@ -128,10 +128,6 @@ class _Running:
         self.over = False
 
 
-class _Stopped(Exception):
-    """Ends a handler thread's loop: the work is stopping."""
-
-
 class Worker:
     """One call of ``Queue.work``; not for direct use."""
 
