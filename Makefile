@@ -88,7 +88,8 @@ $(BUILD)/lib/libtq.so: $(RELEASE)/libtq.so $(RELEASE)/libtq.a
 	cp -f $(RELEASE)/libtq.so $(BUILD)/lib/libtq.so.$(VERSION); \
 	if [ "$$soname" != "libtq.so.$(VERSION)" ]; then ln -sf libtq.so.$(VERSION) $(BUILD)/lib/$$soname; fi; \
 	ln -sf libtq.so.$(VERSION) $(BUILD)/lib/libtq.so
-	cp -f $(RELEASE)/libtq.a $(BUILD)/lib/libtq.a
+	@# The debug sections come from Rust's standard library, built with them.
+	strip --strip-debug -o $(BUILD)/lib/libtq.a $(RELEASE)/libtq.a
 
 # The tq command, a crate of its own in cli/ built on the Rust API.
 cli: $(RELEASE)/tq
