@@ -1,5 +1,11 @@
 // TypeScript declarations for tq, the Node.js binding of libtq.
 //
+// They use no Node.js types, so that a project compiles them without
+// @types/node: a Buffer is a Uint8Array, and Symbol.dispose and
+// Symbol.asyncDispose come from TypeScript's own lib below.
+
+/// <reference lib="esnext.disposable" />
+//
 // Durations are in milliseconds. Every call that may wait (for the file's
 // write lock, a flush of the disk, a PostgreSQL server) returns a promise
 // and runs on one of libuv's worker threads, so the event loop keeps
@@ -77,9 +83,9 @@ export const CatchUp: Readonly<{
 export type CatchUpName = 'skip' | 'one' | 'each';
 export type CatchUpValue = 0 | 1 | 2 | CatchUpName;
 
-/** A payload: a string or Buffer of JSON text, taken exactly as given, or any
- * value JSON.stringify serializes. */
-export type Payload = string | Buffer | Uint8Array | number | boolean | null | object;
+/** A payload: a string or bytes (a Buffer or any Uint8Array) of JSON text,
+ * taken exactly as given, or any value JSON.stringify serializes. */
+export type Payload = string | Uint8Array | number | boolean | null | object;
 
 export interface OpenOptions {
   /** The queue's name in the file (default "default"); a file holds any number. */
@@ -270,7 +276,7 @@ export class Task implements TaskFields {
   readonly closed: boolean;
   /** Completes this delivery: the task is deleted (or kept as done with
    * keepHistory). Throws NotHeldError when the delivery is no longer current.
-   * `result` (a Payload: a string or Buffer is JSON text as given, null is
+   * `result` (a Payload: a string or bytes are JSON text as given, null is
    * JSON null) is kept with the task for any process to read (Queue.task)
    * or wait for (Queue.wait): without keepHistory for the queue's
    * resultRetention. A bad result (InvalidJsonError, InvalidArgumentError:

@@ -1,5 +1,5 @@
-// Uses every part of the API as index.d.ts declares it; compiled, never run,
-// by test/typescript.test.js.
+// Uses every part of the API as index.d.ts declares it, with no Node.js
+// types; compiled, never run, by test/typescript.test.js.
 
 import * as tq from '../..';
 
@@ -7,7 +7,7 @@ async function main(): Promise<void> {
   const queue: tq.Queue = await tq.open('x.db', { durability: 'normal', retryBackoff: { min: 0, max: 10 } });
   const id: number = await queue.push({ a: 1 }, { priority: 2, delay: 10 });
   const unique: { id: number; created: boolean } = await queue.pushUnique('"x"', 'k');
-  const ids: number[] = await queue.pushMany([Buffer.from('[1]'), '2']);
+  const ids: number[] = await queue.pushMany([new TextEncoder().encode('[1]'), '2']);
   const stop = new AbortController();
   const task: tq.Task | null = await queue.pull({ wait: 1000, lease: 5000, signal: stop.signal });
   if (task) {
@@ -81,6 +81,11 @@ async function main(): Promise<void> {
   const stats = await tq.runWorker(queue, async (t) => { await Promise.resolve(t.id); }, { concurrency: 2, onError: (e, t) => console.log(e.message, t?.id) });
   console.log(id, unique, ids, counts, snapshots, stats.finished, await queue.oldestReadyAge(), tq.MAX_PAYLOAD_LEN, tq.libraryVersion());
   try { await queue.push('x'); } catch (error) { if (error instanceof tq.InvalidJsonError) console.log(error.status, error.index); }
+  {
+    await using scoped = await tq.open('z.db');
+    using held = await scoped.pull();
+    console.log(held?.id);
+  }
   await queue.close();
 }
 main();
