@@ -29,8 +29,13 @@ function requireKoffi() {
 
 /** The environment variable naming the library to load. */
 const LIBRARY_ENV = 'TQ_LIBRARY';
-/** Where a package packed with the library keeps its copy. */
-const BUNDLED_LIBRARY = path.join(__dirname, '..', 'native', 'libtq.so');
+/** This process's platform as the package names the folders of its copies
+ * of libtq: a library built for one platform cannot load on another. */
+const PLATFORM = `${process.platform}-${process.arch}`;
+/** Where a packed package keeps its copies of the library, one folder per platform. */
+const BUNDLED_DIR = path.join(__dirname, '..', 'native');
+/** The copy for this platform, when the package carries one. */
+const BUNDLED_LIBRARY = path.join(BUNDLED_DIR, PLATFORM, 'libtq.so');
 /** The name the dynamic loader looks for on the system search path: the
  * shared library's SONAME, which carries the ABI version. */
 const SONAME = 'libtq.so.0.3';
@@ -225,12 +230,15 @@ function openLibrary() {
     }
   }
   const reasons = [`${places[0]}: not set`];
-  if (fs.existsSync(BUNDLED_LIBRARY)) {
+  const carried = bundledPlatforms();
+  if (carried.includes(PLATFORM)) {
     try {
       return { library: koffi.load(BUNDLED_LIBRARY), where: BUNDLED_LIBRARY };
     } catch (error) {
       reasons.push(`${places[1]}: ${error.message}`);
     }
+  } else if (carried.length > 0) {
+    reasons.push(`${places[1]}: the package carries libtq for ${carried.join(', ')} only, and this is ${PLATFORM}`);
   } else {
     reasons.push(`${places[1]}: not present`);
   }
@@ -240,10 +248,20 @@ function openLibrary() {
     reasons.push(`${places[2]}: ${error.message}`);
   }
   throw new Error(
-    `tq: libtq was not found. Looked in ${reasons.join('; ')}. ` +
-      `Build it with \`make lib\` and set ${LIBRARY_ENV} to build/lib/libtq.so, ` +
+    `tq: libtq was not found for ${PLATFORM}. Looked in ${reasons.join('; ')}. ` +
+      `Build it for ${PLATFORM} with \`make lib\` in tq's repository and set ${LIBRARY_ENV} to the library in build/lib, ` +
       'install a package that carries it, or install libtq with `make install`.',
   );
+}
+
+/** The platforms the package carries a copy of libtq for (none in the source tree). */
+function bundledPlatforms() {
+  try {
+    return fs.readdirSync(BUNDLED_DIR).filter((name) => fs.existsSync(path.join(BUNDLED_DIR, name, 'libtq.so')));
+  } catch (error) {
+    if (error.code === 'ENOENT') return [];
+    throw error;
+  }
 }
 
 /** Declares every function of PROTOTYPES; returns them by C name. */
@@ -283,6 +301,7 @@ module.exports = {
   CONSTANTS,
   LIBRARY_ENV,
   LIBRARY_PATH: where,
+  PLATFORM,
   PROTOTYPES,
   SONAME,
   checkVersion,

@@ -1,11 +1,11 @@
 'use strict';
 // The ways a project installs the package, each into a new project with
-// npm: a tarball from `npm pack`, whose prepack script puts libtq inside;
-// the repository's folder itself with `npm install --install-links`, whose
-// install script builds libtq with cargo and puts it inside, or, with no
-// scripts run, with libtq installed under a prefix as `make install`
-// installs it. A plain `npm install <folder>` links the folder without its
-// dependencies: that is refused with a message saying what to do.
+// npm: the tarball tools/dist/node.sh packs with libtq inside, and the
+// repository's folder with `npm install --install-links` beside libtq
+// installed under a prefix as `make install` installs it. The package has
+// no install script: nothing is built where it is installed. A plain
+// `npm install <folder>` links the folder without its dependencies: that is
+// refused with a message saying what to do.
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -44,30 +44,37 @@ function newProject(fields = {}) {
  * node_modules) at bindings/node under a new directory; returns it. */
 function sourceCopy() {
   const copy = path.join(tempDir(), 'bindings', 'node');
-  for (const entry of ['index.js', 'index.d.ts', 'package.json', 'README.md', 'lib', 'scripts']) {
+  for (const entry of ['index.js', 'index.d.ts', 'package.json', 'README.md', 'lib']) {
     fs.cpSync(path.join(PACKAGE_DIR, entry), path.join(copy, entry), { recursive: true });
   }
   return copy;
 }
 
-test('npm pack in the repository carries libtq built by cargo, and the tarball installs and runs', async () => {
-  // cargo builds as `make lib` does, which test-node ran first: nothing is rebuilt.
+/** A folder holding this process's libtq as tools/dist/node.sh expects it: libtq.so.VERSION. */
+function libraryDir() {
+  const dir = tempDir();
+  const { version } = require('../package.json');
+  fs.copyFileSync(fs.realpathSync(tq.libraryPath), path.join(dir, `libtq.so.${version}`));
+  return dir;
+}
+
+test('tools/dist/node.sh packs libtq inside, and the tarball installs with no script and runs', async () => {
   const env = childEnv({ TQ_LIBRARY: undefined });
-  const destination = tempDir();
-  const packed = await runCommand('npm', ['pack', '--silent', '--pack-destination', destination], { cwd: PACKAGE_DIR, env });
-  assert.equal(packed.status, 0, packed.stderr);
-  assert.match(packed.stderr, /^tq: building libtq: cargo rustc --release --locked --lib /m);
-  assert.match(packed.stderr, /^tq: packing \S+\/libtq\.so as native\/libtq\.so$/m);
-  // postpack removed the copy from the folder.
+  const destination = path.join(tempDir(), 'node');
+  const packed = await runCommand('bash', ['tools/dist/node.sh', libraryDir(), destination], { cwd: REPOSITORY, env });
+  assert.equal(packed.status, 0, packed.stdout + packed.stderr);
+  const { version } = require('../package.json');
+  const tarball = path.join(destination, `tq-${version}.tgz`);
+  assert.deepEqual(fs.readdirSync(destination), [path.basename(tarball)]);
+  // Nothing was left in the source tree.
   assert.equal(fs.existsSync(path.join(PACKAGE_DIR, 'native')), false);
-  const tarball = path.join(destination, packed.stdout.trim().split('\n').pop());
 
   const project = newProject();
   const installed = await runCommand('npm', ['install', ...NPM_FLAGS, tarball], { cwd: project, env });
   assert.equal(installed.status, 0, installed.stderr);
   const run = await runNode(ROUND_TRIP, [path.join(project, 'tasks.db')], { cwd: project, env });
   assert.equal(run.status, 0, run.stderr);
-  const bundled = path.join(fs.realpathSync(project), 'node_modules', 'tq', 'native', 'libtq.so');
+  const bundled = path.join(fs.realpathSync(project), 'node_modules', 'tq', 'native', native.PLATFORM, 'libtq.so');
   assert.deepEqual(run.stdout.trim().split('\n'), [bundled, '1,2']);
   // The workers example runs from the installed package too.
   fs.copyFileSync(path.join(REPOSITORY, 'examples', 'node', 'workers.js'), path.join(project, 'workers.js'));
@@ -76,62 +83,21 @@ test('npm pack in the repository carries libtq built by cargo, and the tarball i
   assert.match(workers.stdout, /^pending left: 0$/m);
 });
 
-test('packing takes TQ_LIBRARY first, and refuses to pack without a library', async () => {
-  const copy = sourceCopy();
-  const named = path.join(tempDir(), 'chosen-libtq.so');
-  fs.copyFileSync(tq.libraryPath, named);
-  const script = path.join(copy, 'scripts', 'library.js');
-  const chosen = await runCommand(process.execPath, [script, 'prepack'], { env: childEnv({ TQ_LIBRARY: named }) });
-  assert.equal(chosen.status, 0, chosen.stderr);
-  assert.equal(fs.readFileSync(path.join(copy, 'native', 'libtq.so')).equals(fs.readFileSync(named)), true);
-  assert.equal((await runCommand(process.execPath, [script, 'postpack'])).status, 0);
-  assert.equal(fs.existsSync(path.join(copy, 'native')), false);
+test('tools/dist/node.sh refuses a folder without the library, and a library that is not x86-64', async () => {
+  const { version } = require('../package.json');
+  const empty = tempDir();
+  const missing = await runCommand('bash', ['tools/dist/node.sh', empty, path.join(tempDir(), 'out')], { cwd: REPOSITORY });
+  assert.equal(missing.status, 1);
+  assert.equal(missing.stderr.trim(), `tools/dist/node.sh: no ${empty}/libtq.so.${version}`);
 
-  const missing = path.join(tempDir(), 'nowhere.so');
-  const refused = await runCommand(process.execPath, [script, 'prepack'], { env: childEnv({ TQ_LIBRARY: missing }) });
+  const text = tempDir();
+  fs.writeFileSync(path.join(text, `libtq.so.${version}`), 'not a library, but long enough to have a header');
+  const refused = await runCommand('bash', ['tools/dist/node.sh', text, path.join(tempDir(), 'out')], { cwd: REPOSITORY });
   assert.equal(refused.status, 1);
-  assert.equal(refused.stderr.trim(), `tq: TQ_LIBRARY=${JSON.stringify(missing)} does not exist; nothing was packed`);
-  // Neither TQ_LIBRARY nor a repository around the folder for cargo to build.
-  const none = await runCommand(process.execPath, [script, 'prepack'], { env: childEnv({ TQ_LIBRARY: undefined }) });
-  assert.equal(none.status, 1);
-  assert.equal(
-    none.stderr.trim(),
-    `tq: no libtq to pack: TQ_LIBRARY is not set and ${copy} is not a repository's bindings/node ` +
-      'for cargo to build libtq from. Set TQ_LIBRARY to the libtq.so the package is to carry.',
-  );
-  assert.equal(fs.existsSync(path.join(copy, 'native')), false);
+  assert.match(refused.stderr, /^tools\/dist\/node\.sh: \S+ is not an x86-64 ELF library/m);
 });
 
-test('npm install --install-links of the repository folder builds libtq into the package', async () => {
-  // npm runs a dependency's install script only once the project allows it
-  // (allowScripts names a folder by its file: spec); older npm runs it anyway.
-  const project = newProject({ allowScripts: { [`file:${PACKAGE_DIR}`]: true } });
-  const env = childEnv({ TQ_LIBRARY: undefined });
-  const installed = await runCommand('npm', ['install', '--install-links', ...NPM_FLAGS, PACKAGE_DIR], { cwd: project, env });
-  assert.equal(installed.status, 0, installed.stderr);
-  const run = await runNode(ROUND_TRIP, [path.join(project, 'tasks.db')], { cwd: project, env });
-  assert.equal(run.status, 0, run.stderr);
-  const bundled = path.join(fs.realpathSync(project), 'node_modules', 'tq', 'native', 'libtq.so');
-  assert.deepEqual(run.stdout.trim().split('\n'), [bundled, '1,2']);
-  // The built library went into the project, not into the folder.
-  assert.equal(fs.existsSync(path.join(PACKAGE_DIR, 'native')), false);
-});
-
-test('the install script builds nothing where there is no repository to build', async () => {
-  const copy = sourceCopy();
-  const script = path.join(copy, 'scripts', 'library.js');
-  const env = childEnv({ TQ_LIBRARY: undefined, npm_package_resolved: `file:${copy}` });
-  const skipped = await runCommand(process.execPath, [script, 'install'], { env });
-  assert.equal(skipped.status, 0, skipped.stderr);
-  assert.equal(
-    skipped.stderr.trim(),
-    'tq: the package carries no libtq and was not installed from a repository folder to build it from: ' +
-      'it loads libtq from TQ_LIBRARY or the system (`make install`)',
-  );
-  assert.equal(fs.existsSync(path.join(copy, 'native')), false);
-});
-
-test('npm install --install-links of the folder, with no scripts run and libtq installed under a prefix, runs', async () => {
+test('npm install --install-links of the folder, with libtq installed under a prefix, runs', async () => {
   // The libraries as `make install` puts them in PREFIX/lib: libtq.so.VERSION
   // and its links.
   const libdir = path.join(tempDir(), 'usr', 'lib');
@@ -144,10 +110,7 @@ test('npm install --install-links of the folder, with no scripts run and libtq i
   }
   const env = childEnv({ TQ_LIBRARY: undefined, LD_LIBRARY_PATH: libdir });
   const project = newProject();
-  const installed = await runCommand('npm', ['install', '--install-links', '--ignore-scripts', ...NPM_FLAGS, PACKAGE_DIR], {
-    cwd: project,
-    env,
-  });
+  const installed = await runCommand('npm', ['install', '--install-links', ...NPM_FLAGS, PACKAGE_DIR], { cwd: project, env });
   assert.equal(installed.status, 0, installed.stderr);
   // A copy with koffi beside it, not a link to the folder.
   assert.equal(fs.lstatSync(path.join(project, 'node_modules', 'tq')).isSymbolicLink(), false);

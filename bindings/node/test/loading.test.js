@@ -11,18 +11,19 @@ const native = require('../lib/native');
 
 const REPORT = `const tq = require(process.argv[1]); console.log(tq.libraryPath); console.log(tq.libraryVersion());`;
 
-/** A copy of the package in a new directory, with native/libtq.so or not;
+/** A copy of the package in a new directory, carrying libtq as
+ * native/PLATFORM/libtq.so for the platform `platform` (none: no copy);
  * returns its directory. */
-function packageCopy(withLibrary) {
+function packageCopy(platform) {
   const copy = path.join(tempDir(), 'tq');
   fs.mkdirSync(copy);
   for (const entry of ['index.js', 'package.json', 'lib']) {
     fs.cpSync(path.join(PACKAGE_DIR, entry), path.join(copy, entry), { recursive: true });
   }
   fs.symlinkSync(path.join(PACKAGE_DIR, 'node_modules'), path.join(copy, 'node_modules'));
-  if (withLibrary) {
-    fs.mkdirSync(path.join(copy, 'native'));
-    fs.copyFileSync(tq.libraryPath, path.join(copy, 'native', 'libtq.so'));
+  if (platform) {
+    fs.mkdirSync(path.join(copy, 'native', platform), { recursive: true });
+    fs.copyFileSync(tq.libraryPath, path.join(copy, 'native', platform, 'libtq.so'));
   }
   return copy;
 }
@@ -41,11 +42,11 @@ test('TQ_LIBRARY names the library', async () => {
 });
 
 test('the copy inside the package is used without TQ_LIBRARY, and TQ_LIBRARY wins over it', async () => {
-  const copy = packageCopy(true);
+  const copy = packageCopy(native.PLATFORM);
   const code = `${REPORT} const q = await tq.open(process.argv[2]); await q.push(1); console.log(await q.count());`;
   const run = await runNode(code, [copy, path.join(tempDir(), 'q.db')], { env: childEnv({ TQ_LIBRARY: undefined }) });
   assert.equal(run.status, 0, run.stderr);
-  assert.deepEqual(run.stdout.split('\n').slice(0, 3), [path.join(copy, 'native', 'libtq.so'), '0.3.0', '1']);
+  assert.deepEqual(run.stdout.split('\n').slice(0, 3), [path.join(copy, 'native', native.PLATFORM, 'libtq.so'), '0.3.0', '1']);
   const chosen = path.join(tempDir(), 'chosen.so');
   fs.copyFileSync(tq.libraryPath, chosen);
   const named = await runNode(REPORT, [copy], { env: childEnv({ TQ_LIBRARY: chosen }) });
@@ -53,7 +54,7 @@ test('the copy inside the package is used without TQ_LIBRARY, and TQ_LIBRARY win
 });
 
 test('the system search path finds the library by its SONAME', async () => {
-  const copy = packageCopy(false);
+  const copy = packageCopy(null);
   const libdir = tempDir();
   fs.symlinkSync(fs.realpathSync(tq.libraryPath), path.join(libdir, 'libtq.so.0.3'));
   const run = await runNode(REPORT, [copy], { env: childEnv({ TQ_LIBRARY: undefined, LD_LIBRARY_PATH: libdir }) });
@@ -62,7 +63,7 @@ test('the system search path finds the library by its SONAME', async () => {
 });
 
 test('a TQ_LIBRARY that cannot be loaded is an error naming all three places', async () => {
-  const copy = packageCopy(true);
+  const copy = packageCopy(native.PLATFORM);
   const missing = path.join(tempDir(), 'nowhere', 'libtq.so');
   const run = await runNode(REPORT, [copy], { env: childEnv({ TQ_LIBRARY: missing }) });
   assert.equal(run.status, 1);
@@ -70,15 +71,13 @@ test('a TQ_LIBRARY that cannot be loaded is an error naming all three places', a
   assert.ok(message.startsWith(`Error: tq: cannot load libtq from TQ_LIBRARY=${JSON.stringify(missing)}: `), message);
   assert.match(message, /No such file/);
   // It is not replaced by the copy in the package; the other places are named.
-  assert.ok(message.includes(`copy inside the package (${path.join(copy, 'native', 'libtq.so')})`), message);
+  assert.ok(message.includes(`copy inside the package (${path.join(copy, 'native', native.PLATFORM, 'libtq.so')})`), message);
   assert.ok(message.includes("system's library search path (libtq.so.0.3)"), message);
 });
 
-test('no library anywhere is an error naming all three places', async () => {
-  const copy = packageCopy(false);
-  // The system may have a libtq installed: the child refuses that one load
-  // as the dynamic loader would when none is installed.
-  const code = `
+/** Requires the package at argv[1] in a child whose koffi refuses to load
+ * the SONAME, as the dynamic loader does when the system has no libtq. */
+const WITHOUT_SYSTEM_LIBRARY = `
     const koffi = require(require.resolve('koffi', { paths: [process.argv[1]] }));
     const load = koffi.load;
     koffi.load = (name, ...rest) => {
@@ -86,17 +85,36 @@ test('no library anywhere is an error naming all three places', async () => {
       return load(name, ...rest);
     };
     require(process.argv[1]);
-  `;
-  const run = await runNode(code, [copy], { env: childEnv({ TQ_LIBRARY: undefined }) });
-  assert.equal(run.status, 1);
-  assert.equal(
-    errorLine(run.stderr),
-    'Error: tq: libtq was not found. Looked in the TQ_LIBRARY environment variable: not set; ' +
-      `the copy inside the package (${path.join(copy, 'native', 'libtq.so')}): not present; ` +
-      "the system's library search path (libtq.so.0.3): libtq.so.0.3: cannot open shared object file: No such file or directory. " +
-      'Build it with `make lib` and set TQ_LIBRARY to build/lib/libtq.so, ' +
-      'install a package that carries it, or install libtq with `make install`.',
+`;
+
+/** The error of a package at `copy` that finds no libtq, the copy inside it told by `bundled`. */
+function notFound(copy, bundled) {
+  return (
+    `Error: tq: libtq was not found for ${native.PLATFORM}. Looked in the TQ_LIBRARY environment variable: not set; ` +
+    `the copy inside the package (${path.join(copy, 'native', native.PLATFORM, 'libtq.so')}): ${bundled}; ` +
+    "the system's library search path (libtq.so.0.3): libtq.so.0.3: cannot open shared object file: No such file or directory. " +
+    `Build it for ${native.PLATFORM} with \`make lib\` in tq's repository and set TQ_LIBRARY to the library in build/lib, ` +
+    'install a package that carries it, or install libtq with `make install`.'
   );
+}
+
+test('no library anywhere is an error naming all three places', async () => {
+  const copy = packageCopy(null);
+  const run = await runNode(WITHOUT_SYSTEM_LIBRARY, [copy], { env: childEnv({ TQ_LIBRARY: undefined }) });
+  assert.equal(run.status, 1);
+  assert.equal(errorLine(run.stderr), notFound(copy, 'not present'));
+});
+
+test('a package carrying libtq for another platform only says which platforms it carries', async () => {
+  const other = native.PLATFORM === 'linux-x64' ? 'darwin-arm64' : 'linux-x64';
+  const copy = packageCopy(other);
+  const run = await runNode(WITHOUT_SYSTEM_LIBRARY, [copy], { env: childEnv({ TQ_LIBRARY: undefined }) });
+  assert.equal(run.status, 1);
+  assert.equal(errorLine(run.stderr), notFound(copy, `the package carries libtq for ${other} only, and this is ${native.PLATFORM}`));
+  // TQ_LIBRARY still wins there.
+  const named = await runNode(REPORT, [copy], { env: childEnv({ TQ_LIBRARY: tq.libraryPath }) });
+  assert.equal(named.status, 0, named.stderr);
+  assert.equal(named.stdout.split('\n')[0], tq.libraryPath);
 });
 
 test('a library that is not libtq is refused', async () => {
