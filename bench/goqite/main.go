@@ -44,7 +44,7 @@ import (
 	goqitejobs "github.com/maragudk/goqite/jobs"
 	_ "github.com/mattn/go-sqlite3"
 
-	"tq.dev/tq"
+	"github.com/tq-dev/tq-go"
 )
 
 // A scenario: workers in one process, and producers pushing meanwhile (0:

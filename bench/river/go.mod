@@ -1,4 +1,4 @@
-module tq.dev/tq/bench/river
+module github.com/tq-dev/tq/bench/river
 
 go 1.26.0
 
@@ -6,7 +6,7 @@ require (
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/riverqueue/river v0.51.2
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.2
-	tq.dev/tq v0.0.0
+	github.com/tq-dev/tq-go v0.0.0
 )
 
 require (
@@ -24,4 +24,4 @@ require (
 	golang.org/x/text v0.43.0 // indirect
 )
 
-replace tq.dev/tq => ../../bindings/go
+replace github.com/tq-dev/tq-go => ../../bindings/go

@@ -35,7 +35,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 
-	"tq.dev/tq"
+	"github.com/tq-dev/tq-go"
 )
 
 // A scenario: workers in one process, and producers pushing meanwhile (0:

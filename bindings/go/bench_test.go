@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"tq.dev/tq"
-	"tq.dev/tq/internal/cbench"
+	"github.com/tq-dev/tq-go"
+	"github.com/tq-dev/tq-go/internal/cbench"
 )
 
 // The benchmarks measure the binding against the same loop written in C

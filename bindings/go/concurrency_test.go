@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"tq.dev/tq"
+	"github.com/tq-dev/tq-go"
 )
 
 // Many goroutines push and pull on one Queue: every task is delivered and

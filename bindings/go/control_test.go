@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"tq.dev/tq"
+	"github.com/tq-dev/tq-go"
 )
 
 func TestCancelTaskTakesAPendingTaskOutOfLineAndKeepsItsReason(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"tq.dev/tq"
+	"github.com/tq-dev/tq-go"
 )
 
 func TestATaskWaitsForItsParentsAndKnowsThem(t *testing.T) {

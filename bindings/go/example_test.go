@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"tq.dev/tq"
+	"github.com/tq-dev/tq-go"
 )
 
 func ExampleQueue_Pull() {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"tq.dev/tq"
+	"github.com/tq-dev/tq-go"
 )
 
 // TestGCStress calls through wrappers that become unreachable during their

@@ -1,3 +1,3 @@
-module tq.dev/tq
+module github.com/tq-dev/tq-go
 
 go 1.25

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"tq.dev/tq"
+	"github.com/tq-dev/tq-go"
 )
 
 func TestAGroupRunsOneAtATimeInPushOrderBesideOthers(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"tq.dev/tq"
+	"github.com/tq-dev/tq-go"
 )
 
 // retryAtOnce is a queue whose failed tasks come back at once.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"tq.dev/tq"
+	"github.com/tq-dev/tq-go"
 )
 
 func TestPostgresOptionsRefusedOnSQLite(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"tq.dev/tq"
+	"github.com/tq-dev/tq-go"
 )
 
 // The test binary re-executed with these variables set plays a child role

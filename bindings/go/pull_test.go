@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"tq.dev/tq"
+	"github.com/tq-dev/tq-go"
 )
 
 // promptly is how soon Pull must return once its context ends or its

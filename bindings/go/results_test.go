@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"tq.dev/tq"
+	"github.com/tq-dev/tq-go"
 )
 
 func TestAResultIsKeptWithoutHistoryForAnyoneToRead(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"tq.dev/tq"
+	"github.com/tq-dev/tq-go"
 )
 
 func TestSchedulesAreAddedListedReplacedAndRemoved(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"tq.dev/tq"
+	"github.com/tq-dev/tq-go"
 )
 
 // openQueue opens a queue on a new file in the test's directory, closed at

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"tq.dev/tq"
+	"github.com/tq-dev/tq-go"
 )
 
 // openOther opens a second handle on the queue file at path, closed at the

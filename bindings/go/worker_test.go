@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"tq.dev/tq"
+	"github.com/tq-dev/tq-go"
 )
 
 // workUntil runs q.Work with handler and opts until done is closed, and

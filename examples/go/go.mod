@@ -1,8 +1,8 @@
-module tq.dev/tq/examples
+module github.com/tq-dev/tq/examples/go
 
 go 1.25
 
-require tq.dev/tq v0.0.0
+require github.com/tq-dev/tq-go v0.0.0
 
 // The binding in this repository.
-replace tq.dev/tq => ../../bindings/go
+replace github.com/tq-dev/tq-go => ../../bindings/go

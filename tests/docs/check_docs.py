@@ -716,7 +716,7 @@ class Checker:
             rest = text[match.end() :]
             if name in FILE_SUFFIXES and not rest.lstrip().startswith("("):
                 continue
-            if rest.startswith("/"):  # a host or module path: tq.dev/tq
+            if rest.startswith("/"):  # a host name in a path, not a package member
                 continue
             if not any(name in self.names.bindings[b].names for b in bindings):
                 self.problem(path, line, f"tq.{name} is not exported by the {' or '.join(bindings)} binding")

@@ -45,7 +45,7 @@ import (
 	"syscall"
 	"time"
 
-	"tq.dev/tq"
+	"github.com/tq-dev/tq-go"
 )
 
 func main() {

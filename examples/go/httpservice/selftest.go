@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"tq.dev/tq"
+	"github.com/tq-dev/tq-go"
 )
 
 // How many tasks the self-test pushes that succeed, and that fail.

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"tq.dev/tq"
+	"github.com/tq-dev/tq-go"
 )
 
 // maxBody is the largest request body POST /tasks takes.

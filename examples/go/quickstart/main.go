@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"os"
 
-	"tq.dev/tq"
+	"github.com/tq-dev/tq-go"
 )
 
 func main() {

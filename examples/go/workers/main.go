@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"tq.dev/tq"
+	"github.com/tq-dev/tq-go"
 )
 
 const (
