@@ -25,6 +25,12 @@
 #                        (TQ_TORTURE_SEED=N replays, TQ_TORTURE_SECONDS=N
 #                        runs each scenario N seconds)
 #   make install PREFIX=/usr/local DESTDIR=
+#   make dist            every package a user installs, in build/dist: C
+#                        tarball, Debian package, Python wheel and sdist, npm
+#                        tarball, Go module, Rust crates; libtq built once for
+#                        glibc 2.17 and later (tools/dist)
+#   make test-dist       each package of make dist installed as its ecosystem
+#                        installs it, without Rust, running its quick start
 #   make bench           the throughput benchmark (see bench/README.md)
 #   make bench-postgres  the PostgreSQL backend against SQLite, on a throwaway
 #                        server over loopback, from one thread and from 1, 4
@@ -39,8 +45,6 @@
 #   make test-python     the Python binding's tests (bindings/python)
 #   make example-python  build and run examples/python
 #   make bench-python    the Python binding against the prototype
-#   make wheel-python    a wheel of the Python binding with libtq inside, built
-#                        by pip as `pip install ./bindings/python` builds it
 #   make test-node       the Node.js binding's tests (bindings/node) and its
 #                        examples (examples/node)
 #   make example-node    run the Node.js examples (examples/node)
@@ -61,9 +65,10 @@ RELEASE := target/release
 
 .PHONY: all setup lib cli example test test-rust test-postgres test-cli bench-postgres test-symbols test-install test-c test-faults test-torture bench install clean FORCE \
 	test-go example-go bench-go
-.PHONY: test-python example-python bench-python wheel-python bench-serve
+.PHONY: test-python example-python bench-python bench-serve
 .PHONY: test-node example-node bench-node pack-node
 .PHONY: test-examples test-docs
+.PHONY: dist test-dist
 
 all: lib
 
@@ -249,11 +254,11 @@ test-go: lib
 	@[ -n "$$TQ_TEST_POSTGRES_URL" ] || echo "skipped the TestPostgres round trips (push, results, schedules, task context): TQ_TEST_POSTGRES_URL is not set (make test-postgres runs it)"
 	$(call GO_INTREE,examples/go,vet) ./...
 	$(call GO_INTREE,examples/go,test) -race -count=1 ./...
-	@# Without the tag: pkg-config finds libtq installed in a staging directory.
+	@# tq_system: pkg-config finds libtq installed in a staging directory.
 	rm -rf $(GO_STAGING)
 	$(MAKE) --no-print-directory install DESTDIR=$(GO_STAGING) PREFIX=/usr
 	cd bindings/go && PKG_CONFIG_SYSROOT_DIR=$(GO_STAGING) PKG_CONFIG_LIBDIR=$(GO_STAGING)/usr/lib/pkgconfig \
-		LD_LIBRARY_PATH=$(GO_STAGING)/usr/lib $(GO) test -race -count=1 -run 'TestVersion|TestPushPullFinish|TestProcessesShareOneFile|TestPullReturnsPromptlyWhenCancelled' .
+		LD_LIBRARY_PATH=$(GO_STAGING)/usr/lib $(GO) test -tags tq_system -race -count=1 -run 'TestVersion|TestPushPullFinish|TestProcessesShareOneFile|TestPullReturnsPromptlyWhenCancelled' .
 
 # The examples' queue files go to build/, with their -wal and -shm.
 example-go: lib
@@ -287,12 +292,6 @@ bench-python: lib
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check 'persist-queue==1.1.0'
 	$(IN_TREE_PYTHON) bench/python_bench.py
 
-# A wheel with libtq.so inside the package, in build/python. The package's
-# build (bindings/python/setup.py) builds libtq with cargo through
-# setuptools-rust, which pip fetches from the package index with setuptools.
-wheel-python:
-	$(PYTHON) -m pip wheel --no-deps --disable-pip-version-check --wheel-dir $(BUILD)/python bindings/python
-
 # The Node.js binding, run from the source tree against build/lib. Each
 # folder's npm packages are installed (npm ci) from its package-lock.json
 # when the lock is newer than what is installed; the examples and the
@@ -308,12 +307,10 @@ examples/node/node_modules/.package-lock.json bench/node/node_modules/.package-l
 test-node: lib $(NODE_BINDING_MODULES) examples/node/node_modules/.package-lock.json
 	cd bindings/node && $(IN_TREE_NODE) --test test/*.test.js
 
-# npm pack runs the package's prepack script, which copies the library
-# named by TQ_LIBRARY into native/libtq.so, and its postpack, which removes
-# the copy again.
+# The npm tarball of `make dist`'s node/ folder, carrying build/lib's
+# libtq instead of the glibc 2.17 build (build/node/tq-VERSION.tgz).
 pack-node: lib
-	mkdir -p $(BUILD)/node
-	cd bindings/node && TQ_LIBRARY=$(CURDIR)/$(BUILD)/lib/libtq.so.$(VERSION) $(NPM) pack --pack-destination $(CURDIR)/$(BUILD)/node
+	tools/dist/node.sh $(BUILD)/lib $(BUILD)/node
 
 # The examples' queue files go to build/, with their -wal and -shm.
 example-node: lib examples/node/node_modules/.package-lock.json
@@ -329,6 +326,37 @@ bench-node: lib bench/node/node_modules/.package-lock.json
 	$(CC) -O2 -Wall -Wextra -Werror -pedantic -std=c11 -Iinclude -o $(BUILD)/node-bench/c_loops bench/node/c_loops.c \
 		-L$(BUILD)/lib -ltq -Wl,-rpath,$(CURDIR)/$(BUILD)/lib
 	$(IN_TREE_NODE) --expose-gc bench/node/bench.js
+
+# Every artifact a user installs, in build/dist, one folder per ecosystem,
+# from one build of libtq and tq for glibc 2.17 and later
+# (tools/dist/build.sh), with a SHA256SUMS of them all: c/ (a tarball to
+# unpack under any prefix), deb/ (a Debian package), python/ (a manylinux
+# wheel carrying libtq, and an sdist that builds it with cargo), node/ (an npm tarball
+# carrying libtq, installed with no script), go/ (the Go module with
+# libtq.a inside, and a file:// module proxy serving it), rust/ (the crates, as `cargo
+# package` makes them).
+DIST := $(BUILD)/dist
+DIST_STAGE := $(BUILD)/dist-stage
+dist:
+	tools/dist/build.sh $(DIST_STAGE)
+	rm -rf $(DIST)
+	tools/dist/c.sh $(DIST_STAGE) $(DIST)
+	tools/dist/python.sh $(DIST_STAGE)/lib $(DIST)/python
+	tools/dist/node.sh $(DIST_STAGE)/lib $(DIST)/node
+	tools/dist/go.sh $(DIST_STAGE)/lib $(DIST)/go
+	tools/dist/rust.sh $(DIST)
+	@# go/module is the folder a release copies into the Go module's repository; the proxy's zip holds the same files.
+	cd $(DIST) && find . -type f ! -name SHA256SUMS ! -path './go/module/*' | LC_ALL=C sort | xargs sha256sum > SHA256SUMS
+	@cd $(DIST) && du -b $$(find . -type f ! -path './go/module/*' | LC_ALL=C sort) | awk '{ printf "%12d  %s\n", $$1, $$2 }'
+
+# Each artifact of build/dist installed as its ecosystem installs it, on a
+# PATH without Rust, running its language's quick start (tests/dist).
+test-dist: dist
+	tests/dist/c.sh $(DIST)
+	tests/dist/python.sh $(DIST)
+	tests/dist/node.sh $(DIST)
+	tests/dist/go.sh $(DIST)
+	tests/dist/rust.sh
 
 install: lib cli
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)

@@ -15,16 +15,10 @@ module=github.com/tq-dev/tq-go
 version=v$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)
 go=$(command -v go) || die "go is not on PATH"
 
-# PATH without Rust: no ~/.cargo/bin, no folder that holds cargo or rustc.
-clean_path=
-IFS=: read -ra dirs <<<"$PATH"
-for dir in "${dirs[@]}"; do
-	case $dir in "$HOME"/.cargo/bin | "") continue ;; esac
-	[ -e "$dir/cargo" ] || [ -e "$dir/rustc" ] && continue
-	clean_path=${clean_path:+$clean_path:}$dir
-done
+# shellcheck source=tests/dist/no-rust.sh
+. tests/dist/no-rust.sh
 # The Go toolchain's own folder stays, whatever PATH it came from.
-clean_path=$(dirname "$go"):$clean_path
+clean_path=$(dirname "$go"):$PATH
 
 tmp=$(mktemp -d /tmp/tq-dist-go.XXXXXX)
 # The module cache is read-only: make it writable to remove it.

@@ -30,16 +30,8 @@ TYPESCRIPT_5=5.9.3
 TYPESCRIPT_7=7.0.2
 NPM_FLAGS=(--no-audit --no-fund --prefer-offline)
 
-# A PATH without Rust: every folder holding cargo or rustc is dropped.
-rustless_path=
-IFS=: read -ra path_dirs <<<"$PATH"
-for dir in "${path_dirs[@]}"; do
-  [ -n "$dir" ] && [ ! -e "$dir/cargo" ] && [ ! -e "$dir/rustc" ] || continue
-  rustless_path=${rustless_path:+$rustless_path:}$dir
-done
-export PATH=$rustless_path
-! command -v cargo >/dev/null || die "cargo is still on PATH"
-! command -v rustc >/dev/null || die "rustc is still on PATH"
+# shellcheck source=tests/dist/no-rust.sh
+. "$repository/tests/dist/no-rust.sh"
 command -v npm >/dev/null || die "npm is not on PATH"
 # The package must find its own copy of libtq.
 unset TQ_LIBRARY

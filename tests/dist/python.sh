@@ -26,15 +26,8 @@ wheel=${wheels[0]}
 sdist="$packages/tq-$version.tar.gz"
 [[ -f $sdist ]] || fail "$sdist not found"
 
-# A PATH without Rust: every folder holding cargo or rustc is left out.
-rustless_path=
-IFS=: read -ra path_dirs <<<"$PATH"
-for dir in "${path_dirs[@]}"; do
-    [[ -n $dir && ! -e $dir/cargo && ! -e $dir/rustc ]] && rustless_path+="${rustless_path:+:}$dir"
-done
-export PATH=$rustless_path
-! command -v cargo >/dev/null || fail "cargo is still on PATH"
-! command -v rustc >/dev/null || fail "rustc is still on PATH"
+# shellcheck source=tests/dist/no-rust.sh
+. tests/dist/no-rust.sh
 python=$(command -v "${PYTHON:-python3}") || fail "no ${PYTHON:-python3} on PATH"
 # Nothing may reach the package but the wheel: no library named, no source
 # tree, no other wheel folder.

@@ -71,7 +71,7 @@ echo "== staging bindings/python and the libtq crate in $staging"
 copy_tracked "$staging" bindings/python
 package="$staging/bindings/python"
 mkdir "$package/crate"
-copy_tracked "$package/crate" Cargo.toml Cargo.lock build.rs tq.map src include/tq.h \
+copy_tracked "$package/crate" Cargo.toml Cargo.lock build.rs tq.map src include/tq.h LICENSE \
     cli/Cargo.toml cli/src cli/benches
 
 rm -rf "$outdir"
