@@ -337,7 +337,7 @@ bench-node: lib bench/node/node_modules/.package-lock.json
 # package` makes them).
 DIST := $(BUILD)/dist
 DIST_STAGE := $(BUILD)/dist-stage
-dist:
+dist: lib
 	tools/dist/build.sh $(DIST_STAGE)
 	rm -rf $(DIST)
 	tools/dist/c.sh $(DIST_STAGE) $(DIST)

@@ -5,7 +5,7 @@
 # systems up to ten years old), with the dist profile (release, optimised
 # across crates).
 #
-#   tools/dist/build.sh STAGE
+#   tools/dist/build.sh STAGE     (after `make lib`)
 #
 # cargo-zigbuild links through zig's C toolchain against glibc 2.17's symbol
 # versions; both are installed, pinned, under build/dist-tools. Stages
@@ -35,10 +35,8 @@ fi
 export PATH=$tools/venv/bin:$tools/bin:$PATH
 
 echo "tools/dist/build.sh: building libtq and tq for $TARGET, glibc $GLIBC"
-cargo-zigbuild rustc --locked --profile dist --target "$TARGET.$GLIBC" --lib -p tq \
-    -- --print native-static-libs 2> build/dist-lib-build.log ||
-    { cat build/dist-lib-build.log >&2; exit 1; }
-cargo zigbuild --locked --profile dist --target "$TARGET.$GLIBC" -p tq-cli
+# One command for both, so that they share one build of the tq crate.
+cargo zigbuild --locked --profile dist --target "$TARGET.$GLIBC" -p tq -p tq-cli
 built=target/$TARGET/dist
 
 rm -rf "$stage"
@@ -46,8 +44,9 @@ mkdir -p "$stage/lib" "$stage/bin"
 cp "$built/libtq.so" "$stage/lib/libtq.so.$version"
 strip --strip-debug -o "$stage/lib/libtq.a" "$built/libtq.a"
 cp "$built/tq" "$stage/bin/tq"
-sed -n 's/^note: native-static-libs: //p' build/dist-lib-build.log > "$stage/native-static-libs"
-[ -s "$stage/native-static-libs" ] || { echo "tools/dist/build.sh: rustc named no native-static-libs" >&2; exit 1; }
+# The system libraries a static link needs, as rustc named them for `make
+# lib`'s build of the same target.
+cp build/native-static-libs "$stage/native-static-libs"
 
 # The newest glibc symbol version each binary needs.
 for binary in "$stage/lib/libtq.so.$version" "$stage/bin/tq"; do
