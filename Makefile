@@ -16,7 +16,8 @@
 #                        C++, AddressSanitizer/UBSan, valgrind, panic
 #                        injection), faults (disk full, I/O errors,
 #                        descriptors), Go, torture, the Python and Node.js
-#                        bindings, every example program, the docs' code
+#                        bindings, the packages of make dist installed
+#                        without Rust, every example program, the docs' code
 #   make test-cli        the tq command's tests alone
 #   make test-postgres   the PostgreSQL backend against a throwaway server
 #                        (the core and job suites, its own tests, and the
@@ -93,8 +94,9 @@ $(BUILD)/lib/libtq.so: $(RELEASE)/libtq.so $(RELEASE)/libtq.a
 	cp -f $(RELEASE)/libtq.so $(BUILD)/lib/libtq.so.$(VERSION); \
 	if [ "$$soname" != "libtq.so.$(VERSION)" ]; then ln -sf libtq.so.$(VERSION) $(BUILD)/lib/$$soname; fi; \
 	ln -sf libtq.so.$(VERSION) $(BUILD)/lib/libtq.so
-	@# The debug sections come from Rust's standard library, built with them.
-	strip --strip-debug -o $(BUILD)/lib/libtq.a $(RELEASE)/libtq.a
+	@# Without the debug sections of Rust's standard library, built with
+	@# them, and the LLVM bitcode rustc embeds in every object for LTO.
+	strip --strip-debug --remove-section=.llvmbc --remove-section=.llvmcmd -o $(BUILD)/lib/libtq.a $(RELEASE)/libtq.a
 
 # The tq command, a crate of its own in cli/ built on the Rust API.
 cli: $(RELEASE)/tq
@@ -112,7 +114,7 @@ example: setup lib
 	$(MAKE) -C examples/c run TQ_LIBDIR=$(CURDIR)/$(BUILD)/lib TQ_INCLUDEDIR=$(CURDIR)/include
 	$(MAKE) --no-print-directory example-go
 
-test: setup test-rust test-postgres test-cli test-symbols test-install test-c test-faults test-go test-torture test-python test-node
+test: setup test-rust test-postgres test-cli test-symbols test-install test-c test-faults test-go test-torture test-python test-node test-dist
 
 # After the others: the example programs, then the code in the docs.
 test: test-examples test-docs

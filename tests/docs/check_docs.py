@@ -90,7 +90,7 @@ def conventional_objects(language):
     return CONVENTIONAL_TQ_OBJECTS | (CONVENTIONAL_GO_OBJECTS if language == "go" else set())
 
 
-C_NAME = re.compile(r"\b(?:tq|TQ)_[A-Za-z0-9_]+\b")
+C_NAME = re.compile(r"\b(?:tq|TQ)_[A-Za-z][A-Za-z0-9_]*\b")  # a file name such as tq_0.3.0_amd64.deb is none
 PACKAGE_NAME = re.compile(r"(?<![\w./-])tq\.([A-Za-z_][A-Za-z0-9_]*)")
 # `tq.h`, `tq.pc`: file names, not package members.
 FILE_SUFFIXES = {"h", "pc", "map", "so", "a", "db", "go", "py", "js", "ts", "json", "toml", "md", "in"}

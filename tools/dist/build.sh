@@ -9,7 +9,8 @@
 #
 # cargo-zigbuild links through zig's C toolchain against glibc 2.17's symbol
 # versions; both are installed, pinned, under build/dist-tools. Stages
-# lib/libtq.so.VERSION, lib/libtq.a (without debug sections), bin/tq and
+# lib/libtq.so.VERSION, lib/libtq.a (without debug sections and the LLVM
+# bitcode rustc embeds for LTO), bin/tq and
 # native-static-libs (the system libraries a static link needs) in STAGE,
 # then checks that no symbol needs a glibc newer than 2.17.
 set -euo pipefail
@@ -42,7 +43,7 @@ built=target/$TARGET/dist
 rm -rf "$stage"
 mkdir -p "$stage/lib" "$stage/bin"
 cp "$built/libtq.so" "$stage/lib/libtq.so.$version"
-strip --strip-debug -o "$stage/lib/libtq.a" "$built/libtq.a"
+strip --strip-debug --remove-section=.llvmbc --remove-section=.llvmcmd -o "$stage/lib/libtq.a" "$built/libtq.a"
 cp "$built/tq" "$stage/bin/tq"
 # The system libraries a static link needs, as rustc named them for `make
 # lib`'s build of the same target.

@@ -9,6 +9,7 @@ set -euo pipefail
 out=$1
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 echo "tools/dist/rust.sh: cargo package --workspace (each crate built from its package)"
-cargo package --quiet --locked --workspace
+# From the work tree as it is, as every other package of make dist.
+cargo package --quiet --locked --workspace --allow-dirty
 mkdir -p "$out/rust"
 cp "target/package/tq-$version.crate" "target/package/tq-cli-$version.crate" "$out/rust/"
