@@ -433,352 +433,6 @@ const char *tq_version(void);
 uint32_t tq_version_number(void);
 
 /*
- Writes `location` (a file path or a URL, UTF-8) as it may be shown in
- messages into `buf`: a URL without the password of its user information
- and without any `password` query parameter; a file path unchanged. At
- most `cap - 1` bytes are written (cut at a character boundary), then a
- NUL; `*len` (when `len` is not NULL) receives the length of the whole
- result without its NUL, so a result was cut when `*len >= cap`. With
- `cap` 0, `buf` may be NULL and only `*len` is set: call once to learn
- the size, then again with a buffer of `*len + 1` bytes.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL or non-UTF-8
- `location`, NULL `buf` with `cap` above 0); then `buf` is untouched.
-
- Ownership: `buf` belongs to the caller; tq keeps no pointer. Thread
- safety: may be called from any thread.
- */
-enum tq_status tq_location_redacted(const char *location, char *buf, size_t cap, size_t *len);
-
-/*
- Creates an options object for `tq_open` holding the defaults: durability
- `TQ_DURABILITY_FULL`, a 5,000 ms busy timeout, no history, payloads up
- to `TQ_MAX_PAYLOAD_LEN` bytes, the queue named "default", 25 attempts
- per task, retries after 1,000 ms doubling up to 3,600,000 ms.
-
- Ownership: the caller owns the result and frees it with
- `tq_options_free`. Returns NULL only if tq failed internally.
- */
-struct tq_options *tq_options_new(void);
-
-/*
- Frees an options object from `tq_options_new`. NULL is a no-op; call at
- most once per object.
- */
-void tq_options_free(struct tq_options *options);
-
-/*
- Sets the durability: `TQ_DURABILITY_FULL` or `TQ_DURABILITY_NORMAL` (a
- plain integer, so any other value is an error rather than undefined
- behaviour).
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, unknown value;
- the object is then unchanged).
- */
-enum tq_status tq_options_set_durability(struct tq_options *options, int32_t durability);
-
-/*
- Sets how long a call waits for other writers on the file before it
- fails with TQ_ERR_BUSY, in milliseconds (0 fails at once; at most one
- year). Default 5,000.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
- */
-enum tq_status tq_options_set_busy_timeout_ms(struct tq_options *options, uint64_t timeout_ms);
-
-/*
- When `keep` is true, tasks finished through this handle are kept as
- done with their finish time (`tq_count`, `tq_purge`); when false
- (the default) they are deleted.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options).
- */
-enum tq_status tq_options_set_keep_history(struct tq_options *options, bool keep);
-
-/*
- Sets how long a task finished with `tq_finish_with_result` through a
- handle opened with these options is kept for its result, when the
- handle keeps no history: 1 ms to one year (default 7 days). Later
- finishes with a result delete the tasks whose time has passed; with
- history, a result stays with its done task until `tq_purge`.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
- */
-enum tq_status tq_options_set_result_retention_ms(struct tq_options *options,
-                                                  uint64_t retention_ms);
-
-/*
- Sets the largest payload a handle opened with these options pushes, in
- bytes: 1 to `TQ_MAX_PAYLOAD_LEN` (the default). A larger push fails with
- TQ_ERR_INVALID_ARGUMENT and stores nothing.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
- */
-enum tq_status tq_options_set_max_payload_len(struct tq_options *options, size_t limit);
-
-/*
- Sets how many connections to the PostgreSQL server a handle opened with
- these options keeps at most: 1 to 1,024 (default 4). That many of its
- calls run at once; further ones wait up to the busy timeout for a free
- connection. For a `postgres://` URL only: `tq_open` of an SQLite file
- with this set fails with TQ_ERR_INVALID_ARGUMENT.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
- */
-enum tq_status tq_options_set_pool_size(struct tq_options *options, uint32_t size);
-
-/*
- Names the PostgreSQL schema that holds tq's tables (default "tq"): 1 to
- 63 ASCII letters, digits and '_', not starting with a digit or "pg_".
- tq creates it when missing. For a `postgres://` URL only: `tq_open` of
- an SQLite file with this set fails with TQ_ERR_INVALID_ARGUMENT.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options or name, bad
- UTF-8, a name tq does not accept; the object is then unchanged).
- */
-enum tq_status tq_options_set_postgres_schema(struct tq_options *options, const char *name);
-
-/*
- Creates an options object for `tq_push` holding the defaults: the task
- is ready at once, priority 0, the queue's maximum attempts, no unique key.
-
- Ownership: the caller owns the result and frees it with
- `tq_push_options_free`. Returns NULL only if tq failed internally.
- */
-struct tq_push_options *tq_push_options_new(void);
-
-/*
- Frees an options object from `tq_push_options_new`. NULL is a no-op;
- call at most once per object.
- */
-void tq_push_options_free(struct tq_push_options *options);
-
-/*
- The task becomes ready `delay_ms` milliseconds after the push (at most
- one year). Replaces an earlier `tq_push_options_set_run_at_unix_ms`.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
- */
-enum tq_status tq_push_options_set_delay_ms(struct tq_push_options *options, uint64_t delay_ms);
-
-/*
- The task becomes ready at `unix_ms`, milliseconds since the Unix epoch
- (a time in the past means at once). Replaces an earlier
- `tq_push_options_set_delay_ms`.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, negative time).
- */
-enum tq_status tq_push_options_set_run_at_unix_ms(struct tq_push_options *options, int64_t unix_ms);
-
-/*
- Makes the task wait for the stored task `id` too (besides those added
- before): it is stored blocked (counted and listed as TQ_STATE_PENDING,
- never pulled) until every task it waits for is done. `id` must name a
- task of the same queue that is stored when the task is pushed: not yet
- finished, or kept as history (a done one does not hold it back);
- otherwise the push fails with TQ_ERR_INVALID_ARGUMENT and stores
- nothing. At most `TQ_MAX_PARENTS` in all, items included.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, an id not
- positive, too many).
- Thread safety: not with other calls on the same options object.
- */
-enum tq_status tq_push_options_add_after(struct tq_push_options *options, int64_t id);
-
-/*
- Makes an item of `tq_push_items` wait for the earlier item at `index`
- of the same call too, as `tq_push_options_add_after` does for a stored
- task, so that a graph of tasks is stored in one call, all or none. Any
- other push with such options fails with TQ_ERR_INVALID_ARGUMENT.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, too many).
- Thread safety: not with other calls on the same options object.
- */
-enum tq_status tq_push_options_add_after_item(struct tq_push_options *options, size_t index);
-
-/*
- Sets what the task does when a task it waits for ends dead or
- cancelled: a `tq_parent_failure` value (a plain integer, so any other
- value is an error rather than undefined behaviour). Default
- `TQ_PARENT_FAILURE_CANCEL`.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, unknown value;
- the object is then unchanged).
- Thread safety: not with other calls on the same options object.
- */
-enum tq_status tq_push_options_set_on_parent_failure(struct tq_push_options *options,
-                                                     int32_t policy);
-
-/*
- Puts the task in the ordered group `key` of its queue: 1 to
- `TQ_MAX_UNIQUE_KEY_LEN` bytes of UTF-8 (NUL-terminated; copied), or
- NULL to take it out of any group. The tasks of one group are delivered
- at most `max_at_once` at a time (1 to `TQ_MAX_GROUP_AT_ONCE`), in push
- order when it is 1, while other groups proceed in parallel: the task
- waits, as one added by `tq_push_options_add_after` with
- `TQ_PARENT_FAILURE_RUN_ANYWAY` would, for the `max_at_once`-th most
- recent unfinished task of the group, if any (listed by
- `tq_task_waiting_for` while blocked, not by `tq_task_parents`). Tasks of
- one group in one `tq_push_batch` or `tq_push_items` wait for each other
- likewise, in order. A task of the group cancelled while it still waits
- hands its place on: the tasks of the group waiting for it wait for the
- task it waited for.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, a key empty,
- too long or not UTF-8, `max_at_once` out of range; the object is then
- unchanged).
- Thread safety: not with other calls on the same options object.
- */
-enum tq_status tq_push_options_set_group(struct tq_push_options *options,
-                                         const char *key,
-                                         uint32_t max_at_once);
-
-/*
- Creates an options object for `tq_pull` holding the defaults: a 30,000
- ms lease, no waiting, no cancellation.
-
- Ownership: the caller owns the result and frees it with
- `tq_pull_options_free`. Returns NULL only if tq failed internally.
- */
-struct tq_pull_options *tq_pull_options_new(void);
-
-/*
- Frees an options object from `tq_pull_options_new`. NULL is a no-op;
- call at most once per object.
- */
-void tq_pull_options_free(struct tq_pull_options *options);
-
-/*
- Sets the lease of a claimed task, in milliseconds (1 ms to one year):
- past it, the task is ready again for other workers.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
- */
-enum tq_status tq_pull_options_set_lease_ms(struct tq_pull_options *options, uint64_t lease_ms);
-
-/*
- Chooses the queue a handle works on: one file holds any number of
- independent queues, each named by 1 to `TQ_MAX_QUEUE_NAME_LEN` bytes of
- UTF-8 (NUL-terminated; copied). Default "default".
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options or name, empty,
- too long or not UTF-8; the object is then unchanged).
- */
-enum tq_status tq_options_set_queue(struct tq_options *options, const char *name);
-
-/*
- Sets how many deliveries each task pushed through the handle gets before
- a failure makes it dead (at least 1; default 25). A push may override it
- with `tq_push_options_set_max_attempts`.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, 0).
- */
-enum tq_status tq_options_set_max_attempts(struct tq_options *options, uint32_t max_attempts);
-
-/*
- Sets the pauses before a failed task is retried: `min_ms` after the
- first failure, doubling with each attempt up to `max_ms`, with random
- jitter taking up to half off each pause. `min_ms` may be 0 (retry at
- once); `max_ms` must not be below it; both at most one year. Default
- 1,000 and 3,600,000.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
- */
-enum tq_status tq_options_set_retry_backoff_ms(struct tq_options *options,
-                                               uint64_t min_ms,
-                                               uint64_t max_ms);
-
-/*
- Sets the task's priority: a ready task of higher priority is claimed
- before any of lower priority; equal priorities come out in the order
- they became ready. Any value; default 0.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options).
- */
-enum tq_status tq_push_options_set_priority(struct tq_push_options *options, int32_t priority);
-
-/*
- Sets how many deliveries the task gets before a failure makes it dead
- (at least 1), instead of the handle's default.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, 0).
- */
-enum tq_status tq_push_options_set_max_attempts(struct tq_push_options *options,
-                                                uint32_t max_attempts);
-
-/*
- Gives the task a unique key: 1 to `TQ_MAX_UNIQUE_KEY_LEN` bytes of UTF-8
- (NUL-terminated; copied), or NULL to remove the key and its window.
- While a task with the key is pending or leased in the queue, `tq_push`
- stores nothing and returns TQ_DUPLICATE with that task's id. Only
- `tq_push` takes a unique key; `tq_push_batch` refuses one.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, empty, too
- long or not UTF-8; the object is then unchanged).
- */
-enum tq_status tq_push_options_set_unique_key(struct tq_push_options *options, const char *key);
-
-/*
- Keeps the unique key reserved for `window_ms` milliseconds after the
- task is done (at most one year; default 0: the key is free once the
- task is done). Set the key first.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, no key set,
- out of range).
- */
-enum tq_status tq_push_options_set_unique_for_ms(struct tq_push_options *options,
-                                                 uint64_t window_ms);
-
-/*
- Sets how long `tq_pull` and `tq_pull_batch` wait for a task when none is
- ready, in milliseconds (at most one year; default 0: answer at once).
- A push to the queue ends the wait at once, from this process or another
- (a write that rings nothing, as an outbox push, within about a second),
- a delayed task at its due time. Waiting
- uses no CPU to speak of.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
- */
-enum tq_status tq_pull_options_set_wait_ms(struct tq_pull_options *options, uint64_t wait_ms);
-
-/*
- Lets `cancel` end the wait of pulls made with these options (NULL
- removes it). The options keep their own reference: `cancel` may be freed
- before them.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, `cancel` not a
- live tq_cancel).
- */
-enum tq_status tq_pull_options_set_cancel(struct tq_pull_options *options,
-                                          const struct tq_cancel *cancel);
-
-/*
- Creates a cancellation object, not yet triggered.
-
- Ownership: the caller owns the result and frees it with
- `tq_cancel_free`. Returns NULL only if tq failed internally.
- */
-struct tq_cancel *tq_cancel_new(void);
-
-/*
- Ends, with TQ_ERR_INTERRUPTED, the wait of every pull made with options
- holding `cancel` and of every `tq_wait_cancellation` given it, now and
- later: triggering is permanent, so use a new
- object for each operation to cancel. A pull still takes a task that is
- ready.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL or not a live tq_cancel).
- Thread safety: safe from any thread, while pulls use it.
- */
-enum tq_status tq_cancel_trigger(struct tq_cancel *cancel);
-
-/*
- Frees a cancellation object from `tq_cancel_new`. NULL is a no-op; call
- at most once per object. Options holding it keep working.
- */
-void tq_cancel_free(struct tq_cancel *cancel);
-
-/*
  Opens the queue in the SQLite file at `path` (UTF-8), creating the file
  and tq's `tq_*` tables as needed, and stores the handle in `*out`.
  `options` may be NULL for the defaults; it is only read during the call.
@@ -811,6 +465,161 @@ enum tq_status tq_open(const char *path, const struct tq_options *options, struc
 void tq_close(struct tq_queue *queue);
 
 /*
+ Ends, with TQ_ERR_INTERRUPTED, the wait of every pull on this handle,
+ now and from then on (a pull still takes a task that is ready). To stop
+ worker threads: `tq_interrupt`, join them, then `tq_close`.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue).
+ Thread safety: safe from any thread, while other threads wait in pulls.
+ */
+enum tq_status tq_interrupt(struct tq_queue *queue);
+
+/*
+ Pauses the handle's queue for every process on its file (or PostgreSQL
+ schema) until `tq_resume` or `until_unix_ms` (milliseconds since the
+ Unix epoch; TQ_UNTIL_RESUMED for no end): pulls find nothing meanwhile
+ (waiting pulls keep waiting and take a task once the pause ends);
+ pushes are stored as usual. A new pause replaces the one in force.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, an end not in
+ the future), TQ_ERR_BUSY, TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_pause(struct tq_queue *queue, int64_t until_unix_ms);
+
+/*
+ Ends the pause of the handle's queue, if any, and wakes its waiting
+ pulls in every process.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue), TQ_ERR_BUSY,
+ TQ_ERR_IO. Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_resume(struct tq_queue *queue);
+
+/*
+ Writes to `*out_until_unix_ms` when the pause of the handle's queue in
+ force ends (TQ_UNTIL_RESUMED for no end), or 0 when it is not paused.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or
+ `out_until_unix_ms`), TQ_ERR_BUSY, TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_paused_until(const struct tq_queue *queue, int64_t *out_until_unix_ms);
+
+/*
+ Limits the handle's queue to `limit` tasks leased at once (at least 1)
+ across every process and machine on its file (or PostgreSQL schema),
+ enforced inside each claim so that it holds under any race; expired
+ leases and tasks recovered from dead holders hold no slot. Tasks leased
+ beyond a new, lower limit keep their leases.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, a limit of 0:
+ use `tq_clear_concurrency_limit`, or `tq_pause` to stop claims),
+ TQ_ERR_BUSY, TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_set_concurrency_limit(struct tq_queue *queue, uint32_t limit);
+
+/*
+ Removes the concurrency limit of the handle's queue, if any.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue), TQ_ERR_BUSY,
+ TQ_ERR_IO. Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_clear_concurrency_limit(struct tq_queue *queue);
+
+/*
+ Writes the concurrency limit of the handle's queue to `*out_limit`, or
+ 0 when it has none.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or `out_limit`),
+ TQ_ERR_BUSY, TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_concurrency_limit(const struct tq_queue *queue, uint32_t *out_limit);
+
+/*
+ Allows at most `claims` deliveries of the handle's queue (1 to 100,000)
+ in any window of `per_ms` milliseconds (1 ms to 366 days), across every
+ process and machine on its file (or PostgreSQL schema), without a
+ coordinator: each claim takes a slot last used a window ago or more,
+ inside its transaction, or claims nothing (waiting pulls wait for a
+ slot). Windows are measured on the claims' times, read once each claim
+ holds the write lock, in whole milliseconds. Setting the rate in force
+ again changes nothing (every worker may declare it at start without
+ granting a new burst); a changed rate keeps the most recent uses, and a
+ new one starts with every slot free.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, values out of
+ range), TQ_ERR_BUSY, TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_set_rate_limit(struct tq_queue *queue, uint32_t claims, uint64_t per_ms);
+
+/*
+ Removes the rate limit of the handle's queue, if any.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue), TQ_ERR_BUSY,
+ TQ_ERR_IO. Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_clear_rate_limit(struct tq_queue *queue);
+
+/*
+ Writes the rate limit of the handle's queue to `*out_claims` and
+ `*out_per_ms`, or 0 to both when it has none.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or out-pointer),
+ TQ_ERR_BUSY, TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_rate_limit(const struct tq_queue *queue,
+                             uint32_t *out_claims,
+                             uint64_t *out_per_ms);
+
+/*
+ Copies the file's write-ahead log into the database and truncates it,
+ waiting up to the busy timeout for readers to move on, and writes the
+ log's size afterwards to `*out_wal_bytes` when it is not NULL. tq also
+ checkpoints by itself when the log grows past 16 MiB; call this at quiet
+ moments to keep the files small.
+
+ Returns TQ_OK, or TQ_ERR_BUSY (a reader still used the log: part of it
+ remains; the size is still written), TQ_ERR_INVALID_ARGUMENT (NULL
+ queue; a PostgreSQL queue, which has no log file of tq's own),
+ TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_checkpoint(struct tq_queue *queue, int64_t *out_wal_bytes);
+
+/*
+ Writes the size of the file's write-ahead log (`-wal` file), in bytes,
+ to `*out_wal_bytes`.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or out; a
+ PostgreSQL queue), TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_wal_size(const struct tq_queue *queue, int64_t *out_wal_bytes);
+
+/*
+ Writes `location` (a file path or a URL, UTF-8) as it may be shown in
+ messages into `buf`: a URL without the password of its user information
+ and without any `password` query parameter; a file path unchanged. At
+ most `cap - 1` bytes are written (cut at a character boundary), then a
+ NUL; `*len` (when `len` is not NULL) receives the length of the whole
+ result without its NUL, so a result was cut when `*len >= cap`. With
+ `cap` 0, `buf` may be NULL and only `*len` is set: call once to learn
+ the size, then again with a buffer of `*len + 1` bytes.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL or non-UTF-8
+ `location`, NULL `buf` with `cap` above 0); then `buf` is untouched.
+
+ Ownership: `buf` belongs to the caller; tq keeps no pointer. Thread
+ safety: may be called from any thread.
+ */
+enum tq_status tq_location_redacted(const char *location, char *buf, size_t cap, size_t *len);
+
+/*
  Stores the JSON text `payload[0..len]` (UTF-8, no terminator needed) as
  a new pending task, exactly as given, and writes its id to `*out_id`
  when `out_id` is not NULL. `options` may be NULL for the defaults.
@@ -832,45 +641,6 @@ enum tq_status tq_push(struct tq_queue *queue,
                        size_t len,
                        const struct tq_push_options *options,
                        int64_t *out_id);
-
-/*
- Claims the ready task first in line under a lease and stores it in
- `*out`: the highest priority first, then the task ready longest (a
- pending task that is due, or one whose lease expired). Its attempt count
- goes up by one. No two holders ever hold the same task at once.
- `options` may be NULL for the defaults (a 30 s lease, no waiting).
-
- Returns TQ_OK with `*out` set, TQ_EMPTY with `*out` NULL when no task
- was ready by the end of the options' wait, or TQ_ERR_INTERRUPTED (the
- wait was ended by `tq_interrupt` or the options' `tq_cancel`),
- TQ_ERR_INVALID_ARGUMENT (NULL queue or out), TQ_ERR_BUSY, TQ_ERR_IO,
- TQ_ERR_NOT_A_DATABASE (the stored task is damaged).
-
- Ownership: the caller owns `*out` and frees it with `tq_task_free`.
- Thread safety: any number of threads may pull on one handle at once.
- */
-enum tq_status tq_pull(struct tq_queue *queue,
-                       const struct tq_pull_options *options,
-                       struct tq_task **out);
-
-/*
- Claims up to `max` ready tasks in one transaction, in the order
- `tq_pull` would return them, waiting as `tq_pull` does when none is
- ready. Stores them in `out_tasks[0..*out_count]`; the rest of
- `out_tasks` is set to NULL. `out_tasks` has room for `max` pointers.
-
- Returns TQ_OK with `*out_count` at least 1, TQ_EMPTY with `*out_count`
- 0, or an error as `tq_pull` (with `*out_count` 0; `max` 0 is
- TQ_ERR_INVALID_ARGUMENT).
-
- Ownership: the caller owns each task and frees it with `tq_task_free`.
- Thread safety: as `tq_pull`.
- */
-enum tq_status tq_pull_batch(struct tq_queue *queue,
-                             const struct tq_pull_options *options,
-                             size_t max,
-                             struct tq_task **out_tasks,
-                             size_t *out_count);
 
 /*
  Stores `count` JSON texts as new pending tasks in one transaction, in
@@ -923,126 +693,43 @@ enum tq_status tq_push_items(struct tq_queue *queue,
                              int64_t *out_ids);
 
 /*
- Returns the task's id (as returned by `tq_push`), or 0 when `task` is
- NULL. Thread safety: safe on a task read by several threads.
+ Claims the ready task first in line under a lease and stores it in
+ `*out`: the highest priority first, then the task ready longest (a
+ pending task that is due, or one whose lease expired). Its attempt count
+ goes up by one. No two holders ever hold the same task at once.
+ `options` may be NULL for the defaults (a 30 s lease, no waiting).
+
+ Returns TQ_OK with `*out` set, TQ_EMPTY with `*out` NULL when no task
+ was ready by the end of the options' wait, or TQ_ERR_INTERRUPTED (the
+ wait was ended by `tq_interrupt` or the options' `tq_cancel`),
+ TQ_ERR_INVALID_ARGUMENT (NULL queue or out), TQ_ERR_BUSY, TQ_ERR_IO,
+ TQ_ERR_NOT_A_DATABASE (the stored task is damaged).
+
+ Ownership: the caller owns `*out` and frees it with `tq_task_free`.
+ Thread safety: any number of threads may pull on one handle at once.
  */
-int64_t tq_task_id(const struct tq_task *task);
+enum tq_status tq_pull(struct tq_queue *queue,
+                       const struct tq_pull_options *options,
+                       struct tq_task **out);
 
 /*
- Returns the task's payload, the JSON text exactly as pushed, followed by
- a NUL byte, and stores its length (without the NUL) in `*len` when `len`
- is not NULL. Returns NULL (and length 0) when `task` is NULL.
+ Claims up to `max` ready tasks in one transaction, in the order
+ `tq_pull` would return them, waiting as `tq_pull` does when none is
+ ready. Stores them in `out_tasks[0..*out_count]`; the rest of
+ `out_tasks` is set to NULL. `out_tasks` has room for `max` pointers.
 
- Ownership: the text belongs to the task and lives until `tq_task_free`.
- Thread safety: safe on a task read by several threads.
+ Returns TQ_OK with `*out_count` at least 1, TQ_EMPTY with `*out_count`
+ 0, or an error as `tq_pull` (with `*out_count` 0; `max` 0 is
+ TQ_ERR_INVALID_ARGUMENT).
+
+ Ownership: the caller owns each task and frees it with `tq_task_free`.
+ Thread safety: as `tq_pull`.
  */
-const char *tq_task_payload(const struct tq_task *task, size_t *len);
-
-/*
- Returns how many times the task has been claimed, this delivery
- included: 1 on the first delivery. Returns 0 when `task` is NULL.
- Thread safety: safe on a task read by several threads.
- */
-uint32_t tq_task_attempts(const struct tq_task *task);
-
-/*
- Returns the task's priority, or 0 when `task` is NULL.
- Thread safety: safe on a task read by several threads.
- */
-int32_t tq_task_priority(const struct tq_task *task);
-
-/*
- Returns how many deliveries the task gets before a failure makes it
- dead, or 0 when `task` is NULL.
- Thread safety: safe on a task read by several threads.
- */
-uint32_t tq_task_max_attempts(const struct tq_task *task);
-
-/*
- Returns when the task became (or becomes) ready, in milliseconds since
- the Unix epoch, or 0 when `task` is NULL.
- Thread safety: safe on a task read by several threads.
- */
-int64_t tq_task_run_at_unix_ms(const struct tq_task *task);
-
-/*
- Returns the task's state (a `tq_state` value) when it was pulled
- (TQ_STATE_LEASED) or listed, or -1 when `task` is NULL.
- Thread safety: safe on a task read by several threads.
- */
-int32_t tq_task_state(const struct tq_task *task);
-
-/*
- Returns why the task's previous delivery ended (the reason given to
- `tq_fail`, or tq's words for a lost lease or a dead holder), or NULL
- when none did or `task` is NULL.
-
- Ownership: the text belongs to the task and lives until `tq_task_free`.
- Thread safety: safe on a task read by several threads.
- */
-const char *tq_task_last_error(const struct tq_task *task);
-
-/*
- Returns the JSON result the task's finish stored
- (`tq_finish_with_result`), or NULL when it has none, was pulled rather
- than read by `tq_get_task`, `tq_wait_task` or `tq_list`, or `task` is
- NULL.
-
- Ownership: the text belongs to the task and lives until `tq_task_free`.
- Thread safety: safe on a task read by several threads.
- */
-const char *tq_task_result(const struct tq_task *task);
-
-/*
- Returns the JSON progress the task's last heartbeat recorded
- (`tq_extend_with_progress`), or NULL as `tq_task_result` does.
-
- Ownership: the text belongs to the task and lives until `tq_task_free`.
- Thread safety: safe on a task read by several threads.
- */
-const char *tq_task_progress(const struct tq_task *task);
-
-/*
- Returns the ids of the tasks a pulled task was pushed to wait for
- (`tq_push_options_add_after`), ascending, and stores how many in
- `*out_count` (when not NULL): each has ended, so a worker may read
- what they left. NULL with count 0 when there are none, for a listed
- task, or when `task` is NULL.
-
- Ownership: the array belongs to the task and lives until `tq_task_free`.
- Thread safety: safe on a task read by several threads.
- */
-const int64_t *tq_task_parents(const struct tq_task *task, size_t *out_count);
-
-/*
- Returns the key of the ordered group a listed task was pushed to
- (`tq_push_options_set_group`), or NULL when it has none, was pulled
- rather than read by `tq_get_task`, `tq_wait_task` or `tq_list`, or
- `task` is NULL.
-
- Ownership: the text belongs to the task and lives until `tq_task_free`.
- Thread safety: safe on a task read by several threads.
- */
-const char *tq_task_group(const struct tq_task *task);
-
-/*
- Returns the ids of the tasks a listed task still waits for, ascending
- (empty unless it is pending and blocked), and stores how many in
- `*out_count` (when not NULL). NULL with count 0 when there are none,
- for a pulled task, or when `task` is NULL.
-
- Ownership: the array belongs to the task and lives until `tq_task_free`.
- Thread safety: safe on a task read by several threads.
- */
-const int64_t *tq_task_waiting_for(const struct tq_task *task, size_t *out_count);
-
-/*
- Frees a task from `tq_pull`, `tq_pull_batch`, `tq_list`, `tq_get_task`
- or `tq_wait_task`. NULL is a no-op; call at most once per
- task. Freeing does not finish the task: an unfinished task becomes
- ready again when its lease expires or its holder is recovered.
- */
-void tq_task_free(struct tq_task *task);
+enum tq_status tq_pull_batch(struct tq_queue *queue,
+                             const struct tq_pull_options *options,
+                             size_t max,
+                             struct tq_task **out_tasks,
+                             size_t *out_count);
 
 /*
  Completes this delivery of `task`: the task is deleted (or kept as done
@@ -1079,73 +766,6 @@ enum tq_status tq_finish(struct tq_queue *queue, const struct tq_task *task);
 enum tq_status tq_finish_with_result(struct tq_queue *queue,
                                      const struct tq_task *task,
                                      const char *result);
-
-/*
- Reads task `id` of the queue as it is now, with its result and
- progress, into `*out`.
-
- Returns TQ_OK with `*out` set, TQ_EMPTY with `*out` NULL when the queue
- has no such task (never pushed, or ended and not kept), or
- TQ_ERR_INVALID_ARGUMENT (NULL queue or out), TQ_ERR_BUSY, TQ_ERR_IO.
-
- Ownership: the caller owns `*out` and frees it with `tq_task_free`; it
- is a snapshot, not held.
- Thread safety: may run concurrently with any other call.
- */
-enum tq_status tq_get_task(const struct tq_queue *queue, int64_t id, struct tq_task **out);
-
-/*
- Waits up to `timeout_ms` milliseconds (0 to one year) for task `id` of
- the queue to end, and stores it as it ended in `*out`: TQ_STATE_DONE
- with its result (`tq_task_result`), TQ_STATE_DEAD or
- TQ_STATE_CANCELLED with its reason (`tq_task_last_error`). A task that
- has ended already answers at once. The wait only reads, and wakes when
- the task ends through this process or, through another, by a write that
- rings the queue's waiters (else it looks as often as a waiting
- `tq_pull`). A task the wait saw not yet ended that then left the store
- (finished without a result on a handle without history, cancelled
- there, or purged) has ended too: it is stored as last seen, as
- TQ_STATE_DONE without a result. `cancel`, when not NULL, ends the wait
- once triggered (`tq_cancel_trigger`, from any thread), as it ends a
- waiting `tq_pull`.
-
- Returns TQ_OK with `*out` set, TQ_EMPTY with `*out` NULL when the
- timeout passed first, TQ_ERR_INVALID_ARGUMENT (NULL queue or out,
- timeout out of range, no task `id`, or one that ended without being
- kept: on a handle without history, finish it with a result to wait for
- it), TQ_ERR_INTERRUPTED (`cancel` triggered, or after `tq_interrupt`),
- TQ_ERR_BUSY, TQ_ERR_IO.
-
- Ownership: the caller owns `*out` and frees it with `tq_task_free`;
- `cancel` is borrowed for the call and must outlive it.
- Thread safety: any number of threads may wait on one handle at once.
- */
-enum tq_status tq_wait_task(const struct tq_queue *queue,
-                            int64_t id,
-                            uint64_t timeout_ms,
-                            const struct tq_cancel *cancel,
-                            struct tq_task **out);
-
-/*
- Returns to pending every leased task whose lease expired or whose holder
- process no longer exists on this machine, and writes how many to
- `*out_recovered` when it is not NULL. Tasks held by live processes, this
- one included, are untouched: safe to call at every start-up.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue), TQ_ERR_BUSY,
- TQ_ERR_IO. Thread safety: may run concurrently with any other call.
- */
-enum tq_status tq_recover(struct tq_queue *queue, int64_t *out_recovered);
-
-/*
- Writes to `*out_count` how many tasks are in `state` (a `tq_state`
- value, passed as a plain integer).
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or out_count,
- unknown state), TQ_ERR_BUSY, TQ_ERR_IO.
- Thread safety: may run concurrently with any other call.
- */
-enum tq_status tq_count(const struct tq_queue *queue, int32_t state, int64_t *out_count);
 
 /*
  Completes this delivery of `task` and claims the next ready task in the
@@ -1287,30 +907,6 @@ enum tq_status tq_extend_with_progress(struct tq_queue *queue,
 enum tq_status tq_snooze(struct tq_queue *queue, const struct tq_task *task, uint64_t delay_ms);
 
 /*
- Cancels task `id` of the handle's queue, keeping `reason`
- (NUL-terminated UTF-8, cut to `TQ_MAX_REASON_LEN` bytes; NULL or "" for
- none) as its last error. A pending, delayed or dead task leaves the line
- at once (kept as TQ_STATE_CANCELLED on a handle with history, deleted
- otherwise) and `*out_state`, when not NULL, is set to
- TQ_STATE_CANCELLED. A leased task is never delivered again; its holder
- learns of it at its next `tq_extend`, `tq_finish`, `tq_fail` or
- `tq_snooze`, which return TQ_ERR_CANCELLED; `*out_state` is then set to
- TQ_STATE_LEASED. If the holder never calls again, the task ends as
- cancelled once its lease has run out, at the next claim of any queue of
- the file (or `tq_recover`). Cancelling a cancelled task again changes nothing and
- reports the same.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, reason not
- UTF-8, no task `id` in this queue, the task is done: nothing changes),
- TQ_ERR_BUSY, TQ_ERR_IO.
- Thread safety: may run concurrently with any other call.
- */
-enum tq_status tq_cancel_task(struct tq_queue *queue,
-                              int64_t id,
-                              const char *reason,
-                              int32_t *out_state);
-
-/*
  Waits up to `timeout_ms` milliseconds (at most one year) for a reason
  to stop working on the held `task`, so that a worker stops at once
  rather than at its next `tq_extend`: run it on a thread beside the work.
@@ -1340,6 +936,174 @@ enum tq_status tq_wait_cancellation(const struct tq_queue *queue,
                                     const struct tq_task *task,
                                     uint64_t timeout_ms,
                                     const struct tq_cancel *cancel);
+
+/*
+ Returns the task's id (as returned by `tq_push`), or 0 when `task` is
+ NULL. Thread safety: safe on a task read by several threads.
+ */
+int64_t tq_task_id(const struct tq_task *task);
+
+/*
+ Returns the task's payload, the JSON text exactly as pushed, followed by
+ a NUL byte, and stores its length (without the NUL) in `*len` when `len`
+ is not NULL. Returns NULL (and length 0) when `task` is NULL.
+
+ Ownership: the text belongs to the task and lives until `tq_task_free`.
+ Thread safety: safe on a task read by several threads.
+ */
+const char *tq_task_payload(const struct tq_task *task, size_t *len);
+
+/*
+ Returns how many times the task has been claimed, this delivery
+ included: 1 on the first delivery. Returns 0 when `task` is NULL.
+ Thread safety: safe on a task read by several threads.
+ */
+uint32_t tq_task_attempts(const struct tq_task *task);
+
+/*
+ Returns the task's priority, or 0 when `task` is NULL.
+ Thread safety: safe on a task read by several threads.
+ */
+int32_t tq_task_priority(const struct tq_task *task);
+
+/*
+ Returns how many deliveries the task gets before a failure makes it
+ dead, or 0 when `task` is NULL.
+ Thread safety: safe on a task read by several threads.
+ */
+uint32_t tq_task_max_attempts(const struct tq_task *task);
+
+/*
+ Returns when the task became (or becomes) ready, in milliseconds since
+ the Unix epoch, or 0 when `task` is NULL.
+ Thread safety: safe on a task read by several threads.
+ */
+int64_t tq_task_run_at_unix_ms(const struct tq_task *task);
+
+/*
+ Returns the task's state (a `tq_state` value) when it was pulled
+ (TQ_STATE_LEASED) or listed, or -1 when `task` is NULL.
+ Thread safety: safe on a task read by several threads.
+ */
+int32_t tq_task_state(const struct tq_task *task);
+
+/*
+ Returns why the task's previous delivery ended (the reason given to
+ `tq_fail`, or tq's words for a lost lease or a dead holder), or NULL
+ when none did or `task` is NULL.
+
+ Ownership: the text belongs to the task and lives until `tq_task_free`.
+ Thread safety: safe on a task read by several threads.
+ */
+const char *tq_task_last_error(const struct tq_task *task);
+
+/*
+ Returns the JSON result the task's finish stored
+ (`tq_finish_with_result`), or NULL when it has none, was pulled rather
+ than read by `tq_get_task`, `tq_wait_task` or `tq_list`, or `task` is
+ NULL.
+
+ Ownership: the text belongs to the task and lives until `tq_task_free`.
+ Thread safety: safe on a task read by several threads.
+ */
+const char *tq_task_result(const struct tq_task *task);
+
+/*
+ Returns the JSON progress the task's last heartbeat recorded
+ (`tq_extend_with_progress`), or NULL as `tq_task_result` does.
+
+ Ownership: the text belongs to the task and lives until `tq_task_free`.
+ Thread safety: safe on a task read by several threads.
+ */
+const char *tq_task_progress(const struct tq_task *task);
+
+/*
+ Returns the ids of the tasks a pulled task was pushed to wait for
+ (`tq_push_options_add_after`), ascending, and stores how many in
+ `*out_count` (when not NULL): each has ended, so a worker may read
+ what they left. NULL with count 0 when there are none, for a listed
+ task, or when `task` is NULL.
+
+ Ownership: the array belongs to the task and lives until `tq_task_free`.
+ Thread safety: safe on a task read by several threads.
+ */
+const int64_t *tq_task_parents(const struct tq_task *task, size_t *out_count);
+
+/*
+ Returns the key of the ordered group a listed task was pushed to
+ (`tq_push_options_set_group`), or NULL when it has none, was pulled
+ rather than read by `tq_get_task`, `tq_wait_task` or `tq_list`, or
+ `task` is NULL.
+
+ Ownership: the text belongs to the task and lives until `tq_task_free`.
+ Thread safety: safe on a task read by several threads.
+ */
+const char *tq_task_group(const struct tq_task *task);
+
+/*
+ Returns the ids of the tasks a listed task still waits for, ascending
+ (empty unless it is pending and blocked), and stores how many in
+ `*out_count` (when not NULL). NULL with count 0 when there are none,
+ for a pulled task, or when `task` is NULL.
+
+ Ownership: the array belongs to the task and lives until `tq_task_free`.
+ Thread safety: safe on a task read by several threads.
+ */
+const int64_t *tq_task_waiting_for(const struct tq_task *task, size_t *out_count);
+
+/*
+ Frees a task from `tq_pull`, `tq_pull_batch`, `tq_list`, `tq_get_task`
+ or `tq_wait_task`. NULL is a no-op; call at most once per
+ task. Freeing does not finish the task: an unfinished task becomes
+ ready again when its lease expires or its holder is recovered.
+ */
+void tq_task_free(struct tq_task *task);
+
+/*
+ Reads task `id` of the queue as it is now, with its result and
+ progress, into `*out`.
+
+ Returns TQ_OK with `*out` set, TQ_EMPTY with `*out` NULL when the queue
+ has no such task (never pushed, or ended and not kept), or
+ TQ_ERR_INVALID_ARGUMENT (NULL queue or out), TQ_ERR_BUSY, TQ_ERR_IO.
+
+ Ownership: the caller owns `*out` and frees it with `tq_task_free`; it
+ is a snapshot, not held.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_get_task(const struct tq_queue *queue, int64_t id, struct tq_task **out);
+
+/*
+ Waits up to `timeout_ms` milliseconds (0 to one year) for task `id` of
+ the queue to end, and stores it as it ended in `*out`: TQ_STATE_DONE
+ with its result (`tq_task_result`), TQ_STATE_DEAD or
+ TQ_STATE_CANCELLED with its reason (`tq_task_last_error`). A task that
+ has ended already answers at once. The wait only reads, and wakes when
+ the task ends through this process or, through another, by a write that
+ rings the queue's waiters (else it looks as often as a waiting
+ `tq_pull`). A task the wait saw not yet ended that then left the store
+ (finished without a result on a handle without history, cancelled
+ there, or purged) has ended too: it is stored as last seen, as
+ TQ_STATE_DONE without a result. `cancel`, when not NULL, ends the wait
+ once triggered (`tq_cancel_trigger`, from any thread), as it ends a
+ waiting `tq_pull`.
+
+ Returns TQ_OK with `*out` set, TQ_EMPTY with `*out` NULL when the
+ timeout passed first, TQ_ERR_INVALID_ARGUMENT (NULL queue or out,
+ timeout out of range, no task `id`, or one that ended without being
+ kept: on a handle without history, finish it with a result to wait for
+ it), TQ_ERR_INTERRUPTED (`cancel` triggered, or after `tq_interrupt`),
+ TQ_ERR_BUSY, TQ_ERR_IO.
+
+ Ownership: the caller owns `*out` and frees it with `tq_task_free`;
+ `cancel` is borrowed for the call and must outlive it.
+ Thread safety: any number of threads may wait on one handle at once.
+ */
+enum tq_status tq_wait_task(const struct tq_queue *queue,
+                            int64_t id,
+                            uint64_t timeout_ms,
+                            const struct tq_cancel *cancel,
+                            struct tq_task **out);
 
 /*
  Waits up to `timeout_ms` milliseconds (at most one year) for a change
@@ -1375,142 +1139,38 @@ enum tq_status tq_wait_change(const struct tq_queue *queue,
                               uint64_t *out_mark);
 
 /*
- Pauses the handle's queue for every process on its file (or PostgreSQL
- schema) until `tq_resume` or `until_unix_ms` (milliseconds since the
- Unix epoch; TQ_UNTIL_RESUMED for no end): pulls find nothing meanwhile
- (waiting pulls keep waiting and take a task once the pause ends);
- pushes are stored as usual. A new pause replaces the one in force.
+ Cancels task `id` of the handle's queue, keeping `reason`
+ (NUL-terminated UTF-8, cut to `TQ_MAX_REASON_LEN` bytes; NULL or "" for
+ none) as its last error. A pending, delayed or dead task leaves the line
+ at once (kept as TQ_STATE_CANCELLED on a handle with history, deleted
+ otherwise) and `*out_state`, when not NULL, is set to
+ TQ_STATE_CANCELLED. A leased task is never delivered again; its holder
+ learns of it at its next `tq_extend`, `tq_finish`, `tq_fail` or
+ `tq_snooze`, which return TQ_ERR_CANCELLED; `*out_state` is then set to
+ TQ_STATE_LEASED. If the holder never calls again, the task ends as
+ cancelled once its lease has run out, at the next claim of any queue of
+ the file (or `tq_recover`). Cancelling a cancelled task again changes nothing and
+ reports the same.
 
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, an end not in
- the future), TQ_ERR_BUSY, TQ_ERR_IO.
- Thread safety: may run concurrently with any other call.
- */
-enum tq_status tq_pause(struct tq_queue *queue, int64_t until_unix_ms);
-
-/*
- Ends the pause of the handle's queue, if any, and wakes its waiting
- pulls in every process.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue), TQ_ERR_BUSY,
- TQ_ERR_IO. Thread safety: may run concurrently with any other call.
- */
-enum tq_status tq_resume(struct tq_queue *queue);
-
-/*
- Writes to `*out_until_unix_ms` when the pause of the handle's queue in
- force ends (TQ_UNTIL_RESUMED for no end), or 0 when it is not paused.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or
- `out_until_unix_ms`), TQ_ERR_BUSY, TQ_ERR_IO.
- Thread safety: may run concurrently with any other call.
- */
-enum tq_status tq_paused_until(const struct tq_queue *queue, int64_t *out_until_unix_ms);
-
-/*
- Limits the handle's queue to `limit` tasks leased at once (at least 1)
- across every process and machine on its file (or PostgreSQL schema),
- enforced inside each claim so that it holds under any race; expired
- leases and tasks recovered from dead holders hold no slot. Tasks leased
- beyond a new, lower limit keep their leases.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, a limit of 0:
- use `tq_clear_concurrency_limit`, or `tq_pause` to stop claims),
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, reason not
+ UTF-8, no task `id` in this queue, the task is done: nothing changes),
  TQ_ERR_BUSY, TQ_ERR_IO.
  Thread safety: may run concurrently with any other call.
  */
-enum tq_status tq_set_concurrency_limit(struct tq_queue *queue, uint32_t limit);
+enum tq_status tq_cancel_task(struct tq_queue *queue,
+                              int64_t id,
+                              const char *reason,
+                              int32_t *out_state);
 
 /*
- Allows at most `claims` deliveries of the handle's queue (1 to 100,000)
- in any window of `per_ms` milliseconds (1 ms to 366 days), across every
- process and machine on its file (or PostgreSQL schema), without a
- coordinator: each claim takes a slot last used a window ago or more,
- inside its transaction, or claims nothing (waiting pulls wait for a
- slot). Windows are measured on the claims' times, read once each claim
- holds the write lock, in whole milliseconds. Setting the rate in force
- again changes nothing (every worker may declare it at start without
- granting a new burst); a changed rate keeps the most recent uses, and a
- new one starts with every slot free.
+ Writes to `*out_count` how many tasks are in `state` (a `tq_state`
+ value, passed as a plain integer).
 
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, values out of
- range), TQ_ERR_BUSY, TQ_ERR_IO.
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or out_count,
+ unknown state), TQ_ERR_BUSY, TQ_ERR_IO.
  Thread safety: may run concurrently with any other call.
  */
-enum tq_status tq_set_rate_limit(struct tq_queue *queue, uint32_t claims, uint64_t per_ms);
-
-/*
- Removes the rate limit of the handle's queue, if any.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue), TQ_ERR_BUSY,
- TQ_ERR_IO. Thread safety: may run concurrently with any other call.
- */
-enum tq_status tq_clear_rate_limit(struct tq_queue *queue);
-
-/*
- Writes the rate limit of the handle's queue to `*out_claims` and
- `*out_per_ms`, or 0 to both when it has none.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or out-pointer),
- TQ_ERR_BUSY, TQ_ERR_IO.
- Thread safety: may run concurrently with any other call.
- */
-enum tq_status tq_rate_limit(const struct tq_queue *queue,
-                             uint32_t *out_claims,
-                             uint64_t *out_per_ms);
-
-/*
- Removes the concurrency limit of the handle's queue, if any.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue), TQ_ERR_BUSY,
- TQ_ERR_IO. Thread safety: may run concurrently with any other call.
- */
-enum tq_status tq_clear_concurrency_limit(struct tq_queue *queue);
-
-/*
- Writes the concurrency limit of the handle's queue to `*out_limit`, or
- 0 when it has none.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or `out_limit`),
- TQ_ERR_BUSY, TQ_ERR_IO.
- Thread safety: may run concurrently with any other call.
- */
-enum tq_status tq_concurrency_limit(const struct tq_queue *queue, uint32_t *out_limit);
-
-/*
- Makes the dead task `id` of the handle's queue pending again, ready now,
- with all its attempts ahead of it; a task of an ordered group waits,
- behind its group's newest unfinished task, for its turn.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue; no dead task
- `id` in this queue), TQ_ERR_BUSY, TQ_ERR_IO.
- Thread safety: may run concurrently with any other call.
- */
-enum tq_status tq_retry_dead(struct tq_queue *queue, int64_t id);
-
-/*
- Makes every dead task of the handle's queue pending again, as
- `tq_retry_dead` does, and writes how many to `*out_retried` when it is
- not NULL.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue), TQ_ERR_BUSY,
- TQ_ERR_IO. Thread safety: may run concurrently with any other call.
- */
-enum tq_status tq_retry_all_dead(struct tq_queue *queue, int64_t *out_retried);
-
-/*
- Deletes the handle's queue's tasks in `state` (TQ_STATE_DONE,
- TQ_STATE_DEAD or TQ_STATE_CANCELLED) that got there at least `older_than_ms` milliseconds ago
- (0: all of them), and writes how many to `*out_purged` when it is not
- NULL.
-
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, another state,
- age over INT64_MAX), TQ_ERR_BUSY, TQ_ERR_IO.
- Thread safety: may run concurrently with any other call.
- */
-enum tq_status tq_purge(struct tq_queue *queue,
-                        int32_t state,
-                        uint64_t older_than_ms,
-                        int64_t *out_purged);
+enum tq_status tq_count(const struct tq_queue *queue, int32_t state, int64_t *out_count);
 
 /*
  Writes to `*out_count` how many ordered groups of the handle's queue
@@ -1556,39 +1216,379 @@ enum tq_status tq_list(const struct tq_queue *queue,
                        size_t *out_count);
 
 /*
- Copies the file's write-ahead log into the database and truncates it,
- waiting up to the busy timeout for readers to move on, and writes the
- log's size afterwards to `*out_wal_bytes` when it is not NULL. tq also
- checkpoints by itself when the log grows past 16 MiB; call this at quiet
- moments to keep the files small.
+ Makes the dead task `id` of the handle's queue pending again, ready now,
+ with all its attempts ahead of it; a task of an ordered group waits,
+ behind its group's newest unfinished task, for its turn.
 
- Returns TQ_OK, or TQ_ERR_BUSY (a reader still used the log: part of it
- remains; the size is still written), TQ_ERR_INVALID_ARGUMENT (NULL
- queue; a PostgreSQL queue, which has no log file of tq's own),
- TQ_ERR_IO.
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue; no dead task
+ `id` in this queue), TQ_ERR_BUSY, TQ_ERR_IO.
  Thread safety: may run concurrently with any other call.
  */
-enum tq_status tq_checkpoint(struct tq_queue *queue, int64_t *out_wal_bytes);
+enum tq_status tq_retry_dead(struct tq_queue *queue, int64_t id);
 
 /*
- Writes the size of the file's write-ahead log (`-wal` file), in bytes,
- to `*out_wal_bytes`.
+ Makes every dead task of the handle's queue pending again, as
+ `tq_retry_dead` does, and writes how many to `*out_retried` when it is
+ not NULL.
 
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or out; a
- PostgreSQL queue), TQ_ERR_IO.
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue), TQ_ERR_BUSY,
+ TQ_ERR_IO. Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_retry_all_dead(struct tq_queue *queue, int64_t *out_retried);
+
+/*
+ Deletes the handle's queue's tasks in `state` (TQ_STATE_DONE,
+ TQ_STATE_DEAD or TQ_STATE_CANCELLED) that got there at least `older_than_ms` milliseconds ago
+ (0: all of them), and writes how many to `*out_purged` when it is not
+ NULL.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, another state,
+ age over INT64_MAX), TQ_ERR_BUSY, TQ_ERR_IO.
  Thread safety: may run concurrently with any other call.
  */
-enum tq_status tq_wal_size(const struct tq_queue *queue, int64_t *out_wal_bytes);
+enum tq_status tq_purge(struct tq_queue *queue,
+                        int32_t state,
+                        uint64_t older_than_ms,
+                        int64_t *out_purged);
 
 /*
- Ends, with TQ_ERR_INTERRUPTED, the wait of every pull on this handle,
- now and from then on (a pull still takes a task that is ready). To stop
- worker threads: `tq_interrupt`, join them, then `tq_close`.
+ Returns to pending every leased task whose lease expired or whose holder
+ process no longer exists on this machine, and writes how many to
+ `*out_recovered` when it is not NULL. Tasks held by live processes, this
+ one included, are untouched: safe to call at every start-up.
 
- Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue).
- Thread safety: safe from any thread, while other threads wait in pulls.
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue), TQ_ERR_BUSY,
+ TQ_ERR_IO. Thread safety: may run concurrently with any other call.
  */
-enum tq_status tq_interrupt(struct tq_queue *queue);
+enum tq_status tq_recover(struct tq_queue *queue, int64_t *out_recovered);
+
+/*
+ Creates an options object for `tq_open` holding the defaults: durability
+ `TQ_DURABILITY_FULL`, a 5,000 ms busy timeout, no history, payloads up
+ to `TQ_MAX_PAYLOAD_LEN` bytes, the queue named "default", 25 attempts
+ per task, retries after 1,000 ms doubling up to 3,600,000 ms.
+
+ Ownership: the caller owns the result and frees it with
+ `tq_options_free`. Returns NULL only if tq failed internally.
+ */
+struct tq_options *tq_options_new(void);
+
+/*
+ Frees an options object from `tq_options_new`. NULL is a no-op; call at
+ most once per object.
+ */
+void tq_options_free(struct tq_options *options);
+
+/*
+ Chooses the queue a handle works on: one file holds any number of
+ independent queues, each named by 1 to `TQ_MAX_QUEUE_NAME_LEN` bytes of
+ UTF-8 (NUL-terminated; copied). Default "default".
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options or name, empty,
+ too long or not UTF-8; the object is then unchanged).
+ */
+enum tq_status tq_options_set_queue(struct tq_options *options, const char *name);
+
+/*
+ Sets the durability: `TQ_DURABILITY_FULL` or `TQ_DURABILITY_NORMAL` (a
+ plain integer, so any other value is an error rather than undefined
+ behaviour).
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, unknown value;
+ the object is then unchanged).
+ */
+enum tq_status tq_options_set_durability(struct tq_options *options, int32_t durability);
+
+/*
+ Sets how long a call waits for other writers on the file before it
+ fails with TQ_ERR_BUSY, in milliseconds (0 fails at once; at most one
+ year). Default 5,000.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
+ */
+enum tq_status tq_options_set_busy_timeout_ms(struct tq_options *options, uint64_t timeout_ms);
+
+/*
+ When `keep` is true, tasks finished through this handle are kept as
+ done with their finish time (`tq_count`, `tq_purge`); when false
+ (the default) they are deleted.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options).
+ */
+enum tq_status tq_options_set_keep_history(struct tq_options *options, bool keep);
+
+/*
+ Sets how long a task finished with `tq_finish_with_result` through a
+ handle opened with these options is kept for its result, when the
+ handle keeps no history: 1 ms to one year (default 7 days). Later
+ finishes with a result delete the tasks whose time has passed; with
+ history, a result stays with its done task until `tq_purge`.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
+ */
+enum tq_status tq_options_set_result_retention_ms(struct tq_options *options,
+                                                  uint64_t retention_ms);
+
+/*
+ Sets the largest payload a handle opened with these options pushes, in
+ bytes: 1 to `TQ_MAX_PAYLOAD_LEN` (the default). A larger push fails with
+ TQ_ERR_INVALID_ARGUMENT and stores nothing.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
+ */
+enum tq_status tq_options_set_max_payload_len(struct tq_options *options, size_t limit);
+
+/*
+ Sets how many deliveries each task pushed through the handle gets before
+ a failure makes it dead (at least 1; default 25). A push may override it
+ with `tq_push_options_set_max_attempts`.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, 0).
+ */
+enum tq_status tq_options_set_max_attempts(struct tq_options *options, uint32_t max_attempts);
+
+/*
+ Sets the pauses before a failed task is retried: `min_ms` after the
+ first failure, doubling with each attempt up to `max_ms`, with random
+ jitter taking up to half off each pause. `min_ms` may be 0 (retry at
+ once); `max_ms` must not be below it; both at most one year. Default
+ 1,000 and 3,600,000.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
+ */
+enum tq_status tq_options_set_retry_backoff_ms(struct tq_options *options,
+                                               uint64_t min_ms,
+                                               uint64_t max_ms);
+
+/*
+ Sets how many connections to the PostgreSQL server a handle opened with
+ these options keeps at most: 1 to 1,024 (default 4). That many of its
+ calls run at once; further ones wait up to the busy timeout for a free
+ connection. For a `postgres://` URL only: `tq_open` of an SQLite file
+ with this set fails with TQ_ERR_INVALID_ARGUMENT.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
+ */
+enum tq_status tq_options_set_pool_size(struct tq_options *options, uint32_t size);
+
+/*
+ Names the PostgreSQL schema that holds tq's tables (default "tq"): 1 to
+ 63 ASCII letters, digits and '_', not starting with a digit or "pg_".
+ tq creates it when missing. For a `postgres://` URL only: `tq_open` of
+ an SQLite file with this set fails with TQ_ERR_INVALID_ARGUMENT.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options or name, bad
+ UTF-8, a name tq does not accept; the object is then unchanged).
+ */
+enum tq_status tq_options_set_postgres_schema(struct tq_options *options, const char *name);
+
+/*
+ Creates an options object for `tq_push` holding the defaults: the task
+ is ready at once, priority 0, the queue's maximum attempts, no unique key.
+
+ Ownership: the caller owns the result and frees it with
+ `tq_push_options_free`. Returns NULL only if tq failed internally.
+ */
+struct tq_push_options *tq_push_options_new(void);
+
+/*
+ Frees an options object from `tq_push_options_new`. NULL is a no-op;
+ call at most once per object.
+ */
+void tq_push_options_free(struct tq_push_options *options);
+
+/*
+ The task becomes ready `delay_ms` milliseconds after the push (at most
+ one year). Replaces an earlier `tq_push_options_set_run_at_unix_ms`.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
+ */
+enum tq_status tq_push_options_set_delay_ms(struct tq_push_options *options, uint64_t delay_ms);
+
+/*
+ The task becomes ready at `unix_ms`, milliseconds since the Unix epoch
+ (a time in the past means at once). Replaces an earlier
+ `tq_push_options_set_delay_ms`.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, negative time).
+ */
+enum tq_status tq_push_options_set_run_at_unix_ms(struct tq_push_options *options, int64_t unix_ms);
+
+/*
+ Sets the task's priority: a ready task of higher priority is claimed
+ before any of lower priority; equal priorities come out in the order
+ they became ready. Any value; default 0.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options).
+ */
+enum tq_status tq_push_options_set_priority(struct tq_push_options *options, int32_t priority);
+
+/*
+ Sets how many deliveries the task gets before a failure makes it dead
+ (at least 1), instead of the handle's default.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, 0).
+ */
+enum tq_status tq_push_options_set_max_attempts(struct tq_push_options *options,
+                                                uint32_t max_attempts);
+
+/*
+ Gives the task a unique key: 1 to `TQ_MAX_UNIQUE_KEY_LEN` bytes of UTF-8
+ (NUL-terminated; copied), or NULL to remove the key and its window.
+ While a task with the key is pending or leased in the queue, `tq_push`
+ stores nothing and returns TQ_DUPLICATE with that task's id. Only
+ `tq_push` takes a unique key; `tq_push_batch` refuses one.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, empty, too
+ long or not UTF-8; the object is then unchanged).
+ */
+enum tq_status tq_push_options_set_unique_key(struct tq_push_options *options, const char *key);
+
+/*
+ Keeps the unique key reserved for `window_ms` milliseconds after the
+ task is done (at most one year; default 0: the key is free once the
+ task is done). Set the key first.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, no key set,
+ out of range).
+ */
+enum tq_status tq_push_options_set_unique_for_ms(struct tq_push_options *options,
+                                                 uint64_t window_ms);
+
+/*
+ Makes the task wait for the stored task `id` too (besides those added
+ before): it is stored blocked (counted and listed as TQ_STATE_PENDING,
+ never pulled) until every task it waits for is done. `id` must name a
+ task of the same queue that is stored when the task is pushed: not yet
+ finished, or kept as history (a done one does not hold it back);
+ otherwise the push fails with TQ_ERR_INVALID_ARGUMENT and stores
+ nothing. At most `TQ_MAX_PARENTS` in all, items included.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, an id not
+ positive, too many).
+ Thread safety: not with other calls on the same options object.
+ */
+enum tq_status tq_push_options_add_after(struct tq_push_options *options, int64_t id);
+
+/*
+ Makes an item of `tq_push_items` wait for the earlier item at `index`
+ of the same call too, as `tq_push_options_add_after` does for a stored
+ task, so that a graph of tasks is stored in one call, all or none. Any
+ other push with such options fails with TQ_ERR_INVALID_ARGUMENT.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, too many).
+ Thread safety: not with other calls on the same options object.
+ */
+enum tq_status tq_push_options_add_after_item(struct tq_push_options *options, size_t index);
+
+/*
+ Sets what the task does when a task it waits for ends dead or
+ cancelled: a `tq_parent_failure` value (a plain integer, so any other
+ value is an error rather than undefined behaviour). Default
+ `TQ_PARENT_FAILURE_CANCEL`.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, unknown value;
+ the object is then unchanged).
+ Thread safety: not with other calls on the same options object.
+ */
+enum tq_status tq_push_options_set_on_parent_failure(struct tq_push_options *options,
+                                                     int32_t policy);
+
+/*
+ Puts the task in the ordered group `key` of its queue: 1 to
+ `TQ_MAX_UNIQUE_KEY_LEN` bytes of UTF-8 (NUL-terminated; copied), or
+ NULL to take it out of any group. The tasks of one group are delivered
+ at most `max_at_once` at a time (1 to `TQ_MAX_GROUP_AT_ONCE`), in push
+ order when it is 1, while other groups proceed in parallel: the task
+ waits, as one added by `tq_push_options_add_after` with
+ `TQ_PARENT_FAILURE_RUN_ANYWAY` would, for the `max_at_once`-th most
+ recent unfinished task of the group, if any (listed by
+ `tq_task_waiting_for` while blocked, not by `tq_task_parents`). Tasks of
+ one group in one `tq_push_batch` or `tq_push_items` wait for each other
+ likewise, in order. A task of the group cancelled while it still waits
+ hands its place on: the tasks of the group waiting for it wait for the
+ task it waited for.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, a key empty,
+ too long or not UTF-8, `max_at_once` out of range; the object is then
+ unchanged).
+ Thread safety: not with other calls on the same options object.
+ */
+enum tq_status tq_push_options_set_group(struct tq_push_options *options,
+                                         const char *key,
+                                         uint32_t max_at_once);
+
+/*
+ Creates an options object for `tq_pull` holding the defaults: a 30,000
+ ms lease, no waiting, no cancellation.
+
+ Ownership: the caller owns the result and frees it with
+ `tq_pull_options_free`. Returns NULL only if tq failed internally.
+ */
+struct tq_pull_options *tq_pull_options_new(void);
+
+/*
+ Frees an options object from `tq_pull_options_new`. NULL is a no-op;
+ call at most once per object.
+ */
+void tq_pull_options_free(struct tq_pull_options *options);
+
+/*
+ Sets the lease of a claimed task, in milliseconds (1 ms to one year):
+ past it, the task is ready again for other workers.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
+ */
+enum tq_status tq_pull_options_set_lease_ms(struct tq_pull_options *options, uint64_t lease_ms);
+
+/*
+ Sets how long `tq_pull` and `tq_pull_batch` wait for a task when none is
+ ready, in milliseconds (at most one year; default 0: answer at once).
+ A push to the queue ends the wait at once, from this process or another
+ (a write that rings nothing, as an outbox push, within about a second),
+ a delayed task at its due time. Waiting
+ uses no CPU to speak of.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
+ */
+enum tq_status tq_pull_options_set_wait_ms(struct tq_pull_options *options, uint64_t wait_ms);
+
+/*
+ Lets `cancel` end the wait of pulls made with these options (NULL
+ removes it). The options keep their own reference: `cancel` may be freed
+ before them.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, `cancel` not a
+ live tq_cancel).
+ */
+enum tq_status tq_pull_options_set_cancel(struct tq_pull_options *options,
+                                          const struct tq_cancel *cancel);
+
+/*
+ Creates a cancellation object, not yet triggered.
+
+ Ownership: the caller owns the result and frees it with
+ `tq_cancel_free`. Returns NULL only if tq failed internally.
+ */
+struct tq_cancel *tq_cancel_new(void);
+
+/*
+ Ends, with TQ_ERR_INTERRUPTED, the wait of every pull made with options
+ holding `cancel` and of every `tq_wait_cancellation` given it, now and
+ later: triggering is permanent, so use a new
+ object for each operation to cancel. A pull still takes a task that is
+ ready.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL or not a live tq_cancel).
+ Thread safety: safe from any thread, while pulls use it.
+ */
+enum tq_status tq_cancel_trigger(struct tq_cancel *cancel);
+
+/*
+ Frees a cancellation object from `tq_cancel_new`. NULL is a no-op; call
+ at most once per object. Options holding it keep working.
+ */
+void tq_cancel_free(struct tq_cancel *cancel);
 
 /*
  Creates a schedule options object with no spec yet (set one with

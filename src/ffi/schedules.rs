@@ -6,7 +6,8 @@ use std::ffi::{c_char, CString};
 use std::time::Duration;
 
 use super::objects::{borrow, borrow_mut, free, hand_out_all, hand_out_or_null};
-use super::queue::{payload_text, tq_queue};
+use super::push::payload_text;
+use super::queue::tq_queue;
 use super::{guard, guard_or, out_pointer, tq_status, utf8_string, write_optional};
 use crate::error::{Error, ErrorKind, Result};
 use crate::schedule::{CatchUp, Schedule, ScheduleInfo, ScheduleSpec};

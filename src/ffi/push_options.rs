@@ -1,0 +1,260 @@
+//! Push options: the options object of `tq_push`, `tq_push_batch` and
+//! `tq_push_items`, used as every options object is (see
+//! `open_options.rs`).
+
+use std::time::Duration;
+
+use std::ffi::c_char;
+
+use super::objects::{borrow_mut, free, hand_out_or_null};
+use super::{guard, guard_or, tq_status, utf8_string};
+use crate::error::Error;
+use crate::options::{ParentFailure, PushOptions};
+
+/// Options for `tq_push`.
+pub struct tq_push_options(pub(crate) PushOptions);
+
+/// Creates an options object for `tq_push` holding the defaults: the task
+/// is ready at once, priority 0, the queue's maximum attempts, no unique key.
+///
+/// Ownership: the caller owns the result and frees it with
+/// `tq_push_options_free`. Returns NULL only if tq failed internally.
+#[no_mangle]
+pub extern "C" fn tq_push_options_new() -> *mut tq_push_options {
+    guard_or("tq_push_options_new", std::ptr::null_mut(), || {
+        hand_out_or_null(tq_push_options(PushOptions::default()))
+    })
+}
+
+/// Frees an options object from `tq_push_options_new`. NULL is a no-op;
+/// call at most once per object.
+#[no_mangle]
+pub extern "C" fn tq_push_options_free(options: *mut tq_push_options) {
+    guard_or("tq_push_options_free", (), || free(options, "options"))
+}
+
+/// The task becomes ready `delay_ms` milliseconds after the push (at most
+/// one year). Replaces an earlier `tq_push_options_set_run_at_unix_ms`.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
+#[no_mangle]
+pub extern "C" fn tq_push_options_set_delay_ms(
+    options: *mut tq_push_options,
+    delay_ms: u64,
+) -> tq_status {
+    guard("tq_push_options_set_delay_ms", || {
+        let options = unsafe { borrow_mut(options, "options") }?;
+        options.0.delay(Duration::from_millis(delay_ms))?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// The task becomes ready at `unix_ms`, milliseconds since the Unix epoch
+/// (a time in the past means at once). Replaces an earlier
+/// `tq_push_options_set_delay_ms`.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, negative time).
+#[no_mangle]
+pub extern "C" fn tq_push_options_set_run_at_unix_ms(
+    options: *mut tq_push_options,
+    unix_ms: i64,
+) -> tq_status {
+    guard("tq_push_options_set_run_at_unix_ms", || {
+        let options = unsafe { borrow_mut(options, "options") }?;
+        options.0.run_at_unix_ms(unix_ms)?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Sets the task's priority: a ready task of higher priority is claimed
+/// before any of lower priority; equal priorities come out in the order
+/// they became ready. Any value; default 0.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options).
+#[no_mangle]
+pub extern "C" fn tq_push_options_set_priority(
+    options: *mut tq_push_options,
+    priority: i32,
+) -> tq_status {
+    guard("tq_push_options_set_priority", || {
+        unsafe { borrow_mut(options, "options") }?
+            .0
+            .priority(priority);
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Sets how many deliveries the task gets before a failure makes it dead
+/// (at least 1), instead of the handle's default.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, 0).
+#[no_mangle]
+pub extern "C" fn tq_push_options_set_max_attempts(
+    options: *mut tq_push_options,
+    max_attempts: u32,
+) -> tq_status {
+    guard("tq_push_options_set_max_attempts", || {
+        let options = unsafe { borrow_mut(options, "options") }?;
+        options.0.max_attempts(max_attempts)?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Gives the task a unique key: 1 to `TQ_MAX_UNIQUE_KEY_LEN` bytes of UTF-8
+/// (NUL-terminated; copied), or NULL to remove the key and its window.
+/// While a task with the key is pending or leased in the queue, `tq_push`
+/// stores nothing and returns TQ_DUPLICATE with that task's id. Only
+/// `tq_push` takes a unique key; `tq_push_batch` refuses one.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, empty, too
+/// long or not UTF-8; the object is then unchanged).
+#[no_mangle]
+pub extern "C" fn tq_push_options_set_unique_key(
+    options: *mut tq_push_options,
+    key: *const c_char,
+) -> tq_status {
+    guard("tq_push_options_set_unique_key", || {
+        let options = unsafe { borrow_mut(options, "options") }?;
+        if key.is_null() {
+            options.0.clear_unique_key();
+        } else {
+            options.0.unique_key(unsafe { utf8_string(key, "key") }?)?;
+        }
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Keeps the unique key reserved for `window_ms` milliseconds after the
+/// task is done (at most one year; default 0: the key is free once the
+/// task is done). Set the key first.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, no key set,
+/// out of range).
+#[no_mangle]
+pub extern "C" fn tq_push_options_set_unique_for_ms(
+    options: *mut tq_push_options,
+    window_ms: u64,
+) -> tq_status {
+    guard("tq_push_options_set_unique_for_ms", || {
+        let options = unsafe { borrow_mut(options, "options") }?;
+        options.0.unique_for(Duration::from_millis(window_ms))?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Values for `tq_push_options_set_on_parent_failure`.
+#[repr(C)]
+pub enum tq_parent_failure {
+    /// The default. When a task it waits for ends dead or cancelled, the
+    /// waiting task is cancelled with a reason naming that task, and so in
+    /// turn are the tasks waiting for it.
+    TQ_PARENT_FAILURE_CANCEL = 0,
+    /// A task it waits for ending dead or cancelled counts as finished.
+    TQ_PARENT_FAILURE_RUN_ANYWAY = 1,
+}
+
+/// Makes the task wait for the stored task `id` too (besides those added
+/// before): it is stored blocked (counted and listed as TQ_STATE_PENDING,
+/// never pulled) until every task it waits for is done. `id` must name a
+/// task of the same queue that is stored when the task is pushed: not yet
+/// finished, or kept as history (a done one does not hold it back);
+/// otherwise the push fails with TQ_ERR_INVALID_ARGUMENT and stores
+/// nothing. At most `TQ_MAX_PARENTS` in all, items included.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, an id not
+/// positive, too many).
+/// Thread safety: not with other calls on the same options object.
+#[no_mangle]
+pub extern "C" fn tq_push_options_add_after(options: *mut tq_push_options, id: i64) -> tq_status {
+    guard("tq_push_options_add_after", || {
+        unsafe { borrow_mut(options, "options") }?.0.after(&[id])?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Makes an item of `tq_push_items` wait for the earlier item at `index`
+/// of the same call too, as `tq_push_options_add_after` does for a stored
+/// task, so that a graph of tasks is stored in one call, all or none. Any
+/// other push with such options fails with TQ_ERR_INVALID_ARGUMENT.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, too many).
+/// Thread safety: not with other calls on the same options object.
+#[no_mangle]
+pub extern "C" fn tq_push_options_add_after_item(
+    options: *mut tq_push_options,
+    index: usize,
+) -> tq_status {
+    guard("tq_push_options_add_after_item", || {
+        unsafe { borrow_mut(options, "options") }?
+            .0
+            .after_item(index)?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Sets what the task does when a task it waits for ends dead or
+/// cancelled: a `tq_parent_failure` value (a plain integer, so any other
+/// value is an error rather than undefined behaviour). Default
+/// `TQ_PARENT_FAILURE_CANCEL`.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, unknown value;
+/// the object is then unchanged).
+/// Thread safety: not with other calls on the same options object.
+#[no_mangle]
+pub extern "C" fn tq_push_options_set_on_parent_failure(
+    options: *mut tq_push_options,
+    policy: i32,
+) -> tq_status {
+    guard("tq_push_options_set_on_parent_failure", || {
+        let options = unsafe { borrow_mut(options, "options") }?;
+        let policy = match policy {
+            0 => ParentFailure::Cancel,
+            1 => ParentFailure::RunAnyway,
+            other => {
+                return Err(Error::invalid_argument(format!(
+                    "unknown parent failure policy {other}: use TQ_PARENT_FAILURE_CANCEL or \
+                     TQ_PARENT_FAILURE_RUN_ANYWAY"
+                )))
+            }
+        };
+        options.0.on_parent_failure(policy);
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Puts the task in the ordered group `key` of its queue: 1 to
+/// `TQ_MAX_UNIQUE_KEY_LEN` bytes of UTF-8 (NUL-terminated; copied), or
+/// NULL to take it out of any group. The tasks of one group are delivered
+/// at most `max_at_once` at a time (1 to `TQ_MAX_GROUP_AT_ONCE`), in push
+/// order when it is 1, while other groups proceed in parallel: the task
+/// waits, as one added by `tq_push_options_add_after` with
+/// `TQ_PARENT_FAILURE_RUN_ANYWAY` would, for the `max_at_once`-th most
+/// recent unfinished task of the group, if any (listed by
+/// `tq_task_waiting_for` while blocked, not by `tq_task_parents`). Tasks of
+/// one group in one `tq_push_batch` or `tq_push_items` wait for each other
+/// likewise, in order. A task of the group cancelled while it still waits
+/// hands its place on: the tasks of the group waiting for it wait for the
+/// task it waited for.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, a key empty,
+/// too long or not UTF-8, `max_at_once` out of range; the object is then
+/// unchanged).
+/// Thread safety: not with other calls on the same options object.
+#[no_mangle]
+pub extern "C" fn tq_push_options_set_group(
+    options: *mut tq_push_options,
+    key: *const c_char,
+    max_at_once: u32,
+) -> tq_status {
+    guard("tq_push_options_set_group", || {
+        let options = unsafe { borrow_mut(options, "options") }?;
+        if key.is_null() {
+            options.0.clear_group();
+        } else {
+            options
+                .0
+                .group(unsafe { utf8_string(key, "key") }?, max_at_once)?;
+        }
+        Ok(tq_status::TQ_OK)
+    })
+}

@@ -1,0 +1,397 @@
+//! The task object: what a pulled or listed task holds for C, its
+//! accessors and its free, and the caller's array that the calls returning
+//! several tasks fill.
+
+use std::ffi::{c_char, CString};
+
+use super::objects::{borrow, free, hand_out_all};
+use super::{guard_or, out_pointer, write_optional};
+use crate::error::{Error, ErrorKind, Result};
+use crate::task::{Receipt, Task, TaskInfo, TaskState};
+
+/// A task owned by the caller: one delivery from `tq_pull` or
+/// `tq_pull_batch`, or a snapshot from `tq_list`, `tq_get_task` or
+/// `tq_wait_task` (which is not held, so finishing it answers
+/// TQ_ERR_NOT_HELD). Reading it from several threads
+/// at once is safe; freeing it is not.
+pub struct tq_task {
+    /// Present for a delivery, absent for a listed task.
+    pub(super) receipt: Option<Receipt>,
+    pub(super) id: i64,
+    state: TaskState,
+    attempts: u32,
+    max_attempts: u32,
+    priority: i32,
+    run_at_unix_ms: i64,
+    last_error: Option<CString>,
+    payload: CString,
+    /// A snapshot's result and progress; a delivery has neither.
+    result: Option<CString>,
+    progress: Option<CString>,
+    /// A delivery's parents; a listed task's tasks it still waits for.
+    parents: Vec<i64>,
+    waiting_for: Vec<i64>,
+    /// A listed task's ordered group; a delivery has none.
+    group: Option<CString>,
+}
+
+impl tq_task {
+    pub(super) fn delivered(task: Task) -> Result<tq_task> {
+        Ok(tq_task {
+            receipt: Some(task.receipt),
+            id: task.receipt.id(),
+            state: TaskState::Leased,
+            attempts: task.attempts,
+            max_attempts: task.max_attempts,
+            priority: task.priority,
+            run_at_unix_ms: task.run_at_unix_ms,
+            last_error: task
+                .last_error
+                .map(|text| c_text(task.receipt.id(), text))
+                .transpose()?,
+            payload: c_text(task.receipt.id(), task.payload)?,
+            result: None,
+            progress: None,
+            parents: task.parents,
+            waiting_for: Vec::new(),
+            group: None,
+        })
+    }
+
+    pub(super) fn listed(task: TaskInfo) -> Result<tq_task> {
+        Ok(tq_task {
+            receipt: None,
+            id: task.id,
+            state: task.state,
+            attempts: task.attempts,
+            max_attempts: task.max_attempts,
+            priority: task.priority,
+            run_at_unix_ms: task.run_at_unix_ms,
+            last_error: task
+                .last_error
+                .map(|text| c_text(task.id, text))
+                .transpose()?,
+            payload: c_text(task.id, task.payload)?,
+            result: task.result.map(|text| c_text(task.id, text)).transpose()?,
+            progress: task
+                .progress
+                .map(|text| c_text(task.id, text))
+                .transpose()?,
+            parents: Vec::new(),
+            waiting_for: task.waiting_for,
+            group: task.group.map(|key| c_text(task.id, key)).transpose()?,
+        })
+    }
+
+    /// The receipt of a delivery; a listed task has none and is not held.
+    pub(super) fn receipt(&self) -> Result<Receipt> {
+        self.receipt.ok_or_else(|| {
+            Error::new(
+                ErrorKind::NotHeld,
+                format!("task {} was listed, not pulled: it is not held", self.id),
+            )
+        })
+    }
+}
+
+/// Stored text as a C string. JSON and tq's own reasons have no NUL byte,
+/// and reasons from callers are C strings: a NUL means the row was changed
+/// outside tq.
+fn c_text(id: i64, text: String) -> Result<CString> {
+    CString::new(text).map_err(|_| {
+        Error::new(
+            ErrorKind::NotADatabase,
+            format!("task {id} has a NUL byte in a stored text"),
+        )
+    })
+}
+
+/// Values for `tq_count`, `tq_list`, `tq_purge` and `tq_task_state`.
+#[repr(C)]
+pub enum tq_state {
+    /// Waiting to be claimed (possibly not yet due).
+    TQ_STATE_PENDING = 0,
+    /// Claimed under a lease (possibly expired and not yet taken back).
+    TQ_STATE_LEASED = 1,
+    /// Finished and kept as history (handles opened with history).
+    TQ_STATE_DONE = 2,
+    /// Used up its attempts; kept with its last failure reason until
+    /// retried (`tq_retry_dead`) or purged.
+    TQ_STATE_DEAD = 3,
+    /// Cancelled (`tq_cancel_task`); kept with its reason (handles opened
+    /// with history) until purged.
+    TQ_STATE_CANCELLED = 4,
+}
+
+/// A `tq_state` passed from C as a plain integer.
+pub(super) fn task_state(state: i32) -> Result<TaskState> {
+    match state {
+        0 => Ok(TaskState::Pending),
+        1 => Ok(TaskState::Leased),
+        2 => Ok(TaskState::Done),
+        3 => Ok(TaskState::Dead),
+        4 => Ok(TaskState::Cancelled),
+        other => Err(Error::invalid_argument(format!(
+            "unknown task state {other}"
+        ))),
+    }
+}
+
+pub(super) fn state_value(state: TaskState) -> i32 {
+    match state {
+        TaskState::Pending => 0,
+        TaskState::Leased => 1,
+        TaskState::Done => 2,
+        TaskState::Dead => 3,
+        TaskState::Cancelled => 4,
+    }
+}
+
+/// A caller's array of `max` task pointers and its count, for the calls
+/// that return several tasks: emptied (all NULL, count 0) before any other
+/// check, so that it is in a defined state whatever the outcome.
+pub(super) struct TaskArray<'a> {
+    slots: &'a mut [*mut tq_task],
+    count: *mut usize,
+}
+
+impl TaskArray<'_> {
+    /// Safety: a non-NULL `tasks` has room for `max` pointers, and a
+    /// non-NULL `count` is writable, per the calls' contracts.
+    pub(super) unsafe fn new<'a>(
+        tasks: *mut *mut tq_task,
+        max: usize,
+        count: *mut usize,
+    ) -> Result<TaskArray<'a>> {
+        let count = out_pointer(count, "out_count")?;
+        // SAFETY: per the contract above.
+        unsafe { count.write(0) };
+        let tasks = out_pointer(tasks, "out_tasks")?;
+        // SAFETY: per the contract above.
+        let slots = unsafe { std::slice::from_raw_parts_mut(tasks, max) };
+        slots.fill(std::ptr::null_mut());
+        Ok(TaskArray { slots, count })
+    }
+
+    /// Hands `tasks` (at most `max`) to the caller and sets the count.
+    pub(super) fn fill(self, tasks: Vec<tq_task>) -> Result<()> {
+        let count = tasks.len();
+        for (slot, task) in self.slots.iter_mut().zip(hand_out_all(tasks)?) {
+            *slot = task;
+        }
+        // SAFETY: checked writable in `new`.
+        unsafe { self.count.write(count) };
+        Ok(())
+    }
+}
+
+/// Returns the task's id (as returned by `tq_push`), or 0 when `task` is
+/// NULL. Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_id(task: *const tq_task) -> i64 {
+    guard_or("tq_task_id", 0, || task_field(task, |task| task.id, 0))
+}
+
+/// Returns the task's payload, the JSON text exactly as pushed, followed by
+/// a NUL byte, and stores its length (without the NUL) in `*len` when `len`
+/// is not NULL. Returns NULL (and length 0) when `task` is NULL.
+///
+/// Ownership: the text belongs to the task and lives until `tq_task_free`.
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_payload(task: *const tq_task, len: *mut usize) -> *const c_char {
+    guard_or("tq_task_payload", std::ptr::null(), || {
+        let (text, length) = match unsafe { borrow(task, "task") } {
+            Ok(task) => (task.payload.as_ptr(), task.payload.as_bytes().len()),
+            Err(err) => {
+                super::fail(&err);
+                (std::ptr::null(), 0)
+            }
+        };
+        unsafe { write_optional(len, length) };
+        text
+    })
+}
+
+/// Returns how many times the task has been claimed, this delivery
+/// included: 1 on the first delivery. Returns 0 when `task` is NULL.
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_attempts(task: *const tq_task) -> u32 {
+    guard_or("tq_task_attempts", 0, || {
+        task_field(task, |task| task.attempts, 0)
+    })
+}
+
+/// Returns the task's priority, or 0 when `task` is NULL.
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_priority(task: *const tq_task) -> i32 {
+    guard_or("tq_task_priority", 0, || {
+        task_field(task, |task| task.priority, 0)
+    })
+}
+
+/// Returns how many deliveries the task gets before a failure makes it
+/// dead, or 0 when `task` is NULL.
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_max_attempts(task: *const tq_task) -> u32 {
+    guard_or("tq_task_max_attempts", 0, || {
+        task_field(task, |task| task.max_attempts, 0)
+    })
+}
+
+/// Returns when the task became (or becomes) ready, in milliseconds since
+/// the Unix epoch, or 0 when `task` is NULL.
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_run_at_unix_ms(task: *const tq_task) -> i64 {
+    guard_or("tq_task_run_at_unix_ms", 0, || {
+        task_field(task, |task| task.run_at_unix_ms, 0)
+    })
+}
+
+/// Returns the task's state (a `tq_state` value) when it was pulled
+/// (TQ_STATE_LEASED) or listed, or -1 when `task` is NULL.
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_state(task: *const tq_task) -> i32 {
+    guard_or("tq_task_state", -1, || {
+        task_field(task, |task| state_value(task.state), -1)
+    })
+}
+
+/// Returns why the task's previous delivery ended (the reason given to
+/// `tq_fail`, or tq's words for a lost lease or a dead holder), or NULL
+/// when none did or `task` is NULL.
+///
+/// Ownership: the text belongs to the task and lives until `tq_task_free`.
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_last_error(task: *const tq_task) -> *const c_char {
+    guard_or("tq_task_last_error", std::ptr::null(), || {
+        task_field(
+            task,
+            |task| optional_text(&task.last_error),
+            std::ptr::null(),
+        )
+    })
+}
+
+/// Returns the JSON result the task's finish stored
+/// (`tq_finish_with_result`), or NULL when it has none, was pulled rather
+/// than read by `tq_get_task`, `tq_wait_task` or `tq_list`, or `task` is
+/// NULL.
+///
+/// Ownership: the text belongs to the task and lives until `tq_task_free`.
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_result(task: *const tq_task) -> *const c_char {
+    guard_or("tq_task_result", std::ptr::null(), || {
+        task_field(task, |task| optional_text(&task.result), std::ptr::null())
+    })
+}
+
+/// Returns the JSON progress the task's last heartbeat recorded
+/// (`tq_extend_with_progress`), or NULL as `tq_task_result` does.
+///
+/// Ownership: the text belongs to the task and lives until `tq_task_free`.
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_progress(task: *const tq_task) -> *const c_char {
+    guard_or("tq_task_progress", std::ptr::null(), || {
+        task_field(task, |task| optional_text(&task.progress), std::ptr::null())
+    })
+}
+
+fn optional_text(text: &Option<CString>) -> *const c_char {
+    text.as_ref().map_or(std::ptr::null(), |text| text.as_ptr())
+}
+
+/// Returns the ids of the tasks a pulled task was pushed to wait for
+/// (`tq_push_options_add_after`), ascending, and stores how many in
+/// `*out_count` (when not NULL): each has ended, so a worker may read
+/// what they left. NULL with count 0 when there are none, for a listed
+/// task, or when `task` is NULL.
+///
+/// Ownership: the array belongs to the task and lives until `tq_task_free`.
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_parents(task: *const tq_task, out_count: *mut usize) -> *const i64 {
+    guard_or("tq_task_parents", std::ptr::null(), || {
+        ids_field(task, out_count, |task| &task.parents)
+    })
+}
+
+/// Returns the key of the ordered group a listed task was pushed to
+/// (`tq_push_options_set_group`), or NULL when it has none, was pulled
+/// rather than read by `tq_get_task`, `tq_wait_task` or `tq_list`, or
+/// `task` is NULL.
+///
+/// Ownership: the text belongs to the task and lives until `tq_task_free`.
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_group(task: *const tq_task) -> *const c_char {
+    guard_or("tq_task_group", std::ptr::null(), || {
+        task_field(task, |task| optional_text(&task.group), std::ptr::null())
+    })
+}
+
+/// Returns the ids of the tasks a listed task still waits for, ascending
+/// (empty unless it is pending and blocked), and stores how many in
+/// `*out_count` (when not NULL). NULL with count 0 when there are none,
+/// for a pulled task, or when `task` is NULL.
+///
+/// Ownership: the array belongs to the task and lives until `tq_task_free`.
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_waiting_for(task: *const tq_task, out_count: *mut usize) -> *const i64 {
+    guard_or("tq_task_waiting_for", std::ptr::null(), || {
+        ids_field(task, out_count, |task| &task.waiting_for)
+    })
+}
+
+/// A list of ids of a live task for C: its start (NULL when empty), its
+/// length stored in `*out_count` when not NULL.
+fn ids_field(
+    task: *const tq_task,
+    out_count: *mut usize,
+    ids: impl FnOnce(&tq_task) -> &Vec<i64>,
+) -> *const i64 {
+    let (pointer, count) = task_field(
+        task,
+        |task| {
+            let ids = ids(task);
+            if ids.is_empty() {
+                (std::ptr::null(), 0)
+            } else {
+                (ids.as_ptr(), ids.len())
+            }
+        },
+        (std::ptr::null(), 0),
+    );
+    unsafe { write_optional(out_count, count) };
+    pointer
+}
+
+/// Reads a field of a live task, or records the error and returns
+/// `fallback`.
+fn task_field<T>(task: *const tq_task, field: impl FnOnce(&tq_task) -> T, fallback: T) -> T {
+    match unsafe { borrow(task, "task") } {
+        Ok(task) => field(task),
+        Err(err) => {
+            super::fail(&err);
+            fallback
+        }
+    }
+}
+
+/// Frees a task from `tq_pull`, `tq_pull_batch`, `tq_list`, `tq_get_task`
+/// or `tq_wait_task`. NULL is a no-op; call at most once per
+/// task. Freeing does not finish the task: an unfinished task becomes
+/// ready again when its lease expires or its holder is recovered.
+#[no_mangle]
+pub extern "C" fn tq_task_free(task: *mut tq_task) {
+    guard_or("tq_task_free", (), || free(task, "task"))
+}
