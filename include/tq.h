@@ -398,6 +398,11 @@ extern "C" {
 #endif // __cplusplus
 
 /*
+ Errors: the thread's last error message, and what each status means
+ ===================================================================
+
+ The message of the calling thread's last failed call.
+
  Returns the message of the last failed call on the calling thread, or
  `""` when no call on this thread has failed. Never NULL.
 
@@ -409,6 +414,8 @@ extern "C" {
 const char *tq_last_error(void);
 
 /*
+ The description of a status.
+
  Returns a static, human-readable description of `status` (any integer;
  values tq does not know get `"unknown status"`). Never NULL.
 
@@ -417,6 +424,11 @@ const char *tq_last_error(void);
 const char *tq_status_str(int32_t status);
 
 /*
+ Versions: the version of the library loaded at run time
+ =======================================================
+
+ The library's version, as a string.
+
  Returns the library's version as "MAJOR.MINOR.PATCH", a static string.
  Compare with the header's `TQ_VERSION` to detect a mismatch.
 
@@ -425,6 +437,8 @@ const char *tq_status_str(int32_t status);
 const char *tq_version(void);
 
 /*
+ The library's version, as a number.
+
  Returns the library's version as MAJOR * 10000 + MINOR * 100 + PATCH,
  the same encoding as the header's `TQ_VERSION_NUMBER`.
 
@@ -433,6 +447,11 @@ const char *tq_version(void);
 uint32_t tq_version_number(void);
 
 /*
+ Queues: opening and closing a handle, and the settings of its queue
+ ===================================================================
+
+ Opens a queue.
+
  Opens the queue in the SQLite file at `path` (UTF-8), creating the file
  and tq's `tq_*` tables as needed, and stores the handle in `*out`.
  `options` may be NULL for the defaults; it is only read during the call.
@@ -453,6 +472,8 @@ uint32_t tq_version_number(void);
 enum tq_status tq_open(const char *path, const struct tq_options *options, struct tq_queue **out);
 
 /*
+ Closes a queue handle.
+
  Closes a handle from `tq_open` and frees it. NULL is a no-op; call at
  most once per handle, after every other call on it has returned. Tasks
  pulled through the handle stay valid (free them with `tq_task_free`) and
@@ -465,6 +486,8 @@ enum tq_status tq_open(const char *path, const struct tq_options *options, struc
 void tq_close(struct tq_queue *queue);
 
 /*
+ Ends the waits of the handle's pulls.
+
  Ends, with TQ_ERR_INTERRUPTED, the wait of every pull on this handle,
  now and from then on (a pull still takes a task that is ready). To stop
  worker threads: `tq_interrupt`, join them, then `tq_close`.
@@ -475,6 +498,8 @@ void tq_close(struct tq_queue *queue);
 enum tq_status tq_interrupt(struct tq_queue *queue);
 
 /*
+ Pauses the queue.
+
  Pauses the handle's queue for every process on its file (or PostgreSQL
  schema) until `tq_resume` or `until_unix_ms` (milliseconds since the
  Unix epoch; TQ_UNTIL_RESUMED for no end): pulls find nothing meanwhile
@@ -488,6 +513,8 @@ enum tq_status tq_interrupt(struct tq_queue *queue);
 enum tq_status tq_pause(struct tq_queue *queue, int64_t until_unix_ms);
 
 /*
+ Resumes the queue.
+
  Ends the pause of the handle's queue, if any, and wakes its waiting
  pulls in every process.
 
@@ -497,6 +524,8 @@ enum tq_status tq_pause(struct tq_queue *queue, int64_t until_unix_ms);
 enum tq_status tq_resume(struct tq_queue *queue);
 
 /*
+ When the queue's pause ends.
+
  Writes to `*out_until_unix_ms` when the pause of the handle's queue in
  force ends (TQ_UNTIL_RESUMED for no end), or 0 when it is not paused.
 
@@ -507,6 +536,8 @@ enum tq_status tq_resume(struct tq_queue *queue);
 enum tq_status tq_paused_until(const struct tq_queue *queue, int64_t *out_until_unix_ms);
 
 /*
+ Limits how many tasks are leased at once.
+
  Limits the handle's queue to `limit` tasks leased at once (at least 1)
  across every process and machine on its file (or PostgreSQL schema),
  enforced inside each claim so that it holds under any race; expired
@@ -521,6 +552,8 @@ enum tq_status tq_paused_until(const struct tq_queue *queue, int64_t *out_until_
 enum tq_status tq_set_concurrency_limit(struct tq_queue *queue, uint32_t limit);
 
 /*
+ Removes the concurrency limit.
+
  Removes the concurrency limit of the handle's queue, if any.
 
  Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue), TQ_ERR_BUSY,
@@ -529,6 +562,8 @@ enum tq_status tq_set_concurrency_limit(struct tq_queue *queue, uint32_t limit);
 enum tq_status tq_clear_concurrency_limit(struct tq_queue *queue);
 
 /*
+ The queue's concurrency limit.
+
  Writes the concurrency limit of the handle's queue to `*out_limit`, or
  0 when it has none.
 
@@ -539,6 +574,8 @@ enum tq_status tq_clear_concurrency_limit(struct tq_queue *queue);
 enum tq_status tq_concurrency_limit(const struct tq_queue *queue, uint32_t *out_limit);
 
 /*
+ Limits how many tasks are delivered in a window of time.
+
  Allows at most `claims` deliveries of the handle's queue (1 to 100,000)
  in any window of `per_ms` milliseconds (1 ms to 366 days), across every
  process and machine on its file (or PostgreSQL schema), without a
@@ -557,6 +594,8 @@ enum tq_status tq_concurrency_limit(const struct tq_queue *queue, uint32_t *out_
 enum tq_status tq_set_rate_limit(struct tq_queue *queue, uint32_t claims, uint64_t per_ms);
 
 /*
+ Removes the rate limit.
+
  Removes the rate limit of the handle's queue, if any.
 
  Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue), TQ_ERR_BUSY,
@@ -565,6 +604,8 @@ enum tq_status tq_set_rate_limit(struct tq_queue *queue, uint32_t claims, uint64
 enum tq_status tq_clear_rate_limit(struct tq_queue *queue);
 
 /*
+ The queue's rate limit.
+
  Writes the rate limit of the handle's queue to `*out_claims` and
  `*out_per_ms`, or 0 to both when it has none.
 
@@ -577,6 +618,8 @@ enum tq_status tq_rate_limit(const struct tq_queue *queue,
                              uint64_t *out_per_ms);
 
 /*
+ Checkpoints the write-ahead log.
+
  Copies the file's write-ahead log into the database and truncates it,
  waiting up to the busy timeout for readers to move on, and writes the
  log's size afterwards to `*out_wal_bytes` when it is not NULL. tq also
@@ -592,6 +635,8 @@ enum tq_status tq_rate_limit(const struct tq_queue *queue,
 enum tq_status tq_checkpoint(struct tq_queue *queue, int64_t *out_wal_bytes);
 
 /*
+ The size of the write-ahead log.
+
  Writes the size of the file's write-ahead log (`-wal` file), in bytes,
  to `*out_wal_bytes`.
 
@@ -602,6 +647,11 @@ enum tq_status tq_checkpoint(struct tq_queue *queue, int64_t *out_wal_bytes);
 enum tq_status tq_wal_size(const struct tq_queue *queue, int64_t *out_wal_bytes);
 
 /*
+ Locations: a file path or URL as messages may show it
+ =====================================================
+
+ A location as it may be shown, without its password.
+
  Writes `location` (a file path or a URL, UTF-8) as it may be shown in
  messages into `buf`: a URL without the password of its user information
  and without any `password` query parameter; a file path unchanged. At
@@ -620,6 +670,11 @@ enum tq_status tq_wal_size(const struct tq_queue *queue, int64_t *out_wal_bytes)
 enum tq_status tq_location_redacted(const char *location, char *buf, size_t cap, size_t *len);
 
 /*
+ Pushing: storing new tasks
+ ==========================
+
+ Pushes a task.
+
  Stores the JSON text `payload[0..len]` (UTF-8, no terminator needed) as
  a new pending task, exactly as given, and writes its id to `*out_id`
  when `out_id` is not NULL. `options` may be NULL for the defaults.
@@ -643,6 +698,8 @@ enum tq_status tq_push(struct tq_queue *queue,
                        int64_t *out_id);
 
 /*
+ Pushes several tasks with the same options, all or none.
+
  Stores `count` JSON texts as new pending tasks in one transaction, in
  order: all of them or none. `payloads[i]` points to `lens[i]` bytes of
  UTF-8. `options` (may be NULL) applies to every task and must not have a
@@ -664,6 +721,8 @@ enum tq_status tq_push_batch(struct tq_queue *queue,
                              int64_t *out_ids);
 
 /*
+ Pushes several tasks, each with its own options, all or none.
+
  Stores `count` JSON texts as new tasks in one transaction, in order,
  each with its own options, as `tq_push` would: all of them or none.
  `payloads[i]` points to `lens[i]` bytes of UTF-8; `options[i]` may be
@@ -693,6 +752,11 @@ enum tq_status tq_push_items(struct tq_queue *queue,
                              int64_t *out_ids);
 
 /*
+ Working: claiming tasks, then finishing, failing or renewing them
+ =================================================================
+
+ Claims the ready task first in line.
+
  Claims the ready task first in line under a lease and stores it in
  `*out`: the highest priority first, then the task ready longest (a
  pending task that is due, or one whose lease expired). Its attempt count
@@ -713,6 +777,8 @@ enum tq_status tq_pull(struct tq_queue *queue,
                        struct tq_task **out);
 
 /*
+ Claims several ready tasks at once.
+
  Claims up to `max` ready tasks in one transaction, in the order
  `tq_pull` would return them, waiting as `tq_pull` does when none is
  ready. Stores them in `out_tasks[0..*out_count]`; the rest of
@@ -732,6 +798,8 @@ enum tq_status tq_pull_batch(struct tq_queue *queue,
                              size_t *out_count);
 
 /*
+ Finishes a delivery.
+
  Completes this delivery of `task`: the task is deleted (or kept as done
  on a handle opened with history). Succeeds as long as nobody else has
  taken the task since it was pulled, even past its lease. The task may
@@ -749,6 +817,8 @@ enum tq_status tq_pull_batch(struct tq_queue *queue,
 enum tq_status tq_finish(struct tq_queue *queue, const struct tq_task *task);
 
 /*
+ Finishes a delivery and keeps a result.
+
  Completes this delivery of `task` as `tq_finish` does, and keeps
  `result` (UTF-8 JSON, at most the handle's payload limit) with the task
  for any process to read (`tq_get_task`) or wait for (`tq_wait_task`):
@@ -768,6 +838,8 @@ enum tq_status tq_finish_with_result(struct tq_queue *queue,
                                      const char *result);
 
 /*
+ Finishes a delivery and claims the next task, in one commit.
+
  Completes this delivery of `task` and claims the next ready task in the
  same transaction, storing it in `*out`: a worker draining a backlog
  pays one commit (one flush at TQ_DURABILITY_FULL) per task instead of
@@ -792,6 +864,8 @@ enum tq_status tq_finish_and_pull(struct tq_queue *queue,
                                   struct tq_task **out);
 
 /*
+ Finishes several deliveries in one commit.
+
  Completes `count` deliveries in one transaction. Writes, when
  `out_statuses` is not NULL, TQ_OK or TQ_ERR_NOT_HELD to
  `out_statuses[i]` for `tasks[i]`: a task not held changes nothing, as
@@ -811,6 +885,8 @@ enum tq_status tq_finish_batch(struct tq_queue *queue,
                                int32_t *out_statuses);
 
 /*
+ Finishes several deliveries and claims tasks, in one commit.
+
  Completes `count` deliveries and claims up to `max` ready tasks, as
  `tq_pull_batch` does, in one transaction: a worker's finished tasks and
  the claims of its free handlers share one commit (one flush at
@@ -845,6 +921,8 @@ enum tq_status tq_finish_and_pull_batch(struct tq_queue *queue,
                                         size_t *out_count);
 
 /*
+ Fails a delivery: the task is retried later, or dead.
+
  Ends this delivery of `task` as failed, keeping `reason` (NUL-terminated
  UTF-8, cut to `TQ_MAX_REASON_LEN` bytes; NULL or "" for none) as its last
  error. The task is pending again after the handle's retry back-off, or,
@@ -861,6 +939,8 @@ enum tq_status tq_finish_and_pull_batch(struct tq_queue *queue,
 enum tq_status tq_fail(struct tq_queue *queue, const struct tq_task *task, const char *reason);
 
 /*
+ Renews a delivery's lease.
+
  Renews the lease of a held task: it now expires `lease_ms` milliseconds
  from now (1 ms to one year). Call it regularly while working on a long
  task. A lease that already expired may be renewed while nobody took the
@@ -877,6 +957,8 @@ enum tq_status tq_fail(struct tq_queue *queue, const struct tq_task *task, const
 enum tq_status tq_extend(struct tq_queue *queue, const struct tq_task *task, uint64_t lease_ms);
 
 /*
+ Renews a delivery's lease and records progress.
+
  Renews the lease of a held task as `tq_extend` does, and records
  `progress` (UTF-8 JSON, at most the handle's payload limit) with it, for
  anyone to read (`tq_get_task`, `tq_task_progress`), a later delivery of
@@ -893,6 +975,8 @@ enum tq_status tq_extend_with_progress(struct tq_queue *queue,
                                        const char *progress);
 
 /*
+ Hands a delivery back for later, without using an attempt.
+
  Hands this delivery of `task` back: the task runs again `delay_ms`
  milliseconds from now (0 to one year), and this delivery does not count
  as an attempt. For a worker that cannot do the task yet. The task must
@@ -907,6 +991,8 @@ enum tq_status tq_extend_with_progress(struct tq_queue *queue,
 enum tq_status tq_snooze(struct tq_queue *queue, const struct tq_task *task, uint64_t delay_ms);
 
 /*
+ Waits for a reason to stop working on a held task.
+
  Waits up to `timeout_ms` milliseconds (at most one year) for a reason
  to stop working on the held `task`, so that a worker stops at once
  rather than at its next `tq_extend`: run it on a thread beside the work.
@@ -938,12 +1024,19 @@ enum tq_status tq_wait_cancellation(const struct tq_queue *queue,
                                     const struct tq_cancel *cancel);
 
 /*
+ Tasks: reading a task that tq handed out, and freeing it
+ ========================================================
+
+ The task's id.
+
  Returns the task's id (as returned by `tq_push`), or 0 when `task` is
  NULL. Thread safety: safe on a task read by several threads.
  */
 int64_t tq_task_id(const struct tq_task *task);
 
 /*
+ The task's payload.
+
  Returns the task's payload, the JSON text exactly as pushed, followed by
  a NUL byte, and stores its length (without the NUL) in `*len` when `len`
  is not NULL. Returns NULL (and length 0) when `task` is NULL.
@@ -954,6 +1047,8 @@ int64_t tq_task_id(const struct tq_task *task);
 const char *tq_task_payload(const struct tq_task *task, size_t *len);
 
 /*
+ How many times the task has been claimed.
+
  Returns how many times the task has been claimed, this delivery
  included: 1 on the first delivery. Returns 0 when `task` is NULL.
  Thread safety: safe on a task read by several threads.
@@ -961,12 +1056,16 @@ const char *tq_task_payload(const struct tq_task *task, size_t *len);
 uint32_t tq_task_attempts(const struct tq_task *task);
 
 /*
+ The task's priority.
+
  Returns the task's priority, or 0 when `task` is NULL.
  Thread safety: safe on a task read by several threads.
  */
 int32_t tq_task_priority(const struct tq_task *task);
 
 /*
+ How many deliveries the task gets.
+
  Returns how many deliveries the task gets before a failure makes it
  dead, or 0 when `task` is NULL.
  Thread safety: safe on a task read by several threads.
@@ -974,6 +1073,8 @@ int32_t tq_task_priority(const struct tq_task *task);
 uint32_t tq_task_max_attempts(const struct tq_task *task);
 
 /*
+ When the task became ready.
+
  Returns when the task became (or becomes) ready, in milliseconds since
  the Unix epoch, or 0 when `task` is NULL.
  Thread safety: safe on a task read by several threads.
@@ -981,6 +1082,8 @@ uint32_t tq_task_max_attempts(const struct tq_task *task);
 int64_t tq_task_run_at_unix_ms(const struct tq_task *task);
 
 /*
+ The task's state.
+
  Returns the task's state (a `tq_state` value) when it was pulled
  (TQ_STATE_LEASED) or listed, or -1 when `task` is NULL.
  Thread safety: safe on a task read by several threads.
@@ -988,6 +1091,8 @@ int64_t tq_task_run_at_unix_ms(const struct tq_task *task);
 int32_t tq_task_state(const struct tq_task *task);
 
 /*
+ Why the task's previous delivery ended.
+
  Returns why the task's previous delivery ended (the reason given to
  `tq_fail`, or tq's words for a lost lease or a dead holder), or NULL
  when none did or `task` is NULL.
@@ -998,6 +1103,8 @@ int32_t tq_task_state(const struct tq_task *task);
 const char *tq_task_last_error(const struct tq_task *task);
 
 /*
+ The result the task was finished with.
+
  Returns the JSON result the task's finish stored
  (`tq_finish_with_result`), or NULL when it has none, was pulled rather
  than read by `tq_get_task`, `tq_wait_task` or `tq_list`, or `task` is
@@ -1009,6 +1116,8 @@ const char *tq_task_last_error(const struct tq_task *task);
 const char *tq_task_result(const struct tq_task *task);
 
 /*
+ The progress the task last recorded.
+
  Returns the JSON progress the task's last heartbeat recorded
  (`tq_extend_with_progress`), or NULL as `tq_task_result` does.
 
@@ -1018,6 +1127,8 @@ const char *tq_task_result(const struct tq_task *task);
 const char *tq_task_progress(const struct tq_task *task);
 
 /*
+ The tasks a pulled task waited for.
+
  Returns the ids of the tasks a pulled task was pushed to wait for
  (`tq_push_options_add_after`), ascending, and stores how many in
  `*out_count` (when not NULL): each has ended, so a worker may read
@@ -1030,6 +1141,8 @@ const char *tq_task_progress(const struct tq_task *task);
 const int64_t *tq_task_parents(const struct tq_task *task, size_t *out_count);
 
 /*
+ The task's ordered group.
+
  Returns the key of the ordered group a listed task was pushed to
  (`tq_push_options_set_group`), or NULL when it has none, was pulled
  rather than read by `tq_get_task`, `tq_wait_task` or `tq_list`, or
@@ -1041,6 +1154,8 @@ const int64_t *tq_task_parents(const struct tq_task *task, size_t *out_count);
 const char *tq_task_group(const struct tq_task *task);
 
 /*
+ The tasks a listed task still waits for.
+
  Returns the ids of the tasks a listed task still waits for, ascending
  (empty unless it is pending and blocked), and stores how many in
  `*out_count` (when not NULL). NULL with count 0 when there are none,
@@ -1052,6 +1167,8 @@ const char *tq_task_group(const struct tq_task *task);
 const int64_t *tq_task_waiting_for(const struct tq_task *task, size_t *out_count);
 
 /*
+ Frees a task.
+
  Frees a task from `tq_pull`, `tq_pull_batch`, `tq_list`, `tq_get_task`
  or `tq_wait_task`. NULL is a no-op; call at most once per
  task. Freeing does not finish the task: an unfinished task becomes
@@ -1060,6 +1177,11 @@ const int64_t *tq_task_waiting_for(const struct tq_task *task, size_t *out_count
 void tq_task_free(struct tq_task *task);
 
 /*
+ Managing tasks: outcomes, cancelling, counts, lists, retries, recovery
+ ======================================================================
+
+ Reads a task by its id.
+
  Reads task `id` of the queue as it is now, with its result and
  progress, into `*out`.
 
@@ -1074,6 +1196,8 @@ void tq_task_free(struct tq_task *task);
 enum tq_status tq_get_task(const struct tq_queue *queue, int64_t id, struct tq_task **out);
 
 /*
+ Waits for a task to end.
+
  Waits up to `timeout_ms` milliseconds (0 to one year) for task `id` of
  the queue to end, and stores it as it ended in `*out`: TQ_STATE_DONE
  with its result (`tq_task_result`), TQ_STATE_DEAD or
@@ -1106,6 +1230,8 @@ enum tq_status tq_wait_task(const struct tq_queue *queue,
                             struct tq_task **out);
 
 /*
+ Waits for a change that may end a wait for tasks.
+
  Waits up to `timeout_ms` milliseconds (at most one year) for a change
  that may end a wait for a task's outcome (`tq_wait_task`) or a
  delivery (`tq_wait_cancellation`), so that one thread can wait for any
@@ -1139,6 +1265,8 @@ enum tq_status tq_wait_change(const struct tq_queue *queue,
                               uint64_t *out_mark);
 
 /*
+ Cancels a task by its id.
+
  Cancels task `id` of the handle's queue, keeping `reason`
  (NUL-terminated UTF-8, cut to `TQ_MAX_REASON_LEN` bytes; NULL or "" for
  none) as its last error. A pending, delayed or dead task leaves the line
@@ -1163,6 +1291,8 @@ enum tq_status tq_cancel_task(struct tq_queue *queue,
                               int32_t *out_state);
 
 /*
+ Counts the tasks in a state.
+
  Writes to `*out_count` how many tasks are in `state` (a `tq_state`
  value, passed as a plain integer).
 
@@ -1173,6 +1303,8 @@ enum tq_status tq_cancel_task(struct tq_queue *queue,
 enum tq_status tq_count(const struct tq_queue *queue, int32_t state, int64_t *out_count);
 
 /*
+ Counts the ordered groups whose tasks wait for their turn.
+
  Writes to `*out_count` how many ordered groups of the handle's queue
  have tasks waiting for their turn behind the group's earlier tasks
  (`tq_push_options_set_group`); those tasks count as TQ_STATE_PENDING.
@@ -1184,6 +1316,8 @@ enum tq_status tq_count(const struct tq_queue *queue, int32_t state, int64_t *ou
 enum tq_status tq_groups_waiting(const struct tq_queue *queue, int64_t *out_count);
 
 /*
+ How long the task ready longest has waited.
+
  Writes to `*out_age_ms` how long, in milliseconds, the task of the
  handle's queue that has been ready longest has waited.
 
@@ -1194,6 +1328,8 @@ enum tq_status tq_groups_waiting(const struct tq_queue *queue, int64_t *out_coun
 enum tq_status tq_oldest_ready_age_ms(const struct tq_queue *queue, int64_t *out_age_ms);
 
 /*
+ Lists a page of the tasks in a state.
+
  Lists a page of the handle's queue's tasks in `state`: up to `max` of
  them with ids above `after_id`, by id, stored in
  `out_tasks[0..*out_count]` (the rest set to NULL). Start with `after_id`
@@ -1216,6 +1352,8 @@ enum tq_status tq_list(const struct tq_queue *queue,
                        size_t *out_count);
 
 /*
+ Retries a dead task.
+
  Makes the dead task `id` of the handle's queue pending again, ready now,
  with all its attempts ahead of it; a task of an ordered group waits,
  behind its group's newest unfinished task, for its turn.
@@ -1227,6 +1365,8 @@ enum tq_status tq_list(const struct tq_queue *queue,
 enum tq_status tq_retry_dead(struct tq_queue *queue, int64_t id);
 
 /*
+ Retries every dead task.
+
  Makes every dead task of the handle's queue pending again, as
  `tq_retry_dead` does, and writes how many to `*out_retried` when it is
  not NULL.
@@ -1237,6 +1377,8 @@ enum tq_status tq_retry_dead(struct tq_queue *queue, int64_t id);
 enum tq_status tq_retry_all_dead(struct tq_queue *queue, int64_t *out_retried);
 
 /*
+ Deletes ended tasks older than an age.
+
  Deletes the handle's queue's tasks in `state` (TQ_STATE_DONE,
  TQ_STATE_DEAD or TQ_STATE_CANCELLED) that got there at least `older_than_ms` milliseconds ago
  (0: all of them), and writes how many to `*out_purged` when it is not
@@ -1252,6 +1394,8 @@ enum tq_status tq_purge(struct tq_queue *queue,
                         int64_t *out_purged);
 
 /*
+ Brings back the tasks of expired leases and dead holders.
+
  Returns to pending every leased task whose lease expired or whose holder
  process no longer exists on this machine, and writes how many to
  `*out_recovered` when it is not NULL. Tasks held by live processes, this
@@ -1263,6 +1407,11 @@ enum tq_status tq_purge(struct tq_queue *queue,
 enum tq_status tq_recover(struct tq_queue *queue, int64_t *out_recovered);
 
 /*
+ Open options: the options object of `tq_open`
+ =============================================
+
+ Creates the options of `tq_open`.
+
  Creates an options object for `tq_open` holding the defaults: durability
  `TQ_DURABILITY_FULL`, a 5,000 ms busy timeout, no history, payloads up
  to `TQ_MAX_PAYLOAD_LEN` bytes, the queue named "default", 25 attempts
@@ -1274,12 +1423,16 @@ enum tq_status tq_recover(struct tq_queue *queue, int64_t *out_recovered);
 struct tq_options *tq_options_new(void);
 
 /*
+ Frees open options.
+
  Frees an options object from `tq_options_new`. NULL is a no-op; call at
  most once per object.
  */
 void tq_options_free(struct tq_options *options);
 
 /*
+ Chooses the queue.
+
  Chooses the queue a handle works on: one file holds any number of
  independent queues, each named by 1 to `TQ_MAX_QUEUE_NAME_LEN` bytes of
  UTF-8 (NUL-terminated; copied). Default "default".
@@ -1290,6 +1443,8 @@ void tq_options_free(struct tq_options *options);
 enum tq_status tq_options_set_queue(struct tq_options *options, const char *name);
 
 /*
+ Sets the durability.
+
  Sets the durability: `TQ_DURABILITY_FULL` or `TQ_DURABILITY_NORMAL` (a
  plain integer, so any other value is an error rather than undefined
  behaviour).
@@ -1300,6 +1455,8 @@ enum tq_status tq_options_set_queue(struct tq_options *options, const char *name
 enum tq_status tq_options_set_durability(struct tq_options *options, int32_t durability);
 
 /*
+ Sets the busy timeout.
+
  Sets how long a call waits for other writers on the file before it
  fails with TQ_ERR_BUSY, in milliseconds (0 fails at once; at most one
  year). Default 5,000.
@@ -1309,6 +1466,8 @@ enum tq_status tq_options_set_durability(struct tq_options *options, int32_t dur
 enum tq_status tq_options_set_busy_timeout_ms(struct tq_options *options, uint64_t timeout_ms);
 
 /*
+ Keeps finished tasks as history, or not.
+
  When `keep` is true, tasks finished through this handle are kept as
  done with their finish time (`tq_count`, `tq_purge`); when false
  (the default) they are deleted.
@@ -1318,6 +1477,8 @@ enum tq_status tq_options_set_busy_timeout_ms(struct tq_options *options, uint64
 enum tq_status tq_options_set_keep_history(struct tq_options *options, bool keep);
 
 /*
+ Sets how long a result is kept.
+
  Sets how long a task finished with `tq_finish_with_result` through a
  handle opened with these options is kept for its result, when the
  handle keeps no history: 1 ms to one year (default 7 days). Later
@@ -1330,6 +1491,8 @@ enum tq_status tq_options_set_result_retention_ms(struct tq_options *options,
                                                   uint64_t retention_ms);
 
 /*
+ Sets the largest payload.
+
  Sets the largest payload a handle opened with these options pushes, in
  bytes: 1 to `TQ_MAX_PAYLOAD_LEN` (the default). A larger push fails with
  TQ_ERR_INVALID_ARGUMENT and stores nothing.
@@ -1339,6 +1502,8 @@ enum tq_status tq_options_set_result_retention_ms(struct tq_options *options,
 enum tq_status tq_options_set_max_payload_len(struct tq_options *options, size_t limit);
 
 /*
+ Sets how many deliveries each task gets.
+
  Sets how many deliveries each task pushed through the handle gets before
  a failure makes it dead (at least 1; default 25). A push may override it
  with `tq_push_options_set_max_attempts`.
@@ -1348,6 +1513,8 @@ enum tq_status tq_options_set_max_payload_len(struct tq_options *options, size_t
 enum tq_status tq_options_set_max_attempts(struct tq_options *options, uint32_t max_attempts);
 
 /*
+ Sets the pauses before retries.
+
  Sets the pauses before a failed task is retried: `min_ms` after the
  first failure, doubling with each attempt up to `max_ms`, with random
  jitter taking up to half off each pause. `min_ms` may be 0 (retry at
@@ -1361,6 +1528,8 @@ enum tq_status tq_options_set_retry_backoff_ms(struct tq_options *options,
                                                uint64_t max_ms);
 
 /*
+ Sets the size of the PostgreSQL connection pool.
+
  Sets how many connections to the PostgreSQL server a handle opened with
  these options keeps at most: 1 to 1,024 (default 4). That many of its
  calls run at once; further ones wait up to the busy timeout for a free
@@ -1372,6 +1541,8 @@ enum tq_status tq_options_set_retry_backoff_ms(struct tq_options *options,
 enum tq_status tq_options_set_pool_size(struct tq_options *options, uint32_t size);
 
 /*
+ Names the PostgreSQL schema.
+
  Names the PostgreSQL schema that holds tq's tables (default "tq"): 1 to
  63 ASCII letters, digits and '_', not starting with a digit or "pg_".
  tq creates it when missing. For a `postgres://` URL only: `tq_open` of
@@ -1383,6 +1554,11 @@ enum tq_status tq_options_set_pool_size(struct tq_options *options, uint32_t siz
 enum tq_status tq_options_set_postgres_schema(struct tq_options *options, const char *name);
 
 /*
+ Push options: the options object of `tq_push` and its batch forms
+ =================================================================
+
+ Creates the options of a push.
+
  Creates an options object for `tq_push` holding the defaults: the task
  is ready at once, priority 0, the queue's maximum attempts, no unique key.
 
@@ -1392,12 +1568,16 @@ enum tq_status tq_options_set_postgres_schema(struct tq_options *options, const 
 struct tq_push_options *tq_push_options_new(void);
 
 /*
+ Frees push options.
+
  Frees an options object from `tq_push_options_new`. NULL is a no-op;
  call at most once per object.
  */
 void tq_push_options_free(struct tq_push_options *options);
 
 /*
+ Delays the task.
+
  The task becomes ready `delay_ms` milliseconds after the push (at most
  one year). Replaces an earlier `tq_push_options_set_run_at_unix_ms`.
 
@@ -1406,6 +1586,8 @@ void tq_push_options_free(struct tq_push_options *options);
 enum tq_status tq_push_options_set_delay_ms(struct tq_push_options *options, uint64_t delay_ms);
 
 /*
+ Makes the task ready at a time.
+
  The task becomes ready at `unix_ms`, milliseconds since the Unix epoch
  (a time in the past means at once). Replaces an earlier
  `tq_push_options_set_delay_ms`.
@@ -1415,6 +1597,8 @@ enum tq_status tq_push_options_set_delay_ms(struct tq_push_options *options, uin
 enum tq_status tq_push_options_set_run_at_unix_ms(struct tq_push_options *options, int64_t unix_ms);
 
 /*
+ Sets the task's priority.
+
  Sets the task's priority: a ready task of higher priority is claimed
  before any of lower priority; equal priorities come out in the order
  they became ready. Any value; default 0.
@@ -1424,6 +1608,8 @@ enum tq_status tq_push_options_set_run_at_unix_ms(struct tq_push_options *option
 enum tq_status tq_push_options_set_priority(struct tq_push_options *options, int32_t priority);
 
 /*
+ Sets how many deliveries the task gets.
+
  Sets how many deliveries the task gets before a failure makes it dead
  (at least 1), instead of the handle's default.
 
@@ -1433,6 +1619,8 @@ enum tq_status tq_push_options_set_max_attempts(struct tq_push_options *options,
                                                 uint32_t max_attempts);
 
 /*
+ Gives the task a unique key.
+
  Gives the task a unique key: 1 to `TQ_MAX_UNIQUE_KEY_LEN` bytes of UTF-8
  (NUL-terminated; copied), or NULL to remove the key and its window.
  While a task with the key is pending or leased in the queue, `tq_push`
@@ -1445,6 +1633,8 @@ enum tq_status tq_push_options_set_max_attempts(struct tq_push_options *options,
 enum tq_status tq_push_options_set_unique_key(struct tq_push_options *options, const char *key);
 
 /*
+ Keeps the unique key reserved after the task is done.
+
  Keeps the unique key reserved for `window_ms` milliseconds after the
  task is done (at most one year; default 0: the key is free once the
  task is done). Set the key first.
@@ -1456,6 +1646,8 @@ enum tq_status tq_push_options_set_unique_for_ms(struct tq_push_options *options
                                                  uint64_t window_ms);
 
 /*
+ Makes the task wait for a stored task.
+
  Makes the task wait for the stored task `id` too (besides those added
  before): it is stored blocked (counted and listed as TQ_STATE_PENDING,
  never pulled) until every task it waits for is done. `id` must name a
@@ -1471,6 +1663,8 @@ enum tq_status tq_push_options_set_unique_for_ms(struct tq_push_options *options
 enum tq_status tq_push_options_add_after(struct tq_push_options *options, int64_t id);
 
 /*
+ Makes an item wait for an earlier item of the same call.
+
  Makes an item of `tq_push_items` wait for the earlier item at `index`
  of the same call too, as `tq_push_options_add_after` does for a stored
  task, so that a graph of tasks is stored in one call, all or none. Any
@@ -1482,6 +1676,8 @@ enum tq_status tq_push_options_add_after(struct tq_push_options *options, int64_
 enum tq_status tq_push_options_add_after_item(struct tq_push_options *options, size_t index);
 
 /*
+ Sets what the task does when a task it waits for fails.
+
  Sets what the task does when a task it waits for ends dead or
  cancelled: a `tq_parent_failure` value (a plain integer, so any other
  value is an error rather than undefined behaviour). Default
@@ -1495,6 +1691,8 @@ enum tq_status tq_push_options_set_on_parent_failure(struct tq_push_options *opt
                                                      int32_t policy);
 
 /*
+ Puts the task in an ordered group.
+
  Puts the task in the ordered group `key` of its queue: 1 to
  `TQ_MAX_UNIQUE_KEY_LEN` bytes of UTF-8 (NUL-terminated; copied), or
  NULL to take it out of any group. The tasks of one group are delivered
@@ -1519,6 +1717,11 @@ enum tq_status tq_push_options_set_group(struct tq_push_options *options,
                                          uint32_t max_at_once);
 
 /*
+ Pull options: the options object of `tq_pull` and its batch forms
+ =================================================================
+
+ Creates the options of a pull.
+
  Creates an options object for `tq_pull` holding the defaults: a 30,000
  ms lease, no waiting, no cancellation.
 
@@ -1528,12 +1731,16 @@ enum tq_status tq_push_options_set_group(struct tq_push_options *options,
 struct tq_pull_options *tq_pull_options_new(void);
 
 /*
+ Frees pull options.
+
  Frees an options object from `tq_pull_options_new`. NULL is a no-op;
  call at most once per object.
  */
 void tq_pull_options_free(struct tq_pull_options *options);
 
 /*
+ Sets the lease.
+
  Sets the lease of a claimed task, in milliseconds (1 ms to one year):
  past it, the task is ready again for other workers.
 
@@ -1542,6 +1749,8 @@ void tq_pull_options_free(struct tq_pull_options *options);
 enum tq_status tq_pull_options_set_lease_ms(struct tq_pull_options *options, uint64_t lease_ms);
 
 /*
+ Sets how long a pull waits for a task.
+
  Sets how long `tq_pull` and `tq_pull_batch` wait for a task when none is
  ready, in milliseconds (at most one year; default 0: answer at once).
  A push to the queue ends the wait at once, from this process or another
@@ -1554,6 +1763,8 @@ enum tq_status tq_pull_options_set_lease_ms(struct tq_pull_options *options, uin
 enum tq_status tq_pull_options_set_wait_ms(struct tq_pull_options *options, uint64_t wait_ms);
 
 /*
+ Lets a cancellation object end the pulls' wait.
+
  Lets `cancel` end the wait of pulls made with these options (NULL
  removes it). The options keep their own reference: `cancel` may be freed
  before them.
@@ -1565,6 +1776,11 @@ enum tq_status tq_pull_options_set_cancel(struct tq_pull_options *options,
                                           const struct tq_cancel *cancel);
 
 /*
+ Cancellation: an object that ends waits from any thread
+ =======================================================
+
+ Creates a cancellation object.
+
  Creates a cancellation object, not yet triggered.
 
  Ownership: the caller owns the result and frees it with
@@ -1573,6 +1789,8 @@ enum tq_status tq_pull_options_set_cancel(struct tq_pull_options *options,
 struct tq_cancel *tq_cancel_new(void);
 
 /*
+ Triggers a cancellation object.
+
  Ends, with TQ_ERR_INTERRUPTED, the wait of every pull made with options
  holding `cancel` and of every `tq_wait_cancellation` given it, now and
  later: triggering is permanent, so use a new
@@ -1585,12 +1803,19 @@ struct tq_cancel *tq_cancel_new(void);
 enum tq_status tq_cancel_trigger(struct tq_cancel *cancel);
 
 /*
+ Frees a cancellation object.
+
  Frees a cancellation object from `tq_cancel_new`. NULL is a no-op; call
  at most once per object. Options holding it keep working.
  */
 void tq_cancel_free(struct tq_cancel *cancel);
 
 /*
+ Schedules: periodic tasks, their options object, and listed schedules
+ =====================================================================
+
+ Creates schedule options.
+
  Creates a schedule options object with no spec yet (set one with
  `tq_schedule_options_set_cron` or `tq_schedule_options_set_every_ms`),
  the time zone UTC, priority 0, the adding handle's max attempts, and
@@ -1603,12 +1828,16 @@ void tq_cancel_free(struct tq_cancel *cancel);
 struct tq_schedule_options *tq_schedule_options_new(void);
 
 /*
+ Frees schedule options.
+
  Frees an object from `tq_schedule_options_new`. NULL is a no-op; call
  at most once per object.
  */
 void tq_schedule_options_free(struct tq_schedule_options *options);
 
 /*
+ Makes the slots those of a cron expression.
+
  The schedule's slots are those of the cron `expression`: five fields
  (minute, hour, day of month, month, day of week) or six (seconds
  first), or an alias such as "@daily", read in the schedule's time zone.
@@ -1622,6 +1851,8 @@ enum tq_status tq_schedule_options_set_cron(struct tq_schedule_options *options,
                                             const char *expression);
 
 /*
+ Makes the slots fall at an interval.
+
  The schedule's slots fall every `interval_ms` milliseconds (1 ms to 366
  days), the first one interval after it is added. Replaces an earlier
  spec.
@@ -1632,6 +1863,8 @@ enum tq_status tq_schedule_options_set_every_ms(struct tq_schedule_options *opti
                                                 uint64_t interval_ms);
 
 /*
+ Sets the time zone of the cron expression.
+
  Reads the cron expression in the IANA time zone `name` (such as
  "Europe/Paris"; default "UTC"). Only a cron schedule takes a zone other
  than UTC: adding an interval with one fails.
@@ -1643,6 +1876,8 @@ enum tq_status tq_schedule_options_set_time_zone(struct tq_schedule_options *opt
                                                  const char *name);
 
 /*
+ Sets the priority of the schedule's tasks.
+
  Sets the priority of the schedule's tasks (higher first; default 0).
 
  Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options).
@@ -1651,6 +1886,8 @@ enum tq_status tq_schedule_options_set_priority(struct tq_schedule_options *opti
                                                 int32_t priority);
 
 /*
+ Sets how many deliveries the schedule's tasks get.
+
  Sets how many deliveries each of the schedule's tasks gets (at least 1;
  default the adding handle's).
 
@@ -1660,6 +1897,8 @@ enum tq_status tq_schedule_options_set_max_attempts(struct tq_schedule_options *
                                                     uint32_t max_attempts);
 
 /*
+ Sets the catch-up policy.
+
  Sets the catch-up policy: a `tq_catch_up` value (a plain integer, so any
  other value is an error rather than undefined behaviour), and for
  TQ_CATCH_UP_EACH the most slots run at once, 1 to 10,000 (`limit` is
@@ -1673,6 +1912,8 @@ enum tq_status tq_schedule_options_set_catch_up(struct tq_schedule_options *opti
                                                 uint32_t limit);
 
 /*
+ Adds a schedule.
+
  Adds to the handle's queue the schedule `name` (1 to 200 bytes of
  UTF-8) that enqueues `payload` (`len` bytes of UTF-8, a JSON text) at
  every slot of `options`, its first slot after now. Each slot is
@@ -1695,6 +1936,8 @@ enum tq_status tq_schedule_add(struct tq_queue *queue,
                                const struct tq_schedule_options *options);
 
 /*
+ Adds or overwrites a schedule.
+
  As `tq_schedule_add`, but a schedule of the same name is overwritten:
  its next slot is computed afresh from now and it is no longer paused.
  Tasks already enqueued stay, and a slot enqueued before is not enqueued
@@ -1710,6 +1953,8 @@ enum tq_status tq_schedule_replace(struct tq_queue *queue,
                                    const struct tq_schedule_options *options);
 
 /*
+ Adds or updates a schedule, keeping its next slot.
+
  Declares a schedule, as an application does at every start: as
  `tq_schedule_add`, but a schedule of the same name is updated (payload,
  priority, max attempts, timing) and keeps its next slot while its timing
@@ -1727,6 +1972,8 @@ enum tq_status tq_schedule_upsert(struct tq_queue *queue,
                                   const struct tq_schedule_options *options);
 
 /*
+ Removes a schedule.
+
  Deletes the schedule `name` of the handle's queue; the tasks it
  enqueued stay.
 
@@ -1737,6 +1984,8 @@ enum tq_status tq_schedule_upsert(struct tq_queue *queue,
 enum tq_status tq_schedule_remove(struct tq_queue *queue, const char *name);
 
 /*
+ Pauses a schedule.
+
  Pauses the schedule `name` of the handle's queue: its slots are skipped
  until `tq_schedule_resume`. Pausing a paused schedule does nothing.
 
@@ -1746,6 +1995,8 @@ enum tq_status tq_schedule_remove(struct tq_queue *queue, const char *name);
 enum tq_status tq_schedule_pause(struct tq_queue *queue, const char *name);
 
 /*
+ Resumes a schedule.
+
  Resumes the schedule `name` of the handle's queue: it goes on from its
  first slot at or after now (slots that fell while it was paused are
  skipped, whatever its catch-up policy).
@@ -1756,6 +2007,8 @@ enum tq_status tq_schedule_pause(struct tq_queue *queue, const char *name);
 enum tq_status tq_schedule_resume(struct tq_queue *queue, const char *name);
 
 /*
+ Enqueues the tasks of the due slots.
+
  Enqueues the task of every due slot of the handle's queue's schedules
  (by each one's catch-up policy) and writes how many tasks it stored to
  `*out_enqueued` when it is not NULL. Any number of handles, processes
@@ -1770,6 +2023,8 @@ enum tq_status tq_schedule_resume(struct tq_queue *queue, const char *name);
 enum tq_status tq_run_due_schedules(struct tq_queue *queue, int64_t *out_enqueued);
 
 /*
+ Lists a page of the queue's schedules.
+
  Lists the handle's queue's schedules by name: up to `max` of them with
  names after `after_name` (NULL or "" to start), stored in
  `out_schedules[0..*out_count]` (the rest set to NULL). Pass the last
@@ -1789,12 +2044,16 @@ enum tq_status tq_schedules(const struct tq_queue *queue,
                             size_t *out_count);
 
 /*
+ Frees a listed schedule.
+
  Frees a schedule from `tq_schedules`. NULL is a no-op; call at most
  once per schedule.
  */
 void tq_schedule_free(struct tq_schedule *schedule);
 
 /*
+ The schedule's name.
+
  Returns the schedule's name, or NULL when `schedule` is NULL.
 
  Ownership: the text belongs to the schedule and lives until
@@ -1804,6 +2063,8 @@ void tq_schedule_free(struct tq_schedule *schedule);
 const char *tq_schedule_name(const struct tq_schedule *schedule);
 
 /*
+ The schedule's cron expression.
+
  Returns the schedule's cron expression, or NULL for an interval (see
  `tq_schedule_every_ms`) or when `schedule` is NULL.
 
@@ -1812,6 +2073,8 @@ const char *tq_schedule_name(const struct tq_schedule *schedule);
 const char *tq_schedule_cron(const struct tq_schedule *schedule);
 
 /*
+ The schedule's interval.
+
  Returns the schedule's interval in milliseconds, or 0 for a cron
  schedule or when `schedule` is NULL. Thread safety: safe on a schedule
  read by several threads.
@@ -1819,6 +2082,8 @@ const char *tq_schedule_cron(const struct tq_schedule *schedule);
 uint64_t tq_schedule_every_ms(const struct tq_schedule *schedule);
 
 /*
+ The time zone of the schedule's cron expression.
+
  Returns the IANA name of the time zone the schedule's cron expression
  is read in, or NULL when `schedule` is NULL.
 
@@ -1827,6 +2092,8 @@ uint64_t tq_schedule_every_ms(const struct tq_schedule *schedule);
 const char *tq_schedule_time_zone(const struct tq_schedule *schedule);
 
 /*
+ The payload of the schedule's tasks.
+
  Returns the payload of the schedule's tasks, NUL-terminated, and stores
  its length (without the NUL) in `*len` when `len` is not NULL; NULL
  (and length 0) when `schedule` is NULL.
@@ -1836,18 +2103,24 @@ const char *tq_schedule_time_zone(const struct tq_schedule *schedule);
 const char *tq_schedule_payload(const struct tq_schedule *schedule, size_t *len);
 
 /*
+ The priority of the schedule's tasks.
+
  Returns the priority of the schedule's tasks, or 0 when `schedule` is
  NULL. Thread safety: safe on a schedule read by several threads.
  */
 int32_t tq_schedule_priority(const struct tq_schedule *schedule);
 
 /*
+ How many deliveries the schedule's tasks get.
+
  Returns the max attempts of the schedule's tasks, or 0 when `schedule`
  is NULL. Thread safety: safe on a schedule read by several threads.
  */
 uint32_t tq_schedule_max_attempts(const struct tq_schedule *schedule);
 
 /*
+ The schedule's catch-up policy.
+
  Returns the schedule's catch-up policy (a `tq_catch_up` value), or -1
  when `schedule` is NULL; with TQ_CATCH_UP_EACH, `*out_limit` (when not
  NULL) gets its bound, else 1. Thread safety: safe on a schedule read by
@@ -1856,12 +2129,16 @@ uint32_t tq_schedule_max_attempts(const struct tq_schedule *schedule);
 int32_t tq_schedule_catch_up(const struct tq_schedule *schedule, uint32_t *out_limit);
 
 /*
+ Whether the schedule is paused.
+
  Returns whether the schedule is paused (false when `schedule` is NULL).
  Thread safety: safe on a schedule read by several threads.
  */
 bool tq_schedule_paused(const struct tq_schedule *schedule);
 
 /*
+ The schedule's next slot.
+
  Returns the schedule's next slot not yet enqueued, in milliseconds since
  the Unix epoch (on PostgreSQL, on the server's clock), or 0 when
  `schedule` is NULL. Thread safety: safe on a schedule read by several

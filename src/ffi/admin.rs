@@ -14,6 +14,11 @@ use super::{
 use crate::error::Result;
 use crate::task::{Cancelled, TaskState};
 
+/// Managing tasks: outcomes, cancelling, counts, lists, retries, recovery
+/// ======================================================================
+///
+/// Reads a task by its id.
+///
 /// Reads task `id` of the queue as it is now, with its result and
 /// progress, into `*out`.
 ///
@@ -45,6 +50,8 @@ pub extern "C" fn tq_get_task(
     })
 }
 
+/// Waits for a task to end.
+///
 /// Waits up to `timeout_ms` milliseconds (0 to one year) for task `id` of
 /// the queue to end, and stores it as it ended in `*out`: TQ_STATE_DONE
 /// with its result (`tq_task_result`), TQ_STATE_DEAD or
@@ -98,6 +105,8 @@ pub extern "C" fn tq_wait_task(
     })
 }
 
+/// Waits for a change that may end a wait for tasks.
+///
 /// Waits up to `timeout_ms` milliseconds (at most one year) for a change
 /// that may end a wait for a task's outcome (`tq_wait_task`) or a
 /// delivery (`tq_wait_cancellation`), so that one thread can wait for any
@@ -149,6 +158,8 @@ pub extern "C" fn tq_wait_change(
     })
 }
 
+/// Cancels a task by its id.
+///
 /// Cancels task `id` of the handle's queue, keeping `reason`
 /// (NUL-terminated UTF-8, cut to `TQ_MAX_REASON_LEN` bytes; NULL or "" for
 /// none) as its last error. A pending, delayed or dead task leaves the line
@@ -189,6 +200,8 @@ pub extern "C" fn tq_cancel_task(
     })
 }
 
+/// Counts the tasks in a state.
+///
 /// Writes to `*out_count` how many tasks are in `state` (a `tq_state`
 /// value, passed as a plain integer).
 ///
@@ -207,6 +220,8 @@ pub extern "C" fn tq_count(queue: *const tq_queue, state: i32, out_count: *mut i
     })
 }
 
+/// Counts the ordered groups whose tasks wait for their turn.
+///
 /// Writes to `*out_count` how many ordered groups of the handle's queue
 /// have tasks waiting for their turn behind the group's earlier tasks
 /// (`tq_push_options_set_group`); those tasks count as TQ_STATE_PENDING.
@@ -226,6 +241,8 @@ pub extern "C" fn tq_groups_waiting(queue: *const tq_queue, out_count: *mut i64)
     })
 }
 
+/// How long the task ready longest has waited.
+///
 /// Writes to `*out_age_ms` how long, in milliseconds, the task of the
 /// handle's queue that has been ready longest has waited.
 ///
@@ -250,6 +267,8 @@ pub extern "C" fn tq_oldest_ready_age_ms(
     })
 }
 
+/// Lists a page of the tasks in a state.
+///
 /// Lists a page of the handle's queue's tasks in `state`: up to `max` of
 /// them with ids above `after_id`, by id, stored in
 /// `out_tasks[0..*out_count]` (the rest set to NULL). Start with `after_id`
@@ -286,6 +305,8 @@ pub extern "C" fn tq_list(
     })
 }
 
+/// Retries a dead task.
+///
 /// Makes the dead task `id` of the handle's queue pending again, ready now,
 /// with all its attempts ahead of it; a task of an ordered group waits,
 /// behind its group's newest unfinished task, for its turn.
@@ -303,6 +324,8 @@ pub extern "C" fn tq_retry_dead(queue: *mut tq_queue, id: i64) -> tq_status {
     })
 }
 
+/// Retries every dead task.
+///
 /// Makes every dead task of the handle's queue pending again, as
 /// `tq_retry_dead` does, and writes how many to `*out_retried` when it is
 /// not NULL.
@@ -320,6 +343,8 @@ pub extern "C" fn tq_retry_all_dead(queue: *mut tq_queue, out_retried: *mut i64)
     })
 }
 
+/// Deletes ended tasks older than an age.
+///
 /// Deletes the handle's queue's tasks in `state` (TQ_STATE_DONE,
 /// TQ_STATE_DEAD or TQ_STATE_CANCELLED) that got there at least `older_than_ms` milliseconds ago
 /// (0: all of them), and writes how many to `*out_purged` when it is not
@@ -345,6 +370,8 @@ pub extern "C" fn tq_purge(
     })
 }
 
+/// Brings back the tasks of expired leases and dead holders.
+///
 /// Returns to pending every leased task whose lease expired or whose holder
 /// process no longer exists on this machine, and writes how many to
 /// `*out_recovered` when it is not NULL. Tasks held by live processes, this

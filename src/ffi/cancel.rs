@@ -9,6 +9,11 @@ use crate::wait::CancelToken;
 /// and of `tq_wait_cancellation`, from any thread (see `tq_cancel_trigger`).
 pub struct tq_cancel(pub(super) CancelToken);
 
+/// Cancellation: an object that ends waits from any thread
+/// =======================================================
+///
+/// Creates a cancellation object.
+///
 /// Creates a cancellation object, not yet triggered.
 ///
 /// Ownership: the caller owns the result and frees it with
@@ -20,6 +25,8 @@ pub extern "C" fn tq_cancel_new() -> *mut tq_cancel {
     })
 }
 
+/// Triggers a cancellation object.
+///
 /// Ends, with TQ_ERR_INTERRUPTED, the wait of every pull made with options
 /// holding `cancel` and of every `tq_wait_cancellation` given it, now and
 /// later: triggering is permanent, so use a new
@@ -36,6 +43,8 @@ pub extern "C" fn tq_cancel_trigger(cancel: *mut tq_cancel) -> tq_status {
     })
 }
 
+/// Frees a cancellation object.
+///
 /// Frees a cancellation object from `tq_cancel_new`. NULL is a no-op; call
 /// at most once per object. Options holding it keep working.
 #[no_mangle]

@@ -91,6 +91,11 @@ pub(super) fn set_last_error(message: &str) {
     let _ = LAST_ERROR.try_with(|last| *last.borrow_mut() = message);
 }
 
+/// Errors: the thread's last error message, and what each status means
+/// ===================================================================
+///
+/// The message of the calling thread's last failed call.
+///
 /// Returns the message of the last failed call on the calling thread, or
 /// `""` when no call on this thread has failed. Never NULL.
 ///
@@ -107,6 +112,8 @@ pub extern "C" fn tq_last_error() -> *const c_char {
     })
 }
 
+/// The description of a status.
+///
 /// Returns a static, human-readable description of `status` (any integer;
 /// values tq does not know get `"unknown status"`). Never NULL.
 ///

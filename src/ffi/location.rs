@@ -6,6 +6,11 @@ use super::{guard, out_pointer, tq_status, utf8_string, write_optional};
 use crate::location::redacted_location;
 use crate::queue::cut_at_char_boundary;
 
+/// Locations: a file path or URL as messages may show it
+/// =====================================================
+///
+/// A location as it may be shown, without its password.
+///
 /// Writes `location` (a file path or a URL, UTF-8) as it may be shown in
 /// messages into `buf`: a URL without the password of its user information
 /// and without any `password` query parameter; a file path unchanged. At

@@ -32,6 +32,11 @@ pub enum tq_durability {
     TQ_DURABILITY_NORMAL = 1,
 }
 
+/// Open options: the options object of `tq_open`
+/// =============================================
+///
+/// Creates the options of `tq_open`.
+///
 /// Creates an options object for `tq_open` holding the defaults: durability
 /// `TQ_DURABILITY_FULL`, a 5,000 ms busy timeout, no history, payloads up
 /// to `TQ_MAX_PAYLOAD_LEN` bytes, the queue named "default", 25 attempts
@@ -46,6 +51,8 @@ pub extern "C" fn tq_options_new() -> *mut tq_options {
     })
 }
 
+/// Frees open options.
+///
 /// Frees an options object from `tq_options_new`. NULL is a no-op; call at
 /// most once per object.
 #[no_mangle]
@@ -53,6 +60,8 @@ pub extern "C" fn tq_options_free(options: *mut tq_options) {
     guard_or("tq_options_free", (), || free(options, "options"))
 }
 
+/// Chooses the queue.
+///
 /// Chooses the queue a handle works on: one file holds any number of
 /// independent queues, each named by 1 to `TQ_MAX_QUEUE_NAME_LEN` bytes of
 /// UTF-8 (NUL-terminated; copied). Default "default".
@@ -69,6 +78,8 @@ pub extern "C" fn tq_options_set_queue(options: *mut tq_options, name: *const c_
     })
 }
 
+/// Sets the durability.
+///
 /// Sets the durability: `TQ_DURABILITY_FULL` or `TQ_DURABILITY_NORMAL` (a
 /// plain integer, so any other value is an error rather than undefined
 /// behaviour).
@@ -96,6 +107,8 @@ pub extern "C" fn tq_options_set_durability(
     })
 }
 
+/// Sets the busy timeout.
+///
 /// Sets how long a call waits for other writers on the file before it
 /// fails with TQ_ERR_BUSY, in milliseconds (0 fails at once; at most one
 /// year). Default 5,000.
@@ -113,6 +126,8 @@ pub extern "C" fn tq_options_set_busy_timeout_ms(
     })
 }
 
+/// Keeps finished tasks as history, or not.
+///
 /// When `keep` is true, tasks finished through this handle are kept as
 /// done with their finish time (`tq_count`, `tq_purge`); when false
 /// (the default) they are deleted.
@@ -128,6 +143,8 @@ pub extern "C" fn tq_options_set_keep_history(options: *mut tq_options, keep: bo
     })
 }
 
+/// Sets how long a result is kept.
+///
 /// Sets how long a task finished with `tq_finish_with_result` through a
 /// handle opened with these options is kept for its result, when the
 /// handle keeps no history: 1 ms to one year (default 7 days). Later
@@ -149,6 +166,8 @@ pub extern "C" fn tq_options_set_result_retention_ms(
     })
 }
 
+/// Sets the largest payload.
+///
 /// Sets the largest payload a handle opened with these options pushes, in
 /// bytes: 1 to `TQ_MAX_PAYLOAD_LEN` (the default). A larger push fails with
 /// TQ_ERR_INVALID_ARGUMENT and stores nothing.
@@ -166,6 +185,8 @@ pub extern "C" fn tq_options_set_max_payload_len(
     })
 }
 
+/// Sets how many deliveries each task gets.
+///
 /// Sets how many deliveries each task pushed through the handle gets before
 /// a failure makes it dead (at least 1; default 25). A push may override it
 /// with `tq_push_options_set_max_attempts`.
@@ -183,6 +204,8 @@ pub extern "C" fn tq_options_set_max_attempts(
     })
 }
 
+/// Sets the pauses before retries.
+///
 /// Sets the pauses before a failed task is retried: `min_ms` after the
 /// first failure, doubling with each attempt up to `max_ms`, with random
 /// jitter taking up to half off each pause. `min_ms` may be 0 (retry at
@@ -205,6 +228,8 @@ pub extern "C" fn tq_options_set_retry_backoff_ms(
     })
 }
 
+/// Sets the size of the PostgreSQL connection pool.
+///
 /// Sets how many connections to the PostgreSQL server a handle opened with
 /// these options keeps at most: 1 to 1,024 (default 4). That many of its
 /// calls run at once; further ones wait up to the busy timeout for a free
@@ -221,6 +246,8 @@ pub extern "C" fn tq_options_set_pool_size(options: *mut tq_options, size: u32) 
     })
 }
 
+/// Names the PostgreSQL schema.
+///
 /// Names the PostgreSQL schema that holds tq's tables (default "tq"): 1 to
 /// 63 ASCII letters, digits and '_', not starting with a digit or "pg_".
 /// tq creates it when missing. For a `postgres://` URL only: `tq_open` of

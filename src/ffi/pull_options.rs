@@ -11,6 +11,11 @@ use crate::options::PullOptions;
 /// Options for `tq_pull`.
 pub struct tq_pull_options(pub(crate) PullOptions);
 
+/// Pull options: the options object of `tq_pull` and its batch forms
+/// =================================================================
+///
+/// Creates the options of a pull.
+///
 /// Creates an options object for `tq_pull` holding the defaults: a 30,000
 /// ms lease, no waiting, no cancellation.
 ///
@@ -23,6 +28,8 @@ pub extern "C" fn tq_pull_options_new() -> *mut tq_pull_options {
     })
 }
 
+/// Frees pull options.
+///
 /// Frees an options object from `tq_pull_options_new`. NULL is a no-op;
 /// call at most once per object.
 #[no_mangle]
@@ -30,6 +37,8 @@ pub extern "C" fn tq_pull_options_free(options: *mut tq_pull_options) {
     guard_or("tq_pull_options_free", (), || free(options, "options"))
 }
 
+/// Sets the lease.
+///
 /// Sets the lease of a claimed task, in milliseconds (1 ms to one year):
 /// past it, the task is ready again for other workers.
 ///
@@ -46,6 +55,8 @@ pub extern "C" fn tq_pull_options_set_lease_ms(
     })
 }
 
+/// Sets how long a pull waits for a task.
+///
 /// Sets how long `tq_pull` and `tq_pull_batch` wait for a task when none is
 /// ready, in milliseconds (at most one year; default 0: answer at once).
 /// A push to the queue ends the wait at once, from this process or another
@@ -66,6 +77,8 @@ pub extern "C" fn tq_pull_options_set_wait_ms(
     })
 }
 
+/// Lets a cancellation object end the pulls' wait.
+///
 /// Lets `cancel` end the wait of pulls made with these options (NULL
 /// removes it). The options keep their own reference: `cancel` may be freed
 /// before them.

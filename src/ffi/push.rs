@@ -10,6 +10,11 @@ use crate::options::PushOptions;
 use crate::queue::{check_batch_options, MAX_PAYLOAD_LEN};
 use crate::task::Pushed;
 
+/// Pushing: storing new tasks
+/// ==========================
+///
+/// Pushes a task.
+///
 /// Stores the JSON text `payload[0..len]` (UTF-8, no terminator needed) as
 /// a new pending task, exactly as given, and writes its id to `*out_id`
 /// when `out_id` is not NULL. `options` may be NULL for the defaults.
@@ -47,6 +52,8 @@ pub extern "C" fn tq_push(
     })
 }
 
+/// Pushes several tasks with the same options, all or none.
+///
 /// Stores `count` JSON texts as new pending tasks in one transaction, in
 /// order: all of them or none. `payloads[i]` points to `lens[i]` bytes of
 /// UTF-8. `options` (may be NULL) applies to every task and must not have a
@@ -99,6 +106,8 @@ pub extern "C" fn tq_push_batch(
     })
 }
 
+/// Pushes several tasks, each with its own options, all or none.
+///
 /// Stores `count` JSON texts as new tasks in one transaction, in order,
 /// each with its own options, as `tq_push` would: all of them or none.
 /// `payloads[i]` points to `lens[i]` bytes of UTF-8; `options[i]` may be

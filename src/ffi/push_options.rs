@@ -14,6 +14,11 @@ use crate::options::{ParentFailure, PushOptions};
 /// Options for `tq_push`.
 pub struct tq_push_options(pub(crate) PushOptions);
 
+/// Push options: the options object of `tq_push` and its batch forms
+/// =================================================================
+///
+/// Creates the options of a push.
+///
 /// Creates an options object for `tq_push` holding the defaults: the task
 /// is ready at once, priority 0, the queue's maximum attempts, no unique key.
 ///
@@ -26,6 +31,8 @@ pub extern "C" fn tq_push_options_new() -> *mut tq_push_options {
     })
 }
 
+/// Frees push options.
+///
 /// Frees an options object from `tq_push_options_new`. NULL is a no-op;
 /// call at most once per object.
 #[no_mangle]
@@ -33,6 +40,8 @@ pub extern "C" fn tq_push_options_free(options: *mut tq_push_options) {
     guard_or("tq_push_options_free", (), || free(options, "options"))
 }
 
+/// Delays the task.
+///
 /// The task becomes ready `delay_ms` milliseconds after the push (at most
 /// one year). Replaces an earlier `tq_push_options_set_run_at_unix_ms`.
 ///
@@ -49,6 +58,8 @@ pub extern "C" fn tq_push_options_set_delay_ms(
     })
 }
 
+/// Makes the task ready at a time.
+///
 /// The task becomes ready at `unix_ms`, milliseconds since the Unix epoch
 /// (a time in the past means at once). Replaces an earlier
 /// `tq_push_options_set_delay_ms`.
@@ -66,6 +77,8 @@ pub extern "C" fn tq_push_options_set_run_at_unix_ms(
     })
 }
 
+/// Sets the task's priority.
+///
 /// Sets the task's priority: a ready task of higher priority is claimed
 /// before any of lower priority; equal priorities come out in the order
 /// they became ready. Any value; default 0.
@@ -84,6 +97,8 @@ pub extern "C" fn tq_push_options_set_priority(
     })
 }
 
+/// Sets how many deliveries the task gets.
+///
 /// Sets how many deliveries the task gets before a failure makes it dead
 /// (at least 1), instead of the handle's default.
 ///
@@ -100,6 +115,8 @@ pub extern "C" fn tq_push_options_set_max_attempts(
     })
 }
 
+/// Gives the task a unique key.
+///
 /// Gives the task a unique key: 1 to `TQ_MAX_UNIQUE_KEY_LEN` bytes of UTF-8
 /// (NUL-terminated; copied), or NULL to remove the key and its window.
 /// While a task with the key is pending or leased in the queue, `tq_push`
@@ -124,6 +141,8 @@ pub extern "C" fn tq_push_options_set_unique_key(
     })
 }
 
+/// Keeps the unique key reserved after the task is done.
+///
 /// Keeps the unique key reserved for `window_ms` milliseconds after the
 /// task is done (at most one year; default 0: the key is free once the
 /// task is done). Set the key first.
@@ -153,6 +172,8 @@ pub enum tq_parent_failure {
     TQ_PARENT_FAILURE_RUN_ANYWAY = 1,
 }
 
+/// Makes the task wait for a stored task.
+///
 /// Makes the task wait for the stored task `id` too (besides those added
 /// before): it is stored blocked (counted and listed as TQ_STATE_PENDING,
 /// never pulled) until every task it waits for is done. `id` must name a
@@ -172,6 +193,8 @@ pub extern "C" fn tq_push_options_add_after(options: *mut tq_push_options, id: i
     })
 }
 
+/// Makes an item wait for an earlier item of the same call.
+///
 /// Makes an item of `tq_push_items` wait for the earlier item at `index`
 /// of the same call too, as `tq_push_options_add_after` does for a stored
 /// task, so that a graph of tasks is stored in one call, all or none. Any
@@ -192,6 +215,8 @@ pub extern "C" fn tq_push_options_add_after_item(
     })
 }
 
+/// Sets what the task does when a task it waits for fails.
+///
 /// Sets what the task does when a task it waits for ends dead or
 /// cancelled: a `tq_parent_failure` value (a plain integer, so any other
 /// value is an error rather than undefined behaviour). Default
@@ -222,6 +247,8 @@ pub extern "C" fn tq_push_options_set_on_parent_failure(
     })
 }
 
+/// Puts the task in an ordered group.
+///
 /// Puts the task in the ordered group `key` of its queue: 1 to
 /// `TQ_MAX_UNIQUE_KEY_LEN` bytes of UTF-8 (NUL-terminated; copied), or
 /// NULL to take it out of any group. The tasks of one group are delivered

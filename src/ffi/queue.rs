@@ -22,6 +22,11 @@ pub struct tq_queue(pub(super) Queue);
 /// reports it and `tq_pause` takes it.
 pub const TQ_UNTIL_RESUMED: i64 = i64::MAX;
 
+/// Queues: opening and closing a handle, and the settings of its queue
+/// ===================================================================
+///
+/// Opens a queue.
+///
 /// Opens the queue in the SQLite file at `path` (UTF-8), creating the file
 /// and tq's `tq_*` tables as needed, and stores the handle in `*out`.
 /// `options` may be NULL for the defaults; it is only read during the call.
@@ -58,6 +63,8 @@ pub extern "C" fn tq_open(
     })
 }
 
+/// Closes a queue handle.
+///
 /// Closes a handle from `tq_open` and frees it. NULL is a no-op; call at
 /// most once per handle, after every other call on it has returned. Tasks
 /// pulled through the handle stay valid (free them with `tq_task_free`) and
@@ -71,6 +78,8 @@ pub extern "C" fn tq_close(queue: *mut tq_queue) {
     guard_or("tq_close", (), || free(queue, "queue"))
 }
 
+/// Ends the waits of the handle's pulls.
+///
 /// Ends, with TQ_ERR_INTERRUPTED, the wait of every pull on this handle,
 /// now and from then on (a pull still takes a task that is ready). To stop
 /// worker threads: `tq_interrupt`, join them, then `tq_close`.
@@ -87,6 +96,8 @@ pub extern "C" fn tq_interrupt(queue: *mut tq_queue) -> tq_status {
     })
 }
 
+/// Pauses the queue.
+///
 /// Pauses the handle's queue for every process on its file (or PostgreSQL
 /// schema) until `tq_resume` or `until_unix_ms` (milliseconds since the
 /// Unix epoch; TQ_UNTIL_RESUMED for no end): pulls find nothing meanwhile
@@ -110,6 +121,8 @@ pub extern "C" fn tq_pause(queue: *mut tq_queue, until_unix_ms: i64) -> tq_statu
     })
 }
 
+/// Resumes the queue.
+///
 /// Ends the pause of the handle's queue, if any, and wakes its waiting
 /// pulls in every process.
 ///
@@ -123,6 +136,8 @@ pub extern "C" fn tq_resume(queue: *mut tq_queue) -> tq_status {
     })
 }
 
+/// When the queue's pause ends.
+///
 /// Writes to `*out_until_unix_ms` when the pause of the handle's queue in
 /// force ends (TQ_UNTIL_RESUMED for no end), or 0 when it is not paused.
 ///
@@ -150,6 +165,8 @@ pub extern "C" fn tq_paused_until(
     })
 }
 
+/// Limits how many tasks are leased at once.
+///
 /// Limits the handle's queue to `limit` tasks leased at once (at least 1)
 /// across every process and machine on its file (or PostgreSQL schema),
 /// enforced inside each claim so that it holds under any race; expired
@@ -170,6 +187,8 @@ pub extern "C" fn tq_set_concurrency_limit(queue: *mut tq_queue, limit: u32) -> 
     })
 }
 
+/// Removes the concurrency limit.
+///
 /// Removes the concurrency limit of the handle's queue, if any.
 ///
 /// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue), TQ_ERR_BUSY,
@@ -184,6 +203,8 @@ pub extern "C" fn tq_clear_concurrency_limit(queue: *mut tq_queue) -> tq_status 
     })
 }
 
+/// The queue's concurrency limit.
+///
 /// Writes the concurrency limit of the handle's queue to `*out_limit`, or
 /// 0 when it has none.
 ///
@@ -204,6 +225,8 @@ pub extern "C" fn tq_concurrency_limit(queue: *const tq_queue, out_limit: *mut u
     })
 }
 
+/// Limits how many tasks are delivered in a window of time.
+///
 /// Allows at most `claims` deliveries of the handle's queue (1 to 100,000)
 /// in any window of `per_ms` milliseconds (1 ms to 366 days), across every
 /// process and machine on its file (or PostgreSQL schema), without a
@@ -231,6 +254,8 @@ pub extern "C" fn tq_set_rate_limit(queue: *mut tq_queue, claims: u32, per_ms: u
     })
 }
 
+/// Removes the rate limit.
+///
 /// Removes the rate limit of the handle's queue, if any.
 ///
 /// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue), TQ_ERR_BUSY,
@@ -245,6 +270,8 @@ pub extern "C" fn tq_clear_rate_limit(queue: *mut tq_queue) -> tq_status {
     })
 }
 
+/// The queue's rate limit.
+///
 /// Writes the rate limit of the handle's queue to `*out_claims` and
 /// `*out_per_ms`, or 0 to both when it has none.
 ///
@@ -275,6 +302,8 @@ pub extern "C" fn tq_rate_limit(
     })
 }
 
+/// Checkpoints the write-ahead log.
+///
 /// Copies the file's write-ahead log into the database and truncates it,
 /// waiting up to the busy timeout for readers to move on, and writes the
 /// log's size afterwards to `*out_wal_bytes` when it is not NULL. tq also
@@ -302,6 +331,8 @@ pub extern "C" fn tq_checkpoint(queue: *mut tq_queue, out_wal_bytes: *mut i64) -
     })
 }
 
+/// The size of the write-ahead log.
+///
 /// Writes the size of the file's write-ahead log (`-wal` file), in bytes,
 /// to `*out_wal_bytes`.
 ///

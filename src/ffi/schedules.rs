@@ -86,6 +86,11 @@ impl tq_schedule {
     }
 }
 
+/// Schedules: periodic tasks, their options object, and listed schedules
+/// =====================================================================
+///
+/// Creates schedule options.
+///
 /// Creates a schedule options object with no spec yet (set one with
 /// `tq_schedule_options_set_cron` or `tq_schedule_options_set_every_ms`),
 /// the time zone UTC, priority 0, the adding handle's max attempts, and
@@ -107,6 +112,8 @@ pub extern "C" fn tq_schedule_options_new() -> *mut tq_schedule_options {
     })
 }
 
+/// Frees schedule options.
+///
 /// Frees an object from `tq_schedule_options_new`. NULL is a no-op; call
 /// at most once per object.
 #[no_mangle]
@@ -114,6 +121,8 @@ pub extern "C" fn tq_schedule_options_free(options: *mut tq_schedule_options) {
     guard_or("tq_schedule_options_free", (), || free(options, "options"))
 }
 
+/// Makes the slots those of a cron expression.
+///
 /// The schedule's slots are those of the cron `expression`: five fields
 /// (minute, hour, day of month, month, day of week) or six (seconds
 /// first), or an alias such as "@daily", read in the schedule's time zone.
@@ -137,6 +146,8 @@ pub extern "C" fn tq_schedule_options_set_cron(
     })
 }
 
+/// Makes the slots fall at an interval.
+///
 /// The schedule's slots fall every `interval_ms` milliseconds (1 ms to 366
 /// days), the first one interval after it is added. Replaces an earlier
 /// spec.
@@ -156,6 +167,8 @@ pub extern "C" fn tq_schedule_options_set_every_ms(
     })
 }
 
+/// Sets the time zone of the cron expression.
+///
 /// Reads the cron expression in the IANA time zone `name` (such as
 /// "Europe/Paris"; default "UTC"). Only a cron schedule takes a zone other
 /// than UTC: adding an interval with one fails.
@@ -176,6 +189,8 @@ pub extern "C" fn tq_schedule_options_set_time_zone(
     })
 }
 
+/// Sets the priority of the schedule's tasks.
+///
 /// Sets the priority of the schedule's tasks (higher first; default 0).
 ///
 /// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options).
@@ -190,6 +205,8 @@ pub extern "C" fn tq_schedule_options_set_priority(
     })
 }
 
+/// Sets how many deliveries the schedule's tasks get.
+///
 /// Sets how many deliveries each of the schedule's tasks gets (at least 1;
 /// default the adding handle's).
 ///
@@ -207,6 +224,8 @@ pub extern "C" fn tq_schedule_options_set_max_attempts(
     })
 }
 
+/// Sets the catch-up policy.
+///
 /// Sets the catch-up policy: a `tq_catch_up` value (a plain integer, so any
 /// other value is an error rather than undefined behaviour), and for
 /// TQ_CATCH_UP_EACH the most slots run at once, 1 to 10,000 (`limit` is
@@ -279,6 +298,8 @@ fn put(
     })
 }
 
+/// Adds a schedule.
+///
 /// Adds to the handle's queue the schedule `name` (1 to 200 bytes of
 /// UTF-8) that enqueues `payload` (`len` bytes of UTF-8, a JSON text) at
 /// every slot of `options`, its first slot after now. Each slot is
@@ -312,6 +333,8 @@ pub extern "C" fn tq_schedule_add(
     )
 }
 
+/// Adds or overwrites a schedule.
+///
 /// As `tq_schedule_add`, but a schedule of the same name is overwritten:
 /// its next slot is computed afresh from now and it is no longer paused.
 /// Tasks already enqueued stay, and a slot enqueued before is not enqueued
@@ -338,6 +361,8 @@ pub extern "C" fn tq_schedule_replace(
     )
 }
 
+/// Adds or updates a schedule, keeping its next slot.
+///
 /// Declares a schedule, as an application does at every start: as
 /// `tq_schedule_add`, but a schedule of the same name is updated (payload,
 /// priority, max attempts, timing) and keeps its next slot while its timing
@@ -380,6 +405,8 @@ fn by_name(
     })
 }
 
+/// Removes a schedule.
+///
 /// Deletes the schedule `name` of the handle's queue; the tasks it
 /// enqueued stay.
 ///
@@ -396,6 +423,8 @@ pub extern "C" fn tq_schedule_remove(queue: *mut tq_queue, name: *const c_char) 
     )
 }
 
+/// Pauses a schedule.
+///
 /// Pauses the schedule `name` of the handle's queue: its slots are skipped
 /// until `tq_schedule_resume`. Pausing a paused schedule does nothing.
 ///
@@ -411,6 +440,8 @@ pub extern "C" fn tq_schedule_pause(queue: *mut tq_queue, name: *const c_char) -
     )
 }
 
+/// Resumes a schedule.
+///
 /// Resumes the schedule `name` of the handle's queue: it goes on from its
 /// first slot at or after now (slots that fell while it was paused are
 /// skipped, whatever its catch-up policy).
@@ -427,6 +458,8 @@ pub extern "C" fn tq_schedule_resume(queue: *mut tq_queue, name: *const c_char) 
     )
 }
 
+/// Enqueues the tasks of the due slots.
+///
 /// Enqueues the task of every due slot of the handle's queue's schedules
 /// (by each one's catch-up policy) and writes how many tasks it stored to
 /// `*out_enqueued` when it is not NULL. Any number of handles, processes
@@ -447,6 +480,8 @@ pub extern "C" fn tq_run_due_schedules(queue: *mut tq_queue, out_enqueued: *mut 
     })
 }
 
+/// Lists a page of the queue's schedules.
+///
 /// Lists the handle's queue's schedules by name: up to `max` of them with
 /// names after `after_name` (NULL or "" to start), stored in
 /// `out_schedules[0..*out_count]` (the rest set to NULL). Pass the last
@@ -499,6 +534,8 @@ pub extern "C" fn tq_schedules(
     })
 }
 
+/// Frees a listed schedule.
+///
 /// Frees a schedule from `tq_schedules`. NULL is a no-op; call at most
 /// once per schedule.
 #[no_mangle]
@@ -518,6 +555,8 @@ fn field<T>(schedule: *const tq_schedule, read: impl FnOnce(&tq_schedule) -> T, 
     }
 }
 
+/// The schedule's name.
+///
 /// Returns the schedule's name, or NULL when `schedule` is NULL.
 ///
 /// Ownership: the text belongs to the schedule and lives until
@@ -530,6 +569,8 @@ pub extern "C" fn tq_schedule_name(schedule: *const tq_schedule) -> *const c_cha
     })
 }
 
+/// The schedule's cron expression.
+///
 /// Returns the schedule's cron expression, or NULL for an interval (see
 /// `tq_schedule_every_ms`) or when `schedule` is NULL.
 ///
@@ -549,6 +590,8 @@ pub extern "C" fn tq_schedule_cron(schedule: *const tq_schedule) -> *const c_cha
     })
 }
 
+/// The schedule's interval.
+///
 /// Returns the schedule's interval in milliseconds, or 0 for a cron
 /// schedule or when `schedule` is NULL. Thread safety: safe on a schedule
 /// read by several threads.
@@ -559,6 +602,8 @@ pub extern "C" fn tq_schedule_every_ms(schedule: *const tq_schedule) -> u64 {
     })
 }
 
+/// The time zone of the schedule's cron expression.
+///
 /// Returns the IANA name of the time zone the schedule's cron expression
 /// is read in, or NULL when `schedule` is NULL.
 ///
@@ -570,6 +615,8 @@ pub extern "C" fn tq_schedule_time_zone(schedule: *const tq_schedule) -> *const 
     })
 }
 
+/// The payload of the schedule's tasks.
+///
 /// Returns the payload of the schedule's tasks, NUL-terminated, and stores
 /// its length (without the NUL) in `*len` when `len` is not NULL; NULL
 /// (and length 0) when `schedule` is NULL.
@@ -591,6 +638,8 @@ pub extern "C" fn tq_schedule_payload(
     })
 }
 
+/// The priority of the schedule's tasks.
+///
 /// Returns the priority of the schedule's tasks, or 0 when `schedule` is
 /// NULL. Thread safety: safe on a schedule read by several threads.
 #[no_mangle]
@@ -600,6 +649,8 @@ pub extern "C" fn tq_schedule_priority(schedule: *const tq_schedule) -> i32 {
     })
 }
 
+/// How many deliveries the schedule's tasks get.
+///
 /// Returns the max attempts of the schedule's tasks, or 0 when `schedule`
 /// is NULL. Thread safety: safe on a schedule read by several threads.
 #[no_mangle]
@@ -609,6 +660,8 @@ pub extern "C" fn tq_schedule_max_attempts(schedule: *const tq_schedule) -> u32 
     })
 }
 
+/// The schedule's catch-up policy.
+///
 /// Returns the schedule's catch-up policy (a `tq_catch_up` value), or -1
 /// when `schedule` is NULL; with TQ_CATCH_UP_EACH, `*out_limit` (when not
 /// NULL) gets its bound, else 1. Thread safety: safe on a schedule read by
@@ -630,6 +683,8 @@ pub extern "C" fn tq_schedule_catch_up(schedule: *const tq_schedule, out_limit: 
     })
 }
 
+/// Whether the schedule is paused.
+///
 /// Returns whether the schedule is paused (false when `schedule` is NULL).
 /// Thread safety: safe on a schedule read by several threads.
 #[no_mangle]
@@ -639,6 +694,8 @@ pub extern "C" fn tq_schedule_paused(schedule: *const tq_schedule) -> bool {
     })
 }
 
+/// The schedule's next slot.
+///
 /// Returns the schedule's next slot not yet enqueued, in milliseconds since
 /// the Unix epoch (on PostgreSQL, on the server's clock), or 0 when
 /// `schedule` is NULL. Thread safety: safe on a schedule read by several

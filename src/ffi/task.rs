@@ -185,6 +185,11 @@ impl TaskArray<'_> {
     }
 }
 
+/// Tasks: reading a task that tq handed out, and freeing it
+/// ========================================================
+///
+/// The task's id.
+///
 /// Returns the task's id (as returned by `tq_push`), or 0 when `task` is
 /// NULL. Thread safety: safe on a task read by several threads.
 #[no_mangle]
@@ -192,6 +197,8 @@ pub extern "C" fn tq_task_id(task: *const tq_task) -> i64 {
     guard_or("tq_task_id", 0, || task_field(task, |task| task.id, 0))
 }
 
+/// The task's payload.
+///
 /// Returns the task's payload, the JSON text exactly as pushed, followed by
 /// a NUL byte, and stores its length (without the NUL) in `*len` when `len`
 /// is not NULL. Returns NULL (and length 0) when `task` is NULL.
@@ -213,6 +220,8 @@ pub extern "C" fn tq_task_payload(task: *const tq_task, len: *mut usize) -> *con
     })
 }
 
+/// How many times the task has been claimed.
+///
 /// Returns how many times the task has been claimed, this delivery
 /// included: 1 on the first delivery. Returns 0 when `task` is NULL.
 /// Thread safety: safe on a task read by several threads.
@@ -223,6 +232,8 @@ pub extern "C" fn tq_task_attempts(task: *const tq_task) -> u32 {
     })
 }
 
+/// The task's priority.
+///
 /// Returns the task's priority, or 0 when `task` is NULL.
 /// Thread safety: safe on a task read by several threads.
 #[no_mangle]
@@ -232,6 +243,8 @@ pub extern "C" fn tq_task_priority(task: *const tq_task) -> i32 {
     })
 }
 
+/// How many deliveries the task gets.
+///
 /// Returns how many deliveries the task gets before a failure makes it
 /// dead, or 0 when `task` is NULL.
 /// Thread safety: safe on a task read by several threads.
@@ -242,6 +255,8 @@ pub extern "C" fn tq_task_max_attempts(task: *const tq_task) -> u32 {
     })
 }
 
+/// When the task became ready.
+///
 /// Returns when the task became (or becomes) ready, in milliseconds since
 /// the Unix epoch, or 0 when `task` is NULL.
 /// Thread safety: safe on a task read by several threads.
@@ -252,6 +267,8 @@ pub extern "C" fn tq_task_run_at_unix_ms(task: *const tq_task) -> i64 {
     })
 }
 
+/// The task's state.
+///
 /// Returns the task's state (a `tq_state` value) when it was pulled
 /// (TQ_STATE_LEASED) or listed, or -1 when `task` is NULL.
 /// Thread safety: safe on a task read by several threads.
@@ -262,6 +279,8 @@ pub extern "C" fn tq_task_state(task: *const tq_task) -> i32 {
     })
 }
 
+/// Why the task's previous delivery ended.
+///
 /// Returns why the task's previous delivery ended (the reason given to
 /// `tq_fail`, or tq's words for a lost lease or a dead holder), or NULL
 /// when none did or `task` is NULL.
@@ -279,6 +298,8 @@ pub extern "C" fn tq_task_last_error(task: *const tq_task) -> *const c_char {
     })
 }
 
+/// The result the task was finished with.
+///
 /// Returns the JSON result the task's finish stored
 /// (`tq_finish_with_result`), or NULL when it has none, was pulled rather
 /// than read by `tq_get_task`, `tq_wait_task` or `tq_list`, or `task` is
@@ -293,6 +314,8 @@ pub extern "C" fn tq_task_result(task: *const tq_task) -> *const c_char {
     })
 }
 
+/// The progress the task last recorded.
+///
 /// Returns the JSON progress the task's last heartbeat recorded
 /// (`tq_extend_with_progress`), or NULL as `tq_task_result` does.
 ///
@@ -309,6 +332,8 @@ fn optional_text(text: &Option<CString>) -> *const c_char {
     text.as_ref().map_or(std::ptr::null(), |text| text.as_ptr())
 }
 
+/// The tasks a pulled task waited for.
+///
 /// Returns the ids of the tasks a pulled task was pushed to wait for
 /// (`tq_push_options_add_after`), ascending, and stores how many in
 /// `*out_count` (when not NULL): each has ended, so a worker may read
@@ -324,6 +349,8 @@ pub extern "C" fn tq_task_parents(task: *const tq_task, out_count: *mut usize) -
     })
 }
 
+/// The task's ordered group.
+///
 /// Returns the key of the ordered group a listed task was pushed to
 /// (`tq_push_options_set_group`), or NULL when it has none, was pulled
 /// rather than read by `tq_get_task`, `tq_wait_task` or `tq_list`, or
@@ -338,6 +365,8 @@ pub extern "C" fn tq_task_group(task: *const tq_task) -> *const c_char {
     })
 }
 
+/// The tasks a listed task still waits for.
+///
 /// Returns the ids of the tasks a listed task still waits for, ascending
 /// (empty unless it is pending and blocked), and stores how many in
 /// `*out_count` (when not NULL). NULL with count 0 when there are none,
@@ -387,6 +416,8 @@ fn task_field<T>(task: *const tq_task, field: impl FnOnce(&tq_task) -> T, fallba
     }
 }
 
+/// Frees a task.
+///
 /// Frees a task from `tq_pull`, `tq_pull_batch`, `tq_list`, `tq_get_task`
 /// or `tq_wait_task`. NULL is a no-op; call at most once per
 /// task. Freeing does not finish the task: an unfinished task becomes

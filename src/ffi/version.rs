@@ -5,6 +5,11 @@ use std::ffi::c_char;
 
 use super::guard_or;
 
+/// Versions: the version of the library loaded at run time
+/// =======================================================
+///
+/// The library's version, as a string.
+///
 /// Returns the library's version as "MAJOR.MINOR.PATCH", a static string.
 /// Compare with the header's `TQ_VERSION` to detect a mismatch.
 ///
@@ -16,6 +21,8 @@ pub extern "C" fn tq_version() -> *const c_char {
     })
 }
 
+/// The library's version, as a number.
+///
 /// Returns the library's version as MAJOR * 10000 + MINOR * 100 + PATCH,
 /// the same encoding as the header's `TQ_VERSION_NUMBER`.
 ///

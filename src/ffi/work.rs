@@ -14,6 +14,11 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::options::PullOptions;
 use crate::task::{Receipt, Stop};
 
+/// Working: claiming tasks, then finishing, failing or renewing them
+/// =================================================================
+///
+/// Claims the ready task first in line.
+///
 /// Claims the ready task first in line under a lease and stores it in
 /// `*out`: the highest priority first, then the task ready longest (a
 /// pending task that is due, or one whose lease expired). Its attempt count
@@ -51,6 +56,8 @@ pub extern "C" fn tq_pull(
     })
 }
 
+/// Claims several ready tasks at once.
+///
 /// Claims up to `max` ready tasks in one transaction, in the order
 /// `tq_pull` would return them, waiting as `tq_pull` does when none is
 /// ready. Stores them in `out_tasks[0..*out_count]`; the rest of
@@ -89,6 +96,8 @@ pub extern "C" fn tq_pull_batch(
     })
 }
 
+/// Finishes a delivery.
+///
 /// Completes this delivery of `task`: the task is deleted (or kept as done
 /// on a handle opened with history). Succeeds as long as nobody else has
 /// taken the task since it was pulled, even past its lease. The task may
@@ -112,6 +121,8 @@ pub extern "C" fn tq_finish(queue: *mut tq_queue, task: *const tq_task) -> tq_st
     })
 }
 
+/// Finishes a delivery and keeps a result.
+///
 /// Completes this delivery of `task` as `tq_finish` does, and keeps
 /// `result` (UTF-8 JSON, at most the handle's payload limit) with the task
 /// for any process to read (`tq_get_task`) or wait for (`tq_wait_task`):
@@ -140,6 +151,8 @@ pub extern "C" fn tq_finish_with_result(
     })
 }
 
+/// Finishes a delivery and claims the next task, in one commit.
+///
 /// Completes this delivery of `task` and claims the next ready task in the
 /// same transaction, storing it in `*out`: a worker draining a backlog
 /// pays one commit (one flush at TQ_DURABILITY_FULL) per task instead of
@@ -182,6 +195,8 @@ pub extern "C" fn tq_finish_and_pull(
     })
 }
 
+/// Finishes several deliveries in one commit.
+///
 /// Completes `count` deliveries in one transaction. Writes, when
 /// `out_statuses` is not NULL, TQ_OK or TQ_ERR_NOT_HELD to
 /// `out_statuses[i]` for `tasks[i]`: a task not held changes nothing, as
@@ -217,6 +232,8 @@ pub extern "C" fn tq_finish_batch(
     })
 }
 
+/// Finishes several deliveries and claims tasks, in one commit.
+///
 /// Completes `count` deliveries and claims up to `max` ready tasks, as
 /// `tq_pull_batch` does, in one transaction: a worker's finished tasks and
 /// the claims of its free handlers share one commit (one flush at
@@ -330,6 +347,8 @@ impl Deliveries<'_> {
     }
 }
 
+/// Fails a delivery: the task is retried later, or dead.
+///
 /// Ends this delivery of `task` as failed, keeping `reason` (NUL-terminated
 /// UTF-8, cut to `TQ_MAX_REASON_LEN` bytes; NULL or "" for none) as its last
 /// error. The task is pending again after the handle's retry back-off, or,
@@ -361,6 +380,8 @@ pub extern "C" fn tq_fail(
     })
 }
 
+/// Renews a delivery's lease.
+///
 /// Renews the lease of a held task: it now expires `lease_ms` milliseconds
 /// from now (1 ms to one year). Call it regularly while working on a long
 /// task. A lease that already expired may be renewed while nobody took the
@@ -389,6 +410,8 @@ pub extern "C" fn tq_extend(
     })
 }
 
+/// Renews a delivery's lease and records progress.
+///
 /// Renews the lease of a held task as `tq_extend` does, and records
 /// `progress` (UTF-8 JSON, at most the handle's payload limit) with it, for
 /// anyone to read (`tq_get_task`, `tq_task_progress`), a later delivery of
@@ -416,6 +439,8 @@ pub extern "C" fn tq_extend_with_progress(
     })
 }
 
+/// Hands a delivery back for later, without using an attempt.
+///
 /// Hands this delivery of `task` back: the task runs again `delay_ms`
 /// milliseconds from now (0 to one year), and this delivery does not count
 /// as an attempt. For a worker that cannot do the task yet. The task must
@@ -442,6 +467,8 @@ pub extern "C" fn tq_snooze(
     })
 }
 
+/// Waits for a reason to stop working on a held task.
+///
 /// Waits up to `timeout_ms` milliseconds (at most one year) for a reason
 /// to stop working on the held `task`, so that a worker stops at once
 /// rather than at its next `tq_extend`: run it on a thread beside the work.
