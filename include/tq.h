@@ -87,6 +87,12 @@
  *
  * Versions. TQ_VERSION_* describe this header; tq_version() and
  * tq_version_number() describe the library loaded at run time.
+ *
+ * Layout. After the constants and types, the functions come object by
+ * object, each group opening with an underlined title: errors, versions,
+ * queues, locations, pushing, working, tasks, managing tasks, open
+ * options, push options, pull options, cancellation, schedules. Each
+ * function's comment opens with a one-line title.
  */
 
 
