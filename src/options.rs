@@ -5,7 +5,6 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::queue::MAX_PAYLOAD_LEN;
 use crate::wait::CancelToken;
 
 /// The queue a handle works on unless [`OpenOptions::queue`] names another.
@@ -19,6 +18,10 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 25;
 /// without history, unless [`OpenOptions::result_retention`] says
 /// otherwise: 7 days.
 pub const DEFAULT_RESULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The largest payload any queue accepts, in bytes (SQLite's limit on one
+/// value); [`OpenOptions::max_payload_len`] sets a queue's own limit.
+pub const MAX_PAYLOAD_LEN: usize = 1_000_000_000;
 
 /// The longest queue name, in bytes.
 pub const MAX_QUEUE_NAME_LEN: usize = 128;

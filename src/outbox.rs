@@ -15,8 +15,8 @@
 use rusqlite::Transaction;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::options::{check_queue_name, PushOptions, DEFAULT_MAX_ATTEMPTS};
-use crate::queue::{check_items_named, check_payload, now_unix_ms, MAX_PAYLOAD_LEN};
+use crate::options::{check_queue_name, PushOptions, DEFAULT_MAX_ATTEMPTS, MAX_PAYLOAD_LEN};
+use crate::queue::{check_items_named, check_payload, now_unix_ms};
 use crate::sqlite::{ids, schema, tasks};
 use crate::store::not_held;
 use crate::store::NewTask;

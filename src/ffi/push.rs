@@ -6,8 +6,8 @@ use std::ffi::c_char;
 use super::objects::{borrow, borrow_optional};
 use super::{array, guard, non_null, tq_push_options, tq_queue, tq_status, write_optional};
 use crate::error::{Error, Result};
-use crate::options::PushOptions;
-use crate::queue::{check_batch_options, MAX_PAYLOAD_LEN};
+use crate::options::{PushOptions, MAX_PAYLOAD_LEN};
+use crate::queue::check_batch_options;
 use crate::task::Pushed;
 
 /// Pushing: storing new tasks
