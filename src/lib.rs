@@ -29,6 +29,7 @@
 #[cfg(not(target_os = "linux"))]
 compile_error!("tq runs on Linux only: it relies on futexes and /proc");
 
+mod clock;
 mod error;
 // The C ABI is not part of the Rust API: hidden from its documentation and
 // outside its semver promise. It stays reachable from Rust only because the

@@ -14,9 +14,10 @@
 
 use rusqlite::Transaction;
 
+use crate::clock::now_unix_ms;
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{check_queue_name, PushOptions, DEFAULT_MAX_ATTEMPTS, MAX_PAYLOAD_LEN};
-use crate::queue::{check_items_named, check_payload, now_unix_ms};
+use crate::queue::{check_items_named, check_payload};
 use crate::sqlite::{ids, schema, tasks};
 use crate::store::not_held;
 use crate::store::NewTask;

@@ -1,7 +1,8 @@
 //! Control of one queue and its tasks: cancelling a task, pausing the
 //! queue, and its concurrency and rate limits.
 
-use super::{cut_at_char_boundary, now_unix_ms, Queue, MAX_REASON_LEN};
+use super::{cut_at_char_boundary, Queue, MAX_REASON_LEN};
+use crate::clock::now_unix_ms;
 use crate::error::{Error, Result};
 use crate::options::check_lease;
 use crate::task::{Cancelled, Pause, RateLimit, MAX_RATE_CLAIMS};

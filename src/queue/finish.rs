@@ -4,9 +4,10 @@
 use std::time::Duration;
 
 use super::{
-    check_json, check_receipt, cut_at_char_boundary, not_current, now_unix_ms, or_cancelled,
-    stamped, Queue, MAX_REASON_LEN,
+    check_json, check_receipt, cut_at_char_boundary, not_current, or_cancelled, stamped, Queue,
+    MAX_REASON_LEN,
 };
+use crate::clock::now_unix_ms;
 use crate::error::{Error, Result};
 use crate::options::{check_delay, check_lease, PullOptions};
 use crate::store::IfNotHeld;

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use super::{now_unix_ms, Queue, MAX_TIMINGS};
+use super::{Queue, MAX_TIMINGS};
+use crate::clock::now_unix_ms;
 use crate::error::Result;
 use crate::options::{check_text, MAX_UNIQUE_KEY_LEN};
 use crate::store::ListFrom;

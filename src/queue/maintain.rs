@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use super::{now_unix_ms, Queue};
+use super::Queue;
+use crate::clock::now_unix_ms;
 use crate::error::{Error, Result};
 use crate::store::Checkpoint;
 use crate::task::TaskState;

@@ -3,10 +3,10 @@
 //! its storage backend.
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::de::IgnoredAny;
 
+use crate::clock::now_unix_ms;
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{OpenOptions, Parent, PushOptions, RetryBackoff};
 use crate::sqlite::SqliteStore;
@@ -349,14 +349,6 @@ fn check_json(what: &str, text: &str, limit: usize) -> Result<()> {
                 format!("the {what} is not JSON: {err}"),
             )
         })
-}
-
-/// Wall-clock time in milliseconds since the Unix epoch: leases and due
-/// times are compared across processes, so they use the shared clock.
-pub(crate) fn now_unix_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| since.as_millis() as i64)
 }
 
 #[cfg(test)]

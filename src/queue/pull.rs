@@ -10,7 +10,8 @@ use crate::task::Task;
 use crate::wait::Bell;
 
 use super::schedules::{SLOT_CACHE_BUSY, SLOT_CACHE_IDLE};
-use super::{now_unix_ms, stamped, Queue};
+use super::{stamped, Queue};
+use crate::clock::now_unix_ms;
 
 /// What a waiting pull (or [`Queue::wait_for`]) has seen of writes to its
 /// queue: the bell's rings and the file's change counter, read together

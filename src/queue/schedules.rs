@@ -3,7 +3,8 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use super::{check_payload, now_unix_ms, Queue};
+use super::{check_payload, Queue};
+use crate::clock::now_unix_ms;
 use crate::error::{Error, Result};
 use crate::schedule::{Schedule, ScheduleInfo};
 use crate::store::{PutSchedule, Store};

@@ -13,10 +13,10 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::ids::{self, next_task_id};
 use super::{schedules, SqliteStore};
+use crate::clock::now_unix_ms;
 use crate::error::{Error, ErrorKind, Result};
 use crate::holder::{Liveness, ProcessId};
 use crate::options::RetryBackoff;
-use crate::queue::now_unix_ms;
 use crate::schedule::{Schedule, ScheduleInfo};
 use crate::store::{
     cancellations_channel, cancelled_for, claim_order, delivery_stop, group_predecessor_sql,
