@@ -48,20 +48,7 @@ impl Connector {
             config.application_name("tq");
         }
         check_tls(&config)?;
-        let place = format!(
-            "{}/{}",
-            config
-                .get_hosts()
-                .iter()
-                .zip(config.get_ports().iter().chain(std::iter::repeat(&5432)))
-                .map(|(host, port)| match host {
-                    postgres::config::Host::Tcp(name) => format!("{name}:{port}"),
-                    postgres::config::Host::Unix(path) => format!("{}:{port}", path.display()),
-                })
-                .collect::<Vec<_>>()
-                .join(","),
-            config.get_dbname().unwrap_or("")
-        );
+        let place = place_of(&config);
         // synchronous_commit is PostgreSQL's own durability: `off` acknowledges
         // a commit before its WAL reaches the disk, losing at most the last
         // few on a server crash, never corrupting anything.
@@ -152,6 +139,25 @@ impl Connector {
             .config
             .connect(postgres_native_tls::MakeTlsConnector::new(connector)))
     }
+}
+
+/// Where `config` points, for messages: its hosts and ports, and the
+/// database (never the password).
+fn place_of(config: &postgres::Config) -> String {
+    format!(
+        "{}/{}",
+        config
+            .get_hosts()
+            .iter()
+            .zip(config.get_ports().iter().chain(std::iter::repeat(&5432)))
+            .map(|(host, port)| match host {
+                postgres::config::Host::Tcp(name) => format!("{name}:{port}"),
+                postgres::config::Host::Unix(path) => format!("{}:{port}", path.display()),
+            })
+            .collect::<Vec<_>>()
+            .join(","),
+        config.get_dbname().unwrap_or("")
+    )
 }
 
 /// Without TLS support, a URL that demands TLS is refused rather than

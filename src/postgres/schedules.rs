@@ -60,44 +60,7 @@ impl PostgresStore {
         let max_attempts = i64::from(schedule.max_attempts.unwrap_or(1));
         let spec = schedule.spec.stored();
         let timetable = schedule.timetable()?;
-        let sql = self.sql(match put {
-            PutSchedule::Replace => {
-                "INSERT INTO @.schedules
-                (queue, name, spec, time_zone, payload, priority, max_attempts, catch_up,
-                 catch_up_limit, paused, next_slot)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, false, $10)
-             ON CONFLICT (queue, name) DO UPDATE SET
-                spec = excluded.spec, time_zone = excluded.time_zone,
-                payload = excluded.payload, priority = excluded.priority,
-                max_attempts = excluded.max_attempts, catch_up = excluded.catch_up,
-                catch_up_limit = excluded.catch_up_limit, paused = false,
-                next_slot = excluded.next_slot"
-            }
-            // The right-hand sides read the row as it was.
-            PutSchedule::Upsert => {
-                "INSERT INTO @.schedules AS s
-                (queue, name, spec, time_zone, payload, priority, max_attempts, catch_up,
-                 catch_up_limit, paused, next_slot)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, false, $10)
-             ON CONFLICT (queue, name) DO UPDATE SET
-                next_slot = CASE WHEN s.spec = excluded.spec
-                                   AND s.time_zone = excluded.time_zone
-                                   AND s.catch_up = excluded.catch_up
-                                   AND s.catch_up_limit = excluded.catch_up_limit
-                                 THEN s.next_slot ELSE excluded.next_slot END,
-                spec = excluded.spec, time_zone = excluded.time_zone,
-                payload = excluded.payload, priority = excluded.priority,
-                max_attempts = excluded.max_attempts, catch_up = excluded.catch_up,
-                catch_up_limit = excluded.catch_up_limit"
-            }
-            PutSchedule::Add => {
-                "INSERT INTO @.schedules
-                (queue, name, spec, time_zone, payload, priority, max_attempts, catch_up,
-                 catch_up_limit, paused, next_slot)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, false, $10)
-             ON CONFLICT (queue, name) DO NOTHING"
-            }
-        });
+        let sql = self.sql(put_schedule_sql(put));
         self.write(|tx| {
             let next_slot = timetable.first_slot(self.server_now(tx)?)?;
             let stored = tx.execute(
@@ -203,5 +166,50 @@ impl PostgresStore {
             .flatten();
         // The server says how long until then; the engine waits on its clock.
         Ok(until.map(|until| now.saturating_add(until)))
+    }
+}
+
+/// The statement that stores a schedule, by how it treats one of the same
+/// name: `Add` refuses it (stores nothing), `Replace` overwrites it and
+/// resumes it, `Upsert` keeps its pause, and its next slot while its timing
+/// is unchanged.
+fn put_schedule_sql(put: PutSchedule) -> &'static str {
+    match put {
+        PutSchedule::Replace => {
+            "INSERT INTO @.schedules
+            (queue, name, spec, time_zone, payload, priority, max_attempts, catch_up,
+             catch_up_limit, paused, next_slot)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, false, $10)
+         ON CONFLICT (queue, name) DO UPDATE SET
+            spec = excluded.spec, time_zone = excluded.time_zone,
+            payload = excluded.payload, priority = excluded.priority,
+            max_attempts = excluded.max_attempts, catch_up = excluded.catch_up,
+            catch_up_limit = excluded.catch_up_limit, paused = false,
+            next_slot = excluded.next_slot"
+        }
+        // The right-hand sides read the row as it was.
+        PutSchedule::Upsert => {
+            "INSERT INTO @.schedules AS s
+            (queue, name, spec, time_zone, payload, priority, max_attempts, catch_up,
+             catch_up_limit, paused, next_slot)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, false, $10)
+         ON CONFLICT (queue, name) DO UPDATE SET
+            next_slot = CASE WHEN s.spec = excluded.spec
+                               AND s.time_zone = excluded.time_zone
+                               AND s.catch_up = excluded.catch_up
+                               AND s.catch_up_limit = excluded.catch_up_limit
+                             THEN s.next_slot ELSE excluded.next_slot END,
+            spec = excluded.spec, time_zone = excluded.time_zone,
+            payload = excluded.payload, priority = excluded.priority,
+            max_attempts = excluded.max_attempts, catch_up = excluded.catch_up,
+            catch_up_limit = excluded.catch_up_limit"
+        }
+        PutSchedule::Add => {
+            "INSERT INTO @.schedules
+            (queue, name, spec, time_zone, payload, priority, max_attempts, catch_up,
+             catch_up_limit, paused, next_slot)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, false, $10)
+         ON CONFLICT (queue, name) DO NOTHING"
+        }
     }
 }
