@@ -53,14 +53,14 @@ mod task;
 mod wait;
 
 pub use error::{Error, ErrorKind, Result};
-pub use location::redacted_location;
+pub use location::{redacted_location, Backend};
 pub use options::{
     Durability, OpenOptions, ParentFailure, PullOptions, PushOptions, DEFAULT_MAX_ATTEMPTS,
     DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA, DEFAULT_QUEUE, DEFAULT_RESULT_RETENTION,
     MAX_GROUP_AT_ONCE, MAX_PARENTS, MAX_PAYLOAD_LEN, MAX_POOL_SIZE, MAX_QUEUE_NAME_LEN,
     MAX_UNIQUE_KEY_LEN,
 };
-pub use queue::{is_postgres_url, Queue, MAX_REASON_LEN, MAX_TIMINGS};
+pub use queue::{Queue, MAX_REASON_LEN, MAX_TIMINGS};
 /// The SQLite binding tq is built on, for [`outbox`] callers: using this
 /// one keeps one copy of SQLite in the process.
 pub use rusqlite;

@@ -1,6 +1,34 @@
-//! How a queue's location is shown in messages: a PostgreSQL URL without
-//! its password, so that no command output, log line or exception ever
-//! carries it.
+//! What a queue's location names: which backend stores the queue, decided
+//! here once from the location for the engine and the `tq` command; and how
+//! the location is shown in messages: a PostgreSQL URL without its
+//! password, so that no command output, log line or exception ever carries
+//! it.
+
+/// The backend that stores a queue, as [`Queue::open`] decides it from the
+/// location it is given.
+///
+/// [`Queue::open`]: crate::Queue::open
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// An SQLite file: any location that is not a PostgreSQL URL.
+    Sqlite,
+    /// A PostgreSQL database: a `postgres://` or `postgresql://` URL, the
+    /// scheme in any case.
+    Postgres,
+}
+
+impl Backend {
+    /// The backend that stores the queue at `location` (a file path or a
+    /// URL).
+    pub fn of(location: &str) -> Backend {
+        let lower = location.get(..13).unwrap_or(location).to_ascii_lowercase();
+        if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
+            Backend::Postgres
+        } else {
+            Backend::Sqlite
+        }
+    }
+}
 
 /// Returns `location` (a file path or a URL, as given to [`Queue::open`])
 /// as it may be shown to people: a URL loses the password of its user
@@ -92,7 +120,30 @@ fn percent_decoded(text: &str) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
-    use super::redacted_location;
+    use super::{redacted_location, Backend};
+
+    #[test]
+    fn a_postgres_url_in_any_case_names_postgres_and_anything_else_a_file() {
+        for url in [
+            "postgres://u@h/db",
+            "postgresql://u@h/db",
+            "POSTGRES://u@h/db",
+            "PostgreSQL://h",
+        ] {
+            assert_eq!(Backend::of(url), Backend::Postgres, "{url}");
+        }
+        for path in [
+            "",
+            "q.db",
+            "postgres",
+            "postgres:/h/db",
+            "./postgres://h",
+            "/tmp/postgresql://x",
+            "é",
+        ] {
+            assert_eq!(Backend::of(path), Backend::Sqlite, "{path}");
+        }
+    }
 
     #[test]
     fn a_file_path_is_unchanged() {

@@ -90,7 +90,7 @@ impl Location {
 
     /// Whether this is a PostgreSQL database rather than a file.
     pub fn is_postgres(&self) -> bool {
-        tq::is_postgres_url(&self.given)
+        tq::Backend::of(&self.given) == tq::Backend::Postgres
     }
 
     /// The path of the file, for commands that work on SQLite files only.

@@ -8,6 +8,7 @@ use serde::de::IgnoredAny;
 
 use crate::clock::now_unix_ms;
 use crate::error::{Error, ErrorKind, Result};
+use crate::location::Backend;
 use crate::options::{OpenOptions, Parent, PushOptions, RetryBackoff};
 use crate::sqlite::SqliteStore;
 use crate::store::{NewTask, Store};
@@ -81,13 +82,14 @@ impl Queue {
         if path.is_empty() {
             return Err(Error::invalid_argument("the path is empty"));
         }
-        let (store, bell): (Box<dyn Store>, Arc<Bell>) = if is_postgres_url(path) {
-            open_postgres(path, options)?
-        } else {
-            options.check_sqlite()?;
-            let store = SqliteStore::open(path, options)?;
-            let bell = Bell::for_queue(store.file_id(), &options.queue)?;
-            (Box::new(store), bell)
+        let (store, bell): (Box<dyn Store>, Arc<Bell>) = match Backend::of(path) {
+            Backend::Postgres => open_postgres(path, options)?,
+            Backend::Sqlite => {
+                options.check_sqlite()?;
+                let store = SqliteStore::open(path, options)?;
+                let bell = Bell::for_queue(store.file_id(), &options.queue)?;
+                (Box::new(store), bell)
+            }
         };
         Ok(Queue {
             bell,
@@ -217,14 +219,6 @@ impl Queue {
         }
         Ok(self.store.as_ref())
     }
-}
-
-/// Whether [`Queue::open`] takes `path` for a PostgreSQL database (a
-/// `postgres://` or `postgresql://` URL, in any case) rather than an SQLite
-/// file.
-pub fn is_postgres_url(path: &str) -> bool {
-    let lower = path.get(..13).unwrap_or(path).to_ascii_lowercase();
-    lower.starts_with("postgres://") || lower.starts_with("postgresql://")
 }
 
 #[cfg(feature = "postgres")]
