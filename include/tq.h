@@ -125,6 +125,12 @@
 #define TQ_DEFAULT_MAX_ATTEMPTS 25
 
 /*
+ The largest payload any queue accepts, in bytes (SQLite's limit on one
+ value); [`OpenOptions::max_payload_len`] sets a queue's own limit.
+ */
+#define TQ_MAX_PAYLOAD_LEN 1000000000
+
+/*
  The longest queue name, in bytes.
  */
 #define TQ_MAX_QUEUE_NAME_LEN 128
@@ -155,12 +161,6 @@
  ([`PushOptions::group`]).
  */
 #define TQ_MAX_GROUP_AT_ONCE 1000
-
-/*
- The largest payload any queue accepts, in bytes (SQLite's limit on one
- value); [`OpenOptions::max_payload_len`] sets a queue's own limit.
- */
-#define TQ_MAX_PAYLOAD_LEN 1000000000
 
 /*
  The longest failure reason kept, in bytes; a longer one is cut at a
