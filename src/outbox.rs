@@ -18,7 +18,9 @@ use crate::clock::now_unix_ms;
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{check_queue_name, PushOptions, DEFAULT_MAX_ATTEMPTS, MAX_PAYLOAD_LEN};
 use crate::queue::{check_items_named, check_payload};
-use crate::sqlite::{ids, schema, tasks};
+use crate::sqlite::finish::finish_one;
+use crate::sqlite::push::push_one;
+use crate::sqlite::{ids, schema};
 use crate::store::not_held;
 use crate::store::NewTask;
 use crate::task::{Pushed, Receipt};
@@ -39,7 +41,7 @@ pub fn push(
     check_schema(tx)?;
     let now = now_unix_ms();
     let task = NewTask::new(payload, options, now, DEFAULT_MAX_ATTEMPTS);
-    tasks::push_one(tx, queue, &task, &[], now)
+    push_one(tx, queue, &task, &[], now)
 }
 
 /// Completes the delivery named by `receipt` in the caller's transaction
@@ -49,7 +51,7 @@ pub fn push(
 pub fn finish(tx: &Transaction<'_>, receipt: Receipt, keep_history: bool) -> Result<()> {
     check_schema(tx)?;
     ids::deleting_unwatched(tx, || {
-        if !tasks::finish_one(tx, receipt, now_unix_ms(), keep_history, None)? {
+        if !finish_one(tx, receipt, now_unix_ms(), keep_history, None)? {
             return Err(not_held(receipt.id()));
         }
         Ok(())

@@ -162,7 +162,7 @@ fn edit_out_autoincrement(conn: &Connection) -> Result<()> {
 mod tests {
     use std::time::{Duration, Instant};
 
-    use super::super::tasks::push_one;
+    use super::super::push::push_one;
     use super::super::{schema, write_transaction};
     use super::*;
     use crate::options::PushOptions;

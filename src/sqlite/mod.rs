@@ -3,12 +3,22 @@
 //!
 //! Design: `docs/internals.md`, "The SQLite backend".
 
+mod cancel;
+mod claim;
+mod commands;
+pub(crate) mod finish;
 mod flush;
 pub(crate) mod ids;
 mod inherited;
+mod list;
+pub(crate) mod push;
+#[cfg(test)]
+mod query_plans;
+mod recover;
 mod schedules;
 pub(crate) mod schema;
-pub(crate) mod tasks;
+mod settings;
+mod store;
 mod turns;
 mod wake;
 
@@ -29,7 +39,7 @@ use crate::registry::Registry;
 use crate::store::cancellations_channel;
 use crate::task::Pushed;
 use crate::wait::Bell;
-use tasks::{Op, Output};
+use commands::{Op, Output};
 
 /// The oldest SQLite accepted: 3.7.0 to 3.51.2 have a WAL race between
 /// concurrent writers and checkpointers that can corrupt the database.
@@ -326,7 +336,7 @@ impl SharedFile {
             .into_iter()
             .map(|op| -> Result<Result<Output>> {
                 if count == 1 {
-                    return Ok(tasks::run(conn, op, holder, &self.process));
+                    return Ok(commands::run(conn, op, holder, &self.process));
                 }
                 self.run_in_savepoint(conn, op, holder)
             })
@@ -352,7 +362,7 @@ impl SharedFile {
     ) -> Result<Result<Output>> {
         conn.prepare_cached("SAVEPOINT tq_write")?.execute([])?;
         let holder_before = *holder;
-        let result = tasks::run(conn, op, holder, &self.process);
+        let result = commands::run(conn, op, holder, &self.process);
         if let Err(err) = &result {
             // On a full disk, an I/O error, lack of memory or
             // corruption, SQLite may have rolled back the whole

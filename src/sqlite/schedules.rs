@@ -3,7 +3,7 @@
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
-use super::tasks::push_one;
+use super::push::push_one;
 use crate::error::{Error, Result};
 use crate::schedule::{Schedule, ScheduleInfo};
 use crate::store::{due_tasks, PutSchedule};

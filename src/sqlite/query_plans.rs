@@ -1,0 +1,259 @@
+//! The statements of a claim, a finish and the reads stay index lookups,
+//! however many tasks a file holds: their query plans, and the steps they
+//! take on large files.
+
+use rusqlite::Connection;
+
+use super::claim::{
+    claim, ready_first_sql, take_one_sql, take_ready_sql, taken_sql, ANY_DUE, ANY_EXPIRED,
+    EXPIRED_IN_LINE, FIRST_LEASE_END, FREE_RATE_SLOTS, LIVE_LEASES, NEXT_CLAIMABLE, PROMOTE,
+    USE_RATE_SLOTS,
+};
+use super::finish::{DEPENDENTS, FORGET_PARENTS, FORGET_WAITING};
+use super::list::{count_sql, count_up_to_sql, list_sql, list_walk_sql, ENDS_OF_IDS, TIMINGS};
+use super::push::push_one;
+use super::recover::ANY_CANCEL_EXPIRED;
+use super::settings::{PAUSED_UNTIL, SETTINGS};
+use crate::store::{group_predecessor_sql, ListFrom, NewTask, BLOCKED, READY};
+use crate::task::TaskState;
+
+/// The query plan of `sql` (its parameters left unbound), one line per step.
+fn plan(conn: &Connection, sql: &str) -> String {
+    let mut statement = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+    let mut rows = statement.raw_query();
+    let mut steps = Vec::new();
+    while let Some(row) = rows.next().unwrap() {
+        steps.push(row.get::<_, String>(3).unwrap());
+    }
+    steps.join("\n")
+}
+
+#[test]
+fn claiming_stays_an_index_lookup_with_a_million_blocked_tasks() {
+    let conn = Connection::open_in_memory().unwrap();
+    super::schema::migrate(&conn).unwrap();
+    conn.execute_batch(
+        "WITH RECURSIVE n(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM n
+                                     WHERE value < 1000000)
+         INSERT INTO tq_tasks (queue, state, payload, created_at, run_at, waiting_for)
+         SELECT 'default', 7, '1', 0, value, 1 FROM n;
+         INSERT INTO tq_dependencies (parent, task, run_anyway)
+         SELECT 1, id, 0 FROM tq_tasks;
+         INSERT INTO tq_tasks (queue, state, payload, created_at, run_at)
+         VALUES ('default', 0, '\"ready\"', 0, 5);
+         ANALYZE;",
+    )
+    .unwrap();
+    // Each statement of a claim (and what a finish adds) reads a few
+    // entries, however many tasks are blocked.
+    use rusqlite::types::Value;
+    let steps = |sql: &str, params: Vec<Value>| -> i32 {
+        let mut statement = conn.prepare(sql).unwrap();
+        let mut rows = statement.query(rusqlite::params_from_iter(params)).unwrap();
+        while rows.next().unwrap().is_some() {}
+        drop(rows);
+        statement.get_status(rusqlite::StatementStatus::VmStep)
+    };
+    let queue = || Value::Text("default".to_owned());
+    for (sql, params) in [
+        (ready_first_sql(), vec![queue()]),
+        (ANY_DUE.to_owned(), vec![queue(), Value::Integer(10)]),
+        (ANY_EXPIRED.to_owned(), vec![queue(), Value::Integer(10)]),
+        (NEXT_CLAIMABLE.to_owned(), vec![queue(), Value::Integer(10)]),
+        (
+            "SELECT task FROM tq_dependencies WHERE parent = ?1".to_owned(),
+            vec![Value::Integer(2)],
+        ),
+    ] {
+        let steps = steps(&sql, params);
+        assert!(steps < 200, "{steps} steps: {sql}");
+    }
+    let tasks = claim(&conn, "default", 1, 10, 1000, 1, false).unwrap();
+    assert_eq!(tasks.len(), 1);
+    assert_eq!(tasks[0].payload(), "\"ready\"");
+    let waiting = plan(&conn, DEPENDENTS);
+    assert!(waiting.contains("PRIMARY KEY"), "{waiting}");
+    let forget_waiting = plan(&conn, FORGET_WAITING);
+    assert!(forget_waiting.contains("PRIMARY KEY"), "{forget_waiting}");
+    let forget = plan(&conn, FORGET_PARENTS);
+    assert!(forget.contains("tq_dependencies_task"), "{forget}");
+}
+
+#[test]
+fn claiming_stays_an_index_lookup_with_a_thousand_groups_of_a_hundred() {
+    let mut conn = Connection::open_in_memory().unwrap();
+    super::schema::migrate(&conn).unwrap();
+    let tx = conn.transaction().unwrap();
+    let grouped = |group: usize| NewTask {
+        payload: "1".to_owned(),
+        run_at: 0,
+        delay: Some(0),
+        priority: 0,
+        max_attempts: 3,
+        unique: None,
+        after: Vec::new(),
+        run_anyway: false,
+        group: Some((format!("g{group}"), 1)),
+    };
+    for _ in 0..100 {
+        for group in 0..1000 {
+            push_one(&tx, "default", &grouped(group), &[], 0).unwrap();
+        }
+    }
+    tx.commit().unwrap();
+    conn.execute_batch("ANALYZE").unwrap();
+    let count = |state: i64| -> i64 {
+        conn.query_row(
+            "SELECT count(*) FROM tq_tasks WHERE state = ?1",
+            [state],
+            |row| row.get(0),
+        )
+        .unwrap()
+    };
+    assert_eq!(
+        (count(READY), count(BLOCKED)),
+        (1000, 99_000),
+        "a head per group"
+    );
+    let steps = |sql: &str, params: &[&dyn rusqlite::ToSql]| -> i32 {
+        let mut statement = conn.prepare(sql).unwrap();
+        let mut rows = statement.query(params).unwrap();
+        while rows.next().unwrap().is_some() {}
+        drop(rows);
+        statement.get_status(rusqlite::StatementStatus::VmStep)
+    };
+    let first = steps(&ready_first_sql(), &[&"default"]);
+    assert!(first < 200, "{first} steps to find the task to claim");
+    // A push finds its predecessor from the newest task of its group.
+    let predecessor = group_predecessor_sql("tq_tasks", '?');
+    let found = steps(&predecessor, &[&"default", &"g7", &0]);
+    assert!(found < 200, "{found} steps to find a group's predecessor");
+    let plan = plan(&conn, &predecessor);
+    assert!(plan.contains("tq_tasks_group"), "{plan}");
+    let tasks = claim(&conn, "default", 1, 10, 1000, 1, false).unwrap();
+    assert_eq!(tasks.len(), 1);
+}
+
+#[test]
+fn claims_and_upkeep_are_index_lookups() {
+    let conn = Connection::open_in_memory().unwrap();
+    super::schema::migrate(&conn).unwrap();
+    for (sql, index) in [
+        (ready_first_sql().as_str(), "tq_tasks_live"),
+        (ANY_EXPIRED, "tq_tasks_live"),
+        (ANY_DUE, "tq_tasks_waiting"),
+        (take_ready_sql().as_str(), "tq_tasks_live"),
+        (PROMOTE, "tq_tasks_waiting"),
+        (
+            "DELETE FROM tq_tasks WHERE queue = ?1 AND state = 2 AND finished_at <= ?2",
+            "tq_tasks_done",
+        ),
+        (
+            "DELETE FROM tq_tasks WHERE queue = ?1 AND state = 3 AND finished_at <= ?2",
+            "tq_tasks_dead",
+        ),
+        (
+            "DELETE FROM tq_tasks WHERE queue = ?1 AND state = 5 AND finished_at <= ?2",
+            "tq_tasks_cancelled",
+        ),
+        (
+            "SELECT id FROM tq_tasks WHERE queue = ?1 AND unique_key = ?2",
+            "tq_tasks_unique",
+        ),
+    ] {
+        let plan = plan(&conn, sql);
+        assert!(plan.contains(index), "{sql}: {plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "{sql} sorts: {plan}");
+    }
+    for sql in [take_one_sql(), taken_sql()] {
+        let plan = plan(&conn, &sql);
+        assert!(plan.contains("INTEGER PRIMARY KEY"), "{plan}");
+    }
+    // Every claim looks for its queue's settings.
+    for sql in [PAUSED_UNTIL, SETTINGS] {
+        let plan = plan(&conn, sql);
+        assert!(plan.contains("USING PRIMARY KEY (queue=?)"), "{plan}");
+    }
+    // A rate-limited queue's claims find their free slots in order.
+    for sql in [FREE_RATE_SLOTS, USE_RATE_SLOTS] {
+        let plan = plan(&conn, sql);
+        assert!(plan.contains("tq_rate_slots_free"), "{plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "{sql} sorts: {plan}");
+    }
+    // A limited queue's claims count its live leases in the indexes.
+    let live = plan(&conn, LIVE_LEASES);
+    assert!(live.contains("tq_tasks_live"), "{live}");
+    assert!(live.contains("tq_tasks_cancelling"), "{live}");
+    assert!(!live.contains("SCAN tq_tasks"), "{live}");
+    // Every claim looks for a cancelled task's expired lease in any
+    // queue: a scan of the index that holds only the tasks cancelled
+    // while leased, never of the table.
+    let cancelled = plan(&conn, ANY_CANCEL_EXPIRED);
+    assert!(
+        cancelled.contains("USING COVERING INDEX tq_tasks_cancelling"),
+        "{cancelled}"
+    );
+    // A pull waiting at the limit looks up when the first lease ends.
+    let first_end = plan(&conn, FIRST_LEASE_END);
+    assert!(first_end.contains("tq_tasks_live"), "{first_end}");
+    assert!(first_end.contains("tq_tasks_cancelling"), "{first_end}");
+    assert!(!first_end.contains("SCAN tq_tasks"), "{first_end}");
+    // The expired leases alone, through their index; the sort keeps only
+    // the first `?3`.
+    let expired = plan(&conn, EXPIRED_IN_LINE);
+    assert!(
+        expired.contains("tq_tasks_live (queue=? AND state=? AND lease_expires_at<?)"),
+        "{expired}"
+    );
+    // The timings a monitor samples: the queue's leased tasks (as many
+    // as are held) and those ended since a time, each kind through its
+    // own index, in its order.
+    let timings = plan(&conn, TIMINGS);
+    for index in [
+        "tq_tasks_live (queue=? AND state=?)",
+        "tq_tasks_cancelling (queue=?)",
+        "tq_tasks_done (queue=? AND finished_at>?)",
+        "tq_tasks_dead (queue=? AND finished_at>?)",
+    ] {
+        assert!(timings.contains(index), "{index}: {timings}");
+    }
+    assert!(!timings.contains("SCAN tq_tasks"), "{timings}");
+    assert!(!timings.contains("TEMP B-TREE"), "{timings}");
+    // Counts of tasks, for monitoring, and pages of them.
+    for state in [
+        TaskState::Pending,
+        TaskState::Leased,
+        TaskState::Done,
+        TaskState::Dead,
+        TaskState::Cancelled,
+    ] {
+        let count = plan(&conn, &count_sql(state));
+        assert!(count.contains("USING"), "{state:?}: {count}");
+        assert!(!count.contains("SCAN tq_tasks"), "{state:?} scans: {count}");
+        let count_up_to = plan(&conn, &count_up_to_sql(state));
+        assert!(count_up_to.contains("USING"), "{state:?}: {count_up_to}");
+        assert!(
+            !count_up_to.contains("SCAN tq_tasks"),
+            "{state:?} scans: {count_up_to}"
+        );
+        for from in [ListFrom::After(0), ListFrom::Before(0)] {
+            let walk = plan(&conn, &list_walk_sql(state, from));
+            assert!(
+                walk.contains("USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"),
+                "{state:?} {from:?}: {walk}"
+            );
+            assert!(
+                !walk.contains("TEMP B-TREE"),
+                "{state:?} {from:?} sorts: {walk}"
+            );
+            let list = plan(&conn, &list_sql(state, from));
+            assert!(list.contains("USING"), "{state:?} {from:?}: {list}");
+            assert!(
+                !list.contains("SCAN tq_tasks"),
+                "{state:?} {from:?} scans: {list}"
+            );
+        }
+    }
+    let ends = plan(&conn, ENDS_OF_IDS);
+    assert!(!ends.contains("SCAN tq_tasks"), "{ends}");
+}
