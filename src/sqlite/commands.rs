@@ -1,12 +1,13 @@
 //! The writes that share a group commit (see [`crate::group`]): what each
-//! asks ([`Op`]) and returns ([`Output`]), and how one runs ([`run`]).
+//! asks ([`Op`]) and returns ([`Output`]), how a group runs in one
+//! transaction, and how a lone write is submitted to it.
 
 use rusqlite::Connection;
 
 use super::claim::claim_for;
 use super::finish::{extend_lease, fail_one, finish_all, finish_and_claim, finish_with_result};
 use super::push::push_all;
-use super::SqliteStore;
+use super::{flush, SharedFile, SqliteStore};
 use crate::clock::now_unix_ms;
 use crate::error::{Error, ErrorKind, Result};
 use crate::holder::ProcessId;
@@ -92,12 +93,7 @@ pub(crate) enum Output {
 
 /// Runs one operation in the caller's transaction. `holder` is this
 /// process's row in `tq_holders` once known; the first claim records it.
-pub(super) fn run(
-    conn: &Connection,
-    op: Op,
-    holder: &mut Option<i64>,
-    process: &ProcessId,
-) -> Result<Output> {
+fn run(conn: &Connection, op: Op, holder: &mut Option<i64>, process: &ProcessId) -> Result<Output> {
     match op {
         Op::Push { queue, tasks, now } => Ok(Output::Pushed(push_all(conn, &queue, &tasks, now)?)),
         Op::Claim(args) => Ok(Output::Tasks(claim_for(conn, &args, holder, process)?)),
@@ -191,6 +187,122 @@ impl SqliteStore {
             keep_history: self.keep_history,
         }
     }
+}
+
+impl SqliteStore {
+    /// Runs `op` in the next group commit (see [`crate::group`]); returns once
+    /// it is durable.
+    pub(super) fn submit(&self, op: Op) -> Result<Output> {
+        if let Some(flusher) = &self.file.flusher {
+            flusher.count_in();
+        }
+        self.file.group.submit(
+            op,
+            |ops| self.file.commit_group(ops),
+            |commit| self.file.durable(commit),
+        )
+    }
+}
+
+impl SharedFile {
+    /// Runs a group of operations in one write transaction, each in a
+    /// savepoint of its own, so that one that fails leaves nothing behind
+    /// and does not fail the others. If the transaction cannot start or
+    /// commit, or SQLite rolls it back whole, every operation gets that
+    /// error. Returns the results with the commit they wait for (see
+    /// [`SharedFile::durable`]).
+    pub(super) fn commit_group(&self, ops: Vec<Op>) -> (Vec<Result<Output>>, flush::CommitNumber) {
+        let count = ops.len();
+        // Counted out once committed (before the upkeep), or when the group
+        // failed.
+        let mut ended = self
+            .flusher
+            .as_ref()
+            .map(|flusher| flusher.count_out(count));
+        let outcome = self.with_writer(|conn| {
+            let mut holder = self.holder_id.get().copied();
+            let (results, commit) =
+                self.transaction(conn, |conn| self.run_ops(conn, ops, &mut holder))?;
+            let commit = match &self.flusher {
+                Some(flusher) if results.iter().any(found_duplicate) => flusher.read_now(),
+                _ => commit,
+            };
+            // Only once committed: a rolled-back registration never happened.
+            if let Some(id) = holder {
+                let _ = self.holder_id.set(id);
+            }
+            if let Some(mut ended) = ended.take() {
+                ended.set_next_wait(commit);
+            }
+            self.wal_upkeep(conn);
+            Ok((results, commit))
+        });
+        outcome.unwrap_or_else(|err| ((0..count).map(|_| Err(err.clone())).collect(), 0))
+    }
+
+    /// Runs the operations of a group in the transaction, each of several
+    /// in a savepoint of its own (see [`SharedFile::run_in_savepoint`]).
+    /// A lone operation needs no savepoint: its error rolls the whole
+    /// transaction back instead.
+    fn run_ops(
+        &self,
+        conn: &Connection,
+        ops: Vec<Op>,
+        holder: &mut Option<i64>,
+    ) -> Result<Vec<Result<Output>>> {
+        let count = ops.len();
+        let results = ops
+            .into_iter()
+            .map(|op| -> Result<Result<Output>> {
+                if count == 1 {
+                    return Ok(run(conn, op, holder, &self.process));
+                }
+                self.run_in_savepoint(conn, op, holder)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        // A lone operation's error rolls the transaction back.
+        if count == 1 {
+            if let Some(Err(err)) = results.first() {
+                return Err(err.clone());
+            }
+        }
+        Ok(results)
+    }
+
+    /// Runs `op` in a savepoint, so that if it fails it leaves nothing
+    /// behind and the rest of the group goes on. An outer error ends the
+    /// whole group: SQLite rolled the transaction back, or the savepoint
+    /// itself failed.
+    fn run_in_savepoint(
+        &self,
+        conn: &Connection,
+        op: Op,
+        holder: &mut Option<i64>,
+    ) -> Result<Result<Output>> {
+        conn.prepare_cached("SAVEPOINT tq_write")?.execute([])?;
+        let holder_before = *holder;
+        let result = run(conn, op, holder, &self.process);
+        if let Err(err) = &result {
+            // On a full disk, an I/O error, lack of memory or
+            // corruption, SQLite may have rolled back the whole
+            // transaction: the group ends with that error.
+            if conn.is_autocommit() {
+                return Err(err.clone());
+            }
+            conn.prepare_cached("ROLLBACK TO tq_write")?.execute([])?;
+            // A registration this operation made went with it.
+            *holder = holder_before;
+        }
+        conn.prepare_cached("RELEASE tq_write")?.execute([])?;
+        Ok(result)
+    }
+}
+
+/// Whether `result` tells of a task holding a unique key, which another
+/// process may have committed and not yet flushed.
+fn found_duplicate(result: &Result<Output>) -> bool {
+    matches!(result, Ok(Output::Pushed(pushed))
+        if pushed.iter().any(|push| matches!(push, Pushed::Duplicate(_))))
 }
 
 #[cfg(test)]
