@@ -16,7 +16,9 @@
 //! location without its password; `store.rs` is the narrow interface a
 //! storage backend implements, and the rules both backends share;
 //! `sqlite/` is the SQLite backend (schema in `sqlite/schema.rs`, the
-//! claim and every other task statement in `sqlite/tasks.rs`); `holder.rs`
+//! claim in `sqlite/claim.rs`, every other task statement in the file of
+//! its kind: `push.rs`, `finish.rs`, `cancel.rs`, `recover.rs`, `list.rs`,
+//! `settings.rs`; the `Store` methods in `store.rs`); `holder.rs`
 //! tells whether a process holding tasks is still alive. `postgres/` is the
 //! PostgreSQL backend, opened for a `postgres://` URL (its schema in
 //! `postgres/schema.rs`, the claim and every other task statement in

@@ -85,7 +85,7 @@ pub struct Row {
     pub sum: u64,
 }
 
-/// The stored states (tq's `sqlite/tasks.rs` and `store.rs`): pending and
+/// The stored states (tq's `sqlite/claim.rs` and `store.rs`): pending and
 /// due, leased, done, dead, pending but not yet due (a retry after its
 /// back-off), cancelled (kept as history), leased with its
 /// cancellation waiting for the holder, and waiting for other tasks (a

@@ -237,7 +237,7 @@ fn the_wal_stays_bounded_under_readers_and_shrinks_back_once_they_stop() {
 
     // A writer whose checkpoints twice in a row stopped at the same frame
     // leaves the log alone for a while (10 s, WAL_RESTART_COOLDOWN in
-    // src/sqlite/mod.rs), and a busy machine can make the first ones after
+    // src/sqlite/wal.rs), and a busy machine can make the first ones after
     // the snapshot's end stop so: rounds of 6 MiB go on until the log is
     // cut back, for at most three such whiles.
     let released_since = std::time::Instant::now();
