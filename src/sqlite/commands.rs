@@ -187,9 +187,7 @@ impl SqliteStore {
             keep_history: self.keep_history,
         }
     }
-}
 
-impl SqliteStore {
     /// Runs `op` in the next group commit (see [`crate::group`]); returns once
     /// it is durable.
     pub(super) fn submit(&self, op: Op) -> Result<Output> {
