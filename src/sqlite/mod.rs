@@ -6,6 +6,7 @@
 mod cancel;
 mod claim;
 mod commands;
+mod connect;
 pub(crate) mod finish;
 mod flush;
 pub(crate) mod ids;
@@ -29,8 +30,7 @@ use std::sync::{Arc, Mutex, OnceLock, TryLockError};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rusqlite::config::DbConfig;
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::Connection;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::group::Group;
@@ -41,17 +41,6 @@ use crate::store::cancellations_channel;
 use crate::wait::Bell;
 use commands::{Op, Output};
 use wal::{Upkeep, WAL_RESTART_WAIT};
-
-/// The oldest SQLite accepted: 3.7.0 to 3.51.2 have a WAL race between
-/// concurrent writers and checkpointers that can corrupt the database.
-const MIN_SQLITE_VERSION: i32 = 3_051_003;
-
-/// After a checkpoint, SQLite truncates the WAL back to this size, so one
-/// burst of writes does not leave a large file behind.
-const JOURNAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
-
-/// Prepared statements kept per connection: more than tq has.
-const STATEMENT_CACHE: usize = 64;
 
 /// Longest pause between two tries for the write lock.
 const MAX_BACKOFF: Duration = Duration::from_millis(20);
@@ -120,7 +109,7 @@ impl SqliteStore {
     /// A file that is not an SQLite database, or carries a newer tq schema,
     /// is refused before anything is written to it.
     pub(crate) fn open(path: &str, options: &OpenOptions) -> Result<SqliteStore> {
-        check_sqlite_version(rusqlite::version_number())?;
+        connect::check_sqlite_version(rusqlite::version_number())?;
         // Before connecting: a new connection would join the lock records
         // of connections copied from a parent process (see inherited.rs).
         inherited::close_inherited()?;
@@ -199,12 +188,12 @@ impl SharedFile {
     /// seconds (turns, busy locks, a migration): it runs without the
     /// registry's lock, so that opens of other files go on meanwhile.
     fn open(path: &str, options: &OpenOptions) -> Result<Arc<SharedFile>> {
-        let (writer, turns) = connect(path, options)?;
+        let (writer, turns) = connect::connect(path, options)?;
         let resolved = writer.path().unwrap_or(path).to_owned();
         let metadata = std::fs::metadata(&resolved)
             .map_err(|err| Error::new(ErrorKind::Io, format!("cannot stat '{resolved}': {err}")))?;
         let key = file_key(&metadata, options);
-        let reader = connect_reader(&resolved, options)?;
+        let reader = connect::connect_reader(&resolved, options)?;
         let flusher = match options.durability {
             Durability::Full => flush::Flusher::new(&writer, &resolved)?,
             Durability::Normal => None,
@@ -375,130 +364,6 @@ fn retry_busy<T>(
     };
     let _ = conn.busy_timeout(busy_timeout);
     result
-}
-
-/// Opens the connection, checks the file, and sets it up and migrates it
-/// when needed. Opening a current tq file writes nothing to it. Returns the
-/// file's turns with it (see `turns.rs`): a process opening a file that
-/// others are busy writing must not be starved out of its own set-up.
-fn connect(path: &str, options: &OpenOptions) -> Result<(Connection, Option<turns::Turns>)> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-        | OpenFlags::SQLITE_OPEN_CREATE
-        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let mut conn = Connection::open_with_flags(path, flags)
-        .map_err(|e| with_context(e.into(), &format!("cannot open '{path}'")))?;
-    configure(&mut conn, options)?;
-    // One busy timeout for the whole set-up, however many waits it has.
-    let deadline = Instant::now() + options.busy_timeout;
-
-    // Read-only checks first: a refused file stays byte-for-byte as it was.
-    let version = retry_busy(&conn, options.busy_timeout, deadline, schema::version)
-        .map_err(|e| with_context(e, &format!("cannot use '{path}'")))?;
-    schema::check_supported(version)?;
-
-    // An in-memory or temporary database has no path, and no turns: it is
-    // refused below, as it cannot be put in WAL mode.
-    let turns = conn
-        .path()
-        .filter(|resolved| !resolved.is_empty())
-        .and_then(turns::Turns::open);
-    // Switching a new file to WAL and migrating it are writes: they wait for
-    // a turn like every other write.
-    let setup_turn = (version < schema::CURRENT_VERSION)
-        .then_some(turns.as_ref())
-        .flatten()
-        .map(|turns| turns.wait(deadline));
-    retry_busy(&conn, options.busy_timeout, deadline, enable_wal)?;
-    if version < schema::CURRENT_VERSION {
-        // A migration that fails for any reason but the disk or a lock met
-        // tables tq did not leave that way.
-        write_transaction(&conn, options.busy_timeout, deadline, schema::migrate).map_err(
-            |err| match err.kind() {
-                ErrorKind::Io | ErrorKind::Busy | ErrorKind::NotADatabase => err,
-                _ => Error::new(
-                    ErrorKind::NotADatabase,
-                    format!(
-                        "cannot upgrade tq's tables in '{path}' from version {version}: {} \
-                         (they were changed outside tq)",
-                        err.message()
-                    ),
-                ),
-            },
-        )?;
-    }
-    drop(setup_turn);
-    Ok((conn, turns))
-}
-
-/// The settings of every connection tq opens.
-fn configure(conn: &mut Connection, options: &OpenOptions) -> Result<()> {
-    conn.busy_timeout(options.busy_timeout)?;
-    ids::watch_deletes(conn)?;
-    // Room for every statement tq runs, so none is compiled twice.
-    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-    // One plan per statement, whatever values are bound: otherwise SQLite
-    // compiles a statement again whenever a new time is bound to a range
-    // test on an indexed column, as every claim does (a third of a
-    // claim's work). tq's plans never depend on the values.
-    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
-    // No memory map of the file: SQLite maps it read-only (unless built
-    // with SQLITE_MMAP_READWRITE), but an I/O error on a mapped page, or
-    // the file truncated under the map, kills the process with SIGBUS
-    // where a read() returns an error tq can report.
-    conn.pragma_update(None, "mmap_size", 0)?;
-    Ok(())
-}
-
-/// Opens the reading connection on a file `connect` has checked and set up.
-fn connect_reader(path: &str, options: &OpenOptions) -> Result<Connection> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let mut conn = Connection::open_with_flags(path, flags)
-        .map_err(|e| with_context(e.into(), &format!("cannot open '{path}'")))?;
-    configure(&mut conn, options)?;
-    conn.pragma_update(None, "query_only", true)?;
-    Ok(conn)
-}
-
-fn check_sqlite_version(version: i32) -> Result<()> {
-    if version < MIN_SQLITE_VERSION {
-        return Err(Error::new(
-            ErrorKind::Internal,
-            format!(
-                "SQLite {version} is too old: tq needs 3.51.3 or later \
-                 (earlier versions can corrupt a WAL database under concurrent writers)"
-            ),
-        ));
-    }
-    Ok(())
-}
-
-fn enable_wal(conn: &Connection) -> Result<()> {
-    let mut statement = conn.prepare("PRAGMA journal_mode = WAL")?;
-    let mut rows = statement.query([])?;
-    let mode: String = match rows.next()? {
-        Some(row) => row.get(0)?,
-        None => String::new(),
-    };
-    // The switch is committed when the statement runs to its end, after it
-    // has answered: only stepping to the end reports a failed write.
-    while rows.next()?.is_some() {}
-    if !mode.eq_ignore_ascii_case("wal") {
-        return Err(Error::invalid_argument(format!(
-            "tq needs a database file in WAL mode, but SQLite chose journal mode '{mode}' \
-             (an in-memory or temporary database cannot hold a queue)"
-        )));
-    }
-    // NORMAL at either durability: at `full`, tq flushes the WAL itself once
-    // the write lock is released (see `flush.rs`; through a VFS that does
-    // not allow that, the writer is set to FULL there). Checkpoints flush at
-    // NORMAL as at FULL.
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
-    conn.pragma_update(None, "journal_size_limit", JOURNAL_SIZE_LIMIT)?;
-    Ok(())
-}
-
-fn with_context(err: Error, context: &str) -> Error {
-    Error::new(err.kind(), format!("{context}: {}", err.message()))
 }
 
 #[cfg(test)]
@@ -773,15 +638,5 @@ mod tests {
         let pushed = unknown.push(vec![task("1", None)], 1).unwrap();
         let claimed = unknown.claim(1, 1, 1000).unwrap();
         assert_eq!(claimed[0].id(), pushed[0].id());
-    }
-
-    #[test]
-    fn refuses_sqlite_older_than_3_51_3() {
-        assert_eq!(
-            check_sqlite_version(3_051_002).unwrap_err().kind(),
-            ErrorKind::Internal
-        );
-        assert!(check_sqlite_version(3_051_003).is_ok());
-        assert!(check_sqlite_version(rusqlite::version_number()).is_ok());
     }
 }
