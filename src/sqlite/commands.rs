@@ -93,6 +93,7 @@ pub(crate) enum Output {
 
 /// Runs one operation in the caller's transaction. `holder` is this
 /// process's row in `tq_holders` once known; the first claim records it.
+// Long: one short arm per operation, each calling the file that does it.
 fn run(conn: &Connection, op: Op, holder: &mut Option<i64>, process: &ProcessId) -> Result<Output> {
     match op {
         Op::Push { queue, tasks, now } => Ok(Output::Pushed(push_all(conn, &queue, &tasks, now)?)),
