@@ -3,7 +3,8 @@
 use serde_json::{json, Value};
 use tq::{TaskInfo, TaskState, DEFAULT_QUEUE};
 
-use super::{Answer, App, Incoming, SAMPLE_EVERY};
+use super::sampling::SAMPLE_EVERY;
+use super::{Answer, App, Incoming};
 use crate::output::{parse_queue_name, state_name, task_json, Failure};
 
 /// The most tasks one page lists.

@@ -1,41 +1,31 @@
 //! `tq serve`: a web dashboard, a JSON API and Prometheus metrics for a
 //! queue file or database. A background thread samples the file every
-//! [`SAMPLE_EVERY`] on handles of its own: the overview, `/api/queues` and
-//! `/metrics` show the latest sample (counting a large queue takes a
-//! while, and a page must not), and the rates between samples make the
-//! charts and the metrics' counters. A few threads answer requests; lists
-//! and actions go through one [`Sampler`]'s handles, and an action takes a
-//! fresh sample so that the pages show its effect at once.
+//! [`sampling::SAMPLE_EVERY`] on handles of its own: the overview,
+//! `/api/queues` and `/metrics` show the latest sample (counting a large
+//! queue takes a while, and a page must not), and the rates between
+//! samples make the charts and the metrics' counters. A few threads
+//! answer requests; lists and actions go through one [`Sampler`]'s
+//! handles, and an action takes a fresh sample so that the pages show its
+//! effect at once.
 
 mod api;
 mod metrics;
 mod pages;
+mod sampling;
 
-use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
-use std::time::Duration;
 
 use tiny_http::{Header, Method, Request, Response, Server};
 
 use crate::output::{CommandResult, Failure, Location, Outcome};
-use crate::sample::{rates, Sample, Sampler};
+use crate::sample::{Sample, Sampler};
+use sampling::History;
 
-/// How often the background thread samples the file.
-const SAMPLE_EVERY: Duration = Duration::from_secs(2);
-/// How long after a time the background thread waits before it counts the
-/// claims and ends stamped with it: a claim is stamped with the time its
-/// call began (on PostgreSQL, the server's clock, which may differ from
-/// this machine's) and may commit a little later, after a group commit or
-/// a turn at the write lock. One stamped and committed further apart is
-/// missed, never counted twice.
-const SETTLE_MS: i64 = 1000;
-/// How many samples' rates the charts show: 30 minutes.
-const HISTORY_LEN: usize = 900;
 /// Threads answering requests: a slow page does not hold up the others.
 const REQUEST_THREADS: usize = 4;
 /// The largest request body read (action forms are a few fields).
@@ -68,26 +58,6 @@ pub struct Args {
     /// page, payload and result.
     #[arg(long, value_name = "T")]
     token: Option<String>,
-}
-
-/// What the charts show of one background sample: when it was taken, the
-/// rates since the sample before, and each queue's oldest ready age.
-pub struct Point {
-    pub at_unix_ms: i64,
-    pub rates: crate::sample::Rates,
-    pub oldest_ready_age_ms: Vec<(String, Option<u64>)>,
-}
-
-/// What the background samples add up to.
-#[derive(Default)]
-pub struct History {
-    /// The rates between successive samples, oldest first.
-    pub points: VecDeque<Point>,
-    /// Tasks pushed, finished and gone dead since the server started, as
-    /// derived from the samples (see [`crate::sample::Rates`]).
-    pub pushed: u64,
-    pub finished: u64,
-    pub died: u64,
 }
 
 /// What every request thread shares.
@@ -211,7 +181,7 @@ pub fn run(args: Args) -> CommandResult {
     let server = Arc::new(server);
     {
         let app = app.clone();
-        thread::spawn(move || sample_forever(&app, background, first, started_at));
+        thread::spawn(move || sampling::sample_forever(&app, background, first, started_at));
     }
     let threads: Vec<_> = (0..REQUEST_THREADS)
         .map(|_| {
@@ -270,62 +240,6 @@ fn listen(address: SocketAddr) -> Result<Server, Box<dyn std::error::Error + Sen
 
 fn set_no_delay(listener: &std::net::TcpListener) -> std::io::Result<()> {
     socket2::SockRef::from(listener).set_tcp_nodelay(true)
-}
-
-/// Samples the file every [`SAMPLE_EVERY`] into the app's latest sample
-/// and history, starting from `previous`, and observes the claims and ends
-/// stamped from `started_at` on, each window of time once, [`SETTLE_MS`]
-/// after its end.
-fn sample_forever(app: &App, mut sampler: Sampler, mut previous: Arc<Sample>, started_at: i64) {
-    let mut observed_until = started_at;
-    loop {
-        thread::sleep(SAMPLE_EVERY);
-        let sample = match sampler.sample() {
-            Ok(sample) => Arc::new(sample),
-            Err(Failure::Message(message)) => {
-                eprintln!("tq serve: sampling: {message}");
-                continue;
-            }
-            Err(Failure::ClosedOutput) => continue,
-        };
-        let rates = rates(&previous, &sample);
-        {
-            let mut history = app.history();
-            history.pushed += rates.pushed;
-            history.finished += rates.finished;
-            history.died += rates.died;
-            if history.points.len() == HISTORY_LEN {
-                history.points.pop_front();
-            }
-            history.points.push_back(Point {
-                at_unix_ms: crate::output::now_unix_ms(),
-                rates,
-                oldest_ready_age_ms: sample
-                    .queues
-                    .iter()
-                    .map(|stats| (stats.queue.clone(), stats.oldest_ready_age_ms))
-                    .collect(),
-            });
-        }
-        let until = crate::output::now_unix_ms() - SETTLE_MS;
-        if until > observed_until {
-            match sampler.observe(observed_until, until) {
-                Ok(queues) => {
-                    for (queue, observed) in &queues {
-                        app.observations.add(queue, observed);
-                    }
-                    observed_until = until;
-                }
-                // Tried again, over the same window and more, next time.
-                Err(Failure::Message(message)) => {
-                    eprintln!("tq serve: reading claim and end times: {message}");
-                }
-                Err(Failure::ClosedOutput) => {}
-            }
-        }
-        app.set_latest(sample.clone());
-        previous = sample;
-    }
 }
 
 /// A request as the handlers see it: the path split into its decoded
