@@ -475,7 +475,7 @@ fn retry_each(queue: &Queue, ids: &[i64]) -> tq::Result<u64> {
 }
 
 /// Carries out a form's action (`POST /queues/{q}/actions/{name}`), once
-/// the request has passed the checks of [`super::post_refusal`].
+/// the request has passed the checks of [`super::auth::post_refusal`].
 pub fn act(app: &App, incoming: &Incoming) -> Answer {
     let answer = || -> Result<Answer, Answer> {
         let segments: Vec<&str> = incoming.segments.iter().map(String::as_str).collect();
@@ -529,7 +529,7 @@ pub fn act(app: &App, incoming: &Incoming) -> Answer {
             }
         }
         app.refresh()?;
-        let next = super::local_path(incoming.form("next"));
+        let next = super::answer::local_path(incoming.form("next"));
         Ok(Answer::Redirect(match skipped {
             Some(skipped) if skipped > 0 => {
                 let join = if next.contains('?') { '&' } else { '?' };
