@@ -17,9 +17,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+use super::sampling::History;
 use super::{Answer, App};
 use crate::output::state_name;
-use crate::sample::Observed;
+use crate::sample::{Observed, QueueStats, Sample};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct QueueLabels {
@@ -112,17 +113,19 @@ impl Observations {
     }
 }
 
-/// `GET /metrics`.
-pub fn answer(app: &App) -> Answer {
-    let (sample, _) = app.latest();
-    let mut registry = Registry::with_prefix("tq");
+/// The gauges of each queue's state in the latest sample.
+#[derive(Default)]
+struct QueueGauges {
+    tasks: Family<StateLabels, Gauge>,
+    oldest_ready: Family<QueueLabels, Gauge<f64, AtomicU64>>,
+    paused: Family<QueueLabels, Gauge>,
+    limit: Family<QueueLabels, Gauge>,
+    groups_waiting: Family<QueueLabels, Gauge>,
+}
 
-    let tasks = Family::<StateLabels, Gauge>::default();
-    let oldest_ready = Family::<QueueLabels, Gauge<f64, AtomicU64>>::default();
-    let paused = Family::<QueueLabels, Gauge>::default();
-    let limit = Family::<QueueLabels, Gauge>::default();
-    let groups_waiting = Family::<QueueLabels, Gauge>::default();
-    for stats in &sample.queues {
+impl QueueGauges {
+    /// Sets the gauges of the queue that `stats` describe.
+    fn set(&self, stats: &QueueStats) {
         let queue = || QueueLabels {
             queue: stats.queue.clone(),
         };
@@ -137,46 +140,78 @@ pub fn answer(app: &App) -> Answer {
                 queue: stats.queue.clone(),
                 state: state_name(state).to_owned(),
             };
-            tasks.get_or_create(&labels).set(count as i64);
+            self.tasks.get_or_create(&labels).set(count as i64);
         }
         // A queue with nothing ready has no age: its series is left out.
         if let Some(age_ms) = stats.oldest_ready_age_ms {
-            oldest_ready
+            self.oldest_ready
                 .get_or_create(&queue())
                 .set(age_ms as f64 / 1000.0);
         }
-        paused
+        self.paused
             .get_or_create(&queue())
             .set(i64::from(stats.paused.is_some()));
-        groups_waiting
+        self.groups_waiting
             .get_or_create(&queue())
             .set(i64::try_from(stats.groups_waiting).unwrap_or(i64::MAX));
-        // Every sampled queue has its series, at 0 before any observation.
-        app.observations.add(&stats.queue, &Observed::default());
         if let Some(concurrency_limit) = stats.concurrency_limit {
-            limit
+            self.limit
                 .get_or_create(&queue())
                 .set(i64::from(concurrency_limit));
         }
     }
-    registry.register("tasks", "Tasks by queue and state", tasks);
-    registry.register(
-        "oldest_ready_age_seconds",
-        "How long the task ready longest has waited, per queue with a ready task",
-        oldest_ready,
-    );
-    registry.register("paused", "1 while the queue is paused", paused);
-    registry.register(
-        "groups_waiting",
-        "Ordered groups with tasks waiting for their turn",
-        groups_waiting,
-    );
-    registry.register(
-        "concurrency_limit",
-        "The most tasks leased at once, per queue with a limit",
-        limit,
-    );
 
+    fn register(self, registry: &mut Registry) {
+        registry.register("tasks", "Tasks by queue and state", self.tasks);
+        registry.register(
+            "oldest_ready_age_seconds",
+            "How long the task ready longest has waited, per queue with a ready task",
+            self.oldest_ready,
+        );
+        registry.register("paused", "1 while the queue is paused", self.paused);
+        registry.register(
+            "groups_waiting",
+            "Ordered groups with tasks waiting for their turn",
+            self.groups_waiting,
+        );
+        registry.register(
+            "concurrency_limit",
+            "The most tasks leased at once, per queue with a limit",
+            self.limit,
+        );
+    }
+}
+
+/// `GET /metrics`.
+pub fn answer(app: &App) -> Answer {
+    let (sample, _) = app.latest();
+    let mut registry = Registry::with_prefix("tq");
+
+    let gauges = QueueGauges::default();
+    for stats in &sample.queues {
+        gauges.set(stats);
+        // Every sampled queue has its series, at 0 before any observation.
+        app.observations.add(&stats.queue, &Observed::default());
+    }
+    gauges.register(&mut registry);
+    register_file(&mut registry, &sample);
+    register_totals(&mut registry, &app.history());
+    app.observations.register(&mut registry);
+
+    let mut body = String::new();
+    if let Err(err) = encode(&mut body, &registry) {
+        return Answer::error(500, format!("encoding the metrics: {err}"));
+    }
+    Answer::Body {
+        status: 200,
+        content_type: "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        body,
+    }
+}
+
+/// The gauges of the whole file: the last task id, and the size of the
+/// write-ahead log where there is one.
+fn register_file(registry: &mut Registry, sample: &Sample) {
     let last_id = Gauge::<i64>::default();
     last_id.set(sample.last_id);
     registry.register(
@@ -189,8 +224,10 @@ pub fn answer(app: &App) -> Answer {
         wal.set(i64::try_from(wal_bytes).unwrap_or(i64::MAX));
         registry.register("wal_bytes", "The size of the write-ahead log", wal);
     }
+}
 
-    let history = app.history();
+/// The counters the samples derived since the server started.
+fn register_totals(registry: &mut Registry, history: &History) {
     for (name, help, total) in [
         ("pushed", "Tasks pushed since tq serve started, derived from samples", history.pushed),
         (
@@ -203,17 +240,5 @@ pub fn answer(app: &App) -> Answer {
         let counter = Counter::<u64>::default();
         counter.inc_by(total);
         registry.register(name, help, counter);
-    }
-    drop(history);
-    app.observations.register(&mut registry);
-
-    let mut body = String::new();
-    if let Err(err) = encode(&mut body, &registry) {
-        return Answer::error(500, format!("encoding the metrics: {err}"));
-    }
-    Answer::Body {
-        status: 200,
-        content_type: "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        body,
     }
 }
