@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use maud::{html, Markup, DOCTYPE};
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
-use tq::{Pause, Queue, TaskInfo, TaskState};
+use tq::{Pause, Queue, ScheduleInfo, TaskInfo, TaskState};
 
-use super::api::{self, checked_queue, find_task, find_task_by_key, read_page, STATES};
+use super::api::{self, checked_queue, find_task, find_task_by_key, read_page, Page, STATES};
 use super::{Answer, App, Incoming};
 use crate::output::{relative_time, rfc3339, short_duration, state_name};
 use crate::sample::QueueStats;
@@ -88,44 +88,46 @@ fn pause_text(pause: Option<Pause>) -> String {
     }
 }
 
-/// The overview: every queue's counts, and the throughput charts.
-pub fn overview(app: &App) -> Answer {
-    let (sample, _) = app.latest();
-    let row = |stats: &QueueStats| {
-        let queue = encoded(&stats.queue);
-        let cell = |field: &str, value: String| {
-            html! { td data-queue=(stats.queue) data-field=(field) { (value) } }
-        };
-        html! {
-            tr data-queue=(stats.queue) {
-                td { a href={ "/queues/" (queue) } { (stats.queue) } }
-                (cell("pending", stats.pending.to_string()))
-                (cell("leased", stats.leased.to_string()))
-                td data-queue=(stats.queue) data-field="dead" {
-                    a href={ "/queues/" (queue) "/dead" } { (stats.dead) }
+/// One queue's row of the overview's table.
+fn overview_row(app: &App, stats: &QueueStats) -> Markup {
+    let queue = encoded(&stats.queue);
+    let cell = |field: &str, value: String| {
+        html! { td data-queue=(stats.queue) data-field=(field) { (value) } }
+    };
+    html! {
+        tr data-queue=(stats.queue) {
+            td { a href={ "/queues/" (queue) } { (stats.queue) } }
+            (cell("pending", stats.pending.to_string()))
+            (cell("leased", stats.leased.to_string()))
+            td data-queue=(stats.queue) data-field="dead" {
+                a href={ "/queues/" (queue) "/dead" } { (stats.dead) }
+            }
+            (cell("done", stats.done.to_string()))
+            (cell("cancelled", stats.cancelled.to_string()))
+            (cell("oldest_ready_age", age(stats.oldest_ready_age_ms)))
+            td {
+                svg.spark data-age-chart=(stats.queue) viewBox="0 0 100 20" preserveAspectRatio="none" {
+                    polyline points="" {}
                 }
-                (cell("done", stats.done.to_string()))
-                (cell("cancelled", stats.cancelled.to_string()))
-                (cell("oldest_ready_age", age(stats.oldest_ready_age_ms)))
+            }
+            (cell("concurrency_limit", stats.concurrency_limit.map_or("-".to_owned(), |limit| limit.to_string())))
+            (cell("paused", pause_text(stats.paused)))
+            @if app.allow_actions {
                 td {
-                    svg.spark data-age-chart=(stats.queue) viewBox="0 0 100 20" preserveAspectRatio="none" {
-                        polyline points="" {}
-                    }
-                }
-                (cell("concurrency_limit", stats.concurrency_limit.map_or("-".to_owned(), |limit| limit.to_string())))
-                (cell("paused", pause_text(stats.paused)))
-                @if app.allow_actions {
-                    td {
-                        @if stats.paused.is_some() {
-                            (action(app, &format!("/queues/{queue}/actions/resume"), "/", "resume", &[]))
-                        } @else {
-                            (action(app, &format!("/queues/{queue}/actions/pause"), "/", "pause", &[]))
-                        }
+                    @if stats.paused.is_some() {
+                        (action(app, &format!("/queues/{queue}/actions/resume"), "/", "resume", &[]))
+                    } @else {
+                        (action(app, &format!("/queues/{queue}/actions/pause"), "/", "pause", &[]))
                     }
                 }
             }
         }
-    };
+    }
+}
+
+/// The overview: every queue's counts, and the throughput charts.
+pub fn overview(app: &App) -> Answer {
+    let (sample, _) = app.latest();
     let content = html! {
         h1 { "Queues" }
         @if sample.queues.is_empty() {
@@ -137,7 +139,7 @@ pub fn overview(app: &App) -> Answer {
                     th { "cancelled" } th { "oldest ready" } th { "its age, 30 min" } th { "limit" } th { "paused" }
                     @if app.allow_actions { th {} }
                 } }
-                tbody { @for stats in &sample.queues { (row(stats)) } }
+                tbody { @for stats in &sample.queues { (overview_row(app, stats)) } }
             }
         }
         h2 { "Throughput, whole file (tasks per second, last 30 minutes)" }
@@ -164,32 +166,10 @@ pub fn overview(app: &App) -> Answer {
 pub fn tasks(app: &App, queue: &str, incoming: &Incoming) -> Answer {
     let answer = || -> Result<Answer, Answer> {
         let queue = checked_queue(queue)?;
-        if let Some(id) = incoming.query("id") {
-            let id = id.trim();
-            return Ok(Answer::Redirect(format!(
-                "/tasks/{}?queue={}",
-                encoded(id),
-                encoded(&queue)
-            )));
-        }
-        if let Some(key) = incoming.query("key") {
-            return match find_task_by_key(app, &queue, key)? {
-                Some(task) => Ok(Answer::Redirect(task_href(&queue, task.id()))),
-                None => Err(Answer::error(
-                    404,
-                    format!(
-                        "no task of queue {queue} has the unique key {:?}",
-                        key.trim()
-                    ),
-                )),
-            };
+        if let Some(found) = search(app, &queue, incoming) {
+            return found;
         }
         let page = read_page(app, &queue, incoming)?;
-        let state_href = format!(
-            "/queues/{}?state={}",
-            encoded(&queue),
-            state_name(page.state)
-        );
         let schedules = app.sampler().queue(&queue)?.schedules()?;
         let (sample, _) = app.latest();
         let stats = sample.queues.iter().find(|stats| stats.queue == queue);
@@ -197,59 +177,9 @@ pub fn tasks(app: &App, queue: &str, incoming: &Incoming) -> Answer {
             .into_iter()
             .map(|state| (state, stats.map_or(0, |stats| stats.count(state))))
             .collect();
-        let href = encoded(&queue);
         let content = html! {
-            h1 { "Queue " (queue) }
-            nav.states {
-                @for (state, count) in &counts {
-                    a class=@if *state == page.state { "current" } href={ "/queues/" (href) "?state=" (state_name(*state)) } {
-                        (state_name(*state)) " " span.count { (count) }
-                    }
-                }
-                a href={ "/queues/" (href) "/dead" } { "dead by reason" }
-            }
-            form.search method="get" action={ "/queues/" (href) } {
-                label { "Task id " input type="search" name="id" inputmode="numeric" required; }
-                button type="submit" { "Find" }
-            }
-            form.search.by-key method="get" action={ "/queues/" (href) } {
-                label { "Unique key " input type="search" name="key" required; }
-                button type="submit" { "Find" }
-            }
-            nav.order {
-                @if page.newest_first {
-                    a href=(state_href) { "oldest first" } " · " strong { "newest first" }
-                } @else {
-                    strong { "oldest first" } " · " a href={ (state_href) "&order=newest" } { "newest first" }
-                }
-            }
-            (task_table(&queue, &page.tasks))
-            @if let Some(next) = page.next {
-                p {
-                    a.next href={ (state_href) "&order=" (page.order()) (if page.newest_first { "&before=" } else { "&after=" }) (next) } {
-                        "Next page"
-                    }
-                }
-            }
-            @if !schedules.is_empty() {
-                h2 { "Schedules" }
-                table.schedules {
-                    thead { tr { th { "name" } th { "when" } th { "catch-up" } th { "next slot" } th { "payload" } } }
-                    tbody {
-                        @for info in &schedules {
-                            tr {
-                                td { (info.schedule().name()) }
-                                td { (spec_text(info.schedule())) }
-                                td { (catch_up_text(info.schedule().catch_up_policy())) }
-                                td.next-slot {
-                                    @if info.paused() { "paused" } @else { (relative_time(info.next_slot_unix_ms())) }
-                                }
-                                td.payload { code { (shorten(info.schedule().payload(), PAYLOAD_SHOWN)) } }
-                            }
-                        }
-                    }
-                }
-            }
+            (tasks_content(&queue, &page, &counts))
+            (schedules_table(&schedules))
         };
         Ok(layout(
             app,
@@ -258,6 +188,101 @@ pub fn tasks(app: &App, queue: &str, incoming: &Incoming) -> Answer {
         ))
     };
     answer().unwrap_or_else(|refusal| refusal)
+}
+
+/// Where a search of `queue`'s tasks (`?id=N` or `?key=K`) leads, if the
+/// query is one.
+fn search(app: &App, queue: &str, incoming: &Incoming) -> Option<Result<Answer, Answer>> {
+    if let Some(id) = incoming.query("id") {
+        let id = id.trim();
+        return Some(Ok(Answer::Redirect(format!(
+            "/tasks/{}?queue={}",
+            encoded(id),
+            encoded(queue)
+        ))));
+    }
+    let key = incoming.query("key")?;
+    Some(match find_task_by_key(app, queue, key) {
+        Ok(Some(task)) => Ok(Answer::Redirect(task_href(queue, task.id()))),
+        Ok(None) => Err(Answer::error(
+            404,
+            format!(
+                "no task of queue {queue} has the unique key {:?}",
+                key.trim()
+            ),
+        )),
+        Err(refusal) => Err(refusal),
+    })
+}
+
+/// A page of `queue`'s tasks: the states with their `counts`, the
+/// searches, the order, the tasks and the link to the next page.
+fn tasks_content(queue: &str, page: &Page, counts: &[(TaskState, u64)]) -> Markup {
+    let state_href = format!(
+        "/queues/{}?state={}",
+        encoded(queue),
+        state_name(page.state)
+    );
+    let href = encoded(queue);
+    html! {
+        h1 { "Queue " (queue) }
+        nav.states {
+            @for (state, count) in counts {
+                a class=@if *state == page.state { "current" } href={ "/queues/" (href) "?state=" (state_name(*state)) } {
+                    (state_name(*state)) " " span.count { (count) }
+                }
+            }
+            a href={ "/queues/" (href) "/dead" } { "dead by reason" }
+        }
+        form.search method="get" action={ "/queues/" (href) } {
+            label { "Task id " input type="search" name="id" inputmode="numeric" required; }
+            button type="submit" { "Find" }
+        }
+        form.search.by-key method="get" action={ "/queues/" (href) } {
+            label { "Unique key " input type="search" name="key" required; }
+            button type="submit" { "Find" }
+        }
+        nav.order {
+            @if page.newest_first {
+                a href=(state_href) { "oldest first" } " · " strong { "newest first" }
+            } @else {
+                strong { "oldest first" } " · " a href={ (state_href) "&order=newest" } { "newest first" }
+            }
+        }
+        (task_table(queue, &page.tasks))
+        @if let Some(next) = page.next {
+            p {
+                a.next href={ (state_href) "&order=" (page.order()) (if page.newest_first { "&before=" } else { "&after=" }) (next) } {
+                    "Next page"
+                }
+            }
+        }
+    }
+}
+
+/// A queue's schedules, if it has any.
+fn schedules_table(schedules: &[ScheduleInfo]) -> Markup {
+    html! {
+        @if !schedules.is_empty() {
+            h2 { "Schedules" }
+            table.schedules {
+                thead { tr { th { "name" } th { "when" } th { "catch-up" } th { "next slot" } th { "payload" } } }
+                tbody {
+                    @for info in schedules {
+                        tr {
+                            td { (info.schedule().name()) }
+                            td { (spec_text(info.schedule())) }
+                            td { (catch_up_text(info.schedule().catch_up_policy())) }
+                            td.next-slot {
+                                @if info.paused() { "paused" } @else { (relative_time(info.next_slot_unix_ms())) }
+                            }
+                            td.payload { code { (shorten(info.schedule().payload(), PAYLOAD_SHOWN)) } }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 fn task_table(queue: &str, tasks: &[TaskInfo]) -> Markup {
@@ -307,9 +332,6 @@ pub fn task(app: &App, id: &str, incoming: &Incoming) -> Answer {
             return Err(Answer::error(404, format!("no task {id}")));
         };
         let payload = pretty(task.payload());
-        let here = task_href(&queue, task.id());
-        let base = format!("/queues/{}/actions", encoded(&queue));
-        let id_text = task.id().to_string();
         let content = html! {
             h1 { "Task " (task.id()) }
             dl.task {
@@ -348,20 +370,30 @@ pub fn task(app: &App, id: &str, incoming: &Incoming) -> Answer {
                 h2 { "Result" }
                 pre.result { code { (pretty(result)) } }
             }
-            @if app.allow_actions {
-                div.actions {
-                    @if task.state() == TaskState::Dead {
-                        (action(app, &format!("{base}/retry"), &here, "retry", &[("id", &id_text)]))
-                    }
-                    @if matches!(task.state(), TaskState::Pending | TaskState::Leased | TaskState::Dead) {
-                        (action(app, &format!("{base}/cancel"), &here, "cancel", &[("id", &id_text)]))
-                    }
-                }
-            }
+            (task_actions(app, &queue, &task))
         };
         Ok(layout(app, &format!("task {}", task.id()), content))
     };
     answer().unwrap_or_else(|refusal| refusal)
+}
+
+/// The actions a task's state allows, if actions are allowed.
+fn task_actions(app: &App, queue: &str, task: &TaskInfo) -> Markup {
+    let here = task_href(queue, task.id());
+    let base = format!("/queues/{}/actions", encoded(queue));
+    let id_text = task.id().to_string();
+    html! {
+        @if app.allow_actions {
+            div.actions {
+                @if task.state() == TaskState::Dead {
+                    (action(app, &format!("{base}/retry"), &here, "retry", &[("id", &id_text)]))
+                }
+                @if matches!(task.state(), TaskState::Pending | TaskState::Leased | TaskState::Dead) {
+                    (action(app, &format!("{base}/cancel"), &here, "cancel", &[("id", &id_text)]))
+                }
+            }
+        }
+    }
 }
 
 /// Dead tasks' ids that share a last reason (`None`: died without one).
