@@ -9,10 +9,11 @@
 //! effect at once.
 //!
 //! Where each concern lives: [`request`] reads a request, [`auth`] admits
-//! it, [`routes`] sends it to its handler ([`pages`], [`api`] or
-//! [`metrics`]), [`answer`] sends the answer back, and [`sampling`] is the
-//! background thread.
+//! it, [`routes`] sends it to its handler ([`pages`], [`api`],
+//! [`metrics`] or [`actions`]), [`answer`] sends the answer back, and
+//! [`sampling`] is the background thread.
 
+mod actions;
 mod answer;
 mod api;
 mod auth;

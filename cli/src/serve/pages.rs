@@ -1,4 +1,5 @@
-//! The dashboard's pages, and the actions their forms post.
+//! The dashboard's pages (the action forms they show post to
+//! [`super::actions`]).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -19,8 +20,6 @@ const DEAD_SCAN: usize = 10_000;
 const IDS_SHOWN: usize = 10;
 /// The payload's length a task list shows.
 const PAYLOAD_SHOWN: usize = 120;
-/// The reason a cancellation from the dashboard stores.
-const CANCEL_REASON: &str = "cancelled from the dashboard";
 
 /// A queue name as a path segment or query value.
 fn encoded(text: &str) -> String {
@@ -401,7 +400,7 @@ type ReasonGroup = (Option<String>, Vec<i64>);
 
 /// Up to [`DEAD_SCAN`] dead tasks of a queue, grouped by their last
 /// reason (most tasks first), and whether there were more.
-fn dead_by_reason(queue: &Queue) -> Result<(Vec<ReasonGroup>, bool), Answer> {
+pub(super) fn dead_by_reason(queue: &Queue) -> Result<(Vec<ReasonGroup>, bool), Answer> {
     let mut groups: BTreeMap<Option<String>, Vec<i64>> = BTreeMap::new();
     let mut after = 0;
     let mut read = 0;
@@ -488,115 +487,5 @@ fn reason_fields(reason: Option<&str>) -> Vec<(&str, &str)> {
     match reason {
         Some(reason) => vec![("by_reason", "1"), ("reason", reason)],
         None => vec![("by_reason", "1"), ("no_reason", "1")],
-    }
-}
-
-/// Puts each of `ids` back to pending, skipping those no longer dead
-/// (retried or purged by someone else since they were listed): returns
-/// how many were skipped.
-fn retry_each(queue: &Queue, ids: &[i64]) -> tq::Result<u64> {
-    let mut skipped = 0;
-    for &id in ids {
-        match queue.retry_dead(id) {
-            Ok(()) => {}
-            Err(err) if err.kind() == tq::ErrorKind::InvalidArgument => skipped += 1,
-            Err(err) => return Err(err),
-        }
-    }
-    Ok(skipped)
-}
-
-/// Carries out a form's action (`POST /queues/{q}/actions/{name}`), once
-/// the request has passed the checks of [`super::auth::post_refusal`].
-pub fn act(app: &App, incoming: &Incoming) -> Answer {
-    let answer = || -> Result<Answer, Answer> {
-        let segments: Vec<&str> = incoming.segments.iter().map(String::as_str).collect();
-        let ["queues", queue, "actions", name] = segments.as_slice() else {
-            return Err(Answer::error(404, "no such action"));
-        };
-        let queue = checked_queue(queue)?;
-        let id = || -> Result<i64, Answer> {
-            incoming
-                .form("id")
-                .and_then(|id| id.parse().ok())
-                .ok_or_else(|| Answer::error(400, "the form has no task id"))
-        };
-        let refused = |err: tq::Error| match err.kind() {
-            tq::ErrorKind::InvalidArgument => Answer::error(400, err.to_string()),
-            _ => Answer::from(err),
-        };
-        let mut skipped = None;
-        {
-            let mut sampler = app.sampler();
-            let handle = sampler.queue(&queue)?;
-            match *name {
-                "retry" if incoming.form("all").is_some() => {
-                    handle.retry_all_dead().map_err(refused)?;
-                }
-                "retry" if incoming.form("by_reason").is_some() => {
-                    let reason = match (incoming.form("no_reason"), incoming.form_value("reason")) {
-                        (Some(_), _) => None,
-                        (None, Some(reason)) => Some(reason),
-                        (None, None) => return Err(Answer::error(400, "the form names no reason")),
-                    };
-                    let (groups, _) = dead_by_reason(handle)?;
-                    if let Some((_, ids)) =
-                        groups.iter().find(|(group, _)| group.as_deref() == reason)
-                    {
-                        skipped = Some(retry_each(handle, ids)?);
-                    }
-                }
-                "retry" => handle.retry_dead(id()?).map_err(refused)?,
-                "cancel" => {
-                    handle.cancel_task(id()?, CANCEL_REASON).map_err(refused)?;
-                }
-                "purge-dead" => {
-                    handle
-                        .purge(TaskState::Dead, Duration::ZERO)
-                        .map_err(refused)?;
-                }
-                "pause" => handle.pause(Pause::UntilResumed).map_err(refused)?,
-                "resume" => handle.resume().map_err(refused)?,
-                _ => return Err(Answer::error(404, "no such action")),
-            }
-        }
-        app.refresh()?;
-        let next = super::answer::local_path(incoming.form("next"));
-        Ok(Answer::Redirect(match skipped {
-            Some(skipped) if skipped > 0 => {
-                let join = if next.contains('?') { '&' } else { '?' };
-                format!("{next}{join}skipped={skipped}")
-            }
-            _ => next.to_owned(),
-        }))
-    };
-    answer().unwrap_or_else(|refusal| refusal)
-}
-
-#[cfg(test)]
-mod tests {
-    use tq::{OpenOptions, PullOptions, PushOptions, Queue, TaskState};
-
-    use super::retry_each;
-
-    #[test]
-    fn retrying_a_group_skips_a_task_that_is_no_longer_dead() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("jobs.db");
-        let queue = Queue::open(file.to_str().unwrap(), &OpenOptions::new()).unwrap();
-        let mut once = PushOptions::new();
-        once.max_attempts(1).unwrap();
-        let ids: Vec<i64> = (0..3)
-            .map(|n| queue.push(&n.to_string(), &once).unwrap().id())
-            .collect();
-        for _ in &ids {
-            let task = queue.pull(&PullOptions::new()).unwrap().unwrap();
-            queue.fail(task.receipt(), "boom").unwrap();
-        }
-        // Retried by someone else after the group was listed.
-        queue.retry_dead(ids[1]).unwrap();
-        assert_eq!(retry_each(&queue, &ids).unwrap(), 1);
-        assert_eq!(queue.count(TaskState::Dead).unwrap(), 0);
-        assert_eq!(queue.count(TaskState::Pending).unwrap(), 3);
     }
 }

@@ -5,7 +5,7 @@ use tiny_http::{Method, Request};
 
 use super::answer::respond;
 use super::request::read_request;
-use super::{api, auth, metrics, pages, Answer, App, Incoming};
+use super::{actions, api, auth, metrics, pages, Answer, App, Incoming};
 
 /// Reads, admits, routes and answers `request`.
 pub(super) fn answer(app: &App, mut request: Request) {
@@ -27,7 +27,10 @@ fn route(app: &App, incoming: &Incoming) -> Answer {
         if let Some(refusal) = auth::post_refusal(app, incoming) {
             return refusal;
         }
-        return pages::act(app, incoming);
+        return match segments.as_slice() {
+            ["queues", queue, "actions", name] => actions::act(app, queue, name, incoming),
+            _ => Answer::error(404, "no such action"),
+        };
     }
     if incoming.method != Method::Get {
         return Answer::error(405, "only GET and POST");

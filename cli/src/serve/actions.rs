@@ -1,0 +1,130 @@
+//! The actions the dashboard's forms post (retry, cancel, purge, pause,
+//! resume).
+
+use std::time::Duration;
+
+use tq::{Pause, Queue, TaskState};
+
+use super::answer::local_path;
+use super::api::checked_queue;
+use super::pages::dead_by_reason;
+use super::{Answer, App, Incoming};
+
+/// The reason a cancellation from the dashboard stores.
+const CANCEL_REASON: &str = "cancelled from the dashboard";
+
+/// Carries out a form's action (`POST /queues/{queue}/actions/{name}`),
+/// once the request has passed the checks of
+/// [`super::auth::post_refusal`], then samples the file for the pages to
+/// show its effect.
+pub fn act(app: &App, queue: &str, name: &str, incoming: &Incoming) -> Answer {
+    let answer = || -> Result<Answer, Answer> {
+        let queue = checked_queue(queue)?;
+        let skipped = {
+            let mut sampler = app.sampler();
+            perform(sampler.queue(&queue)?, name, incoming)?
+        };
+        app.refresh()?;
+        let next = local_path(incoming.form("next"));
+        Ok(Answer::Redirect(match skipped {
+            Some(skipped) if skipped > 0 => {
+                let join = if next.contains('?') { '&' } else { '?' };
+                format!("{next}{join}skipped={skipped}")
+            }
+            _ => next.to_owned(),
+        }))
+    };
+    answer().unwrap_or_else(|refusal| refusal)
+}
+
+/// Carries out action `name` on `handle`: for "retry these", how many
+/// tasks were skipped, if the group was found.
+fn perform(handle: &Queue, name: &str, incoming: &Incoming) -> Result<Option<u64>, Answer> {
+    let id = || -> Result<i64, Answer> {
+        incoming
+            .form("id")
+            .and_then(|id| id.parse().ok())
+            .ok_or_else(|| Answer::error(400, "the form has no task id"))
+    };
+    let refused = |err: tq::Error| match err.kind() {
+        tq::ErrorKind::InvalidArgument => Answer::error(400, err.to_string()),
+        _ => Answer::from(err),
+    };
+    match name {
+        "retry" if incoming.form("all").is_some() => {
+            handle.retry_all_dead().map_err(refused)?;
+        }
+        "retry" if incoming.form("by_reason").is_some() => return retry_group(handle, incoming),
+        "retry" => handle.retry_dead(id()?).map_err(refused)?,
+        "cancel" => {
+            handle.cancel_task(id()?, CANCEL_REASON).map_err(refused)?;
+        }
+        "purge-dead" => {
+            handle
+                .purge(TaskState::Dead, Duration::ZERO)
+                .map_err(refused)?;
+        }
+        "pause" => handle.pause(Pause::UntilResumed).map_err(refused)?,
+        "resume" => handle.resume().map_err(refused)?,
+        _ => return Err(Answer::error(404, "no such action")),
+    }
+    Ok(None)
+}
+
+/// "Retry these": puts back the dead tasks that share the form's reason,
+/// one at a time; how many were skipped, if the group was found.
+fn retry_group(handle: &Queue, incoming: &Incoming) -> Result<Option<u64>, Answer> {
+    let reason = match (incoming.form("no_reason"), incoming.form_value("reason")) {
+        (Some(_), _) => None,
+        (None, Some(reason)) => Some(reason),
+        (None, None) => return Err(Answer::error(400, "the form names no reason")),
+    };
+    let (groups, _) = dead_by_reason(handle)?;
+    match groups.iter().find(|(group, _)| group.as_deref() == reason) {
+        Some((_, ids)) => Ok(Some(retry_each(handle, ids)?)),
+        None => Ok(None),
+    }
+}
+
+/// Puts each of `ids` back to pending, skipping those no longer dead
+/// (retried or purged by someone else since they were listed): returns
+/// how many were skipped.
+fn retry_each(queue: &Queue, ids: &[i64]) -> tq::Result<u64> {
+    let mut skipped = 0;
+    for &id in ids {
+        match queue.retry_dead(id) {
+            Ok(()) => {}
+            Err(err) if err.kind() == tq::ErrorKind::InvalidArgument => skipped += 1,
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(skipped)
+}
+
+#[cfg(test)]
+mod tests {
+    use tq::{OpenOptions, PullOptions, PushOptions, Queue, TaskState};
+
+    use super::retry_each;
+
+    #[test]
+    fn retrying_a_group_skips_a_task_that_is_no_longer_dead() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("jobs.db");
+        let queue = Queue::open(file.to_str().unwrap(), &OpenOptions::new()).unwrap();
+        let mut once = PushOptions::new();
+        once.max_attempts(1).unwrap();
+        let ids: Vec<i64> = (0..3)
+            .map(|n| queue.push(&n.to_string(), &once).unwrap().id())
+            .collect();
+        for _ in &ids {
+            let task = queue.pull(&PullOptions::new()).unwrap().unwrap();
+            queue.fail(task.receipt(), "boom").unwrap();
+        }
+        // Retried by someone else after the group was listed.
+        queue.retry_dead(ids[1]).unwrap();
+        assert_eq!(retry_each(&queue, &ids).unwrap(), 1);
+        assert_eq!(queue.count(TaskState::Dead).unwrap(), 0);
+        assert_eq!(queue.count(TaskState::Pending).unwrap(), 3);
+    }
+}
