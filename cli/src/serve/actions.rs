@@ -1,6 +1,9 @@
 //! The actions the dashboard's forms post (retry, cancel, purge, pause,
-//! resume).
+//! resume): each writes through a handle of its own, never under the
+//! sampler's lock, which only the fresh sample afterwards takes.
 
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tq::{Pause, Queue, TaskState};
@@ -9,9 +12,35 @@ use super::answer::local_path;
 use super::api::checked_queue;
 use super::pages::dead_by_reason;
 use super::{Answer, App, Incoming};
+use crate::output::{Failure, Location};
 
 /// The reason a cancellation from the dashboard stores.
 const CANCEL_REASON: &str = "cancelled from the dashboard";
+
+/// The handles actions write through, one per queue, opened on first use.
+/// They are apart from the [`crate::sample::Sampler`]'s: a write never
+/// waits for a page's read or a sample, and holds neither up.
+#[derive(Default)]
+pub struct Handles {
+    queues: Mutex<BTreeMap<String, Arc<Queue>>>,
+}
+
+impl Handles {
+    /// The handle on queue `name` of the file at `location`.
+    fn queue(&self, location: &Location, name: &str) -> Result<Arc<Queue>, Failure> {
+        // A panic while opening leaves the map as it was.
+        let mut queues = self
+            .queues
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(handle) = queues.get(name) {
+            return Ok(handle.clone());
+        }
+        let handle = Arc::new(location.open(name, |_| Ok(()))?);
+        queues.insert(name.to_owned(), handle.clone());
+        Ok(handle)
+    }
+}
 
 /// Carries out a form's action (`POST /queues/{queue}/actions/{name}`),
 /// once the request has passed the checks of
@@ -20,10 +49,8 @@ const CANCEL_REASON: &str = "cancelled from the dashboard";
 pub fn act(app: &App, queue: &str, name: &str, incoming: &Incoming) -> Answer {
     let answer = || -> Result<Answer, Answer> {
         let queue = checked_queue(queue)?;
-        let skipped = {
-            let mut sampler = app.sampler();
-            perform(sampler.queue(&queue)?, name, incoming)?
-        };
+        let handle = app.action_handles.queue(&app.location, &queue)?;
+        let skipped = perform(&handle, name, incoming)?;
         app.refresh()?;
         let next = local_path(incoming.form("next"));
         Ok(Answer::Redirect(match skipped {
@@ -103,9 +130,84 @@ fn retry_each(queue: &Queue, ids: &[i64]) -> tq::Result<u64> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::thread;
+    use std::time::{Duration, Instant};
+
+    use tiny_http::Method;
     use tq::{OpenOptions, PullOptions, PushOptions, Queue, TaskState};
 
-    use super::retry_each;
+    use super::{act, retry_each, Handles};
+    use crate::output::Location;
+    use crate::sample::Sampler;
+    use crate::serve::metrics::Observations;
+    use crate::serve::{Answer, App, History, Incoming};
+
+    /// A queue file with one dead task, and its id.
+    fn one_dead_task(file: &str) -> (Queue, i64) {
+        let queue = Queue::open(file, &OpenOptions::new()).unwrap();
+        let mut once = PushOptions::new();
+        once.max_attempts(1).unwrap();
+        let id = queue.push("{}", &once).unwrap().id();
+        let task = queue.pull(&PullOptions::new()).unwrap().unwrap();
+        queue.fail(task.receipt(), "boom").unwrap();
+        (queue, id)
+    }
+
+    /// A dashboard on the file at `location` that allows actions.
+    fn app(location: Location) -> App {
+        let mut sampler = Sampler::open(&location, None).unwrap();
+        let first = Arc::new(sampler.sample().unwrap());
+        App {
+            location,
+            sampler: Mutex::new(sampler),
+            latest: Mutex::new((first, 0)),
+            history: Mutex::new(History::default()),
+            observations: Observations::default(),
+            action_handles: Handles::default(),
+            allow_actions: true,
+            token: None,
+            address: "127.0.0.1:0".parse().unwrap(),
+            csrf: "csrf".to_owned(),
+        }
+    }
+
+    #[test]
+    fn an_action_writes_while_a_page_holds_the_sampler() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("jobs.db");
+        let file = file.to_str().unwrap();
+        let (queue, id) = one_dead_task(file);
+        let app = app(Location::parse(file).unwrap());
+        let incoming = Incoming {
+            method: Method::Post,
+            segments: vec![],
+            query: vec![],
+            form: vec![("id".to_owned(), id.to_string())],
+            origin: None,
+            fetch_site: None,
+            host: None,
+            authorization: None,
+            cookie: None,
+        };
+        thread::scope(|scope| {
+            // As a page reading a large queue would.
+            let held = app.sampler();
+            let action = scope.spawn(|| act(&app, tq::DEFAULT_QUEUE, "retry", &incoming));
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while queue.count(TaskState::Pending).unwrap() == 0 {
+                assert!(
+                    Instant::now() < deadline,
+                    "the retry waited for the sampler's lock"
+                );
+                thread::sleep(Duration::from_millis(10));
+            }
+            assert_eq!(queue.count(TaskState::Dead).unwrap(), 0);
+            // The fresh sample afterwards is what takes the lock.
+            drop(held);
+            assert!(matches!(action.join().unwrap(), Answer::Redirect(next) if next == "/"));
+        });
+    }
 
     #[test]
     fn retrying_a_group_skips_a_task_that_is_no_longer_dead() {

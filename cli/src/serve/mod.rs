@@ -4,9 +4,9 @@
 //! `/api/queues` and `/metrics` show the latest sample (counting a large
 //! queue takes a while, and a page must not), and the rates between
 //! samples make the charts and the metrics' counters. A few threads
-//! answer requests; lists and actions go through one [`Sampler`]'s
-//! handles, and an action takes a fresh sample so that the pages show its
-//! effect at once.
+//! answer requests; lists go through one [`Sampler`]'s handles, actions
+//! through handles of their own, and an action takes a fresh sample so
+//! that the pages show its effect at once.
 //!
 //! Where each concern lives: [`request`] reads a request, [`auth`] admits
 //! it, [`routes`] sends it to its handler ([`pages`], [`api`],
@@ -69,13 +69,16 @@ pub struct Args {
 /// What every request thread shares.
 pub struct App {
     location: Location,
-    /// The handles of the request threads.
+    /// The handles the request threads read through (and take a fresh
+    /// sample with after an action).
     sampler: Mutex<Sampler>,
     /// The latest sample, and when it was taken (ms since the Unix epoch).
     latest: Mutex<(Arc<Sample>, i64)>,
     history: Mutex<History>,
     /// What the background samples observed of claims and ends.
     observations: metrics::Observations,
+    /// The handles actions write through.
+    action_handles: actions::Handles,
     allow_actions: bool,
     token: Option<String>,
     /// The address listened on, with the port picked for port 0.
@@ -86,6 +89,9 @@ pub struct App {
 }
 
 impl App {
+    /// The request threads' sampler, locked: for a page's or the API's
+    /// reads, and a fresh sample; an action's write never holds it (see
+    /// [`actions`]).
     fn sampler(&self) -> MutexGuard<'_, Sampler> {
         // A panic while sampling leaves the sampler usable: its handles
         // hold no half-done state.
@@ -144,6 +150,7 @@ pub fn run(args: Args) -> CommandResult {
         latest: Mutex::new((first.clone(), crate::output::now_unix_ms())),
         history: Mutex::new(History::default()),
         observations: metrics::Observations::default(),
+        action_handles: actions::Handles::default(),
         allow_actions: args.allow_actions,
         token,
         address,
