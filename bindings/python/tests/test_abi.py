@@ -11,7 +11,7 @@ import pytest
 from helpers import PACKAGE_DIR, REPOSITORY
 
 import tq
-from tq import _native, queue
+from tq import _limits, _native
 
 HEADER = (REPOSITORY / "include" / "tq.h").read_text()
 
@@ -123,9 +123,9 @@ def test_every_error_status_has_its_exception():
             assert tq.errors.BY_STATUS[value].__name__ == expected
             assert not hasattr(builtins, expected)
     assert tq.Interrupted is tq.errors.BY_STATUS[statuses["TQ_ERR_INTERRUPTED"]]
-    assert statuses["TQ_OK"] == queue.OK
-    assert statuses["TQ_EMPTY"] == queue.EMPTY
-    assert statuses["TQ_DUPLICATE"] == queue.DUPLICATE
+    assert statuses["TQ_OK"] == _limits.OK
+    assert statuses["TQ_EMPTY"] == _limits.EMPTY
+    assert statuses["TQ_DUPLICATE"] == _limits.DUPLICATE
     assert {key for key, value in statuses.items() if value >= 0} == {"TQ_OK", "TQ_EMPTY", "TQ_DUPLICATE"}
 
 

@@ -41,20 +41,12 @@ from .errors import (
     NotHeldError,
     UnknownOutcomeError,
 )
-from .queue import (
-    UNTIL_RESUMED,
-    Cancel,
-    CancellationWatch,
-    CatchUp,
-    Durability,
-    Item,
-    Pushed,
-    Queue,
-    Schedule,
-    State,
-    Task,
-    TaskSnapshot,
-)
+from .admin import UNTIL_RESUMED
+from .options import Durability, Item
+from .queue import Pushed, Queue
+from .schedule import CatchUp, Schedule
+from .task import State, Task, TaskSnapshot
+from .watch import Cancel, CancellationWatch
 from ._work import WorkStats
 
 __version__ = "0.3.0"

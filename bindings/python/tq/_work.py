@@ -37,7 +37,10 @@ from typing import NamedTuple
 
 from . import errors
 from ._native import lib
-from .queue import _FIRST_RETRY_S, _MAX_RETRY_S, _PULL_OPTIONS, _TRANSIENT, Cancel, Task, _milliseconds
+from ._limits import _FIRST_RETRY_S, _MAX_RETRY_S, _TRANSIENT
+from .options import _PULL_OPTIONS, _milliseconds
+from .task import Task
+from .watch import Cancel
 
 #: The logger of ``Queue.work``'s default error handler.
 logger = logging.getLogger("tq")
