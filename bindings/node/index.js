@@ -7,7 +7,10 @@
 
 const native = require('./lib/native');
 const errors = require('./lib/errors');
-const { CatchUp, Durability, ParentFailure, Queue, State, Task, TaskSnapshot, open, openSync } = require('./lib/queue');
+const { Durability, ParentFailure } = require('./lib/options');
+const { Queue, open, openSync } = require('./lib/queue');
+const { CatchUp } = require('./lib/schedule');
+const { State, Task, TaskSnapshot } = require('./lib/task');
 const { runWorker } = require('./lib/worker');
 
 module.exports = {

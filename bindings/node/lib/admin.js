@@ -1,0 +1,190 @@
+'use strict';
+// Looking after a queue: counting and listing its tasks, retrying dead
+// tasks, purging, the write-ahead log, cancelling, pausing and limiting
+// claims. The methods of Queue that answer these, which queue.js puts on
+// Queue.prototype.
+
+const { CONSTANTS, lib, koffi } = require('./native');
+const errors = require('./errors');
+const { EMPTY, UINT32_MAX } = require('./limits');
+const { enumValue, integer, milliseconds, reasonText } = require('./options');
+const { STATE_NAMES, State, snapshotOf } = require('./task');
+
+const UNTIL_RESUMED = CONSTANTS.UNTIL_RESUMED;
+
+/** The methods of Queue that look after it; queue.js puts them on Queue.prototype. */
+class QueueAdmin {
+  // --- Upkeep and visibility -------------------------------------------------
+
+  /** Takes back the tasks of expired leases and dead holders; resolves to
+   * how many. */
+  async recover() {
+    return Number(await this._read(lib.tq_recover));
+  }
+
+  /** How many tasks of this queue are in `state` (a State value or its name). */
+  async count(state = State.PENDING) {
+    return Number(await this._read(lib.tq_count, enumValue('state', State, state)));
+  }
+
+  /** The number of tasks in each state, by the state's lower-case name. */
+  async counts() {
+    const counts = await Promise.all(STATE_NAMES.map((name, value) => this.count(value)));
+    return Object.fromEntries(STATE_NAMES.map((name, value) => [name, counts[value]]));
+  }
+
+  /** How long, in milliseconds, the task ready longest has waited, or null
+   * when no task is ready. */
+  async oldestReadyAge() {
+    const out = [0];
+    const status = await this._checkedCall(lib.tq_oldest_ready_age_ms, out);
+    return status === EMPTY ? null : Number(out[0]);
+  }
+
+  /** How many ordered groups of this queue have tasks waiting for their turn
+   * behind the group's earlier tasks; those tasks count as pending. */
+  async groupsWaiting() {
+    return Number(await this._read(lib.tq_groups_waiting));
+  }
+
+  /** A page of this queue's tasks in `state`, by id, as TaskSnapshots. */
+  async list(state = State.PENDING, { afterId = 0, limit = 100 } = {}) {
+    const value = enumValue('state', State, state);
+    integer('afterId', afterId, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
+    integer('limit', limit, 0, 2 ** 32);
+    const slots = new BigUint64Array(Math.max(limit, 1));
+    const count = [0];
+    await this._checkedCall(lib.tq_list, value, afterId, limit, slots, count);
+    const snapshots = [];
+    const listed = Number(count[0]);
+    for (let i = 0; i < listed; i++) {
+      const ptr = koffi.decode(slots, i * 8, 'tq_task *');
+      try {
+        snapshots.push(snapshotOf(ptr));
+      } finally {
+        lib.tq_task_free(ptr);
+      }
+    }
+    // A task not copied because of an error above is freed too.
+    for (let i = snapshots.length + 1; i < listed; i++) {
+      lib.tq_task_free(koffi.decode(slots, i * 8, 'tq_task *'));
+    }
+    return snapshots;
+  }
+
+  /** Every task of this queue in `state`, by id, read `pageSize` at a time,
+   * for `for await`. */
+  async *iterTasks(state = State.PENDING, { pageSize = 100 } = {}) {
+    integer('pageSize', pageSize, 1, 2 ** 32);
+    let afterId = 0;
+    for (;;) {
+      const page = await this.list(state, { afterId, limit: pageSize });
+      yield* page;
+      if (page.length < pageSize) return;
+      afterId = page[page.length - 1].id;
+    }
+  }
+
+  /** Makes the dead task `id` pending again, with all its attempts ahead. */
+  async retryDead(id) {
+    await this._checkedCall(lib.tq_retry_dead, integer('id', id, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER));
+  }
+
+  /** Makes every dead task pending again; resolves to how many. */
+  async retryAllDead() {
+    return Number(await this._read(lib.tq_retry_all_dead));
+  }
+
+  /** Deletes the tasks in `state` ('done', 'dead' or 'cancelled') older than
+   * `olderThan` milliseconds (0: all); resolves to how many. */
+  async purge({ state = State.DONE, olderThan = 0 } = {}) {
+    return Number(await this._read(lib.tq_purge, enumValue('state', State, state), milliseconds('olderThan', olderThan)));
+  }
+
+  /** Checkpoints the write-ahead log; resolves to its size afterwards in bytes. */
+  async checkpoint() {
+    return Number(await this._read(lib.tq_checkpoint));
+  }
+
+  /** The size of the file's write-ahead log in bytes. */
+  async walSize() {
+    return Number(await this._read(lib.tq_wal_size));
+  }
+
+  // --- Control ---------------------------------------------------------------
+
+  /** Cancels task `id`, keeping `reason` as its last error; resolves to
+   * 'cancelled' (it left the line) or 'leased' (its holder learns of it at
+   * its next call on the delivery). */
+  async cancelTask(id, reason) {
+    const text = reasonText(reason);
+    const state = await this._read(lib.tq_cancel_task, integer('id', id, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER), text);
+    return STATE_NAMES[state];
+  }
+
+  /** Pauses this queue for every process until resume() or `until` (a Date
+   * or milliseconds since the epoch, in the future; Infinity, the default,
+   * for no end). */
+  async pause(until = Infinity) {
+    let untilMs;
+    if (until === Infinity) {
+      untilMs = UNTIL_RESUMED;
+    } else {
+      untilMs = until instanceof Date ? until.getTime() : until;
+      if (typeof untilMs !== 'number' || !Number.isFinite(untilMs)) {
+        throw new errors.InvalidArgumentError(`until must be a Date, milliseconds since the epoch or Infinity, not ${until}`);
+      }
+    }
+    await this._checkedCall(lib.tq_pause, typeof untilMs === 'bigint' ? untilMs : Math.round(untilMs));
+  }
+
+  /** Ends this queue's pause, if any, and wakes its waiting pulls. */
+  async resume() {
+    await this._checkedCall(lib.tq_resume);
+  }
+
+  /** When this queue's pause ends: a Date, Infinity for a pause with no
+   * end, or null when it is not paused. */
+  async pausedUntil() {
+    const until = BigInt(await this._read(lib.tq_paused_until));
+    if (until === 0n) return null;
+    return until === UNTIL_RESUMED ? Infinity : new Date(Number(until));
+  }
+
+  /** Limits this queue to `limit` tasks leased at once across every
+   * process (at least 1); null removes the limit. */
+  async setConcurrencyLimit(limit) {
+    if (limit === null) {
+      await this._checkedCall(lib.tq_clear_concurrency_limit);
+    } else {
+      await this._checkedCall(lib.tq_set_concurrency_limit, integer('limit', limit, 0, UINT32_MAX));
+    }
+  }
+
+  /** This queue's concurrency limit, or null when it has none. */
+  async concurrencyLimit() {
+    return (await this._read(lib.tq_concurrency_limit)) || null;
+  }
+
+  /** Allows at most `claims` deliveries of this queue in any window of
+   * `perMs` milliseconds, across every process, without a coordinator; a
+   * pull finds nothing while the window's claims are spent. null removes
+   * the limit. */
+  async setRateLimit(claims, perMs) {
+    if (claims === null) {
+      await this._checkedCall(lib.tq_clear_rate_limit);
+    } else {
+      await this._checkedCall(lib.tq_set_rate_limit, integer('claims', claims, 0, UINT32_MAX), milliseconds('perMs', perMs));
+    }
+  }
+
+  /** This queue's rate limit as `{ claims, perMs }`, or null when it has none. */
+  async rateLimit() {
+    const claims = [0];
+    const perMs = [0];
+    await this._checkedCall(lib.tq_rate_limit, claims, perMs);
+    return claims[0] ? { claims: claims[0], perMs: Number(perMs[0]) } : null;
+  }
+}
+
+module.exports = { QueueAdmin };
