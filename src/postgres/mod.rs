@@ -3,11 +3,20 @@
 //!
 //! Design: `docs/internals.md`, "The PostgreSQL backend".
 
+mod cancel;
+mod claim;
+mod finish;
+mod list;
 mod listener;
 mod pool;
+mod push;
+mod recover;
 mod schedules;
 mod schema;
-mod tasks;
+mod settings;
+mod store;
+#[cfg(test)]
+mod test_server;
 
 use std::sync::Arc;
 
@@ -58,7 +67,7 @@ pub(crate) struct PostgresStore {
     finishes: Group<Vec<Receipt>, Vec<bool>>,
     /// The finish-and-claims made at once by this handle's threads, run as
     /// one transaction.
-    finish_and_claims: Group<tasks::FinishAndClaim, (Vec<bool>, Vec<Task>)>,
+    finish_and_claims: Group<finish::FinishAndClaim, (Vec<bool>, Vec<Task>)>,
 }
 
 impl Drop for PostgresStore {
@@ -126,7 +135,7 @@ impl PostgresStore {
         template
             .replace("@.", &format!("{}.", self.schema))
             .replace("NOW_MS", NOW_MS)
-            .replace("RANDOM_TOKEN", tasks::RANDOM_TOKEN)
+            .replace("RANDOM_TOKEN", claim::RANDOM_TOKEN)
     }
 
     /// Runs `body` in a transaction of its own and commits it. A pooled

@@ -74,7 +74,7 @@ impl Connector {
         // choose, the server plans a claim again at every call once the
         // table's statistics show a backlog, which costs more than running
         // it. tq's statements are written so that the plan for any values
-        // looks rows up by index (see `tasks.rs`).
+        // looks rows up by index (see `claim.rs`).
         Ok(Connector {
             config,
             setup: format!(
@@ -452,6 +452,7 @@ fn refuses_the_url(code: &postgres::error::SqlState) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_server::server;
     use super::*;
 
     #[test]
@@ -499,5 +500,36 @@ mod tests {
             &OpenOptions::new(),
         ));
         assert_eq!(without, None);
+    }
+
+    #[test]
+    fn durability_and_busy_timeout_become_session_settings() {
+        let Some(url) = server("durability_and_busy_timeout_become_session_settings") else {
+            return;
+        };
+        for (durability, expected) in [
+            (crate::Durability::Full, "on"),
+            (crate::Durability::Normal, "off"),
+        ] {
+            let mut options = OpenOptions::new();
+            options
+                .durability(durability)
+                .busy_timeout(std::time::Duration::ZERO)
+                .unwrap();
+            let connector = super::super::pool::Connector::new(&url, &options).unwrap();
+            let mut client = connector.connect().unwrap();
+            let setting = |client: &mut postgres::Client, name: &str| -> String {
+                client
+                    .query_one(&format!("SHOW {name}"), &[])
+                    .unwrap()
+                    .get(0)
+            };
+            assert_eq!(setting(&mut client, "synchronous_commit"), expected);
+            assert_eq!(
+                setting(&mut client, "lock_timeout"),
+                "1ms",
+                "0 is no limit there"
+            );
+        }
     }
 }

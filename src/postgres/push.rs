@@ -1,0 +1,375 @@
+//! Pushing: how tasks are stored, with their unique keys, the tasks they
+//! wait for and their ordered groups; and how a write wakes the waiters
+//! of a queue in every process.
+
+use std::collections::HashMap;
+
+use super::pool::Tx;
+use super::PostgresStore;
+use crate::error::{Error, Result};
+use crate::store::{
+    group_predecessor_sql, holds_unique_key, of_item, parent_ids, waits_for, NewTask, CANCELLED,
+    DEAD, DONE,
+};
+use crate::task::Pushed;
+
+/// Stores tasks without unique keys, in order, and notifies the schema's
+/// channel (`$7`, payload the queue `$1`) once: an uncorrelated subquery
+/// is run once per statement, not once per row. `$3` is each task's delay from
+/// now, or NULL when `$4` gives its time.
+const PUSH: &str = "WITH clock AS (SELECT NOW_MS AS now),
+    ins AS (
+        INSERT INTO @.tasks (queue, state, payload, created_at, run_at, priority, max_attempts)
+        SELECT $1, CASE WHEN x.run_at <= clock.now THEN 0 ELSE 4 END, u.payload, clock.now,
+               x.run_at, u.priority, u.max_attempts
+        FROM unnest($2::text[], $3::int8[], $4::int8[], $5::int4[], $6::int8[])
+                 WITH ORDINALITY AS u(payload, delay, at, priority, max_attempts, ord)
+             CROSS JOIN clock
+             CROSS JOIN LATERAL (SELECT coalesce(clock.now + u.delay, u.at) AS run_at) x
+        ORDER BY u.ord
+        RETURNING id)
+    SELECT id, (SELECT pg_notify($7, $1)::text) FROM ins";
+
+/// The task of queue `$1` holding unique key `$2`, if any.
+const UNIQUE_HOLDER: &str = "SELECT id, state, unique_until, NOW_MS FROM @.tasks
+    WHERE queue = $1 AND unique_key = $2 FOR UPDATE";
+
+/// Stores one task, with a unique key `$7` unless NULL, and unless a task
+/// pushed meanwhile by another transaction took the key. It was pushed to
+/// wait for tasks `$9` (NULL: none), waiting for `$10` unfinished ones, in
+/// ordered group `$11` (NULL: none).
+const PUSH_ONE: &str = "WITH clock AS (SELECT NOW_MS AS now),
+    v AS (SELECT coalesce(clock.now + $3::int8, $4::int8) AS run_at, clock.now FROM clock)
+    INSERT INTO @.tasks
+        (queue, state, payload, created_at, run_at, priority, max_attempts, unique_key, unique_for,
+         parents, waiting_for, group_key)
+    SELECT $1, CASE WHEN $10::int8 > 0 THEN 7 WHEN v.run_at <= v.now THEN 0 ELSE 4 END, $2, v.now,
+           v.run_at, $5, $6, $7, $8, $9, $10, $11
+    FROM v
+    ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+    RETURNING id";
+
+/// Marks the tasks `$1` of queue `$2` as waited for (so that their end
+/// reaches the task waiting, see `schema.rs`) and answers the state of
+/// each: the newest, as the rows are locked until the push commits.
+const MARK_PARENTS: &str = "UPDATE @.tasks SET has_children = true
+    WHERE id = ANY ($1) AND queue = $2 RETURNING id, state";
+
+/// Records that task `$2` waits for the tasks `$1` (`$3`: to run anyway).
+pub(super) const ADD_DEPENDENCIES: &str = "INSERT INTO @.dependencies (parent, task, run_anyway)
+    SELECT unnest($1::int8[]), $2, $3";
+
+/// Serialises the pushes to ordered group `$1` (a text naming the schema,
+/// the queue and the group) until the transaction ends, so that each finds
+/// the tasks the others pushed before it. A key of one `bigint`, apart
+/// from the schema's `(lock space, n)` keys (the migration's and holders'),
+/// whose second half a hash could not avoid.
+const LOCK_GROUP: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))::text";
+
+const NOTIFY: &str = "SELECT pg_notify($1, $2)::text";
+
+impl PostgresStore {
+    /// Stores the tasks, all or none (`Store::push`).
+    pub(super) fn push_tasks(&self, tasks: Vec<NewTask>) -> Result<Vec<Pushed>> {
+        // One at a time: a task with a unique key, or a push with tasks
+        // to wait for or in groups.
+        if tasks
+            .iter()
+            .any(|task| task.unique.is_some() || !task.after.is_empty() || task.group.is_some())
+        {
+            return self.write(|tx| {
+                self.lock_groups(
+                    tx,
+                    tasks
+                        .iter()
+                        .filter_map(|task| task.group.as_ref().map(|(group, _)| group.as_str())),
+                )?;
+                let mut pushed = Vec::with_capacity(tasks.len());
+                for (index, task) in tasks.iter().enumerate() {
+                    let one = self
+                        .push_one(tx, task, &pushed)
+                        .map_err(|err| of_item(err, index, tasks.len()))?;
+                    pushed.push(one);
+                }
+                Ok(pushed)
+            });
+        }
+        let payloads: Vec<&str> = tasks.iter().map(|task| task.payload.as_str()).collect();
+        let delays: Vec<Option<i64>> = tasks.iter().map(|task| task.delay).collect();
+        let times: Vec<i64> = tasks.iter().map(|task| task.run_at).collect();
+        let priorities: Vec<i32> = tasks.iter().map(|task| task.priority).collect();
+        let attempts: Vec<i64> = tasks
+            .iter()
+            .map(|task| i64::from(task.max_attempts))
+            .collect();
+        let rows = self.write_one(
+            &self.sql(PUSH),
+            &[
+                &self.queue,
+                &payloads,
+                &delays,
+                &times,
+                &priorities,
+                &attempts,
+                &self.channel,
+            ],
+        )?;
+        let mut ids = rows
+            .iter()
+            .map(|row| row.try_get::<_, i64>(0))
+            .collect::<std::result::Result<Vec<i64>, _>>()?;
+        // Ids are drawn in insertion order, which is the tasks' order.
+        ids.sort_unstable();
+        Ok(ids.into_iter().map(Pushed::Stored).collect())
+    }
+
+    /// Stores one task, or, with a unique key, finds the task holding it.
+    /// A key is held by a pending or leased task, or by a done one until
+    /// its window ends; a task that no longer holds its key gives it up
+    /// here. `earlier` is what the earlier items of the same push did,
+    /// which the task may wait for; a task to wait for that cannot be
+    /// ([`waits_for`]) fails the push.
+    pub(super) fn push_one(
+        &self,
+        tx: &mut Tx<'_>,
+        task: &NewTask,
+        earlier: &[Pushed],
+    ) -> Result<Pushed> {
+        let parents = parent_ids(&task.after, earlier);
+        let unfinished = self.unfinished_parents(tx, &parents, task.run_anyway)?;
+        let group_parent = match &task.group {
+            Some((group, at_once)) => self.group_parent(tx, group, *at_once, &unfinished)?,
+            None => None,
+        };
+        let waiting = (unfinished.len() + usize::from(group_parent.is_some())) as i64;
+        let parents = (!parents.is_empty()).then_some(parents);
+        let key = task.unique.as_ref().map(|(key, _)| key.as_str());
+        // Two rounds at most: a concurrent push that took the key first is
+        // seen by the second look.
+        for _ in 0..2 {
+            if let Some(key) = key {
+                if let Some(id) = self.unique_key_holder(tx, key)? {
+                    return Ok(Pushed::Duplicate(id));
+                }
+            }
+            if let Some(id) = self.insert_task(tx, task, &parents, waiting)? {
+                if !unfinished.is_empty() {
+                    tx.execute(
+                        &self.sql(ADD_DEPENDENCIES),
+                        &[&unfinished, &id, &task.run_anyway],
+                    )?;
+                }
+                if let Some(parent) = group_parent {
+                    tx.execute(&self.sql(ADD_DEPENDENCIES), &[&vec![parent], &id, &true])?;
+                }
+                self.notify(tx, &self.queue)?;
+                return Ok(Pushed::Stored(id));
+            }
+        }
+        Err(Error::new(
+            crate::ErrorKind::Busy,
+            "the unique key was taken and given up by other pushes meanwhile: try again",
+        ))
+    }
+
+    /// Those of `parents` that a new task must still wait for, marked as
+    /// waited for ([`MARK_PARENTS`]) in one statement; [`waits_for`]
+    /// refuses a parent it cannot wait for, which fails the push.
+    fn unfinished_parents(
+        &self,
+        tx: &mut Tx<'_>,
+        parents: &[i64],
+        run_anyway: bool,
+    ) -> Result<Vec<i64>> {
+        let mut unfinished = Vec::new();
+        if !parents.is_empty() {
+            let mut states = HashMap::new();
+            for row in tx.query(&self.sql(MARK_PARENTS), &[&parents, &self.queue])? {
+                states.insert(row.try_get::<_, i64>(0)?, row.try_get::<_, i16>(1)?);
+            }
+            for &parent in parents {
+                let state = states.get(&parent).map(|&state| i64::from(state));
+                if waits_for(&self.queue, parent, state, run_anyway)? {
+                    unfinished.push(parent);
+                }
+            }
+        }
+        Ok(unfinished)
+    }
+
+    /// The task of this queue that still holds unique key `key`, if one
+    /// does, by the database's clock. A task that has the key but no
+    /// longer holds it gives it up here, so that the new task can take it.
+    fn unique_key_holder(&self, tx: &mut Tx<'_>, key: &str) -> Result<Option<i64>> {
+        if let Some(row) = tx.query_opt(&self.sql(UNIQUE_HOLDER), &[&self.queue, &key])? {
+            let id: i64 = row.try_get(0)?;
+            let state: i16 = row.try_get(1)?;
+            let unique_until: Option<i64> = row.try_get(2)?;
+            let now: i64 = row.try_get(3)?;
+            if holds_unique_key(i64::from(state), unique_until, now) {
+                return Ok(Some(id));
+            }
+            tx.execute(
+                &self.sql("UPDATE @.tasks SET unique_key = NULL WHERE id = $1"),
+                &[&id],
+            )?;
+        }
+        Ok(None)
+    }
+
+    /// Inserts `task`, waiting for `waiting` tasks, and returns its id;
+    /// none when its unique key was taken meanwhile by a concurrent push
+    /// ([`PUSH_ONE`] then inserts nothing), for the caller to look again.
+    fn insert_task(
+        &self,
+        tx: &mut Tx<'_>,
+        task: &NewTask,
+        parents: &Option<Vec<i64>>,
+        waiting: i64,
+    ) -> Result<Option<i64>> {
+        let group = task.group.as_ref().map(|(group, _)| group.as_str());
+        let (key, window) = match &task.unique {
+            Some((key, window)) => (Some(key.as_str()), *window),
+            None => (None, 0),
+        };
+        let max_attempts = i64::from(task.max_attempts);
+        let inserted = tx.query_opt(
+            &self.sql(PUSH_ONE),
+            &[
+                &self.queue,
+                &task.payload,
+                &task.delay,
+                &task.run_at,
+                &task.priority,
+                &max_attempts,
+                &key,
+                &window,
+                parents,
+                &waiting,
+                &group,
+            ],
+        )?;
+        match inserted {
+            Some(row) => Ok(Some(row.try_get(0)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The task a task pushed to `group`, `at_once` of whose tasks run at
+    /// once, waits for as its group's predecessor (see
+    /// [`group_predecessor_sql`]), marked as waited for, unless it waits
+    /// for that task already among its `parents`, with their own policy.
+    /// The group must be locked ([`PostgresStore::lock_groups`]).
+    pub(super) fn group_parent(
+        &self,
+        tx: &mut Tx<'_>,
+        group: &str,
+        at_once: u32,
+        parents: &[i64],
+    ) -> Result<Option<i64>> {
+        let offset = i64::from(at_once) - 1;
+        let Some(row) = tx.query_opt(
+            &self.sql(&group_predecessor_sql("@.tasks", '$')),
+            &[&self.queue, &group, &offset],
+        )?
+        else {
+            return Ok(None);
+        };
+        let predecessor: i64 = row.try_get(0)?;
+        if parents.contains(&predecessor) {
+            return Ok(None);
+        }
+        // It may have ended since it was found: then it holds nothing back.
+        let marked = tx.query_opt(&self.sql(MARK_PARENTS), &[&vec![predecessor], &self.queue])?;
+        let state = match marked {
+            Some(row) => Some(i64::from(row.try_get::<_, i16>(1)?)),
+            None => None,
+        };
+        Ok(state
+            .filter(|&state| !matches!(state, DONE | DEAD | CANCELLED))
+            .map(|_| predecessor))
+    }
+
+    /// Locks the ordered `groups` ([`LOCK_GROUP`]) for the rest of the
+    /// transaction, in one order, so that two pushes (or retries) to the
+    /// same groups cannot each wait for the other.
+    pub(super) fn lock_groups<'a>(
+        &self,
+        tx: &mut Tx<'_>,
+        groups: impl IntoIterator<Item = &'a str>,
+    ) -> Result<()> {
+        let groups: std::collections::BTreeSet<&str> = groups.into_iter().collect();
+        for group in groups {
+            let key = format!(
+                "tq:{}:{}:{}:{group}",
+                self.schema,
+                self.queue.len(),
+                self.queue
+            );
+            tx.query(LOCK_GROUP, &[&key])?;
+        }
+        Ok(())
+    }
+
+    /// Wakes the waiters of `queue`, in every process, once `tx` commits.
+    pub(super) fn notify(&self, tx: &mut Tx<'_>, queue: &str) -> Result<()> {
+        tx.query(NOTIFY, &[&self.channel, &queue])?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_server::{fresh_store, server};
+    use super::*;
+    use crate::options::{OpenOptions, PushOptions};
+    use crate::store::Store;
+
+    /// Waits (up to a generous bound) until `bell` has rung after `seen`.
+    fn rung_after(bell: &crate::wait::Bell, seen: u64) -> bool {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        bell.sleep(seen, until, || false);
+        bell.rings() > seen
+    }
+
+    #[test]
+    fn a_notification_wakes_only_the_waiters_of_its_queue() {
+        let Some(url) = server("a_notification_wakes_only_the_waiters_of_its_queue") else {
+            return;
+        };
+        let schema = format!("unit_wakes_{}", std::process::id());
+        let a = fresh_store(&url, &schema, "a");
+        let mut options = OpenOptions::new();
+        options
+            .postgres_schema(&schema)
+            .unwrap()
+            .queue("b")
+            .unwrap();
+        let b = PostgresStore::open(&url, &options).unwrap();
+        let (bell_a, bell_b) = (a.bell(), b.bell());
+        let task = |payload: &str| vec![NewTask::new(payload, &PushOptions::new(), 0, 3)];
+
+        // Notifications are heard in order: once a's push is heard, the
+        // listener's start is behind us too.
+        let seen = bell_a.rings();
+        a.push(task("1"), 0).unwrap();
+        assert!(rung_after(&bell_a, seen), "a push to a wakes a's waiters");
+
+        let (seen_a, seen_b) = (bell_a.rings(), bell_b.rings());
+        b.push(task("2"), 0).unwrap();
+        assert!(rung_after(&bell_b, seen_b), "a push to b wakes b's waiters");
+        assert_eq!(
+            bell_a.rings(),
+            seen_a,
+            "a push to b leaves a's waiters asleep"
+        );
+
+        a.push(task("3"), 0).unwrap();
+        assert!(rung_after(&bell_a, seen_a), "and a push to a wakes them");
+        drop((a, b));
+        postgres::Client::connect(&url, postgres::NoTls)
+            .unwrap()
+            .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+            .unwrap();
+    }
+}
