@@ -1,6 +1,6 @@
 //! Claiming: how a pull picks the best ready tasks of a queue and takes
 //! their lease ([`CLAIM`]), within the queue's concurrency and rate limits;
-//! how long until a task can be claimed; and how a lease is extended.
+//! and how long until a task can be claimed.
 //!
 //! Design: `docs/internals.md`, "PostgreSQL task statements".
 
@@ -12,7 +12,7 @@ use super::list::count32;
 use super::pool::Params;
 use super::PostgresStore;
 use crate::error::Result;
-use crate::store::{lease_slot_taken, not_held, sort_claimed};
+use crate::store::sort_claimed;
 use crate::task::{Receipt, Task};
 
 /// How long a pull that found its queue at its concurrency limit posts
@@ -131,7 +131,8 @@ const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
 /// live leases in the claim that follows it ([`CLAIM`] with `$6`) sees the
 /// leases the claim before took (a statement's snapshot is taken when it
 /// starts).
-const LOCK_SLOTS: &str = "SELECT max_leased, rate_period FROM @.queues WHERE queue = $1 FOR UPDATE";
+pub(super) const LOCK_SLOTS: &str =
+    "SELECT max_leased, rate_period FROM @.queues WHERE queue = $1 FOR UPDATE";
 
 /// Posts, for `$2` ms, that a pull waits for a slot of queue `$1`'s
 /// concurrency limit, if the queue is at its limit; answers a row if so.
@@ -164,35 +165,8 @@ const USE_RATE_SLOTS: &str = "UPDATE @.rate_slots SET used_at = NOW_MS
                                   WHERE queue = $1 AND used_at <= NOW_MS - $2
                                   ORDER BY used_at LIMIT $3)";
 
-/// Moves the live lease of delivery `($1, $2)` to `$3` ms from now,
-/// recording progress `$4` when not NULL, unless its queue has a
-/// concurrency limit: those extends take the claims' lock
-/// ([`PostgresStore::extend_limited`]).
-const EXTEND: &str = "UPDATE @.tasks t
-    SET lease_expires_at = NOW_MS + $3::int8, progress = coalesce($4::text, progress)
-    WHERE id = $1 AND state = 1 AND lease_token = $2 AND lease_expires_at > NOW_MS
-      AND NOT EXISTS (SELECT 1 FROM @.queues q WHERE q.queue = t.queue AND q.max_leased IS NOT NULL)
-    RETURNING id";
-
-/// The concurrency limit of task `$1`'s queue, its settings locked as
-/// claims of a limited queue lock them ([`LOCK_SLOTS`]); no row when its
-/// queue has no settings.
-const LOCK_SLOTS_OF_TASK: &str = "SELECT max_leased FROM @.queues
-    WHERE queue = (SELECT queue FROM @.tasks WHERE id = $1) FOR UPDATE";
-
-/// The queue of delivery `($1, $2)`, if current, and whether its lease is
-/// live, its row locked so that no claim takes it meanwhile.
-const LOCK_DELIVERY: &str = "SELECT queue, lease_expires_at > NOW_MS FROM @.tasks
-    WHERE id = $1 AND state = 1 AND lease_token = $2 FOR UPDATE";
-
 /// The live leases of queue `$1`, which hold a slot of its concurrency limit.
-const LIVE_LEASES: &str = concat!("SELECT ", live_leases!());
-
-/// Moves the lease of task `$1` to `$2` ms from now, recording progress
-/// `$3` when not NULL.
-const EXTEND_LOCKED: &str = "UPDATE @.tasks
-    SET lease_expires_at = NOW_MS + $2::int8, progress = coalesce($3::text, progress)
-    WHERE id = $1";
+pub(super) const LIVE_LEASES: &str = concat!("SELECT ", live_leases!());
 
 /// A lease token: 64 random bits, as in SQLite, so that a receipt never
 /// matches a delivery it was not drawn for (two draws of 32 bits: one
@@ -477,61 +451,6 @@ impl PostgresStore {
                 &[&self.channel, &self.queue],
             );
         }
-    }
-
-    /// Moves the lease of a current delivery (`Store::extend`).
-    pub(super) fn extend_lease(
-        &self,
-        receipt: Receipt,
-        lease: i64,
-        progress: Option<&str>,
-    ) -> Result<()> {
-        let extended = self.write_one(
-            &self.sql(EXTEND),
-            &[&receipt.id, &receipt.token, &lease, &progress],
-        )?;
-        if extended.is_empty() {
-            return self.extend_limited(receipt, lease, progress);
-        }
-        Ok(())
-    }
-
-    /// Extends the lease of `receipt` that [`EXTEND`] did not: one of a
-    /// queue with a concurrency limit, or one expired (or not current).
-    /// Under the settings' lock that claims of a limited queue take, it
-    /// decides whether the lease is live and, if it is not, whether the
-    /// limit has room for it: an expired lease holds no slot, and a claim
-    /// may have filled it. Without the lock, an extend begun while the
-    /// lease was live and a claim counting it expired could both succeed.
-    fn extend_limited(&self, receipt: Receipt, lease: i64, progress: Option<&str>) -> Result<()> {
-        self.write(|tx| {
-            let limit: Option<i64> = match tx
-                .query(&self.sql(LOCK_SLOTS_OF_TASK), &[&receipt.id])?
-                .first()
-            {
-                Some(row) => row.try_get(0)?,
-                None => None,
-            };
-            let current = tx.query(&self.sql(LOCK_DELIVERY), &[&receipt.id, &receipt.token])?;
-            let Some(row) = current.first() else {
-                return Err(not_held(receipt.id));
-            };
-            let queue: String = row.try_get(0)?;
-            let live: bool = row.try_get(1)?;
-            if let (Some(limit), false) = (limit, live) {
-                let taken: i64 = tx
-                    .query(&self.sql(LIVE_LEASES), &[&queue])?
-                    .first()
-                    .map(|row| row.try_get(0))
-                    .transpose()?
-                    .unwrap_or(0);
-                if taken >= limit {
-                    return Err(lease_slot_taken(receipt.id, &queue, limit));
-                }
-            }
-            tx.execute(&self.sql(EXTEND_LOCKED), &[&receipt.id, &lease, &progress])?;
-            Ok(())
-        })
     }
 
     /// When a task of the queue can be claimed (`Store::next_claimable`).

@@ -1,16 +1,18 @@
-//! Finishing: how a delivery ends: finished (with a result, or with a claim
-//! of more tasks in the same transaction), failed (retried after a
-//! back-off, or dead), or snoozed (handed back to run later).
+//! Ending a delivery: finish (with a result, or with a claim of more tasks
+//! in the same transaction), fail (retried after a back-off, or dead),
+//! extend, snooze (handed back to run later); and retrying dead tasks.
 
 use std::collections::HashSet;
 
 use postgres::Row;
 
+use super::claim::LIVE_LEASES;
 use super::pool::Params;
+use super::push::ADD_DEPENDENCIES;
 use super::PostgresStore;
 use crate::error::Result;
 use crate::options::RetryBackoff;
-use crate::store::{not_held, stored_reason, IfNotHeld};
+use crate::store::{lease_slot_taken, not_held, stored_reason, IfNotHeld};
 use crate::task::{Failed, Receipt, Task};
 
 /// One finish-and-claim ([`Store::finish_and_claim`]), as its handle's
@@ -111,6 +113,52 @@ const FAIL: &str = "WITH clock AS (
         FROM current c, clock WHERE t.id = c.id
         RETURNING c.dead, c.retry_at, c.queue)
     SELECT dead, retry_at, CASE WHEN NOT dead THEN pg_notify($6, queue)::text END FROM failed";
+
+/// Moves the live lease of delivery `($1, $2)` to `$3` ms from now,
+/// recording progress `$4` when not NULL, unless its queue has a
+/// concurrency limit: those extends take the claims' lock
+/// ([`PostgresStore::extend_limited`]).
+const EXTEND: &str = "UPDATE @.tasks t
+    SET lease_expires_at = NOW_MS + $3::int8, progress = coalesce($4::text, progress)
+    WHERE id = $1 AND state = 1 AND lease_token = $2 AND lease_expires_at > NOW_MS
+      AND NOT EXISTS (SELECT 1 FROM @.queues q WHERE q.queue = t.queue AND q.max_leased IS NOT NULL)
+    RETURNING id";
+
+/// The concurrency limit of task `$1`'s queue, its settings locked as
+/// claims of a limited queue lock them ([`LOCK_SLOTS`]); no row when its
+/// queue has no settings.
+///
+/// [`LOCK_SLOTS`]: super::claim::LOCK_SLOTS
+const LOCK_SLOTS_OF_TASK: &str = "SELECT max_leased FROM @.queues
+    WHERE queue = (SELECT queue FROM @.tasks WHERE id = $1) FOR UPDATE";
+
+/// The queue of delivery `($1, $2)`, if current, and whether its lease is
+/// live, its row locked so that no claim takes it meanwhile.
+const LOCK_DELIVERY: &str = "SELECT queue, lease_expires_at > NOW_MS FROM @.tasks
+    WHERE id = $1 AND state = 1 AND lease_token = $2 FOR UPDATE";
+
+/// Moves the lease of task `$1` to `$2` ms from now, recording progress
+/// `$3` when not NULL.
+const EXTEND_LOCKED: &str = "UPDATE @.tasks
+    SET lease_expires_at = NOW_MS + $2::int8, progress = coalesce($3::text, progress)
+    WHERE id = $1";
+
+const RETRY_DEAD: &str = "UPDATE @.tasks
+    SET state = 0, attempts = 0, run_at = NOW_MS, finished_at = NULL
+    WHERE queue = $1 AND state = 3 AND ($2::int8 IS NULL OR id = $2)";
+
+/// The dead tasks of ordered groups that [`RETRY_DEAD`] would retry, with
+/// their groups, by id, locked until the retry commits.
+const DEAD_IN_GROUPS: &str = "SELECT id, group_key FROM @.tasks
+    WHERE queue = $1 AND state = 3 AND group_key IS NOT NULL AND ($2::int8 IS NULL OR id = $2)
+    ORDER BY id FOR UPDATE";
+
+/// Retries the dead task `$1` of an ordered group: ready, or blocked
+/// behind one task when `$2`.
+const RETRY_GROUPED: &str = "UPDATE @.tasks
+    SET state = CASE WHEN $2 THEN 7 ELSE 0 END, waiting_for = CASE WHEN $2 THEN 1 ELSE 0 END,
+        attempts = 0, run_at = NOW_MS, finished_at = NULL
+    WHERE id = $1";
 
 impl PostgresStore {
     /// Runs finishes made at once as one statement; each gets the answers
@@ -265,6 +313,88 @@ impl PostgresStore {
             return Ok(Failed::Dead);
         }
         Ok(Failed::RetryAt(row.try_get(1)?))
+    }
+
+    /// Moves the lease of a current delivery (`Store::extend`).
+    pub(super) fn extend_lease(
+        &self,
+        receipt: Receipt,
+        lease: i64,
+        progress: Option<&str>,
+    ) -> Result<()> {
+        let extended = self.write_one(
+            &self.sql(EXTEND),
+            &[&receipt.id, &receipt.token, &lease, &progress],
+        )?;
+        if extended.is_empty() {
+            return self.extend_limited(receipt, lease, progress);
+        }
+        Ok(())
+    }
+
+    /// Extends the lease of `receipt` that [`EXTEND`] did not: one of a
+    /// queue with a concurrency limit, or one expired (or not current).
+    /// Under the settings' lock that claims of a limited queue take, it
+    /// decides whether the lease is live and, if it is not, whether the
+    /// limit has room for it: an expired lease holds no slot, and a claim
+    /// may have filled it. Without the lock, an extend begun while the
+    /// lease was live and a claim counting it expired could both succeed.
+    fn extend_limited(&self, receipt: Receipt, lease: i64, progress: Option<&str>) -> Result<()> {
+        self.write(|tx| {
+            let limit: Option<i64> = match tx
+                .query(&self.sql(LOCK_SLOTS_OF_TASK), &[&receipt.id])?
+                .first()
+            {
+                Some(row) => row.try_get(0)?,
+                None => None,
+            };
+            let current = tx.query(&self.sql(LOCK_DELIVERY), &[&receipt.id, &receipt.token])?;
+            let Some(row) = current.first() else {
+                return Err(not_held(receipt.id));
+            };
+            let queue: String = row.try_get(0)?;
+            let live: bool = row.try_get(1)?;
+            if let (Some(limit), false) = (limit, live) {
+                let taken: i64 = tx
+                    .query(&self.sql(LIVE_LEASES), &[&queue])?
+                    .first()
+                    .map(|row| row.try_get(0))
+                    .transpose()?
+                    .unwrap_or(0);
+                if taken >= limit {
+                    return Err(lease_slot_taken(receipt.id, &queue, limit));
+                }
+            }
+            tx.execute(&self.sql(EXTEND_LOCKED), &[&receipt.id, &lease, &progress])?;
+            Ok(())
+        })
+    }
+
+    /// Makes dead tasks pending again (`Store::retry_dead`).
+    pub(super) fn retry_dead_tasks(&self, id: Option<i64>) -> Result<u64> {
+        self.write(|tx| {
+            // See `Store::retry_dead`: each dead task of a group rejoins it
+            // at the back of its line, after the one retried before it.
+            let grouped: Vec<(i64, String)> = tx
+                .query(&self.sql(DEAD_IN_GROUPS), &[&self.queue, &id])?
+                .iter()
+                .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+                .collect::<Result<_>>()?;
+            self.lock_groups(tx, grouped.iter().map(|(_, group)| group.as_str()))?;
+            for (task, group) in &grouped {
+                let predecessor = self.group_parent(tx, group, 1, &[])?;
+                tx.execute(&self.sql(RETRY_GROUPED), &[task, &predecessor.is_some()])?;
+                if let Some(parent) = predecessor {
+                    tx.execute(&self.sql(ADD_DEPENDENCIES), &[&vec![parent], task, &true])?;
+                }
+            }
+            let retried =
+                tx.execute(&self.sql(RETRY_DEAD), &[&self.queue, &id])? + grouped.len() as u64;
+            if retried > 0 {
+                self.notify(tx, &self.queue)?;
+            }
+            Ok(retried)
+        })
     }
 
     /// Hands the task of a current delivery back to run later (`Store::snooze`).

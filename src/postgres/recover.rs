@@ -1,8 +1,6 @@
 //! Recovering: how the tasks of expired leases and of holders that are
-//! gone are taken back, how dead tasks are retried, and how old history
-//! is purged.
+//! gone are taken back, and how old history is purged.
 
-use super::push::ADD_DEPENDENCIES;
 use super::PostgresStore;
 use crate::error::{Error, Result};
 use crate::task::TaskState;
@@ -49,23 +47,6 @@ const OVER_CANCELLING: &str = ",
                OR t.holder_id NOT IN (SELECT id FROM live))
         FOR UPDATE OF t SKIP LOCKED)";
 
-const RETRY_DEAD: &str = "UPDATE @.tasks
-    SET state = 0, attempts = 0, run_at = NOW_MS, finished_at = NULL
-    WHERE queue = $1 AND state = 3 AND ($2::int8 IS NULL OR id = $2)";
-
-/// The dead tasks of ordered groups that [`RETRY_DEAD`] would retry, with
-/// their groups, by id, locked until the retry commits.
-const DEAD_IN_GROUPS: &str = "SELECT id, group_key FROM @.tasks
-    WHERE queue = $1 AND state = 3 AND group_key IS NOT NULL AND ($2::int8 IS NULL OR id = $2)
-    ORDER BY id FOR UPDATE";
-
-/// Retries the dead task `$1` of an ordered group: ready, or blocked
-/// behind one task when `$2`.
-const RETRY_GROUPED: &str = "UPDATE @.tasks
-    SET state = CASE WHEN $2 THEN 7 ELSE 0 END, waiting_for = CASE WHEN $2 THEN 1 ELSE 0 END,
-        attempts = 0, run_at = NOW_MS, finished_at = NULL
-    WHERE id = $1";
-
 impl PostgresStore {
     /// Takes back the tasks of expired leases and gone holders (`Store::recover`).
     pub(super) fn recover_leases(&self) -> Result<u64> {
@@ -93,33 +74,6 @@ impl PostgresStore {
                 self.notify(tx, &self.queue)?;
             }
             Ok(recovered)
-        })
-    }
-
-    /// Makes dead tasks pending again (`Store::retry_dead`).
-    pub(super) fn retry_dead_tasks(&self, id: Option<i64>) -> Result<u64> {
-        self.write(|tx| {
-            // See `Store::retry_dead`: each dead task of a group rejoins it
-            // at the back of its line, after the one retried before it.
-            let grouped: Vec<(i64, String)> = tx
-                .query(&self.sql(DEAD_IN_GROUPS), &[&self.queue, &id])?
-                .iter()
-                .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
-                .collect::<Result<_>>()?;
-            self.lock_groups(tx, grouped.iter().map(|(_, group)| group.as_str()))?;
-            for (task, group) in &grouped {
-                let predecessor = self.group_parent(tx, group, 1, &[])?;
-                tx.execute(&self.sql(RETRY_GROUPED), &[task, &predecessor.is_some()])?;
-                if let Some(parent) = predecessor {
-                    tx.execute(&self.sql(ADD_DEPENDENCIES), &[&vec![parent], task, &true])?;
-                }
-            }
-            let retried =
-                tx.execute(&self.sql(RETRY_DEAD), &[&self.queue, &id])? + grouped.len() as u64;
-            if retried > 0 {
-                self.notify(tx, &self.queue)?;
-            }
-            Ok(retried)
         })
     }
 

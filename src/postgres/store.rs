@@ -31,7 +31,7 @@ impl Store for PostgresStore {
         })
     }
 
-    // Finish
+    // Finish, fail, extend
 
     fn finish(&self, receipts: &[Receipt], _now: i64) -> Result<Vec<bool>> {
         self.finishes
@@ -78,8 +78,6 @@ impl Store for PostgresStore {
         self.fail_delivery(receipt, reason, backoff)
     }
 
-    // Extend (claim.rs)
-
     fn extend(
         &self,
         receipt: Receipt,
@@ -96,7 +94,7 @@ impl Store for PostgresStore {
         self.recover_leases()
     }
 
-    // List
+    // Look at a queue
 
     fn count(&self, state: TaskState) -> Result<u64> {
         self.count_tasks(state)
@@ -126,7 +124,7 @@ impl Store for PostgresStore {
         self.task_info_by_unique_key(key)
     }
 
-    // Retry and purge (recover.rs)
+    // Retry and purge
 
     fn retry_dead(&self, id: Option<i64>, _now: i64) -> Result<u64> {
         self.retry_dead_tasks(id)
@@ -154,13 +152,13 @@ impl Store for PostgresStore {
         self.cancellations_bell()
     }
 
-    // Snooze (finish.rs)
+    // Snooze
 
     fn snooze(&self, receipt: Receipt, _now: i64, delay: i64) -> Result<()> {
         self.snooze_delivery(receipt, delay)
     }
 
-    // Settings
+    // Pause and limits
 
     fn set_pause(&self, pause: Option<Pause>) -> Result<()> {
         self.write_pause(pause)
@@ -186,7 +184,7 @@ impl Store for PostgresStore {
         self.read_rate_limit()
     }
 
-    // Write-ahead log (none here)
+    // The file (none here: the server keeps its own log)
 
     fn checkpoint(&self) -> Result<Checkpoint> {
         Err(no_wal_file())
@@ -196,7 +194,7 @@ impl Store for PostgresStore {
         Err(no_wal_file())
     }
 
-    // Waiting (claim.rs, listener.rs)
+    // Waiting
 
     fn next_claimable(&self, now: i64) -> Result<Option<i64>> {
         self.next_claimable_at(now)
@@ -209,7 +207,7 @@ impl Store for PostgresStore {
             .load(std::sync::atomic::Ordering::SeqCst))
     }
 
-    // The schema's queues and ids (list.rs)
+    // The whole schema's queues and ids
 
     fn queue_names(&self) -> Result<Vec<String>> {
         self.read_queue_names()
@@ -219,7 +217,7 @@ impl Store for PostgresStore {
         self.read_last_id()
     }
 
-    // Schedules (schedules.rs)
+    // Schedules
 
     fn put_schedule(&self, schedule: &Schedule, put: PutSchedule, _now: i64) -> Result<()> {
         self.put_schedule_row(schedule, put)
