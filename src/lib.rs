@@ -21,9 +21,10 @@
 //! `settings.rs`; the `Store` methods in `store.rs`); `holder.rs`
 //! tells whether a process holding tasks is still alive. `postgres/` is the
 //! PostgreSQL backend, opened for a `postgres://` URL (its schema in
-//! `postgres/schema.rs`, the claim in `postgres/claim.rs` and every other
-//! task statement in the file named for it, connections in
-//! `postgres/pool.rs`, holders and wake-ups in `postgres/listener.rs`).
+//! `postgres/schema.rs`, the claim in `postgres/claim.rs`, every other
+//! task statement in the file of its kind, as in `sqlite/`; the `Store`
+//! methods in `store.rs`, connections in `postgres/pool.rs`, holders and
+//! wake-ups in `postgres/listener.rs`).
 
 // Waiting between processes uses futexes and liveness reads /proc, so no
 // other system can build tq: this error comes first, ahead of those of the

@@ -1,6 +1,7 @@
 //! Claiming: how a pull picks the best ready tasks of a queue and takes
-//! their lease ([`CLAIM`]), within the queue's concurrency and rate limits;
-//! and how long until a task can be claimed.
+//! their lease, within the queue's concurrency and rate limits; and how
+//! long until a task can be claimed. This is where a task is claimed
+//! ([`CLAIM`]).
 //!
 //! Design: `docs/internals.md`, "PostgreSQL task statements".
 

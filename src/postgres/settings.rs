@@ -1,4 +1,5 @@
-//! A queue's settings: its pause, its concurrency limit and its rate limit.
+//! What an operator set for a queue: its pause, its concurrency limit and
+//! its rate limit.
 
 use std::sync::atomic::Ordering;
 

@@ -1,5 +1,7 @@
-//! The backend as the engine sees it: `impl Store for PostgresStore`, its
-//! calls in the trait's order, each handed to the file that answers it.
+//! The PostgreSQL backend as the engine sees it: `impl Store for
+//! PostgresStore`, its methods in the order of the trait, each handing its
+//! work to the file that answers for it (`push.rs`, `claim.rs`,
+//! `finish.rs`, ...).
 
 use std::sync::Arc;
 use std::time::Duration;
