@@ -278,28 +278,9 @@ impl PostgresStore {
         lease: i64,
     ) -> Result<Vec<Task>> {
         let holder = self.listener.holder(self.wait)?;
-        // A limited queue: its slots are taken under a lock, which lasts
-        // until the end of a transaction. A handle that saw its queue
-        // limited goes there at once, rather than learn it again from a
-        // round of the claim.
-        let claim_limited = |run| {
-            if transaction {
-                return Ok(self.claim_limited(run, max, lease, holder)?.0);
-            }
-            let claim = || {
-                self.write(|tx| {
-                    self.claim_limited(|sql, params| tx.query(sql, params), max, lease, holder)
-                })
-            };
-            let (tasks, wanted) = claim()?;
-            if wanted {
-                // A finish that committed after this claim counted the
-                // leases looked for a want before this one was posted, and
-                // told no one: look once more, now that it is posted.
-                return Ok(claim()?.0);
-            }
-            Ok(tasks)
-        };
+        // A handle that saw its queue limited goes to the limited claim at
+        // once, rather than learn it again from a round of the claim.
+        let claim_limited = |run| self.claim_from_limited(run, transaction, max, lease, holder);
         if self.limited.load(Ordering::Relaxed) {
             return claim_limited(run);
         }
@@ -340,6 +321,35 @@ impl PostgresStore {
             }
         }
         sort_claimed(&mut tasks);
+        Ok(tasks)
+    }
+
+    /// Claims up to `max` tasks of this limited queue, whose slots are taken
+    /// under a lock that lasts until the end of a transaction: the caller's
+    /// (`transaction`, with `run` in it), or one of its own.
+    fn claim_from_limited(
+        &self,
+        run: impl FnMut(&str, Params<'_>) -> Result<Vec<Row>>,
+        transaction: bool,
+        max: usize,
+        lease: i64,
+        holder: i32,
+    ) -> Result<Vec<Task>> {
+        if transaction {
+            return Ok(self.claim_limited(run, max, lease, holder)?.0);
+        }
+        let claim = || {
+            self.write(|tx| {
+                self.claim_limited(|sql, params| tx.query(sql, params), max, lease, holder)
+            })
+        };
+        let (tasks, wanted) = claim()?;
+        if wanted {
+            // A finish that committed after this claim counted the
+            // leases looked for a want before this one was posted, and
+            // told no one: look once more, now that it is posted.
+            return Ok(claim()?.0);
+        }
         Ok(tasks)
     }
 
