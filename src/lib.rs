@@ -9,22 +9,12 @@
 //! The C ABI (`src/ffi/`) is a thin layer over this API; `include/tq.h` is
 //! generated from it.
 //!
-//! Layout: `queue.rs` is the engine's front (argument checks, clock, fork
-//! guard, waiting); `schedule.rs` says what a periodic schedule is and
-//! when its slots fall (each backend's `schedules.rs` stores and drives
-//! them); `wait.rs` wakes waiting pulls; `location.rs` shows a
-//! location without its password; `store.rs` is the narrow interface a
-//! storage backend implements, and the rules both backends share;
-//! `sqlite/` is the SQLite backend (schema in `sqlite/schema.rs`, the
-//! claim in `sqlite/claim.rs`, every other task statement in the file of
-//! its kind: `push.rs`, `finish.rs`, `cancel.rs`, `recover.rs`, `list.rs`,
-//! `settings.rs`; the `Store` methods in `store.rs`); `holder.rs`
-//! tells whether a process holding tasks is still alive. `postgres/` is the
-//! PostgreSQL backend, opened for a `postgres://` URL (its schema in
-//! `postgres/schema.rs`, the claim in `postgres/claim.rs`, every other
-//! task statement in the file of its kind, as in `sqlite/`; the `Store`
-//! methods in `store.rs`, connections in `postgres/pool.rs`, holders and
-//! wake-ups in `postgres/listener.rs`).
+//! Layout: `docs/internals.md` opens with a map of the source, which file
+//! answers which question: the engine's front in `queue/` (argument
+//! checks, clock, fork guard, waiting), the interface a backend implements
+//! in `store.rs`, the backends in `sqlite/` and `postgres/` (each cut by
+//! entity: `push.rs`, `claim.rs`, `finish.rs`, ...), the C ABI in `ffi/`
+//! (one file per C object).
 
 // Waiting between processes uses futexes and liveness reads /proc, so no
 // other system can build tq: this error comes first, ahead of those of the

@@ -114,7 +114,7 @@ impl PostgresStore {
         ))
     }
 
-    /// Ends task `id` as cancelled (see `sqlite/tasks.rs`): kept with
+    /// Ends task `id` as cancelled (see `sqlite/cancel.rs`): kept with
     /// `reason` with history, deleted without.
     fn end_as_cancelled(&self, tx: &mut Tx<'_>, id: i64, reason: Option<&str>) -> Result<()> {
         // What it waited for is forgotten after its end, which a blocked

@@ -9,7 +9,7 @@ use crate::store::{state_condition, visible_state, ListFrom};
 use crate::task::{TaskInfo, TaskState, TaskTiming};
 
 /// The time the ready task of queue `$1` that has been ready longest
-/// became ready, found as SQLite does (see `sqlite/tasks.rs`), and the
+/// became ready, found as SQLite does (see `sqlite/list.rs`), and the
 /// server's time.
 const OLDEST_READY: &str = "WITH RECURSIVE level(priority) AS (
         SELECT max(priority) FROM @.tasks WHERE queue = $1 AND state = 0
