@@ -12,7 +12,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use super::commands::ClaimArgs;
 use super::finish::{release_waiting, Ended};
 use super::recover::end_expired_cancels;
-use super::settings::settings;
+use super::settings::{settings, Settings};
 use crate::error::Result;
 use crate::holder::ProcessId;
 use crate::store::{claim_order, sort_claimed, UNTIL_RESUMED};
@@ -464,7 +464,12 @@ struct Bounds {
 /// take no more, so the limits hold exactly: every claim of the file runs
 /// under its write lock.
 fn bounds(conn: &Connection, queue: &str, now: i64, max: usize) -> Result<Bounds> {
-    let Some((paused_until, max_leased, rate_period)) = settings(conn, queue)? else {
+    let Some(Settings {
+        paused_until,
+        max_leased,
+        rate_period,
+    }) = settings(conn, queue)?
+    else {
         return Ok(Bounds {
             room: None,
             rate_period: None,
@@ -524,7 +529,11 @@ fn candidate_from_row(row: &Row<'_>) -> rusqlite::Result<Candidate> {
 
 /// [`Store::next_claimable`](crate::store::Store::next_claimable) of `queue`, read on `conn`.
 pub(super) fn next_claimable(conn: &Connection, queue: &str, now: i64) -> Result<Option<i64>> {
-    let (paused_until, max_leased, rate_period) = settings(conn, queue)?.unwrap_or_default();
+    let Settings {
+        paused_until,
+        max_leased,
+        rate_period,
+    } = settings(conn, queue)?.unwrap_or_default();
     // A paused queue has nothing to claim before its pause ends
     // (a resume rings the waiters).
     if let Some(until) = paused_until.filter(|&until| until > now) {

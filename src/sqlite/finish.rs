@@ -8,7 +8,7 @@ use super::cancel::cancel_blocked;
 use super::claim::{claim_for, LIVE_LEASES};
 use super::commands::ClaimArgs;
 use super::push::group_parent;
-use super::settings::settings;
+use super::settings::{settings, Settings};
 use crate::error::Result;
 use crate::holder::ProcessId;
 use crate::options::RetryBackoff;
@@ -232,7 +232,11 @@ pub(super) fn extend_lease(
     let Some(queue) = expired_in else {
         return Err(not_held(receipt.id));
     };
-    if let Some((_, Some(limit), _)) = settings(conn, &queue)? {
+    if let Some(Settings {
+        max_leased: Some(limit),
+        ..
+    }) = settings(conn, &queue)?
+    {
         let live: i64 = conn
             .prepare_cached(LIVE_LEASES)?
             .query_row(params![queue, now], |row| row.get(0))?;

@@ -23,12 +23,26 @@ pub(super) const SETTINGS: &str =
 pub(super) fn settings(conn: &Connection, queue: &str) -> Result<Option<Settings>> {
     Ok(conn
         .prepare_cached(SETTINGS)?
-        .query_row([queue], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+        .query_row([queue], |row| {
+            Ok(Settings {
+                paused_until: row.get(0)?,
+                max_leased: row.get(1)?,
+                rate_period: row.get(2)?,
+            })
+        })
         .optional()?)
 }
 
-/// A queue's pause's end, concurrency limit and rate limit's window.
-type Settings = (Option<i64>, Option<i64>, Option<i64>);
+/// What an operator set for a queue, as stored; `None` for what is not set.
+#[derive(Default)]
+pub(super) struct Settings {
+    /// When its pause ends, in ms (`UNTIL_RESUMED` for a pause without end).
+    pub(super) paused_until: Option<i64>,
+    /// Its concurrency limit: the most leases live at once.
+    pub(super) max_leased: Option<i64>,
+    /// The window of its rate limit, in ms.
+    pub(super) rate_period: Option<i64>,
+}
 
 /// When the pause of `queue` in force at `now` ends, if it is paused.
 pub(super) fn paused_until(conn: &Connection, queue: &str, now: i64) -> Result<Option<i64>> {
