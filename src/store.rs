@@ -123,6 +123,13 @@ pub(crate) enum IfNotHeld {
 /// What a storage backend does. Every method is one atomic operation: it
 /// either happens whole or not at all, and it is safe to call from any
 /// number of threads at once.
+///
+/// Every backend implements every method, in its `store.rs`, in the order
+/// of this trait. A call about something a backend does not have (on
+/// PostgreSQL, the calls about SQLite's write-ahead log: `checkpoint`,
+/// `wal_size`) fails with `InvalidArgument`, changing nothing, and its
+/// message says why the call means nothing there; it never pretends to
+/// succeed.
 pub(crate) trait Store: Send + Sync {
     /// Stores the tasks, all or none, and says what happened to each.
     fn push(&self, tasks: Vec<NewTask>, now: i64) -> Result<Vec<Pushed>>;
