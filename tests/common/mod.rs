@@ -89,6 +89,12 @@ impl Scratch {
         }
     }
 
+    /// A scratch for a file, in a temporary directory (the test's name
+    /// unused: `on_both_backends!` gives every constructor one).
+    pub fn sqlite(_test: &str) -> Option<Scratch> {
+        Some(Scratch::new())
+    }
+
     /// A scratch on the PostgreSQL test server, in an empty schema named
     /// after `test`; `None` (saying why) when no server is set.
     pub fn postgres(test: &str) -> Option<Scratch> {
@@ -177,27 +183,40 @@ pub fn lease(ms: u64) -> PullOptions {
     options
 }
 
-/// Runs each named test, a `fn(Scratch)`, on both backends: as
+/// Runs each named test, a `fn(Scratch)`, on every backend: as
 /// `sqlite::NAME` on a file, and as `postgres::NAME` in a schema of its own
 /// on the server named by `TQ_TEST_POSTGRES_URL` (skipped, saying so, when
-/// it is not set).
+/// it is not set). The backends are listed here once: a module name, and
+/// the `Scratch` constructor that makes a queue's place on it.
 macro_rules! on_both_backends {
     ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[test]
-                fn $name() {
-                    super::$name(crate::common::Scratch::new());
-                }
-            )*
+        on_backends! {
+            tests: [$($name),*],
+            backends: [sqlite: sqlite, postgres: postgres],
         }
-        mod postgres {
+    };
+}
+
+/// `on_both_backends!`'s expansion: one module of tests per backend.
+macro_rules! on_backends {
+    (tests: $tests:tt, backends: [$($module:ident: $scratch:ident),*],) => {
+        $( on_backend!($module, $scratch, $tests); )*
+    };
+}
+
+/// The tests of one backend, each given the scratch its constructor makes
+/// (none: skipped, the constructor having said why).
+macro_rules! on_backend {
+    ($module:ident, $scratch:ident, [$($name:ident),*]) => {
+        mod $module {
             $(
                 #[test]
                 fn $name() {
-                    if let Some(scratch) =
-                        crate::common::Scratch::postgres(concat!(module_path!(), "::", stringify!($name)))
-                    {
+                    if let Some(scratch) = crate::common::Scratch::$scratch(concat!(
+                        module_path!(),
+                        "::",
+                        stringify!($name)
+                    )) {
                         super::$name(scratch);
                     }
                 }
