@@ -123,10 +123,28 @@ pub struct OpenOptions {
     pub(crate) queue: String,
     pub(crate) max_attempts: u32,
     pub(crate) retry_backoff: RetryBackoff,
-    /// PostgreSQL only; `None` when not set, so SQLite can refuse it.
-    pub(crate) pool_size: Option<usize>,
-    /// PostgreSQL only, as `pool_size`.
-    pub(crate) postgres_schema: Option<String>,
+    /// What only PostgreSQL takes.
+    pub(crate) postgres: PostgresOptions,
+}
+
+/// The options of [`OpenOptions`] that only the PostgreSQL backend takes,
+/// each `None` when not set, so that opening an SQLite file can refuse it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct PostgresOptions {
+    pool_size: Option<usize>,
+    schema: Option<String>,
+}
+
+impl PostgresOptions {
+    /// How many connections a handle's pool may hold.
+    pub(crate) fn pool_size(&self) -> usize {
+        self.pool_size.unwrap_or(DEFAULT_POOL_SIZE)
+    }
+
+    /// The schema tq's tables live in.
+    pub(crate) fn schema(&self) -> &str {
+        self.schema.as_deref().unwrap_or(DEFAULT_POSTGRES_SCHEMA)
+    }
 }
 
 /// The pause before a failed task is retried: `min` after the first
@@ -165,8 +183,7 @@ impl Default for OpenOptions {
                 min: Duration::from_secs(1),
                 max: Duration::from_secs(3600),
             },
-            pool_size: None,
-            postgres_schema: None,
+            postgres: PostgresOptions::default(),
         }
     }
 }
@@ -279,7 +296,7 @@ impl OpenOptions {
                 "the pool size must be between 1 and {MAX_POOL_SIZE} connections, got {size}"
             )));
         }
-        self.pool_size = Some(size);
+        self.postgres.pool_size = Some(size);
         Ok(self)
     }
 
@@ -300,18 +317,18 @@ impl OpenOptions {
                  not starting with a digit or 'pg_'"
             )));
         }
-        self.postgres_schema = Some(name.to_owned());
+        self.postgres.schema = Some(name.to_owned());
         Ok(self)
     }
 
     /// Refuses the options that mean nothing for an SQLite file.
     pub(crate) fn check_sqlite(&self) -> Result<()> {
-        if self.pool_size.is_some() {
+        if self.postgres.pool_size.is_some() {
             return Err(Error::invalid_argument(
                 "a connection pool size applies to PostgreSQL only: an SQLite file has no pool",
             ));
         }
-        if self.postgres_schema.is_some() {
+        if self.postgres.schema.is_some() {
             return Err(Error::invalid_argument(
                 "a PostgreSQL schema applies to PostgreSQL only: an SQLite file has no schemas",
             ));

@@ -25,7 +25,7 @@ use postgres::Row;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::group::Group;
-use crate::options::{OpenOptions, DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA};
+use crate::options::OpenOptions;
 use crate::store::cancellations_channel;
 use crate::task::{Receipt, Task};
 use crate::wait::Bell;
@@ -85,14 +85,11 @@ impl PostgresStore {
     /// Connects to the database at `url`, creates or migrates tq's schema,
     /// and joins (or starts) this process's listener on it.
     pub(crate) fn open(url: &str, options: &OpenOptions) -> Result<PostgresStore> {
-        let name = options
-            .postgres_schema
-            .as_deref()
-            .unwrap_or(DEFAULT_POSTGRES_SCHEMA);
+        let name = options.postgres.schema();
         let connector = Connector::new(url, options)?;
         let pool = Pool::new(
             connector,
-            options.pool_size.unwrap_or(DEFAULT_POOL_SIZE),
+            options.postgres.pool_size(),
             options.busy_timeout,
         );
         let lock_space = lock_space(name);

@@ -64,12 +64,7 @@ impl Connector {
         let keep_history = if options.keep_history { "on" } else { "off" };
         // The schema's channel, which the same trigger notifies when it
         // makes a task ready (the name is letters, digits and '_').
-        let channel = super::listener::channel(
-            options
-                .postgres_schema
-                .as_deref()
-                .unwrap_or(crate::options::DEFAULT_POSTGRES_SCHEMA),
-        );
+        let channel = super::listener::channel(options.postgres.schema());
         // A prepared statement is planned once, for any values: left to
         // choose, the server plans a claim again at every call once the
         // table's statistics show a backlog, which costs more than running
