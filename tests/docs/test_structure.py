@@ -140,7 +140,9 @@ def references(src, path, reexports):
     for root, prefix, inner in GROUP.findall(code):
         for item in inner.split(","):
             item = item.strip().split(" as ")[0]
-            if item and item != "self":
+            if item == "self":
+                paths.append((root, prefix))
+            elif item:
                 paths.append((root, prefix + "::" + item))
     code = GROUP.sub("", code)
     paths += PATH.findall(code)
@@ -316,6 +318,10 @@ def test_a_circle_between_folders_is_reported_and_one_inside_a_folder_is_not(tmp
     write(src, "backend/claim.rs", "use crate::Engine;\npub fn run() {}\n")
     write(src, "a.rs", "use crate::b::B;\npub struct A;\n")
     write(src, "b.rs", "use crate::a::A;\npub struct B;\n")
+    assert circles_across_folders(src) == [
+        "src/backend/claim.rs, src/backend/mod.rs, src/engine/mod.rs"
+    ]
+    write(src, "backend/claim.rs", "use crate::engine::{self, clock};\npub fn run() {}\n")
     assert circles_across_folders(src) == [
         "src/backend/claim.rs, src/backend/mod.rs, src/engine/mod.rs"
     ]
