@@ -1041,6 +1041,19 @@ enum tq_status tq_wait_cancellation(const struct tq_queue *queue,
 int64_t tq_task_id(const struct tq_task *task);
 
 /*
+ The token of the task's delivery: with the task's id, it names the
+ delivery in SQL, as `tq_finish(id, token)` of tq's SQLite extension and
+ PostgreSQL's `tq.finish(id, token)` take it, to finish the task in the
+ application's own transaction.
+
+ Returns the token for a task from `tq_pull` or
+ `tq_pull_batch`, and 0 for a task that is not a delivery (from
+ `tq_list`, `tq_get_task` or `tq_wait_task`) or when `task` is NULL.
+ Thread safety: safe on a task read by several threads.
+ */
+int64_t tq_task_token(const struct tq_task *task);
+
+/*
  The task's payload.
 
  Returns the task's payload, the JSON text exactly as pushed, followed by

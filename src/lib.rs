@@ -27,7 +27,9 @@ mod error;
 // The C ABI is not part of the Rust API: hidden from its documentation and
 // outside its semver promise. It stays reachable from Rust only because the
 // fuzz targets and tests/fork.rs drive the C functions without a C compiler.
+// Not in tq's SQLite extension, which exports its entry point alone.
 #[doc(hidden)]
+#[cfg(not(feature = "sqlite-extension"))]
 pub mod ffi;
 mod global_lock;
 mod group;
@@ -51,7 +53,7 @@ pub use options::{
     Durability, OpenOptions, ParentFailure, PullOptions, PushOptions, DEFAULT_MAX_ATTEMPTS,
     DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA, DEFAULT_QUEUE, DEFAULT_RESULT_RETENTION,
     MAX_GROUP_AT_ONCE, MAX_PARENTS, MAX_PAYLOAD_LEN, MAX_POOL_SIZE, MAX_QUEUE_NAME_LEN,
-    MAX_UNIQUE_KEY_LEN,
+    MAX_UNIQUE_KEY_LEN, PUSH_OPTION_KEYS,
 };
 pub use queue::{Queue, MAX_REASON_LEN, MAX_TIMINGS};
 /// The SQLite binding tq is built on, for [`outbox`] callers: using this

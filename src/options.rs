@@ -135,6 +135,7 @@ pub(crate) struct PostgresOptions {
     schema: Option<String>,
 }
 
+#[cfg(feature = "postgres")]
 impl PostgresOptions {
     /// How many connections a handle's pool may hold.
     pub(crate) fn pool_size(&self) -> usize {
@@ -568,6 +569,122 @@ impl PushOptions {
         self.after = after;
         Ok(self)
     }
+}
+
+/// The keys of [`PushOptions::from_json`], each named after the setter of
+/// `tq_push_options` it stands for.
+pub const PUSH_OPTION_KEYS: &[&str] = &[
+    "delay_ms",
+    "run_at_unix_ms",
+    "priority",
+    "max_attempts",
+    "unique_key",
+    "unique_for_ms",
+    "after",
+    "on_parent_failure",
+    "group",
+    "group_max_at_once",
+];
+
+impl PushOptions {
+    /// Push options written as a JSON object, for pushes made in SQL (the
+    /// SQLite extension's `tq_push(queue, payload, options)` and
+    /// PostgreSQL's `tq.push`): `{"delay_ms": 5000, "unique_key": "order-7"}`.
+    /// The keys are [`PUSH_OPTION_KEYS`]; `after` takes an array of task
+    /// ids, `on_parent_failure` `"cancel"` or `"run_anyway"`, and
+    /// `group_max_at_once` (default 1) needs `group`. A key not known, a
+    /// value of the wrong type or out of range is an error naming it.
+    pub fn from_json(json: &str) -> Result<PushOptions> {
+        let value: serde_json::Value = serde_json::from_str(json).map_err(|err| {
+            Error::invalid_argument(format!("push options are not valid JSON: {err}"))
+        })?;
+        let serde_json::Value::Object(fields) = value else {
+            return Err(Error::invalid_argument(
+                "push options are a JSON object, such as {\"delay_ms\": 1000}",
+            ));
+        };
+        if let Some(unknown) = fields
+            .keys()
+            .find(|key| !PUSH_OPTION_KEYS.contains(&key.as_str()))
+        {
+            return Err(Error::invalid_argument(format!(
+                "unknown push option \"{unknown}\": the options are {}",
+                PUSH_OPTION_KEYS.join(", ")
+            )));
+        }
+        let mut options = PushOptions::new();
+        if let Some(delay) = fields.get("delay_ms") {
+            options.delay(Duration::from_millis(json_integer(delay, "delay_ms")?))?;
+        }
+        if let Some(at) = fields.get("run_at_unix_ms") {
+            options.run_at_unix_ms(json_integer(at, "run_at_unix_ms")?)?;
+        }
+        if let Some(priority) = fields.get("priority") {
+            options.priority(json_integer(priority, "priority")?);
+        }
+        if let Some(attempts) = fields.get("max_attempts") {
+            options.max_attempts(json_integer(attempts, "max_attempts")?)?;
+        }
+        if let Some(key) = fields.get("unique_key") {
+            options.unique_key(json_text(key, "unique_key")?)?;
+        }
+        if let Some(window) = fields.get("unique_for_ms") {
+            options.unique_for(Duration::from_millis(json_integer(
+                window,
+                "unique_for_ms",
+            )?))?;
+        }
+        if let Some(after) = fields.get("after") {
+            let ids = after
+                .as_array()
+                .ok_or_else(|| wrong_type("after", "an array of task ids"))?
+                .iter()
+                .map(|id| json_integer(id, "after"))
+                .collect::<Result<Vec<i64>>>()?;
+            options.after(&ids)?;
+        }
+        if let Some(policy) = fields.get("on_parent_failure") {
+            options.on_parent_failure(match json_text(policy, "on_parent_failure")? {
+                "cancel" => ParentFailure::Cancel,
+                "run_anyway" => ParentFailure::RunAnyway,
+                other => {
+                    return Err(Error::invalid_argument(format!(
+                        "on_parent_failure is \"cancel\" or \"run_anyway\", got \"{other}\""
+                    )))
+                }
+            });
+        }
+        match (fields.get("group"), fields.get("group_max_at_once")) {
+            (Some(group), at_once) => {
+                let at_once = at_once.map_or(Ok(1), |n| json_integer(n, "group_max_at_once"))?;
+                options.group(json_text(group, "group")?, at_once)?;
+            }
+            (None, Some(_)) => {
+                return Err(Error::invalid_argument(
+                    "group_max_at_once needs a group: set \"group\" too",
+                ))
+            }
+            (None, None) => {}
+        }
+        Ok(options)
+    }
+}
+
+/// The integer `value` of push option `key`, in `T`'s range.
+fn json_integer<T: TryFrom<i64>>(value: &serde_json::Value, key: &str) -> Result<T> {
+    value
+        .as_i64()
+        .and_then(|n| T::try_from(n).ok())
+        .ok_or_else(|| wrong_type(key, "an integer in range"))
+}
+
+/// The string `value` of push option `key`.
+fn json_text<'a>(value: &'a serde_json::Value, key: &str) -> Result<&'a str> {
+    value.as_str().ok_or_else(|| wrong_type(key, "a string"))
+}
+
+fn wrong_type(key: &str, expected: &str) -> Error {
+    Error::invalid_argument(format!("push option {key} takes {expected}"))
 }
 
 /// Options for [`crate::Queue::pull`].

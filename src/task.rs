@@ -33,6 +33,12 @@ impl Receipt {
     pub fn id(&self) -> i64 {
         self.id
     }
+
+    /// The delivery's token: with the id, what names this delivery in SQL
+    /// (`tq_finish(id, token)`, see [`crate::outbox`]).
+    pub fn token(&self) -> i64 {
+        self.token
+    }
 }
 
 /// A claimed task, as returned by [`crate::Queue::pull`].

@@ -197,6 +197,22 @@ pub extern "C" fn tq_task_id(task: *const tq_task) -> i64 {
     guard_or("tq_task_id", 0, || task_field(task, |task| task.id, 0))
 }
 
+/// The token of the task's delivery: with the task's id, it names the
+/// delivery in SQL, as `tq_finish(id, token)` of tq's SQLite extension and
+/// PostgreSQL's `tq.finish(id, token)` take it, to finish the task in the
+/// application's own transaction.
+///
+/// Returns the token for a task from `tq_pull` or
+/// `tq_pull_batch`, and 0 for a task that is not a delivery (from
+/// `tq_list`, `tq_get_task` or `tq_wait_task`) or when `task` is NULL.
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_token(task: *const tq_task) -> i64 {
+    guard_or("tq_task_token", 0, || {
+        task_field(task, |task| task.receipt.map_or(0, |r| r.token()), 0)
+    })
+}
+
 /// The task's payload.
 ///
 /// Returns the task's payload, the JSON text exactly as pushed, followed by

@@ -106,7 +106,7 @@ pub(super) fn connect_reader(path: &str, options: &OpenOptions) -> Result<Connec
     Ok(conn)
 }
 
-pub(super) fn check_sqlite_version(version: i32) -> Result<()> {
+pub(crate) fn check_sqlite_version(version: i32) -> Result<()> {
     if version < MIN_SQLITE_VERSION {
         return Err(Error::new(
             ErrorKind::Internal,
@@ -119,7 +119,7 @@ pub(super) fn check_sqlite_version(version: i32) -> Result<()> {
     Ok(())
 }
 
-fn enable_wal(conn: &Connection) -> Result<()> {
+pub(crate) fn enable_wal(conn: &Connection) -> Result<()> {
     let mut statement = conn.prepare("PRAGMA journal_mode = WAL")?;
     let mut rows = statement.query([])?;
     let mode: String = match rows.next()? {

@@ -6,6 +6,7 @@
 mod cancel;
 mod claim;
 mod commands;
+pub(crate) mod commit_rings;
 mod connect;
 pub(crate) mod finish;
 mod flush;
@@ -40,6 +41,7 @@ use crate::registry::Registry;
 use crate::store::cancellations_channel;
 use crate::wait::Bell;
 use commands::{Op, Output};
+pub(crate) use connect::{check_sqlite_version, enable_wal};
 use wal::{Upkeep, WAL_RESTART_WAIT};
 
 /// Longest pause between two tries for the write lock.

@@ -1,0 +1,246 @@
+//! Pushing and finishing in the application's own transaction, through
+//! the SQL functions `tq::outbox::install` registers on a connection (the
+//! ones tq's SQLite extension registers on any program's SQLite).
+
+mod common;
+
+use std::sync::Arc;
+use std::thread;
+
+use common::{pull, waiting, Scratch};
+use tq::rusqlite::Connection;
+use tq::{ErrorKind, PushOptions, TaskState};
+
+/// The application's connection on the scratch file, with tq's functions
+/// and an `orders` table.
+fn application(scratch: &Scratch) -> Connection {
+    let conn = Connection::open(scratch.queue_path()).unwrap();
+    tq::outbox::install(&conn).unwrap();
+    conn.execute_batch("CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, item TEXT)")
+        .unwrap();
+    conn
+}
+
+fn tasks_stored(conn: &Connection) -> i64 {
+    conn.query_row("SELECT count(*) FROM tq_tasks", [], |row| row.get(0))
+        .unwrap()
+}
+
+fn sql_error(result: tq::rusqlite::Result<i64>) -> String {
+    result.unwrap_err().to_string()
+}
+
+#[test]
+fn a_task_pushed_in_sql_commits_or_rolls_back_with_the_application_rows() {
+    let scratch = Scratch::new();
+    let app = application(&scratch);
+    let queue = scratch.open();
+
+    app.execute_batch(
+        "BEGIN IMMEDIATE;
+         INSERT INTO orders (item) VALUES ('book');
+         SELECT tq_push('default', '{\"order\": 1}');
+         ROLLBACK;",
+    )
+    .unwrap();
+    assert!(pull(&queue).is_none(), "a rolled-back push leaves no task");
+    assert_eq!(tasks_stored(&app), 0);
+
+    app.execute_batch("BEGIN IMMEDIATE; INSERT INTO orders (item) VALUES ('pen');")
+        .unwrap();
+    let id: i64 = app
+        .query_row("SELECT tq_push('default', '{\"order\": 2}')", [], |row| {
+            row.get(0)
+        })
+        .unwrap();
+    app.execute_batch("COMMIT").unwrap();
+    let task = pull(&queue).unwrap();
+    assert_eq!((task.id(), task.payload()), (id, "{\"order\": 2}"));
+
+    // Outside a transaction, the statement is the transaction.
+    let alone: i64 = app
+        .query_row("SELECT tq_push('default', '3')", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(pull(&queue).unwrap().id(), alone);
+}
+
+#[test]
+fn a_bad_push_in_sql_fails_with_tqs_message_and_writes_nothing() {
+    let scratch = Scratch::new();
+    let app = application(&scratch);
+    let push = |sql: &str| app.query_row(sql, [], |row| row.get::<_, i64>(0));
+    app.execute_batch("BEGIN IMMEDIATE; INSERT INTO orders (item) VALUES ('kept');")
+        .unwrap();
+    let failures = [
+        (
+            "SELECT tq_push('default', '{nope')",
+            "tq_push: the payload is not JSON",
+        ),
+        ("SELECT tq_push('', '1')", "tq_push: "),
+        ("SELECT tq_push(NULL, '1')", "tq_push: the queue is a text"),
+        (
+            "SELECT tq_push('default', '1', '{\"colour\": 1}')",
+            "unknown push option \"colour\"",
+        ),
+        (
+            "SELECT tq_push('default', '1', '{\"priority\": \"high\"}')",
+            "priority takes an integer",
+        ),
+        (
+            "SELECT tq_push('default', '1', '{\"after\": [999]}')",
+            "tq_push: ",
+        ),
+        ("SELECT tq_push('default', '1', '[1]')", "a JSON object"),
+    ];
+    for (sql, message) in failures {
+        let error = sql_error(push(sql));
+        assert!(error.contains(message), "{sql}: {error}");
+    }
+    assert_eq!(tasks_stored(&app), 0, "no failed push wrote a task");
+    app.execute_batch("COMMIT").unwrap();
+    let kept: i64 = app
+        .query_row("SELECT count(*) FROM orders", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(kept, 1, "the application's transaction went on");
+}
+
+#[test]
+fn push_options_in_sql_act_as_through_the_api() {
+    let scratch = Scratch::new();
+    let app = application(&scratch);
+    let queue = scratch.open();
+    let push = |sql: &str| -> i64 { app.query_row(sql, [], |row| row.get(0)).unwrap() };
+
+    let first = push("SELECT tq_push('default', '1', '{\"unique_key\": \"order-7\"}')");
+    let again = push("SELECT tq_push('default', '2', '{\"unique_key\": \"order-7\"}')");
+    assert_eq!(again, first, "a held key answers the holder's id");
+    assert_eq!(tasks_stored(&app), 1);
+
+    let later = push("SELECT tq_push('default', '3', '{\"delay_ms\": 600000, \"priority\": 5}')");
+    let child = push(&format!(
+        "SELECT tq_push('default', '4', '{{\"after\": [{first}], \"max_attempts\": 2}}')"
+    ));
+    let grouped =
+        push("SELECT tq_push('default', '5', '{\"group\": \"g\", \"group_max_at_once\": 1}')");
+    let behind = push("SELECT tq_push('default', '6', '{\"group\": \"g\"}')");
+    let info = |id| queue.task(id).unwrap().unwrap();
+    assert!(info(later).run_at_unix_ms() > common::now_ms() + 500_000);
+    assert_eq!(info(later).priority(), 5);
+    assert_eq!(info(child).waiting_for(), [first]);
+    assert_eq!(info(child).max_attempts(), 2);
+    assert_eq!(info(behind).waiting_for(), [grouped]);
+    assert_eq!(info(behind).group(), Some("g"));
+
+    // The same through the API, for comparison: the same answers.
+    let mut options = PushOptions::new();
+    options.unique_key("order-7").unwrap();
+    assert_eq!(queue.push("7", &options).unwrap().id(), first);
+}
+
+#[test]
+fn a_worker_finishes_in_sql_with_its_result_rows_in_one_commit() {
+    let scratch = Scratch::new();
+    let app = application(&scratch);
+    let queue = scratch.open();
+    let id = queue
+        .push("{\"order\": 1}", &PushOptions::new())
+        .unwrap()
+        .id();
+    let task = pull(&queue).unwrap();
+    let token = task.receipt().token();
+
+    // Rolled back: the task stays held, the row is not written.
+    app.execute_batch("BEGIN IMMEDIATE; INSERT INTO orders (item) VALUES ('shipped');")
+        .unwrap();
+    let finished: i64 = app
+        .query_row("SELECT tq_finish(?1, ?2)", [id, token], |row| row.get(0))
+        .unwrap();
+    assert_eq!(finished, id);
+    app.execute_batch("ROLLBACK").unwrap();
+    queue
+        .extend(task.receipt(), std::time::Duration::from_secs(30))
+        .unwrap();
+
+    app.execute_batch("BEGIN IMMEDIATE; INSERT INTO orders (item) VALUES ('shipped');")
+        .unwrap();
+    app.query_row("SELECT tq_finish(?1, ?2)", [id, token], |row| {
+        row.get::<_, i64>(0)
+    })
+    .unwrap();
+    app.execute_batch("COMMIT").unwrap();
+    assert_eq!(
+        queue.finish(task.receipt()).unwrap_err().kind(),
+        ErrorKind::NotHeld
+    );
+    assert_eq!(tasks_stored(&app), 0);
+
+    let stale = sql_error(app.query_row("SELECT tq_finish(?1, ?2)", [id, token], |row| row.get(0)));
+    assert!(
+        stale.contains("tq_finish: ") && stale.contains("not held"),
+        "{stale}"
+    );
+
+    // keep_history keeps it as done.
+    let kept = queue.push("2", &PushOptions::new()).unwrap().id();
+    let task = pull(&queue).unwrap();
+    app.query_row(
+        "SELECT tq_finish(?1, ?2, 1)",
+        [kept, task.receipt().token()],
+        |row| row.get::<_, i64>(0),
+    )
+    .unwrap();
+    assert_eq!(queue.task(kept).unwrap().unwrap().state(), TaskState::Done);
+    assert!(
+        queue.push("3", &PushOptions::new()).unwrap().id() > kept,
+        "ids finished in SQL are not given again"
+    );
+}
+
+#[test]
+fn installing_creates_tqs_tables_and_refuses_what_it_cannot_use() {
+    let scratch = Scratch::new();
+    let conn = Connection::open(scratch.path("fresh.db")).unwrap();
+    tq::outbox::install(&conn).unwrap();
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    let id: i64 = conn
+        .query_row("SELECT tq_push('jobs', '1')", [], |row| row.get(0))
+        .unwrap();
+    let mut options = tq::OpenOptions::new();
+    options.queue("jobs").unwrap();
+    let queue = tq::Queue::open(scratch.path("fresh.db").to_str().unwrap(), &options).unwrap();
+    assert_eq!(pull(&queue).unwrap().id(), id);
+
+    let memory = Connection::open_in_memory().unwrap();
+    assert_eq!(
+        tq::outbox::install(&memory).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+
+    let busy = Connection::open(scratch.path("busy.db")).unwrap();
+    busy.execute_batch("BEGIN; CREATE TABLE t (x);").unwrap();
+    let refused = tq::outbox::install(&busy).unwrap_err();
+    assert!(
+        refused.message().contains("inside a transaction"),
+        "{refused}"
+    );
+}
+
+#[test]
+fn a_waiting_pull_takes_a_task_pushed_in_sql_once_it_commits() {
+    let scratch = Scratch::new();
+    let app = application(&scratch);
+    let queue = Arc::new(scratch.open());
+    let waiter = {
+        let queue = Arc::clone(&queue);
+        thread::spawn(move || queue.pull(&waiting(30_000)).unwrap().map(|t| t.id()))
+    };
+    app.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let id: i64 = app
+        .query_row("SELECT tq_push('default', '1')", [], |row| row.get(0))
+        .unwrap();
+    app.execute_batch("COMMIT").unwrap();
+    assert_eq!(waiter.join().unwrap(), Some(id));
+}
