@@ -287,6 +287,9 @@ class Queue {
           this.#batches.delete(kind);
           return runTogether(lined);
         }).catch((error) => {
+          // Refused a place (the queue closed) before it ran: calls from
+          // now on line up anew, and are refused in turn.
+          if (this.#batches.get(kind) === lined) this.#batches.delete(kind);
           for (const entry of lined) entry.reject(error);
         });
       }

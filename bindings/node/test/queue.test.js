@@ -244,6 +244,7 @@ test('after close, tasks stay readable and fail clearly; the file keeps them', a
   assert.equal(task.payload, 'kept');
   await assert.rejects(async () => task.finish(), tq.ClosedError);
   await assert.rejects(async () => queue.push(1), /the queue "default" in ".*queue.db" is closed/);
+  await assert.rejects(async () => queue.push(2), tq.ClosedError);
   await assert.rejects(queue.pull(), tq.ClosedError);
   task.close();
   other.close();
