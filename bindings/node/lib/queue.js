@@ -25,9 +25,10 @@
 // of every wait() and watchCancellation(), which read their tasks again with
 // short calls whenever it returns. So a Queue holds at most
 // CALLS_AT_ONCE + 2 of the pool's threads, however many calls are made.
-// Pushes without options, and pulls with the default lease, that line up
-// for a place meanwhile run together, in one tq_push_batch or
-// tq_pull_batch.
+// Pushes without options that line up for a place meanwhile run together,
+// in one tq_push_batch; so do finishes without a result and pulls with the
+// default lease, in one tq_finish_and_pull_batch (or tq_pull_batch when
+// only pulls lined up).
 //
 // Threads. JavaScript calls on one Queue never overlap. worker_threads each
 // load the package and open their own Queue; libtq's handle is thread-safe,
@@ -145,8 +146,9 @@ class Queue {
   #callsInFlight = 0;
   /** Functions that start a short call, lined up for a place. */
   #callLine = [];
-  /** Pushes and pulls lined up for a place, by kind ('push', 'pull'), that
-   * one batch call will run together: arrays of { value, resolve, reject }. */
+  /** Calls lined up for a place, by kind ('push', 'delivery': finishes and
+   * pulls), that one batch call will run together: arrays of
+   * { value, resolve, reject }. */
   #batches = new Map();
   /** Every asynchronous C call using the handle (Promises that never
    * reject), waited for before the handle is freed. */
@@ -525,7 +527,7 @@ class Queue {
     try {
       const claimed =
         built === null && max === 1
-          ? await this.#together('pull', null, (entries) => this.#pullTogether(entries))
+          ? await this.#together('delivery', null, (entries) => this.#deliveriesTogether(entries))
           : await this.#pullAsync(built, max, (call) => this._call(...call));
       if (claimed === null) throw new errors.InterruptedError('tq_pull: ended by interrupt() on its queue');
       if (claimed.length || waitMs === 0) {
@@ -613,6 +615,66 @@ class Queue {
       if (built) lib.tq_pull_options_free(built);
       if (cancel) lib.tq_cancel_free(cancel);
     }
+  }
+
+  /**
+   * Finishes (without a result) the library task `ptr` of a held delivery,
+   * in one of the Queue's places, together with the finishes and pulls
+   * lined up meanwhile; resolves to the status tq_finish would have
+   * returned. The caller keeps the task until it settles.
+   */
+  _finish(ptr) {
+    return this.#together('delivery', ptr, (entries) => this.#deliveriesTogether(entries));
+  }
+
+  /**
+   * Runs the finishes (an entry's value: the task) and the pulls with the
+   * default lease (value null) lined up together: one alone as its own
+   * call, pulls alone as #pullTogether does, else one
+   * tq_finish_and_pull_batch that finishes every task and claims a ready
+   * task for each pull, in one commit. A finish resolves to the status
+   * tq_finish would have returned for it, CANCELLED and NOT_HELD told
+   * apart; a pull as #pullTogether's.
+   */
+  async #deliveriesTogether(entries) {
+    const finishes = entries.filter((entry) => entry.value !== null);
+    const pulls = entries.filter((entry) => entry.value === null);
+    if (finishes.length === 0) {
+      return this.#pullTogether(pulls);
+    }
+    if (entries.length === 1) {
+      finishes[0].resolve(await callAsync(lib.tq_finish, this.#ptr, finishes[0].value));
+      return;
+    }
+    const pointers = new BigUint64Array(finishes.length);
+    finishes.forEach((entry, i) => {
+      pointers[i] = koffi.address(entry.value);
+    });
+    const statuses = new Int32Array(finishes.length);
+    const slots = pulls.length ? new BigUint64Array(pulls.length) : null;
+    const count = [0];
+    const status = await callAsync(
+      lib.tq_finish_and_pull_batch,
+      this.#ptr,
+      pointers,
+      finishes.length,
+      statuses,
+      null,
+      pulls.length,
+      slots,
+      count,
+    );
+    if (status < 0) {
+      // Nothing was finished or claimed: each finish fails as its own
+      // call would have, for the same reason.
+      for (const entry of finishes) entry.resolve(status);
+      const error = asyncError(status, 'tq_finish_and_pull_batch');
+      for (const entry of pulls) entry.reject(error);
+      return;
+    }
+    finishes.forEach((entry, i) => entry.resolve(statuses[i]));
+    const tasks = status === OK ? adoptAll(this, slots, Number(count[0])) : [];
+    pulls.forEach((entry, i) => entry.resolve(tasks.slice(i, i + 1)));
   }
 
   /** Claims a ready task for each of `entries`, pulls with the default
@@ -929,14 +991,12 @@ class Queue {
       live.forEach((task, i) => {
         pointers[i] = koffi.address(task._ptr());
       });
-      if (n) {
-        const slots = new BigUint64Array(n);
-        const count = [0];
-        await this._checkedCall(lib.tq_finish_and_pull_batch, pointers, live.length, statuses, built, n, slots, count);
-        claimed = adoptAll(this, slots, Number(count[0]));
-      } else {
-        await this._checkedCall(lib.tq_finish_batch, pointers, live.length, statuses);
-      }
+      // With n 0 it only finishes; unlike tq_finish_batch, it reports a
+      // task cancelled meanwhile as CANCELLED.
+      const slots = n ? new BigUint64Array(n) : null;
+      const count = [0];
+      await this._checkedCall(lib.tq_finish_and_pull_batch, pointers, live.length, statuses, built, n, slots, count);
+      claimed = adoptAll(this, slots, Number(count[0]));
     } finally {
       if (built) lib.tq_pull_options_free(built);
       finished();

@@ -166,7 +166,9 @@ class Task extends TaskFields {
   async finish(options = {}) {
     const { result } = callOptions('finish', options);
     if (result === undefined) {
-      await this.#settle('finished', lib.tq_finish);
+      // Lined up with the Queue's other finishes and pulls into one call.
+      const status = await this._using((ptr) => this.#queue._finish(ptr));
+      this.#conclude(status, 'finished', () => `tq_finish: ${lib.tq_status_str(status)}`);
     } else {
       await this.#settle('finished', lib.tq_finish_with_result, jsonText('result', result));
     }

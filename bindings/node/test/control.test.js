@@ -145,3 +145,68 @@ test('a rate limit allows that many claims per window', () =>
     assert.equal(await queue.rateLimit(), null);
     await queue.finishMany([first, second, third]);
   }));
+
+/** Runs `fn()` counting the asynchronous calls of the C function `name`;
+ * resolves to [what fn resolves to, the count]. */
+async function countingCalls(name, fn) {
+  const { lib } = require('../lib/native');
+  const real = lib[name];
+  let calls = 0;
+  lib[name] = Object.assign((...args) => real(...args), {
+    info: real.info,
+    async: (...args) => {
+      calls++;
+      return real.async(...args);
+    },
+  });
+  try {
+    return [await fn(), calls];
+  } finally {
+    lib[name] = real;
+  }
+}
+
+test('finishes lined up behind others share one call, each told what finish alone says', () =>
+  withQueue(async (queue) => {
+    await queue.pushMany([1, 2, 3, 4, 5]);
+    const held = await queue.pullMany(3);
+    const lost = await queue.pull({ lease: 1 });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const taken = await queue.pull();
+    const cancelled = await queue.pull();
+    assert.equal(await queue.cancelTask(cancelled.id, 'stop'), 'leased');
+    // Two calls run at once; the four behind them line up into one.
+    const tasks = [...held, lost, cancelled];
+    const [outcomes, calls] = await countingCalls('tq_finish_and_pull_batch', () =>
+      Promise.allSettled(tasks.map((task) => task.finish())),
+    );
+    assert.equal(calls, 1);
+    assert.deepEqual(
+      outcomes.slice(0, 3).map((outcome) => outcome.status),
+      ['fulfilled', 'fulfilled', 'fulfilled'],
+    );
+    const [lostError, cancelledError] = outcomes.slice(3).map((outcome) => outcome.reason);
+    assert.ok(lostError instanceof tq.NotHeldError, String(lostError));
+    const { lib } = require('../lib/native');
+    assert.equal(lostError.message, `task ${lost.id}: tq_finish: ${lib.tq_status_str(tq.NotHeldError.status)}`);
+    assert.ok(cancelledError instanceof tq.CancelledError, String(cancelledError));
+    assert.equal(cancelledError.message, `task ${cancelled.id}: tq_finish: ${lib.tq_status_str(tq.CancelledError.status)}`);
+    await assert.rejects(async () => lost.finish(), /no longer held/);
+    await assert.rejects(async () => cancelled.finish(), /was cancelled/);
+    assert.equal(await queue.count('leased'), 1);
+    await taken.finish();
+  }));
+
+test('finishMany tells a task cancelled meanwhile from one no longer held', () =>
+  withQueue(async (queue) => {
+    await queue.pushMany([1, 2]);
+    const lost = await queue.pull({ lease: 1 });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const [taken, cancelled] = await queue.pullMany(2);
+    assert.equal(taken.id, lost.id);
+    assert.equal(await queue.cancelTask(cancelled.id), 'leased');
+    assert.deepEqual(await queue.finishMany([lost, cancelled]), [false, false]);
+    await assert.rejects(async () => lost.finish(), tq.NotHeldError);
+    await assert.rejects(async () => cancelled.finish(), tq.CancelledError);
+    await taken.finish();
+  }));
