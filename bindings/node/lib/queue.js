@@ -25,10 +25,11 @@
 // of every wait() and watchCancellation(), which read their tasks again with
 // short calls whenever it returns. So a Queue holds at most
 // CALLS_AT_ONCE + 2 of the pool's threads, however many calls are made.
-// Pushes without options that line up for a place meanwhile run together,
-// in one tq_push_batch; so do finishes without a result and pulls with the
-// default lease, in one tq_finish_and_pull_batch (or tq_pull_batch when
-// only pulls lined up).
+// Pushes without options made in the same turn of the event loop, or
+// lined up for a place meanwhile, run together, in one tq_push_batch; so do
+// finishes without a result and pulls with the default lease, in one
+// tq_finish_and_pull_batch (or tq_pull_batch when only pulls came): the
+// handlers a C call's return resumes share the next trip to the pool.
 //
 // Threads. JavaScript calls on one Queue never overlap. worker_threads each
 // load the package and open their own Queue; libtq's handle is thread-safe,
@@ -146,10 +147,13 @@ class Queue {
   #callsInFlight = 0;
   /** Functions that start a short call, lined up for a place. */
   #callLine = [];
-  /** Calls lined up for a place, by kind ('push', 'delivery': finishes and
-   * pulls), that one batch call will run together: arrays of
-   * { value, resolve, reject }. */
+  /** Calls lined up for the end of the turn or for a place, by kind
+   * ('push', 'delivery': finishes and pulls), that one batch call will run
+   * together: arrays of { value, resolve, reject }. */
   #batches = new Map();
+  /** The batches waiting for the end of the turn to ask for a place: the
+   * functions that ask. */
+  #batchesToStart = new Set();
   /** Every asynchronous C call using the handle (Promises that never
    * reject), waited for before the handle is freed. */
   #calls = new Set();
@@ -211,6 +215,9 @@ class Queue {
     if (this.#closed) {
       return this.#closed;
     }
+    // Calls made before close() ask for a place now, as they would have
+    // at the end of the turn: those that get one run.
+    for (const start of this.#batchesToStart) start();
     this.#closing = true;
     for (const request of this.#line.splice(0)) {
       settle(request, () => request.reject(this.#closedError()));
@@ -269,10 +276,14 @@ class Queue {
   }
 
   /**
-   * Resolves to what `runTogether` gives `value`: calls of one `kind` that
-   * wait for a place meanwhile are run together, by one call of
-   * `runTogether(entries)` in one place, which settles each entry. A call
-   * that finds a place free runs at once, alone: batching adds no wait.
+   * Resolves to what `runTogether` gives `value`: calls of one `kind` made
+   * in the same turn of the event loop, or while they wait for a place,
+   * are run together, by one call of `runTogether(entries)` in one place,
+   * which settles each entry. The first asks for a place at the end of the
+   * turn (setImmediate, right after the poll phase that delivers a C
+   * call's return): handlers resumed by one call's return make their next
+   * calls in that turn, and those then share one trip to the pool. close()
+   * asks at once for the batches still waiting for the end of the turn.
    */
   #together(kind, value, runTogether) {
     return new Promise((resolve, reject) => {
@@ -284,15 +295,22 @@ class Queue {
       }
       lined.push({ value, resolve, reject });
       if (first) {
-        this.#inPlace(() => {
-          // Calls from now on line up for the next batch.
-          this.#batches.delete(kind);
-          return runTogether(lined);
-        }).catch((error) => {
-          // Refused a place (the queue closed) before it ran: calls from
-          // now on line up anew, and are refused in turn.
-          if (this.#batches.get(kind) === lined) this.#batches.delete(kind);
-          for (const entry of lined) entry.reject(error);
+        const start = () => {
+          this.#batchesToStart.delete(start);
+          this.#inPlace(() => {
+            // Calls from now on line up for the next batch.
+            this.#batches.delete(kind);
+            return runTogether(lined);
+          }).catch((error) => {
+            // Refused a place (the queue closed) before it ran: calls from
+            // now on line up anew, and are refused in turn.
+            if (this.#batches.get(kind) === lined) this.#batches.delete(kind);
+            for (const entry of lined) entry.reject(error);
+          });
+        };
+        this.#batchesToStart.add(start);
+        setImmediate(() => {
+          if (this.#batchesToStart.has(start)) start();
         });
       }
     });

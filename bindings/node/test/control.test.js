@@ -4,7 +4,7 @@
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { queuePath, tq, withQueue } = require('./helpers');
+const { countingCalls, queuePath, tq, withQueue } = require('./helpers');
 
 test('a pending task cancelled leaves the line; a leased one ends at its holder', () =>
   withQueue(
@@ -146,26 +146,6 @@ test('a rate limit allows that many claims per window', () =>
     await queue.finishMany([first, second, third]);
   }));
 
-/** Runs `fn()` counting the asynchronous calls of the C function `name`;
- * resolves to [what fn resolves to, the count]. */
-async function countingCalls(name, fn) {
-  const { lib } = require('../lib/native');
-  const real = lib[name];
-  let calls = 0;
-  lib[name] = Object.assign((...args) => real(...args), {
-    info: real.info,
-    async: (...args) => {
-      calls++;
-      return real.async(...args);
-    },
-  });
-  try {
-    return [await fn(), calls];
-  } finally {
-    lib[name] = real;
-  }
-}
-
 test('finishes lined up behind others share one call, each told what finish alone says', () =>
   withQueue(async (queue) => {
     await queue.pushMany([1, 2, 3, 4, 5]);
@@ -177,10 +157,8 @@ test('finishes lined up behind others share one call, each told what finish alon
     assert.equal(await queue.cancelTask(cancelled.id, 'stop'), 'leased');
     // Two calls run at once; the four behind them line up into one.
     const tasks = [...held, lost, cancelled];
-    const [outcomes, calls] = await countingCalls('tq_finish_and_pull_batch', () =>
-      Promise.allSettled(tasks.map((task) => task.finish())),
-    );
-    assert.equal(calls, 1);
+    const [outcomes, calls] = await countingCalls(() => Promise.allSettled(tasks.map((task) => task.finish())));
+    assert.equal(calls.tq_finish_and_pull_batch, 1);
     assert.deepEqual(
       outcomes.slice(0, 3).map((outcome) => outcome.status),
       ['fulfilled', 'fulfilled', 'fulfilled'],

@@ -77,4 +77,26 @@ function runCommand(command, args, { env = childEnv(), cwd, killAfter } = {}) {
   });
 }
 
-module.exports = { PACKAGE_DIR, REPOSITORY, childEnv, queuePath, runCommand, runNode, tempDir, tq, withQueue };
+/** Runs `fn()` counting the asynchronous calls of each C function; resolves
+ * to [what fn resolves to, the counts by C name]. */
+async function countingCalls(fn) {
+  const { lib } = require('../lib/native');
+  const counts = {};
+  const real = { ...lib };
+  for (const [name, func] of Object.entries(real)) {
+    lib[name] = Object.assign((...args) => func(...args), {
+      info: func.info,
+      async: (...args) => {
+        counts[name] = (counts[name] ?? 0) + 1;
+        return func.async(...args);
+      },
+    });
+  }
+  try {
+    return [await fn(), counts];
+  } finally {
+    Object.assign(lib, real);
+  }
+}
+
+module.exports = { PACKAGE_DIR, REPOSITORY, childEnv, countingCalls, queuePath, runCommand, runNode, tempDir, tq, withQueue };

@@ -4,7 +4,7 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
-const { queuePath, tq, withQueue } = require('./helpers');
+const { countingCalls, queuePath, tq, withQueue } = require('./helpers');
 
 test('a pushed task is pulled with its fields and finished', () =>
   withQueue(async (queue) => {
@@ -231,6 +231,34 @@ test('tasks() yields tasks as they come and ends when none comes within its wait
     setImmediate(() => stop.abort());
     for await (const task of queue.tasks({ signal: stop.signal })) assert.fail(`no task was pushed: ${task.raw}`);
   }));
+
+test('calls made in one turn of the event loop share one trip to the pool', () =>
+  withQueue(async (queue) => {
+    const four = [1, 2, 3, 4];
+    const [ids, pushes] = await countingCalls(() => Promise.all(four.map((n) => queue.push(n))));
+    assert.deepEqual(pushes, { tq_push_batch: 1 });
+    const [tasks, pulls] = await countingCalls(() => Promise.all(four.map(() => queue.pull())));
+    assert.deepEqual(pulls, { tq_pull_batch: 1 });
+    assert.deepEqual(tasks.map((task) => task.id).sort((a, b) => a - b), ids);
+    const [, finishes] = await countingCalls(() => Promise.all(tasks.map((task) => task.finish())));
+    assert.deepEqual(finishes, { tq_finish_and_pull_batch: 1 });
+    assert.equal(await queue.count('leased'), 0);
+  }));
+
+test('calls made before close() in the same turn still run', async () => {
+  const path = queuePath();
+  const queue = await tq.open(path);
+  await queue.push(1);
+  const task = await queue.pull();
+  const pushed = queue.push(2);
+  const finished = task.finish();
+  await queue.close();
+  assert.equal(await pushed, 2);
+  await finished;
+  const reopened = await tq.open(path);
+  assert.deepEqual(await reopened.counts(), { pending: 1, leased: 0, done: 0, dead: 0, cancelled: 0 });
+  await reopened.close();
+});
 
 test('after close, tasks stay readable and fail clearly; the file keeps them', async () => {
   const path = queuePath();
