@@ -133,8 +133,11 @@ class TaskFields {
 class Task extends TaskFields {
   #queue;
   #ptr;
-  /** null while the delivery is held, else the error a further call throws. */
+  /** null while the delivery is held, else how it ended (see _end). */
   #ended = null;
+  /** The error a further call throws, made when first asked for: most
+   * deliveries end finished and are never used again. */
+  #endedError = null;
   /** The C calls in progress that use the library's task: it is freed
    * once the delivery ended and none is left. */
   #callsUsingTask = 0;
@@ -309,14 +312,17 @@ class Task extends TaskFields {
   /** The library's task, or the error saying why the delivery ended. */
   _ptr() {
     if (this.#ended !== null) {
-      throw this.#ended;
+      throw this._ended();
     }
     return this.#ptr;
   }
 
   /** null while held, else the error a further call would throw. */
   _ended() {
-    return this.#ended;
+    if (this.#ended !== null && this.#endedError === null) {
+      this.#endedError = endedError(this.id, this.#ended);
+    }
+    return this.#endedError;
   }
 
   /** Ends the delivery (`how`: finished, failed, snoozed, lost, cancelled,
@@ -324,15 +330,7 @@ class Task extends TaskFields {
    * or once the C calls using it have returned. */
   _end(how) {
     if (this.#ended !== null) return;
-    if (how === 'closed') {
-      this.#ended = new errors.ClosedError(`task ${this.id} is closed`);
-    } else if (how === 'cancelled') {
-      this.#ended = new errors.CancelledError(`task ${this.id} was cancelled`);
-    } else if (how === 'lost') {
-      this.#ended = new errors.NotHeldError(`task ${this.id} is no longer held: finished, recovered or taken by another worker`);
-    } else {
-      this.#ended = new errors.NotHeldError(`task ${this.id} was already ${how}`);
-    }
+    this.#ended = how;
     unfreedTasks.unregister(this);
     if (this.#callsUsingTask === 0) this.#free();
     this.#endWatch?.();
@@ -344,6 +342,14 @@ class Task extends TaskFields {
       this.#ptr = null;
     }
   }
+}
+
+/** The error a call on task `id` throws once its delivery ended `how`. */
+function endedError(id, how) {
+  if (how === 'closed') return new errors.ClosedError(`task ${id} is closed`);
+  if (how === 'cancelled') return new errors.CancelledError(`task ${id} was cancelled`);
+  if (how === 'lost') return new errors.NotHeldError(`task ${id} is no longer held: finished, recovered or taken by another worker`);
+  return new errors.NotHeldError(`task ${id} was already ${how}`);
 }
 
 /** A task as Queue.list, Queue.task or Queue.wait read it: read-only, not
