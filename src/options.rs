@@ -97,8 +97,8 @@ pub enum Durability {
     Normal,
 }
 
-/// The longest lease or busy timeout accepted: one year.
-const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
+/// The longest lease, delay or busy timeout accepted: one year.
+pub(crate) const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
 
 pub(crate) fn check_duration(what: &str, value: Duration, min: Duration) -> Result<Duration> {
     if value < min || value > MAX_DURATION {

@@ -34,8 +34,10 @@ impl Receipt {
         self.id
     }
 
-    /// The delivery's token: with the id, what names this delivery in SQL
-    /// (`tq_finish(id, token)`, see [`crate::outbox`]).
+    /// The delivery's token: with the id, what names this delivery in SQL,
+    /// to finish the task in the worker's own transaction (`tq_finish(id,
+    /// token)` on SQLite, see [`crate::outbox`]; `tq.finish(id, token)` on
+    /// PostgreSQL, see `docs/postgresql.md`).
     pub fn token(&self) -> i64 {
         self.token
     }

@@ -992,3 +992,318 @@ fn a_pull_waiting_at_the_limit_posts_its_want_of_a_slot_again_before_it_lapses()
         assert_eq!(task.id(), behind);
     });
 }
+
+/// A client of the application's own, beside tq: what pushes and finishes
+/// through tq's SQL functions.
+fn application_client(scratch: &Scratch) -> postgres::Client {
+    let server = scratch.server().expect("a PostgreSQL scratch");
+    let mut client = postgres_client(&server.url);
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE IF NOT EXISTS \"{0}\".orders (id int PRIMARY KEY);
+             CREATE TABLE IF NOT EXISTS \"{0}\".receipts (task bigint PRIMARY KEY);",
+            server.schema
+        ))
+        .unwrap();
+    client
+}
+
+/// `sql` run as the application would, `$schema` naming the scratch's schema.
+fn sql(scratch: &Scratch, sql: &str) -> String {
+    sql.replace(
+        "$schema",
+        &format!("\"{}\"", scratch.server().unwrap().schema),
+    )
+}
+
+/// The SQLSTATE and the message of a failed statement.
+fn sql_error(err: &postgres::Error) -> (String, String) {
+    let db = err.as_db_error().expect("an error from the server");
+    (db.code().code().to_owned(), db.message().to_owned())
+}
+
+/// Checks that `tx` was aborted by an error, as PostgreSQL aborts it, and
+/// commits it, which rolls it back.
+fn assert_aborted(mut tx: postgres::Transaction<'_>) {
+    let err = tx.query_one("SELECT 1", &[]).unwrap_err();
+    assert_eq!(sql_error(&err).0, "25P02", "the transaction is aborted");
+    tx.commit().unwrap();
+}
+
+#[test]
+fn a_push_through_sql_commits_with_the_application_and_a_rollback_leaves_nothing() {
+    use postgres::fallible_iterator::FallibleIterator;
+
+    let Some(scratch) = scratch("sql_push_commit") else {
+        return;
+    };
+    let queue = scratch.open();
+    let waiter = Queue::open(
+        &named_url(&scratch, "tq_test_sql_waiter"),
+        &normal(&scratch),
+    )
+    .unwrap();
+    let mut app = application_client(&scratch);
+    // What every tq process hears: the schema's channel (a short schema
+    // name's is `tq_` and the name).
+    let mut listener = postgres_client(&scratch.server().unwrap().url);
+    listener
+        .batch_execute(&format!(
+            "LISTEN \"tq_{}\"",
+            scratch.server().unwrap().schema
+        ))
+        .unwrap();
+    let waiting = thread::spawn(move || waiter.pull(&waiting_up_to(Duration::from_secs(60))));
+
+    let mut tx = app.transaction().unwrap();
+    tx.execute(&sql(&scratch, "INSERT INTO $schema.orders VALUES (2)"), &[])
+        .unwrap();
+    tx.query_one(
+        &sql(
+            &scratch,
+            "SELECT $schema.push('rolled_back', '{\"order\": 2}')",
+        ),
+        &[],
+    )
+    .unwrap();
+    tx.rollback().unwrap();
+
+    let mut tx = app.transaction().unwrap();
+    tx.execute(&sql(&scratch, "INSERT INTO $schema.orders VALUES (1)"), &[])
+        .unwrap();
+    let id: i64 = tx
+        .query_one(
+            &sql(&scratch, "SELECT $schema.push('default', '{\"order\": 1}')"),
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    tx.commit().unwrap();
+
+    // Notifications come in commit order: the rolled-back push sent none
+    // before the committed one.
+    let heard = listener
+        .notifications()
+        .timeout_iter(Duration::from_secs(60))
+        .next()
+        .unwrap()
+        .expect("the commit notifies");
+    assert_eq!(heard.payload(), "default");
+    let task = waiting
+        .join()
+        .unwrap()
+        .unwrap()
+        .expect("the waiting pull is woken");
+    assert_eq!((task.id(), task.payload()), (id, "{\"order\": 1}"));
+
+    assert_eq!(queue.queue_names().unwrap(), ["default"]);
+    assert_eq!(queue.last_id().unwrap(), id, "one task stored");
+    let orders: Vec<i32> = app
+        .query(&sql(&scratch, "SELECT id FROM $schema.orders"), &[])
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(orders, [1]);
+}
+
+#[test]
+fn a_push_through_sql_refuses_what_the_api_refuses_and_writes_nothing() {
+    let Some(scratch) = scratch("sql_push_refused") else {
+        return;
+    };
+    let queue = scratch.open();
+    let mut app = application_client(&scratch);
+    let long_name = "q".repeat(tq::MAX_QUEUE_NAME_LEN + 1);
+    let too_long = format!(
+        "SELECT $schema.push('default', repeat('1', {}))",
+        tq::MAX_PAYLOAD_LEN + 1
+    );
+    let cases: [(&str, &str, &str); 9] = [
+        (
+            "SELECT $schema.push('default', '{\"a\": ')",
+            "22P02",
+            "the payload is not JSON",
+        ),
+        (
+            &too_long,
+            "22023",
+            "the payload is 1000000001 bytes; this queue's limit is 1000000000",
+        ),
+        (
+            "SELECT $schema.push('default', '1', '{\"priority\": 1, \"bogus\": 2}')",
+            "22023",
+            "unknown push option 'bogus'",
+        ),
+        (
+            "SELECT $schema.push('', '1')",
+            "22023",
+            "a queue name must be 1 to 128 bytes long, got 0 bytes",
+        ),
+        (
+            &format!("SELECT $schema.push('{long_name}', '1')"),
+            "22023",
+            "a queue name must be 1 to 128 bytes long, got 129 bytes",
+        ),
+        (
+            "SELECT $schema.push('default', '1', '{\"after\": [12345]}')",
+            "22023",
+            "queue 'default' has no task 12345 to wait for",
+        ),
+        (
+            "SELECT $schema.push('default', '1', '{\"max_attempts\": 0}')",
+            "22023",
+            "max attempts must be at least 1",
+        ),
+        (
+            "SELECT $schema.push('default', '1', '{\"unique_for_ms\": 10}')",
+            "22023",
+            "a unique window needs a unique key",
+        ),
+        (
+            "SELECT $schema.push('default', '1', '{\"group\": \"g\", \"group_at_once\": 0}')",
+            "22023",
+            "a group delivers 1 to 1000 of its tasks at once, got 0",
+        ),
+    ];
+    for (statement, code, message) in cases {
+        let mut tx = app.transaction().unwrap();
+        tx.execute(&sql(&scratch, "INSERT INTO $schema.orders VALUES (1)"), &[])
+            .unwrap();
+        let err = tx.query_one(&sql(&scratch, statement), &[]).unwrap_err();
+        let (got_code, got_message) = sql_error(&err);
+        assert_eq!(got_code, code, "{statement}: {got_message}");
+        assert!(got_message.contains(message), "{statement}: {got_message}");
+        assert_aborted(tx);
+    }
+    assert_eq!(queue.last_id().unwrap(), 0, "nothing was stored");
+    assert!(queue.queue_names().unwrap().is_empty());
+    let orders = app
+        .query(&sql(&scratch, "SELECT id FROM $schema.orders"), &[])
+        .unwrap();
+    assert!(orders.is_empty());
+}
+
+#[test]
+fn unique_keys_parents_and_groups_through_sql_are_the_apis() {
+    let Some(scratch) = scratch("sql_push_rules") else {
+        return;
+    };
+    let queue = scratch.open();
+    let mut app = application_client(&scratch);
+    let mut push_sql = |payload: &str, options: &str| -> i64 {
+        app.query_one(
+            &sql(
+                &scratch,
+                "SELECT $schema.push('default', $1, $2::text::jsonb)",
+            ),
+            &[&payload, &options],
+        )
+        .unwrap()
+        .get(0)
+    };
+    let keyed = |key: &str| {
+        let mut options = PushOptions::new();
+        options.unique_key(key).unwrap();
+        options
+    };
+
+    // A key held answers the holder's id, whichever way each was pushed.
+    let by_api = queue.push("1", &keyed("a")).unwrap();
+    assert_eq!(push_sql("2", r#"{"unique_key": "a"}"#), by_api.id());
+    let by_sql = push_sql("3", r#"{"unique_key": "b"}"#);
+    assert_eq!(
+        queue.push("4", &keyed("b")).unwrap(),
+        tq::Pushed::Duplicate(by_sql)
+    );
+
+    // A task waits for its parents until they are done.
+    let child = push_sql("5", &format!(r#"{{"after": [{}, {by_sql}]}}"#, by_api.id()));
+    let info = queue.task(child).unwrap().unwrap();
+    assert_eq!(info.waiting_for(), [by_api.id(), by_sql]);
+    for _ in 0..2 {
+        let task = queue.pull(&PullOptions::new()).unwrap().unwrap();
+        assert_ne!(task.id(), child, "a blocked task is not claimed");
+        queue.finish(task.receipt()).unwrap();
+    }
+    let task = queue.pull(&PullOptions::new()).unwrap().unwrap();
+    assert_eq!(task.id(), child);
+    assert_eq!(task.parents(), [by_api.id(), by_sql]);
+    queue.finish(task.receipt()).unwrap();
+
+    // Each task of a group waits for the one before it, whoever pushed it.
+    let first = push_sql("6", r#"{"group": "g"}"#);
+    let mut grouped = PushOptions::new();
+    grouped.group("g", 1).unwrap();
+    let second = queue.push("7", &grouped).unwrap().id();
+    let third = push_sql("8", r#"{"group": "g", "priority": 9}"#);
+    assert_eq!(queue.task(second).unwrap().unwrap().waiting_for(), [first]);
+    assert_eq!(queue.task(third).unwrap().unwrap().waiting_for(), [second]);
+    assert_eq!(queue.task(third).unwrap().unwrap().group(), Some("g"));
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 3);
+}
+
+#[test]
+fn a_finish_through_sql_commits_with_the_workers_write_and_refuses_a_stale_receipt() {
+    let Some(scratch) = scratch("sql_finish") else {
+        return;
+    };
+    let queue = scratch.open();
+    let mut app = application_client(&scratch);
+    let id = push(&queue, "{\"order\": 1}");
+    let task = queue.pull(&PullOptions::new()).unwrap().unwrap();
+    let receipt = task.receipt();
+
+    let mut tx = app.transaction().unwrap();
+    tx.execute(
+        &sql(&scratch, "INSERT INTO $schema.receipts VALUES ($1)"),
+        &[&id],
+    )
+    .unwrap();
+    tx.query_one(
+        &sql(&scratch, "SELECT $schema.finish($1, $2)"),
+        &[&receipt.id(), &receipt.token()],
+    )
+    .unwrap();
+    tx.commit().unwrap();
+    assert_eq!(queue.task(id).unwrap(), None, "finished and deleted");
+    assert_eq!(
+        queue.finish(receipt).unwrap_err().kind(),
+        ErrorKind::NotHeld
+    );
+
+    // The same receipt again: refused, and the write beside it rolls back.
+    let mut tx = app.transaction().unwrap();
+    tx.execute(&sql(&scratch, "INSERT INTO $schema.orders VALUES (1)"), &[])
+        .unwrap();
+    let err = tx
+        .query_one(
+            &sql(&scratch, "SELECT $schema.finish($1, $2)"),
+            &[&receipt.id(), &receipt.token()],
+        )
+        .unwrap_err();
+    let (code, message) = sql_error(&err);
+    assert_eq!(code, "55000");
+    assert!(
+        message.contains(&format!("task {id} is not held by this delivery")),
+        "{message}"
+    );
+    assert_aborted(tx);
+    assert!(app
+        .query(&sql(&scratch, "SELECT id FROM $schema.orders"), &[])
+        .unwrap()
+        .is_empty());
+
+    // With history, the task is kept as done, as the API's finish keeps it.
+    let kept = push(&queue, "2");
+    let task = queue.pull(&PullOptions::new()).unwrap().unwrap();
+    app.query_one(
+        &sql(
+            &scratch,
+            "SELECT $schema.finish($1, $2, keep_history => true)",
+        ),
+        &[&task.receipt().id(), &task.receipt().token()],
+    )
+    .unwrap();
+    assert_eq!(queue.task(kept).unwrap().unwrap().state(), TaskState::Done);
+}

@@ -8,6 +8,10 @@
 use postgres::Client;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::options::{
+    DEFAULT_MAX_ATTEMPTS, MAX_DURATION, MAX_GROUP_AT_ONCE, MAX_PARENTS, MAX_PAYLOAD_LEN,
+    MAX_QUEUE_NAME_LEN, MAX_UNIQUE_KEY_LEN,
+};
 
 /// Migrations in order: `MIGRATIONS[n]` brings a schema from version `n`
 /// to `n + 1`; `@.` names the schema. Never edit a released entry; append.
@@ -241,7 +245,306 @@ const MIGRATIONS: &[&str] = &[
     // one does: a notification holds a lock of the whole database from
     // its commit until the flush ends, so every finish notifying would
     // commit one after another. NULL: none waits.
-    "ALTER TABLE @.queues ADD COLUMN slots_wanted_until bigint;",
+    "ALTER TABLE @.queues ADD COLUMN slots_wanted_until bigint;",    // 10: push and finish as SQL functions, for a task pushed (or a
+    // delivery finished) in the application's own transaction, from any
+    // client, a trigger or psql (docs/postgresql.md). They keep the rules
+    // of the API's push (`push.rs`, `store.rs`) and finish (`finish.rs`)
+    // with its messages; the limits are the library's constants, written
+    // in when the migration runs (see `migration_sql`). Errors: SQLSTATE
+    // 22023 for a bad argument, 22P02 for a payload that is not JSON,
+    // 55000 for a receipt not held, 40001 for a unique key contended.
+    "CREATE FUNCTION @.integer_option(options jsonb, name text) RETURNS numeric
+    LANGUAGE plpgsql IMMUTABLE AS $$
+    DECLARE
+        value jsonb := options -> name;
+    BEGIN
+        IF value IS NULL OR value = 'null' THEN
+            RETURN NULL;
+        END IF;
+        IF jsonb_typeof(value) <> 'number' OR value::text::numeric <> trunc(value::text::numeric) THEN
+            RAISE EXCEPTION 'the push option ''%'' must be an integer, got %', name, value
+                USING ERRCODE = '22023';
+        END IF;
+        RETURN value::text::numeric;
+    END $$;
+    CREATE FUNCTION @.push(queue text, payload text, options jsonb DEFAULT '{}') RETURNS bigint
+    LANGUAGE plpgsql AS $$
+    #variable_conflict use_column
+    DECLARE
+        now_ms bigint := floor(extract(epoch FROM statement_timestamp()) * 1000)::int8;
+        opts jsonb := coalesce(push.options, '{}');
+        why text;
+        unknown text;
+        given_delay numeric;
+        given_at numeric;
+        due bigint;
+        prio numeric;
+        tries numeric;
+        wanted_key text;
+        key_window numeric;
+        grp text;
+        at_once numeric;
+        anyway boolean;
+        named int8[];
+        unfinished int8[] := '{}';
+        predecessor bigint;
+        parent bigint;
+        parent_state smallint;
+        holder record;
+        waiting bigint;
+        new_id bigint;
+    BEGIN
+        IF push.queue IS NULL OR push.payload IS NULL THEN
+            RAISE EXCEPTION 'tq''s push needs a queue name and a payload, got NULL'
+                USING ERRCODE = '22023';
+        END IF;
+        IF octet_length(push.queue) NOT BETWEEN 1 AND MAX_QUEUE_NAME_LEN THEN
+            RAISE EXCEPTION 'a queue name must be 1 to % bytes long, got % bytes',
+                MAX_QUEUE_NAME_LEN, octet_length(push.queue) USING ERRCODE = '22023';
+        END IF;
+        IF octet_length(push.payload) > MAX_PAYLOAD_LEN THEN
+            RAISE EXCEPTION 'the payload is % bytes; this queue''s limit is %',
+                octet_length(push.payload), MAX_PAYLOAD_LEN USING ERRCODE = '22023';
+        END IF;
+        BEGIN
+            PERFORM push.payload::json;
+        EXCEPTION WHEN invalid_text_representation THEN
+            GET STACKED DIAGNOSTICS why = PG_EXCEPTION_DETAIL;
+            RAISE EXCEPTION 'the payload is not JSON: %: %', SQLERRM, why USING ERRCODE = '22P02';
+        END;
+        IF jsonb_typeof(opts) <> 'object' THEN
+            RAISE EXCEPTION 'tq''s push options must be a JSON object, got %', opts
+                USING ERRCODE = '22023';
+        END IF;
+        SELECT string_agg(format('''%s''', k), ', ') INTO unknown FROM jsonb_object_keys(opts) k
+        WHERE k <> ALL (ARRAY['delay_ms', 'run_at_ms', 'priority', 'max_attempts', 'unique_key',
+                              'unique_for_ms', 'group', 'group_at_once', 'after', 'run_anyway']);
+        IF unknown IS NOT NULL THEN
+            RAISE EXCEPTION 'unknown push option %: tq''s push takes delay_ms, run_at_ms, '
+                'priority, max_attempts, unique_key, unique_for_ms, group, group_at_once, '
+                'after and run_anyway', unknown USING ERRCODE = '22023';
+        END IF;
+
+        given_delay := @.integer_option(opts, 'delay_ms');
+        given_at := @.integer_option(opts, 'run_at_ms');
+        IF given_delay IS NOT NULL AND given_at IS NOT NULL THEN
+            RAISE EXCEPTION 'a push takes a delay or a run-at time, not both'
+                USING ERRCODE = '22023';
+        END IF;
+        IF given_delay NOT BETWEEN 0 AND MAX_DURATION_MS THEN
+            RAISE EXCEPTION 'delay must be between 0 ms and % ms, got % ms', MAX_DURATION_MS, given_delay
+                USING ERRCODE = '22023';
+        END IF;
+        IF given_at NOT BETWEEN 0 AND 9223372036854775807 THEN
+            RAISE EXCEPTION 'run-at time must not be before 1970, got % ms', given_at
+                USING ERRCODE = '22023';
+        END IF;
+        due := coalesce(given_at, now_ms + coalesce(given_delay, 0));
+        prio := coalesce(@.integer_option(opts, 'priority'), 0);
+        IF prio NOT BETWEEN -2147483648 AND 2147483647 THEN
+            RAISE EXCEPTION 'a priority is a 32-bit integer, got %', prio USING ERRCODE = '22023';
+        END IF;
+        tries := coalesce(@.integer_option(opts, 'max_attempts'), DEFAULT_MAX_ATTEMPTS);
+        IF tries NOT BETWEEN 1 AND 4294967295 THEN
+            RAISE EXCEPTION 'max attempts must be at least 1 (the first delivery is an attempt)'
+                USING ERRCODE = '22023';
+        END IF;
+
+        IF opts ? 'unique_key' THEN
+            IF jsonb_typeof(opts -> 'unique_key') <> 'string' THEN
+                RAISE EXCEPTION 'the push option ''unique_key'' must be a string, got %',
+                    opts -> 'unique_key' USING ERRCODE = '22023';
+            END IF;
+            wanted_key := opts ->> 'unique_key';
+            IF octet_length(wanted_key) NOT BETWEEN 1 AND MAX_UNIQUE_KEY_LEN THEN
+                RAISE EXCEPTION 'a unique key must be 1 to % bytes long, got % bytes',
+                    MAX_UNIQUE_KEY_LEN, octet_length(wanted_key) USING ERRCODE = '22023';
+            END IF;
+        END IF;
+        key_window := coalesce(@.integer_option(opts, 'unique_for_ms'), 0);
+        IF key_window NOT BETWEEN 0 AND MAX_DURATION_MS THEN
+            RAISE EXCEPTION 'the unique window must be between 0 ms and % ms, got % ms',
+                MAX_DURATION_MS, key_window USING ERRCODE = '22023';
+        END IF;
+        IF wanted_key IS NULL AND opts ? 'unique_for_ms' THEN
+            RAISE EXCEPTION 'a unique window needs a unique key: set the key first'
+                USING ERRCODE = '22023';
+        END IF;
+
+        IF opts ? 'group' THEN
+            IF jsonb_typeof(opts -> 'group') <> 'string' THEN
+                RAISE EXCEPTION 'the push option ''group'' must be a string, got %',
+                    opts -> 'group' USING ERRCODE = '22023';
+            END IF;
+            grp := opts ->> 'group';
+            IF octet_length(grp) NOT BETWEEN 1 AND MAX_UNIQUE_KEY_LEN THEN
+                RAISE EXCEPTION 'a group key must be 1 to % bytes long, got % bytes',
+                    MAX_UNIQUE_KEY_LEN, octet_length(grp) USING ERRCODE = '22023';
+            END IF;
+        ELSIF opts ? 'group_at_once' THEN
+            RAISE EXCEPTION 'group_at_once needs a group' USING ERRCODE = '22023';
+        END IF;
+        at_once := coalesce(@.integer_option(opts, 'group_at_once'), 1);
+        IF at_once NOT BETWEEN 1 AND MAX_GROUP_AT_ONCE THEN
+            RAISE EXCEPTION 'a group delivers 1 to % of its tasks at once, got %',
+                MAX_GROUP_AT_ONCE, at_once USING ERRCODE = '22023';
+        END IF;
+
+        IF opts ? 'run_anyway' AND jsonb_typeof(opts -> 'run_anyway') <> 'boolean' THEN
+            RAISE EXCEPTION 'the push option ''run_anyway'' must be true or false, got %',
+                opts -> 'run_anyway' USING ERRCODE = '22023';
+        END IF;
+        anyway := coalesce((opts ->> 'run_anyway')::boolean, false);
+        IF opts ? 'after' THEN
+            IF jsonb_typeof(opts -> 'after') <> 'array' THEN
+                RAISE EXCEPTION 'the push option ''after'' must be an array of task ids, got %',
+                    opts -> 'after' USING ERRCODE = '22023';
+            END IF;
+            FOR i IN 0 .. jsonb_array_length(opts -> 'after') - 1 LOOP
+                IF jsonb_typeof(opts -> 'after' -> i) <> 'number'
+                   OR (opts -> 'after' ->> i)::numeric <> trunc((opts -> 'after' ->> i)::numeric)
+                   OR (opts -> 'after' ->> i)::numeric NOT BETWEEN 1 AND 9223372036854775807 THEN
+                    RAISE EXCEPTION 'a task to wait for is named by its id, which is positive, got %',
+                        opts -> 'after' -> i USING ERRCODE = '22023';
+                END IF;
+            END LOOP;
+            SELECT array_agg(DISTINCT x::int8 ORDER BY x::int8) INTO named
+            FROM jsonb_array_elements_text(opts -> 'after') x;
+            IF cardinality(named) > MAX_PARENTS THEN
+                RAISE EXCEPTION 'a task may wait for at most % tasks, got %',
+                    MAX_PARENTS, cardinality(named) USING ERRCODE = '22023';
+            END IF;
+        END IF;
+
+        -- As push.rs: the group locked first (the key the API locks), then
+        -- the tasks waited for marked, then the group's predecessor.
+        IF grp IS NOT NULL THEN
+            PERFORM pg_advisory_xact_lock(hashtextextended(
+                'tq:SCHEMA_QUOTED:' || octet_length(push.queue) || ':' || push.queue || ':' || grp, 0));
+        END IF;
+        IF cardinality(named) > 0 THEN
+            FOREACH parent IN ARRAY named LOOP
+                UPDATE @.tasks SET has_children = true WHERE id = parent AND queue = push.queue
+                RETURNING state INTO parent_state;
+                IF NOT FOUND THEN
+                    RAISE EXCEPTION 'queue ''%'' has no task % to wait for: a task can wait only '
+                        'for tasks of its own queue that are not finished, or finished and kept '
+                        'as history', push.queue, parent USING ERRCODE = '22023';
+                ELSIF parent_state IN (3, 5) AND NOT anyway THEN
+                    RAISE EXCEPTION 'task % is %: a task waiting for it would be cancelled at once '
+                        '(push it to run anyway, or retry task % first)', parent,
+                        CASE WHEN parent_state = 3 THEN 'dead' ELSE 'cancelled' END, parent
+                        USING ERRCODE = '22023';
+                ELSIF parent_state NOT IN (2, 3, 5) THEN
+                    unfinished := unfinished || parent;
+                END IF;
+            END LOOP;
+        END IF;
+        IF grp IS NOT NULL THEN
+            SELECT id INTO predecessor FROM @.tasks
+            WHERE queue = push.queue AND group_key = grp AND state IN (0, 1, 4, 6, 7)
+            ORDER BY id DESC LIMIT 1 OFFSET at_once - 1;
+            IF predecessor = ANY (unfinished) THEN
+                predecessor := NULL;
+            ELSIF predecessor IS NOT NULL THEN
+                UPDATE @.tasks SET has_children = true WHERE id = predecessor
+                RETURNING state INTO parent_state;
+                IF parent_state IN (2, 3, 5) THEN
+                    predecessor := NULL;
+                END IF;
+            END IF;
+        END IF;
+        waiting := cardinality(unfinished) + CASE WHEN predecessor IS NULL THEN 0 ELSE 1 END;
+
+        -- Two rounds at most: a concurrent push that took the key first is
+        -- seen by the second look.
+        FOR round IN 1 .. 2 LOOP
+            IF wanted_key IS NOT NULL THEN
+                SELECT id, state, unique_until INTO holder FROM @.tasks
+                WHERE queue = push.queue AND unique_key = wanted_key FOR UPDATE;
+                IF FOUND THEN
+                    -- As store.rs's holds_unique_key: pending, blocked or
+                    -- leased, or done within its window.
+                    IF holder.state IN (0, 1, 4, 6, 7)
+                       OR (holder.state = 2 AND holder.unique_until > now_ms) THEN
+                        RETURN holder.id;
+                    END IF;
+                    UPDATE @.tasks SET unique_key = NULL WHERE id = holder.id;
+                END IF;
+            END IF;
+            INSERT INTO @.tasks (queue, state, payload, created_at, run_at, priority, max_attempts,
+                                 unique_key, unique_for, parents, waiting_for, group_key)
+            VALUES (push.queue,
+                    CASE WHEN waiting > 0 THEN 7 WHEN due <= now_ms THEN 0 ELSE 4 END,
+                    push.payload, now_ms, due, prio, tries, wanted_key, key_window,
+                    CASE WHEN cardinality(named) > 0 THEN named END, waiting, grp)
+            ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+            RETURNING id INTO new_id;
+            IF new_id IS NOT NULL THEN
+                IF cardinality(unfinished) > 0 THEN
+                    INSERT INTO @.dependencies (parent, task, run_anyway)
+                    SELECT unnest(unfinished), new_id, anyway;
+                END IF;
+                IF predecessor IS NOT NULL THEN
+                    INSERT INTO @.dependencies (parent, task, run_anyway)
+                    VALUES (predecessor, new_id, true);
+                END IF;
+                -- Wakes the waiting pulls of every process at the commit.
+                PERFORM pg_notify('CHANNEL_NAME', push.queue);
+                RETURN new_id;
+            END IF;
+        END LOOP;
+        RAISE EXCEPTION 'the unique key was taken and given up by other pushes meanwhile: try again'
+            USING ERRCODE = '40001';
+    END $$;
+    CREATE FUNCTION @.finish(id bigint, token bigint, keep_history boolean DEFAULT false)
+    RETURNS void LANGUAGE plpgsql AS $$
+    #variable_conflict use_column
+    DECLARE
+        now_ms bigint := floor(extract(epoch FROM statement_timestamp()) * 1000)::int8;
+        finished_queue text;
+        waited_for boolean;
+    BEGIN
+        -- As finish.rs's FINISH: deleted, or kept as done with history or
+        -- for a unique window.
+        IF NOT coalesce(finish.keep_history, false) THEN
+            DELETE FROM @.tasks
+            WHERE id = finish.id AND state = 1 AND lease_token = finish.token
+              AND (unique_key IS NULL OR unique_for = 0)
+            RETURNING queue, has_children INTO finished_queue, waited_for;
+        END IF;
+        IF finished_queue IS NULL THEN
+            UPDATE @.tasks t
+            SET state = 2, finished_at = now_ms,
+                lease_token = NULL, lease_expires_at = NULL, holder_id = NULL,
+                unique_key = CASE WHEN t.unique_for > 0 THEN t.unique_key END,
+                unique_until = CASE WHEN t.unique_for > 0 AND t.unique_key IS NOT NULL
+                                    THEN now_ms + t.unique_for END
+            WHERE id = finish.id AND state = 1 AND lease_token = finish.token
+            RETURNING queue, has_children INTO finished_queue, waited_for;
+        END IF;
+        IF finished_queue IS NULL THEN
+            RAISE EXCEPTION 'task % is not held by this delivery: it was already finished or '
+                'failed, or its lease was recovered or taken by another worker', finish.id
+                USING ERRCODE = '55000';
+        END IF;
+        IF NOT coalesce(finish.keep_history, false) THEN
+            DELETE FROM @.tasks WHERE id IN (
+                SELECT id FROM @.tasks
+                WHERE queue = finished_queue AND state = 2 AND unique_until IS NOT NULL
+                  AND unique_until <= now_ms AND (result_until IS NULL OR result_until <= now_ms)
+                LIMIT 100 FOR UPDATE SKIP LOCKED);
+        END IF;
+        -- The tasks waiting for it may be ready now: the trigger that
+        -- released them notifies only a session of tq's (`tq.channel`).
+        -- A slot of a concurrency limit freed wakes a pull that waits for one.
+        IF waited_for THEN
+            PERFORM pg_notify('CHANNEL_NAME', finished_queue);
+        ELSE
+            PERFORM pg_notify('CHANNEL_NAME', finished_queue) FROM @.queues
+            WHERE queue = finished_queue AND slots_wanted_until > now_ms;
+        END IF;
+    END $$;",
 ];
 
 /// The schema version this library writes.
@@ -280,7 +583,7 @@ pub(super) fn migrate(
         return store_id(&mut tx, quoted);
     }
     for migration in &MIGRATIONS[from as usize..] {
-        tx.batch_execute(&migration.replace("@.", &format!("{quoted}.")))?;
+        tx.batch_execute(&migration_sql(migration, name, quoted))?;
     }
     tx.execute(
         &format!(
@@ -292,6 +595,28 @@ pub(super) fn migrate(
     let id = store_id(&mut tx, quoted)?;
     tx.commit()?;
     Ok(id)
+}
+
+/// `migration` as run on schema `name` (quoted: `quoted`): `@.` names the
+/// schema; the SQL functions' limits, channel and group lock key are the
+/// library's own, so that a push through SQL keeps the API's rules.
+fn migration_sql(migration: &str, name: &str, quoted: &str) -> String {
+    [
+        ("@.", format!("{quoted}.")),
+        ("SCHEMA_QUOTED", quoted.to_owned()),
+        ("CHANNEL_NAME", super::listener::channel(name)),
+        ("MAX_PAYLOAD_LEN", MAX_PAYLOAD_LEN.to_string()),
+        ("MAX_QUEUE_NAME_LEN", MAX_QUEUE_NAME_LEN.to_string()),
+        ("MAX_UNIQUE_KEY_LEN", MAX_UNIQUE_KEY_LEN.to_string()),
+        ("MAX_PARENTS", MAX_PARENTS.to_string()),
+        ("MAX_GROUP_AT_ONCE", MAX_GROUP_AT_ONCE.to_string()),
+        ("DEFAULT_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS.to_string()),
+        ("MAX_DURATION_MS", MAX_DURATION.as_millis().to_string()),
+    ]
+    .iter()
+    .fold(migration.to_owned(), |sql, (token, value)| {
+        sql.replace(token, value)
+    })
 }
 
 /// The schema's store id (see migration 2).
