@@ -249,6 +249,9 @@ impl From<postgres::Error> for Error {
                 ),
             );
         }
+        if let Some(error) = raised_by_tq(&err) {
+            return error;
+        }
         // A value of a type tq never wrote: the tables were changed outside tq.
         let text = err.to_string();
         if text.starts_with("error deserializing column") || text.starts_with("invalid column") {
@@ -293,6 +296,25 @@ impl From<postgres::Error> for Error {
         };
         Error::new(kind, format!("postgres: {}", describe(&err)))
     }
+}
+
+/// The error that tq's SQL functions (migration 10 in `schema.rs`) raised,
+/// with their message and the kind their SQLSTATE stands for; `None` for
+/// any other error. Only those functions raise errors of their own (a
+/// PL/pgSQL `RAISE`) in tq's statements.
+fn raised_by_tq(err: &postgres::Error) -> Option<Error> {
+    let db = err.as_db_error()?;
+    if db.routine() != Some("exec_stmt_raise") {
+        return None;
+    }
+    let kind = match db.code() {
+        code if *code == SqlState::INVALID_PARAMETER_VALUE => ErrorKind::InvalidArgument,
+        code if *code == SqlState::INVALID_TEXT_REPRESENTATION => ErrorKind::InvalidJson,
+        code if *code == SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE => ErrorKind::NotHeld,
+        code if *code == SqlState::T_R_SERIALIZATION_FAILURE => ErrorKind::Busy,
+        _ => return None,
+    };
+    Some(Error::new(kind, db.message()))
 }
 
 /// The error for a write whose commit was sent but whose answer was lost.

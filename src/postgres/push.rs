@@ -2,15 +2,10 @@
 //! wait for and their ordered groups; and how a write wakes the waiters
 //! of a queue in every process.
 
-use std::collections::HashMap;
-
 use super::pool::Tx;
 use super::PostgresStore;
 use crate::error::{Error, Result};
-use crate::store::{
-    group_predecessor_sql, holds_unique_key, of_item, parent_ids, waits_for, NewTask, CANCELLED,
-    DEAD, DONE,
-};
+use crate::store::{group_predecessor_sql, of_item, parent_ids, NewTask, CANCELLED, DEAD, DONE};
 use crate::task::Pushed;
 
 /// Stores tasks without unique keys, in order, and notifies the schema's
@@ -30,24 +25,13 @@ const PUSH: &str = "WITH clock AS (SELECT NOW_MS AS now),
         RETURNING id)
     SELECT id, (SELECT pg_notify($7, $1)::text) FROM ins";
 
-/// The task of queue `$1` holding unique key `$2`, if any.
-const UNIQUE_HOLDER: &str = "SELECT id, state, unique_until, NOW_MS FROM @.tasks
-    WHERE queue = $1 AND unique_key = $2 FOR UPDATE";
-
-/// Stores one task, with a unique key `$7` unless NULL, and unless a task
-/// pushed meanwhile by another transaction took the key. It was pushed to
-/// wait for tasks `$9` (NULL: none), waiting for `$10` unfinished ones, in
-/// ordered group `$11` (NULL: none).
-const PUSH_ONE: &str = "WITH clock AS (SELECT NOW_MS AS now),
-    v AS (SELECT coalesce(clock.now + $3::int8, $4::int8) AS run_at, clock.now FROM clock)
-    INSERT INTO @.tasks
-        (queue, state, payload, created_at, run_at, priority, max_attempts, unique_key, unique_for,
-         parents, waiting_for, group_key)
-    SELECT $1, CASE WHEN $10::int8 > 0 THEN 7 WHEN v.run_at <= v.now THEN 0 ELSE 4 END, $2, v.now,
-           v.run_at, $5, $6, $7, $8, $9, $10, $11
-    FROM v
-    ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
-    RETURNING id";
+/// Stores one task through the schema's `push_task` (migration 10 in
+/// `schema.rs`), which the SQL function `push` calls too: one set of rules
+/// for unique keys, the tasks waited for and ordered groups, whichever way
+/// a task is pushed. Answers its id and whether it was stored (not: the
+/// holder of its unique key).
+const PUSH_TASK: &str = "SELECT id, stored
+    FROM @.push_task($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
 
 /// Marks the tasks `$1` of queue `$2` as waited for (so that their end
 /// reaches the task waiting, see `schema.rs`) and answers the state of
@@ -123,12 +107,12 @@ impl PostgresStore {
         Ok(ids.into_iter().map(Pushed::Stored).collect())
     }
 
-    /// Stores one task, or, with a unique key, finds the task holding it.
-    /// A key is held by a pending or leased task, or by a done one until
-    /// its window ends; a task that no longer holds its key gives it up
-    /// here. `earlier` is what the earlier items of the same push did,
-    /// which the task may wait for; a task to wait for that cannot be
-    /// ([`waits_for`]) fails the push.
+    /// Stores one task, or, with a unique key, finds the task holding it
+    /// ([`PUSH_TASK`]). `earlier` is what the earlier items of the same
+    /// push did, which the task may wait for; a task to wait for that
+    /// cannot be fails the push, with the message of [`waits_for`].
+    ///
+    /// [`waits_for`]: crate::store::waits_for
     pub(super) fn push_one(
         &self,
         tx: &mut Tx<'_>,
@@ -136,123 +120,41 @@ impl PostgresStore {
         earlier: &[Pushed],
     ) -> Result<Pushed> {
         let parents = parent_ids(&task.after, earlier);
-        let unfinished = self.unfinished_parents(tx, &parents, task.run_anyway)?;
-        let group_parent = match &task.group {
-            Some((group, at_once)) => self.group_parent(tx, group, *at_once, &unfinished)?,
-            None => None,
-        };
-        let waiting = (unfinished.len() + usize::from(group_parent.is_some())) as i64;
         let parents = (!parents.is_empty()).then_some(parents);
-        let key = task.unique.as_ref().map(|(key, _)| key.as_str());
-        // Two rounds at most: a concurrent push that took the key first is
-        // seen by the second look.
-        for _ in 0..2 {
-            if let Some(key) = key {
-                if let Some(id) = self.unique_key_holder(tx, key)? {
-                    return Ok(Pushed::Duplicate(id));
-                }
-            }
-            if let Some(id) = self.insert_task(tx, task, &parents, waiting)? {
-                if !unfinished.is_empty() {
-                    tx.execute(
-                        &self.sql(ADD_DEPENDENCIES),
-                        &[&unfinished, &id, &task.run_anyway],
-                    )?;
-                }
-                if let Some(parent) = group_parent {
-                    tx.execute(&self.sql(ADD_DEPENDENCIES), &[&vec![parent], &id, &true])?;
-                }
-                self.notify(tx, &self.queue)?;
-                return Ok(Pushed::Stored(id));
-            }
-        }
-        Err(Error::new(
-            crate::ErrorKind::Busy,
-            "the unique key was taken and given up by other pushes meanwhile: try again",
-        ))
-    }
-
-    /// Those of `parents` that a new task must still wait for, marked as
-    /// waited for ([`MARK_PARENTS`]) in one statement; [`waits_for`]
-    /// refuses a parent it cannot wait for, which fails the push.
-    fn unfinished_parents(
-        &self,
-        tx: &mut Tx<'_>,
-        parents: &[i64],
-        run_anyway: bool,
-    ) -> Result<Vec<i64>> {
-        let mut unfinished = Vec::new();
-        if !parents.is_empty() {
-            let mut states = HashMap::new();
-            for row in tx.query(&self.sql(MARK_PARENTS), &[&parents, &self.queue])? {
-                states.insert(row.try_get::<_, i64>(0)?, row.try_get::<_, i16>(1)?);
-            }
-            for &parent in parents {
-                let state = states.get(&parent).map(|&state| i64::from(state));
-                if waits_for(&self.queue, parent, state, run_anyway)? {
-                    unfinished.push(parent);
-                }
-            }
-        }
-        Ok(unfinished)
-    }
-
-    /// The task of this queue that still holds unique key `key`, if one
-    /// does, by the database's clock. A task that has the key but no
-    /// longer holds it gives it up here, so that the new task can take it.
-    fn unique_key_holder(&self, tx: &mut Tx<'_>, key: &str) -> Result<Option<i64>> {
-        if let Some(row) = tx.query_opt(&self.sql(UNIQUE_HOLDER), &[&self.queue, &key])? {
-            let id: i64 = row.try_get(0)?;
-            let state: i16 = row.try_get(1)?;
-            let unique_until: Option<i64> = row.try_get(2)?;
-            let now: i64 = row.try_get(3)?;
-            if holds_unique_key(i64::from(state), unique_until, now) {
-                return Ok(Some(id));
-            }
-            tx.execute(
-                &self.sql("UPDATE @.tasks SET unique_key = NULL WHERE id = $1"),
-                &[&id],
-            )?;
-        }
-        Ok(None)
-    }
-
-    /// Inserts `task`, waiting for `waiting` tasks, and returns its id;
-    /// none when its unique key was taken meanwhile by a concurrent push
-    /// ([`PUSH_ONE`] then inserts nothing), for the caller to look again.
-    fn insert_task(
-        &self,
-        tx: &mut Tx<'_>,
-        task: &NewTask,
-        parents: &Option<Vec<i64>>,
-        waiting: i64,
-    ) -> Result<Option<i64>> {
-        let group = task.group.as_ref().map(|(group, _)| group.as_str());
         let (key, window) = match &task.unique {
             Some((key, window)) => (Some(key.as_str()), *window),
             None => (None, 0),
         };
-        let max_attempts = i64::from(task.max_attempts);
-        let inserted = tx.query_opt(
-            &self.sql(PUSH_ONE),
+        let (group, at_once) = match &task.group {
+            Some((group, at_once)) => (Some(group.as_str()), *at_once as i32),
+            None => (None, 1),
+        };
+        let rows = tx.query(
+            &self.sql(PUSH_TASK),
             &[
                 &self.queue,
                 &task.payload,
                 &task.delay,
                 &task.run_at,
                 &task.priority,
-                &max_attempts,
+                &i64::from(task.max_attempts),
                 &key,
                 &window,
-                parents,
-                &waiting,
+                &parents,
+                &task.run_anyway,
                 &group,
+                &at_once,
             ],
         )?;
-        match inserted {
-            Some(row) => Ok(Some(row.try_get(0)?)),
-            None => Ok(None),
-        }
+        let row = rows
+            .first()
+            .ok_or_else(|| Error::new(crate::ErrorKind::Internal, "push_task answered no row"))?;
+        let id: i64 = row.try_get(0)?;
+        Ok(if row.try_get(1)? {
+            Pushed::Stored(id)
+        } else {
+            Pushed::Duplicate(id)
+        })
     }
 
     /// The task a task pushed to `group`, `at_once` of whose tasks run at

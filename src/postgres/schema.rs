@@ -245,7 +245,8 @@ const MIGRATIONS: &[&str] = &[
     // one does: a notification holds a lock of the whole database from
     // its commit until the flush ends, so every finish notifying would
     // commit one after another. NULL: none waits.
-    "ALTER TABLE @.queues ADD COLUMN slots_wanted_until bigint;",    // 10: push and finish as SQL functions, for a task pushed (or a
+    "ALTER TABLE @.queues ADD COLUMN slots_wanted_until bigint;",
+    // 10: push and finish as SQL functions, for a task pushed (or a
     // delivery finished) in the application's own transaction, from any
     // client, a trigger or psql (docs/postgresql.md). They keep the rules
     // of the API's push (`push.rs`, `store.rs`) and finish (`finish.rs`)
@@ -267,17 +268,124 @@ const MIGRATIONS: &[&str] = &[
         END IF;
         RETURN value::text::numeric;
     END $$;
-    CREATE FUNCTION @.push(queue text, payload text, options jsonb DEFAULT '{}') RETURNS bigint
+    -- Stores a task whose arguments are checked: with unique key
+    -- `wanted_key` unless NULL, unless a task holds it (then `stored` is
+    -- false and `id` the holder's); waiting for the tasks `named` of its
+    -- queue (ascending, each once; NULL: none), or, when `anyway`, for
+    -- their ends however they end; in ordered group `grp` (NULL: none),
+    -- `at_once` of whose tasks run at once. `delay_ms` counts from now;
+    -- NULL: the task is due at `run_at_ms`. The API's pushes with a unique
+    -- key, parents or a group call it too (`push.rs`), so both ways keep
+    -- one set of rules.
+    CREATE FUNCTION @.push_task(queue text, payload text, delay_ms bigint, run_at_ms bigint,
+        priority integer, max_attempts bigint, wanted_key text, key_window bigint,
+        named int8[], anyway boolean, grp text, at_once integer,
+        OUT id bigint, OUT stored boolean)
     LANGUAGE plpgsql AS $$
     #variable_conflict use_column
     DECLARE
         now_ms bigint := floor(extract(epoch FROM statement_timestamp()) * 1000)::int8;
+        due bigint := coalesce(now_ms + delay_ms, run_at_ms);
+        unfinished int8[] := '{}';
+        predecessor bigint;
+        parent bigint;
+        parent_state smallint;
+        holder record;
+        waiting bigint;
+    BEGIN
+        -- The group locked first (with the key push.rs's lock_groups
+        -- takes), then the tasks waited for marked, then the group's
+        -- predecessor.
+        IF grp IS NOT NULL THEN
+            PERFORM pg_advisory_xact_lock(hashtextextended(
+                'tq:SCHEMA_QUOTED:' || octet_length(push_task.queue) || ':' || push_task.queue || ':' || grp, 0));
+        END IF;
+        IF cardinality(named) > 0 THEN
+            FOREACH parent IN ARRAY named LOOP
+                UPDATE @.tasks SET has_children = true WHERE id = parent AND queue = push_task.queue
+                RETURNING state INTO parent_state;
+                IF NOT FOUND THEN
+                    RAISE EXCEPTION 'queue ''%'' has no task % to wait for: a task can wait only '
+                        'for tasks of its own queue that are not finished, or finished and kept '
+                        'as history', push_task.queue, parent USING ERRCODE = '22023';
+                ELSIF parent_state IN (3, 5) AND NOT anyway THEN
+                    RAISE EXCEPTION 'task % is %: a task waiting for it would be cancelled at once '
+                        '(push it to run anyway, or retry task % first)', parent,
+                        CASE WHEN parent_state = 3 THEN 'dead' ELSE 'cancelled' END, parent
+                        USING ERRCODE = '22023';
+                ELSIF parent_state NOT IN (2, 3, 5) THEN
+                    unfinished := unfinished || parent;
+                END IF;
+            END LOOP;
+        END IF;
+        IF grp IS NOT NULL THEN
+            SELECT id INTO predecessor FROM @.tasks
+            WHERE queue = push_task.queue AND group_key = grp AND state IN (0, 1, 4, 6, 7)
+            ORDER BY id DESC LIMIT 1 OFFSET at_once - 1;
+            IF predecessor = ANY (unfinished) THEN
+                predecessor := NULL;
+            ELSIF predecessor IS NOT NULL THEN
+                UPDATE @.tasks SET has_children = true WHERE id = predecessor
+                RETURNING state INTO parent_state;
+                IF parent_state IN (2, 3, 5) THEN
+                    predecessor := NULL;
+                END IF;
+            END IF;
+        END IF;
+        waiting := cardinality(unfinished) + CASE WHEN predecessor IS NULL THEN 0 ELSE 1 END;
+
+        -- Two rounds at most: a concurrent push that took the key first is
+        -- seen by the second look.
+        FOR round IN 1 .. 2 LOOP
+            IF wanted_key IS NOT NULL THEN
+                SELECT id, state, unique_until INTO holder FROM @.tasks
+                WHERE queue = push_task.queue AND unique_key = wanted_key FOR UPDATE;
+                IF FOUND THEN
+                    -- As store.rs's holds_unique_key: pending, blocked or
+                    -- leased, or done within its window.
+                    IF holder.state IN (0, 1, 4, 6, 7)
+                       OR (holder.state = 2 AND holder.unique_until > now_ms) THEN
+                        id := holder.id;
+                        stored := false;
+                        RETURN;
+                    END IF;
+                    UPDATE @.tasks SET unique_key = NULL WHERE id = holder.id;
+                END IF;
+            END IF;
+            INSERT INTO @.tasks (queue, state, payload, created_at, run_at, priority, max_attempts,
+                                 unique_key, unique_for, parents, waiting_for, group_key)
+            VALUES (push_task.queue,
+                    CASE WHEN waiting > 0 THEN 7 WHEN due <= now_ms THEN 0 ELSE 4 END,
+                    push_task.payload, now_ms, due, push_task.priority, push_task.max_attempts, wanted_key, key_window,
+                    CASE WHEN cardinality(named) > 0 THEN named END, waiting, grp)
+            ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+            RETURNING id INTO push_task.id;
+            IF push_task.id IS NOT NULL THEN
+                IF cardinality(unfinished) > 0 THEN
+                    INSERT INTO @.dependencies (parent, task, run_anyway)
+                    SELECT unnest(unfinished), push_task.id, anyway;
+                END IF;
+                IF predecessor IS NOT NULL THEN
+                    INSERT INTO @.dependencies (parent, task, run_anyway)
+                    VALUES (predecessor, push_task.id, true);
+                END IF;
+                -- Wakes the waiting pulls of every process at the commit.
+                PERFORM pg_notify('CHANNEL_NAME', push_task.queue);
+                stored := true;
+                RETURN;
+            END IF;
+        END LOOP;
+        RAISE EXCEPTION 'the unique key was taken and given up by other pushes meanwhile: try again'
+            USING ERRCODE = '40001';
+    END $$;
+    CREATE FUNCTION @.push(queue text, payload text, options jsonb DEFAULT '{}') RETURNS bigint
+    LANGUAGE plpgsql AS $$
+    DECLARE
         opts jsonb := coalesce(push.options, '{}');
         why text;
         unknown text;
         given_delay numeric;
         given_at numeric;
-        due bigint;
         prio numeric;
         tries numeric;
         wanted_key text;
@@ -286,13 +394,7 @@ const MIGRATIONS: &[&str] = &[
         at_once numeric;
         anyway boolean;
         named int8[];
-        unfinished int8[] := '{}';
-        predecessor bigint;
-        parent bigint;
-        parent_state smallint;
-        holder record;
-        waiting bigint;
-        new_id bigint;
+        pushed record;
     BEGIN
         IF push.queue IS NULL OR push.payload IS NULL THEN
             RAISE EXCEPTION 'tq''s push needs a queue name and a payload, got NULL'
@@ -339,7 +441,6 @@ const MIGRATIONS: &[&str] = &[
             RAISE EXCEPTION 'run-at time must not be before 1970, got % ms', given_at
                 USING ERRCODE = '22023';
         END IF;
-        due := coalesce(given_at, now_ms + coalesce(given_delay, 0));
         prio := coalesce(@.integer_option(opts, 'priority'), 0);
         IF prio NOT BETWEEN -2147483648 AND 2147483647 THEN
             RAISE EXCEPTION 'a priority is a 32-bit integer, got %', prio USING ERRCODE = '22023';
@@ -416,86 +517,12 @@ const MIGRATIONS: &[&str] = &[
             END IF;
         END IF;
 
-        -- As push.rs: the group locked first (the key the API locks), then
-        -- the tasks waited for marked, then the group's predecessor.
-        IF grp IS NOT NULL THEN
-            PERFORM pg_advisory_xact_lock(hashtextextended(
-                'tq:SCHEMA_QUOTED:' || octet_length(push.queue) || ':' || push.queue || ':' || grp, 0));
-        END IF;
-        IF cardinality(named) > 0 THEN
-            FOREACH parent IN ARRAY named LOOP
-                UPDATE @.tasks SET has_children = true WHERE id = parent AND queue = push.queue
-                RETURNING state INTO parent_state;
-                IF NOT FOUND THEN
-                    RAISE EXCEPTION 'queue ''%'' has no task % to wait for: a task can wait only '
-                        'for tasks of its own queue that are not finished, or finished and kept '
-                        'as history', push.queue, parent USING ERRCODE = '22023';
-                ELSIF parent_state IN (3, 5) AND NOT anyway THEN
-                    RAISE EXCEPTION 'task % is %: a task waiting for it would be cancelled at once '
-                        '(push it to run anyway, or retry task % first)', parent,
-                        CASE WHEN parent_state = 3 THEN 'dead' ELSE 'cancelled' END, parent
-                        USING ERRCODE = '22023';
-                ELSIF parent_state NOT IN (2, 3, 5) THEN
-                    unfinished := unfinished || parent;
-                END IF;
-            END LOOP;
-        END IF;
-        IF grp IS NOT NULL THEN
-            SELECT id INTO predecessor FROM @.tasks
-            WHERE queue = push.queue AND group_key = grp AND state IN (0, 1, 4, 6, 7)
-            ORDER BY id DESC LIMIT 1 OFFSET at_once - 1;
-            IF predecessor = ANY (unfinished) THEN
-                predecessor := NULL;
-            ELSIF predecessor IS NOT NULL THEN
-                UPDATE @.tasks SET has_children = true WHERE id = predecessor
-                RETURNING state INTO parent_state;
-                IF parent_state IN (2, 3, 5) THEN
-                    predecessor := NULL;
-                END IF;
-            END IF;
-        END IF;
-        waiting := cardinality(unfinished) + CASE WHEN predecessor IS NULL THEN 0 ELSE 1 END;
-
-        -- Two rounds at most: a concurrent push that took the key first is
-        -- seen by the second look.
-        FOR round IN 1 .. 2 LOOP
-            IF wanted_key IS NOT NULL THEN
-                SELECT id, state, unique_until INTO holder FROM @.tasks
-                WHERE queue = push.queue AND unique_key = wanted_key FOR UPDATE;
-                IF FOUND THEN
-                    -- As store.rs's holds_unique_key: pending, blocked or
-                    -- leased, or done within its window.
-                    IF holder.state IN (0, 1, 4, 6, 7)
-                       OR (holder.state = 2 AND holder.unique_until > now_ms) THEN
-                        RETURN holder.id;
-                    END IF;
-                    UPDATE @.tasks SET unique_key = NULL WHERE id = holder.id;
-                END IF;
-            END IF;
-            INSERT INTO @.tasks (queue, state, payload, created_at, run_at, priority, max_attempts,
-                                 unique_key, unique_for, parents, waiting_for, group_key)
-            VALUES (push.queue,
-                    CASE WHEN waiting > 0 THEN 7 WHEN due <= now_ms THEN 0 ELSE 4 END,
-                    push.payload, now_ms, due, prio, tries, wanted_key, key_window,
-                    CASE WHEN cardinality(named) > 0 THEN named END, waiting, grp)
-            ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
-            RETURNING id INTO new_id;
-            IF new_id IS NOT NULL THEN
-                IF cardinality(unfinished) > 0 THEN
-                    INSERT INTO @.dependencies (parent, task, run_anyway)
-                    SELECT unnest(unfinished), new_id, anyway;
-                END IF;
-                IF predecessor IS NOT NULL THEN
-                    INSERT INTO @.dependencies (parent, task, run_anyway)
-                    VALUES (predecessor, new_id, true);
-                END IF;
-                -- Wakes the waiting pulls of every process at the commit.
-                PERFORM pg_notify('CHANNEL_NAME', push.queue);
-                RETURN new_id;
-            END IF;
-        END LOOP;
-        RAISE EXCEPTION 'the unique key was taken and given up by other pushes meanwhile: try again'
-            USING ERRCODE = '40001';
+            SELECT * INTO pushed FROM @.push_task(push.queue, push.payload,
+            CASE WHEN given_at IS NULL THEN coalesce(given_delay, 0) END::int8, given_at::int8,
+            prio::int4, tries::int8, wanted_key, key_window::int8, named, anyway, grp,
+            at_once::int4);
+        -- A key held answers the holder's id, as tq_push does (with TQ_DUPLICATE).
+        RETURN pushed.id;
     END $$;
     CREATE FUNCTION @.finish(id bigint, token bigint, keep_history boolean DEFAULT false)
     RETURNS void LANGUAGE plpgsql AS $$
