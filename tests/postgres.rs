@@ -1307,3 +1307,32 @@ fn a_finish_through_sql_commits_with_the_workers_write_and_refuses_a_stale_recei
     .unwrap();
     assert_eq!(queue.task(kept).unwrap().unwrap().state(), TaskState::Done);
 }
+
+#[test]
+fn a_trigger_pushes_through_sql_in_the_transaction_of_its_statement() {
+    let Some(scratch) = scratch("sql_push_trigger") else {
+        return;
+    };
+    let queue = scratch.open();
+    let mut app = application_client(&scratch);
+    app.batch_execute(&sql(
+        &scratch,
+        "CREATE FUNCTION $schema.order_placed() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             PERFORM $schema.push('default', json_build_object('order', NEW.id)::text);
+             RETURN NEW;
+         END $$;
+         CREATE TRIGGER placed AFTER INSERT ON $schema.orders
+             FOR EACH ROW EXECUTE FUNCTION $schema.order_placed();",
+    ))
+    .unwrap();
+    app.execute(&sql(&scratch, "INSERT INTO $schema.orders VALUES (7)"), &[])
+        .unwrap();
+    let mut tx = app.transaction().unwrap();
+    tx.execute(&sql(&scratch, "INSERT INTO $schema.orders VALUES (8)"), &[])
+        .unwrap();
+    tx.rollback().unwrap();
+    let task = queue.pull(&PullOptions::new()).unwrap().unwrap();
+    assert_eq!(task.payload(), r#"{"order" : 7}"#);
+    assert!(queue.pull(&PullOptions::new()).unwrap().is_none());
+}

@@ -2,10 +2,13 @@
 on the server ``TQ_TEST_POSTGRES_URL`` names (``make test-postgres`` starts
 one)."""
 
+import glob
 import os
+import shutil
 import subprocess
 import threading
 import time
+import urllib.parse
 
 import pytest
 
@@ -129,3 +132,57 @@ def test_a_watch_outlives_a_server_restart_and_still_hears_the_cancellation():
             assert watch.running and not watch.cancelled.is_set()
             other.cancel_task(task_id, "stop")
             assert watch.cancelled.wait(20)
+
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..")
+ORDER_AND_RECEIPT = os.path.join(ROOT, "examples", "postgresql", "order_and_receipt.sql")
+
+
+def _psql():
+    """The psql of the server tests/postgres/cluster.sh runs (PG_BIN, else
+    the newest installed), else the one on PATH."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/psql"), key=lambda p: int(p.split("/")[4]))
+    candidates = [os.path.join(os.environ.get("PG_BIN", ""), "psql")] + found[::-1] + [shutil.which("psql")]
+    return next(path for path in candidates if path and os.access(path, os.X_OK))
+
+
+def _run_psql(url, *args):
+    return subprocess.run(
+        [_psql(), "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-d", url, *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+@pytest.mark.skipif(
+    POSTGRES_URL is None, reason="TQ_TEST_POSTGRES_URL is not set (`make test-postgres` starts a server)"
+)
+def test_postgres_psql_pushes_with_its_order_and_a_python_worker_sees_only_the_committed_task():
+    # A database of its own, so that the example runs as documented, on
+    # the default schema.
+    database = f"py_order_and_receipt_{os.getpid()}_{time.time_ns()}"
+    _run_psql(POSTGRES_URL, "-c", f'CREATE DATABASE "{database}"')
+    url = urllib.parse.urlunsplit(urllib.parse.urlsplit(POSTGRES_URL)._replace(path="/" + database))
+    try:
+        with tq.Queue(url, queue="emails") as queue:
+            woken = []
+            waiting = threading.Thread(target=lambda: woken.append(queue.pull(timeout=60)))
+            waiting.start()
+            _run_psql(url, "-f", ORDER_AND_RECEIPT)
+            waiting.join()
+            task = woken[0]
+            assert task is not None, "the commit wakes the waiting worker"
+            assert task.payload == {"receipt_for": 1}
+            task.finish()
+            assert queue.pull() is None, "the rolled-back order has no task"
+        assert _run_psql(url, "-c", "SELECT id FROM orders").split() == ["1"]
+    finally:
+        _run_psql(POSTGRES_URL, "-c", f'DROP DATABASE "{database}" WITH (FORCE)')
+
+
+def test_the_guide_shows_the_order_and_receipt_example_as_it_runs():
+    with open(ORDER_AND_RECEIPT, encoding="utf-8") as example:
+        text = example.read()
+    with open(os.path.join(ROOT, "docs", "postgresql.md"), encoding="utf-8") as guide:
+        assert text in guide.read()
