@@ -698,3 +698,30 @@ fn version(tx: &mut postgres::Transaction<'_>, name: &str) -> Result<i64> {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sql_functions_get_the_librarys_limits_and_channel() {
+        let sql = migration_sql(MIGRATIONS[9], "jobs", "\"jobs\"");
+        for token in [
+            "@.",
+            "SCHEMA_QUOTED",
+            "CHANNEL_NAME",
+            "MAX_PAYLOAD_LEN",
+            "MAX_QUEUE_NAME_LEN",
+            "MAX_UNIQUE_KEY_LEN",
+            "MAX_PARENTS",
+            "MAX_GROUP_AT_ONCE",
+            "DEFAULT_MAX_ATTEMPTS",
+            "MAX_DURATION_MS",
+        ] {
+            assert!(!sql.contains(token), "{token} is left in migration 10");
+        }
+        assert!(sql.contains(&format!("> {MAX_PAYLOAD_LEN} THEN")));
+        assert!(sql.contains("pg_notify('tq_jobs', push_task.queue)"));
+        assert!(sql.contains("'tq:\"jobs\":' || octet_length(push_task.queue)"));
+    }
+}
