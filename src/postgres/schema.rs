@@ -300,23 +300,30 @@ const MIGRATIONS: &[&str] = &[
             PERFORM pg_advisory_xact_lock(hashtextextended(
                 'tq:SCHEMA_QUOTED:' || octet_length(push_task.queue) || ':' || push_task.queue || ':' || grp, 0));
         END IF;
+        -- One statement marks them all; the first (by id) that cannot be
+        -- waited for fails the push.
         IF cardinality(named) > 0 THEN
-            FOREACH parent IN ARRAY named LOOP
-                UPDATE @.tasks SET has_children = true WHERE id = parent AND queue = push_task.queue
-                RETURNING state INTO parent_state;
+            WITH marked AS (
+                UPDATE @.tasks SET has_children = true
+                WHERE id = ANY (named) AND queue = push_task.queue RETURNING id, state)
+            SELECT coalesce(array_agg(n.id ORDER BY n.id) FILTER (WHERE m.state NOT IN (2, 3, 5)),
+                            '{}'),
+                   min(n.id) FILTER (WHERE m.state IS NULL OR (m.state IN (3, 5) AND NOT anyway))
+            INTO unfinished, parent
+            FROM unnest(named) AS n(id) LEFT JOIN marked m ON m.id = n.id;
+            IF parent IS NOT NULL THEN
+                SELECT state INTO parent_state FROM @.tasks
+                WHERE id = parent AND queue = push_task.queue;
                 IF NOT FOUND THEN
                     RAISE EXCEPTION 'queue ''%'' has no task % to wait for: a task can wait only '
                         'for tasks of its own queue that are not finished, or finished and kept '
                         'as history', push_task.queue, parent USING ERRCODE = '22023';
-                ELSIF parent_state IN (3, 5) AND NOT anyway THEN
-                    RAISE EXCEPTION 'task % is %: a task waiting for it would be cancelled at once '
-                        '(push it to run anyway, or retry task % first)', parent,
-                        CASE WHEN parent_state = 3 THEN 'dead' ELSE 'cancelled' END, parent
-                        USING ERRCODE = '22023';
-                ELSIF parent_state NOT IN (2, 3, 5) THEN
-                    unfinished := unfinished || parent;
                 END IF;
-            END LOOP;
+                RAISE EXCEPTION 'task % is %: a task waiting for it would be cancelled at once '
+                    '(push it to run anyway, or retry task % first)', parent,
+                    CASE WHEN parent_state = 3 THEN 'dead' ELSE 'cancelled' END, parent
+                    USING ERRCODE = '22023';
+            END IF;
         END IF;
         IF grp IS NOT NULL THEN
             SELECT id INTO predecessor FROM @.tasks
@@ -394,6 +401,7 @@ const MIGRATIONS: &[&str] = &[
         at_once numeric;
         anyway boolean;
         named int8[];
+        bad jsonb;
         pushed record;
     BEGIN
         IF push.queue IS NULL OR push.payload IS NULL THEN
@@ -501,14 +509,14 @@ const MIGRATIONS: &[&str] = &[
                 RAISE EXCEPTION 'the push option ''after'' must be an array of task ids, got %',
                     opts -> 'after' USING ERRCODE = '22023';
             END IF;
-            FOR i IN 0 .. jsonb_array_length(opts -> 'after') - 1 LOOP
-                IF jsonb_typeof(opts -> 'after' -> i) <> 'number'
-                   OR (opts -> 'after' ->> i)::numeric <> trunc((opts -> 'after' ->> i)::numeric)
-                   OR (opts -> 'after' ->> i)::numeric NOT BETWEEN 1 AND 9223372036854775807 THEN
-                    RAISE EXCEPTION 'a task to wait for is named by its id, which is positive, got %',
-                        opts -> 'after' -> i USING ERRCODE = '22023';
-                END IF;
-            END LOOP;
+            SELECT x INTO bad FROM jsonb_array_elements(opts -> 'after') x
+            WHERE jsonb_typeof(x) <> 'number' OR x::text::numeric <> trunc(x::text::numeric)
+               OR x::text::numeric NOT BETWEEN 1 AND 9223372036854775807
+            LIMIT 1;
+            IF FOUND THEN
+                RAISE EXCEPTION 'a task to wait for is named by its id, which is positive, got %',
+                    bad USING ERRCODE = '22023';
+            END IF;
             SELECT array_agg(DISTINCT x::int8 ORDER BY x::int8) INTO named
             FROM jsonb_array_elements_text(opts -> 'after') x;
             IF cardinality(named) > MAX_PARENTS THEN
