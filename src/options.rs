@@ -612,6 +612,11 @@ impl PushOptions {
                 PUSH_OPTION_KEYS.join(", ")
             )));
         }
+        if fields.contains_key("delay_ms") && fields.contains_key("run_at_unix_ms") {
+            return Err(Error::invalid_argument(
+                "a push takes a delay or a run-at time, not both",
+            ));
+        }
         let mut options = PushOptions::new();
         if let Some(delay) = fields.get("delay_ms") {
             options.delay(Duration::from_millis(json_integer(delay, "delay_ms")?))?;

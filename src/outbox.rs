@@ -9,7 +9,7 @@
 //!   copy of SQLite);
 //! - in SQL on a Rust connection, after [`install`]: `SELECT tq_push(...)`;
 //! - in SQL on any program's own SQLite, through tq's loadable extension
-//!   (`libtq_sqlite`, see `docs/transactions.md`), which runs this module
+//!   (`libtq_sqlite`, see `docs/guide.md`, "Transactions with your own tables"), which runs this module
 //!   on the host's SQLite and calls [`install`] when loaded.
 //!
 //! The SQL functions:

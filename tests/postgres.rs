@@ -1119,7 +1119,7 @@ fn a_push_through_sql_refuses_what_the_api_refuses_and_writes_nothing() {
         "SELECT $schema.push('default', repeat('1', {}))",
         tq::MAX_PAYLOAD_LEN + 1
     );
-    let cases: [(&str, &str, &str); 9] = [
+    let cases: [(&str, &str, &str); 11] = [
         (
             "SELECT $schema.push('default', '{\"a\": ')",
             "22P02",
@@ -1161,9 +1161,19 @@ fn a_push_through_sql_refuses_what_the_api_refuses_and_writes_nothing() {
             "a unique window needs a unique key",
         ),
         (
-            "SELECT $schema.push('default', '1', '{\"group\": \"g\", \"group_at_once\": 0}')",
+            "SELECT $schema.push('default', '1', '{\"group\": \"g\", \"group_max_at_once\": 0}')",
             "22023",
             "a group delivers 1 to 1000 of its tasks at once, got 0",
+        ),
+        (
+            "SELECT $schema.push('default', '1', '{\"on_parent_failure\": \"maybe\"}')",
+            "22023",
+            "on_parent_failure is 'cancel' or 'run_anyway'",
+        ),
+        (
+            "SELECT $schema.push('default', '1', '{\"delay_ms\": 1, \"run_at_unix_ms\": 1}')",
+            "22023",
+            "a push takes a delay or a run-at time, not both",
         ),
     ];
     for (statement, code, message) in cases {

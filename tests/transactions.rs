@@ -91,6 +91,14 @@ fn a_bad_push_in_sql_fails_with_tqs_message_and_writes_nothing() {
             "tq_push: ",
         ),
         ("SELECT tq_push('default', '1', '[1]')", "a JSON object"),
+        (
+            "SELECT tq_push('default', '1', '{\"delay_ms\": 1, \"run_at_unix_ms\": 1}')",
+            "not both",
+        ),
+        (
+            "SELECT tq_push('default', '1', '{\"on_parent_failure\": \"maybe\"}')",
+            "on_parent_failure is \"cancel\" or \"run_anyway\"",
+        ),
     ];
     for (sql, message) in failures {
         let error = sql_error(push(sql));

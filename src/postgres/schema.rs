@@ -427,16 +427,17 @@ const MIGRATIONS: &[&str] = &[
                 USING ERRCODE = '22023';
         END IF;
         SELECT string_agg(format('''%s''', k), ', ') INTO unknown FROM jsonb_object_keys(opts) k
-        WHERE k <> ALL (ARRAY['delay_ms', 'run_at_ms', 'priority', 'max_attempts', 'unique_key',
-                              'unique_for_ms', 'group', 'group_at_once', 'after', 'run_anyway']);
+        WHERE k <> ALL (ARRAY['delay_ms', 'run_at_unix_ms', 'priority', 'max_attempts',
+                              'unique_key', 'unique_for_ms', 'after', 'on_parent_failure',
+                              'group', 'group_max_at_once']);
         IF unknown IS NOT NULL THEN
-            RAISE EXCEPTION 'unknown push option %: tq''s push takes delay_ms, run_at_ms, '
-                'priority, max_attempts, unique_key, unique_for_ms, group, group_at_once, '
-                'after and run_anyway', unknown USING ERRCODE = '22023';
+            RAISE EXCEPTION 'unknown push option %: the options are delay_ms, run_at_unix_ms, '
+                'priority, max_attempts, unique_key, unique_for_ms, after, on_parent_failure, '
+                'group, group_max_at_once', unknown USING ERRCODE = '22023';
         END IF;
 
         given_delay := @.integer_option(opts, 'delay_ms');
-        given_at := @.integer_option(opts, 'run_at_ms');
+        given_at := @.integer_option(opts, 'run_at_unix_ms');
         IF given_delay IS NOT NULL AND given_at IS NOT NULL THEN
             RAISE EXCEPTION 'a push takes a delay or a run-at time, not both'
                 USING ERRCODE = '22023';
@@ -490,20 +491,22 @@ const MIGRATIONS: &[&str] = &[
                 RAISE EXCEPTION 'a group key must be 1 to % bytes long, got % bytes',
                     MAX_UNIQUE_KEY_LEN, octet_length(grp) USING ERRCODE = '22023';
             END IF;
-        ELSIF opts ? 'group_at_once' THEN
-            RAISE EXCEPTION 'group_at_once needs a group' USING ERRCODE = '22023';
+        ELSIF opts ? 'group_max_at_once' THEN
+            RAISE EXCEPTION 'group_max_at_once needs a group: set group too' USING ERRCODE = '22023';
         END IF;
-        at_once := coalesce(@.integer_option(opts, 'group_at_once'), 1);
+        at_once := coalesce(@.integer_option(opts, 'group_max_at_once'), 1);
         IF at_once NOT BETWEEN 1 AND MAX_GROUP_AT_ONCE THEN
             RAISE EXCEPTION 'a group delivers 1 to % of its tasks at once, got %',
                 MAX_GROUP_AT_ONCE, at_once USING ERRCODE = '22023';
         END IF;
 
-        IF opts ? 'run_anyway' AND jsonb_typeof(opts -> 'run_anyway') <> 'boolean' THEN
-            RAISE EXCEPTION 'the push option ''run_anyway'' must be true or false, got %',
-                opts -> 'run_anyway' USING ERRCODE = '22023';
+        IF opts ? 'on_parent_failure'
+           AND (jsonb_typeof(opts -> 'on_parent_failure') <> 'string'
+                OR opts ->> 'on_parent_failure' NOT IN ('cancel', 'run_anyway')) THEN
+            RAISE EXCEPTION 'on_parent_failure is ''cancel'' or ''run_anyway'', got %',
+                opts -> 'on_parent_failure' USING ERRCODE = '22023';
         END IF;
-        anyway := coalesce((opts ->> 'run_anyway')::boolean, false);
+        anyway := coalesce(opts ->> 'on_parent_failure', 'cancel') = 'run_anyway';
         IF opts ? 'after' THEN
             IF jsonb_typeof(opts -> 'after') <> 'array' THEN
                 RAISE EXCEPTION 'the push option ''after'' must be an array of task ids, got %',

@@ -1,7 +1,7 @@
 //! tq as a SQLite loadable extension (`libtq_sqlite.so`): loaded into a
 //! program's own SQLite connection, it adds the SQL functions `tq_push`
 //! and `tq_finish`, so that the program stores a task, or finishes one, in
-//! its own transaction. See `tq::outbox` and `docs/transactions.md`.
+//! its own transaction. See `tq::outbox` and `docs/guide.md`.
 
 use std::ffi::{c_char, c_int};
 
