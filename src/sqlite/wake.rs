@@ -407,6 +407,29 @@ mod tests {
     }
 
     #[test]
+    fn a_pull_waiting_in_another_process_is_woken_by_the_applications_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db").to_str().unwrap().to_owned();
+        let app = rusqlite::Connection::open(&path).unwrap();
+        crate::outbox::install(&app).unwrap();
+        let child = start_sleeping_child("waiting_child", &path);
+        // Rolled back: rings nothing, leaves nothing to take.
+        app.execute_batch("BEGIN IMMEDIATE; SELECT tq_push('a', '\"undone\"'); ROLLBACK;")
+            .unwrap();
+        app.execute_batch("BEGIN IMMEDIATE; SELECT tq_push('a', '\"committed\"'); COMMIT;")
+            .unwrap();
+        let committed_at = Instant::now();
+        let output = child.wait_with_output().unwrap();
+        assert!(
+            committed_at.elapsed() < CHILD_WAIT / 2,
+            "the child's pull was not woken by the commit"
+        );
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{stdout}");
+        assert!(stdout.contains(r#"pulled Some("\"committed\"")"#), "{stdout}");
+    }
+
+    #[test]
     fn a_ring_for_one_queue_rings_only_the_bells_of_its_word() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("q.db").to_str().unwrap().to_owned();
