@@ -245,6 +245,7 @@ pub fn measure_latency(config: &Config, dir: &BenchDir) -> super::Result<Vec<Lat
     Ok(vec![
         same_process(dir, config.wakeups)?,
         other_process(dir, config.wakeups)?,
+        application_commit(dir, config.wakeups)?,
     ])
 }
 
@@ -505,8 +506,45 @@ fn wall_ns() -> u128 {
 fn other_process(dir: &BenchDir, samples: u64) -> super::Result<Latency> {
     let file = dir.fresh("wake-other");
     let queue = Queue::open(file.path(), OpenOptions::new().durability(DURABILITY))?;
+    woken_in_another_process(file.path(), samples, "another process", || {
+        let pushed = wall_ns();
+        queue.push(PAYLOAD, &PushOptions::new())?;
+        Ok(pushed)
+    })
+}
+
+/// The application's own connection pushes in SQL, in its transaction
+/// (`tq::outbox::install`, as tq's SQLite extension does): from the start
+/// of its commit.
+fn application_commit(dir: &BenchDir, samples: u64) -> super::Result<Latency> {
+    let file = dir.fresh("wake-commit");
+    drop(Queue::open(
+        file.path(),
+        OpenOptions::new().durability(DURABILITY),
+    )?);
+    let app = tq::rusqlite::Connection::open(file.path())?;
+    tq::outbox::install(&app)?;
+    let mut push = app.prepare("SELECT tq_push('default', ?1)")?;
+    woken_in_another_process(file.path(), samples, "an app's commit", || {
+        app.execute_batch("BEGIN IMMEDIATE")?;
+        push.query_row([PAYLOAD], |row| row.get::<_, i64>(0))?;
+        let committing = wall_ns();
+        app.execute_batch("COMMIT")?;
+        Ok(committing)
+    })
+}
+
+/// Starts a process that pulls `samples` tasks of the file at `path`,
+/// waiting for each, and makes each with `push`, which returns the time
+/// its push began: the latencies from there to the pull's return.
+fn woken_in_another_process(
+    path: &str,
+    samples: u64,
+    label: &'static str,
+    mut push: impl FnMut() -> super::Result<u128>,
+) -> super::Result<Latency> {
     let mut child = Command::new(std::env::current_exe()?)
-        .env(WAITER_ROLE, format!("{samples}:{}", file.path()))
+        .env(WAITER_ROLE, format!("{samples}:{path}"))
         .stdout(Stdio::piped())
         .spawn()?;
     let mut lines = BufReader::new(child.stdout.take().ok_or("no pipe")?).lines();
@@ -517,14 +555,13 @@ fn other_process(dir: &BenchDir, samples: u64) -> super::Result<Latency> {
     let mut latencies = Vec::new();
     for _ in 0..samples {
         thread::sleep(SETTLE);
-        let pushed = wall_ns();
-        queue.push(PAYLOAD, &PushOptions::new())?;
+        let pushed = push()?;
         let woke: u128 = next_line()?.parse()?;
         latencies.push(woke.saturating_sub(pushed) as f64 / 1e6);
     }
     check(child.wait()?.success(), "the waiting process failed")?;
     Ok(Latency {
-        label: "another process",
+        label,
         samples: latencies,
     })
 }

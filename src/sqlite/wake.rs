@@ -426,7 +426,10 @@ mod tests {
         );
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert!(output.status.success(), "{stdout}");
-        assert!(stdout.contains(r#"pulled Some("\"committed\"")"#), "{stdout}");
+        assert!(
+            stdout.contains(r#"pulled Some("\"committed\"")"#),
+            "{stdout}"
+        );
     }
 
     #[test]
