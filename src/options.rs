@@ -639,6 +639,16 @@ impl PushOptions {
                 "unique_for_ms",
             )?))?;
         }
+        options.relations_from_json(&fields)?;
+        Ok(options)
+    }
+
+    /// The options of [`PushOptions::from_json`] that tie the task to
+    /// others: the tasks it waits for, and its ordered group.
+    fn relations_from_json(
+        &mut self,
+        fields: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<()> {
         if let Some(after) = fields.get("after") {
             let ids = after
                 .as_array()
@@ -646,10 +656,10 @@ impl PushOptions {
                 .iter()
                 .map(|id| json_integer(id, "after"))
                 .collect::<Result<Vec<i64>>>()?;
-            options.after(&ids)?;
+            self.after(&ids)?;
         }
         if let Some(policy) = fields.get("on_parent_failure") {
-            options.on_parent_failure(match json_text(policy, "on_parent_failure")? {
+            self.on_parent_failure(match json_text(policy, "on_parent_failure")? {
                 "cancel" => ParentFailure::Cancel,
                 "run_anyway" => ParentFailure::RunAnyway,
                 other => {
@@ -662,7 +672,7 @@ impl PushOptions {
         match (fields.get("group"), fields.get("group_max_at_once")) {
             (Some(group), at_once) => {
                 let at_once = at_once.map_or(Ok(1), |n| json_integer(n, "group_max_at_once"))?;
-                options.group(json_text(group, "group")?, at_once)?;
+                self.group(json_text(group, "group")?, at_once)?;
             }
             (None, Some(_)) => {
                 return Err(Error::invalid_argument(
@@ -671,7 +681,7 @@ impl PushOptions {
             }
             (None, None) => {}
         }
-        Ok(options)
+        Ok(())
     }
 }
 
