@@ -24,6 +24,7 @@
 //! | 11 a graph of tasks waiting for one another, workers killed, tasks cancelled in their hands | graph.rs |
 //! | 12 ordered groups, at most K of each delivered at once, workers killed, tasks cancelled in their hands | groups.rs |
 //! | 13 cancellation and the rate limit (declared again by every worker), workers killed | control.rs |
+//! | 14 orders pushed and results finished in the application's own transactions (tq's SQL functions), producers and workers killed | outbox.rs |
 //! | the checker's own tests | negative.rs |
 //!
 //! Scenarios 2, 4, 9, 10, 11, 12 and 13 also run on PostgreSQL (`..._on_postgres`, with
@@ -53,6 +54,7 @@ mod limited;
 mod negative;
 mod network;
 mod openers;
+mod outbox;
 mod power_loss;
 mod producers;
 mod schedules;

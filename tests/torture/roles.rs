@@ -42,6 +42,8 @@ pub fn run(role: &str) -> ! {
         "snapshot" => snapshot(),
         "power" => power(),
         "schedule-driver" => schedule_driver(),
+        "app-producer" => super::outbox::producer(),
+        "app-worker" => super::outbox::worker(),
         other => panic!("unknown child role {other}"),
     }
     // Each role has closed its queue on returning; exiting here skips the
