@@ -27,7 +27,7 @@
 //! | 14 orders pushed and results finished in the application's own transactions (tq's SQL functions), producers and workers killed | outbox.rs |
 //! | the checker's own tests | negative.rs |
 //!
-//! Scenarios 2, 4, 9, 10, 11, 12 and 13 also run on PostgreSQL (`..._on_postgres`, with
+//! Scenarios 2, 4, 9, 10, 11, 12, 13 and 14 also run on PostgreSQL (`..._on_postgres`, with
 //! `TQ_TEST_POSTGRES_URL` set; `make test-postgres` runs them), each in a
 //! schema of its own, the workers being separate clients of the server.
 //!
