@@ -123,6 +123,7 @@ PROTOTYPES = {
     "tq_pull": (STATUS, [QUEUE_P, PULL_OPTIONS_P, POINTER(TASK_P)]),
     "tq_pull_batch": (STATUS, [QUEUE_P, PULL_OPTIONS_P, c_size_t, POINTER(TASK_P), POINTER(c_size_t)]),
     "tq_task_id": (c_int64, [TASK_P]),
+    "tq_task_token": (c_int64, [TASK_P]),
     # c_void_p, not c_char_p: the payload is copied with its exact length by
     # ctypes.string_at, instead of up to the first NUL.
     "tq_task_payload": (c_void_p, [TASK_P, POINTER(c_size_t)]),

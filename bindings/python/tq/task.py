@@ -156,8 +156,8 @@ class _TaskFields:
 class Task(_TaskFields):
     """One delivery of a task, as returned by ``Queue.pull``.
 
-    Read ``id``, ``attempts``, ``payload`` (``raw`` for the JSON text),
-    ``priority``, ``max_attempts``, ``run_at``, ``last_error`` and
+    Read ``id``, ``token``, ``attempts``, ``payload`` (``raw`` for the JSON
+    text), ``priority``, ``max_attempts``, ``run_at``, ``last_error`` and
     ``state``; end the delivery with ``finish()``, ``fail(reason)`` or
     ``finish_and_pull()``, and keep the lease of a long task with
     ``extend(seconds)``. ``close()`` (or leaving a ``with`` block) frees it
@@ -165,7 +165,7 @@ class Task(_TaskFields):
     claimed again when its lease runs out or its holder is recovered.
     """
 
-    __slots__ = ("_queue", "_ptr", "_lock", "_ended", "_watch", "__weakref__")
+    __slots__ = ("_queue", "_ptr", "_token", "_lock", "_ended", "_watch", "__weakref__")
 
     # Tasks come by the thousand, so the library's task is freed by __del__
     # rather than by a weakref.finalize object per task. A class attribute
@@ -181,6 +181,7 @@ class Task(_TaskFields):
         self._watch = None
         self._fields = None
         self._copy(ptr)
+        self._token = lib.tq_task_token(ptr)
 
     @staticmethod
     def _adopt_all(queue: "Queue", pointers) -> "list[Task]":
@@ -203,6 +204,14 @@ class Task(_TaskFields):
                 if self._fields is None:
                     self._fields = _read_fields(self._ptr)
         return self._fields
+
+    @property
+    def token(self) -> int:
+        """The token of this delivery: with ``id``, it finishes the task in
+        SQL, ``SELECT tq_finish(id, token)`` through tq's SQLite extension
+        (``tq.sqlite.load``), in the same commit as the worker's own
+        writes."""
+        return self._token
 
     def finish(self, result=None) -> None:
         """Completes this delivery: the task is deleted, or kept as done on a
