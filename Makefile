@@ -16,9 +16,15 @@
 #                        C++, AddressSanitizer/UBSan, valgrind, panic
 #                        injection), faults (disk full, I/O errors,
 #                        descriptors), Go, torture, the Python and Node.js
-#                        bindings, the packages of make dist installed
+#                        bindings, the SQLite extension, the packages of make dist installed
 #                        without Rust, every example program, the docs' code
 #   make test-cli        the tq command's tests alone
+#   make ext             build tq's SQLite extension, build/lib/libtq_sqlite.so
+#                        (from ext/sqlite, a crate of its own)
+#   make test-ext        the extension from C (tests/ext: an amalgamation
+#                        of 3.51.3 or later, and the sqlite3 shell's refusal
+#                        of an older SQLite), Python (apsw), Go
+#                        (mattn/go-sqlite3) and Node.js (better-sqlite3)
 #   make test-postgres   the PostgreSQL backend against a throwaway server
 #                        (the core and job suites, its own tests, and the
 #                        Go, Python and Node.js bindings' PostgreSQL tests)
@@ -69,6 +75,7 @@ RELEASE := target/release
 .PHONY: test-python example-python bench-python bench-serve
 .PHONY: test-node example-node bench-node pack-node
 .PHONY: test-examples test-docs
+.PHONY: ext test-ext
 .PHONY: dist test-dist
 
 all: lib
@@ -98,6 +105,16 @@ $(BUILD)/lib/libtq.so: $(RELEASE)/libtq.so $(RELEASE)/libtq.a
 	@# them, and the LLVM bitcode rustc embeds in every object for LTO.
 	strip --strip-debug --remove-section=.llvmbc --remove-section=.llvmcmd -o $(BUILD)/lib/libtq.a $(RELEASE)/libtq.a
 
+# tq's SQLite extension, a crate of its own in ext/sqlite (its own
+# workspace and Cargo.lock), copied beside libtq, where the bindings look
+# for it.
+EXT_TARGET := target/ext-sqlite
+ext: $(BUILD)/lib/libtq_sqlite.so
+$(BUILD)/lib/libtq_sqlite.so: FORCE
+	cd ext/sqlite && CARGO_TARGET_DIR=$(CURDIR)/$(EXT_TARGET) $(CARGO) build --locked --release
+	mkdir -p $(BUILD)/lib
+	cp -f $(EXT_TARGET)/release/libtq_sqlite.so $@
+
 # The tq command, a crate of its own in cli/ built on the Rust API.
 cli: $(RELEASE)/tq
 $(RELEASE)/tq: FORCE
@@ -114,7 +131,7 @@ example: setup lib
 	$(MAKE) -C examples/c run TQ_LIBDIR=$(CURDIR)/$(BUILD)/lib TQ_INCLUDEDIR=$(CURDIR)/include
 	$(MAKE) --no-print-directory example-go
 
-test: setup test-rust test-postgres test-cli test-symbols test-install test-c test-faults test-go test-torture test-python test-node test-dist
+test: setup test-rust test-postgres test-cli test-symbols test-install test-c test-faults test-go test-torture test-python test-node test-ext test-dist
 
 # After the others: the example programs, then the code in the docs.
 test: test-examples test-docs

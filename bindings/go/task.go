@@ -119,6 +119,11 @@ func (f taskFields) Decode(v any) error {
 	return json.Unmarshal(f.payload, v)
 }
 
+// Token returns the token of this delivery: with ID, it finishes the task
+// in SQL, `SELECT tq_finish(id, token)` through tq's SQLite extension
+// (libtq_sqlite), in the same commit as the worker's own writes.
+func (t *Task) Token() int64 { return t.token }
+
 // Task is one delivery of one task, held under a lease until it is
 // finished or failed. Its accessors may be called from any goroutine at
 // any time; Finish, Fail, Extend, FinishAndPull, Close and Context may be
@@ -131,8 +136,9 @@ func (f taskFields) Decode(v any) error {
 // eventually.
 type Task struct {
 	taskFields
-	q   *Queue
-	seq uint64 // the order in which FinishBatch locks tasks
+	q     *Queue
+	seq   uint64 // the order in which FinishBatch locks tasks
+	token int64
 
 	mu      sync.Mutex
 	c       *C.tq_task // nil once finished, failed, lost or closed
@@ -361,7 +367,7 @@ func (q *Queue) wait(ctx context.Context, op string, opts []PullOption,
 // wrap copies what Go reads of a new C task and records it in the queue.
 // It runs under the queue's read lock, so Close cannot miss the task.
 func (q *Queue) wrap(c *C.tq_task) *Task {
-	t := &Task{taskFields: readTask(c), q: q, seq: taskSeq.Add(1), c: c}
+	t := &Task{taskFields: readTask(c), q: q, seq: taskSeq.Add(1), token: int64(C.tq_task_token(c)), c: c}
 	h := q.h
 	h.tasksMu.Lock()
 	h.tasks[c] = struct{}{}
