@@ -115,6 +115,20 @@ $(BUILD)/lib/libtq_sqlite.so: FORCE
 	mkdir -p $(BUILD)/lib
 	cp -f $(EXT_TARGET)/release/libtq_sqlite.so $@
 
+# The extension from each language, each with its own SQLite: C on the
+# amalgamation libsqlite3-sys vendors (tests/ext), Python with apsw, Go with
+# mattn/go-sqlite3 (tests/ext/go, a module of its own, so that the binding's
+# needs no SQLite driver) and Node.js with better-sqlite3 (tests/ext/node,
+# its own npm packages).
+test-ext: export TQ_SQLITE_EXTENSION = $(CURDIR)/$(BUILD)/lib/libtq_sqlite.so
+test-ext: lib ext tests/ext/node/node_modules/.package-lock.json
+	$(MAKE) -C tests/ext all TQ_LIBDIR=$(CURDIR)/$(BUILD)/lib TQ_INCLUDEDIR=$(CURDIR)/include
+	$(IN_TREE_PYTHON) -m pytest -q -rs -p no:cacheprovider bindings/python/tests/test_sqlite_extension.py
+	$(call GO_INTREE,tests/ext/go,vet) ./...
+	@# -v: go test prints a skip and its reason only then.
+	$(call GO_INTREE,tests/ext/go,test) -count=1 -v ./...
+	cd tests/ext/node && $(IN_TREE_NODE) --test orders.test.js
+
 # The tq command, a crate of its own in cli/ built on the Rust API.
 cli: $(RELEASE)/tq
 $(RELEASE)/tq: FORCE
@@ -322,6 +336,7 @@ NODE_BINDING_MODULES := bindings/node/node_modules/.package-lock.json
 %/node_modules/.package-lock.json: %/package-lock.json
 	cd $* && $(NPM) ci --no-audit --no-fund
 examples/node/node_modules/.package-lock.json bench/node/node_modules/.package-lock.json: $(NODE_BINDING_MODULES)
+tests/ext/node/node_modules/.package-lock.json: $(NODE_BINDING_MODULES)
 
 test-node: lib $(NODE_BINDING_MODULES) examples/node/node_modules/.package-lock.json
 	cd bindings/node && $(IN_TREE_NODE) --test test/*.test.js

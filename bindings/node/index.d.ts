@@ -261,6 +261,10 @@ export interface TaskFields {
 export class Task implements TaskFields {
   private constructor();
   readonly id: number;
+  /** The token of this delivery: with `id`, it finishes the task in SQL,
+   * `SELECT tq_finish(id, token)` through tq's SQLite extension, in the
+   * same commit as the worker's own writes. */
+  readonly token: bigint;
   readonly raw: string;
   readonly payload: any;
   readonly attempts: number;

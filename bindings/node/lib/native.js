@@ -114,6 +114,7 @@ const PROTOTYPES = [
   'tq_status tq_push_batch(tq_queue *queue, const char *const *payloads, const size_t *lens, size_t count, const tq_push_options *options, int64_t *out_ids)',
   'tq_status tq_push_items(tq_queue *queue, const char *const *payloads, const size_t *lens, const tq_push_options *const *options, size_t count, int64_t *out_ids)',
   'int64_t tq_task_id(const tq_task *task)',
+  'int64_t tq_task_token(const tq_task *task)',
   'const char *tq_task_payload(const tq_task *task, size_t *len)',
   'uint32_t tq_task_attempts(const tq_task *task)',
   'int32_t tq_task_priority(const tq_task *task)',

@@ -133,6 +133,7 @@ class TaskFields {
 class Task extends TaskFields {
   #queue;
   #ptr;
+  #token;
   /** null while the delivery is held, else how it ended (see _end). */
   #ended = null;
   /** The error a further call throws, made when first asked for: most
@@ -156,7 +157,17 @@ class Task extends TaskFields {
     super(fields);
     this.#queue = queue;
     this.#ptr = ptr;
+    // A random 64-bit number: a BigInt, since a Number would round it.
+    this.#token = BigInt(lib.tq_task_token(ptr));
     unfreedTasks.register(this, ptr, this);
+  }
+
+  /** The token of this delivery (a BigInt): with `id`, it finishes the
+   * task in SQL, `SELECT tq_finish(id, token)` through tq's SQLite
+   * extension (libtq_sqlite), in the same commit as the worker's own
+   * writes. */
+  get token() {
+    return this.#token;
   }
 
   /** True once the delivery ended: finished, failed, lost or closed. */

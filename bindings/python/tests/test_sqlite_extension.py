@@ -113,19 +113,60 @@ def test_a_bad_payload_fails_with_tqs_message_and_writes_nothing(conn, path):
         assert sum(queue.counts().values()) == 0
 
 
-@pytest.mark.skipif(
-    sqlite3.sqlite_version_info >= (3, 51, 3), reason=f"the stdlib's SQLite is {sqlite3.sqlite_version}, not too old"
-)
-@pytest.mark.skipif(
-    not hasattr(sqlite3.Connection, "enable_load_extension"), reason="the stdlib's sqlite3 cannot load extensions"
-)
+# Run by an interpreter whose sqlite3 module loads extensions: loads tq's
+# extension into a stdlib connection and prints the error, then whether
+# loading is still enabled after the call.
+REFUSED = """
+import sqlite3, sys
+import tq.sqlite
+conn = sqlite3.connect(sys.argv[1])
+try:
+    tq.sqlite.load(conn)
+    print("loaded")
+except sqlite3.OperationalError as error:
+    print(error)
+try:
+    conn.execute("SELECT load_extension('no such file')")
+except sqlite3.OperationalError as error:
+    print(error)
+"""
+
+
+def stdlib_that_loads_extensions():
+    """An interpreter whose stdlib sqlite3 can load extensions (this one,
+    else the system's python3, whose SQLite is Debian's), with its SQLite
+    version; None when there is none."""
+    import shutil
+    import subprocess
+
+    for python in dict.fromkeys([sys.executable, shutil.which("python3", path="/usr/bin")]):
+        if python is None:
+            continue
+        asked = subprocess.run(
+            [python, "-c", "import sqlite3; print(sqlite3.sqlite_version, hasattr(sqlite3.Connection, 'enable_load_extension'))"],
+            capture_output=True,
+            text=True,
+        )
+        version, loads = asked.stdout.split() if asked.returncode == 0 else ("", "False")
+        if loads == "True":
+            return python, version
+    return None
+
+
 def test_the_stdlib_sqlite3_older_than_3_51_3_is_refused_with_tqs_message(path):
-    conn = sqlite3.connect(str(path))
-    try:
-        with pytest.raises(sqlite3.OperationalError, match=r"too old: tq needs 3\.51\.3 or later"):
-            tq.sqlite.load(conn)
-        # Loading is enabled only for the call.
-        with pytest.raises(sqlite3.OperationalError, match="not authorized"):
-            conn.execute("SELECT load_extension(?)", (EXTENSION,))
-    finally:
-        conn.close()
+    import subprocess
+
+    found = stdlib_that_loads_extensions()
+    if found is None:
+        pytest.skip("no Python here has a stdlib sqlite3 that can load extensions")
+    python, version = found
+    if tuple(map(int, version.split("."))) >= (3, 51, 3):
+        pytest.skip(f"the stdlib's SQLite ({python}) is {version}, not older than 3.51.3")
+    child = subprocess.run(
+        [python, "-c", REFUSED, str(path)], cwd="/", env=child_env(), capture_output=True, text=True, timeout=60
+    )
+    assert child.returncode == 0, child.stderr
+    refusal, afterwards = child.stdout.splitlines()
+    assert "too old: tq needs 3.51.3 or later" in refusal
+    # Loading is enabled for the call only.
+    assert afterwards == "not authorized"
