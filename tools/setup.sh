@@ -84,8 +84,19 @@ if ! pytest_version=$("$PYTHON" -m pytest --version 2>&1); then
     pytest_version=$("$PYTHON" -m pytest --version 2>&1)
 fi
 
-# The npm packages of bindings/node, examples/node and bench/node are
-# installed by the make targets that use them (npm ci, from each folder's
-# package-lock.json).
+# apsw, a SQLite for Python newer than the stdlib's, for the tests of tq's
+# SQLite extension (make test-ext).
+apsw_version=3.54.1.0
+if ! "$PYTHON" -c "import apsw, sys; sys.exit(apsw.apsw_version() != '$apsw_version')" 2>/dev/null; then
+    echo "setup: installing apsw $apsw_version"
+    "$PYTHON" -m pip install --quiet --disable-pip-version-check "apsw==$apsw_version" || {
+        echo "setup: pip could not install apsw: install it with $PYTHON -m pip install apsw==$apsw_version" >&2
+        exit 1
+    }
+fi
+
+# The npm packages of bindings/node, examples/node, bench/node and
+# tests/ext/node are installed by the make targets that use them (npm ci,
+# from each folder's package-lock.json).
 echo "setup: all present: $("$CARGO" --version), $("$GO" version | cut -d' ' -f3), node $("$NODE" --version)," \
     "npm $("$NPM" --version), $pytest_version"
