@@ -47,6 +47,7 @@ from .queue import Pushed, Queue
 from .schedule import CatchUp, Schedule
 from .task import State, Task, TaskSnapshot
 from .watch import Cancel, CancellationWatch
+from . import sqlite
 from ._work import WorkStats
 
 __version__ = "0.3.0"
