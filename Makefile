@@ -16,8 +16,9 @@
 #                        C++, AddressSanitizer/UBSan, valgrind, panic
 #                        injection), faults (disk full, I/O errors,
 #                        descriptors), Go, torture, the Python and Node.js
-#                        bindings, the SQLite extension, the packages of make dist installed
-#                        without Rust, every example program, the docs' code
+#                        bindings, the SQLite extension, the packages of
+#                        make dist installed without Rust, every example
+#                        program, the docs' code
 #   make test-cli        the tq command's tests alone
 #   make ext             build tq's SQLite extension, build/lib/libtq_sqlite.so
 #                        (from ext/sqlite, a crate of its own)
@@ -118,7 +119,7 @@ $(BUILD)/lib/libtq_sqlite.so: FORCE
 # The extension from each language, each with its own SQLite: C on the
 # amalgamation libsqlite3-sys vendors (tests/ext), Python with apsw, Go with
 # mattn/go-sqlite3 (tests/ext/go, a module of its own, so that the binding's
-# needs no SQLite driver) and Node.js with better-sqlite3 (tests/ext/node,
+# module needs no SQLite driver) and Node.js with better-sqlite3 (tests/ext/node,
 # its own npm packages).
 test-ext: export TQ_SQLITE_EXTENSION = $(CURDIR)/$(BUILD)/lib/libtq_sqlite.so
 test-ext: lib ext tests/ext/node/node_modules/.package-lock.json
