@@ -21,8 +21,12 @@ test('a pushed task is pulled with its fields and finished', () =>
     assert.equal(task.lastError, null);
     assert.ok(task.runAt instanceof Date && Math.abs(task.runAt - Date.now()) < 60_000);
     assert.equal(task.closed, false);
+    // The delivery's token, random over 64 bits, is a BigInt.
+    assert.equal(typeof task.token, 'bigint');
+    assert.notEqual(task.token, 0n);
     await task.finish();
     assert.equal(task.closed, true);
+    assert.equal(typeof task.token, 'bigint');
     assert.deepEqual(await queue.counts(), { pending: 0, leased: 0, done: 0, dead: 0, cancelled: 0 });
     assert.equal(await queue.pull(), null);
     assert.equal(await queue.pull(), null);
