@@ -16,9 +16,11 @@ def test_push_pull_finish_round_trip(queue):
     task = queue.pull()
     assert isinstance(task, tq.Task)
     assert (task.id, task.attempts, task.payload) == (first, 1, {"file": "a.mp4"})
+    token = task.token
+    assert isinstance(token, int) and token != 0
     assert queue.counts() == {"pending": 1, "leased": 1, "done": 0, "dead": 0, "cancelled": 0}
     task.finish()
-    assert task.closed
+    assert task.closed and task.token == token
     assert queue.counts() == {"pending": 1, "leased": 0, "done": 0, "dead": 0, "cancelled": 0}
 
     task = queue.pull()
