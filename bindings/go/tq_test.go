@@ -81,6 +81,9 @@ func TestPushPullFinish(t *testing.T) {
 		t.Fatalf("pulled id %d attempts %d payload %s; want %d, 1, %s",
 			task.ID(), task.Attempts(), task.Payload(), id, payload)
 	}
+	if task.Token() == 0 {
+		t.Fatal("a pulled task's Token is 0")
+	}
 	var decoded struct {
 		File  string
 		Sizes []float64
