@@ -246,9 +246,15 @@ fn text_argument<'a>(ctx: &'a Context<'_>, index: usize, what: &str) -> Result<&
     }
 }
 
+/// An integer argument. A whole number stored as a real is taken too:
+/// some drivers bind every number of their language as a real (Node.js's
+/// better-sqlite3 binds a JavaScript number so), and ids below 2^53 are
+/// exact as reals.
 fn integer_argument(ctx: &Context<'_>, index: usize, what: &str) -> Result<i64> {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
     match ctx.get_raw(index) {
         ValueRef::Integer(n) => Ok(n),
+        ValueRef::Real(x) if x.fract() == 0.0 && x.abs() <= EXACT => Ok(x as i64),
         other => Err(Error::invalid_argument(format!(
             "{what} is an integer, got {}",
             other.data_type()

@@ -182,6 +182,24 @@ fn a_worker_finishes_in_sql_with_its_result_rows_in_one_commit() {
     );
     assert_eq!(tasks_stored(&app), 0);
 
+    // A whole number bound as a real, as some drivers bind numbers, names
+    // the same task; a fraction names none.
+    let fraction = sql_error(
+        app.query_row("SELECT tq_finish(?1 + 0.5, ?2)", [id, token], |row| {
+            row.get(0)
+        }),
+    );
+    assert!(
+        fraction.contains("the task id is an integer, got Real"),
+        "{fraction}"
+    );
+    let as_real = sql_error(app.query_row(
+        "SELECT tq_finish(CAST(?1 AS REAL), ?2)",
+        [id, token],
+        |row| row.get(0),
+    ));
+    assert!(as_real.contains("not held"), "{as_real}");
+
     let stale = sql_error(app.query_row("SELECT tq_finish(?1, ?2)", [id, token], |row| row.get(0)));
     assert!(
         stale.contains("tq_finish: ") && stale.contains("not held"),
