@@ -196,6 +196,7 @@ int main(int argc, char **argv)
     VALUE_CASE(tq_push_options_new, tq_push_options_new(), NULL);
     VALUE_CASE(tq_pull_options_new, tq_pull_options_new(), NULL);
     VALUE_CASE(tq_task_id, tq_task_id(task), 0);
+    VALUE_CASE(tq_task_token, tq_task_token(task), 0);
     VALUE_CASE(tq_task_attempts, tq_task_attempts(task), 0u);
     VALUE_CASE(tq_task_priority, tq_task_priority(task), 0);
     VALUE_CASE(tq_task_max_attempts, tq_task_max_attempts(task), 0u);

@@ -1252,6 +1252,41 @@ static void test_task_accessors_null(const char *dir)
     CHECK(tq_task_payload(NULL, NULL) == NULL);
 }
 
+/* A delivery's token names it: a later delivery of the same task has
+ * another token, and a snapshot (not a delivery) has none. */
+static void test_task_token(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, false);
+    REQUIRE(q != NULL);
+    int64_t id = push_text(q, "1");
+    tq_pull_options *pull = tq_pull_options_new();
+    REQUIRE(pull != NULL);
+    CHECK_STATUS(tq_pull_options_set_lease_ms(pull, 1), TQ_OK);
+    tq_task *first = NULL;
+    CHECK_STATUS(tq_pull(q, pull, &first), TQ_OK);
+    CHECK(tq_task_token(first) != 0);
+    sleep_ms(20);
+    tq_task *second = NULL;
+    CHECK_STATUS(tq_pull(q, NULL, &second), TQ_OK);
+    CHECK_INT(tq_task_id(second), id);
+    CHECK(tq_task_token(second) != 0);
+    CHECK(tq_task_token(second) != tq_task_token(first));
+    tq_task *snapshot = NULL;
+    CHECK_STATUS(tq_get_task(q, id, &snapshot), TQ_OK);
+    CHECK_INT(tq_task_token(snapshot), 0);
+    CHECK_STATUS(tq_finish(q, second), TQ_OK);
+
+    fail_without_null();
+    CHECK_INT(tq_task_token(NULL), 0);
+    CHECK_LAST_ERROR("NULL");
+
+    tq_task_free(snapshot);
+    tq_task_free(second);
+    tq_task_free(first);
+    tq_pull_options_free(pull);
+    tq_close(q);
+}
+
 struct shared_task {
     const tq_task *task;
     int64_t id;
@@ -3286,6 +3321,7 @@ static const struct test_case cases[] = {
     CASE(finish_after_lease_expired),
     CASE(finish_after_lease_expired_other_task_pulled),
     CASE(task_accessors_null),
+    CASE(task_token),
     CASE(task_read_by_threads),
     CASE(finish_invalid_and_twice),
     CASE(finish_through_other_handle),
