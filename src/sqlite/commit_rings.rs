@@ -22,14 +22,14 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use rusqlite::{ffi, Connection};
 
-use super::turns::Turns;
+use super::page::SharedPage;
 use crate::error::Result;
 
 /// What one watched connection rings at its next commit.
 struct Watched {
     /// The wake words of the connection's file: `None` where shared memory
     /// cannot be mapped (waiters then rely on their safety net).
-    turns: Option<Turns>,
+    page: Option<SharedPage>,
     /// The queues pushed to since the last commit or rollback.
     noted: BTreeSet<String>,
     /// The connection's `wal_autocheckpoint` when it was watched.
@@ -84,7 +84,7 @@ pub(crate) fn watch(conn: &Connection, path: &str) -> Result<Arc<Watch>> {
     watched().insert(
         handle as usize,
         Watched {
-            turns: Turns::open(path),
+            page: SharedPage::open(path),
             noted: BTreeSet::new(),
             autocheckpoint_pages,
             serial,
@@ -125,9 +125,9 @@ unsafe extern "C" fn after_commit(
         let Some(watched) = watched.get_mut(&(db as usize)) else {
             return ffi::SQLITE_OK;
         };
-        if let Some(turns) = &watched.turns {
+        if let Some(page) = &watched.page {
             for queue in &watched.noted {
-                turns.wake_words().ring(queue);
+                page.wake_words().ring(queue);
             }
         }
         watched.noted.clear();

@@ -6,7 +6,7 @@ use std::time::Instant;
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 
-use super::{ids, retry_busy, schema, turns, write_transaction};
+use super::{ids, page, retry_busy, schema, write_transaction};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::OpenOptions;
 
@@ -23,12 +23,13 @@ const STATEMENT_CACHE: usize = 64;
 
 /// Opens the connection, checks the file, and sets it up and migrates it
 /// when needed. Opening a current tq file writes nothing to it. Returns the
-/// file's turns with it (see `turns.rs`): a process opening a file that
-/// others are busy writing must not be starved out of its own set-up.
+/// file's shared page with it, for its turns (see `turns.rs`): a process
+/// opening a file that others are busy writing must not be starved out of
+/// its own set-up.
 pub(super) fn connect(
     path: &str,
     options: &OpenOptions,
-) -> Result<(Connection, Option<turns::Turns>)> {
+) -> Result<(Connection, Option<page::SharedPage>)> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -45,16 +46,16 @@ pub(super) fn connect(
 
     // An in-memory or temporary database has no path, and no turns: it is
     // refused below, as it cannot be put in WAL mode.
-    let turns = conn
+    let page = conn
         .path()
         .filter(|resolved| !resolved.is_empty())
-        .and_then(turns::Turns::open);
+        .and_then(page::SharedPage::open);
     // Switching a new file to WAL and migrating it are writes: they wait for
     // a turn like every other write.
     let setup_turn = (version < schema::CURRENT_VERSION)
-        .then_some(turns.as_ref())
+        .then_some(page.as_ref())
         .flatten()
-        .map(|turns| turns.wait(deadline));
+        .map(|page| page.turns().wait(deadline));
     retry_busy(&conn, options.busy_timeout, deadline, enable_wal)?;
     if version < schema::CURRENT_VERSION {
         // A migration that fails for any reason but the disk or a lock met
@@ -74,7 +75,7 @@ pub(super) fn connect(
         )?;
     }
     drop(setup_turn);
-    Ok((conn, turns))
+    Ok((conn, page))
 }
 
 /// The settings of every connection tq opens.

@@ -13,6 +13,7 @@ mod flush;
 pub(crate) mod ids;
 mod inherited;
 mod list;
+mod page;
 pub(crate) mod push;
 #[cfg(test)]
 mod query_plans;
@@ -67,10 +68,11 @@ pub(crate) struct SharedFile {
     /// `normal`, and at `full` when SQLite flushes in each commit instead
     /// (see `flush::Flusher::new`).
     flusher: Option<flush::Flusher>,
-    /// Fair turns at the write lock among processes, and the wake words
-    /// (see `wake.rs`), in one shared page; `None` when the page could not
-    /// be mapped.
-    turns: Option<Arc<turns::Turns>>,
+    /// The page shared with the other processes using the file (see
+    /// `page.rs`): fair turns at the write lock among processes (see
+    /// `turns.rs`), and the wake words (see `wake.rs`); `None` when the
+    /// page could not be mapped.
+    page: Option<Arc<page::SharedPage>>,
     /// Rings this process's bells of the file when other processes ring
     /// the wake words; started by the first wait.
     watcher: wake::Watcher,
@@ -140,8 +142,8 @@ impl SqliteStore {
     /// have a task to claim: after a committed write that can make one
     /// claimable.
     fn ring_other_processes(&self) {
-        if let Some(turns) = &self.file.turns {
-            turns.wake_words().ring(&self.queue);
+        if let Some(page) = &self.file.page {
+            page.wake_words().ring(&self.queue);
         }
     }
 
@@ -150,8 +152,8 @@ impl SqliteStore {
     fn ring_cancellation(&self) -> Result<()> {
         let channel = cancellations_channel(&self.queue);
         Bell::for_queue(self.file.file_id, &channel)?.ring();
-        if let Some(turns) = &self.file.turns {
-            turns.wake_words().ring(&channel);
+        if let Some(page) = &self.file.page {
+            page.wake_words().ring(&channel);
         }
         Ok(())
     }
@@ -190,7 +192,7 @@ impl SharedFile {
     /// seconds (turns, busy locks, a migration): it runs without the
     /// registry's lock, so that opens of other files go on meanwhile.
     fn open(path: &str, options: &OpenOptions) -> Result<Arc<SharedFile>> {
-        let (writer, turns) = connect::connect(path, options)?;
+        let (writer, page) = connect::connect(path, options)?;
         let resolved = writer.path().unwrap_or(path).to_owned();
         let metadata = std::fs::metadata(&resolved)
             .map_err(|err| Error::new(ErrorKind::Io, format!("cannot stat '{resolved}': {err}")))?;
@@ -205,7 +207,7 @@ impl SharedFile {
             reader: inherited::register(reader)?,
             group: Group::default(),
             flusher,
-            turns: turns.map(Arc::new),
+            page: page.map(Arc::new),
             watcher: wake::Watcher::default(),
             busy_timeout: options.busy_timeout,
             path: resolved,
@@ -243,7 +245,7 @@ impl SharedFile {
         let changes_before = conn.total_changes();
         let value = {
             let deadline = Instant::now() + self.busy_timeout;
-            let _turn = self.turns.as_ref().map(|turns| turns.wait(deadline));
+            let _turn = self.page.as_ref().map(|page| page.turns().wait(deadline));
             write_transaction(conn, self.busy_timeout, deadline, body)?
         };
         let commit = match &self.flusher {
@@ -390,12 +392,12 @@ mod tests {
     /// Processes ahead in the turn line of the file at `path`: `count`
     /// turns taken now, each held `hold` in its turn (short of a stale one).
     fn turns_ahead(path: &str, count: usize, hold: Duration) -> Vec<thread::JoinHandle<()>> {
-        let line = Arc::new(turns::Turns::open(path).unwrap());
+        let page = Arc::new(page::SharedPage::open(path).unwrap());
         let ahead = (0..count)
             .map(|_| {
-                let line = Arc::clone(&line);
+                let page = Arc::clone(&page);
                 thread::spawn(move || {
-                    let _turn = line.wait(Instant::now() + Duration::from_secs(30));
+                    let _turn = page.turns().wait(Instant::now() + Duration::from_secs(30));
                     thread::sleep(hold);
                 })
             })
@@ -484,8 +486,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (path, queue) = queue_in(&dir, Duration::from_secs(5));
         // Another process's view of the turns, sharing the page.
-        let line = turns::Turns::open(&path).unwrap();
-        let tickets = || line.next_ticket();
+        let page = page::SharedPage::open(&path).unwrap();
+        let tickets = || page.turns().next_ticket();
         let before = tickets();
         queue.push("1", &PushOptions::new()).unwrap();
         assert_eq!(tickets(), before + 1, "a write takes one turn");

@@ -278,8 +278,8 @@ impl Store for SqliteStore {
     fn cancellations(&self) -> Result<(Arc<Bell>, Duration)> {
         let channel = cancellations_channel(&self.queue);
         let bell = Bell::for_queue(self.file.file_id, &channel)?;
-        let safety_net = match &self.file.turns {
-            Some(turns) if self.file.watcher.start(turns, self.file.file_id, &channel) => {
+        let safety_net = match &self.file.page {
+            Some(page) if self.file.watcher.start(page, self.file.file_id, &channel) => {
                 super::wake::safety_net()
             }
             _ => crate::wait::POLL_INTERVAL,
@@ -376,12 +376,12 @@ impl Store for SqliteStore {
 
     fn watch_other_processes(&self) -> Duration {
         // Rarely with the watcher (see `wake.rs`), often without.
-        match &self.file.turns {
-            Some(turns)
+        match &self.file.page {
+            Some(page)
                 if self
                     .file
                     .watcher
-                    .start(turns, self.file.file_id, &self.queue) =>
+                    .start(page, self.file.file_id, &self.queue) =>
             {
                 super::wake::safety_net()
             }

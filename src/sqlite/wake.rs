@@ -7,12 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::turns::Turns;
+use super::page::{SharedPage, WakeWords, QUEUE_WORDS};
 use crate::wait::Bell;
-
-/// Counters for the queues, one per queue name modulo this: one per bit of
-/// a futex bitset, but for [`LOOK_AGAIN`].
-pub(super) const QUEUE_WORDS: usize = 31;
 
 /// The futex bit every watcher sleeps with: wakes them all, to stop one or
 /// to widen its bitset.
@@ -33,17 +29,6 @@ pub(super) fn safety_net() -> Duration {
 /// that no ring asked for.
 const WATCHER_SLOWER: u32 = 10;
 
-/// The wake words in the shared page.
-#[repr(C)]
-pub(super) struct WakeWords {
-    /// Bumped by every ring: the watchers sleep on it.
-    file: AtomicU32,
-    /// How many watchers sleep on `file`, or are about to.
-    sleepers: AtomicU32,
-    /// Bumped by every ring of a queue whose name hashes here.
-    queues: [AtomicU32; QUEUE_WORDS],
-}
-
 /// The word of the queue named `queue`: FNV-1a of the name, the same in
 /// every process (unlike the standard library's seeded hashers).
 pub(super) fn queue_word(queue: &str) -> usize {
@@ -59,15 +44,6 @@ fn queue_bit(queue: &str) -> u32 {
 }
 
 impl WakeWords {
-    /// Clears every word; only while nobody else uses the page.
-    pub(super) fn reset(&self) {
-        self.file.store(0, Ordering::SeqCst);
-        self.sleepers.store(0, Ordering::SeqCst);
-        for word in &self.queues {
-            word.store(0, Ordering::SeqCst);
-        }
-    }
-
     /// Tells every process's watchers that `queue` may have a task to
     /// claim; call it after the write is committed.
     pub(super) fn ring(&self, queue: &str) {
@@ -119,15 +95,15 @@ struct Running {
     thread: JoinHandle<()>,
     /// The process that started the thread, the only one where it runs.
     started_by: u32,
-    turns: Arc<Turns>,
+    page: Arc<SharedPage>,
 }
 
 impl Watcher {
     /// Makes sure that the thread that rings the bells of the file
-    /// `file_id` in this process when `turns`' wake words are rung runs,
+    /// `file_id` in this process when `page`'s wake words are rung runs,
     /// and wakes for rings of `queue`; whether it runs. Call it before the
     /// waiter's first look at the queue.
-    pub(super) fn start(&self, turns: &Arc<Turns>, file_id: (u64, u64), queue: &str) -> bool {
+    pub(super) fn start(&self, page: &Arc<SharedPage>, file_id: (u64, u64), queue: &str) -> bool {
         let mut running = self
             .0
             .lock()
@@ -136,7 +112,7 @@ impl Watcher {
         if let Some(running) = running.as_ref() {
             if running.waited_on.fetch_or(bit, Ordering::SeqCst) & bit == 0 {
                 // Asleep for other queues, it would miss this one's rings.
-                turns.wake_words().look_again();
+                page.wake_words().look_again();
             }
             return true;
         }
@@ -144,11 +120,11 @@ impl Watcher {
         let waited_on = Arc::new(AtomicU32::new(bit));
         // Taken here, before the waiter's first look at the queue: a ring
         // after that look is seen as a change.
-        let seen = turns.wake_words().snapshot();
+        let seen = page.wake_words().snapshot();
         let thread = std::thread::Builder::new().name("tq-wake".into()).spawn({
             let (stop, waited_on) = (Arc::clone(&stop), Arc::clone(&waited_on));
-            let turns = Arc::clone(turns);
-            move || watch(&turns, file_id, seen, &waited_on, &stop)
+            let page = Arc::clone(page);
+            move || watch(&page, file_id, seen, &waited_on, &stop)
         });
         let Ok(thread) = thread else {
             return false;
@@ -158,7 +134,7 @@ impl Watcher {
             waited_on,
             thread,
             started_by: std::process::id(),
-            turns: Arc::clone(turns),
+            page: Arc::clone(page),
         });
         true
     }
@@ -182,7 +158,7 @@ impl Drop for Watcher {
         running.stop.store(true, Ordering::SeqCst);
         // Wakes the other processes' watchers too, for a look at words
         // that did not move.
-        running.turns.wake_words().look_again();
+        running.page.wake_words().look_again();
         let _ = running.thread.join();
     }
 }
@@ -190,13 +166,13 @@ impl Drop for Watcher {
 /// The watcher thread's loop: rings the bells of the queues whose words
 /// moved since `seen`, then sleeps until the file's word moves.
 fn watch(
-    turns: &Turns,
+    page: &SharedPage,
     file_id: (u64, u64),
     mut seen: [u32; QUEUE_WORDS],
     waited_on: &AtomicU32,
     stop: &AtomicBool,
 ) {
-    let words = turns.wake_words();
+    let words = page.wake_words();
     while !stop.load(Ordering::SeqCst) {
         // The file's word before the queue words: a ring in between wakes
         // the next sleep at once.
@@ -323,7 +299,7 @@ mod tests {
     /// only makes it likelier that the child's wait sleeps too (a ring
     /// just before it would be seen at once, proving less).
     fn start_sleeping_child(name: &str, path: &str) -> std::process::Child {
-        let page = Turns::open(path).expect("the shared page");
+        let page = SharedPage::open(path).expect("the shared page");
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
@@ -439,7 +415,7 @@ mod tests {
         assert_ne!(queue_word("a"), queue_word("b"));
         let (a, b) = (Arc::new(open(&path, "a")), Arc::new(open(&path, "b")));
         // Another process's view of the page, which rings it.
-        let other = Turns::open(&path).expect("the shared page");
+        let other = SharedPage::open(&path).expect("the shared page");
         let metadata = std::fs::metadata(&path).unwrap();
         let file_id = (metadata.dev(), metadata.ino());
         let (bell_a, bell_b) = (

@@ -58,7 +58,7 @@ impl SharedFile {
     pub(super) fn checkpoint(&self) -> Result<bool> {
         self.with_writer(|conn| {
             let deadline = Instant::now() + self.busy_timeout;
-            let _turn = self.turns.as_ref().map(|turns| turns.wait(deadline));
+            let _turn = self.page.as_ref().map(|page| page.turns().wait(deadline));
             retry_busy(conn, self.busy_timeout, deadline, |conn| {
                 let busy: i64 =
                     conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| row.get(0))?;
@@ -97,9 +97,9 @@ impl SharedFile {
         // The checkpoint takes the write lock: it waits for a turn like any
         // writer, or writers in other processes would keep it out.
         let _turn = self
-            .turns
+            .page
             .as_ref()
-            .map(|turns| turns.wait(Instant::now() + upkeep.wait));
+            .map(|page| page.turns().wait(Instant::now() + upkeep.wait));
         let outcome = truncate_wal(conn, upkeep.wait);
         upkeep.record(outcome);
         let _ = conn.busy_timeout(self.busy_timeout);
