@@ -72,6 +72,16 @@ pub(crate) fn check_queue_name(name: &str) -> Result<()> {
     check_text("a queue name", name, MAX_QUEUE_NAME_LEN)
 }
 
+/// The max attempts of a task, or of a schedule's tasks: the value its
+/// options chose, else the handle's `default` ([`OpenOptions::max_attempts`]).
+/// The one place the two meet: a pushed task
+/// ([`crate::store::NewTask::new`]) and a stored schedule
+/// ([`crate::schedule::Schedule::resolved`]) take their value from here, and
+/// the backends store it as given.
+pub(crate) fn resolve_max_attempts(chosen: Option<u32>, default: u32) -> u32 {
+    chosen.unwrap_or(default)
+}
+
 pub(crate) fn check_max_attempts(max_attempts: u32) -> Result<u32> {
     if max_attempts == 0 {
         return Err(Error::invalid_argument(

@@ -17,7 +17,7 @@ use croner::parser::{CronParser, Seconds};
 use croner::Cron;
 
 use crate::error::{Error, Result};
-use crate::options::check_text;
+use crate::options::{check_text, resolve_max_attempts};
 
 /// The longest schedule name, in bytes.
 pub const MAX_SCHEDULE_NAME_LEN: usize = 200;
@@ -250,6 +250,15 @@ impl Schedule {
         self.catch_up
     }
 
+    /// This schedule as a handle whose tasks get `default_max_attempts`
+    /// unless told otherwise stores it.
+    pub(crate) fn resolved(&self, default_max_attempts: u32) -> StoredSchedule {
+        StoredSchedule::new(
+            self.clone(),
+            resolve_max_attempts(self.max_attempts, default_max_attempts),
+        )
+    }
+
     /// A schedule read back from the store, as stored.
     pub(crate) fn from_stored(
         name: String,
@@ -259,16 +268,17 @@ impl Schedule {
         priority: i32,
         max_attempts: u32,
         catch_up: (i64, i64),
-    ) -> Schedule {
-        Schedule {
+    ) -> StoredSchedule {
+        let schedule = Schedule {
             name,
             spec: ScheduleSpec::from_stored(spec),
             time_zone,
             payload,
             priority,
-            max_attempts: Some(max_attempts),
+            max_attempts: None,
             catch_up: CatchUp::from_stored(catch_up.0, catch_up.1),
-        }
+        };
+        StoredSchedule::new(schedule, max_attempts)
     }
 
     /// When its slots fall, ready to compute.
@@ -277,10 +287,42 @@ impl Schedule {
     }
 }
 
+/// A schedule as the store keeps it: the max attempts of its tasks
+/// resolved ([`Schedule::resolved`]), so that a backend stores and reads
+/// them as they are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StoredSchedule {
+    /// The schedule, its max attempts set to `task_max_attempts`.
+    schedule: Schedule,
+    task_max_attempts: u32,
+}
+
+impl StoredSchedule {
+    fn new(mut schedule: Schedule, task_max_attempts: u32) -> StoredSchedule {
+        schedule.max_attempts = Some(task_max_attempts);
+        StoredSchedule {
+            schedule,
+            task_max_attempts,
+        }
+    }
+
+    pub(crate) fn schedule(&self) -> &Schedule {
+        &self.schedule
+    }
+
+    pub(crate) fn into_schedule(self) -> Schedule {
+        self.schedule
+    }
+
+    pub(crate) fn task_max_attempts(&self) -> u32 {
+        self.task_max_attempts
+    }
+}
+
 /// A stored schedule, as [`crate::Queue::schedules`] lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScheduleInfo {
-    pub(crate) schedule: Schedule,
+    pub(crate) schedule: StoredSchedule,
     pub(crate) paused: bool,
     pub(crate) next_slot: i64,
 }
@@ -288,7 +330,7 @@ pub struct ScheduleInfo {
 impl ScheduleInfo {
     /// The schedule as added.
     pub fn schedule(&self) -> &Schedule {
-        &self.schedule
+        self.schedule.schedule()
     }
 
     /// Whether it is paused (its slots are skipped until resumed).

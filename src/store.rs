@@ -13,8 +13,10 @@ use std::time::Duration;
 
 use crate::error::Error;
 use crate::error::Result;
-use crate::options::{NotBefore, Parent, ParentFailure, PushOptions, RetryBackoff};
-use crate::schedule::{slot_key, Schedule, ScheduleInfo, SLOT_KEY_RESERVED};
+use crate::options::{
+    resolve_max_attempts, NotBefore, Parent, ParentFailure, PushOptions, RetryBackoff,
+};
+use crate::schedule::{slot_key, ScheduleInfo, StoredSchedule, SLOT_KEY_RESERVED};
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
     TaskTiming,
@@ -69,7 +71,7 @@ impl NewTask {
             run_at,
             delay,
             priority: options.priority,
-            max_attempts: options.max_attempts.unwrap_or(default_max_attempts),
+            max_attempts: resolve_max_attempts(options.max_attempts, default_max_attempts),
             unique: options.unique.as_ref().map(|unique| {
                 (
                     unique.key.clone(),
@@ -339,9 +341,9 @@ pub(crate) trait Store: Send + Sync {
     /// the first push).
     fn last_id(&self) -> Result<i64>;
 
-    /// Stores `schedule` (its max attempts resolved) in the queue with its
-    /// first slot after `now`, as `put` says of a schedule of the same name.
-    fn put_schedule(&self, schedule: &Schedule, put: PutSchedule, now: i64) -> Result<()>;
+    /// Stores `schedule` in the queue with its first slot after `now`, as
+    /// `put` says of a schedule of the same name.
+    fn put_schedule(&self, schedule: &StoredSchedule, put: PutSchedule, now: i64) -> Result<()>;
 
     /// Deletes the schedule named `name`; says whether there was one.
     fn remove_schedule(&self, name: &str) -> Result<bool>;
@@ -659,10 +661,11 @@ pub(crate) fn state_condition(state: TaskState) -> &'static str {
 /// program, or naming a time zone this build does not know): the backends
 /// pause it rather than fail the pull driving it, and resuming it says why.
 pub(crate) fn due_tasks(
-    schedule: &Schedule,
+    stored: &StoredSchedule,
     next: i64,
     now: i64,
 ) -> Result<Option<(Vec<NewTask>, i64)>> {
+    let schedule = stored.schedule();
     let timetable = match schedule.timetable() {
         Ok(timetable) => timetable,
         Err(err) if err.kind() == crate::ErrorKind::InvalidArgument => return Ok(None),
@@ -676,7 +679,7 @@ pub(crate) fn due_tasks(
             run_at: slot,
             delay: None,
             priority: schedule.priority,
-            max_attempts: schedule.max_attempts.unwrap_or(1),
+            max_attempts: stored.task_max_attempts(),
             unique: Some((slot_key(&schedule.name, slot), SLOT_KEY_RESERVED)),
             after: Vec::new(),
             run_anyway: false,

@@ -57,7 +57,8 @@ pub enum tq_catch_up {
 
 impl tq_schedule {
     fn listed(info: ScheduleInfo) -> Result<tq_schedule> {
-        let schedule = info.schedule;
+        let max_attempts = info.schedule.task_max_attempts();
+        let schedule = info.schedule.into_schedule();
         let name = schedule.name.clone();
         let text = |text: String| {
             CString::new(text).map_err(|_| {
@@ -77,7 +78,7 @@ impl tq_schedule {
             time_zone: text(schedule.time_zone.clone())?,
             payload: text(schedule.payload.clone())?,
             priority: schedule.priority,
-            max_attempts: schedule.max_attempts.unwrap_or(0),
+            max_attempts,
             catch_up: schedule.catch_up,
             paused: info.paused,
             next_slot_unix_ms: info.next_slot,
@@ -519,7 +520,7 @@ pub extern "C" fn tq_schedules(
             .0
             .schedules()?
             .into_iter()
-            .filter(|info| info.schedule.name.as_str() > after)
+            .filter(|info| info.schedule().name.as_str() > after)
             .take(max)
             .map(tq_schedule::listed)
             .collect::<Result<Vec<_>>>()?;

@@ -10,7 +10,7 @@ use postgres::Row;
 use super::pool::Tx;
 use super::PostgresStore;
 use crate::error::{Error, Result};
-use crate::schedule::{Schedule, ScheduleInfo};
+use crate::schedule::{Schedule, ScheduleInfo, StoredSchedule};
 use crate::store::{due_tasks, PutSchedule};
 use crate::task::Pushed;
 
@@ -54,10 +54,11 @@ impl PostgresStore {
         Ok(row.map(|row| row.try_get(0)).transpose()?.unwrap_or(0))
     }
 
-    pub(super) fn put_schedule_row(&self, schedule: &Schedule, put: PutSchedule) -> Result<()> {
+    pub(super) fn put_schedule_row(&self, stored: &StoredSchedule, put: PutSchedule) -> Result<()> {
+        let schedule = stored.schedule();
         let (catch_up, catch_up_limit) = schedule.catch_up.stored();
         let catch_up = catch_up as i16;
-        let max_attempts = i64::from(schedule.max_attempts.unwrap_or(1));
+        let max_attempts = i64::from(stored.task_max_attempts());
         let spec = schedule.spec.stored();
         let timetable = schedule.timetable()?;
         let sql = self.sql(put_schedule_sql(put));
@@ -109,7 +110,9 @@ impl PostgresStore {
             let next_slot = if paused || !info.paused {
                 info.next_slot
             } else {
-                info.schedule.timetable()?.slot_from(info.next_slot, now)?
+                info.schedule()
+                    .timetable()?
+                    .slot_from(info.next_slot, now)?
             };
             tx.execute(&update, &[&self.queue, &name, &paused, &next_slot])?;
             if !paused {
@@ -141,7 +144,7 @@ impl PostgresStore {
                 let info = from_row(&row)?;
                 let now: i64 = row.try_get(10)?;
                 let Some((tasks, after)) = due_tasks(&info.schedule, info.next_slot, now)? else {
-                    tx.execute(&pause, &[&self.queue, &info.schedule.name])?;
+                    tx.execute(&pause, &[&self.queue, &info.schedule().name])?;
                     continue;
                 };
                 for task in &tasks {
@@ -149,7 +152,7 @@ impl PostgresStore {
                         stored += 1;
                     }
                 }
-                tx.execute(&advance, &[&self.queue, &info.schedule.name, &after])?;
+                tx.execute(&advance, &[&self.queue, &info.schedule().name, &after])?;
             }
             Ok(stored)
         })

@@ -10,7 +10,7 @@ use super::finish::FinishAndClaim;
 use super::{no_wal_file, PostgresStore};
 use crate::error::Result;
 use crate::options::RetryBackoff;
-use crate::schedule::{Schedule, ScheduleInfo};
+use crate::schedule::{ScheduleInfo, StoredSchedule};
 use crate::store::{Checkpoint, IfNotHeld, ListFrom, NewTask, PutSchedule, Store};
 use crate::task::{
     Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
@@ -221,7 +221,7 @@ impl Store for PostgresStore {
 
     // Schedules
 
-    fn put_schedule(&self, schedule: &Schedule, put: PutSchedule, _now: i64) -> Result<()> {
+    fn put_schedule(&self, schedule: &StoredSchedule, put: PutSchedule, _now: i64) -> Result<()> {
         self.put_schedule_row(schedule, put)
     }
 

@@ -107,9 +107,8 @@ impl Queue {
                 format!("schedule '{}': {}", schedule.name, err.message()),
             )
         })?;
-        let mut schedule = schedule.clone();
-        schedule.max_attempts.get_or_insert(self.max_attempts);
-        store.put_schedule(&schedule, put, now_unix_ms())?;
+        let stored = schedule.resolved(self.max_attempts);
+        store.put_schedule(&stored, put, now_unix_ms())?;
         self.slots.forget();
         // Waiting pulls wake to bound their waits by the new slot.
         self.bell.ring();

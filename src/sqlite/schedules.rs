@@ -5,7 +5,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::push::push_one;
 use crate::error::{Error, Result};
-use crate::schedule::{Schedule, ScheduleInfo};
+use crate::schedule::{Schedule, ScheduleInfo, StoredSchedule};
 use crate::store::{due_tasks, PutSchedule};
 use crate::task::Pushed;
 
@@ -34,10 +34,11 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<ScheduleInfo> {
 pub(super) fn put(
     conn: &Connection,
     queue: &str,
-    schedule: &Schedule,
+    stored: &StoredSchedule,
     put: PutSchedule,
     now: i64,
 ) -> Result<()> {
+    let schedule = stored.schedule();
     let next_slot = schedule.timetable()?.first_slot(now)?;
     if put == PutSchedule::Add {
         let taken = conn
@@ -80,7 +81,7 @@ pub(super) fn put(
         schedule.time_zone,
         schedule.payload,
         schedule.priority,
-        schedule.max_attempts.unwrap_or(1),
+        stored.task_max_attempts(),
         catch_up,
         catch_up_limit,
         next_slot
@@ -115,7 +116,9 @@ pub(super) fn set_paused(
     let next_slot = if paused || !info.paused {
         info.next_slot
     } else {
-        info.schedule.timetable()?.slot_from(info.next_slot, now)?
+        info.schedule()
+            .timetable()?
+            .slot_from(info.next_slot, now)?
     };
     conn.prepare_cached(
         "UPDATE tq_schedules SET paused = ?3, next_slot = ?4 WHERE queue = ?1 AND name = ?2",
@@ -149,7 +152,7 @@ pub(super) fn run_due(conn: &Connection, queue: &str, now: i64) -> Result<u64> {
             conn.prepare_cached(
                 "UPDATE tq_schedules SET paused = 1 WHERE queue = ?1 AND name = ?2",
             )?
-            .execute(params![queue, info.schedule.name])?;
+            .execute(params![queue, info.schedule().name])?;
             continue;
         };
         for task in &tasks {
@@ -160,7 +163,7 @@ pub(super) fn run_due(conn: &Connection, queue: &str, now: i64) -> Result<u64> {
         conn.prepare_cached(
             "UPDATE tq_schedules SET next_slot = ?3 WHERE queue = ?1 AND name = ?2",
         )?
-        .execute(params![queue, info.schedule.name, after])?;
+        .execute(params![queue, info.schedule().name, after])?;
     }
     Ok(stored)
 }

@@ -11,7 +11,7 @@ use super::commands::{wrong_output, Op, Output};
 use super::{cancel, claim, finish, ids, list, recover, schedules, settings, SqliteStore};
 use crate::error::{Error, Result};
 use crate::options::RetryBackoff;
-use crate::schedule::{Schedule, ScheduleInfo};
+use crate::schedule::{ScheduleInfo, StoredSchedule};
 use crate::store::{
     cancellations_channel, delivery_stop, not_held, stored_pause, stored_reason, Checkpoint,
     IfNotHeld, ListFrom, Look, NewTask, PutSchedule, Store,
@@ -401,7 +401,7 @@ impl Store for SqliteStore {
 
     // Schedules
 
-    fn put_schedule(&self, schedule: &Schedule, put: PutSchedule, now: i64) -> Result<()> {
+    fn put_schedule(&self, schedule: &StoredSchedule, put: PutSchedule, now: i64) -> Result<()> {
         self.write(|conn| schedules::put(conn, &self.queue, schedule, put, now))?;
         // A waiter's wait may now end sooner, at the first slot.
         self.ring_other_processes();
