@@ -228,13 +228,14 @@ pub(crate) trait Store: Send + Sync {
     /// The task of the queue stored under the unique key `key`, if any.
     fn task_with_unique_key(&self, key: &str) -> Result<Option<TaskInfo>>;
 
-    /// Makes dead tasks pending again with no attempts used: the one with
-    /// `id`, or all of them; returns how many. A dead task of an ordered
+    /// Makes dead tasks pending again with no attempts used, in one
+    /// transaction: those of `ids` that are dead (the others skipped), or
+    /// all of them when `None`; returns how many. A dead task of an ordered
     /// group, whose successors went ahead when it died, rejoins its group
     /// at the back of the line: it waits for the group's newest unfinished
     /// task, if any (one at a time whatever the group's K, which the
     /// task does not keep), so that the group still runs at most K at once.
-    fn retry_dead(&self, id: Option<i64>, now: i64) -> Result<u64>;
+    fn retry_dead(&self, ids: Option<&[i64]>, now: i64) -> Result<u64>;
 
     /// Deletes the tasks in `state` (done, dead or cancelled) that got
     /// there at least `older_than` ms before `now`; returns how many.

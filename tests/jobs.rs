@@ -145,6 +145,78 @@ fn dead_tasks_can_be_retried_one_or_all_and_purged(scratch: Scratch) {
     );
 }
 
+/// How many transactions `op` committed on `queue`: on SQLite, the commits
+/// it left in the WAL, emptied first by a checkpoint; on PostgreSQL, the
+/// transactions that last wrote the tasks `ids` (their rows' `xmin`).
+fn transactions_of(scratch: &Scratch, queue: &Queue, ids: &[i64], op: impl FnOnce()) -> usize {
+    let Some(server) = scratch.server() else {
+        assert!(queue.checkpoint().unwrap().complete);
+        op();
+        return commits_in_wal(&scratch.queue_path());
+    };
+    op();
+    let count: i64 = common::postgres_client(&server.url)
+        .query_one(
+            &format!(
+                "SELECT count(DISTINCT xmin::text) FROM \"{}\".tasks WHERE id = ANY($1)",
+                server.schema
+            ),
+            &[&ids],
+        )
+        .unwrap()
+        .get(0);
+    count as usize
+}
+
+/// The transactions committed in the WAL of the file at `path`: its frames
+/// of the current generation (the header's salt) that end one.
+fn commits_in_wal(path: &str) -> usize {
+    const HEADER: usize = 32;
+    const FRAME_HEADER: usize = 24;
+    let wal = std::fs::read(format!("{path}-wal")).unwrap_or_default();
+    if wal.len() < HEADER {
+        return 0;
+    }
+    let page_size = u32::from_be_bytes(wal[8..12].try_into().unwrap()) as usize;
+    let salt = &wal[16..24];
+    wal[HEADER..]
+        .chunks_exact(FRAME_HEADER + page_size)
+        // A commit frame holds the database's size in pages, never 0.
+        .filter(|frame| &frame[8..16] == salt && frame[4..8] != [0; 4])
+        .count()
+}
+
+/// "Retry these" on the dashboard: a list of dead tasks goes back to
+/// pending in one transaction; ids no longer dead are skipped, and left
+/// out of the count.
+fn a_list_of_dead_tasks_is_retried_in_one_transaction_skipping_the_others(scratch: Scratch) {
+    let queue = retry_at_once(&scratch, 1);
+    let ids: Vec<i64> = (0..20).map(|i| push(&queue, &i.to_string())).collect();
+    while let Some(task) = pull(&queue) {
+        queue.fail(task.receipt(), "boom").unwrap();
+    }
+    // Since the list was made: one retried by someone else, one purged
+    // (an id no task has).
+    queue.retry_dead(ids[3]).unwrap();
+    let mut listed = ids.clone();
+    listed.push(ids[19] + 1_000);
+    let retried_ids: Vec<i64> = ids.iter().copied().filter(|&id| id != ids[3]).collect();
+    let mut retried = 0;
+    let transactions = transactions_of(&scratch, &queue, &retried_ids, || {
+        retried = queue.retry_dead_many(&listed).unwrap();
+    });
+    assert_eq!(
+        retried, 19,
+        "the task pending already and the unknown id are skipped"
+    );
+    assert_eq!(transactions, 1, "one transaction for the whole list");
+    assert_eq!(queue.count(TaskState::Dead).unwrap(), 0);
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 20);
+    let task = pull(&queue).unwrap();
+    assert_eq!(task.attempts(), 1, "attempts start over");
+    assert_eq!(queue.retry_dead_many(&[]).unwrap(), 0);
+}
+
 fn a_delivery_whose_lease_expires_counts_and_its_last_one_ends_dead(scratch: Scratch) {
     let queue = retry_at_once(&scratch, 2);
     let id = push(&queue, "\"poison\"");
@@ -1153,6 +1225,7 @@ on_both_backends!(
     a_failed_task_comes_back_with_its_reason_until_its_attempts_run_out,
     a_failure_waits_for_the_back_off_and_a_push_can_set_its_own_attempts,
     dead_tasks_can_be_retried_one_or_all_and_purged,
+    a_list_of_dead_tasks_is_retried_in_one_transaction_skipping_the_others,
     a_delivery_whose_lease_expires_counts_and_its_last_one_ends_dead,
     higher_priorities_come_first_and_equal_ones_in_push_order,
     an_expired_lease_keeps_its_place_in_line,

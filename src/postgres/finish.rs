@@ -145,12 +145,13 @@ const EXTEND_LOCKED: &str = "UPDATE @.tasks
 
 const RETRY_DEAD: &str = "UPDATE @.tasks
     SET state = 0, attempts = 0, run_at = NOW_MS, finished_at = NULL
-    WHERE queue = $1 AND state = 3 AND ($2::int8 IS NULL OR id = $2)";
+    WHERE queue = $1 AND state = 3 AND ($2::int8[] IS NULL OR id = ANY($2))";
 
 /// The dead tasks of ordered groups that [`RETRY_DEAD`] would retry, with
 /// their groups, by id, locked until the retry commits.
 const DEAD_IN_GROUPS: &str = "SELECT id, group_key FROM @.tasks
-    WHERE queue = $1 AND state = 3 AND group_key IS NOT NULL AND ($2::int8 IS NULL OR id = $2)
+    WHERE queue = $1 AND state = 3 AND group_key IS NOT NULL
+      AND ($2::int8[] IS NULL OR id = ANY($2))
     ORDER BY id FOR UPDATE";
 
 /// Retries the dead task `$1` of an ordered group: ready, or blocked
@@ -371,12 +372,12 @@ impl PostgresStore {
     }
 
     /// Makes dead tasks pending again (`Store::retry_dead`).
-    pub(super) fn retry_dead_tasks(&self, id: Option<i64>) -> Result<u64> {
+    pub(super) fn retry_dead_tasks(&self, ids: Option<&[i64]>) -> Result<u64> {
         self.write(|tx| {
             // See `Store::retry_dead`: each dead task of a group rejoins it
             // at the back of its line, after the one retried before it.
             let grouped: Vec<(i64, String)> = tx
-                .query(&self.sql(DEAD_IN_GROUPS), &[&self.queue, &id])?
+                .query(&self.sql(DEAD_IN_GROUPS), &[&self.queue, &ids])?
                 .iter()
                 .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
                 .collect::<Result<_>>()?;
@@ -389,7 +390,7 @@ impl PostgresStore {
                 }
             }
             let retried =
-                tx.execute(&self.sql(RETRY_DEAD), &[&self.queue, &id])? + grouped.len() as u64;
+                tx.execute(&self.sql(RETRY_DEAD), &[&self.queue, &ids])? + grouped.len() as u64;
             if retried > 0 {
                 self.notify(tx, &self.queue)?;
             }

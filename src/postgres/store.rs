@@ -128,8 +128,8 @@ impl Store for PostgresStore {
 
     // Retry and purge
 
-    fn retry_dead(&self, id: Option<i64>, _now: i64) -> Result<u64> {
-        self.retry_dead_tasks(id)
+    fn retry_dead(&self, ids: Option<&[i64]>, _now: i64) -> Result<u64> {
+        self.retry_dead_tasks(ids)
     }
 
     fn purge(&self, state: TaskState, _now: i64, older_than: i64) -> Result<u64> {

@@ -9,6 +9,10 @@ use crate::error::{Error, Result};
 use crate::store::Checkpoint;
 use crate::task::TaskState;
 
+/// The most ids [`Queue::retry_dead_many`] retries in one transaction: a
+/// statement's list stays small, and the write lock is never held long.
+const RETRY_BATCH: usize = 500;
+
 impl Queue {
     /// Takes back every leased task of this queue whose lease expired or
     /// whose holder process no longer exists on this machine, and says how
@@ -32,7 +36,7 @@ impl Queue {
     /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when
     /// this queue has no dead task `id`.
     pub fn retry_dead(&self, id: i64) -> Result<()> {
-        if self.store()?.retry_dead(Some(id), now_unix_ms())? == 0 {
+        if self.store()?.retry_dead(Some(&[id]), now_unix_ms())? == 0 {
             return Err(Error::invalid_argument(format!(
                 "queue '{}' has no dead task {id}",
                 self.name
@@ -40,6 +44,24 @@ impl Queue {
         }
         self.bell.ring();
         Ok(())
+    }
+
+    /// Makes the dead tasks `ids` of this queue pending again, as
+    /// [`Queue::retry_dead`] does each, and says how many: ids of tasks
+    /// that are not dead (retried, purged or never there) are skipped.
+    /// Up to 500 ids are retried in one transaction, all or none of them;
+    /// a longer list goes in batches of 500, each committed before the
+    /// next is tried (an error leaves the batches before it retried).
+    pub fn retry_dead_many(&self, ids: &[i64]) -> Result<u64> {
+        let store = self.store()?;
+        let mut retried = 0;
+        for batch in ids.chunks(RETRY_BATCH) {
+            retried += store.retry_dead(Some(batch), now_unix_ms())?;
+        }
+        if retried > 0 {
+            self.bell.ring();
+        }
+        Ok(retried)
     }
 
     /// Makes every dead task of this queue pending again, as

@@ -266,9 +266,17 @@ pub(super) fn snooze(conn: &Connection, receipt: Receipt, now: i64, run_at: i64)
         .execute(params![receipt.id, receipt.token, run_at, now])?)
 }
 
-/// Makes the dead tasks of `queue` (task `id` alone, if given) ready again
-/// with their attempts back (see `Store::retry_dead`); returns how many.
-pub(super) fn retry_dead(conn: &Connection, queue: &str, id: Option<i64>, now: i64) -> Result<u64> {
+/// Makes the dead tasks of `queue` (those of `ids` alone, if given) ready
+/// again with their attempts back (see `Store::retry_dead`); returns how
+/// many.
+pub(super) fn retry_dead(
+    conn: &Connection,
+    queue: &str,
+    ids: Option<&[i64]>,
+    now: i64,
+) -> Result<u64> {
+    let ids_json =
+        ids.map(|ids| serde_json::to_string(ids).expect("a list of integers serializes"));
     // A dead task of an ordered group let its successors run: it
     // rejoins the group at the back of its line (see
     // `Store::retry_dead`), each after the one retried before it.
@@ -276,10 +284,12 @@ pub(super) fn retry_dead(conn: &Connection, queue: &str, id: Option<i64>, now: i
         .prepare_cached(
             "SELECT id, group_key FROM tq_tasks
                      WHERE queue = ?1 AND state = 3 AND group_key IS NOT NULL
-                       AND (?2 IS NULL OR id = ?2)
+                       AND (?2 IS NULL OR id IN (SELECT value FROM json_each(?2)))
                      ORDER BY id",
         )?
-        .query_map(params![queue, id], |row| Ok((row.get(0)?, row.get(1)?)))?
+        .query_map(params![queue, ids_json], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })?
         .collect::<rusqlite::Result<_>>()?;
     for (task, group) in &grouped {
         let predecessor = group_parent(conn, queue, group, 1, &[])?;
@@ -308,9 +318,10 @@ pub(super) fn retry_dead(conn: &Connection, queue: &str, id: Option<i64>, now: i
     let retried = conn
         .prepare_cached(
             "UPDATE tq_tasks SET state = 0, attempts = 0, run_at = ?2, finished_at = NULL
-                     WHERE queue = ?1 AND state = 3 AND (?3 IS NULL OR id = ?3)",
+                     WHERE queue = ?1 AND state = 3
+                       AND (?3 IS NULL OR id IN (SELECT value FROM json_each(?3)))",
         )?
-        .execute(params![queue, now, id])?;
+        .execute(params![queue, now, ids_json])?;
     Ok((grouped.len() + retried) as u64)
 }
 

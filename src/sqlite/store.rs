@@ -207,8 +207,8 @@ impl Store for SqliteStore {
 
     // Retry and purge
 
-    fn retry_dead(&self, id: Option<i64>, now: i64) -> Result<u64> {
-        let retried = self.write(|conn| finish::retry_dead(conn, &self.queue, id, now))?;
+    fn retry_dead(&self, ids: Option<&[i64]>, now: i64) -> Result<u64> {
+        let retried = self.write(|conn| finish::retry_dead(conn, &self.queue, ids, now))?;
         if retried > 0 {
             self.ring_other_processes();
         }
