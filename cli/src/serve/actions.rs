@@ -99,7 +99,8 @@ fn perform(handle: &Queue, name: &str, incoming: &Incoming) -> Result<Option<u64
 }
 
 /// "Retry these": puts back the dead tasks that share the form's reason,
-/// one at a time; how many were skipped, if the group was found.
+/// in one transaction per batch (see [`retry_listed`]); how many were
+/// skipped, if the group was found.
 fn retry_group(handle: &Queue, incoming: &Incoming) -> Result<Option<u64>, Answer> {
     let reason = match (incoming.form("no_reason"), incoming.form_value("reason")) {
         (Some(_), _) => None,
@@ -108,24 +109,18 @@ fn retry_group(handle: &Queue, incoming: &Incoming) -> Result<Option<u64>, Answe
     };
     let (groups, _) = dead_by_reason(handle)?;
     match groups.iter().find(|(group, _)| group.as_deref() == reason) {
-        Some((_, ids)) => Ok(Some(retry_each(handle, ids)?)),
+        Some((_, ids)) => Ok(Some(retry_listed(handle, ids)?)),
         None => Ok(None),
     }
 }
 
-/// Puts each of `ids` back to pending, skipping those no longer dead
-/// (retried or purged by someone else since they were listed): returns
-/// how many were skipped.
-fn retry_each(queue: &Queue, ids: &[i64]) -> tq::Result<u64> {
-    let mut skipped = 0;
-    for &id in ids {
-        match queue.retry_dead(id) {
-            Ok(()) => {}
-            Err(err) if err.kind() == tq::ErrorKind::InvalidArgument => skipped += 1,
-            Err(err) => return Err(err),
-        }
-    }
-    Ok(skipped)
+/// Puts `ids` back to pending, up to 500 in one transaction (see
+/// [`Queue::retry_dead_many`]), skipping those no longer dead (retried or
+/// purged by someone else since they were listed): returns how many were
+/// skipped.
+fn retry_listed(queue: &Queue, ids: &[i64]) -> tq::Result<u64> {
+    let retried = queue.retry_dead_many(ids)?;
+    Ok((ids.len() as u64).saturating_sub(retried))
 }
 
 #[cfg(test)]
@@ -137,7 +132,7 @@ mod tests {
     use tiny_http::Method;
     use tq::{OpenOptions, PullOptions, PushOptions, Queue, TaskState};
 
-    use super::{act, retry_each, Handles};
+    use super::{act, retry_listed, Handles};
     use crate::output::Location;
     use crate::sample::Sampler;
     use crate::serve::metrics::Observations;
@@ -225,7 +220,7 @@ mod tests {
         }
         // Retried by someone else after the group was listed.
         queue.retry_dead(ids[1]).unwrap();
-        assert_eq!(retry_each(&queue, &ids).unwrap(), 1);
+        assert_eq!(retry_listed(&queue, &ids).unwrap(), 1);
         assert_eq!(queue.count(TaskState::Dead).unwrap(), 0);
         assert_eq!(queue.count(TaskState::Pending).unwrap(), 3);
     }
