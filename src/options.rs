@@ -67,6 +67,16 @@ pub(crate) fn check_delay(delay: Duration) -> Result<Duration> {
     check_duration("delay", delay, Duration::ZERO)
 }
 
+/// Checks the time of an expiry or deadline: not before 1970.
+fn check_limit_time(what: &str, unix_ms: i64) -> Result<i64> {
+    if unix_ms < 0 {
+        return Err(Error::invalid_argument(format!(
+            "{what} time must not be before 1970, got {unix_ms} ms"
+        )));
+    }
+    Ok(unix_ms)
+}
+
 /// Checks a queue name: 1 to [`MAX_QUEUE_NAME_LEN`] bytes, no NUL.
 pub(crate) fn check_queue_name(name: &str) -> Result<()> {
     check_text("a queue name", name, MAX_QUEUE_NAME_LEN)
@@ -359,6 +369,16 @@ pub(crate) enum NotBefore {
     UnixMillis(i64),
 }
 
+/// A time limit on a pushed task's deliveries ([`PushOptions::expire_after`],
+/// [`PushOptions::deadline_after`] and their absolute forms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TimeLimit {
+    /// This long after the push.
+    After(Duration),
+    /// At this time, in milliseconds since the Unix epoch.
+    UnixMillis(i64),
+}
+
 /// A push's unique key and how long it stays reserved after the task is done.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct UniqueKey {
@@ -412,6 +432,8 @@ pub struct PushOptions {
     pub(crate) after: BTreeSet<Parent>,
     pub(crate) on_parent_failure: ParentFailure,
     pub(crate) group: Option<Group>,
+    pub(crate) expiry: Option<TimeLimit>,
+    pub(crate) deadline: Option<TimeLimit>,
 }
 
 impl PushOptions {
@@ -491,6 +513,46 @@ impl PushOptions {
             )));
         }
         self.not_before = NotBefore::UnixMillis(unix_ms);
+        Ok(self)
+    }
+
+    /// The task's first delivery never starts once this long after the
+    /// push has passed (1 ms to one year): a claim that meets the task
+    /// then ends it as dead with the reason `expired` instead (see
+    /// `docs/guide.md`, "Expiry and deadlines"). Its retries, if its first
+    /// delivery started in time, are not bound by it. Replaces an earlier
+    /// [`PushOptions::expire_at_unix_ms`].
+    pub fn expire_after(&mut self, after: Duration) -> Result<&mut Self> {
+        let after = check_duration("the expiry", after, Duration::from_millis(1))?;
+        self.expiry = Some(TimeLimit::After(after));
+        Ok(self)
+    }
+
+    /// As [`PushOptions::expire_after`], at a time in milliseconds since
+    /// the Unix epoch. Replaces an earlier [`PushOptions::expire_after`].
+    pub fn expire_at_unix_ms(&mut self, unix_ms: i64) -> Result<&mut Self> {
+        self.expiry = Some(TimeLimit::UnixMillis(check_limit_time("expiry", unix_ms)?));
+        Ok(self)
+    }
+
+    /// No delivery of the task, first or retry, starts once this long
+    /// after the push has passed (1 ms to one year): a claim that meets
+    /// the task then ends it as dead with the reason `deadline passed`,
+    /// and a failure whose retry would fall at or after it ends the task
+    /// so at once. A delivery running when it passes runs to its end.
+    /// Replaces an earlier [`PushOptions::deadline_unix_ms`].
+    pub fn deadline_after(&mut self, after: Duration) -> Result<&mut Self> {
+        let after = check_duration("the deadline", after, Duration::from_millis(1))?;
+        self.deadline = Some(TimeLimit::After(after));
+        Ok(self)
+    }
+
+    /// As [`PushOptions::deadline_after`], at a time in milliseconds since
+    /// the Unix epoch. Replaces an earlier [`PushOptions::deadline_after`].
+    pub fn deadline_unix_ms(&mut self, unix_ms: i64) -> Result<&mut Self> {
+        self.deadline = Some(TimeLimit::UnixMillis(check_limit_time(
+            "deadline", unix_ms,
+        )?));
         Ok(self)
     }
 
@@ -594,6 +656,10 @@ pub const PUSH_OPTION_KEYS: &[&str] = &[
     "on_parent_failure",
     "group",
     "group_max_at_once",
+    "expire_after_ms",
+    "expire_at_unix_ms",
+    "deadline_after_ms",
+    "deadline_unix_ms",
 ];
 
 impl PushOptions {
@@ -649,8 +715,46 @@ impl PushOptions {
                 "unique_for_ms",
             )?))?;
         }
+        options.limits_from_json(&fields)?;
         options.relations_from_json(&fields)?;
         Ok(options)
+    }
+
+    /// The options of [`PushOptions::from_json`] that bound when the task
+    /// may start: its expiry and its deadline, each given one way only.
+    fn limits_from_json(
+        &mut self,
+        fields: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<()> {
+        for (after, at, what) in [
+            ("expire_after_ms", "expire_at_unix_ms", "an expiry"),
+            ("deadline_after_ms", "deadline_unix_ms", "a deadline"),
+        ] {
+            if fields.contains_key(after) && fields.contains_key(at) {
+                return Err(Error::invalid_argument(format!(
+                    "a push takes {what} after the push ({after}) or at a time ({at}), not both"
+                )));
+            }
+        }
+        if let Some(after) = fields.get("expire_after_ms") {
+            self.expire_after(Duration::from_millis(json_integer(
+                after,
+                "expire_after_ms",
+            )?))?;
+        }
+        if let Some(at) = fields.get("expire_at_unix_ms") {
+            self.expire_at_unix_ms(json_integer(at, "expire_at_unix_ms")?)?;
+        }
+        if let Some(after) = fields.get("deadline_after_ms") {
+            self.deadline_after(Duration::from_millis(json_integer(
+                after,
+                "deadline_after_ms",
+            )?))?;
+        }
+        if let Some(at) = fields.get("deadline_unix_ms") {
+            self.deadline_unix_ms(json_integer(at, "deadline_unix_ms")?)?;
+        }
+        Ok(())
     }
 
     /// The options of [`PushOptions::from_json`] that tie the task to

@@ -42,7 +42,7 @@ use crate::sqlite::finish::finish_one;
 use crate::sqlite::push::push_one;
 use crate::sqlite::{check_sqlite_version, enable_wal, ids, schema};
 use crate::store::not_held;
-use crate::store::NewTask;
+use crate::store::{check_limits, NewTask};
 use crate::task::{Pushed, Receipt};
 
 /// Stores `payload` as a new task of the queue named `queue`, in the
@@ -164,6 +164,7 @@ fn push_on(conn: &Connection, queue: &str, payload: &str, options: &PushOptions)
     check_schema(conn)?;
     let now = now_unix_ms();
     let task = NewTask::new(payload, options, now, DEFAULT_MAX_ATTEMPTS);
+    check_limits(&task, now)?;
     let pushed = in_savepoint(conn, || push_one(conn, queue, &task, &[], now))?;
     if let Pushed::Stored(_) = pushed {
         commit_rings::note(conn, queue);

@@ -127,6 +127,8 @@ pub struct TaskInfo {
     pub(crate) created_at_unix_ms: i64,
     pub(crate) claimed_at_unix_ms: Option<i64>,
     pub(crate) finished_at_unix_ms: Option<i64>,
+    pub(crate) expires_at_unix_ms: Option<i64>,
+    pub(crate) deadline_unix_ms: Option<i64>,
 }
 
 impl TaskInfo {
@@ -158,6 +160,21 @@ impl TaskInfo {
     /// When it was or will be ready, in milliseconds since the Unix epoch.
     pub fn run_at_unix_ms(&self) -> i64 {
         self.run_at_unix_ms
+    }
+
+    /// Its expiry ([`crate::PushOptions::expire_after`]): the time, in
+    /// milliseconds since the Unix epoch, from which its first delivery may
+    /// no longer start; `None` if it has none (or a retry of the dead
+    /// cleared it).
+    pub fn expires_at_unix_ms(&self) -> Option<i64> {
+        self.expires_at_unix_ms
+    }
+
+    /// Its deadline ([`crate::PushOptions::deadline_after`]): the time, in
+    /// milliseconds since the Unix epoch, from which no delivery may start;
+    /// `None` if it has none (or a retry of the dead cleared it).
+    pub fn deadline_unix_ms(&self) -> Option<i64> {
+        self.deadline_unix_ms
     }
 
     /// When it was pushed, in milliseconds since the Unix epoch.

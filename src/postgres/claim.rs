@@ -55,8 +55,26 @@ macro_rules! live_leases {
 /// release what waits for them, which the next claim can take. Rows are
 /// changed by id, looked up in the primary key (`= ANY (ARRAY(...))`), so
 /// that the plan, made once for any values (see `pool.rs`), never scans
-/// the table.
+/// the table. First, it ends as dead the pending tasks whose expiry or
+/// deadline has passed (at most `SWEEP_BATCH` of SQLite's claim, found in
+/// the index of limits, which is empty for a queue whose tasks have none),
+/// for the reason `limit_reason` in `store.rs` gives; no candidate is one
+/// whose next delivery may no longer start, so one left past the bound is
+/// ended by a later claim, never delivered. A delivery whose lease expired
+/// after its deadline passed is buried as a last attempt is, for that
+/// reason.
 const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
+    past AS (
+        SELECT id FROM @.tasks
+        WHERE queue = $1 AND not_after <= (SELECT now FROM clock) AND not_after IS NOT NULL
+          AND (state = 0 OR state = 4)
+        ORDER BY not_after LIMIT 1000 FOR UPDATE SKIP LOCKED),
+    past_ended AS (
+        UPDATE @.tasks t
+        SET state = 3, finished_at = clock.now,
+            last_error = CASE WHEN t.attempts = 0 AND t.expires_at <= clock.now THEN 'expired'
+                              ELSE 'deadline passed' END
+        FROM clock WHERE t.id = ANY (ARRAY(SELECT id FROM past))),
     cancels_over AS (
         SELECT id FROM @.tasks WHERE state = 6 AND lease_expires_at <= (SELECT now FROM clock)
         FOR UPDATE SKIP LOCKED),
@@ -85,9 +103,12 @@ const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
     ready AS (
         SELECT id, priority, run_at, false AS last FROM @.tasks
         WHERE queue = $1 AND state = 0 AND (SELECT open FROM open)
+          AND (not_after IS NULL OR not_after > (SELECT now FROM clock))
         ORDER BY priority DESC, run_at, id LIMIT (SELECT n FROM room) FOR UPDATE SKIP LOCKED),
     expired AS (
-        SELECT id, priority, run_at, attempts >= max_attempts AS last
+        SELECT id, priority, run_at,
+               attempts >= max_attempts
+                   OR coalesce(deadline <= (SELECT now FROM clock), false) AS last
         FROM @.tasks
         WHERE queue = $1 AND state = 1 AND lease_expires_at <= (SELECT now FROM clock)
           AND (SELECT open FROM open)
@@ -96,6 +117,7 @@ const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
         SELECT id, priority, run_at, false AS last FROM @.tasks
         WHERE queue = $1 AND state = 4 AND run_at <= (SELECT now FROM clock)
           AND (SELECT open FROM open)
+          AND (not_after IS NULL OR not_after > (SELECT now FROM clock))
         ORDER BY run_at LIMIT greatest((SELECT n FROM room), 1000) FOR UPDATE SKIP LOCKED),
     picked AS (
         SELECT * FROM (SELECT * FROM ready UNION ALL SELECT * FROM expired
@@ -108,13 +130,15 @@ const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
         UPDATE @.tasks t
         SET state = 3, finished_at = clock.now, lease_token = NULL, lease_expires_at = NULL,
             holder_id = NULL,
-            last_error = 'the lease of delivery ' || t.attempts || ' expired before it finished'
+            last_error = CASE WHEN t.deadline <= clock.now THEN 'deadline passed'
+                ELSE 'the lease of delivery ' || t.attempts || ' expired before it finished' END
         FROM clock WHERE t.id = ANY (ARRAY(SELECT id FROM picked WHERE last))
         RETURNING t.id),
     taken AS (
         UPDATE @.tasks t
         SET state = 1, attempts = t.attempts + 1, lease_token = RANDOM_TOKEN,
             lease_expires_at = clock.now + $3::int8, holder_id = $4::int4, claimed_at = clock.now,
+            not_after = t.deadline,
             last_error = CASE WHEN t.state = 1 THEN 'the lease of the previous delivery expired'
                               ELSE t.last_error END
         FROM clock WHERE t.id = ANY (ARRAY(SELECT id FROM picked WHERE NOT last))

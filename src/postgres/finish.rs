@@ -93,23 +93,28 @@ const FINISH_WITH_RESULT: &str = "WITH clock AS (SELECT NOW_MS AS now),
 /// `RetryBackoff::pause` computes (from `$4` to `$5` ms, doubling with each
 /// attempt, less a random part of up to half), and then the channel `$6`
 /// is notified with the task's queue (the task may be another queue's of
-/// this schema). Returns whether it died and when it is due again.
+/// this schema). A retry that would fall at or after the task's deadline
+/// ends it dead instead, for that reason (`DEADLINE_PASSED` in
+/// `store.rs`). Returns whether it died and when it is due again.
 const FAIL: &str = "WITH clock AS (
         SELECT NOW_MS AS now, floor(random() * 9007199254740992)::numeric AS draw),
     current AS (
-        SELECT t.id, t.queue, t.attempts >= t.max_attempts AS dead,
-               least(clock.now + b.full - mod(clock.draw, floor(b.full / 2) + 1),
-                     9223372036854775807)::int8 AS retry_at
+        SELECT t.id, t.queue,
+               t.attempts >= t.max_attempts OR coalesce(r.at >= t.deadline, false) AS dead,
+               coalesce(r.at >= t.deadline, false) AS past_deadline, r.at AS retry_at
         FROM @.tasks t, clock,
              LATERAL (SELECT least($4::int8 * 2::numeric ^ least(greatest(t.attempts - 1, 0), 63),
-                                   $5::int8) AS full) b
+                                   $5::int8) AS full) b,
+             LATERAL (SELECT least(clock.now + b.full - mod(clock.draw, floor(b.full / 2) + 1),
+                                   9223372036854775807)::int8 AS at) r
         WHERE t.id = $1 AND t.state = 1 AND t.lease_token = $2 FOR UPDATE OF t),
     failed AS (
         UPDATE @.tasks t
         SET state = CASE WHEN c.dead THEN 3 WHEN c.retry_at <= clock.now THEN 0 ELSE 4 END,
             run_at = CASE WHEN c.dead THEN t.run_at ELSE c.retry_at END,
             finished_at = CASE WHEN c.dead THEN clock.now END,
-            last_error = $3, lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
+            last_error = CASE WHEN c.past_deadline THEN 'deadline passed' ELSE $3 END,
+            lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
         FROM current c, clock WHERE t.id = c.id
         RETURNING c.dead, c.retry_at, c.queue)
     SELECT dead, retry_at, CASE WHEN NOT dead THEN pg_notify($6, queue)::text END FROM failed";
@@ -144,7 +149,8 @@ const EXTEND_LOCKED: &str = "UPDATE @.tasks
     WHERE id = $1";
 
 const RETRY_DEAD: &str = "UPDATE @.tasks
-    SET state = 0, attempts = 0, run_at = NOW_MS, finished_at = NULL
+    SET state = 0, attempts = 0, run_at = NOW_MS, finished_at = NULL,
+        expires_at = NULL, deadline = NULL, not_after = NULL
     WHERE queue = $1 AND state = 3 AND ($2::int8[] IS NULL OR id = ANY($2))";
 
 /// The dead tasks of ordered groups that [`RETRY_DEAD`] would retry, with
@@ -158,7 +164,8 @@ const DEAD_IN_GROUPS: &str = "SELECT id, group_key FROM @.tasks
 /// behind one task when `$2`.
 const RETRY_GROUPED: &str = "UPDATE @.tasks
     SET state = CASE WHEN $2 THEN 7 ELSE 0 END, waiting_for = CASE WHEN $2 THEN 1 ELSE 0 END,
-        attempts = 0, run_at = NOW_MS, finished_at = NULL
+        attempts = 0, run_at = NOW_MS, finished_at = NULL,
+        expires_at = NULL, deadline = NULL, not_after = NULL
     WHERE id = $1";
 
 impl PostgresStore {

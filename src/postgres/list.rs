@@ -83,7 +83,7 @@ const TASK_INFO: &str =
      CASE WHEN state = 7 THEN ARRAY(SELECT parent FROM @.dependencies
                                     WHERE task = t.id ORDER BY parent) END,
      group_key, created_at, claimed_at,
-     CASE WHEN state IN (2, 3, 5) THEN finished_at END";
+     CASE WHEN state IN (2, 3, 5) THEN finished_at END, expires_at, deadline";
 
 fn info_from_row(row: &Row) -> Result<TaskInfo> {
     Ok(TaskInfo {
@@ -102,6 +102,8 @@ fn info_from_row(row: &Row) -> Result<TaskInfo> {
         created_at_unix_ms: row.try_get(12)?,
         claimed_at_unix_ms: row.try_get(13)?,
         finished_at_unix_ms: row.try_get(14)?,
+        expires_at_unix_ms: row.try_get(15)?,
+        deadline_unix_ms: row.try_get(16)?,
     })
 }
 

@@ -5,7 +5,9 @@
 use super::pool::Tx;
 use super::PostgresStore;
 use crate::error::{Error, Result};
-use crate::store::{group_predecessor_sql, of_item, parent_ids, NewTask, CANCELLED, DEAD, DONE};
+use crate::store::{
+    group_predecessor_sql, of_item, parent_ids, Limit, NewTask, CANCELLED, DEAD, DONE,
+};
 use crate::task::Pushed;
 
 /// Stores tasks without unique keys, in order, and notifies the schema's
@@ -52,15 +54,27 @@ const LOCK_GROUP: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0)):
 
 const NOTIFY: &str = "SELECT pg_notify($1, $2)::text";
 
+/// Sets the expiry and deadline of task `$1`, just stored: each from now
+/// (`$2`, `$4`) when the push gave a length, else at a time (`$3`, `$5`);
+/// NULL for none. `not_after` is the earlier (see `schema.rs`).
+const SET_LIMITS: &str = "UPDATE @.tasks
+    SET expires_at = e.at, deadline = d.at, not_after = least(e.at, d.at)
+    FROM (SELECT coalesce(NOW_MS + $2::int8, $3::int8) AS at) e,
+         (SELECT coalesce(NOW_MS + $4::int8, $5::int8) AS at) d
+    WHERE id = $1";
+
 impl PostgresStore {
     /// Stores the tasks, all or none (`Store::push`).
     pub(super) fn push_tasks(&self, tasks: Vec<NewTask>) -> Result<Vec<Pushed>> {
-        // One at a time: a task with a unique key, or a push with tasks
-        // to wait for or in groups.
-        if tasks
-            .iter()
-            .any(|task| task.unique.is_some() || !task.after.is_empty() || task.group.is_some())
-        {
+        // One at a time: a task with a unique key, an expiry or a
+        // deadline, or a push with tasks to wait for or in groups.
+        if tasks.iter().any(|task| {
+            task.unique.is_some()
+                || !task.after.is_empty()
+                || task.group.is_some()
+                || task.expiry.is_some()
+                || task.deadline.is_some()
+        }) {
             return self.write(|tx| {
                 self.lock_groups(
                     tx,
@@ -150,11 +164,26 @@ impl PostgresStore {
             .first()
             .ok_or_else(|| Error::new(crate::ErrorKind::Internal, "push_task answered no row"))?;
         let id: i64 = row.try_get(0)?;
-        Ok(if row.try_get(1)? {
-            Pushed::Stored(id)
-        } else {
-            Pushed::Duplicate(id)
-        })
+        if !row.try_get::<_, bool>(1)? {
+            return Ok(Pushed::Duplicate(id));
+        }
+        if task.expiry.is_some() || task.deadline.is_some() {
+            let relative = |limit: Option<Limit>| limit.and_then(|limit| limit.after);
+            let absolute = |limit: Option<Limit>| {
+                limit.and_then(|limit| limit.after.is_none().then_some(limit.at))
+            };
+            tx.query(
+                &self.sql(SET_LIMITS),
+                &[
+                    &id,
+                    &relative(task.expiry),
+                    &absolute(task.expiry),
+                    &relative(task.deadline),
+                    &absolute(task.deadline),
+                ],
+            )?;
+        }
+        Ok(Pushed::Stored(id))
     }
 
     /// The task a task pushed to `group`, `at_once` of whose tasks run at

@@ -583,6 +583,13 @@ const MIGRATIONS: &[&str] = &[
             WHERE queue = finished_queue AND slots_wanted_until > now_ms;
         END IF;
     END $$;",
+    // 11: SQLite's version 12: expiries and deadlines, and `not_after`,
+    // the one a claim checks, indexed for the pending tasks that have one.
+    "ALTER TABLE @.tasks ADD COLUMN expires_at bigint;
+    ALTER TABLE @.tasks ADD COLUMN deadline bigint;
+    ALTER TABLE @.tasks ADD COLUMN not_after bigint;
+    CREATE INDEX tasks_not_after ON @.tasks (queue, not_after)
+        WHERE not_after IS NOT NULL AND (state = 0 OR state = 4);",
 ];
 
 /// The schema version this library writes.

@@ -11,7 +11,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::location::Backend;
 use crate::options::{OpenOptions, Parent, PushOptions, RetryBackoff};
 use crate::sqlite::SqliteStore;
-use crate::store::{NewTask, Store};
+use crate::store::{check_limits, NewTask, Store};
 use crate::task::{Pushed, Receipt, Task};
 use crate::wait::{Bell, CancelToken};
 
@@ -122,10 +122,9 @@ impl Queue {
         check_items_named(options, 0, "a single push")?;
         check_payload(payload, self.max_payload_len)?;
         let now = now_unix_ms();
-        let pushed = store.push(
-            vec![NewTask::new(payload, options, now, self.max_attempts)],
-            now,
-        )?;
+        let task = NewTask::new(payload, options, now, self.max_attempts);
+        check_limits(&task, now)?;
+        let pushed = store.push(vec![task], now)?;
         self.bell.ring();
         Ok(pushed[0])
     }
@@ -155,6 +154,8 @@ impl Queue {
             .iter()
             .map(|payload| NewTask::new(payload.as_ref(), options, now, self.max_attempts))
             .collect();
+        // One set of options: the first task stands for them all.
+        check_limits(&tasks[0], now)?;
         let pushed = store.push(tasks, now)?;
         self.bell.ring();
         Ok(pushed.into_iter().map(Pushed::id).collect())
@@ -181,12 +182,17 @@ impl Queue {
             return Ok(Vec::new());
         }
         let now = now_unix_ms();
-        let tasks = items
+        let tasks: Vec<NewTask> = items
             .iter()
             .map(|(payload, options)| {
                 NewTask::new(payload.as_ref(), options, now, self.max_attempts)
             })
             .collect();
+        for (index, task) in tasks.iter().enumerate() {
+            check_limits(task, now).map_err(|err| {
+                Error::new(err.kind(), format!("item {index}: {}", err.message()))
+            })?;
+        }
         let pushed = store.push(tasks, now)?;
         self.bell.ring();
         Ok(pushed)

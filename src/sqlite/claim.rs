@@ -15,12 +15,34 @@ use super::recover::end_expired_cancels;
 use super::settings::{settings, Settings};
 use crate::error::Result;
 use crate::holder::ProcessId;
-use crate::store::{claim_order, sort_claimed, UNTIL_RESUMED};
+use crate::store::{claim_order, limit_reason, sort_claimed, DEADLINE_PASSED, UNTIL_RESUMED};
 use crate::task::{Receipt, Task};
 
 /// At most this many waiting tasks become ready per claim, so one claim
 /// after a long pause does not rewrite a large backlog in one transaction.
 const PROMOTE_BATCH: usize = 1000;
+
+/// At most this many pending tasks whose expiry or deadline has passed are
+/// ended per claim, for the same reason; a claim that leaves some claims
+/// nothing, and the next claim goes on.
+pub(crate) const SWEEP_BATCH: usize = 1000;
+
+/// Whether queue `?1` has a pending task whose next delivery may not start
+/// at `?2` (see `not_after` in `schema.rs`): one lookup in the index of
+/// limits, which holds nothing for a queue whose tasks have none.
+pub(super) const ANY_PAST_LIMIT: &str = "SELECT 1 FROM tq_tasks
+    WHERE queue = ?1 AND not_after <= ?2 AND not_after IS NOT NULL AND (state = 0 OR state = 4)
+    LIMIT 1";
+
+/// The first `?3` pending tasks of queue `?1` whose next delivery may not
+/// start at `?2`, with what [`limit_reason`] reads.
+pub(super) const PAST_LIMIT: &str = "SELECT id, attempts, expires_at FROM tq_tasks
+    WHERE queue = ?1 AND not_after <= ?2 AND not_after IS NOT NULL AND (state = 0 OR state = 4)
+    ORDER BY not_after LIMIT ?3";
+
+/// Ends pending task `?1` as dead at `?2`, for reason `?3`.
+const END_PAST_LIMIT: &str = "UPDATE tq_tasks SET state = 3, finished_at = ?2, last_error = ?3
+    WHERE id = ?1";
 
 /// Records `process` in `tq_holders` (once per process) and returns its row id.
 fn register_holder(conn: &Connection, process: &ProcessId) -> Result<i64> {
@@ -115,19 +137,20 @@ pub(super) const NEXT_CLAIMABLE: &str = "SELECT min(t) FROM (
 /// lease once, never sorting them all. (Leased tasks indexed in claim
 /// order would spare even that read, but then a claim's entry would no
 /// longer land beside the ready task it was: see `schema.rs`.) The last
-/// column says whether that
-/// delivery was its last attempt.
-pub(super) const EXPIRED_IN_LINE: &str = "SELECT id, priority, run_at, attempts >= max_attempts
+/// column says whether the task may be delivered again ([`Again`]).
+pub(super) const EXPIRED_IN_LINE: &str = "SELECT id, priority, run_at,
+        CASE WHEN deadline <= ?2 THEN 2 WHEN attempts >= max_attempts THEN 1 ELSE 0 END
     FROM tq_tasks
     WHERE queue = ?1 AND state = 1 AND lease_expires_at <= ?2
     ORDER BY priority DESC, run_at, id LIMIT ?3";
 
 /// What every claim sets: a new lease, whose token is drawn here so each
 /// delivery has a receipt of its own, one more attempt, and the claim's
-/// time `?5` (over an earlier claim's).
+/// time `?5` (over an earlier claim's). Once a delivery has started, only
+/// the deadline bounds the next (see `not_after` in `schema.rs`).
 const LEASE: &str = "UPDATE tq_tasks
     SET state = 1, attempts = attempts + 1, lease_token = random(),
-        lease_expires_at = ?2, holder_id = ?3, claimed_at = ?5";
+        lease_expires_at = ?2, holder_id = ?3, claimed_at = ?5, not_after = deadline";
 
 /// What every claim returns, in the order [`task_from_row`] reads it.
 const TAKEN_COLUMNS: &str = "id, lease_token, attempts, max_attempts, priority, run_at,
@@ -176,16 +199,22 @@ pub(super) fn take_ready_sql() -> String {
     )
 }
 
-/// Ends, as dead, the expired delivery of task `?1` that was its last attempt.
+/// Ends, as dead, the expired delivery of task `?1` that may not be
+/// delivered again: for reason `?3`, or, when NULL, its last attempt's.
 const BURY_EXPIRED: &str = "UPDATE tq_tasks
     SET state = 3, finished_at = ?2, lease_token = NULL, lease_expires_at = NULL,
         holder_id = NULL,
-        last_error = 'the lease of delivery ' || attempts || ' expired before it finished'
+        last_error = coalesce(?3,
+            'the lease of delivery ' || attempts || ' expired before it finished')
     WHERE id = ?1";
 
-/// A claim candidate: id, priority, run-at, and whether it is an expired
-/// last attempt.
-type Candidate = (i64, i32, i64, bool);
+/// Whether an expired lease's task may be delivered again: 0 yes, 1 no
+/// (that was its last attempt), 2 no (its deadline has passed).
+type Again = u8;
+
+/// A claim candidate: id, priority, run-at, and, for an expired lease,
+/// whether it may be delivered again ([`Again`]; 0 for a ready task).
+type Candidate = (i64, i32, i64, Again);
 
 /// A candidate's place in [`claim_order`].
 fn candidate_order(&(id, priority, run_at, _): &Candidate) -> (std::cmp::Reverse<i32>, i64, i64) {
@@ -211,7 +240,7 @@ pub(super) fn claim(
     end_expired_cancels(conn, now, keep_history)?;
     let bounds = bounds(conn, queue, now, max)?;
     let max = bounds.room.map_or(max, |room| max.min(room));
-    if max == 0 {
+    if max == 0 || end_past_limits(conn, queue, now, keep_history)? {
         return Ok(Vec::new());
     }
     let tasks = claim_up_to(
@@ -312,8 +341,9 @@ fn claim_with_expired(
             Some(id) => (id, None),
             None => {
                 expired.pop_front();
-                if first_expired.3 {
-                    bury_expired(conn, first_expired.0, now, keep_history)?;
+                if first_expired.3 != 0 {
+                    let reason = (first_expired.3 == 2).then_some(DEADLINE_PASSED);
+                    bury_expired(conn, first_expired.0, now, reason, keep_history)?;
                     continue;
                 }
                 (
@@ -347,12 +377,49 @@ fn ready_before(conn: &Connection, queue: &str, expired: &Candidate) -> Result<O
         .map(|ready| ready.0))
 }
 
-/// Ends as dead task `id`, whose expired delivery was its last attempt,
-/// and releases the tasks waiting for it: nobody may claim it again.
-fn bury_expired(conn: &Connection, id: i64, now: i64, keep_history: bool) -> Result<()> {
+/// Ends as dead task `id`, whose expired delivery was its last attempt or
+/// whose deadline (`reason`) has passed, and releases the tasks waiting
+/// for it: nobody may claim it again.
+fn bury_expired(
+    conn: &Connection,
+    id: i64,
+    now: i64,
+    reason: Option<&str>,
+    keep_history: bool,
+) -> Result<()> {
     conn.prepare_cached(BURY_EXPIRED)?
-        .execute(params![id, now])?;
+        .execute(params![id, now, reason])?;
     release_waiting(conn, id, Ended::Dead, now, keep_history)
+}
+
+/// Ends as dead, in the claim's transaction, the pending tasks of `queue`
+/// whose expiry or deadline has passed by `now` (at most [`SWEEP_BATCH`]),
+/// and releases the tasks waiting for them. Returns whether it left some,
+/// in which case the claim must deliver nothing: one of them might be
+/// first in line. [`ANY_PAST_LIMIT`] spares the full query when none has.
+fn end_past_limits(conn: &Connection, queue: &str, now: i64, keep_history: bool) -> Result<bool> {
+    let any_past = conn
+        .prepare_cached(ANY_PAST_LIMIT)?
+        .query_row(params![queue, now], |_| Ok(()))
+        .optional()?;
+    if any_past.is_none() {
+        return Ok(false);
+    }
+    let past: Vec<(i64, u32, Option<i64>)> = conn
+        .prepare_cached(PAST_LIMIT)?
+        .query_map(params![queue, now, SWEEP_BATCH as i64 + 1], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    for &(id, attempts, expires_at) in past.iter().take(SWEEP_BATCH) {
+        conn.prepare_cached(END_PAST_LIMIT)?.execute(params![
+            id,
+            now,
+            limit_reason(attempts, expires_at, now)
+        ])?;
+        release_waiting(conn, id, Ended::Dead, now, keep_history)?;
+    }
+    Ok(past.len() > SWEEP_BATCH)
 }
 
 /// Up to `left` of the leases of `queue` expired by `now`, in claim order;

@@ -328,6 +328,8 @@ mod tests {
                 after: Vec::new(),
                 run_anyway: false,
                 group: None,
+                expiry: None,
+                deadline: None,
             }],
             now: 1,
         };

@@ -13,7 +13,8 @@ use crate::error::Result;
 use crate::holder::ProcessId;
 use crate::options::RetryBackoff;
 use crate::store::{
-    cancelled_for, lease_slot_taken, not_held, stored_reason, IfNotHeld, BLOCKED, READY,
+    cancelled_for, lease_slot_taken, not_held, stored_reason, IfNotHeld, BLOCKED, DEADLINE_PASSED,
+    READY,
 };
 use crate::task::{Failed, Receipt, Task};
 
@@ -147,7 +148,8 @@ pub(super) fn finish_and_claim(
 }
 
 /// Ends the delivery named by `receipt` as failed: retried after a pause
-/// from `backoff`, or dead if it was the last attempt.
+/// from `backoff`, or dead if it was the last attempt or the retry would
+/// fall at or after its deadline.
 pub(super) fn fail_one(
     conn: &Connection,
     receipt: Receipt,
@@ -156,18 +158,26 @@ pub(super) fn fail_one(
     backoff: &RetryBackoff,
     keep_history: bool,
 ) -> Result<Failed> {
-    let delivery: Option<(u32, u32, i64)> = conn
+    let delivery: Option<(u32, u32, i64, Option<i64>)> = conn
         .prepare_cached(
-            "SELECT attempts, max_attempts, random() FROM tq_tasks
+            "SELECT attempts, max_attempts, random(), deadline FROM tq_tasks
              WHERE id = ?1 AND state = 1 AND lease_token = ?2",
         )?
         .query_row(params![receipt.id, receipt.token], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
         })
         .optional()?;
-    let (attempts, max_attempts, random) = delivery.ok_or_else(|| not_held(receipt.id))?;
-    let reason = stored_reason(reason);
-    if attempts >= max_attempts {
+    let (attempts, max_attempts, random, deadline) =
+        delivery.ok_or_else(|| not_held(receipt.id))?;
+    let pause = backoff.pause(attempts, random as u64);
+    let retry_at = now.saturating_add(pause.as_millis() as i64);
+    let past_deadline = deadline.is_some_and(|deadline| retry_at >= deadline);
+    let reason = if past_deadline {
+        Some(DEADLINE_PASSED)
+    } else {
+        stored_reason(reason)
+    };
+    if attempts >= max_attempts || past_deadline {
         conn.prepare_cached(
             "UPDATE tq_tasks
              SET state = 3, finished_at = ?2, last_error = ?3,
@@ -178,8 +188,6 @@ pub(super) fn fail_one(
         release_waiting(conn, receipt.id, Ended::Dead, now, keep_history)?;
         return Ok(Failed::Dead);
     }
-    let pause = backoff.pause(attempts, random as u64);
-    let retry_at = now.saturating_add(pause.as_millis() as i64);
     conn.prepare_cached(
         "UPDATE tq_tasks
          SET state = ?2, run_at = ?3, last_error = ?4,
@@ -295,7 +303,7 @@ pub(super) fn retry_dead(
         let predecessor = group_parent(conn, queue, group, 1, &[])?;
         conn.prepare_cached(
             "UPDATE tq_tasks SET state = ?2, attempts = 0, run_at = ?3, finished_at = NULL,
-                         waiting_for = ?4
+                         waiting_for = ?4, expires_at = NULL, deadline = NULL, not_after = NULL
                      WHERE id = ?1",
         )?
         .execute(params![
@@ -317,7 +325,8 @@ pub(super) fn retry_dead(
     }
     let retried = conn
         .prepare_cached(
-            "UPDATE tq_tasks SET state = 0, attempts = 0, run_at = ?2, finished_at = NULL
+            "UPDATE tq_tasks SET state = 0, attempts = 0, run_at = ?2, finished_at = NULL,
+                         expires_at = NULL, deadline = NULL, not_after = NULL
                      WHERE queue = ?1 AND state = 3
                        AND (?3 IS NULL OR id IN (SELECT value FROM json_each(?3)))",
         )?

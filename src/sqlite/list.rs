@@ -317,7 +317,7 @@ const TASK_INFO: &str =
          (SELECT parent FROM tq_dependencies WHERE task = tq_tasks.id ORDER BY parent))
      END,
      group_key, created_at, claimed_at,
-     CASE WHEN state IN (2, 3, 5) THEN finished_at END";
+     CASE WHEN state IN (2, 3, 5) THEN finished_at END, expires_at, deadline";
 
 fn info_from_row(row: &Row<'_>) -> Result<TaskInfo> {
     Ok(TaskInfo {
@@ -336,6 +336,8 @@ fn info_from_row(row: &Row<'_>) -> Result<TaskInfo> {
         created_at_unix_ms: row.get(12)?,
         claimed_at_unix_ms: row.get(13)?,
         finished_at_unix_ms: row.get(14)?,
+        expires_at_unix_ms: row.get(15)?,
+        deadline_unix_ms: row.get(16)?,
     })
 }
 

@@ -520,6 +520,8 @@ mod tests {
             after: Vec::new(),
             run_anyway: false,
             group: None,
+            expiry: None,
+            deadline: None,
         }
     }
 

@@ -140,10 +140,11 @@ fn insert_task(
     conn.prepare_cached(concat!(
         "INSERT INTO tq_tasks
             (id, queue, state, payload, created_at, run_at, priority, max_attempts, unique_key,
-             unique_for, parents, waiting_for, group_key)
+             unique_for, parents, waiting_for, group_key, expires_at, deadline, not_after)
          VALUES (",
         next_task_id!(),
-        ", ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+        ", ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,
+           CASE WHEN ?13 IS NULL OR ?14 < ?13 THEN ?14 ELSE ?13 END)"
     ))?
     .execute(params![
         queue,
@@ -158,6 +159,8 @@ fn insert_task(
         parents_json,
         waiting_for as i64,
         task.group.as_ref().map(|(group, _)| group.as_str()),
+        task.expiry.map(|limit| limit.at),
+        task.deadline.map(|limit| limit.at),
     ])?;
     Ok(conn.last_insert_rowid())
 }

@@ -6,8 +6,8 @@ use rusqlite::Connection;
 
 use super::claim::{
     claim, ready_first_sql, take_one_sql, take_ready_sql, taken_sql, ANY_DUE, ANY_EXPIRED,
-    EXPIRED_IN_LINE, FIRST_LEASE_END, FREE_RATE_SLOTS, LIVE_LEASES, NEXT_CLAIMABLE, PROMOTE,
-    USE_RATE_SLOTS,
+    ANY_PAST_LIMIT, EXPIRED_IN_LINE, FIRST_LEASE_END, FREE_RATE_SLOTS, LIVE_LEASES, NEXT_CLAIMABLE,
+    PAST_LIMIT, PROMOTE, USE_RATE_SLOTS,
 };
 use super::finish::{DEPENDENTS, FORGET_PARENTS, FORGET_WAITING};
 use super::list::{count_sql, count_up_to_sql, list_sql, list_walk_sql, ENDS_OF_IDS, TIMINGS};
@@ -94,6 +94,8 @@ fn claiming_stays_an_index_lookup_with_a_thousand_groups_of_a_hundred() {
         after: Vec::new(),
         run_anyway: false,
         group: Some((format!("g{group}"), 1)),
+        expiry: None,
+        deadline: None,
     };
     for _ in 0..100 {
         for group in 0..1000 {
@@ -168,6 +170,13 @@ fn claims_and_upkeep_are_index_lookups() {
     for sql in [take_one_sql(), taken_sql()] {
         let plan = plan(&conn, &sql);
         assert!(plan.contains("INTEGER PRIMARY KEY"), "{plan}");
+    }
+    // Every claim looks for a pending task whose expiry or deadline has
+    // passed in the index that holds only those with one, in its order.
+    for sql in [ANY_PAST_LIMIT, PAST_LIMIT] {
+        let plan = plan(&conn, sql);
+        assert!(plan.contains("tq_tasks_not_after"), "{sql}: {plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "{sql} sorts: {plan}");
     }
     // Every claim looks for its queue's settings.
     for sql in [PAUSED_UNTIL, SETTINGS] {

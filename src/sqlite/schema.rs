@@ -202,6 +202,17 @@ const MIGRATIONS: &[Migration] = &[
     // 11: task ids without AUTOINCREMENT, kept from reuse by a floor in
     // tq_meta instead (see ids.rs): a push writes one page less.
     Migration::Code(ids::drop_autoincrement),
+    // 12: expiries and deadlines (ms since the Unix epoch; NULL: none).
+    // not_after is the one a claim checks: the time from which the task's
+    // next delivery may not start (the earlier of the two until its first
+    // delivery, then the deadline). Pending tasks with one are indexed by
+    // it, so a claim finds the passed ones in one lookup, which costs
+    // nothing more when no task of the queue has a limit.
+    Migration::Sql("ALTER TABLE tq_tasks ADD COLUMN expires_at INTEGER;
+    ALTER TABLE tq_tasks ADD COLUMN deadline   INTEGER;
+    ALTER TABLE tq_tasks ADD COLUMN not_after  INTEGER;
+    CREATE INDEX tq_tasks_not_after ON tq_tasks (queue, not_after)
+        WHERE not_after IS NOT NULL AND (state = 0 OR state = 4);"),
 ];
 
 /// The schema version this library writes.
