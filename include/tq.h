@@ -1101,6 +1101,30 @@ uint32_t tq_task_max_attempts(const struct tq_task *task);
 int64_t tq_task_run_at_unix_ms(const struct tq_task *task);
 
 /*
+ The task's expiry.
+
+ Returns when the task's first delivery may no longer start
+ (`tq_push_options_set_expire_after_ms`), in milliseconds since the Unix
+ epoch, or 0 when it has none (a retry of the dead clears it), was
+ pulled rather than read by `tq_get_task`, `tq_wait_task` or `tq_list`,
+ or `task` is NULL.
+ Thread safety: safe on a task read by several threads.
+ */
+int64_t tq_task_expires_at_unix_ms(const struct tq_task *task);
+
+/*
+ The task's deadline.
+
+ Returns when no delivery of the task may start any more
+ (`tq_push_options_set_deadline_after_ms`), in milliseconds since the
+ Unix epoch, or 0 when it has none (a retry of the dead clears it), was
+ pulled rather than read by `tq_get_task`, `tq_wait_task` or `tq_list`,
+ or `task` is NULL.
+ Thread safety: safe on a task read by several threads.
+ */
+int64_t tq_task_deadline_unix_ms(const struct tq_task *task);
+
+/*
  The task's state.
 
  Returns the task's state (a `tq_state` value) when it was pulled
@@ -1614,6 +1638,70 @@ enum tq_status tq_push_options_set_delay_ms(struct tq_push_options *options, uin
  Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, negative time).
  */
 enum tq_status tq_push_options_set_run_at_unix_ms(struct tq_push_options *options, int64_t unix_ms);
+
+/*
+ Gives the task an expiry after the push.
+
+ The task's first delivery never starts once `after_ms` milliseconds
+ (1 ms to one year) have passed since the push: a pull that meets the
+ task then ends it as dead with the last error "expired" instead, and
+ takes the next task. Retries, once the first delivery started in time,
+ are not bound by it. A push whose run time (`tq_push_options_set_delay_ms`)
+ is not before its expiry fails with TQ_ERR_INVALID_ARGUMENT: the task
+ could never run. Replaces an earlier
+ `tq_push_options_set_expire_at_unix_ms`.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
+ Thread safety: not with other calls on the same options object.
+ */
+enum tq_status tq_push_options_set_expire_after_ms(struct tq_push_options *options,
+                                                   uint64_t after_ms);
+
+/*
+ Gives the task an expiry at a time.
+
+ As `tq_push_options_set_expire_after_ms`, at `unix_ms`, milliseconds
+ since the Unix epoch (a time already passed: the first pull that meets
+ the task ends it). Replaces an earlier
+ `tq_push_options_set_expire_after_ms`.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, negative time).
+ Thread safety: not with other calls on the same options object.
+ */
+enum tq_status tq_push_options_set_expire_at_unix_ms(struct tq_push_options *options,
+                                                     int64_t unix_ms);
+
+/*
+ Gives the task a deadline after the push.
+
+ No delivery of the task, first or retry, starts once `after_ms`
+ milliseconds (1 ms to one year) have passed since the push: a pull that
+ meets the task then ends it as dead with the last error "deadline
+ passed", and a `tq_fail` whose retry would fall at or after the
+ deadline ends it so at once. A delivery running when the deadline
+ passes runs to its end; its lease is renewed as any other. A push whose
+ run time is not before its deadline fails with
+ TQ_ERR_INVALID_ARGUMENT. Replaces an earlier
+ `tq_push_options_set_deadline_unix_ms`.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
+ Thread safety: not with other calls on the same options object.
+ */
+enum tq_status tq_push_options_set_deadline_after_ms(struct tq_push_options *options,
+                                                     uint64_t after_ms);
+
+/*
+ Gives the task a deadline at a time.
+
+ As `tq_push_options_set_deadline_after_ms`, at `unix_ms`, milliseconds
+ since the Unix epoch. Replaces an earlier
+ `tq_push_options_set_deadline_after_ms`.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, negative time).
+ Thread safety: not with other calls on the same options object.
+ */
+enum tq_status tq_push_options_set_deadline_unix_ms(struct tq_push_options *options,
+                                                    int64_t unix_ms);
 
 /*
  Sets the task's priority.

@@ -77,6 +77,98 @@ pub extern "C" fn tq_push_options_set_run_at_unix_ms(
     })
 }
 
+/// Gives the task an expiry after the push.
+///
+/// The task's first delivery never starts once `after_ms` milliseconds
+/// (1 ms to one year) have passed since the push: a pull that meets the
+/// task then ends it as dead with the last error "expired" instead, and
+/// takes the next task. Retries, once the first delivery started in time,
+/// are not bound by it. A push whose run time (`tq_push_options_set_delay_ms`)
+/// is not before its expiry fails with TQ_ERR_INVALID_ARGUMENT: the task
+/// could never run. Replaces an earlier
+/// `tq_push_options_set_expire_at_unix_ms`.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
+/// Thread safety: not with other calls on the same options object.
+#[no_mangle]
+pub extern "C" fn tq_push_options_set_expire_after_ms(
+    options: *mut tq_push_options,
+    after_ms: u64,
+) -> tq_status {
+    guard("tq_push_options_set_expire_after_ms", || {
+        let options = unsafe { borrow_mut(options, "options") }?;
+        options.0.expire_after(Duration::from_millis(after_ms))?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Gives the task an expiry at a time.
+///
+/// As `tq_push_options_set_expire_after_ms`, at `unix_ms`, milliseconds
+/// since the Unix epoch (a time already passed: the first pull that meets
+/// the task ends it). Replaces an earlier
+/// `tq_push_options_set_expire_after_ms`.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, negative time).
+/// Thread safety: not with other calls on the same options object.
+#[no_mangle]
+pub extern "C" fn tq_push_options_set_expire_at_unix_ms(
+    options: *mut tq_push_options,
+    unix_ms: i64,
+) -> tq_status {
+    guard("tq_push_options_set_expire_at_unix_ms", || {
+        let options = unsafe { borrow_mut(options, "options") }?;
+        options.0.expire_at_unix_ms(unix_ms)?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Gives the task a deadline after the push.
+///
+/// No delivery of the task, first or retry, starts once `after_ms`
+/// milliseconds (1 ms to one year) have passed since the push: a pull that
+/// meets the task then ends it as dead with the last error "deadline
+/// passed", and a `tq_fail` whose retry would fall at or after the
+/// deadline ends it so at once. A delivery running when the deadline
+/// passes runs to its end; its lease is renewed as any other. A push whose
+/// run time is not before its deadline fails with
+/// TQ_ERR_INVALID_ARGUMENT. Replaces an earlier
+/// `tq_push_options_set_deadline_unix_ms`.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
+/// Thread safety: not with other calls on the same options object.
+#[no_mangle]
+pub extern "C" fn tq_push_options_set_deadline_after_ms(
+    options: *mut tq_push_options,
+    after_ms: u64,
+) -> tq_status {
+    guard("tq_push_options_set_deadline_after_ms", || {
+        let options = unsafe { borrow_mut(options, "options") }?;
+        options.0.deadline_after(Duration::from_millis(after_ms))?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Gives the task a deadline at a time.
+///
+/// As `tq_push_options_set_deadline_after_ms`, at `unix_ms`, milliseconds
+/// since the Unix epoch. Replaces an earlier
+/// `tq_push_options_set_deadline_after_ms`.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, negative time).
+/// Thread safety: not with other calls on the same options object.
+#[no_mangle]
+pub extern "C" fn tq_push_options_set_deadline_unix_ms(
+    options: *mut tq_push_options,
+    unix_ms: i64,
+) -> tq_status {
+    guard("tq_push_options_set_deadline_unix_ms", || {
+        let options = unsafe { borrow_mut(options, "options") }?;
+        options.0.deadline_unix_ms(unix_ms)?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
 /// Sets the task's priority.
 ///
 /// Sets the task's priority: a ready task of higher priority is claimed

@@ -23,6 +23,9 @@ pub struct tq_task {
     max_attempts: u32,
     priority: i32,
     run_at_unix_ms: i64,
+    /// A listed task's expiry and deadline (0: none); a delivery has neither.
+    expires_at_unix_ms: i64,
+    deadline_unix_ms: i64,
     last_error: Option<CString>,
     payload: CString,
     /// A snapshot's result and progress; a delivery has neither.
@@ -45,6 +48,8 @@ impl tq_task {
             max_attempts: task.max_attempts,
             priority: task.priority,
             run_at_unix_ms: task.run_at_unix_ms,
+            expires_at_unix_ms: 0,
+            deadline_unix_ms: 0,
             last_error: task
                 .last_error
                 .map(|text| c_text(task.receipt.id(), text))
@@ -67,6 +72,8 @@ impl tq_task {
             max_attempts: task.max_attempts,
             priority: task.priority,
             run_at_unix_ms: task.run_at_unix_ms,
+            expires_at_unix_ms: task.expires_at_unix_ms.unwrap_or(0),
+            deadline_unix_ms: task.deadline_unix_ms.unwrap_or(0),
             last_error: task
                 .last_error
                 .map(|text| c_text(task.id, text))
@@ -280,6 +287,36 @@ pub extern "C" fn tq_task_max_attempts(task: *const tq_task) -> u32 {
 pub extern "C" fn tq_task_run_at_unix_ms(task: *const tq_task) -> i64 {
     guard_or("tq_task_run_at_unix_ms", 0, || {
         task_field(task, |task| task.run_at_unix_ms, 0)
+    })
+}
+
+/// The task's expiry.
+///
+/// Returns when the task's first delivery may no longer start
+/// (`tq_push_options_set_expire_after_ms`), in milliseconds since the Unix
+/// epoch, or 0 when it has none (a retry of the dead clears it), was
+/// pulled rather than read by `tq_get_task`, `tq_wait_task` or `tq_list`,
+/// or `task` is NULL.
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_expires_at_unix_ms(task: *const tq_task) -> i64 {
+    guard_or("tq_task_expires_at_unix_ms", 0, || {
+        task_field(task, |task| task.expires_at_unix_ms, 0)
+    })
+}
+
+/// The task's deadline.
+///
+/// Returns when no delivery of the task may start any more
+/// (`tq_push_options_set_deadline_after_ms`), in milliseconds since the
+/// Unix epoch, or 0 when it has none (a retry of the dead clears it), was
+/// pulled rather than read by `tq_get_task`, `tq_wait_task` or `tq_list`,
+/// or `task` is NULL.
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_deadline_unix_ms(task: *const tq_task) -> i64 {
+    guard_or("tq_task_deadline_unix_ms", 0, || {
+        task_field(task, |task| task.deadline_unix_ms, 0)
     })
 }
 

@@ -191,6 +191,10 @@ int main(int argc, char **argv)
     STATUS_CASE(tq_options_set_postgres_schema, tq_options_set_postgres_schema(options, "jobs"));
     STATUS_CASE(tq_push_options_set_delay_ms, tq_push_options_set_delay_ms(push_options, 10));
     STATUS_CASE(tq_push_options_set_run_at_unix_ms, tq_push_options_set_run_at_unix_ms(push_options, 10));
+    STATUS_CASE(tq_push_options_set_expire_after_ms, tq_push_options_set_expire_after_ms(push_options, 10));
+    STATUS_CASE(tq_push_options_set_expire_at_unix_ms, tq_push_options_set_expire_at_unix_ms(push_options, 10));
+    STATUS_CASE(tq_push_options_set_deadline_after_ms, tq_push_options_set_deadline_after_ms(push_options, 10));
+    STATUS_CASE(tq_push_options_set_deadline_unix_ms, tq_push_options_set_deadline_unix_ms(push_options, 10));
     STATUS_CASE(tq_pull_options_set_lease_ms, tq_pull_options_set_lease_ms(pull_options, 10));
     VALUE_CASE(tq_options_new, tq_options_new(), NULL);
     VALUE_CASE(tq_push_options_new, tq_push_options_new(), NULL);
@@ -201,6 +205,8 @@ int main(int argc, char **argv)
     VALUE_CASE(tq_task_priority, tq_task_priority(task), 0);
     VALUE_CASE(tq_task_max_attempts, tq_task_max_attempts(task), 0u);
     VALUE_CASE(tq_task_run_at_unix_ms, tq_task_run_at_unix_ms(task), 0);
+    VALUE_CASE(tq_task_expires_at_unix_ms, tq_task_expires_at_unix_ms(task), 0);
+    VALUE_CASE(tq_task_deadline_unix_ms, tq_task_deadline_unix_ms(task), 0);
     VALUE_CASE(tq_task_state, tq_task_state(task), -1);
     VALUE_CASE(tq_task_last_error, tq_task_last_error(task), NULL);
     VALUE_CASE(tq_task_result, tq_task_result(task), NULL);

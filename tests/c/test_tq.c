@@ -1091,6 +1091,52 @@ static void test_pull_delay(const char *dir)
     tq_close(q);
 }
 
+static void test_expiry_and_deadline(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, true);
+    REQUIRE(q != NULL);
+    tq_push_options *opts = tq_push_options_new();
+    REQUIRE(opts != NULL);
+    CHECK_STATUS(tq_push_options_set_expire_after_ms(NULL, 10), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_push_options_set_expire_after_ms(opts, 0), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_push_options_set_expire_at_unix_ms(opts, -1), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_push_options_set_deadline_after_ms(NULL, 10), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_push_options_set_deadline_unix_ms(opts, -1), TQ_ERR_INVALID_ARGUMENT);
+
+    /* Expired before any pull: ended by the pull, which takes the next. */
+    int64_t expiry = now_ms() - 1000;
+    CHECK_STATUS(tq_push_options_set_expire_at_unix_ms(opts, expiry), TQ_OK);
+    CHECK_STATUS(tq_push_options_set_deadline_after_ms(opts, 3600000), TQ_OK);
+    int64_t expired = 0;
+    CHECK_STATUS(tq_push(q, "\"late\"", 6, opts, &expired), TQ_OK);
+    int64_t next = push_text(q, "\"next\"");
+    tq_task *listed = NULL;
+    CHECK_STATUS(tq_get_task(q, expired, &listed), TQ_OK);
+    CHECK_INT(tq_task_expires_at_unix_ms(listed), expiry);
+    CHECK(tq_task_deadline_unix_ms(listed) > now_ms());
+    tq_task_free(listed);
+    tq_task *task = pull_one(q);
+    REQUIRE(task != NULL);
+    CHECK_INT(tq_task_id(task), next);
+    CHECK_INT(tq_task_expires_at_unix_ms(task), 0); /* a delivery has none */
+    tq_task_free(task);
+    CHECK_STATUS(tq_get_task(q, expired, &listed), TQ_OK);
+    CHECK_INT(tq_task_state(listed), TQ_STATE_DEAD);
+    CHECK_CONTAINS(tq_task_last_error(listed), "expired");
+    tq_task_free(listed);
+
+    /* A delayed task that would expire before its run time is refused. */
+    tq_push_options *delayed = tq_push_options_new();
+    REQUIRE(delayed != NULL);
+    CHECK_STATUS(tq_push_options_set_delay_ms(delayed, 60000), TQ_OK);
+    CHECK_STATUS(tq_push_options_set_expire_after_ms(delayed, 1000), TQ_OK);
+    CHECK_STATUS(tq_push(q, "1", 1, delayed, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("could never run");
+    tq_push_options_free(delayed);
+    tq_push_options_free(opts);
+    tq_close(q);
+}
+
 static void test_pull_run_at(const char *dir)
 {
     tq_queue *q = open_queue(dir, "q.db", TQ_DURABILITY_NORMAL, false);
@@ -3290,6 +3336,7 @@ static void test_groups(const char *dir)
 
 static const struct test_case cases[] = {
     CASE(version),
+    CASE(expiry_and_deadline),
     CASE(location_redacted),
     CASE(status_str),
     CASE(last_error_fresh_thread),
