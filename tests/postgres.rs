@@ -1195,6 +1195,71 @@ fn a_push_through_sql_refuses_what_the_api_refuses_and_writes_nothing() {
 }
 
 #[test]
+fn expiries_and_deadlines_through_sql_are_the_apis() {
+    let Some(scratch) = scratch("sql_push_limits") else {
+        return;
+    };
+    let queue = scratch.open();
+    let mut app = application_client(&scratch);
+    let mut push = |options: &str| -> Result<i64, postgres::Error> {
+        app.query_one(
+            &sql(
+                &scratch,
+                &format!("SELECT $schema.push('default', '1', '{options}')"),
+            ),
+            &[],
+        )
+        .map(|row| row.get(0))
+    };
+    let expired = push(r#"{"expire_at_unix_ms": 1000, "unique_key": "k"}"#).unwrap();
+    let info = queue.task(expired).unwrap().unwrap();
+    assert_eq!(
+        (info.expires_at_unix_ms(), info.deadline_unix_ms()),
+        (Some(1000), None)
+    );
+    // A holder of the key found keeps its own limits.
+    assert_eq!(
+        push(r#"{"deadline_after_ms": 60000, "unique_key": "k"}"#).unwrap(),
+        expired
+    );
+    assert_eq!(
+        queue.task(expired).unwrap().unwrap().deadline_unix_ms(),
+        None
+    );
+    let next = push(r#"{"deadline_after_ms": 60000}"#).unwrap();
+    assert!(
+        queue
+            .task(next)
+            .unwrap()
+            .unwrap()
+            .deadline_unix_ms()
+            .unwrap()
+            > 1000
+    );
+    assert_eq!(queue.pull(&PullOptions::new()).unwrap().unwrap().id(), next);
+    assert_eq!(
+        queue.task(expired).unwrap().unwrap().last_error(),
+        Some("expired")
+    );
+    for (options, message) in [
+        (
+            r#"{"expire_after_ms": 10, "expire_at_unix_ms": 10}"#,
+            "not both",
+        ),
+        (r#"{"deadline_after_ms": 0}"#, "between 1 ms"),
+        (
+            r#"{"delay_ms": 60000, "expire_after_ms": 1000}"#,
+            "could never run",
+        ),
+    ] {
+        let err = push(options).unwrap_err();
+        let (code, got) = sql_error(&err);
+        assert_eq!(code, "22023", "{options}: {got}");
+        assert!(got.contains(message), "{options}: {got}");
+    }
+}
+
+#[test]
 fn unique_keys_parents_and_groups_through_sql_are_the_apis() {
     let Some(scratch) = scratch("sql_push_rules") else {
         return;
