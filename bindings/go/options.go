@@ -211,6 +211,50 @@ func WithRunAt(t time.Time) PushOption {
 	}}
 }
 
+// WithExpireAfter gives the task an expiry d after the push (1 ms to one
+// year, rounded up to whole milliseconds): its first delivery never starts
+// once it has passed. A pull that meets the task then ends it as dead with
+// the last error "expired", and takes the next task. Retries are not bound
+// by it. A push whose run time is not before the expiry fails with
+// ErrInvalidArgument. It replaces an earlier WithExpireAt.
+func WithExpireAfter(d time.Duration) PushOption {
+	return PushOption{func(s *optionSetter[*C.tq_push_options]) {
+		ms := s.millis("expiry", d)
+		s.set(func(o *C.tq_push_options) C.enum_tq_status { return C.tq_push_options_set_expire_after_ms(o, ms) })
+	}}
+}
+
+// WithExpireAt gives the task an expiry at t, as WithExpireAfter does
+// after the push. It replaces an earlier WithExpireAfter.
+func WithExpireAt(t time.Time) PushOption {
+	return PushOption{func(s *optionSetter[*C.tq_push_options]) {
+		ms := C.int64_t(t.UnixMilli())
+		s.set(func(o *C.tq_push_options) C.enum_tq_status { return C.tq_push_options_set_expire_at_unix_ms(o, ms) })
+	}}
+}
+
+// WithDeadlineAfter gives the task a deadline d after the push (1 ms to
+// one year, rounded up to whole milliseconds): no delivery, first or
+// retry, starts once it has passed. A pull that meets the task then ends
+// it as dead with the last error "deadline passed"; a Fail whose retry
+// would fall at or after it ends it so at once. A delivery running when
+// it passes runs to its end. It replaces an earlier WithDeadline.
+func WithDeadlineAfter(d time.Duration) PushOption {
+	return PushOption{func(s *optionSetter[*C.tq_push_options]) {
+		ms := s.millis("deadline", d)
+		s.set(func(o *C.tq_push_options) C.enum_tq_status { return C.tq_push_options_set_deadline_after_ms(o, ms) })
+	}}
+}
+
+// WithDeadline gives the task a deadline at t, as WithDeadlineAfter does
+// after the push. It replaces an earlier WithDeadlineAfter.
+func WithDeadline(t time.Time) PushOption {
+	return PushOption{func(s *optionSetter[*C.tq_push_options]) {
+		ms := C.int64_t(t.UnixMilli())
+		s.set(func(o *C.tq_push_options) C.enum_tq_status { return C.tq_push_options_set_deadline_unix_ms(o, ms) })
+	}}
+}
+
 // WithPriority sets the task's priority: a ready task of higher priority
 // is pulled before any of lower priority, and equal priorities come out in
 // the order they became ready. Any value; default 0.

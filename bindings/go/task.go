@@ -29,6 +29,8 @@ type taskFields struct {
 	maxAttempts  int
 	priority     int32
 	runAt        time.Time
+	expiresAt    int64
+	deadline     int64
 	lastError    string
 	hasLastError bool
 	payload      []byte
@@ -59,6 +61,8 @@ func readTask(c *C.tq_task) taskFields {
 		maxAttempts: int(C.tq_task_max_attempts(c)),
 		priority:    int32(C.tq_task_priority(c)),
 		runAt:       time.UnixMilli(int64(C.tq_task_run_at_unix_ms(c))),
+		expiresAt:   int64(C.tq_task_expires_at_unix_ms(c)),
+		deadline:    int64(C.tq_task_deadline_unix_ms(c)),
 		payload:     C.GoBytes(unsafe.Pointer(text), C.int(n)),
 	}
 	if reason := C.tq_task_last_error(c); reason != nil {
@@ -91,6 +95,18 @@ func (f taskFields) Priority() int32 { return f.priority }
 // RunAt returns when the task became, or becomes, ready, to the
 // millisecond.
 func (f taskFields) RunAt() time.Time { return f.runAt }
+
+// ExpiresAt returns, for a TaskInfo, the task's expiry (see
+// WithExpireAfter), and false when it has none (or for a Task).
+func (f taskFields) ExpiresAt() (time.Time, bool) {
+	return time.UnixMilli(f.expiresAt), f.expiresAt != 0
+}
+
+// Deadline returns, for a TaskInfo, the task's deadline (see
+// WithDeadlineAfter), and false when it has none (or for a Task).
+func (f taskFields) Deadline() (time.Time, bool) {
+	return time.UnixMilli(f.deadline), f.deadline != 0
+}
 
 // LastError returns why the task's previous delivery ended (the reason
 // given to Fail, or libtq's words for a lost lease or a dead holder), and

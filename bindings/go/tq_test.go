@@ -181,6 +181,34 @@ func TestOrderAndSchedule(t *testing.T) {
 	}
 }
 
+func TestExpiryAndDeadline(t *testing.T) {
+	q, _ := openQueue(t, tq.WithDurability(tq.DurabilityNormal), tq.WithHistory())
+	expiry := time.Now().Add(-time.Second).Truncate(time.Millisecond)
+	expired := push(t, q, `"late"`, tq.WithExpireAt(expiry), tq.WithDeadlineAfter(time.Hour))
+	next := push(t, q, `"next"`)
+	info, found, err := q.Task(expired)
+	if err != nil || !found {
+		t.Fatalf("Task(%d): %v %v", expired, found, err)
+	}
+	if at, ok := info.ExpiresAt(); !ok || !at.Equal(expiry) {
+		t.Fatalf("ExpiresAt = %v %v, want %v", at, ok, expiry)
+	}
+	if at, ok := info.Deadline(); !ok || !at.After(time.Now()) {
+		t.Fatalf("Deadline = %v %v, want within the hour", at, ok)
+	}
+	// The pull ends the expired task and delivers the next.
+	if task := tryPull(t, q); task.ID() != next {
+		t.Fatalf("pulled %d, want %d", task.ID(), next)
+	}
+	info, _, err = q.Task(expired)
+	if reason, _ := info.LastError(); err != nil || info.State() != tq.Dead || reason != "expired" {
+		t.Fatalf("the expired task: %v %v %q", err, info.State(), reason)
+	}
+	// One that would expire before its run time could never run.
+	_, err = q.Push([]byte(`1`), tq.WithDelay(time.Minute), tq.WithExpireAfter(time.Second))
+	wantErr(t, err, tq.ErrInvalidArgument, "could never run")
+}
+
 func TestLeaseExpiryAndNotHeld(t *testing.T) {
 	q, _ := openQueue(t, tq.WithDurability(tq.DurabilityNormal))
 	push(t, q, `{"n": 1}`)
