@@ -79,16 +79,16 @@ def _milliseconds(name: str, value) -> int:
     return min(math.ceil(round(seconds * 1000, 6)), _UINT64_MAX)
 
 
-def _unix_ms(value) -> int:
+def _unix_ms(value, name: str = "run_at") -> int:
     """A point in time (a ``datetime`` or seconds since the Unix epoch) as
     milliseconds since the epoch, clamped to int64_t for the library to judge."""
     if isinstance(value, datetime.datetime):
         value = value.timestamp()
     if not isinstance(value, numbers.Real) or isinstance(value, bool):
-        raise TypeError(f"run_at must be a datetime or seconds since the epoch, not {type(value).__name__}")
+        raise TypeError(f"{name} must be a datetime or seconds since the epoch, not {type(value).__name__}")
     value = float(value)
     if math.isnan(value):
-        raise errors.InvalidArgumentError("run_at must be a time, not nan")
+        raise errors.InvalidArgumentError(f"{name} must be a time, not nan")
     if math.isinf(value):
         return _INT64_MAX if value > 0 else _INT64_MIN
     return max(_INT64_MIN, min(round(value * 1000), _INT64_MAX))
@@ -212,9 +212,37 @@ def _push_settings(
     run_anyway=False,
     group=None,
     group_max=None,
+    expire_after=None,
+    expire_at=None,
+    deadline_after=None,
+    deadline_at=None,
 ):
     """The push options' setters and values for the arguments given."""
     settings = []
+    for after_name, after_value, at_name, at_value, after_setter, at_setter in (
+        (
+            "expire_after",
+            expire_after,
+            "expire_at",
+            expire_at,
+            lib.tq_push_options_set_expire_after_ms,
+            lib.tq_push_options_set_expire_at_unix_ms,
+        ),
+        (
+            "deadline_after",
+            deadline_after,
+            "deadline_at",
+            deadline_at,
+            lib.tq_push_options_set_deadline_after_ms,
+            lib.tq_push_options_set_deadline_unix_ms,
+        ),
+    ):
+        if after_value is not None and at_value is not None:
+            raise errors.InvalidArgumentError(f"give {after_name} or {at_name}, not both")
+        if after_value is not None:
+            settings.append((after_setter, _milliseconds(after_name, after_value)))
+        if at_value is not None:
+            settings.append((at_setter, _unix_ms(at_value, at_name)))
     if group is not None:
         limit = 1 if group_max is None else _integer("group_max", group_max, 0, _UINT32_MAX)
         settings.append((lib.tq_push_options_set_group, _c_string("group", group), limit))

@@ -292,6 +292,10 @@ class Queue(_Admin, _Schedules):
         run_anyway=False,
         group=None,
         group_max=None,
+        expire_after=None,
+        expire_at=None,
+        deadline_after=None,
+        deadline_at=None,
     ) -> int:
         """Stores a task and returns its id once it is stored at the queue's
         durability.
@@ -325,6 +329,16 @@ class Queue(_Admin, _Schedules):
           ``group_max``-th most recent unfinished task of the group, if any
           (in ``waiting_for`` while blocked, not in ``parents``); that task
           ending in any way lets it run.
+        - ``expire_after`` (seconds or a ``timedelta``) or ``expire_at`` (a
+          ``datetime`` or seconds since the Unix epoch): the task's first
+          delivery never starts once that time has passed; a pull that
+          meets it then ends it as dead with ``last_error`` "expired".
+        - ``deadline_after`` or ``deadline_at``: no delivery, first or
+          retry, starts once that time has passed (a pull ends the task as
+          dead with "deadline passed"; a failure whose retry would fall
+          after it ends it so at once). A delivery running when it passes
+          runs to its end. A push whose run time is not before its expiry
+          or deadline is refused: it could never run.
 
         Raises ``InvalidJSONError``, ``InvalidArgumentError`` (bad UTF-8,
         over the payload limit, an option out of range), ``BusyError``,
@@ -343,6 +357,10 @@ class Queue(_Admin, _Schedules):
             and not run_anyway
             and group is None
             and group_max is None
+            and expire_after is None
+            and expire_at is None
+            and deadline_after is None
+            and deadline_at is None
         ):
             with self._handle as queue:
                 _check(lib.tq_push(queue, data, len(data), None, byref(out)))
@@ -358,6 +376,10 @@ class Queue(_Admin, _Schedules):
             run_anyway=run_anyway,
             group=group,
             group_max=group_max,
+            expire_after=expire_after,
+            expire_at=expire_at,
+            deadline_after=deadline_after,
+            deadline_at=deadline_at,
         )
         self._push_with(data, settings, out)
         return out.value

@@ -55,6 +55,8 @@ def _read_fields(ptr) -> tuple:
         _read_ids(lib.tq_task_parents, ptr),
         _read_ids(lib.tq_task_waiting_for, ptr),
         lib.tq_task_group(ptr),
+        lib.tq_task_expires_at_unix_ms(ptr),
+        lib.tq_task_deadline_unix_ms(ptr),
     )
 
 
@@ -119,6 +121,22 @@ class _TaskFields:
         """When the task became (or becomes) ready: a timezone-aware
         ``datetime`` in UTC, to the millisecond."""
         return _EPOCH + datetime.timedelta(milliseconds=self._details()[2])
+
+    @property
+    def expires_at(self) -> "datetime.datetime | None":
+        """For a snapshot, when its first delivery may no longer start
+        (``push(expire_after=...)``): a timezone-aware ``datetime`` in
+        UTC, or None when it has none. None for a pulled task."""
+        at = self._details()[8]
+        return None if at == 0 else _EPOCH + datetime.timedelta(milliseconds=at)
+
+    @property
+    def deadline(self) -> "datetime.datetime | None":
+        """For a snapshot, when no delivery may start any more
+        (``push(deadline_after=...)``), or None when it has none. None for
+        a pulled task."""
+        at = self._details()[9]
+        return None if at == 0 else _EPOCH + datetime.timedelta(milliseconds=at)
 
     @property
     def last_error(self) -> "str | None":
