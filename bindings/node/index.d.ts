@@ -119,6 +119,19 @@ export interface PushOptions {
   delay?: number;
   /** Ready at this time (a Date or milliseconds since the epoch; not with delay). */
   runAt?: Date | number;
+  /** The task's first delivery never starts once this many milliseconds
+   * have passed since the push: a pull ends it as dead ("expired") instead
+   * (not with expireAt). */
+  expireAfter?: number;
+  /** As expireAfter, at this time (a Date or milliseconds since the epoch). */
+  expireAt?: Date | number;
+  /** No delivery, first or retry, starts once this many milliseconds have
+   * passed since the push: a pull ends it as dead ("deadline passed"), and
+   * a failure whose retry would fall after it ends it so at once; a
+   * delivery running then runs to its end (not with deadlineAt). */
+  deadlineAfter?: number;
+  /** As deadlineAfter, at this time (a Date or milliseconds since the epoch). */
+  deadlineAt?: Date | number;
   /** Any 32-bit integer, default 0; higher is claimed first. */
   priority?: number;
   /** Deliveries before a failure makes it dead, instead of the queue's default. */
@@ -235,6 +248,10 @@ export interface TaskFields {
   readonly maxAttempts: number;
   /** When the task became (or becomes) ready. */
   readonly runAt: Date;
+  /** For a snapshot, its expiry (expireAfter), or null: none, or a pulled task. */
+  readonly expiresAt: Date | null;
+  /** For a snapshot, its deadline (deadlineAfter), or null: none, or a pulled task. */
+  readonly deadline: Date | null;
   /** Why the previous delivery ended (a fail reason, or the library's words
    * for a lost lease or a dead holder), or null. */
   readonly lastError: string | null;
@@ -271,6 +288,8 @@ export class Task implements TaskFields {
   readonly priority: number;
   readonly maxAttempts: number;
   readonly runAt: Date;
+  readonly expiresAt: Date | null;
+  readonly deadline: Date | null;
   readonly lastError: string | null;
   readonly state: StateName;
   readonly parents: readonly number[];
@@ -330,6 +349,8 @@ export class TaskSnapshot implements TaskFields {
   readonly priority: number;
   readonly maxAttempts: number;
   readonly runAt: Date;
+  readonly expiresAt: Date | null;
+  readonly deadline: Date | null;
   readonly lastError: string | null;
   readonly state: StateName;
   readonly parents: readonly number[];

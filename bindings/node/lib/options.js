@@ -190,13 +190,45 @@ function integers(name, values, low, high) {
   return values.map((value, i) => integer(`${name}[${i}]`, value, low, high));
 }
 
+/** A time given as a Date or milliseconds since the epoch, as whole ms. */
+function unixMs(name, value) {
+  const ms = value instanceof Date ? value.getTime() : value;
+  if (typeof ms !== 'number' || !Number.isFinite(ms)) {
+    throw new errors.InvalidArgumentError(`${name} must be a Date or milliseconds since the epoch, not ${value}`);
+  }
+  return Math.round(ms);
+}
+
+/** The setters and values of a push's expiry and deadline, each given
+ * after the push (ms) or at a time, not both. */
+function limitSettings({ expireAfter, expireAt, deadlineAfter, deadlineAt }) {
+  const settings = [];
+  for (const [afterName, after, atName, at, afterSetter, atSetter] of [
+    ['expireAfter', expireAfter, 'expireAt', expireAt,
+      lib.tq_push_options_set_expire_after_ms, lib.tq_push_options_set_expire_at_unix_ms],
+    ['deadlineAfter', deadlineAfter, 'deadlineAt', deadlineAt,
+      lib.tq_push_options_set_deadline_after_ms, lib.tq_push_options_set_deadline_unix_ms],
+  ]) {
+    if (after !== undefined && at !== undefined) {
+      throw new errors.InvalidArgumentError(`give ${afterName} or ${atName}, not both`);
+    }
+    if (after !== undefined) {
+      settings.push([afterSetter, milliseconds(afterName, after)]);
+    }
+    if (at !== undefined) {
+      settings.push([atSetter, unixMs(atName, at)]);
+    }
+  }
+  return settings;
+}
+
 /** The push options' setters and values for `options` of the method `call`
  * (pushMany takes no unique key). */
 function pushSettings(call, options) {
   const allowUnique = call !== 'pushMany';
   const { delay, runAt, priority, maxAttempts, uniqueKey, uniqueFor, after, afterItems, onParentFailure, group, groupMax } =
     callOptions(call, options);
-  const settings = [];
+  const settings = limitSettings(options);
   if (group !== undefined) {
     const limit = groupMax === undefined ? 1 : integer('groupMax', groupMax, 0, UINT32_MAX);
     settings.push([lib.tq_push_options_set_group, cString('group', group), limit]);
@@ -220,11 +252,7 @@ function pushSettings(call, options) {
     settings.push([lib.tq_push_options_set_delay_ms, milliseconds('delay', delay)]);
   }
   if (runAt !== undefined) {
-    const ms = runAt instanceof Date ? runAt.getTime() : runAt;
-    if (typeof ms !== 'number' || !Number.isFinite(ms)) {
-      throw new errors.InvalidArgumentError(`runAt must be a Date or milliseconds since the epoch, not ${runAt}`);
-    }
-    settings.push([lib.tq_push_options_set_run_at_unix_ms, Math.round(ms)]);
+    settings.push([lib.tq_push_options_set_run_at_unix_ms, unixMs('runAt', runAt)]);
   }
   if (priority !== undefined) {
     settings.push([lib.tq_push_options_set_priority, integer('priority', priority, INT32_MIN, INT32_MAX)]);

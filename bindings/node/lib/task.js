@@ -45,6 +45,8 @@ function readFields(ptr, pulled) {
     priority: lib.tq_task_priority(ptr),
     maxAttempts: lib.tq_task_max_attempts(ptr),
     runAtMs: lib.tq_task_run_at_unix_ms(ptr),
+    expiresAtMs: pulled ? 0 : lib.tq_task_expires_at_unix_ms(ptr),
+    deadlineMs: pulled ? 0 : lib.tq_task_deadline_unix_ms(ptr),
     lastError: lib.tq_task_last_error(ptr),
     state: lib.tq_task_state(ptr),
     parents: pulled ? readIds(lib.tq_task_parents, ptr) : NO_IDS,
@@ -103,6 +105,16 @@ class TaskFields {
   /** When the task became (or becomes) ready. */
   get runAt() {
     return new Date(this.#fields.runAtMs);
+  }
+  /** For a snapshot, when its first delivery may no longer start
+   * (`expireAfter`), or null when it has none. Null for a pulled task. */
+  get expiresAt() {
+    return this.#fields.expiresAtMs ? new Date(this.#fields.expiresAtMs) : null;
+  }
+  /** For a snapshot, when no delivery may start any more
+   * (`deadlineAfter`), or null when it has none. Null for a pulled task. */
+  get deadline() {
+    return this.#fields.deadlineMs ? new Date(this.#fields.deadlineMs) : null;
   }
   /** Why the previous delivery ended, or null. */
   get lastError() {
