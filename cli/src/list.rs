@@ -224,6 +224,12 @@ pub fn show(task: &TaskInfo, queue: &str, json: bool) -> Result<(), Failure> {
     for (name, value) in fields {
         print(format!("{name:<12}{value}"))?;
     }
+    if let Some(expiry) = task.expires_at_unix_ms() {
+        print(format!("{:<12}{}", "expires", time(expiry)))?;
+    }
+    if let Some(deadline) = task.deadline_unix_ms() {
+        print(format!("{:<12}{}", "deadline", time(deadline)))?;
+    }
     if let Some(claimed) = task.claimed_at_unix_ms() {
         print(format!("{:<12}{}", "claimed", time(claimed)))?;
     }

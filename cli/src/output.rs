@@ -303,6 +303,8 @@ pub fn task_json(task: &TaskInfo, queue: &str) -> Result<String, Failure> {
         "created_at_unix_ms": task.created_at_unix_ms(),
         "claimed_at_unix_ms": task.claimed_at_unix_ms(),
         "finished_at_unix_ms": task.finished_at_unix_ms(),
+        "expires_at_unix_ms": task.expires_at_unix_ms(),
+        "deadline_unix_ms": task.deadline_unix_ms(),
         "last_error": task.last_error(),
     });
     // Only for a blocked task: what it still waits for.

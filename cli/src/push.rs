@@ -35,6 +35,16 @@ pub struct Args {
     #[arg(long, value_parser = parse_duration)]
     delay: Option<Duration>,
 
+    /// Never start the tasks' first delivery once this long from now has
+    /// passed (e.g. 30s, 10m): a pull ends such a task as dead, "expired".
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    expire_after: Option<Duration>,
+
+    /// Start no delivery of the tasks, first or retry, once this long from
+    /// now has passed: a pull ends such a task as dead, "deadline passed".
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    deadline: Option<Duration>,
+
     /// Higher priorities are pulled first (any 32-bit integer).
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     priority: i32,
@@ -92,6 +102,12 @@ fn push_options(args: &Args) -> Result<PushOptions, Failure> {
     options.priority(args.priority);
     if let Some(delay) = args.delay {
         options.delay(delay)?;
+    }
+    if let Some(after) = args.expire_after {
+        options.expire_after(after)?;
+    }
+    if let Some(after) = args.deadline {
+        options.deadline_after(after)?;
     }
     if let Some(max_attempts) = args.max_attempts {
         options.max_attempts(max_attempts)?;

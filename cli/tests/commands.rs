@@ -452,6 +452,35 @@ fn push_with_delay_and_unique_key() {
 }
 
 #[test]
+fn push_with_an_expiry_and_a_deadline_shows_them() {
+    let fixture = Fixture::new();
+    fixture
+        .tq("push", &["{}", "--expire-after", "1h", "--deadline", "2h"])
+        .assert()
+        .success();
+    let task = fixture.json("show", &["1"]);
+    let expires_in = task["expires_at_unix_ms"].as_i64().unwrap() - now_unix_ms();
+    assert!(
+        (3_590_000..=3_600_000).contains(&expires_in),
+        "{expires_in}"
+    );
+    let deadline_in = task["deadline_unix_ms"].as_i64().unwrap() - now_unix_ms();
+    assert!(
+        (7_190_000..=7_200_000).contains(&deadline_in),
+        "{deadline_in}"
+    );
+    fixture
+        .tq("show", &["1"])
+        .assert()
+        .stdout(predicate::str::contains("expires").and(predicate::str::contains("deadline")));
+    fixture
+        .tq("push", &["{}", "--delay", "1h", "--expire-after", "10m"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("could never run"));
+}
+
+#[test]
 fn list_pages_and_cuts_rows_to_the_width() {
     let fixture = Fixture::new();
     let long = format!("{{\"text\":\"{}\"}}", "x".repeat(300));

@@ -340,6 +340,12 @@ pub fn task(app: &App, id: &str, incoming: &Incoming) -> Answer {
                 dt { "priority" } dd { (task.priority()) }
                 dt { "pushed" } dd.pushed { (rfc3339(task.created_at_unix_ms())) " (" (relative_time(task.created_at_unix_ms())) ")" }
                 dt { "run at" } dd { (rfc3339(task.run_at_unix_ms())) " (" (relative_time(task.run_at_unix_ms())) ")" }
+                @if let Some(expiry) = task.expires_at_unix_ms() {
+                    dt { "expires" } dd.expires { (rfc3339(expiry)) " (" (relative_time(expiry)) ")" }
+                }
+                @if let Some(deadline) = task.deadline_unix_ms() {
+                    dt { "deadline" } dd.deadline { (rfc3339(deadline)) " (" (relative_time(deadline)) ")" }
+                }
                 @if let Some(claimed) = task.claimed_at_unix_ms() {
                     dt { "last claimed" } dd.claimed { (rfc3339(claimed)) " (" (relative_time(claimed)) ")" }
                 }
