@@ -270,3 +270,29 @@ fn a_waiting_pull_takes_a_task_pushed_in_sql_once_it_commits() {
     app.execute_batch("COMMIT").unwrap();
     assert_eq!(waiter.join().unwrap(), Some(id));
 }
+
+#[test]
+fn expiries_and_deadlines_in_sql_act_as_through_the_api() {
+    let scratch = Scratch::new();
+    let app = application(&scratch);
+    let queue = scratch.open();
+    let push = |options: &str| -> tq::rusqlite::Result<i64> {
+        app.query_row("SELECT tq_push('default', '1', ?1)", [options], |row| {
+            row.get(0)
+        })
+    };
+    let expired = push(r#"{"expire_at_unix_ms": 1000, "deadline_after_ms": 60000}"#).unwrap();
+    let info = queue.task(expired).unwrap().unwrap();
+    assert_eq!(info.expires_at_unix_ms(), Some(1000));
+    assert!(info.deadline_unix_ms().is_some());
+    let next = push("{}").unwrap();
+    assert_eq!(pull(&queue).unwrap().id(), next);
+    assert_eq!(
+        queue.task(expired).unwrap().unwrap().last_error(),
+        Some("expired")
+    );
+    let refused = sql_error(push(r#"{"delay_ms": 60000, "expire_after_ms": 1000}"#));
+    assert!(refused.contains("could never run"), "{refused}");
+    let both = sql_error(push(r#"{"deadline_after_ms": 1, "deadline_unix_ms": 1}"#));
+    assert!(both.contains("not both"), "{both}");
+}
