@@ -85,6 +85,12 @@ pub(crate) const EXPIRED: &str = "expired";
 /// next delivery could start.
 pub(crate) const DEADLINE_PASSED: &str = "deadline passed";
 
+/// At most this many pending tasks whose expiry or deadline has passed are
+/// ended per claim, so that one claim does not rewrite a large backlog in
+/// one transaction; the next claim goes on. (PostgreSQL's `CLAIM` writes
+/// it as a literal.)
+pub(crate) const SWEEP_BATCH: usize = 1000;
+
 /// Why a pending task whose next delivery may no longer start ends: it
 /// expired if it was never delivered and its expiry (`expires_at`) has
 /// passed by `now`; otherwise its deadline passed. (PostgreSQL's claim

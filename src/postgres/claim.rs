@@ -56,7 +56,7 @@ macro_rules! live_leases {
 /// changed by id, looked up in the primary key (`= ANY (ARRAY(...))`), so
 /// that the plan, made once for any values (see `pool.rs`), never scans
 /// the table. First, it ends as dead the pending tasks whose expiry or
-/// deadline has passed (at most `SWEEP_BATCH` of SQLite's claim, found in
+/// deadline has passed (at most `SWEEP_BATCH` of `store.rs`, found in
 /// the index of limits, which is empty for a queue whose tasks have none),
 /// for the reason `limit_reason` in `store.rs` gives; no candidate is one
 /// whose next delivery may no longer start, so one left past the bound is
@@ -514,6 +514,15 @@ mod tests {
             .duration_since(UNIX_EPOCH)
             .unwrap()
             .as_millis() as i64
+    }
+
+    #[test]
+    fn a_claim_ends_at_most_the_sweep_batch_of_tasks_past_their_limits() {
+        let bound = format!(
+            "ORDER BY not_after LIMIT {} FOR UPDATE",
+            crate::store::SWEEP_BATCH
+        );
+        assert!(CLAIM.contains(&bound), "CLAIM's literal is SWEEP_BATCH");
     }
 
     #[test]

@@ -15,17 +15,14 @@ use super::recover::end_expired_cancels;
 use super::settings::{settings, Settings};
 use crate::error::Result;
 use crate::holder::ProcessId;
-use crate::store::{claim_order, limit_reason, sort_claimed, DEADLINE_PASSED, UNTIL_RESUMED};
+use crate::store::{
+    claim_order, limit_reason, sort_claimed, DEADLINE_PASSED, SWEEP_BATCH, UNTIL_RESUMED,
+};
 use crate::task::{Receipt, Task};
 
 /// At most this many waiting tasks become ready per claim, so one claim
 /// after a long pause does not rewrite a large backlog in one transaction.
 const PROMOTE_BATCH: usize = 1000;
-
-/// At most this many pending tasks whose expiry or deadline has passed are
-/// ended per claim, for the same reason; a claim that leaves some claims
-/// nothing, and the next claim goes on.
-pub(crate) const SWEEP_BATCH: usize = 1000;
 
 /// Whether queue `?1` has a pending task whose next delivery may not start
 /// at `?2` (see `not_after` in `schema.rs`): one lookup in the index of
