@@ -87,7 +87,8 @@ pub(crate) const DEADLINE_PASSED: &str = "deadline passed";
 
 /// At most this many pending tasks whose expiry or deadline has passed are
 /// ended per claim, so that one claim does not rewrite a large backlog in
-/// one transaction; the next claim goes on. (PostgreSQL's `CLAIM` writes
+/// one transaction; the next claim goes on, and meanwhile claims deliver
+/// only the tasks within their limits. (PostgreSQL's `CLAIM` writes
 /// it as a literal.)
 pub(crate) const SWEEP_BATCH: usize = 1000;
 

@@ -231,15 +231,9 @@ fn claims_end_a_large_backlog_of_expired_tasks_a_batch_at_a_time(scratch: Scratc
         .push_batch(&payloads, &expiring_at(now_ms() - 1))
         .unwrap();
     let good = push(&queue, "\"good\"");
-    let mut claims = 0;
-    let delivered = loop {
-        claims += 1;
-        assert!(claims <= 10, "claims make progress");
-        if let Some(task) = pull(&queue) {
-            break task;
-        }
-    };
+    let delivered = pull(&queue).expect("the claim reads the line past the tasks left to end");
     assert_eq!(delivered.id(), good, "no expired task is ever delivered");
+    let mut claims = 1;
     while queue.count(TaskState::Pending).unwrap() > 0 {
         claims += 1;
         assert!(claims <= 20, "claims make progress");

@@ -237,18 +237,22 @@ pub(super) fn claim(
     end_expired_cancels(conn, now, keep_history)?;
     let bounds = bounds(conn, queue, now, max)?;
     let max = bounds.room.map_or(max, |room| max.min(room));
-    if max == 0 || end_past_limits(conn, queue, now, keep_history)? {
+    if max == 0 {
         return Ok(Vec::new());
     }
-    let tasks = claim_up_to(
-        conn,
-        queue,
-        max,
-        now,
-        lease_expires_at,
-        holder_id,
-        keep_history,
-    )?;
+    let tasks = if end_past_limits(conn, queue, now, keep_history)? {
+        claim_within_limits(conn, queue, max, now, lease_expires_at, holder_id)?
+    } else {
+        claim_up_to(
+            conn,
+            queue,
+            max,
+            now,
+            lease_expires_at,
+            holder_id,
+            keep_history,
+        )?
+    };
     if let (Some(period), false) = (bounds.rate_period, tasks.is_empty()) {
         conn.prepare_cached(USE_RATE_SLOTS)?.execute(params![
             queue,
@@ -280,6 +284,37 @@ fn claim_up_to(
         holder_id,
         keep_history,
     )
+}
+
+/// The first `?3` ready tasks of queue `?1` whose limits let a delivery
+/// start at `?2`, in claim order: the line read past the tasks a claim
+/// has not yet ended (see [`claim_within_limits`]).
+pub(super) const READY_WITHIN_LIMITS: &str = "SELECT id FROM tq_tasks
+    WHERE queue = ?1 AND state = 0 AND lease_expires_at IS NULL
+      AND (not_after IS NULL OR not_after > ?2)
+    ORDER BY priority DESC, run_at, id LIMIT ?3";
+
+/// [`claim`] while more tasks are past their limits than one claim ends:
+/// takes, in line, the ready tasks within their limits, so that the tasks
+/// left to end are never delivered and never hide the others. The rare
+/// path: it reads the rows of those it passes over, and leaves expired
+/// leases to the claims after the backlog is ended.
+fn claim_within_limits(
+    conn: &Connection,
+    queue: &str,
+    max: usize,
+    now: i64,
+    lease_expires_at: i64,
+    holder_id: i64,
+) -> Result<Vec<Task>> {
+    promote_due(conn, queue, now, max)?;
+    let ids: Vec<i64> = conn
+        .prepare_cached(READY_WITHIN_LIMITS)?
+        .query_map(params![queue, now, max as i64], |row| row.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    ids.into_iter()
+        .map(|id| take_one(conn, id, lease_expires_at, holder_id, None, now))
+        .collect()
 }
 
 /// Makes ready the waiting tasks of `queue` due by `now` (at least `max`,
@@ -392,8 +427,8 @@ fn bury_expired(
 /// Ends as dead, in the claim's transaction, the pending tasks of `queue`
 /// whose expiry or deadline has passed by `now` (at most [`SWEEP_BATCH`]),
 /// and releases the tasks waiting for them. Returns whether it left some,
-/// in which case the claim must deliver nothing: one of them might be
-/// first in line. [`ANY_PAST_LIMIT`] spares the full query when none has.
+/// in which case the claim reads the line past them
+/// ([`claim_within_limits`]). [`ANY_PAST_LIMIT`] spares the full query when none has.
 fn end_past_limits(conn: &Connection, queue: &str, now: i64, keep_history: bool) -> Result<bool> {
     let any_past = conn
         .prepare_cached(ANY_PAST_LIMIT)?

@@ -7,7 +7,7 @@ use rusqlite::Connection;
 use super::claim::{
     claim, ready_first_sql, take_one_sql, take_ready_sql, taken_sql, ANY_DUE, ANY_EXPIRED,
     ANY_PAST_LIMIT, EXPIRED_IN_LINE, FIRST_LEASE_END, FREE_RATE_SLOTS, LIVE_LEASES, NEXT_CLAIMABLE,
-    PAST_LIMIT, PROMOTE, USE_RATE_SLOTS,
+    PAST_LIMIT, PROMOTE, READY_WITHIN_LIMITS, USE_RATE_SLOTS,
 };
 use super::finish::{DEPENDENTS, FORGET_PARENTS, FORGET_WAITING};
 use super::list::{count_sql, count_up_to_sql, list_sql, list_walk_sql, ENDS_OF_IDS, TIMINGS};
@@ -145,6 +145,7 @@ fn claims_and_upkeep_are_index_lookups() {
         (ANY_EXPIRED, "tq_tasks_live"),
         (ANY_DUE, "tq_tasks_waiting"),
         (take_ready_sql().as_str(), "tq_tasks_live"),
+        (READY_WITHIN_LIMITS, "tq_tasks_live"),
         (PROMOTE, "tq_tasks_waiting"),
         (
             "DELETE FROM tq_tasks WHERE queue = ?1 AND state = 2 AND finished_at <= ?2",
