@@ -270,3 +270,22 @@ fn a_waiting_pull_takes_a_task_pushed_in_sql_once_it_commits() {
     app.execute_batch("COMMIT").unwrap();
     assert_eq!(waiter.join().unwrap(), Some(id));
 }
+
+#[test]
+fn a_push_in_sql_into_a_full_queue_fails_and_writes_nothing() {
+    let scratch = Scratch::new();
+    let app = application(&scratch);
+    let queue = scratch.open();
+    queue.set_max_pending(Some(1)).unwrap();
+    let push = |payload: &str| {
+        app.query_row("SELECT tq_push('default', ?1)", [payload], |row| {
+            row.get::<_, i64>(0)
+        })
+    };
+    push("1").unwrap();
+    let message = sql_error(push("2"));
+    assert!(message.contains("is full"), "{message}");
+    assert_eq!(tasks_stored(&app), 1);
+    pull(&queue).unwrap();
+    push("2").unwrap();
+}

@@ -583,6 +583,151 @@ const MIGRATIONS: &[&str] = &[
             WHERE queue = finished_queue AND slots_wanted_until > now_ms;
         END IF;
     END $$;",
+    // 11: SQLite's version 12: a cap on each queue's pending tasks (ready,
+    // waiting, blocked; NULL: none), named for the queue so that a cap per
+    // fairness key can sit beside it. Every push calls `check_room` in its
+    // statement: for a capped queue it locks the queue's row of settings
+    // until the push commits, so that the pushes to it count one after
+    // another (each count, a statement of its own, sees the pushes
+    // committed before it took the lock), and refuses with SQLSTATE 53400
+    // a push that would take the count over the cap; `pushed` of the tasks
+    // counted are the push's own, already stored. push_task is migration
+    // 10's with the check once it stored its task, so that the API's pushes
+    // and the SQL function `push` both check, and a push finding its unique
+    // key held stores nothing and is not refused.
+    "ALTER TABLE @.queues ADD COLUMN max_pending bigint;
+    CREATE FUNCTION @.check_room(q text, adding bigint, pushed bigint) RETURNS void
+    LANGUAGE plpgsql AS $$
+    DECLARE
+        cap bigint;
+        pending bigint;
+    BEGIN
+        SELECT max_pending INTO cap FROM @.queues
+        WHERE queue = q AND max_pending > 0 FOR UPDATE;
+        IF cap IS NULL OR adding = 0 THEN
+            RETURN;
+        END IF;
+        SELECT count(*) INTO pending FROM (
+            SELECT 1 FROM @.tasks WHERE queue = q AND (state = 0 OR state = 4 OR state = 7)
+            LIMIT cap + 1) AS capped;
+        IF pending - pushed + adding <= cap THEN
+            RETURN;
+        END IF;
+        SELECT count(*) - pushed INTO pending FROM @.tasks
+        WHERE queue = q AND (state = 0 OR state = 4 OR state = 7);
+        RAISE EXCEPTION 'queue ''%'' is full: it holds % pending tasks and its cap is %, so the % '
+            'this push would add do not fit (nothing was pushed)', q, pending, cap, adding
+            USING ERRCODE = '53400';
+    END $$;
+    CREATE OR REPLACE FUNCTION @.push_task(queue text, payload text, delay_ms bigint, run_at_ms bigint,
+        priority integer, max_attempts bigint, wanted_key text, key_window bigint,
+        named int8[], anyway boolean, grp text, at_once integer,
+        OUT id bigint, OUT stored boolean)
+    LANGUAGE plpgsql AS $$
+    #variable_conflict use_column
+    DECLARE
+        now_ms bigint := floor(extract(epoch FROM statement_timestamp()) * 1000)::int8;
+        due bigint := coalesce(now_ms + delay_ms, run_at_ms);
+        unfinished int8[] := '{}';
+        predecessor bigint;
+        parent bigint;
+        parent_state smallint;
+        holder record;
+        waiting bigint;
+    BEGIN
+        -- The group locked first (with the key push.rs's lock_groups
+        -- takes), then the tasks waited for marked, then the group's
+        -- predecessor.
+        IF grp IS NOT NULL THEN
+            PERFORM pg_advisory_xact_lock(hashtextextended(
+                'tq:SCHEMA_QUOTED:' || octet_length(push_task.queue) || ':' || push_task.queue || ':' || grp, 0));
+        END IF;
+        -- One statement marks them all; the first (by id) that cannot be
+        -- waited for fails the push.
+        IF cardinality(named) > 0 THEN
+            WITH marked AS (
+                UPDATE @.tasks SET has_children = true
+                WHERE id = ANY (named) AND queue = push_task.queue RETURNING id, state)
+            SELECT coalesce(array_agg(n.id ORDER BY n.id) FILTER (WHERE m.state NOT IN (2, 3, 5)),
+                            '{}'),
+                   min(n.id) FILTER (WHERE m.state IS NULL OR (m.state IN (3, 5) AND NOT anyway))
+            INTO unfinished, parent
+            FROM unnest(named) AS n(id) LEFT JOIN marked m ON m.id = n.id;
+            IF parent IS NOT NULL THEN
+                SELECT state INTO parent_state FROM @.tasks
+                WHERE id = parent AND queue = push_task.queue;
+                IF NOT FOUND THEN
+                    RAISE EXCEPTION 'queue ''%'' has no task % to wait for: a task can wait only '
+                        'for tasks of its own queue that are not finished, or finished and kept '
+                        'as history', push_task.queue, parent USING ERRCODE = '22023';
+                END IF;
+                RAISE EXCEPTION 'task % is %: a task waiting for it would be cancelled at once '
+                    '(push it to run anyway, or retry task % first)', parent,
+                    CASE WHEN parent_state = 3 THEN 'dead' ELSE 'cancelled' END, parent
+                    USING ERRCODE = '22023';
+            END IF;
+        END IF;
+        IF grp IS NOT NULL THEN
+            SELECT id INTO predecessor FROM @.tasks
+            WHERE queue = push_task.queue AND group_key = grp AND state IN (0, 1, 4, 6, 7)
+            ORDER BY id DESC LIMIT 1 OFFSET at_once - 1;
+            IF predecessor = ANY (unfinished) THEN
+                predecessor := NULL;
+            ELSIF predecessor IS NOT NULL THEN
+                UPDATE @.tasks SET has_children = true WHERE id = predecessor
+                RETURNING state INTO parent_state;
+                IF parent_state IN (2, 3, 5) THEN
+                    predecessor := NULL;
+                END IF;
+            END IF;
+        END IF;
+        waiting := cardinality(unfinished) + CASE WHEN predecessor IS NULL THEN 0 ELSE 1 END;
+
+        -- Two rounds at most: a concurrent push that took the key first is
+        -- seen by the second look.
+        FOR round IN 1 .. 2 LOOP
+            IF wanted_key IS NOT NULL THEN
+                SELECT id, state, unique_until INTO holder FROM @.tasks
+                WHERE queue = push_task.queue AND unique_key = wanted_key FOR UPDATE;
+                IF FOUND THEN
+                    -- As store.rs's holds_unique_key: pending, blocked or
+                    -- leased, or done within its window.
+                    IF holder.state IN (0, 1, 4, 6, 7)
+                       OR (holder.state = 2 AND holder.unique_until > now_ms) THEN
+                        id := holder.id;
+                        stored := false;
+                        RETURN;
+                    END IF;
+                    UPDATE @.tasks SET unique_key = NULL WHERE id = holder.id;
+                END IF;
+            END IF;
+            INSERT INTO @.tasks (queue, state, payload, created_at, run_at, priority, max_attempts,
+                                 unique_key, unique_for, parents, waiting_for, group_key)
+            VALUES (push_task.queue,
+                    CASE WHEN waiting > 0 THEN 7 WHEN due <= now_ms THEN 0 ELSE 4 END,
+                    push_task.payload, now_ms, due, push_task.priority, push_task.max_attempts, wanted_key, key_window,
+                    CASE WHEN cardinality(named) > 0 THEN named END, waiting, grp)
+            ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+            RETURNING id INTO push_task.id;
+            IF push_task.id IS NOT NULL THEN
+                IF cardinality(unfinished) > 0 THEN
+                    INSERT INTO @.dependencies (parent, task, run_anyway)
+                    SELECT unnest(unfinished), push_task.id, anyway;
+                END IF;
+                IF predecessor IS NOT NULL THEN
+                    INSERT INTO @.dependencies (parent, task, run_anyway)
+                    VALUES (predecessor, push_task.id, true);
+                END IF;
+                PERFORM @.check_room(push_task.queue, 1, 1);
+                -- Wakes the waiting pulls of every process at the commit.
+                PERFORM pg_notify('CHANNEL_NAME', push_task.queue);
+                stored := true;
+                RETURN;
+            END IF;
+        END LOOP;
+        RAISE EXCEPTION 'the unique key was taken and given up by other pushes meanwhile: try again'
+            USING ERRCODE = '40001';
+    END $$;",
 ];
 
 /// The schema version this library writes.

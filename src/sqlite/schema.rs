@@ -202,6 +202,10 @@ const MIGRATIONS: &[Migration] = &[
     // 11: task ids without AUTOINCREMENT, kept from reuse by a floor in
     // tq_meta instead (see ids.rs): a push writes one page less.
     Migration::Code(ids::drop_autoincrement),
+    // 12: a cap on each queue's pending tasks (ready, waiting, blocked),
+    // checked by every push in its transaction. NULL: no cap. Named for
+    // the queue, so that a cap per fairness key can sit beside it.
+    Migration::Sql("ALTER TABLE tq_queues ADD COLUMN max_pending INTEGER;"),
 ];
 
 /// The schema version this library writes.
