@@ -212,9 +212,14 @@ def _push_settings(
     run_anyway=False,
     group=None,
     group_max=None,
+    wait_for_room=None,
 ):
     """The push options' setters and values for the arguments given."""
     settings = []
+    if wait_for_room is not None:
+        settings.append(
+            (lib.tq_push_options_set_wait_for_room_ms, _milliseconds("wait_for_room", wait_for_room))
+        )
     if group is not None:
         limit = 1 if group_max is None else _integer("group_max", group_max, 0, _UINT32_MAX)
         settings.append((lib.tq_push_options_set_group, _c_string("group", group), limit))

@@ -292,6 +292,7 @@ class Queue(_Admin, _Schedules):
         run_anyway=False,
         group=None,
         group_max=None,
+        wait_for_room=None,
     ) -> int:
         """Stores a task and returns its id once it is stored at the queue's
         durability.
@@ -325,10 +326,14 @@ class Queue(_Admin, _Schedules):
           ``group_max``-th most recent unfinished task of the group, if any
           (in ``waiting_for`` while blocked, not in ``parents``); that task
           ending in any way lets it run.
+        - ``wait_for_room`` (seconds or a ``timedelta``): when the queue is
+          at its cap on pending tasks (``set_max_pending``), wait up to that
+          long for room instead of raising ``Full`` at once.
 
         Raises ``InvalidJSONError``, ``InvalidArgumentError`` (bad UTF-8,
-        over the payload limit, an option out of range), ``BusyError``,
-        ``IoError``.
+        over the payload limit, an option out of range), ``Full`` (the
+        queue is at its cap; nothing was stored), ``Interrupted`` (a wait
+        for room ended by ``interrupt``), ``BusyError``, ``IoError``.
         """
         data = _encode(obj)
         out = c_int64()
@@ -343,6 +348,7 @@ class Queue(_Admin, _Schedules):
             and not run_anyway
             and group is None
             and group_max is None
+            and wait_for_room is None
         ):
             with self._handle as queue:
                 _check(lib.tq_push(queue, data, len(data), None, byref(out)))
@@ -358,6 +364,7 @@ class Queue(_Admin, _Schedules):
             run_anyway=run_anyway,
             group=group,
             group_max=group_max,
+            wait_for_room=wait_for_room,
         )
         self._push_with(data, settings, out)
         return out.value
@@ -387,7 +394,16 @@ class Queue(_Admin, _Schedules):
             _PUSH_OPTIONS.free(options)
 
     def push_many(
-        self, objs, *, delay=None, run_at=None, priority=None, max_attempts=None, group=None, group_max=None
+        self,
+        objs,
+        *,
+        delay=None,
+        run_at=None,
+        priority=None,
+        max_attempts=None,
+        group=None,
+        group_max=None,
+        wait_for_room=None,
     ) -> "list[int]":
         """Stores every payload of ``objs`` (an iterable, each as ``push``
         takes it) as a task, in order, in one transaction, and returns their
@@ -397,7 +413,9 @@ class Queue(_Admin, _Schedules):
         ``error.index`` (and in the message): ``InvalidJSONError``,
         ``InvalidArgumentError``, or the ``TypeError`` or ``ValueError`` of
         ``json.dumps``. The options apply to every task; a unique key names
-        one task, so ``push_many`` takes none. Also raises ``BusyError``,
+        one task, so ``push_many`` takes none. A queue at its cap refuses
+        the whole batch with ``Full`` unless all of it fits (within
+        ``wait_for_room``, as ``push``). Also raises ``BusyError``,
         ``IoError`` (``index`` None).
         """
         datas = []
@@ -408,7 +426,9 @@ class Queue(_Admin, _Schedules):
                 failed = type(error)(f"payload {index}: {error}")
                 failed.index = index
                 raise failed from error
-        settings = _push_settings(delay, run_at, priority, max_attempts, group=group, group_max=group_max)
+        settings = _push_settings(
+            delay, run_at, priority, max_attempts, group=group, group_max=group_max, wait_for_room=wait_for_room
+        )
         count = len(datas)
         payloads = (c_char_p * count)(*datas)
         lens = (c_size_t * count)(*map(len, datas))
