@@ -306,6 +306,7 @@ fn stats_lists_every_queue_or_the_one_asked_for() {
             "cancelled": 0, "groups_waiting": 0, "oldest_ready_age_ms": null,
             "concurrency_limit": null,
             "rate_limit": null,
+            "max_pending": null,
             "paused": false, "paused_until": null,
         }])
     );
@@ -759,6 +760,32 @@ fn cancel_pause_and_resume() {
         .stdout("queue \"default\": no limits\n");
     assert_eq!(fixture.counts("default")["concurrency_limit"], json!(null));
     assert_eq!(fixture.counts("default")["rate_limit"], json!(null));
+    // A cap on pending tasks: shown with its fill, and a push beyond it
+    // is refused as full.
+    fixture.push_numbers(2, "default", &[]);
+    let pending = fixture.counts("default")["pending"].as_u64().unwrap();
+    fixture
+        .tq("limit", &["--max-pending", &pending.to_string()])
+        .assert()
+        .success()
+        .stdout(format!(
+            "queue \"default\": {pending} of {pending} pending (100%)\n"
+        ));
+    assert_eq!(fixture.counts("default")["max_pending"], pending);
+    fixture
+        .tq("push", &["1"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("is full"));
+    fixture
+        .tq("limit", &["--max-pending", "0"])
+        .assert()
+        .success()
+        .stdout("queue \"default\": no limits\n");
+    fixture
+        .tq("limit", &["--none", "--max-pending", "3"])
+        .assert()
+        .code(2);
     // Without history, cancelled tasks were deleted: none to purge.
     assert_eq!(
         fixture.json("purge", &["--cancelled"]),
