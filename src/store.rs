@@ -661,12 +661,23 @@ pub(crate) fn full(queue: &str, cap: u64, pending: u64, adding: u64) -> Error {
 }
 
 /// Counts the pending tasks of queue `?1`/`$1` (see [`state_condition`]),
-/// stopping at `?2`/`$2`: a capped push needs to know only whether there is
-/// room, and the count reads one index entry per task it counts.
+/// each pending state's up to `?2`/`$2`: a capped push needs to know only
+/// whether there is room, and the count reads one index entry per task it
+/// counts. One count per state, each a range of its own partial index: an
+/// `OR` of the states would also gather the rows' ids to drop duplicates,
+/// which made the count several times slower on SQLite.
 pub(crate) fn pending_up_to_sql(tasks: &str, mark: char) -> String {
+    let count = |state: i64| {
+        format!(
+            "(SELECT count(*) FROM (SELECT 1 FROM {tasks} WHERE queue = {mark}1 \
+             AND state = {state} LIMIT {mark}2) AS capped)"
+        )
+    };
     format!(
-        "SELECT count(*) FROM (SELECT 1 FROM {tasks} WHERE queue = {mark}1 \
-         AND (state = 0 OR state = 4 OR state = 7) LIMIT {mark}2) AS capped"
+        "SELECT {} + {} + {}",
+        count(READY),
+        count(WAITING),
+        count(BLOCKED)
     )
 }
 
