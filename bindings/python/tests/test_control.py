@@ -123,11 +123,11 @@ def test_a_capped_queue_refuses_a_push_beyond_its_cap_with_full(path, queue):
     queue.set_max_pending(2)
     assert queue.max_pending() == 2
     queue.push(1)
-    with pytest.raises(tq.errors.Full, match="cap is 2"):
+    with pytest.raises(tq.errors.FullError, match="cap is 2"):
         queue.push_many([2, 3])
     assert queue.count(tq.State.PENDING) == 1
     queue.push(2)
-    with pytest.raises(tq.Full) as refused:
+    with pytest.raises(tq.FullError) as refused:
         queue.push(3, wait_for_room=0.02)
     assert isinstance(refused.value, tq.Error) and refused.value.status == -11
     task = queue.pull()

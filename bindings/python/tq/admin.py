@@ -229,7 +229,7 @@ class _Admin:
         """Caps this queue at ``cap`` pending tasks (ready, delayed, waiting
         for other tasks or a retry; leased ones do not count), for every
         process and machine on its file (or PostgreSQL schema); None or 0
-        removes the cap. A push beyond it stores nothing and raises ``Full``
+        removes the cap. A push beyond it stores nothing and raises ``FullError``
         (a batch: none of it), unless its ``wait_for_room`` lets it wait; a
         push finding its unique key held is never refused. Setting a cap
         removes no task."""

@@ -107,7 +107,7 @@ class CancelledError(Error):
     status = -10
 
 
-class Full(Error):
+class FullError(Error):
     """TQ_ERR_FULL: the push would take the queue's pending tasks over its
     cap (``Queue.set_max_pending``), and no room came within its
     ``wait_for_room``. Nothing was stored (of a batch, no task): push again
@@ -130,7 +130,7 @@ BY_STATUS = {
         Interrupted,
         UnknownOutcomeError,
         CancelledError,
-        Full,
+        FullError,
     )
 }
 

@@ -328,10 +328,10 @@ class Queue(_Admin, _Schedules):
           ending in any way lets it run.
         - ``wait_for_room`` (seconds or a ``timedelta``): when the queue is
           at its cap on pending tasks (``set_max_pending``), wait up to that
-          long for room instead of raising ``Full`` at once.
+          long for room instead of raising ``FullError`` at once.
 
         Raises ``InvalidJSONError``, ``InvalidArgumentError`` (bad UTF-8,
-        over the payload limit, an option out of range), ``Full`` (the
+        over the payload limit, an option out of range), ``FullError`` (the
         queue is at its cap; nothing was stored), ``Interrupted`` (a wait
         for room ended by ``interrupt``), ``BusyError``, ``IoError``.
         """
@@ -414,7 +414,7 @@ class Queue(_Admin, _Schedules):
         ``InvalidArgumentError``, or the ``TypeError`` or ``ValueError`` of
         ``json.dumps``. The options apply to every task; a unique key names
         one task, so ``push_many`` takes none. A queue at its cap refuses
-        the whole batch with ``Full`` unless all of it fits (within
+        the whole batch with ``FullError`` unless all of it fits (within
         ``wait_for_room``, as ``push``). Also raises ``BusyError``,
         ``IoError`` (``index`` None).
         """
