@@ -760,28 +760,25 @@ fn cancel_pause_and_resume() {
         .stdout("queue \"default\": no limits\n");
     assert_eq!(fixture.counts("default")["concurrency_limit"], json!(null));
     assert_eq!(fixture.counts("default")["rate_limit"], json!(null));
-    // A cap on pending tasks: shown with its fill, and a push beyond it
-    // is refused as full.
-    fixture.push_numbers(2, "default", &[]);
-    let pending = fixture.counts("default")["pending"].as_u64().unwrap();
+    // A cap on pending tasks (of a queue of its own): shown with its fill,
+    // and a push beyond it is refused as full.
     fixture
-        .tq("limit", &["--max-pending", &pending.to_string()])
+        .tq("limit", &["--max-pending", "2", "--queue", "capped"])
         .assert()
         .success()
-        .stdout(format!(
-            "queue \"default\": {pending} of {pending} pending (100%)\n"
-        ));
-    assert_eq!(fixture.counts("default")["max_pending"], pending);
+        .stdout("queue \"capped\": 0 of 2 pending (0%)\n");
+    fixture.push_numbers(2, "capped", &[]);
+    assert_eq!(fixture.counts("capped")["max_pending"], 2);
     fixture
-        .tq("push", &["1"])
+        .tq("push", &["1", "--queue", "capped"])
         .assert()
         .failure()
         .stderr(predicate::str::contains("is full"));
     fixture
-        .tq("limit", &["--max-pending", "0"])
+        .tq("limit", &["--max-pending", "0", "--queue", "capped"])
         .assert()
         .success()
-        .stdout("queue \"default\": no limits\n");
+        .stdout("queue \"capped\": no limits\n");
     fixture
         .tq("limit", &["--none", "--max-pending", "3"])
         .assert()
