@@ -211,8 +211,9 @@ impl Queue {
 
     /// Ends every wait of a pull (or of a push waiting for room) on this
     /// handle with [`ErrorKind::Interrupted`], now and from then on (a pull
-    /// still takes a task that is ready, a push still stores what fits): call it before stopping worker threads. Safe
-    /// from any thread; pulls on other handles are not affected.
+    /// still takes a task that is ready, a push still stores what fits):
+    /// call it before stopping worker threads. Safe from any thread; pulls
+    /// on other handles are not affected.
     pub fn interrupt(&self) {
         self.interrupted.cancel();
         self.bell.ring();

@@ -81,7 +81,7 @@ pub(crate) fn push_all(
 }
 
 /// How many of `pushed` were stored (not found holding their unique key).
-pub(crate) fn stored_count(pushed: &[Pushed]) -> u64 {
+fn stored_count(pushed: &[Pushed]) -> u64 {
     pushed
         .iter()
         .filter(|one| matches!(one, Pushed::Stored(_)))
