@@ -313,7 +313,8 @@ bench-go: lib
 PYTHON ?= python3
 IN_TREE_PYTHON := TQ_LIBRARY=$(CURDIR)/$(BUILD)/lib/libtq.so PYTHONPATH=$(CURDIR)/bindings/python $(PYTHON)
 
-test-python: lib
+# ext: the extension's tests find it beside libtq, and must not find an old build.
+test-python: lib ext
 	$(IN_TREE_PYTHON) -m pytest -q -rs -p no:cacheprovider bindings/python/tests
 
 example-python: lib

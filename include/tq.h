@@ -262,6 +262,13 @@ typedef enum tq_status {
    delivered again. Stop working on it.
    */
   TQ_ERR_CANCELLED = -10,
+  /*
+   The push would take the queue's pending tasks over its cap
+   (`tq_set_max_pending`), and no room was made within its
+   `tq_push_options_set_wait_for_room_ms`: nothing was stored (of a
+   batch, no task). Pushing again later may succeed.
+   */
+  TQ_ERR_FULL = -11,
 } tq_status;
 
 /*
@@ -578,6 +585,39 @@ enum tq_status tq_clear_concurrency_limit(struct tq_queue *queue);
  Thread safety: may run concurrently with any other call.
  */
 enum tq_status tq_concurrency_limit(const struct tq_queue *queue, uint32_t *out_limit);
+
+/*
+ Caps the queue's pending tasks.
+
+ Caps the handle's queue at `cap` pending tasks, for every process and
+ machine on its file (or PostgreSQL schema); 0 removes the cap. Pending
+ tasks are those pushed and neither delivered nor ended: ready, delayed,
+ waiting for other tasks or their group, waiting for a retry; leased
+ tasks do not count. A push that would take the count over the cap
+ stores nothing (of a batch, no task) and returns TQ_ERR_FULL, unless
+ `tq_push_options_set_wait_for_room_ms` lets it wait for room; a push
+ returning TQ_DUPLICATE adds nothing and is never refused. The check is
+ made inside the push's transaction, so the cap holds under any race.
+ Setting a cap removes no task: a queue over its new cap refuses pushes
+ until it drains below.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue), TQ_ERR_BUSY,
+ TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_set_max_pending(struct tq_queue *queue, uint64_t cap);
+
+/*
+ The queue's cap on pending tasks.
+
+ Writes the cap on pending tasks of the handle's queue to `*out_cap`, or
+ 0 when it has none.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or `out_cap`),
+ TQ_ERR_BUSY, TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_max_pending(const struct tq_queue *queue, uint64_t *out_cap);
 
 /*
  Limits how many tasks are delivered in a window of time.
@@ -1627,6 +1667,23 @@ void tq_push_options_free(struct tq_push_options *options);
  Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
  */
 enum tq_status tq_push_options_set_delay_ms(struct tq_push_options *options, uint64_t delay_ms);
+
+/*
+ Lets the push wait for room under the queue's cap.
+
+ When the queue is at its cap on pending tasks (`tq_set_max_pending`),
+ the push waits up to `wait_ms` milliseconds (at most one year; default
+ 0: not at all) for room instead of returning TQ_ERR_FULL at once: it
+ tries again when a task of the queue is delivered or ends (at once for
+ those of this process, within 50 ms for other processes'), and returns
+ TQ_ERR_FULL once the wait has passed, or TQ_ERR_INTERRUPTED after
+ `tq_interrupt` on its handle. Of a `tq_push_batch`, the batch waits
+ until all of it fits.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
+ */
+enum tq_status tq_push_options_set_wait_for_room_ms(struct tq_push_options *options,
+                                                    uint64_t wait_ms);
 
 /*
  Makes the task ready at a time.

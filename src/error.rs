@@ -37,6 +37,9 @@ pub enum ErrorKind {
     /// until every handle on it is closed); on PostgreSQL, the connection
     /// was lost while the write was being committed.
     UnknownOutcome,
+    /// The push would take the queue's pending tasks over its cap
+    /// ([`crate::Queue::set_max_pending`]); nothing was stored.
+    Full,
 }
 
 /// An error from the queue: its [`ErrorKind`] and a message.

@@ -434,6 +434,7 @@ pub struct PushOptions {
     pub(crate) group: Option<Group>,
     pub(crate) expiry: Option<TimeLimit>,
     pub(crate) deadline: Option<TimeLimit>,
+    pub(crate) wait_for_room: Duration,
 }
 
 impl PushOptions {
@@ -472,6 +473,21 @@ impl PushOptions {
             key: key.to_owned(),
             reserved_after_done,
         });
+        Ok(self)
+    }
+
+    /// Lets the push wait up to `wait` (at most one year; default 0: not at
+    /// all) for room when its queue is at its cap on pending tasks
+    /// ([`crate::Queue::set_max_pending`]), instead of failing at once with
+    /// [`ErrorKind::Full`](crate::ErrorKind::Full). The wait ends when a
+    /// task of the queue is delivered or ends and the push then fits (at
+    /// once for those of this process, within [`crate::ROOM_POLL_INTERVAL`]
+    /// for others'), or fails with `Full` once `wait` has passed, or with
+    /// [`ErrorKind::Interrupted`](crate::ErrorKind::Interrupted) at
+    /// [`crate::Queue::interrupt`]. Of a [`crate::Queue::push_items`], the
+    /// longest wait of its items counts.
+    pub fn wait_for_room(&mut self, wait: Duration) -> Result<&mut Self> {
+        self.wait_for_room = check_duration("the wait for room", wait, Duration::ZERO)?;
         Ok(self)
     }
 

@@ -39,7 +39,7 @@ use crate::options::{check_queue_name, PushOptions, DEFAULT_MAX_ATTEMPTS, MAX_PA
 use crate::queue::{check_items_named, check_payload};
 use crate::sqlite::commit_rings::{self, Watch};
 use crate::sqlite::finish::finish_one;
-use crate::sqlite::push::push_one;
+use crate::sqlite::push::push_all;
 use crate::sqlite::{check_sqlite_version, enable_wal, ids, schema};
 use crate::store::not_held;
 use crate::store::{check_limits, NewTask};
@@ -165,7 +165,9 @@ fn push_on(conn: &Connection, queue: &str, payload: &str, options: &PushOptions)
     let now = now_unix_ms();
     let task = NewTask::new(payload, options, now, DEFAULT_MAX_ATTEMPTS);
     check_limits(&task, now)?;
-    let pushed = in_savepoint(conn, || push_one(conn, queue, &task, &[], now))?;
+    let pushed = in_savepoint(conn, || {
+        push_all(conn, queue, std::slice::from_ref(&task), now)
+    })?[0];
     if let Pushed::Stored(_) = pushed {
         commit_rings::note(conn, queue);
     }

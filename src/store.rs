@@ -369,6 +369,13 @@ pub(crate) trait Store: Send + Sync {
     /// The queue's rate limit, if any.
     fn rate_limit(&self) -> Result<Option<RateLimit>>;
 
+    /// Sets the queue's cap on pending tasks, checked by every push inside
+    /// its transaction (see [`full`]); `None` removes it.
+    fn set_max_pending(&self, cap: Option<u64>) -> Result<()>;
+
+    /// The queue's cap on pending tasks, if any.
+    fn max_pending(&self) -> Result<Option<u64>>;
+
     /// Copies the log into the database and truncates it.
     fn checkpoint(&self) -> Result<Checkpoint>;
 
@@ -715,6 +722,40 @@ pub(crate) fn holds_unique_key(state: i64, unique_until: Option<i64>, now: i64) 
 pub(crate) enum ListFrom {
     After(i64),
     Before(i64),
+}
+
+/// The error of a push refused because `queue`, holding `pending` pending
+/// tasks, has room for fewer than the `adding` it would store under its
+/// `cap`. Both backends and the SQL functions word it alike.
+pub(crate) fn full(queue: &str, cap: u64, pending: u64, adding: u64) -> Error {
+    Error::new(
+        crate::ErrorKind::Full,
+        format!(
+            "queue '{queue}' is full: it holds {pending} pending tasks and its cap is {cap}, \
+             so the {adding} this push would add do not fit (nothing was pushed)"
+        ),
+    )
+}
+
+/// Counts the pending tasks of queue `?1`/`$1` (see [`state_condition`]),
+/// each pending state's up to `?2`/`$2`: a capped push needs to know only
+/// whether there is room, and the count reads one index entry per task it
+/// counts. One count per state, each a range of its own partial index: an
+/// `OR` of the states would also gather the rows' ids to drop duplicates,
+/// which made the count several times slower on SQLite.
+pub(crate) fn pending_up_to_sql(tasks: &str, mark: char) -> String {
+    let count = |state: i64| {
+        format!(
+            "(SELECT count(*) FROM (SELECT 1 FROM {tasks} WHERE queue = {mark}1 \
+             AND state = {state} LIMIT {mark}2) AS capped)"
+        )
+    };
+    format!(
+        "SELECT {} + {} + {}",
+        count(READY),
+        count(WAITING),
+        count(BLOCKED)
+    )
 }
 
 /// The SQL condition on the stored `state` column of a visible state, the

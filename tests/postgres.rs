@@ -1411,3 +1411,22 @@ fn a_trigger_pushes_through_sql_in_the_transaction_of_its_statement() {
     assert_eq!(task.payload(), r#"{"order" : 7}"#);
     assert!(queue.pull(&PullOptions::new()).unwrap().is_none());
 }
+
+#[test]
+fn a_push_through_sql_into_a_full_queue_fails_with_53400_and_writes_nothing() {
+    let Some(scratch) = scratch("sql_push_full") else {
+        return;
+    };
+    let queue = scratch.open();
+    queue.set_max_pending(Some(1)).unwrap();
+    let mut app = application_client(&scratch);
+    let push = sql(&scratch, "SELECT $schema.push('default', '1')");
+    app.query_one(&push, &[]).unwrap();
+    let err = app.query_one(&push, &[]).unwrap_err();
+    let (code, message) = sql_error(&err);
+    assert_eq!(code, "53400");
+    assert!(message.contains("is full"), "{message}");
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 1);
+    queue.pull(&PullOptions::new()).unwrap().unwrap();
+    app.query_one(&push, &[]).unwrap();
+}

@@ -296,3 +296,22 @@ fn expiries_and_deadlines_in_sql_act_as_through_the_api() {
     let both = sql_error(push(r#"{"deadline_after_ms": 1, "deadline_unix_ms": 1}"#));
     assert!(both.contains("not both"), "{both}");
 }
+
+#[test]
+fn a_push_in_sql_into_a_full_queue_fails_and_writes_nothing() {
+    let scratch = Scratch::new();
+    let app = application(&scratch);
+    let queue = scratch.open();
+    queue.set_max_pending(Some(1)).unwrap();
+    let push = |payload: &str| {
+        app.query_row("SELECT tq_push('default', ?1)", [payload], |row| {
+            row.get::<_, i64>(0)
+        })
+    };
+    push("1").unwrap();
+    let message = sql_error(push("2"));
+    assert!(message.contains("is full"), "{message}");
+    assert_eq!(tasks_stored(&app), 1);
+    pull(&queue).unwrap();
+    push("2").unwrap();
+}

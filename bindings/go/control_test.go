@@ -171,3 +171,34 @@ func TestARateLimitAllowsThatManyClaimsPerWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestACappedQueueRefusesAPushBeyondItsCapWithErrFull(t *testing.T) {
+	q, _ := openQueue(t, tq.WithDurability(tq.DurabilityNormal))
+	if _, capped, err := q.MaxPending(); err != nil || capped {
+		t.Fatalf("MaxPending on a new queue: %v, %v", capped, err)
+	}
+	if err := q.SetMaxPending(2); err != nil {
+		t.Fatal(err)
+	}
+	if max, capped, err := q.MaxPending(); err != nil || !capped || max != 2 {
+		t.Fatalf("MaxPending = %d, %v, %v; want 2", max, capped, err)
+	}
+	push(t, q, `1`)
+	push(t, q, `2`)
+	_, err := q.Push([]byte(`3`))
+	wantErr(t, err, tq.ErrFull, "cap is 2")
+	_, err = q.Push([]byte(`3`), tq.WithWaitForRoom(20*time.Millisecond))
+	wantErr(t, err, tq.ErrFull, "full")
+	if n := count(t, q, tq.Pending); n != 2 {
+		t.Fatalf("%d pending after the refused pushes, want 2", n)
+	}
+	task := tryPull(t, q)
+	push(t, q, `3`)
+	if err := task.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.SetMaxPending(0); err != nil {
+		t.Fatal(err)
+	}
+	push(t, q, `4`)
+}

@@ -50,6 +50,10 @@ var (
 	// delivery held it. The delivery is over, the task is cancelled and
 	// is never delivered again: stop working on it.
 	ErrCancelled = errors.New("cancelled")
+	// ErrFull: the push would take the queue's pending tasks over its cap
+	// (Queue.SetMaxPending), and no room came within its WithWaitForRoom.
+	// Nothing was stored (of a batch, no task): push again later.
+	ErrFull = errors.New("full")
 	// ErrClosed: the Queue was closed, or the Task was closed, before the
 	// call, or the Queue was closed while a pull waited.
 	ErrClosed = errors.New("closed")
@@ -96,6 +100,7 @@ var kinds = map[C.enum_tq_status]error{
 	C.TQ_ERR_INTERRUPTED:      ErrInterrupted,
 	C.TQ_ERR_UNKNOWN_OUTCOME:  ErrUnknownOutcome,
 	C.TQ_ERR_CANCELLED:        ErrCancelled,
+	C.TQ_ERR_FULL:             ErrFull,
 }
 
 // statusError is the error for a negative status and its message. A status

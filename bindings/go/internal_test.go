@@ -18,9 +18,9 @@ func TestStatusKinds(t *testing.T) {
 		statusError("op", -1, "m"), statusError("op", -2, "m"), statusError("op", -3, "m"),
 		statusError("op", -4, "m"), statusError("op", -5, "m"), statusError("op", -6, "m"),
 		statusError("op", -7, "m"), statusError("op", -8, "m"), statusError("op", -9, "m"),
-		statusError("op", -10, "m"),
+		statusError("op", -10, "m"), statusError("op", -11, "m"),
 	}
-	want := []error{ErrInvalidArgument, ErrInvalidJSON, ErrNotHeld, ErrBusy, ErrIO, ErrNotADatabase, ErrInternal, ErrInterrupted, ErrUnknownOutcome, ErrCancelled}
+	want := []error{ErrInvalidArgument, ErrInvalidJSON, ErrNotHeld, ErrBusy, ErrIO, ErrNotADatabase, ErrInternal, ErrInterrupted, ErrUnknownOutcome, ErrCancelled, ErrFull}
 	for i, err := range got {
 		if !errors.Is(err, want[i]) || err.Error() != "tq: op: m" {
 			t.Errorf("status %d: %v (%v), want %v", -1-i, err, err.Kind, want[i])

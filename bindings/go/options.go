@@ -202,6 +202,18 @@ func WithDelay(d time.Duration) PushOption {
 	}}
 }
 
+// WithWaitForRoom lets the push wait up to d (at most one year, rounded up
+// to whole milliseconds) for room when the queue is at its cap on pending
+// tasks (Queue.SetMaxPending), instead of failing with ErrFull at once: it
+// tries again when a task of the queue is delivered or ends, and fails
+// with ErrFull once d has passed, or ErrInterrupted after Queue.Interrupt.
+func WithWaitForRoom(d time.Duration) PushOption {
+	return PushOption{func(s *optionSetter[*C.tq_push_options]) {
+		ms := s.millis("wait for room", d)
+		s.set(func(o *C.tq_push_options) C.enum_tq_status { return C.tq_push_options_set_wait_for_room_ms(o, ms) })
+	}}
+}
+
 // WithRunAt makes the task ready at t (a time in the past means at once;
 // before 1970 is an ErrInvalidArgument). It replaces an earlier WithDelay.
 func WithRunAt(t time.Time) PushOption {

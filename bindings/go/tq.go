@@ -699,6 +699,31 @@ func (q *Queue) ConcurrencyLimit() (int, bool, error) {
 	return int(limit), err == nil && limit > 0, err
 }
 
+// SetMaxPending caps the queue at max pending tasks, for every process and
+// machine on its file (or PostgreSQL schema); 0 removes the cap. Pending
+// tasks are those pushed and neither delivered nor ended: ready, delayed,
+// waiting for other tasks or a retry; leased tasks do not count. A push
+// that would take the count over the cap stores nothing (of a batch, no
+// task) and fails with ErrFull, unless WithWaitForRoom lets it wait; a
+// push answered ErrDuplicate is never refused. The check is exact, inside
+// the push's transaction. Setting a cap removes no task.
+func (q *Queue) SetMaxPending(max uint64) error {
+	_, err := q.call("set max pending", func(c *C.tq_queue) C.enum_tq_status {
+		return C.tq_set_max_pending(c, C.uint64_t(max))
+	})
+	return err
+}
+
+// MaxPending returns the queue's cap on pending tasks, and false when it
+// has none.
+func (q *Queue) MaxPending() (uint64, bool, error) {
+	var max C.uint64_t
+	_, err := q.call("max pending", func(c *C.tq_queue) C.enum_tq_status {
+		return C.tq_max_pending(c, &max)
+	})
+	return uint64(max), err == nil && max > 0, err
+}
+
 // RetryDead makes the dead task id of the queue pending again, ready now,
 // with all its attempts ahead of it. An id that is not a dead task of the
 // queue is an ErrInvalidArgument.

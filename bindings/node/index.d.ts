@@ -159,6 +159,10 @@ export interface PushOptions {
   group?: string;
   /** How many tasks of `group` run at once: 1 (the default) to MAX_GROUP_AT_ONCE. */
   groupMax?: number;
+  /** When the queue is at its cap on pending tasks (setMaxPending), wait up
+   * to this many milliseconds for room instead of rejecting with FullError
+   * at once. */
+  waitForRoom?: number;
 }
 
 /** pushMany's options apply to every task; a group's tasks of one call wait
@@ -505,6 +509,12 @@ export class Queue {
   setConcurrencyLimit(limit: number | null): Promise<void>;
   /** The concurrency limit, or null when there is none. */
   concurrencyLimit(): Promise<number | null>;
+  /** Caps this queue at `cap` pending tasks (ready, delayed, waiting; not
+   * leased) across every process; null or 0 removes the cap. A push beyond
+   * it stores nothing and rejects with FullError. */
+  setMaxPending(cap: number | null): Promise<void>;
+  /** The cap on pending tasks, or null when there is none. */
+  maxPending(): Promise<number | null>;
   /** Allows at most `claims` deliveries in any window of `perMs`
    * milliseconds, across every process; `null` removes the limit. */
   setRateLimit(claims: number | null, perMs?: number): Promise<void>;
@@ -626,3 +636,5 @@ export class InterruptedError extends TqError {}
 export class UnknownOutcomeError extends TqError {}
 /** TQ_ERR_CANCELLED: the task was cancelled while this delivery held it; stop working on it. */
 export class CancelledError extends TqError {}
+/** TQ_ERR_FULL: the queue is at its cap on pending tasks; nothing was stored. */
+export class FullError extends TqError {}

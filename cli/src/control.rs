@@ -3,7 +3,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
-use tq::{Cancelled, Pause, RateLimit, DEFAULT_QUEUE};
+use tq::{Cancelled, Pause, RateLimit, TaskState, DEFAULT_QUEUE};
 
 use crate::output::{
     parse_duration, parse_queue_name, print, print_json, rfc3339, CommandResult, Failure, Location,
@@ -164,7 +164,7 @@ pub fn run_resume(args: ResumeArgs, json: bool) -> CommandResult {
 /// Arguments of `tq limit`.
 #[derive(clap::Args)]
 #[command(group = clap::ArgGroup::new("what").required(true).multiple(true)
-    .args(["concurrency", "rate", "none"]))]
+    .args(["concurrency", "rate", "max_pending", "none"]))]
 pub struct LimitArgs {
     /// The queue file or PostgreSQL URL; `-`: $TQ_DATABASE_URL.
     #[arg(value_parser = Location::parse)]
@@ -179,8 +179,13 @@ pub struct LimitArgs {
     #[arg(long, value_name = "CLAIMS/WINDOW", value_parser = parse_rate)]
     rate: Option<RateLimit>,
 
-    /// Remove the queue's limits (both kinds).
-    #[arg(long, conflicts_with_all = ["concurrency", "rate"])]
+    /// At most this many pending tasks (ready, delayed, waiting; not
+    /// leased): a push beyond it is refused as full. 0 removes the cap.
+    #[arg(long, value_name = "N")]
+    max_pending: Option<u64>,
+
+    /// Remove the queue's limits (every kind, its cap included).
+    #[arg(long, conflicts_with_all = ["concurrency", "rate", "max_pending"])]
     none: bool,
 
     /// The queue to limit.
@@ -209,6 +214,10 @@ pub fn run_limit(args: LimitArgs, json: bool) -> CommandResult {
     if args.none {
         queue.set_concurrency_limit(None)?;
         queue.set_rate_limit(None)?;
+        queue.set_max_pending(None)?;
+    }
+    if let Some(cap) = args.max_pending {
+        queue.set_max_pending(Some(cap))?;
     }
     if let Some(limit) = args.concurrency {
         queue.set_concurrency_limit(Some(limit))?;
@@ -217,17 +226,25 @@ pub fn run_limit(args: LimitArgs, json: bool) -> CommandResult {
         queue.set_rate_limit(Some(rate))?;
     }
     let (concurrency, rate) = (queue.concurrency_limit()?, queue.rate_limit()?);
+    let fill = match queue.max_pending()? {
+        Some(cap) => Some(Fill {
+            pending: queue.count(TaskState::Pending)?,
+            cap,
+        }),
+        None => None,
+    };
     if json {
         print_json(&json!({
             "queue": args.queue,
             "concurrency_limit": concurrency,
             "rate_limit": rate.map(rate_json),
+            "max_pending": fill.map(|fill| fill.cap),
         }))?;
     } else {
         print(format!(
             "queue {:?}: {}",
             args.queue,
-            describe_limits(concurrency, rate)
+            describe_limits(concurrency, rate, fill)
         ))?;
     }
     Ok(Outcome::Done)
@@ -238,8 +255,28 @@ pub fn rate_json(rate: RateLimit) -> serde_json::Value {
     json!({ "claims": rate.claims, "per_ms": rate.per.as_millis() as u64 })
 }
 
-/// "at most 3 leased at once, 10 claims per 1s", or "no limits".
-pub fn describe_limits(concurrency: Option<u32>, rate: Option<RateLimit>) -> String {
+/// A capped queue's pending tasks and its cap.
+#[derive(Clone, Copy)]
+pub struct Fill {
+    pub pending: u64,
+    pub cap: u64,
+}
+
+impl Fill {
+    /// "5000 of 10000 pending (50%)".
+    pub fn describe(self) -> String {
+        let percent = self.pending.saturating_mul(100) / self.cap.max(1);
+        format!("{} of {} pending ({percent}%)", self.pending, self.cap)
+    }
+}
+
+/// "at most 3 leased at once, 10 claims per 1s, 5 of 10 pending (50%)",
+/// or "no limits".
+pub fn describe_limits(
+    concurrency: Option<u32>,
+    rate: Option<RateLimit>,
+    fill: Option<Fill>,
+) -> String {
     let mut parts = Vec::new();
     if let Some(limit) = concurrency {
         parts.push(format!("at most {limit} leased at once"));
@@ -251,6 +288,9 @@ pub fn describe_limits(concurrency: Option<u32>, rate: Option<RateLimit>) -> Str
             if rate.claims == 1 { "" } else { "s" },
             humantime::format_duration(rate.per)
         ));
+    }
+    if let Some(fill) = fill {
+        parts.push(fill.describe());
     }
     if parts.is_empty() {
         "no limits".to_owned()

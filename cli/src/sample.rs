@@ -26,6 +26,8 @@ pub struct QueueStats {
     pub paused: Option<Pause>,
     pub concurrency_limit: Option<u32>,
     pub rate_limit: Option<RateLimit>,
+    /// The queue's cap on pending tasks, if any.
+    pub max_pending: Option<u64>,
 }
 
 impl QueueStats {
@@ -38,6 +40,14 @@ impl QueueStats {
             TaskState::Done => self.done,
             TaskState::Cancelled => self.cancelled,
         }
+    }
+
+    /// The queue's pending tasks and cap, when it has one.
+    pub fn fill(&self) -> Option<crate::control::Fill> {
+        self.max_pending.map(|cap| crate::control::Fill {
+            pending: self.pending,
+            cap,
+        })
     }
 
     /// The queue's counts as `tq stats --json` shows them.
@@ -53,6 +63,7 @@ impl QueueStats {
             "oldest_ready_age_ms": self.oldest_ready_age_ms,
             "concurrency_limit": self.concurrency_limit,
             "rate_limit": self.rate_limit.map(crate::control::rate_json),
+            "max_pending": self.max_pending,
             "paused": self.paused.is_some(),
             "paused_until": match self.paused {
                 Some(Pause::UntilUnixMs(until)) => Some(output::rfc3339(until)),
@@ -261,6 +272,7 @@ impl Sampler {
                 paused: handle.paused()?,
                 concurrency_limit: handle.concurrency_limit()?,
                 rate_limit: handle.rate_limit()?,
+                max_pending: handle.max_pending()?,
             });
         }
         let wal_bytes = if self.location.is_postgres() {

@@ -121,9 +121,9 @@ fn show(args: &Args, sample: &Sample, rates: Option<Rates>, json: bool) -> Resul
                     stats.oldest_ready_age_ms.map_or("-".to_owned(), |ms| {
                         output::short_duration(Duration::from_millis(ms))
                     }),
-                    match (stats.concurrency_limit, stats.rate_limit) {
-                        (None, None) => "-".to_owned(),
-                        (limit, rate) => crate::control::describe_limits(limit, rate),
+                    match (stats.concurrency_limit, stats.rate_limit, stats.fill()) {
+                        (None, None, None) => "-".to_owned(),
+                        (limit, rate, fill) => crate::control::describe_limits(limit, rate, fill),
                     },
                     match stats.paused {
                         None => "-".to_owned(),

@@ -306,6 +306,7 @@ fn stats_lists_every_queue_or_the_one_asked_for() {
             "cancelled": 0, "groups_waiting": 0, "oldest_ready_age_ms": null,
             "concurrency_limit": null,
             "rate_limit": null,
+            "max_pending": null,
             "paused": false, "paused_until": null,
         }])
     );
@@ -788,6 +789,29 @@ fn cancel_pause_and_resume() {
         .stdout("queue \"default\": no limits\n");
     assert_eq!(fixture.counts("default")["concurrency_limit"], json!(null));
     assert_eq!(fixture.counts("default")["rate_limit"], json!(null));
+    // A cap on pending tasks (of a queue of its own): shown with its fill,
+    // and a push beyond it is refused as full.
+    fixture
+        .tq("limit", &["--max-pending", "2", "--queue", "capped"])
+        .assert()
+        .success()
+        .stdout("queue \"capped\": 0 of 2 pending (0%)\n");
+    fixture.push_numbers(2, "capped", &[]);
+    assert_eq!(fixture.counts("capped")["max_pending"], 2);
+    fixture
+        .tq("push", &["1", "--queue", "capped"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("is full"));
+    fixture
+        .tq("limit", &["--max-pending", "0", "--queue", "capped"])
+        .assert()
+        .success()
+        .stdout("queue \"capped\": no limits\n");
+    fixture
+        .tq("limit", &["--none", "--max-pending", "3"])
+        .assert()
+        .code(2);
     // Without history, cancelled tasks were deleted: none to purge.
     assert_eq!(
         fixture.json("purge", &["--cancelled"]),

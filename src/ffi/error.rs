@@ -59,6 +59,11 @@ pub enum tq_status {
     /// it: the delivery is over, the task is now cancelled and is never
     /// delivered again. Stop working on it.
     TQ_ERR_CANCELLED = -10,
+    /// The push would take the queue's pending tasks over its cap
+    /// (`tq_set_max_pending`), and no room was made within its
+    /// `tq_push_options_set_wait_for_room_ms`: nothing was stored (of a
+    /// batch, no task). Pushing again later may succeed.
+    TQ_ERR_FULL = -11,
 }
 
 impl From<ErrorKind> for tq_status {
@@ -74,6 +79,7 @@ impl From<ErrorKind> for tq_status {
             ErrorKind::Interrupted => tq_status::TQ_ERR_INTERRUPTED,
             ErrorKind::UnknownOutcome => tq_status::TQ_ERR_UNKNOWN_OUTCOME,
             ErrorKind::Cancelled => tq_status::TQ_ERR_CANCELLED,
+            ErrorKind::Full => tq_status::TQ_ERR_FULL,
         }
     }
 }
@@ -143,6 +149,7 @@ fn status_text(status: i32) -> &'static CStr {
                 connection was lost while committing (PostgreSQL); the write may or may not last"
         }
         -10 => c"cancelled: the task was cancelled while this delivery held it",
+        -11 => c"full: the queue holds as many pending tasks as its cap allows",
         _ => c"unknown status",
     }
 }

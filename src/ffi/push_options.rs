@@ -58,6 +58,30 @@ pub extern "C" fn tq_push_options_set_delay_ms(
     })
 }
 
+/// Lets the push wait for room under the queue's cap.
+///
+/// When the queue is at its cap on pending tasks (`tq_set_max_pending`),
+/// the push waits up to `wait_ms` milliseconds (at most one year; default
+/// 0: not at all) for room instead of returning TQ_ERR_FULL at once: it
+/// tries again when a task of the queue is delivered or ends (at once for
+/// those of this process, within 50 ms for other processes'), and returns
+/// TQ_ERR_FULL once the wait has passed, or TQ_ERR_INTERRUPTED after
+/// `tq_interrupt` on its handle. Of a `tq_push_batch`, the batch waits
+/// until all of it fits.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
+#[no_mangle]
+pub extern "C" fn tq_push_options_set_wait_for_room_ms(
+    options: *mut tq_push_options,
+    wait_ms: u64,
+) -> tq_status {
+    guard("tq_push_options_set_wait_for_room_ms", || {
+        let options = unsafe { borrow_mut(options, "options") }?;
+        options.0.wait_for_room(Duration::from_millis(wait_ms))?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
 /// Makes the task ready at a time.
 ///
 /// The task becomes ready at `unix_ms`, milliseconds since the Unix epoch

@@ -225,6 +225,55 @@ pub extern "C" fn tq_concurrency_limit(queue: *const tq_queue, out_limit: *mut u
     })
 }
 
+/// Caps the queue's pending tasks.
+///
+/// Caps the handle's queue at `cap` pending tasks, for every process and
+/// machine on its file (or PostgreSQL schema); 0 removes the cap. Pending
+/// tasks are those pushed and neither delivered nor ended: ready, delayed,
+/// waiting for other tasks or their group, waiting for a retry; leased
+/// tasks do not count. A push that would take the count over the cap
+/// stores nothing (of a batch, no task) and returns TQ_ERR_FULL, unless
+/// `tq_push_options_set_wait_for_room_ms` lets it wait for room; a push
+/// returning TQ_DUPLICATE adds nothing and is never refused. The check is
+/// made inside the push's transaction, so the cap holds under any race.
+/// Setting a cap removes no task: a queue over its new cap refuses pushes
+/// until it drains below.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue), TQ_ERR_BUSY,
+/// TQ_ERR_IO.
+/// Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_set_max_pending(queue: *mut tq_queue, cap: u64) -> tq_status {
+    guard("tq_set_max_pending", || {
+        unsafe { borrow(queue.cast_const(), "queue") }?
+            .0
+            .set_max_pending(Some(cap))?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// The queue's cap on pending tasks.
+///
+/// Writes the cap on pending tasks of the handle's queue to `*out_cap`, or
+/// 0 when it has none.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or `out_cap`),
+/// TQ_ERR_BUSY, TQ_ERR_IO.
+/// Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_max_pending(queue: *const tq_queue, out_cap: *mut u64) -> tq_status {
+    guard("tq_max_pending", || {
+        let queue = unsafe { borrow(queue, "queue") }?;
+        if out_cap.is_null() {
+            return Err(Error::invalid_argument("out_cap is NULL"));
+        }
+        let cap = queue.0.max_pending()?.unwrap_or(0);
+        // SAFETY: checked non-NULL above; the caller provides room for one value.
+        unsafe { out_cap.write(cap) };
+        Ok(tq_status::TQ_OK)
+    })
+}
+
 /// Limits how many tasks are delivered in a window of time.
 ///
 /// Allows at most `claims` deliveries of the handle's queue (1 to 100,000)

@@ -14,6 +14,7 @@ mod recover;
 mod schedules;
 mod schema;
 mod settings;
+mod sql_functions;
 mod store;
 #[cfg(test)]
 mod test_server;
@@ -298,7 +299,7 @@ impl From<postgres::Error> for Error {
     }
 }
 
-/// The error that tq's SQL functions (migration 10 in `schema.rs`) raised,
+/// The error that tq's SQL functions (migrations 10 and 11 in `schema.rs`) raised,
 /// with their message and the kind their SQLSTATE stands for; `None` for
 /// any other error. Only those functions raise errors of their own (a
 /// PL/pgSQL `RAISE`) in tq's statements.
@@ -312,6 +313,7 @@ fn raised_by_tq(err: &postgres::Error) -> Option<Error> {
         code if *code == SqlState::INVALID_TEXT_REPRESENTATION => ErrorKind::InvalidJson,
         code if *code == SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE => ErrorKind::NotHeld,
         code if *code == SqlState::T_R_SERIALIZATION_FAILURE => ErrorKind::Busy,
+        code if *code == SqlState::CONFIGURATION_LIMIT_EXCEEDED => ErrorKind::Full,
         _ => return None,
     };
     Some(Error::new(kind, db.message()))

@@ -13,8 +13,15 @@ use crate::task::Pushed;
 /// Stores tasks without unique keys, in order, and notifies the schema's
 /// channel (`$7`, payload the queue `$1`) once: an uncorrelated subquery
 /// is run once per statement, not once per row. `$3` is each task's delay from
-/// now, or NULL when `$4` gives its time.
-const PUSH: &str = "WITH clock AS (SELECT NOW_MS AS now),
+/// now, or NULL when `$4` gives its time. `check_room` (migration 12 in
+/// `schema.rs`) refuses the push first when it would overfill a capped
+/// queue; it is called only for a queue with a cap (the count of its calls,
+/// an aggregate, is taken before the insert), so that an uncapped queue's
+/// push pays a lookup of its settings rather than a PL/pgSQL call.
+const PUSH: &str = "WITH clock AS (
+        SELECT NOW_MS AS now,
+               (SELECT count(@.check_room($1, cardinality($2::text[]), 0)) FROM @.queues
+                WHERE queue = $1 AND max_pending > 0) AS room),
     ins AS (
         INSERT INTO @.tasks (queue, state, payload, created_at, run_at, priority, max_attempts)
         SELECT $1, CASE WHEN x.run_at <= clock.now THEN 0 ELSE 4 END, u.payload, clock.now,

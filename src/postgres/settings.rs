@@ -1,5 +1,5 @@
-//! What an operator set for a queue: its pause, its concurrency limit and
-//! its rate limit.
+//! What an operator set for a queue: its pause, its concurrency limit,
+//! its rate limit and its cap on pending tasks.
 
 use std::sync::atomic::Ordering;
 
@@ -146,5 +146,30 @@ impl PostgresStore {
     pub(super) fn read_rate_limit(&self) -> Result<Option<RateLimit>> {
         let sql = self.sql(RATE_LIMIT);
         self.read(|conn| rate_limit_in(&conn.query(&sql, &[&self.queue])?))
+    }
+
+    /// Sets the queue's cap on pending tasks (`Store::set_max_pending`).
+    pub(super) fn write_max_pending(&self, cap: Option<u64>) -> Result<()> {
+        let cap = cap.map(|cap| i64::try_from(cap).unwrap_or(i64::MAX));
+        self.write(|tx| {
+            tx.execute(
+                &self.sql(
+                    "INSERT INTO @.queues (queue, max_pending) VALUES ($1, $2)
+                     ON CONFLICT (queue) DO UPDATE SET max_pending = excluded.max_pending",
+                ),
+                &[&self.queue, &cap],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// The queue's cap on pending tasks (`Store::max_pending`).
+    pub(super) fn read_max_pending(&self) -> Result<Option<u64>> {
+        let sql = self.sql("SELECT max_pending FROM @.queues WHERE queue = $1 AND max_pending > 0");
+        self.read(|conn| {
+            let rows = conn.query(&sql, &[&self.queue])?;
+            let cap: Option<i64> = rows.first().map(|row| row.try_get(0)).transpose()?;
+            Ok(cap.map(|cap| cap as u64))
+        })
     }
 }

@@ -178,6 +178,14 @@ impl Store for PostgresStore {
         self.read_concurrency_limit()
     }
 
+    fn set_max_pending(&self, cap: Option<u64>) -> Result<()> {
+        self.write_max_pending(cap)
+    }
+
+    fn max_pending(&self) -> Result<Option<u64>> {
+        self.read_max_pending()
+    }
+
     fn set_rate_limit(&self, limit: Option<RateLimit>) -> Result<()> {
         self.write_rate_limit(limit)
     }

@@ -30,11 +30,14 @@ impl Queue {
                 "the cancellation reason contains a NUL byte (C callers could not read it back)",
             ));
         }
-        store.cancel_task(
+        let cancelled = store.cancel_task(
             id,
             cut_at_char_boundary(reason, MAX_REASON_LEN),
             now_unix_ms(),
-        )
+        )?;
+        // A pending task cancelled makes room under the queue's cap.
+        self.room.ring();
+        Ok(cancelled)
     }
 
     /// Pauses this queue for every process on its file (or PostgreSQL schema),

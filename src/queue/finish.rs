@@ -30,7 +30,7 @@ impl Queue {
         check_receipt(store, receipt)?;
         let held = store.finish(&[receipt], now_unix_ms())?;
         // A finish frees a slot of a concurrency limit.
-        self.bell.ring();
+        self.ring_task_ended();
         if !held[0] {
             return Err(not_current(store, receipt));
         }
@@ -55,7 +55,7 @@ impl Queue {
             store.finish_with_result(receipt, result, now_unix_ms(), self.result_retention)?;
         // A finish frees a slot of a concurrency limit, and ends a task
         // that may be waited for.
-        self.bell.ring();
+        self.ring_task_ended();
         if !held {
             return Err(not_current(store, receipt));
         }
@@ -87,7 +87,7 @@ impl Queue {
         if next.is_empty() {
             // The slot it freed is not taken again, and the task may be
             // waited for.
-            self.bell.ring();
+            self.ring_task_ended();
         }
         Ok(stamped(store, next).pop())
     }
@@ -124,7 +124,7 @@ impl Queue {
         let now = now_unix_ms();
         let (held, next) = store.finish_and_claim(receipts, IfNotHeld::Skip, now, lease, max)?;
         if !receipts.is_empty() {
-            self.bell.ring();
+            self.ring_task_ended();
         }
         // The finishes are committed whatever the answers for those not
         // held say (reading them may fail, as any read).
@@ -160,7 +160,7 @@ impl Queue {
             // by the next recovery.
             let _ = store.end_cancelled(receipt, now_unix_ms());
         }
-        self.bell.ring();
+        self.ring_task_ended();
         Ok(held)
     }
 
@@ -191,7 +191,7 @@ impl Queue {
             )
             .map_err(|err| or_cancelled(store, receipt, err))?;
         // A retry readies a task; either way, a slot of a limit is free.
-        self.bell.ring();
+        self.ring_task_ended();
         Ok(failed)
     }
 
@@ -259,7 +259,7 @@ impl Queue {
             .snooze(receipt, now_unix_ms(), delay.as_millis() as i64)
             .map_err(|err| or_cancelled(store, receipt, err))?;
         // Ready again, or at least a slot of a limit free.
-        self.bell.ring();
+        self.ring_task_ended();
         Ok(())
     }
 }

@@ -20,9 +20,11 @@ mod finish;
 mod inspect;
 mod maintain;
 mod pull;
+mod room;
 mod schedules;
 mod watch;
 
+pub use room::ROOM_POLL_INTERVAL;
 use schedules::SlotCache;
 
 /// The most tasks of each kind (leased, cancelling, done, dead) that one
@@ -53,6 +55,9 @@ pub struct Queue {
     /// Cancelled by [`Queue::interrupt`]: it also rings the bells of the
     /// waits that watch it.
     interrupted: CancelToken,
+    /// Rung in this process when a task of this queue is delivered or
+    /// ends: it wakes the pushes waiting for room under the queue's cap.
+    room: Arc<Bell>,
     opened_by_pid: u32,
     max_payload_len: usize,
     max_attempts: u32,
@@ -91,8 +96,10 @@ impl Queue {
                 (Box::new(store), bell)
             }
         };
+        let room = room::room_bell(store.store_id(), &options.queue)?;
         Ok(Queue {
             bell,
+            room,
             store,
             interrupted: CancelToken::new(),
             opened_by_pid: std::process::id(),
@@ -121,10 +128,11 @@ impl Queue {
         let store = self.store()?;
         check_items_named(options, 0, "a single push")?;
         check_payload(payload, self.max_payload_len)?;
-        let now = now_unix_ms();
-        let task = NewTask::new(payload, options, now, self.max_attempts);
-        check_limits(&task, now)?;
-        let pushed = store.push(vec![task], now)?;
+        let pushed = self.push_with_room(store, options.wait_for_room, |now| {
+            let task = NewTask::new(payload, options, now, self.max_attempts);
+            check_limits(&task, now)?;
+            Ok(vec![task])
+        })?;
         self.bell.ring();
         Ok(pushed[0])
     }
@@ -149,14 +157,15 @@ impl Queue {
         if payloads.is_empty() {
             return Ok(Vec::new());
         }
-        let now = now_unix_ms();
-        let tasks: Vec<NewTask> = payloads
-            .iter()
-            .map(|payload| NewTask::new(payload.as_ref(), options, now, self.max_attempts))
-            .collect();
-        // One set of options: the first task stands for them all.
-        check_limits(&tasks[0], now)?;
-        let pushed = store.push(tasks, now)?;
+        let pushed = self.push_with_room(store, options.wait_for_room, |now| {
+            let tasks: Vec<NewTask> = payloads
+                .iter()
+                .map(|payload| NewTask::new(payload.as_ref(), options, now, self.max_attempts))
+                .collect();
+            // One set of options: the first task stands for them all.
+            check_limits(&tasks[0], now)?;
+            Ok(tasks)
+        })?;
         self.bell.ring();
         Ok(pushed.into_iter().map(Pushed::id).collect())
     }
@@ -181,19 +190,25 @@ impl Queue {
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        let now = now_unix_ms();
-        let tasks: Vec<NewTask> = items
+        let wait = items
             .iter()
-            .map(|(payload, options)| {
-                NewTask::new(payload.as_ref(), options, now, self.max_attempts)
-            })
-            .collect();
-        for (index, task) in tasks.iter().enumerate() {
-            check_limits(task, now).map_err(|err| {
-                Error::new(err.kind(), format!("item {index}: {}", err.message()))
-            })?;
-        }
-        let pushed = store.push(tasks, now)?;
+            .map(|(_, options)| options.wait_for_room)
+            .max()
+            .unwrap_or_default();
+        let pushed = self.push_with_room(store, wait, |now| {
+            let tasks: Vec<NewTask> = items
+                .iter()
+                .map(|(payload, options)| {
+                    NewTask::new(payload.as_ref(), options, now, self.max_attempts)
+                })
+                .collect();
+            for (index, task) in tasks.iter().enumerate() {
+                check_limits(task, now).map_err(|err| {
+                    Error::new(err.kind(), format!("item {index}: {}", err.message()))
+                })?;
+            }
+            Ok(tasks)
+        })?;
         self.bell.ring();
         Ok(pushed)
     }
@@ -205,13 +220,15 @@ impl Queue {
         check_payload(payload, self.max_payload_len)
     }
 
-    /// Ends every wait of a pull on this handle with
-    /// [`ErrorKind::Interrupted`], now and from then on (a pull still takes
-    /// a task that is ready): call it before stopping worker threads. Safe
-    /// from any thread; pulls on other handles are not affected.
+    /// Ends every wait of a pull (or of a push waiting for room) on this
+    /// handle with [`ErrorKind::Interrupted`], now and from then on (a pull
+    /// still takes a task that is ready, a push still stores what fits):
+    /// call it before stopping worker threads. Safe from any thread; pulls
+    /// on other handles are not affected.
     pub fn interrupt(&self) {
         self.interrupted.cancel();
         self.bell.ring();
+        self.room.ring();
     }
 
     /// The backend, once the caller is known to be the process that opened

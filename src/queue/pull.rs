@@ -91,13 +91,19 @@ impl Queue {
         let (next_slot, _) = self.drive_due_schedules(store, SLOT_CACHE_BUSY)?;
         let tasks = store.claim(max, now_unix_ms(), lease)?;
         if !tasks.is_empty() {
+            // A delivered task is no longer pending: room under a cap.
+            self.room.ring();
             return Ok((tasks, next_slot));
         }
         let (next_slot, stored) = self.drive_due_schedules(store, SLOT_CACHE_IDLE)?;
         if stored == 0 {
             return Ok((tasks, next_slot));
         }
-        Ok((store.claim(max, now_unix_ms(), lease)?, next_slot))
+        let tasks = store.claim(max, now_unix_ms(), lease)?;
+        if !tasks.is_empty() {
+            self.room.ring();
+        }
+        Ok((tasks, next_slot))
     }
 
     /// Tries to claim, then waits for a reason to try again: a ring of the

@@ -4,6 +4,7 @@
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::ids::{self, next_task_id};
+use super::settings::Room;
 use crate::error::Result;
 use crate::store::{
     group_predecessor_sql, holds_unique_key, of_item, parent_ids, waits_for, NewTask, BLOCKED,
@@ -57,20 +58,34 @@ pub(crate) fn push_one(
 }
 
 /// Pushes the tasks of one call in order, so that a task can wait for an
-/// earlier item of the same push; an error says which item failed.
-pub(super) fn push_all(
+/// earlier item of the same push; an error says which item failed. A push
+/// that would take a capped queue over its cap fails whole (its
+/// transaction is rolled back); duplicates add nothing to the count.
+pub(crate) fn push_all(
     conn: &Connection,
     queue: &str,
     tasks: &[NewTask],
     now: i64,
 ) -> Result<Vec<Pushed>> {
+    let room = Room::of(conn, queue)?;
     let mut pushed = Vec::with_capacity(tasks.len());
     for (index, task) in tasks.iter().enumerate() {
         let one = push_one(conn, queue, task, &pushed, now)
             .map_err(|err| of_item(err, index, tasks.len()))?;
         pushed.push(one);
     }
+    if let Some(room) = room {
+        room.check(conn, queue, stored_count(&pushed))?;
+    }
     Ok(pushed)
+}
+
+/// How many of `pushed` were stored (not found holding their unique key).
+fn stored_count(pushed: &[Pushed]) -> u64 {
+    pushed
+        .iter()
+        .filter(|one| matches!(one, Pushed::Stored(_)))
+        .count() as u64
 }
 
 /// Those of `parents` in `queue` that a new task must still wait for;

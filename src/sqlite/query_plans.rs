@@ -13,8 +13,8 @@ use super::finish::{DEPENDENTS, FORGET_PARENTS, FORGET_WAITING};
 use super::list::{count_sql, count_up_to_sql, list_sql, list_walk_sql, ENDS_OF_IDS, TIMINGS};
 use super::push::push_one;
 use super::recover::ANY_CANCEL_EXPIRED;
-use super::settings::{PAUSED_UNTIL, SETTINGS};
-use crate::store::{group_predecessor_sql, ListFrom, NewTask, BLOCKED, READY};
+use super::settings::{MAX_PENDING, PAUSED_UNTIL, SETTINGS};
+use crate::store::{group_predecessor_sql, pending_up_to_sql, ListFrom, NewTask, BLOCKED, READY};
 use crate::task::TaskState;
 
 /// The query plan of `sql` (its parameters left unbound), one line per step.
@@ -179,11 +179,18 @@ fn claims_and_upkeep_are_index_lookups() {
         assert!(plan.contains("tq_tasks_not_after"), "{sql}: {plan}");
         assert!(!plan.contains("TEMP B-TREE"), "{sql} sorts: {plan}");
     }
-    // Every claim looks for its queue's settings.
-    for sql in [PAUSED_UNTIL, SETTINGS] {
+    // Every claim, and every push, looks for its queue's settings.
+    for sql in [PAUSED_UNTIL, SETTINGS, MAX_PENDING] {
         let plan = plan(&conn, sql);
         assert!(plan.contains("USING PRIMARY KEY (queue=?)"), "{plan}");
     }
+    // A capped queue's push counts its pending tasks in the indexes of
+    // ready, waiting and blocked tasks, never in the table.
+    let pending = plan(&conn, &pending_up_to_sql("tq_tasks", '?'));
+    for index in ["tq_tasks_live", "tq_tasks_waiting", "tq_tasks_blocked"] {
+        assert!(pending.contains(index), "{pending}");
+    }
+    assert!(!pending.contains("SCAN tq_tasks"), "{pending}");
     // A rate-limited queue's claims find their free slots in order.
     for sql in [FREE_RATE_SLOTS, USE_RATE_SLOTS] {
         let plan = plan(&conn, sql);

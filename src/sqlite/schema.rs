@@ -213,6 +213,10 @@ const MIGRATIONS: &[Migration] = &[
     ALTER TABLE tq_tasks ADD COLUMN not_after  INTEGER;
     CREATE INDEX tq_tasks_not_after ON tq_tasks (queue, not_after)
         WHERE not_after IS NOT NULL AND (state = 0 OR state = 4);"),
+    // 13: a cap on each queue's pending tasks (ready, waiting, blocked),
+    // checked by every push in its transaction. NULL: no cap. Named for
+    // the queue, so that a cap per fairness key can sit beside it.
+    Migration::Sql("ALTER TABLE tq_queues ADD COLUMN max_pending INTEGER;"),
 ];
 
 /// The schema version this library writes.

@@ -1,12 +1,12 @@
-//! What an operator set for a queue: its pause, its concurrency limit and
-//! its rate limit.
+//! What an operator set for a queue: its pause, its concurrency limit,
+//! its rate limit and its cap on pending tasks.
 
 use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::error::Result;
-use crate::store::{pause_until, NEVER_USED};
+use crate::store::{full, pause_until, pending_up_to_sql, NEVER_USED};
 use crate::task::{Pause, RateLimit};
 
 /// The end of queue `?1`'s pause in force at `?2`: one lookup in a table
@@ -141,4 +141,74 @@ pub(super) fn set_rate_limit(
         }
     }
     Ok(true)
+}
+
+/// The cap on pending tasks of queue `?1`, when it has one: one lookup in
+/// the table of queues, which is all an uncapped queue's push pays.
+pub(super) const MAX_PENDING: &str =
+    "SELECT max_pending FROM tq_queues WHERE queue = ?1 AND max_pending > 0";
+
+/// The cap on pending tasks of `queue`, if it has one.
+pub(super) fn max_pending(conn: &Connection, queue: &str) -> Result<Option<u64>> {
+    let cap: Option<i64> = conn
+        .prepare_cached(MAX_PENDING)?
+        .query_row([queue], |row| row.get(0))
+        .optional()?;
+    Ok(cap.map(|cap| cap as u64))
+}
+
+/// Sets or lifts the cap on pending tasks of `queue` (see
+/// `Store::set_max_pending`).
+pub(super) fn set_max_pending(conn: &Connection, queue: &str, cap: Option<u64>) -> Result<()> {
+    let cap = cap.map(|cap| i64::try_from(cap).unwrap_or(i64::MAX));
+    conn.prepare_cached(
+        "INSERT INTO tq_queues (queue, max_pending) VALUES (?1, ?2)
+                 ON CONFLICT (queue) DO UPDATE SET max_pending = excluded.max_pending",
+    )?
+    .execute(params![queue, cap])?;
+    Ok(())
+}
+
+/// The room a push must check before storing tasks in a queue: its cap, and
+/// its pending tasks counted up to the cap.
+pub(super) struct Room {
+    cap: u64,
+    pending: u64,
+}
+
+impl Room {
+    /// The room of `queue`, or `None` when it has no cap. Read inside the
+    /// push's write transaction, so that it stays exact until the commit.
+    pub(super) fn of(conn: &Connection, queue: &str) -> Result<Option<Room>> {
+        let Some(cap) = max_pending(conn, queue)? else {
+            return Ok(None);
+        };
+        let limit = i64::try_from(cap).unwrap_or(i64::MAX);
+        let pending: i64 = conn
+            .prepare_cached(&pending_up_to_sql("tq_tasks", '?'))?
+            .query_row(params![queue, limit], |row| row.get(0))?;
+        Ok(Some(Room {
+            cap,
+            pending: pending as u64,
+        }))
+    }
+
+    /// Refuses the `added` pending tasks just stored in `queue` when they do
+    /// not fit (the caller's transaction then rolls them back). The count
+    /// in the message is exact: it is read again without the cap (a limit
+    /// of -1), less the tasks added.
+    pub(super) fn check(&self, conn: &Connection, queue: &str, added: u64) -> Result<()> {
+        if added == 0 || self.pending.saturating_add(added) <= self.cap {
+            return Ok(());
+        }
+        let pending: i64 = conn
+            .prepare_cached(&pending_up_to_sql("tq_tasks", '?'))?
+            .query_row(params![queue, -1], |row| row.get(0))?;
+        Err(full(
+            queue,
+            self.cap,
+            (pending as u64).saturating_sub(added),
+            added,
+        ))
+    }
 }

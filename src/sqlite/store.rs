@@ -336,6 +336,14 @@ impl Store for SqliteStore {
         self.read(|conn| settings::rate_limit_of(conn, &self.queue))
     }
 
+    fn set_max_pending(&self, cap: Option<u64>) -> Result<()> {
+        self.write(|conn| settings::set_max_pending(conn, &self.queue, cap))
+    }
+
+    fn max_pending(&self) -> Result<Option<u64>> {
+        self.read(|conn| settings::max_pending(conn, &self.queue))
+    }
+
     // The file
 
     fn checkpoint(&self) -> Result<Checkpoint> {

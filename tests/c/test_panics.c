@@ -122,6 +122,9 @@ int main(int argc, char **argv)
     STATUS_CASE(tq_set_concurrency_limit, tq_set_concurrency_limit(queue, 4));
     STATUS_CASE(tq_clear_concurrency_limit, tq_clear_concurrency_limit(queue));
     STATUS_CASE(tq_concurrency_limit, tq_concurrency_limit(queue, &limit));
+    uint64_t cap = 0;
+    STATUS_CASE(tq_set_max_pending, tq_set_max_pending(queue, 4));
+    STATUS_CASE(tq_max_pending, tq_max_pending(queue, &cap));
     uint64_t per_ms = 0;
     STATUS_CASE(tq_set_rate_limit, tq_set_rate_limit(queue, 10, 1000));
     STATUS_CASE(tq_clear_rate_limit, tq_clear_rate_limit(queue));
@@ -190,6 +193,8 @@ int main(int argc, char **argv)
     STATUS_CASE(tq_options_set_result_retention_ms, tq_options_set_result_retention_ms(options, 10));
     STATUS_CASE(tq_options_set_postgres_schema, tq_options_set_postgres_schema(options, "jobs"));
     STATUS_CASE(tq_push_options_set_delay_ms, tq_push_options_set_delay_ms(push_options, 10));
+    STATUS_CASE(tq_push_options_set_wait_for_room_ms,
+                tq_push_options_set_wait_for_room_ms(push_options, 10));
     STATUS_CASE(tq_push_options_set_run_at_unix_ms, tq_push_options_set_run_at_unix_ms(push_options, 10));
     STATUS_CASE(tq_push_options_set_expire_after_ms, tq_push_options_set_expire_after_ms(push_options, 10));
     STATUS_CASE(tq_push_options_set_expire_at_unix_ms, tq_push_options_set_expire_at_unix_ms(push_options, 10));

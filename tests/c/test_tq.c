@@ -300,7 +300,7 @@ static void test_status_str(const char *dir)
     const int known[] = {TQ_OK,           TQ_EMPTY,   TQ_DUPLICATE, TQ_ERR_INVALID_ARGUMENT,
                          TQ_ERR_INVALID_JSON, TQ_ERR_NOT_HELD, TQ_ERR_BUSY, TQ_ERR_IO,
                          TQ_ERR_NOT_A_DATABASE, TQ_ERR_INTERNAL, TQ_ERR_INTERRUPTED,
-                         TQ_ERR_UNKNOWN_OUTCOME, TQ_ERR_CANCELLED};
+                         TQ_ERR_UNKNOWN_OUTCOME, TQ_ERR_CANCELLED, TQ_ERR_FULL};
     const size_t n = sizeof known / sizeof known[0];
     for (size_t i = 0; i < n; i++) {
         const char *s = tq_status_str(known[i]);
@@ -311,7 +311,7 @@ static void test_status_str(const char *dir)
         for (size_t j = 0; j < i; j++)
             CHECK(strcmp(s, tq_status_str(known[j])) != 0);
     }
-    const int32_t unknown[] = {3, 100, -11, -100, INT32_MAX, INT32_MIN};
+    const int32_t unknown[] = {3, 100, -12, -100, INT32_MAX, INT32_MIN};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         const char *s = tq_status_str(unknown[i]);
         if (CHECK(s != NULL))
@@ -2415,6 +2415,49 @@ static void test_batch_push(const char *dir)
     tq_close(q);
 }
 
+/* A cap on pending tasks: a push beyond it, or a batch that does not fit,
+   stores nothing and returns TQ_ERR_FULL; a leased task makes room. */
+static void test_max_pending(const char *dir)
+{
+    tq_queue *q = open_named(dir, "default", 5);
+    REQUIRE(q != NULL);
+    uint64_t cap = 9;
+    CHECK_STATUS(tq_max_pending(q, &cap), TQ_OK);
+    CHECK_INT(cap, 0);
+    CHECK_STATUS(tq_max_pending(q, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_set_max_pending(NULL, 2), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_set_max_pending(q, 2), TQ_OK);
+    CHECK_STATUS(tq_max_pending(q, &cap), TQ_OK);
+    CHECK_INT(cap, 2);
+    push_text(q, "1");
+    const char *two[] = {"2", "3"};
+    size_t lens[] = {1, 1};
+    CHECK_STATUS(tq_push_batch(q, two, lens, 2, NULL, NULL), TQ_ERR_FULL);
+    CHECK_LAST_ERROR("full");
+    CHECK_INT(count(q, TQ_STATE_PENDING), 1);
+    push_text(q, "2");
+    int64_t id = 0;
+    CHECK_STATUS(tq_push(q, "3", 1, NULL, &id), TQ_ERR_FULL);
+    CHECK_LAST_ERROR("cap is 2");
+
+    tq_push_options *opts = tq_push_options_new();
+    REQUIRE(opts != NULL);
+    CHECK_STATUS(tq_push_options_set_wait_for_room_ms(NULL, 10), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_push_options_set_wait_for_room_ms(opts, 50), TQ_OK);
+    CHECK_STATUS(tq_push(q, "3", 1, opts, &id), TQ_ERR_FULL);
+    tq_task *task = pull_one(q);
+    REQUIRE(task != NULL);
+    CHECK_STATUS(tq_push(q, "3", 1, opts, &id), TQ_OK);
+    CHECK_STATUS(tq_finish(q, task), TQ_OK);
+    tq_task_free(task);
+    tq_push_options_free(opts);
+    CHECK_STATUS(tq_set_max_pending(q, 0), TQ_OK);
+    CHECK_STATUS(tq_max_pending(q, &cap), TQ_OK);
+    CHECK_INT(cap, 0);
+    push_text(q, "4");
+    tq_close(q);
+}
+
 static void test_batch_pull_and_finish(const char *dir)
 {
     tq_queue *q = open_named(dir, "default", 5);
@@ -3393,6 +3436,7 @@ static const struct test_case cases[] = {
     CASE(priorities),
     CASE(named_queues),
     CASE(batch_push),
+    CASE(max_pending),
     CASE(batch_pull_and_finish),
     CASE(blocking_pull),
     CASE(extend),

@@ -166,6 +166,20 @@ class QueueAdmin {
     return (await this._read(lib.tq_concurrency_limit)) || null;
   }
 
+  /** Caps this queue at `cap` pending tasks (ready, delayed, waiting for
+   * other tasks or a retry; leased ones do not count), across every
+   * process; null or 0 removes the cap. A push beyond it stores nothing and
+   * rejects with FullError (a batch: none of it), unless its `waitForRoom`
+   * lets it wait; a push finding its unique key held is never refused. */
+  async setMaxPending(cap) {
+    await this._checkedCall(lib.tq_set_max_pending, cap === null ? 0 : integer('cap', cap, 0, Number.MAX_SAFE_INTEGER));
+  }
+
+  /** This queue's cap on pending tasks, or null when it has none. */
+  async maxPending() {
+    return Number(await this._read(lib.tq_max_pending)) || null;
+  }
+
   /** Allows at most `claims` deliveries of this queue in any window of
    * `perMs` milliseconds, across every process, without a coordinator; a
    * pull finds nothing while the window's claims are spent. null removes

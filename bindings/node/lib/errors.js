@@ -85,6 +85,13 @@ class CancelledError extends TqError {
   static status = -10;
 }
 
+/** TQ_ERR_FULL: the push would take the queue's pending tasks over its cap
+ * (Queue.setMaxPending), and no room came within its `waitForRoom`. Nothing
+ * was stored (of a batch, no task): push again later. */
+class FullError extends TqError {
+  static status = -11;
+}
+
 /** The error class for each negative status. */
 const BY_STATUS = new Map(
   [
@@ -98,6 +105,7 @@ const BY_STATUS = new Map(
     InterruptedError,
     UnknownOutcomeError,
     CancelledError,
+    FullError,
   ].map((cls) => [cls.status, cls]),
 );
 
@@ -113,6 +121,7 @@ module.exports = {
   BusyError,
   CancelledError,
   ClosedError,
+  FullError,
   InternalError,
   InterruptedError,
   InvalidArgumentError,

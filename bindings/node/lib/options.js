@@ -226,9 +226,12 @@ function limitSettings({ expireAfter, expireAt, deadlineAfter, deadlineAt }) {
  * (pushMany takes no unique key). */
 function pushSettings(call, options) {
   const allowUnique = call !== 'pushMany';
-  const { delay, runAt, priority, maxAttempts, uniqueKey, uniqueFor, after, afterItems, onParentFailure, group, groupMax } =
+  const { delay, runAt, priority, maxAttempts, uniqueKey, uniqueFor, after, afterItems, onParentFailure, group, groupMax, waitForRoom } =
     callOptions(call, options);
   const settings = limitSettings(options);
+  if (waitForRoom !== undefined) {
+    settings.push([lib.tq_push_options_set_wait_for_room_ms, milliseconds('waitForRoom', waitForRoom)]);
+  }
   if (group !== undefined) {
     const limit = groupMax === undefined ? 1 : integer('groupMax', groupMax, 0, UINT32_MAX);
     settings.push([lib.tq_push_options_set_group, cString('group', group), limit]);

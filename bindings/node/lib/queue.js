@@ -351,7 +351,8 @@ class Queue {
 
   /** Pushes the payloads of `entries`, pushes without options lined up
    * together: in one transaction (tq_push_batch), or, when that is refused
-   * for a payload (all or none), each alone, so that only that push fails. */
+   * for a payload or for the queue's cap (all or none), each alone, so that
+   * only the pushes that fail fail. */
   async #pushTogether(entries) {
     const push = async (data) => {
       const out = [0];
@@ -367,7 +368,9 @@ class Queue {
         entries.forEach((entry, i) => entry.resolve(Number(ids[i])));
         return;
       }
-      if (status !== errors.InvalidJsonError.status && status !== errors.InvalidArgumentError.status) {
+      // A queue at its cap may have room for some of them alone.
+      const eachAlone = [errors.InvalidJsonError.status, errors.InvalidArgumentError.status, errors.FullError.status];
+      if (!eachAlone.includes(status)) {
         const error = asyncError(status, 'tq_push_batch');
         for (const entry of entries) entry.reject(error);
         return;

@@ -130,6 +130,26 @@ test('a concurrency limit caps the tasks leased at once', () =>
     await queue.finishMany([second, third]);
   }));
 
+test('a capped queue rejects a push beyond its cap with FullError', () =>
+  withQueue(async (queue) => {
+    assert.equal(await queue.maxPending(), null);
+    await queue.setMaxPending(2);
+    assert.equal(await queue.maxPending(), 2);
+    await queue.push(1);
+    await assert.rejects(async () => queue.pushMany([2, 3]), (error) => error instanceof tq.FullError && error.status === -11);
+    assert.equal(await queue.count('pending'), 1);
+    await queue.push(2);
+    await assert.rejects(async () => queue.push(3, { waitForRoom: 20 }), tq.FullError);
+    // Pushes lined up together: the one that fits is stored.
+    const task = await queue.pull();
+    const results = await Promise.allSettled([queue.push(3), queue.push(4)]);
+    assert.deepEqual(results.map((result) => result.status).sort(), ['fulfilled', 'rejected']);
+    await task.finish();
+    await queue.setMaxPending(null);
+    assert.equal(await queue.maxPending(), null);
+    await queue.push(5);
+  }));
+
 test('a rate limit allows that many claims per window', () =>
   withQueue(async (queue) => {
     assert.equal(await queue.rateLimit(), null);

@@ -38,6 +38,7 @@ test('each negative status has its class, named after the header', () => {
       [-8, 'InterruptedError'],
       [-9, 'UnknownOutcomeError'],
       [-10, 'CancelledError'],
+      [-11, 'FullError'],
     ],
   );
   const unknown = errors.fromStatus(-99, 'from a newer library');

@@ -118,6 +118,28 @@ def test_a_concurrency_limit_caps_the_leased_tasks_and_a_finish_frees_a_slot(pat
     second.finish()
 
 
+def test_a_capped_queue_refuses_a_push_beyond_its_cap_with_full(path, queue):
+    assert queue.max_pending() is None
+    queue.set_max_pending(2)
+    assert queue.max_pending() == 2
+    queue.push(1)
+    with pytest.raises(tq.errors.FullError, match="cap is 2"):
+        queue.push_many([2, 3])
+    assert queue.count(tq.State.PENDING) == 1
+    queue.push(2)
+    with pytest.raises(tq.FullError) as refused:
+        queue.push(3, wait_for_room=0.02)
+    assert isinstance(refused.value, tq.Error) and refused.value.status == -11
+    task = queue.pull()
+    assert queue.push(3, wait_for_room=5) > 0
+    task.finish()
+    with tq.Queue(path) as other:
+        assert other.max_pending() == 2
+        other.set_max_pending(None)
+    assert queue.max_pending() is None
+    queue.push(4)
+
+
 def test_a_rate_limit_allows_that_many_claims_per_window(queue):
     assert queue.rate_limit() is None
     with pytest.raises(tq.InvalidArgumentError, match="1 to 100000"):

@@ -225,6 +225,24 @@ class _Admin:
             _check(lib.tq_concurrency_limit(queue, byref(out)))
         return out.value or None
 
+    def set_max_pending(self, cap) -> None:
+        """Caps this queue at ``cap`` pending tasks (ready, delayed, waiting
+        for other tasks or a retry; leased ones do not count), for every
+        process and machine on its file (or PostgreSQL schema); None or 0
+        removes the cap. A push beyond it stores nothing and raises ``FullError``
+        (a batch: none of it), unless its ``wait_for_room`` lets it wait; a
+        push finding its unique key held is never refused. Setting a cap
+        removes no task."""
+        with self._handle as queue:
+            _check(lib.tq_set_max_pending(queue, _integer("cap", cap or 0, 0, 2**64 - 1)))
+
+    def max_pending(self) -> "int | None":
+        """This queue's cap on pending tasks, or None when it has none."""
+        out = c_uint64()
+        with self._handle as queue:
+            _check(lib.tq_max_pending(queue, byref(out)))
+        return out.value or None
+
     def set_rate_limit(self, claims, per) -> None:
         """Allows at most ``claims`` deliveries of this queue in any window
         of ``per`` seconds (or a ``timedelta``), across every process and

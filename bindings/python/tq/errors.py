@@ -107,6 +107,15 @@ class CancelledError(Error):
     status = -10
 
 
+class FullError(Error):
+    """TQ_ERR_FULL: the push would take the queue's pending tasks over its
+    cap (``Queue.set_max_pending``), and no room came within its
+    ``wait_for_room``. Nothing was stored (of a batch, no task): push again
+    later."""
+
+    status = -11
+
+
 #: The exception class for each negative status.
 BY_STATUS = {
     cls.status: cls
@@ -121,6 +130,7 @@ BY_STATUS = {
         Interrupted,
         UnknownOutcomeError,
         CancelledError,
+        FullError,
     )
 }
 

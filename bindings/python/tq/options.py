@@ -216,6 +216,7 @@ def _push_settings(
     expire_at=None,
     deadline_after=None,
     deadline_at=None,
+    wait_for_room=None,
 ):
     """The push options' setters and values for the arguments given."""
     settings = []
@@ -243,6 +244,10 @@ def _push_settings(
             settings.append((after_setter, _milliseconds(after_name, after_value)))
         if at_value is not None:
             settings.append((at_setter, _unix_ms(at_value, at_name)))
+    if wait_for_room is not None:
+        settings.append(
+            (lib.tq_push_options_set_wait_for_room_ms, _milliseconds("wait_for_room", wait_for_room))
+        )
     if group is not None:
         limit = 1 if group_max is None else _integer("group_max", group_max, 0, _UINT32_MAX)
         settings.append((lib.tq_push_options_set_group, _c_string("group", group), limit))

@@ -296,6 +296,7 @@ class Queue(_Admin, _Schedules):
         expire_at=None,
         deadline_after=None,
         deadline_at=None,
+        wait_for_room=None,
     ) -> int:
         """Stores a task and returns its id once it is stored at the queue's
         durability.
@@ -339,10 +340,14 @@ class Queue(_Admin, _Schedules):
           after it ends it so at once). A delivery running when it passes
           runs to its end. A push whose run time is not before its expiry
           or deadline is refused: it could never run.
+        - ``wait_for_room`` (seconds or a ``timedelta``): when the queue is
+          at its cap on pending tasks (``set_max_pending``), wait up to that
+          long for room instead of raising ``FullError`` at once.
 
         Raises ``InvalidJSONError``, ``InvalidArgumentError`` (bad UTF-8,
-        over the payload limit, an option out of range), ``BusyError``,
-        ``IoError``.
+        over the payload limit, an option out of range), ``FullError`` (the
+        queue is at its cap; nothing was stored), ``Interrupted`` (a wait
+        for room ended by ``interrupt``), ``BusyError``, ``IoError``.
         """
         data = _encode(obj)
         out = c_int64()
@@ -361,6 +366,7 @@ class Queue(_Admin, _Schedules):
             and expire_at is None
             and deadline_after is None
             and deadline_at is None
+            and wait_for_room is None
         ):
             with self._handle as queue:
                 _check(lib.tq_push(queue, data, len(data), None, byref(out)))
@@ -380,6 +386,7 @@ class Queue(_Admin, _Schedules):
             expire_at=expire_at,
             deadline_after=deadline_after,
             deadline_at=deadline_at,
+            wait_for_room=wait_for_room,
         )
         self._push_with(data, settings, out)
         return out.value
@@ -409,7 +416,16 @@ class Queue(_Admin, _Schedules):
             _PUSH_OPTIONS.free(options)
 
     def push_many(
-        self, objs, *, delay=None, run_at=None, priority=None, max_attempts=None, group=None, group_max=None
+        self,
+        objs,
+        *,
+        delay=None,
+        run_at=None,
+        priority=None,
+        max_attempts=None,
+        group=None,
+        group_max=None,
+        wait_for_room=None,
     ) -> "list[int]":
         """Stores every payload of ``objs`` (an iterable, each as ``push``
         takes it) as a task, in order, in one transaction, and returns their
@@ -419,7 +435,9 @@ class Queue(_Admin, _Schedules):
         ``error.index`` (and in the message): ``InvalidJSONError``,
         ``InvalidArgumentError``, or the ``TypeError`` or ``ValueError`` of
         ``json.dumps``. The options apply to every task; a unique key names
-        one task, so ``push_many`` takes none. Also raises ``BusyError``,
+        one task, so ``push_many`` takes none. A queue at its cap refuses
+        the whole batch with ``FullError`` unless all of it fits (within
+        ``wait_for_room``, as ``push``). Also raises ``BusyError``,
         ``IoError`` (``index`` None).
         """
         datas = []
@@ -430,7 +448,9 @@ class Queue(_Admin, _Schedules):
                 failed = type(error)(f"payload {index}: {error}")
                 failed.index = index
                 raise failed from error
-        settings = _push_settings(delay, run_at, priority, max_attempts, group=group, group_max=group_max)
+        settings = _push_settings(
+            delay, run_at, priority, max_attempts, group=group, group_max=group_max, wait_for_room=wait_for_room
+        )
         count = len(datas)
         payloads = (c_char_p * count)(*datas)
         lens = (c_size_t * count)(*map(len, datas))

@@ -25,6 +25,11 @@ function paused(queue) {
   return queue.paused_until ? "until " + queue.paused_until : "until resumed";
 }
 
+// A capped queue's fill, as the page shows it: "5 of 10 pending (50%)".
+function fill(pending, cap) {
+  return `${pending} of ${cap} pending (${Math.floor((pending * 100) / Math.max(cap, 1))}%)`;
+}
+
 function setField(name, field, text) {
   for (const cell of document.querySelectorAll("td[data-field='" + field + "']")) {
     if (cell.dataset.queue !== name) continue;
@@ -70,6 +75,7 @@ async function refresh() {
       }
       setField(queue.queue, "oldest_ready_age", duration(queue.oldest_ready_age_ms));
       setField(queue.queue, "concurrency_limit", queue.concurrency_limit === null ? "-" : String(queue.concurrency_limit));
+      setField(queue.queue, "max_pending", queue.max_pending === null ? "-" : fill(queue.pending, queue.max_pending));
       setField(queue.queue, "paused", paused(queue));
     }
     for (const series of ["pushed", "finished", "dead"]) drawChart(series, data.history.points);

@@ -110,6 +110,7 @@ fn overview_row(app: &App, stats: &QueueStats) -> Markup {
                 }
             }
             (cell("concurrency_limit", stats.concurrency_limit.map_or("-".to_owned(), |limit| limit.to_string())))
+            (cell("max_pending", stats.fill().map_or("-".to_owned(), |fill| fill.describe())))
             (cell("paused", pause_text(stats.paused)))
             @if app.allow_actions {
                 td {
@@ -135,7 +136,7 @@ pub fn overview(app: &App) -> Answer {
             table #queues {
                 thead { tr {
                     th { "queue" } th { "pending" } th { "leased" } th { "dead" } th { "done" }
-                    th { "cancelled" } th { "oldest ready" } th { "its age, 30 min" } th { "limit" } th { "paused" }
+                    th { "cancelled" } th { "oldest ready" } th { "its age, 30 min" } th { "limit" } th { "cap" } th { "paused" }
                     @if app.allow_actions { th {} }
                 } }
                 tbody { @for stats in &sample.queues { (overview_row(app, stats)) } }

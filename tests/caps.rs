@@ -1,0 +1,254 @@
+//! Bounded queues: a cap on a queue's pending tasks, and pushes that wait
+//! for room, on both backends.
+
+#[macro_use]
+mod common;
+
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::Duration;
+
+use common::{pull, push, Scratch};
+use tq::{ErrorKind, PushOptions, Pushed, Queue, TaskState};
+
+fn kind<T: std::fmt::Debug>(result: tq::Result<T>) -> ErrorKind {
+    result.unwrap_err().kind()
+}
+
+fn pending(queue: &Queue) -> u64 {
+    queue.count(TaskState::Pending).unwrap()
+}
+
+fn waiting_for_room(ms: u64) -> PushOptions {
+    let mut options = PushOptions::new();
+    options
+        .wait_for_room(Duration::from_millis(ms))
+        .expect("a valid wait");
+    options
+}
+
+fn a_push_beyond_the_cap_is_refused_and_stores_nothing(scratch: Scratch) {
+    let queue = scratch.open();
+    assert_eq!(queue.max_pending().unwrap(), None);
+    queue.set_max_pending(Some(3)).unwrap();
+    assert_eq!(scratch.open().max_pending().unwrap(), Some(3));
+    // Ready, delayed and waiting for a parent: all three are pending.
+    let parent = push(&queue, "1");
+    let mut later = PushOptions::new();
+    later.delay(Duration::from_secs(3600)).unwrap();
+    queue.push("2", &later).unwrap();
+    let mut child = PushOptions::new();
+    child.after(&[parent]).unwrap();
+    queue.push("3", &child).unwrap();
+
+    let err = queue.push("4", &PushOptions::new()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Full);
+    assert!(
+        err.message().contains("'default'")
+            && err.message().contains("holds 3 pending")
+            && err.message().contains("cap is 3"),
+        "{}",
+        err.message()
+    );
+    assert_eq!(kind(queue.push("4", &child)), ErrorKind::Full);
+    assert_eq!(pending(&queue), 3, "nothing was written");
+
+    queue.set_max_pending(None).unwrap();
+    assert_eq!(queue.max_pending().unwrap(), None);
+    push(&queue, "4");
+    queue.set_max_pending(Some(0)).unwrap();
+    assert_eq!(queue.max_pending().unwrap(), None, "0 is no cap");
+    push(&queue, "5");
+}
+
+fn a_batch_that_does_not_fit_stores_none_of_its_tasks(scratch: Scratch) {
+    let queue = scratch.open();
+    queue.set_max_pending(Some(3)).unwrap();
+    push(&queue, "0");
+    assert_eq!(
+        kind(queue.push_batch(&["1", "2", "3"], &PushOptions::new())),
+        ErrorKind::Full
+    );
+    let items: Vec<(&str, PushOptions)> = (0..3).map(|_| ("1", PushOptions::new())).collect();
+    assert_eq!(kind(queue.push_items(&items)), ErrorKind::Full);
+    assert_eq!(pending(&queue), 1);
+    assert_eq!(
+        queue
+            .push_batch(&["1", "2"], &PushOptions::new())
+            .unwrap()
+            .len(),
+        2,
+        "a batch that fits exactly"
+    );
+    assert_eq!(pending(&queue), 3);
+}
+
+fn a_push_finding_its_unique_key_held_is_never_refused(scratch: Scratch) {
+    let queue = scratch.open();
+    let mut keyed = PushOptions::new();
+    keyed.unique_key("k").unwrap();
+    let held = queue.push("1", &keyed).unwrap().id();
+    push(&queue, "2");
+    queue.set_max_pending(Some(1)).unwrap();
+    // Over the cap set after the pushes: nothing is removed.
+    assert_eq!(pending(&queue), 2);
+    assert_eq!(queue.push("3", &keyed).unwrap(), Pushed::Duplicate(held));
+    let items = vec![("3", keyed.clone()), ("4", PushOptions::new())];
+    assert_eq!(kind(queue.push_items(&items)), ErrorKind::Full);
+    assert_eq!(
+        queue.push_items(&items[..1]).unwrap(),
+        [Pushed::Duplicate(held)]
+    );
+}
+
+fn leased_tasks_do_not_count_against_the_cap(scratch: Scratch) {
+    let queue = scratch.open();
+    queue.set_max_pending(Some(2)).unwrap();
+    push(&queue, "1");
+    push(&queue, "2");
+    let task = pull(&queue).unwrap();
+    push(&queue, "3");
+    assert_eq!(kind(queue.push("4", &PushOptions::new())), ErrorKind::Full);
+    queue.finish(task.receipt()).unwrap();
+    assert_eq!(kind(queue.push("4", &PushOptions::new())), ErrorKind::Full);
+    pull(&queue).unwrap();
+    push(&queue, "4");
+}
+
+fn a_queue_over_a_new_cap_refuses_pushes_until_it_drains_below(scratch: Scratch) {
+    let queue = scratch.open();
+    for n in 0..3 {
+        push(&queue, &n.to_string());
+    }
+    queue.set_max_pending(Some(1)).unwrap();
+    assert_eq!(pending(&queue), 3, "setting a cap removes nothing");
+    let err = queue.push("3", &PushOptions::new()).unwrap_err();
+    assert!(
+        err.message().contains("holds 3 pending"),
+        "{}",
+        err.message()
+    );
+    pull(&queue).unwrap();
+    pull(&queue).unwrap();
+    assert_eq!(kind(queue.push("3", &PushOptions::new())), ErrorKind::Full);
+    pull(&queue).unwrap();
+    push(&queue, "3");
+}
+
+fn a_cap_is_per_queue(scratch: Scratch) {
+    let queue = scratch.open();
+    let mut options = tq::OpenOptions::new();
+    options.queue("other").unwrap();
+    let other = scratch.open_with(&options);
+    queue.set_max_pending(Some(1)).unwrap();
+    push(&queue, "1");
+    push(&other, "1");
+    push(&other, "2");
+    assert_eq!(other.max_pending().unwrap(), None);
+    assert_eq!(kind(queue.push("2", &PushOptions::new())), ErrorKind::Full);
+}
+
+fn a_push_waiting_for_room_stores_once_a_task_is_delivered(scratch: Scratch) {
+    let queue = scratch.open();
+    let worker = scratch.open();
+    queue.set_max_pending(Some(1)).unwrap();
+    push(&queue, "1");
+    let delivered = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(100));
+        pull(&worker).expect("the task to deliver")
+    });
+    let pushed = queue.push("2", &waiting_for_room(60_000)).unwrap();
+    assert!(matches!(pushed, Pushed::Stored(_)));
+    assert_eq!(delivered.join().unwrap().payload(), "1");
+    assert_eq!(pending(&queue), 1);
+}
+
+fn a_push_waiting_for_room_stores_once_a_task_ends(scratch: Scratch) {
+    let queue = Arc::new(scratch.open());
+    queue.set_max_pending(Some(1)).unwrap();
+    let first = push(&queue, "1");
+    let canceller = {
+        let queue = Arc::clone(&queue);
+        thread::spawn(move || {
+            thread::sleep(Duration::from_millis(100));
+            queue.cancel_task(first, "made room").unwrap();
+        })
+    };
+    queue.push("2", &waiting_for_room(60_000)).unwrap();
+    canceller.join().unwrap();
+    assert_eq!(pending(&queue), 1);
+}
+
+fn a_push_waiting_for_room_in_vain_fails_with_full(scratch: Scratch) {
+    let queue = scratch.open();
+    queue.set_max_pending(Some(1)).unwrap();
+    push(&queue, "1");
+    let err = queue.push("2", &waiting_for_room(150)).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Full, "{}", err.message());
+    assert_eq!(pending(&queue), 1);
+}
+
+fn interrupt_ends_a_wait_for_room(scratch: Scratch) {
+    let queue = Arc::new(scratch.open());
+    queue.set_max_pending(Some(1)).unwrap();
+    push(&queue, "1");
+    let interrupter = {
+        let queue = Arc::clone(&queue);
+        thread::spawn(move || {
+            thread::sleep(Duration::from_millis(100));
+            queue.interrupt();
+        })
+    };
+    assert_eq!(
+        kind(queue.push("2", &waiting_for_room(60_000))),
+        ErrorKind::Interrupted
+    );
+    interrupter.join().unwrap();
+    assert_eq!(pending(&queue), 1);
+}
+
+/// Pushers on handles of their own (on PostgreSQL, connections of their
+/// own) racing into a cap: exactly as many tasks as the cap are stored.
+fn racing_pushes_store_exactly_the_cap(scratch: Scratch) {
+    const CAP: u64 = 10;
+    const PUSHERS: usize = 6;
+    const PUSHES: usize = 5;
+    scratch.open().set_max_pending(Some(CAP)).unwrap();
+    let start = Arc::new(Barrier::new(PUSHERS));
+    let pushers: Vec<_> = (0..PUSHERS)
+        .map(|_| {
+            let queue = scratch.open();
+            let start = Arc::clone(&start);
+            thread::spawn(move || {
+                start.wait();
+                let mut stored = 0;
+                for n in 0..PUSHES {
+                    match queue.push(&n.to_string(), &PushOptions::new()) {
+                        Ok(_) => stored += 1,
+                        Err(err) if err.kind() == ErrorKind::Full => {}
+                        Err(err) if err.kind() == ErrorKind::Busy => {}
+                        Err(err) => panic!("{err}"),
+                    }
+                }
+                stored
+            })
+        })
+        .collect();
+    let stored: u64 = pushers.into_iter().map(|p| p.join().unwrap()).sum();
+    assert_eq!(stored, CAP);
+    assert_eq!(pending(&scratch.open()), CAP);
+}
+
+on_both_backends!(
+    a_push_beyond_the_cap_is_refused_and_stores_nothing,
+    a_batch_that_does_not_fit_stores_none_of_its_tasks,
+    a_push_finding_its_unique_key_held_is_never_refused,
+    leased_tasks_do_not_count_against_the_cap,
+    a_queue_over_a_new_cap_refuses_pushes_until_it_drains_below,
+    a_cap_is_per_queue,
+    a_push_waiting_for_room_stores_once_a_task_is_delivered,
+    a_push_waiting_for_room_stores_once_a_task_ends,
+    a_push_waiting_for_room_in_vain_fails_with_full,
+    interrupt_ends_a_wait_for_room,
+    racing_pushes_store_exactly_the_cap,
+);
