@@ -25,6 +25,7 @@ const char *status_name(tq_status status)
     case TQ_ERR_INTERRUPTED: return "TQ_ERR_INTERRUPTED";
     case TQ_ERR_UNKNOWN_OUTCOME: return "TQ_ERR_UNKNOWN_OUTCOME";
     case TQ_ERR_CANCELLED: return "TQ_ERR_CANCELLED";
+    case TQ_ERR_FULL: return "TQ_ERR_FULL";
     }
     return "unknown-status";
 }
