@@ -252,3 +252,76 @@ on_both_backends!(
     interrupt_ends_a_wait_for_room,
     racing_pushes_store_exactly_the_cap,
 );
+
+/// Whether `count` of the server's connections wait for a lock in a
+/// statement naming `schema`.
+fn waiting_for_locks(client: &mut ::postgres::Client, schema: &str, count: i64) -> bool {
+    let waiting: i64 = client
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE wait_event_type = 'Lock' AND strpos(query, $1) > 0",
+            &[&schema],
+        )
+        .unwrap()
+        .get(0);
+    waiting == count
+}
+
+fn wait_for_lock_waiters(client: &mut ::postgres::Client, schema: &str, count: i64) {
+    for _ in 0..1000 {
+        if waiting_for_locks(client, schema, count) {
+            return;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    panic!("{count} pushes never waited for the cap's lock");
+}
+
+fn unique(key: &str) -> PushOptions {
+    let mut options = PushOptions::new();
+    options.unique_key(key).unwrap();
+    options
+}
+
+/// On PostgreSQL, pushes into a capped queue take its lock before any
+/// task's, so that a push waiting for the cap holds nothing that the push
+/// ahead of it needs. Here a batch pushing keys "b" then "a" waits for the
+/// cap first, then a push of key "a": had the second stored its "a" before
+/// waiting, the batch would wait for that "a" while holding the cap, until
+/// the server broke the deadlock by failing one of them.
+#[test]
+fn postgres_pushes_of_unique_keys_into_a_capped_queue_never_deadlock() {
+    let Some(scratch) = Scratch::postgres(
+        "caps::postgres_pushes_of_unique_keys_into_a_capped_queue_never_deadlock",
+    ) else {
+        return;
+    };
+    let server = scratch.server().unwrap();
+    let schema = server.schema.clone();
+    let queue = scratch.open();
+    queue.set_max_pending(Some(100)).unwrap();
+    let mut watcher = common::postgres_client(&server.url);
+    let mut cap_holder = common::postgres_client(&server.url);
+    let mut holding = cap_holder.transaction().unwrap();
+    holding
+        .batch_execute(&format!(
+            "SELECT 1 FROM \"{schema}\".queues WHERE max_pending > 0 FOR UPDATE"
+        ))
+        .unwrap();
+
+    let batch_queue = scratch.open();
+    let batch = thread::spawn(move || {
+        batch_queue.push_items(&[(r#""batch b""#, unique("b")), (r#""batch a""#, unique("a"))])
+    });
+    wait_for_lock_waiters(&mut watcher, &schema, 1);
+    let single_queue = scratch.open();
+    let single = thread::spawn(move || single_queue.push(r#""single a""#, &unique("a")));
+    wait_for_lock_waiters(&mut watcher, &schema, 2);
+    holding.commit().unwrap();
+
+    let batch = batch.join().unwrap().expect("the batch is stored");
+    let single = single.join().unwrap().expect("the single push is answered");
+    assert!(batch.iter().all(|pushed| matches!(pushed, Pushed::Stored(_))));
+    assert_eq!(single, Pushed::Duplicate(batch[1].id()));
+    assert_eq!(pending(&queue), 2);
+}

@@ -59,6 +59,13 @@ pub(super) const ADD_DEPENDENCIES: &str = "INSERT INTO @.dependencies (parent, t
 /// whose second half a hash could not avoid.
 const LOCK_GROUP: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))::text";
 
+/// Locks queue `$1`'s row of settings until the transaction ends when the
+/// queue has a cap (`check_room` with nothing to add: its lock alone). A
+/// push of tasks one at a time takes it after its groups' locks and before
+/// any task's, the order of every other push, so that a push waiting for
+/// the cap holds no unique key or task that the push ahead of it needs.
+const LOCK_ROOM: &str = "SELECT @.check_room($1, 0, 0)::text";
+
 const NOTIFY: &str = "SELECT pg_notify($1, $2)::text";
 
 /// Sets the expiry and deadline of task `$1`, just stored: each from now
@@ -89,6 +96,7 @@ impl PostgresStore {
                         .iter()
                         .filter_map(|task| task.group.as_ref().map(|(group, _)| group.as_str())),
                 )?;
+                tx.query(&self.sql(LOCK_ROOM), &[&self.queue])?;
                 let mut pushed = Vec::with_capacity(tasks.len());
                 for (index, task) in tasks.iter().enumerate() {
                     let one = self
