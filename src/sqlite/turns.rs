@@ -242,16 +242,21 @@ mod tests {
         let scratch = Scratch::new();
         let page = Arc::new(scratch.open().unwrap());
         let order = Arc::new(Mutex::new(Vec::new()));
+        let tickets_before = page.turns().next.load(Ordering::SeqCst);
         let first = page.turns().wait(in_ten_seconds());
-        let waiters: Vec<_> = (0..3)
+        let waiters: Vec<_> = (0..3u32)
             .map(|n| {
-                let (page, order) = (Arc::clone(&page), Arc::clone(&order));
+                let (waiter_page, order) = (Arc::clone(&page), Arc::clone(&order));
                 let waiter = thread::spawn(move || {
-                    let _turn = page.turns().wait(in_ten_seconds());
+                    let _turn = waiter_page.turns().wait(in_ten_seconds());
                     order.lock().unwrap().push(n);
                 });
-                // Let each take its ticket before the next one starts.
-                thread::sleep(Duration::from_millis(20));
+                // Each takes its ticket before the next one starts: the
+                // first turn's ticket and those of the waiters before.
+                let taken = tickets_before.wrapping_add(n + 2);
+                while page.turns().next.load(Ordering::SeqCst) != taken {
+                    thread::yield_now();
+                }
                 waiter
             })
             .collect();
