@@ -42,6 +42,9 @@ def conn(path):
     """The application's apsw connection, with the extension loaded and an
     orders table."""
     connection = apsw.Connection(str(path))
+    # As every connection sharing the file with tq's writers needs: without
+    # it, a BEGIN IMMEDIATE meeting a worker's commit fails at once.
+    connection.setbusytimeout(10_000)
     tq.sqlite.load(connection)
     connection.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, total INTEGER NOT NULL)")
     yield connection
