@@ -1113,3 +1113,48 @@ fn a_task_dead_for_a_limit_it_had_not_or_that_cannot_have_passed_is_caught() {
         "{report}"
     );
 }
+
+#[test]
+fn a_commit_over_the_cap_is_caught_by_the_watch_and_a_stored_refused_push_by_the_checker() {
+    use super::bounded::CapWatch;
+    use tq::{PullOptions, PushOptions, Queue};
+
+    // Pushes four tasks into a queue capped at 3, pulls one, pushes one
+    // more, all watched against `watched`; returns the watch and the
+    // pushes refused.
+    let pushes = |watched: u64| {
+        let dir = Dir::new();
+        let path = dir.file("capped.db");
+        let queue = Queue::open(&path, &OpenOptions::new()).expect("open");
+        queue.set_max_pending(Some(3)).expect("cap");
+        CapWatch::install(&path, watched);
+        let push = |n: i32| queue.push(&payload(&format!("k{n}"), 0), &PushOptions::new());
+        let mut refused = (0..4).filter(|&n| push(n).is_err()).count();
+        queue
+            .pull(&PullOptions::new())
+            .expect("pull")
+            .expect("a task");
+        refused += usize::from(push(4).is_err());
+        (CapWatch::read(&path), refused)
+    };
+    let (watch, refused) = pushes(3);
+    assert!(watch.breaches.is_empty(), "{:?}", watch.breaches);
+    assert_eq!((watch.most, refused), (3, 1));
+    // Watched against a cap of 2, the same commits are over it: the third
+    // push, and the push after the pull.
+    let (watch, _) = pushes(2);
+    assert_eq!(watch.breaches.len(), 2, "{:?}", watch.breaches);
+    // A push refused as full stores nothing.
+    let report = run(
+        vec![failed_push("k1", Outcome::Fail("Full".into()))],
+        Vec::new(),
+        &[row(1, READY, 0)],
+    );
+    assert_eq!(report.unexpected.len(), 1, "{report}");
+    assert!(run(
+        vec![failed_push("k1", Outcome::Fail("Full".into()))],
+        Vec::new(),
+        &[]
+    )
+    .is_clean());
+}
