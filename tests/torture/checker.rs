@@ -213,6 +213,7 @@ type ByTask<'a> = BTreeMap<i64, Vec<&'a Operation>>;
 pub fn check(histories: &Histories, rows: &[Row], expect: &Expect) -> Report {
     let mut report = Report::default();
     let kills = histories.kills();
+    let reaped = histories.reaped();
     let mut pushes: HashMap<&str, &Operation> = HashMap::new();
     let mut deliveries: BTreeMap<i64, Vec<Delivery>> = BTreeMap::new();
     let mut ends: ByTask = BTreeMap::new();
@@ -335,7 +336,7 @@ pub fn check(histories: &Histories, rows: &[Row], expect: &Expect) -> Report {
     keys.dedup();
     let limits_of_id: HashMap<i64, TaskLimits> = key_of_id
         .iter()
-        .filter_map(|(id, key)| Some((*id, TaskLimits::of(pushes.get(key.as_str())?, &kills))))
+        .filter_map(|(id, key)| Some((*id, TaskLimits::of(pushes.get(key.as_str())?, &reaped))))
         .collect();
     let mut index = Index {
         pushes,
@@ -344,8 +345,8 @@ pub fn check(histories: &Histories, rows: &[Row], expect: &Expect) -> Report {
         deliveries,
         ends,
         cancels,
-        latest_claims: limits::latest_claims(ops, &kills),
-        kills: &kills,
+        latest_claims: limits::latest_claims(ops, &reaped),
+        reaped: &reaped,
     };
     for key in keys {
         check_key(key, &index, expect, &mut report);
@@ -438,7 +439,8 @@ struct Index<'a> {
     cancels: ByTask<'a>,
     /// The latest each queue's claims can have read the clock (Unix ms).
     latest_claims: HashMap<String, i64>,
-    kills: &'a HashMap<String, i64>,
+    /// When the driver had reaped each process it killed (Unix ns).
+    reaped: &'a HashMap<String, i64>,
 }
 
 fn check_key(key: &str, index: &Index, expect: &Expect, report: &mut Report) {
@@ -564,7 +566,7 @@ fn check_key(key: &str, index: &Index, expect: &Expect, report: &mut Report) {
     limits::check_rows(
         key,
         rows,
-        &TaskLimits::of(push, index.kills),
+        &TaskLimits::of(push, index.reaped),
         index.latest_claims.get(queue).copied().unwrap_or(i64::MIN),
         task_ends
             .iter()

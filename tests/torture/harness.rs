@@ -523,8 +523,8 @@ pub struct Crew<'a> {
 }
 
 /// Keeps `crew` running until `done` says so, each process killed at a
-/// random moment of its life (the driver's `kill` event first) and
-/// replaced by a new one; `args(label, seed)` gives each its arguments.
+/// random moment of its life (the driver's `kill` event first, `reaped`
+/// once it is gone) and replaced by a new one; `args(label, seed)` gives each its arguments.
 /// Kills those left at the end. Returns how many were started and killed.
 pub fn kill_and_replace(
     crew: &Crew,
@@ -541,6 +541,7 @@ pub fn kill_and_replace(
                 if Instant::now() >= *kill_at {
                     driver.info("kill", &format!("target={label}"));
                     proc.kill();
+                    driver.info("reaped", &format!("target={label}"));
                     killed += 1;
                     *slot = None;
                 }
@@ -558,6 +559,7 @@ pub fn kill_and_replace(
     for (proc, label, _) in slots.iter_mut().flatten() {
         driver.info("kill", &format!("target={label}"));
         proc.kill();
+        driver.info("reaped", &format!("target={label}"));
         killed += 1;
     }
     (started, killed)

@@ -17,7 +17,7 @@
 //!   invoked at or after the latest the limit can be;
 //! - a task surely ended before its limit when no claim of its queue can
 //!   have read the clock at or after the earliest the limit can be: no
-//!   pull of the queue completed (or, cut short, was killed) at or after
+//!   pull of the queue completed (or, cut short, was reaped) at or after
 //!   it; or when the time the row says it ended (`finished_at`, the
 //!   claim's own reading) is before that earliest. A failure ends a task
 //!   for its deadline when the retry would fall at or after it, which may
@@ -44,8 +44,8 @@ pub const DEADLINE_PASSED: &str = "deadline passed";
 #[derive(Debug, Clone, Copy)]
 pub struct Span {
     pub earliest: i64,
-    /// `i64::MAX` when unknown: a push of unknown outcome whose process was
-    /// never killed (a network fault).
+    /// `i64::MAX` when unknown: a push of unknown outcome whose process the
+    /// driver did not log as reaped.
     pub latest: i64,
 }
 
@@ -58,12 +58,13 @@ pub struct TaskLimits {
 
 impl TaskLimits {
     /// The limits `push` logged (`NAME_after=MS` or `NAME_at=UNIX_MS`, for
-    /// `expire` and `deadline`); `kills` bounds the clock reading of a push
-    /// cut short by its process's death.
-    pub fn of(push: &Operation, kills: &HashMap<String, i64>) -> TaskLimits {
+    /// `expire` and `deadline`); `reaped` bounds the clock reading of a
+    /// push cut short by its process's death. (The `kill` event does not:
+    /// it is logged before the signal.)
+    pub fn of(push: &Operation, reaped: &HashMap<String, i64>) -> TaskLimits {
         let ended = push
             .completed
-            .or_else(|| kills.get(&push.process).copied())
+            .or_else(|| reaped.get(&push.process).copied())
             .map(|ns| ns / 1_000_000);
         let span = |name: &str| -> Option<Span> {
             if let Some(at) = push.num(&format!("{name}_at")) {
@@ -97,15 +98,16 @@ impl TaskLimits {
 }
 
 /// The latest each queue's claims can have read the clock (Unix ms): the
-/// completion of its last pull, or the death of a process inside one.
-pub fn latest_claims(ops: &[Operation], kills: &HashMap<String, i64>) -> HashMap<String, i64> {
+/// completion of its last pull, or the reaping of a process killed inside
+/// one (never, if it was not reaped).
+pub fn latest_claims(ops: &[Operation], reaped: &HashMap<String, i64>) -> HashMap<String, i64> {
     let mut latest: HashMap<String, i64> = HashMap::new();
     for pull in ops.iter().filter(|op| op.op == "pull") {
         let at = match pull.outcome {
             Outcome::Fail(_) => continue,
             _ => pull
                 .completed
-                .or_else(|| kills.get(&pull.process).copied())
+                .or_else(|| reaped.get(&pull.process).copied())
                 .map_or(i64::MAX, |ns| ns / 1_000_000),
         };
         let queue = pull.get("queue").unwrap_or("").to_owned();
