@@ -29,7 +29,10 @@
 //! `recover`, which does the same with a lease, are left out, as tq
 //! documents that neither is ever refused). Every refused push (`Full`)
 //! stored nothing: the checker reports a failed push whose task is stored
-//! or delivered. Both run on SQLite only (the watch is SQLite's triggers).
+//! or delivered. Scenario 15 also runs on PostgreSQL (`..._on_postgres`),
+//! where tq reads the server's clock (on this machine, the same clock the
+//! histories read); 16 runs on SQLite only, its watch being SQLite's
+//! triggers under its one writer.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -51,7 +54,24 @@ const CAP: u64 = 16;
 #[ignore = "torture test: make test-torture"]
 fn no_task_is_delivered_past_its_expiry_or_deadline_with_processes_killed() {
     let dir = Dir::new();
-    let (histories, report) = run(&dir, "limits", None);
+    let target = Target::File(dir.file("queue.db"));
+    limits(&dir, &target, "limits");
+}
+
+#[test]
+#[ignore = "torture test on PostgreSQL: make test-postgres"]
+fn no_task_is_delivered_past_its_expiry_or_deadline_with_processes_killed_on_postgres() {
+    if let Some(target) = Target::postgres(
+        "no_task_is_delivered_past_its_expiry_or_deadline_with_processes_killed_on_postgres",
+        "torture_limits",
+    ) {
+        limits(&Dir::new(), &target, "limits-postgres");
+    }
+}
+
+/// Scenario 15 on `target`.
+fn limits(dir: &Dir, target: &Target, scenario: &str) {
+    let (histories, report) = run(dir, target, scenario, None);
     let pushed_with_limits = histories
         .ops
         .iter()
@@ -64,7 +84,7 @@ fn no_task_is_delivered_past_its_expiry_or_deadline_with_processes_killed() {
         .count();
     let s = &report.stats;
     println!(
-        "[limits] {pushed_with_limits} pushes acknowledged with limits; {} tasks expired, {} past \
+        "[{scenario}] {pushed_with_limits} pushes acknowledged with limits; {} tasks expired, {} past \
          their deadline",
         s.expired, s.deadline_passed
     );
@@ -79,7 +99,7 @@ fn no_task_is_delivered_past_its_expiry_or_deadline_with_processes_killed() {
 fn a_capped_queue_never_commits_more_pending_tasks_than_its_cap_with_processes_killed() {
     let dir = Dir::new();
     let path = dir.file("queue.db");
-    let (histories, _) = run(&dir, "capped", Some(CAP));
+    let (histories, _) = run(&dir, &Target::File(path.clone()), "capped", Some(CAP));
     let refused = histories
         .ops
         .iter()
@@ -105,16 +125,16 @@ fn a_capped_queue_never_commits_more_pending_tasks_than_its_cap_with_processes_k
 }
 
 /// Producers and workers killed and replaced for the phase, then a drain,
-/// then the checker; with a cap, the queue is capped and watched.
-fn run(dir: &Dir, scenario: &str, cap: Option<u64>) -> (Histories, Report) {
+/// then the checker; with a cap, the queue (a file's) is capped and
+/// watched.
+fn run(dir: &Dir, target: &Target, scenario: &str, cap: Option<u64>) -> (Histories, Report) {
     let settings = Settings::new(scenario);
     let mut rng = settings.rng();
-    let target = Target::File(dir.file("queue.db"));
     let history_dir = dir.sub("history");
     let driver = History::create(&history_dir, "driver");
     let phase = settings.duration(Duration::from_secs(8));
     let deadline = now_ns() + phase.as_nanos() as i64 + 180_000_000_000;
-    let queue = Queue::open(target.db(), &OpenOptions::new()).expect("open");
+    let queue = Queue::open(target.db(), &target.options(&OpenOptions::new())).expect("open");
     if let Some(cap) = cap {
         queue.set_max_pending(Some(cap)).expect("set the cap");
         CapWatch::install(target.db(), cap);
@@ -191,7 +211,7 @@ fn run(dir: &Dir, scenario: &str, cap: Option<u64>) -> (Histories, Report) {
     // The drain alone (no phase): workers that finish every task.
     work_killed_then_drain(
         &queue,
-        &target,
+        target,
         &history_dir,
         &driver,
         &mut rng,
@@ -201,9 +221,10 @@ fn run(dir: &Dir, scenario: &str, cap: Option<u64>) -> (Histories, Report) {
     drop(queue);
     let expect = Expect {
         drained: true,
+        on_server: matches!(target, Target::Postgres { .. }),
         ..Expect::default()
     };
-    verify_run(&target, &history_dir, &expect, scenario)
+    verify_run(target, &history_dir, &expect, scenario)
 }
 
 /// Triggers in a queue file that count the default queue's pending tasks

@@ -29,7 +29,7 @@
 //! | 16 a queue capped on its pending tasks, producers and workers killed; its count watched at every commit | bounded.rs |
 //! | the checker's own tests | negative.rs |
 //!
-//! Scenarios 2, 4, 9, 10, 11, 12, 13 and 14 also run on PostgreSQL (`..._on_postgres`, with
+//! Scenarios 2, 4, 9, 10, 11, 12, 13, 14 and 15 also run on PostgreSQL (`..._on_postgres`, with
 //! `TQ_TEST_POSTGRES_URL` set; `make test-postgres` runs them), each in a
 //! schema of its own, the workers being separate clients of the server.
 //!

@@ -24,6 +24,11 @@
 //!   be before it: a fail answering dead (or of unknown outcome) accounts
 //!   for that.
 //!
+//! A call cut short by its process's death read the clock before the
+//! driver reaped the process (the `reaped` event; the `kill` event, logged
+//! before the signal, bounds nothing), unless a server carries it out
+//! later: on PostgreSQL nothing bounds it ([`Expect::on_server`]).
+//!
 //! A process whose clock a scenario shifts reads another time than the
 //! real one: there a breach of either rule is counted, not reported (as
 //! early redeliveries are).
