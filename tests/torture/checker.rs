@@ -54,7 +54,17 @@
 //! - **over the limit** (when the scenario set a concurrency limit): more
 //!   deliveries of one queue surely held at one instant than its limit,
 //!   an extend accepted after its lease ran out counting as held again
-//!   (see [`check_limit`]).
+//!   (see [`check_limit`]);
+//! - **delivered past its limit** (for pushes that logged an expiry or a
+//!   deadline): a delivery claimed by a pull invoked at or after the
+//!   latest its task's deadline, or for a first delivery its expiry, can
+//!   be (see limits.rs for where time is read);
+//! - **ended before its limit**: a task dead with the last error "expired"
+//!   or "deadline passed" though its push gave no such limit, or (expired)
+//!   it was delivered, or no claim of its queue can have read the clock
+//!   once the limit had passed (nor, for a deadline, a fail answered dead).
+//!   Such a task is not "dead before its last attempt", and a fail may
+//!   answer dead early when its task has a deadline.
 //!
 //! A task without history that a cancel (acknowledged, or of unknown
 //! outcome) may have removed is counted cancelled, not lost. So pushed =
@@ -68,6 +78,10 @@ use tq::RateLimit;
 
 use super::db::{Row, Target, CANCELLED, CANCELLING, DEAD, DONE, LEASED};
 use super::history::{Histories, Operation, Outcome};
+
+mod limits;
+
+use limits::TaskLimits;
 
 /// What a scenario allows.
 #[derive(Default)]
@@ -89,6 +103,10 @@ pub struct Expect {
     /// The concurrency limit of every queue the pulls went to, checked on
     /// the deliveries surely held at once.
     pub limit: Option<usize>,
+    /// The queue is on a PostgreSQL server, which may carry out a call
+    /// sent by a process after the driver reaped it: the reaping bounds no
+    /// call cut short (see limits.rs).
+    pub on_server: bool,
 }
 
 #[derive(Default)]
@@ -109,6 +127,8 @@ pub struct Report {
     pub over_rate: Vec<String>,
     pub reused_ids: Vec<String>,
     pub over_limit: Vec<String>,
+    pub past_limit: Vec<String>,
+    pub ended_early: Vec<String>,
     pub stats: Stats,
     /// Per queue: tasks that existed, finished, dead, remaining.
     pub queues: BTreeMap<String, Balance>,
@@ -157,6 +177,15 @@ pub struct Stats {
     /// The most deliveries of one queue surely held at one instant, when
     /// the scenario set a concurrency limit.
     pub most_held: usize,
+    /// Dead rows whose last error is "expired", and "deadline passed".
+    pub expired: usize,
+    pub deadline_passed: usize,
+    /// Deliveries past a limit, and tasks ended before one, counted rather
+    /// than reported because a process's clock was shifted.
+    pub limits_missed_by_shifted_clock: usize,
+    /// Of the deliveries with a limit, the least time (ms) between the
+    /// invoke of the pull and the latest the limit could be.
+    pub closest_to_limit_ms: Option<i64>,
 }
 
 /// One queue's tasks: pushed (acknowledged, or of unknown outcome and
@@ -188,6 +217,11 @@ type ByTask<'a> = BTreeMap<i64, Vec<&'a Operation>>;
 pub fn check(histories: &Histories, rows: &[Row], expect: &Expect) -> Report {
     let mut report = Report::default();
     let kills = histories.kills();
+    let reaped = if expect.on_server {
+        HashMap::new()
+    } else {
+        histories.reaped()
+    };
     let mut pushes: HashMap<&str, &Operation> = HashMap::new();
     let mut deliveries: BTreeMap<i64, Vec<Delivery>> = BTreeMap::new();
     let mut ends: ByTask = BTreeMap::new();
@@ -308,6 +342,10 @@ pub fn check(histories: &Histories, rows: &[Row], expect: &Expect) -> Report {
         .collect();
     keys.sort();
     keys.dedup();
+    let limits_of_id: HashMap<i64, TaskLimits> = key_of_id
+        .iter()
+        .filter_map(|(id, key)| Some((*id, TaskLimits::of(pushes.get(key.as_str())?, &reaped))))
+        .collect();
     let mut index = Index {
         pushes,
         ids_of_key,
@@ -315,6 +353,8 @@ pub fn check(histories: &Histories, rows: &[Row], expect: &Expect) -> Report {
         deliveries,
         ends,
         cancels,
+        latest_claims: limits::latest_claims(ops, &reaped),
+        reaped: &reaped,
     };
     for key in keys {
         check_key(key, &index, expect, &mut report);
@@ -325,7 +365,11 @@ pub fn check(histories: &Histories, rows: &[Row], expect: &Expect) -> Report {
             ends: index.ends.get(id).map_or(&[][..], Vec::as_slice),
             extends: extends.get(id).map_or(&[][..], Vec::as_slice),
         };
-        check_deliveries(*id, list, &calls, &kills, expect, &mut report);
+        let task_limits = limits_of_id.get(id);
+        check_deliveries(*id, list, &calls, &kills, task_limits, expect, &mut report);
+        if let Some(task_limits) = task_limits {
+            limits::check_deliveries(*id, list, task_limits, expect, &mut report);
+        }
         report.stats.deliveries += list.len();
         report.stats.redeliveries += list.iter().filter(|d| d.attempt > 1).count();
     }
@@ -401,6 +445,10 @@ struct Index<'a> {
     deliveries: BTreeMap<i64, Vec<Delivery<'a>>>,
     ends: ByTask<'a>,
     cancels: ByTask<'a>,
+    /// The latest each queue's claims can have read the clock (Unix ms).
+    latest_claims: HashMap<String, i64>,
+    /// When the driver had reaped each process it killed (Unix ns).
+    reaped: &'a HashMap<String, i64>,
 }
 
 fn check_key(key: &str, index: &Index, expect: &Expect, report: &mut Report) {
@@ -475,7 +523,7 @@ fn check_key(key: &str, index: &Index, expect: &Expect, report: &mut Report) {
                 row.id, row.queue
             ));
         }
-        if row.state == DEAD && row.attempts != row.max_attempts {
+        if row.state == DEAD && row.attempts != row.max_attempts && !limits::ended_for_limit(row) {
             report.unexpected.push(format!(
                 "task {} ({key}) is dead after {} of its {} attempts",
                 row.id, row.attempts, row.max_attempts
@@ -523,6 +571,17 @@ fn check_key(key: &str, index: &Index, expect: &Expect, report: &mut Report) {
             return;
         }
     }
+    limits::check_rows(
+        key,
+        rows,
+        &TaskLimits::of(push, index.reaped),
+        index.latest_claims.get(queue).copied().unwrap_or(i64::MIN),
+        task_ends
+            .iter()
+            .any(|op| limits::may_have_ended_for_deadline(op)),
+        expect,
+        report,
+    );
     if finished > 1 {
         report
             .ended_twice
@@ -642,6 +701,7 @@ fn check_deliveries(
     list: &[Delivery],
     calls: &Calls,
     kills: &HashMap<String, i64>,
+    limits: Option<&TaskLimits>,
     expect: &Expect,
     report: &mut Report,
 ) {
@@ -678,7 +738,10 @@ fn check_deliveries(
                 continue;
             };
             let last = delivery.attempt >= max;
-            if fail.get("dead").is_some() != last {
+            let dead = fail.get("dead").is_some();
+            // A retry that would fall at or after the deadline ends the task.
+            let dead_early = dead && limits.is_some_and(|l| l.deadline.is_some());
+            if dead != last && !dead_early {
                 report.unexpected.push(format!(
                     "task {id}: the fail of attempt {} of {max} answered {}",
                     delivery.attempt,
@@ -1141,7 +1204,7 @@ fn describe(op: &Operation) -> String {
 }
 
 impl Report {
-    fn violations(&self) -> [(&'static str, &Vec<String>); 16] {
+    fn violations(&self) -> [(&'static str, &Vec<String>); 18] {
         [
             // First: one id given twice confuses every rule that follows
             // a task by its id.
@@ -1161,6 +1224,8 @@ impl Report {
             ("cancel ignored", &self.cancel_ignored),
             ("over the rate", &self.over_rate),
             ("over the limit", &self.over_limit),
+            ("delivered past its limit", &self.past_limit),
+            ("ended before its limit", &self.ended_early),
         ]
     }
 
@@ -1237,6 +1302,19 @@ impl fmt::Display for Report {
                 f,
                 "at most {} deliveries of one queue surely held at once",
                 s.most_held
+            )?;
+        }
+        if s.expired + s.deadline_passed + s.limits_missed_by_shifted_clock > 0 {
+            writeln!(
+                f,
+                "dead for their limits: {} expired, {} past their deadline; {} deliveries past a \
+                 limit or ends before one by a shifted clock; the closest pull to a limit invoked \
+                 {} ms before it could be",
+                s.expired,
+                s.deadline_passed,
+                s.limits_missed_by_shifted_clock,
+                s.closest_to_limit_ms
+                    .map_or_else(|| "-".to_owned(), |ms| ms.to_string())
             )?;
         }
         if self.queues.len() > 1 {

@@ -10,6 +10,33 @@ use tq::{
 
 use super::history::{Call, History};
 
+/// A push's expiry or deadline, as the push gives it.
+#[derive(Debug, Clone, Copy)]
+pub enum Limit {
+    /// This many milliseconds after the push.
+    After(i64),
+    /// At this Unix time in milliseconds.
+    At(i64),
+}
+
+impl Limit {
+    /// The history's field for the limit `name` (`expire`, `deadline`),
+    /// with a leading space.
+    fn field(self, name: &str) -> String {
+        match self {
+            Limit::After(ms) => format!(" {name}_after={ms}"),
+            Limit::At(unix_ms) => format!(" {name}_at={unix_ms}"),
+        }
+    }
+}
+
+/// A push's expiry (before its first delivery) and deadline (before any).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Limits {
+    pub expiry: Option<Limit>,
+    pub deadline: Option<Limit>,
+}
+
 /// One thread's view: a queue handle (possibly shared with other threads)
 /// and the process's history.
 pub struct Client<'a> {
@@ -81,6 +108,53 @@ impl Client<'_> {
         match &result {
             Ok(Pushed::Stored(id)) => self.history.ok(call, &format!("id={id}")),
             // No push here has a unique key: the checker reports this.
+            Ok(Pushed::Duplicate(id)) => self.history.ok(call, &format!("id={id} duplicate=1")),
+            Err(err) => self.history.fail(call, err),
+        }
+        result.map(Pushed::id)
+    }
+
+    /// Pushes the payload of `key` with the expiry and deadline of
+    /// `limits` (each logged as the push gave it: `expire_after=MS`,
+    /// `expire_at=UNIX_MS`, `deadline_after=MS` or `deadline_at=UNIX_MS`),
+    /// waiting up to `wait_for_room` for room under the queue's cap.
+    pub fn push_limited(
+        &self,
+        key: &str,
+        limits: &Limits,
+        wait_for_room: Duration,
+    ) -> tq::Result<i64> {
+        let mut options = PushOptions::new();
+        options
+            .wait_for_room(wait_for_room)
+            .expect("a valid wait for room");
+        let mut logged = String::new();
+        if let Some(limit) = limits.expiry {
+            logged += &match limit {
+                Limit::After(ms) => options.expire_after(Duration::from_millis(ms as u64)),
+                Limit::At(unix_ms) => options.expire_at_unix_ms(unix_ms),
+            }
+            .map(|_| limit.field("expire"))
+            .expect("a valid expiry");
+        }
+        if let Some(limit) = limits.deadline {
+            logged += &match limit {
+                Limit::After(ms) => options.deadline_after(Duration::from_millis(ms as u64)),
+                Limit::At(unix_ms) => options.deadline_unix_ms(unix_ms),
+            }
+            .map(|_| limit.field("deadline"))
+            .expect("a valid deadline");
+        }
+        let payload = payload(key, 0);
+        let fields = format!(
+            "key={key} sum={} {}{logged}",
+            checksum(&payload),
+            self.queue_field()
+        );
+        let call = self.history.invoke(self.thread, "push", &fields);
+        let result = self.queue.push(&payload, &options);
+        match &result {
+            Ok(Pushed::Stored(id)) => self.history.ok(call, &format!("id={id}")),
             Ok(Pushed::Duplicate(id)) => self.history.ok(call, &format!("id={id} duplicate=1")),
             Err(err) => self.history.fail(call, err),
         }

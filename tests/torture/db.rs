@@ -81,6 +81,8 @@ pub struct Row {
     pub attempts: i64,
     pub max_attempts: i64,
     pub last_error: Option<String>,
+    /// When it was done or dead, on tq's clock (Unix ms).
+    pub finished_at: Option<i64>,
     pub key: String,
     pub sum: u64,
 }
@@ -128,7 +130,7 @@ pub fn rows(path: &str) -> Vec<Row> {
     }
     let mut statement = conn
         .prepare(
-            "SELECT id, queue, state, attempts, max_attempts, last_error, payload
+            "SELECT id, queue, state, attempts, max_attempts, last_error, payload, finished_at
              FROM tq_tasks ORDER BY id",
         )
         .expect("prepare");
@@ -142,6 +144,7 @@ pub fn rows(path: &str) -> Vec<Row> {
                 attempts: row.get(3)?,
                 max_attempts: row.get(4)?,
                 last_error: row.get(5)?,
+                finished_at: row.get(7)?,
                 key: key_of(&payload),
                 sum: checksum(&payload),
             })
@@ -156,7 +159,8 @@ fn postgres_rows(url: &str, schema: &str) -> Vec<Row> {
     let rows = postgres_client(url)
         .query(
             &format!(
-                "SELECT id, queue, state::int8, attempts, max_attempts, last_error, payload
+                "SELECT id, queue, state::int8, attempts, max_attempts, last_error, payload,
+                        finished_at
                  FROM \"{schema}\".tasks ORDER BY id"
             ),
             &[],
@@ -172,6 +176,7 @@ fn postgres_rows(url: &str, schema: &str) -> Vec<Row> {
                 attempts: row.get(3),
                 max_attempts: row.get(4),
                 last_error: row.get(5),
+                finished_at: row.get(7),
                 key: key_of(&payload),
                 sum: checksum(&payload),
             }

@@ -510,3 +510,57 @@ pub struct Turnover {
     /// Drain workers run one after another until the queue was empty.
     pub drain_rounds: usize,
 }
+
+/// Processes of one role that [`kill_and_replace`] keeps running.
+pub struct Crew<'a> {
+    pub role: &'a str,
+    /// Labels are PREFIX0, PREFIX1...
+    pub prefix: &'a str,
+    /// How many run at once.
+    pub count: usize,
+    /// Each is killed at a random moment this many ms after its start.
+    pub life_ms: (u64, u64),
+}
+
+/// Keeps `crew` running until `done` says so, each process killed at a
+/// random moment of its life (the driver's `kill` event first, `reaped`
+/// once it is gone) and replaced by a new one; `args(label, seed)` gives each its arguments.
+/// Kills those left at the end. Returns how many were started and killed.
+pub fn kill_and_replace(
+    crew: &Crew,
+    driver: &History,
+    rng: &mut Rng,
+    args: impl Fn(&str, u64) -> Args,
+    mut done: impl FnMut() -> bool,
+) -> (usize, usize) {
+    let mut slots: Vec<Option<(Proc, String, Instant)>> = (0..crew.count).map(|_| None).collect();
+    let (mut started, mut killed) = (0, 0);
+    while !done() {
+        for slot in &mut slots {
+            if let Some((proc, label, kill_at)) = slot {
+                if Instant::now() >= *kill_at {
+                    driver.info("kill", &format!("target={label}"));
+                    proc.kill();
+                    driver.info("reaped", &format!("target={label}"));
+                    killed += 1;
+                    *slot = None;
+                }
+            }
+            if slot.is_none() {
+                let label = format!("{}{started}", crew.prefix);
+                started += 1;
+                let life = Duration::from_millis(rng.range(crew.life_ms.0, crew.life_ms.1));
+                let proc = spawn(crew.role, &args(&label, rng.next()));
+                *slot = Some((proc, label, Instant::now() + life));
+            }
+        }
+        sleep_ms(2);
+    }
+    for (proc, label, _) in slots.iter_mut().flatten() {
+        driver.info("kill", &format!("target={label}"));
+        proc.kill();
+        driver.info("reaped", &format!("target={label}"));
+        killed += 1;
+    }
+    (started, killed)
+}

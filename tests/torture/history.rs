@@ -13,7 +13,9 @@
 //! invoke with its completion, and PHASE is `invoke`, `ok`, `fail` or
 //! `info` (an event that is not a call). The event `kill target=P` says
 //! that process P is dead from that moment (killed by the driver, or by
-//! its own hand): from then on `recover` may take back what P held.
+//! its own hand): from then on `recover` may take back what P held. The
+//! event `reaped target=P`, logged once the driver has reaped P, says that
+//! P did nothing later (its calls cut short read the clock before it).
 //!
 //! `finish_pull` (one call to `finish_and_pull`, one transaction) is read
 //! back as the two operations it is: a `finish` of the delivery it names,
@@ -280,6 +282,21 @@ impl Histories {
         }
         let calls = std::mem::take(&mut self.ops);
         self.ops = calls.into_iter().flat_map(split_finish_pull).collect();
+    }
+
+    /// When the driver had reaped each process it killed and reaped
+    /// (`reaped target=P` events).
+    pub fn reaped(&self) -> HashMap<String, i64> {
+        self.events
+            .iter()
+            .filter(|e| e.op == "reaped")
+            .map(|e| {
+                (
+                    e.get("target").expect("reaped names its target").to_owned(),
+                    e.time,
+                )
+            })
+            .collect()
     }
 
     /// When each process was killed (the driver's `kill target=P` events).

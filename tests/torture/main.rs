@@ -25,9 +25,11 @@
 //! | 12 ordered groups, at most K of each delivered at once, workers killed, tasks cancelled in their hands | groups.rs |
 //! | 13 cancellation and the rate limit (declared again by every worker), workers killed | control.rs |
 //! | 14 orders pushed and results finished in the application's own transactions (tq's SQL functions), producers and workers killed | outbox.rs |
+//! | 15 tasks with expiries and deadlines, producers and workers killed | bounded.rs |
+//! | 16 a queue capped on its pending tasks, producers and workers killed; its count watched at every commit | bounded.rs |
 //! | the checker's own tests | negative.rs |
 //!
-//! Scenarios 2, 4, 9, 10, 11, 12, 13 and 14 also run on PostgreSQL (`..._on_postgres`, with
+//! Scenarios 2, 4, 9, 10, 11, 12, 13, 14 and 15 also run on PostgreSQL (`..._on_postgres`, with
 //! `TQ_TEST_POSTGRES_URL` set; `make test-postgres` runs them), each in a
 //! schema of its own, the workers being separate clients of the server.
 //!
@@ -46,6 +48,7 @@ mod proxy;
 mod roles;
 mod vfs;
 
+mod bounded;
 mod control;
 mod exclusive;
 mod graph;

@@ -117,6 +117,7 @@ fn row(id: i64, state: i64, attempts: i64) -> Row {
         attempts,
         max_attempts: 25,
         last_error: None,
+        finished_at: None,
         sum: checksum(&payload(&key, 0)),
         key,
     }
@@ -947,4 +948,226 @@ fn a_task_left_with_its_cancellation_waiting_after_a_drain_is_undrained() {
 #[should_panic(expected = "is still held, its cancellation waiting")]
 fn assert_drained_names_a_task_left_cancelling() {
     super::checker::assert_drained(&[row(1, db::CANCELLING, 1)], "negative");
+}
+
+/// A push of task `id` (key `k{id}`, the default queue) invoked at `at_ms`
+/// and acknowledged 1 ms later, with the history's fields of its limits
+/// (`deadline_after=100`...).
+fn push_limited(id: i64, at_ms: i64, limits: &str) -> Operation {
+    let key = format!("k{id}");
+    let sum = checksum(&payload(&key, 0));
+    let mut op = Operation::new(
+        "p",
+        "push",
+        at_ms * MS,
+        Outcome::Ok,
+        &format!("key={key} sum={sum} id={id} queue=default {limits}"),
+    );
+    op.completed = Some((at_ms + 1) * MS);
+    op
+}
+
+/// Task 1 dead with the last error `reason` after `attempts` deliveries.
+fn dead_for(reason: &str, attempts: i64) -> Row {
+    let mut dead = row(1, DEAD, attempts);
+    dead.last_error = Some(reason.to_owned());
+    dead
+}
+
+/// A claim that delivered nothing, invoked at `at_ms`.
+fn empty_pull(at_ms: i64) -> Operation {
+    Operation::new(
+        "w",
+        "pull",
+        at_ms * MS,
+        Outcome::Ok,
+        "lease=100 queue=default",
+    )
+}
+
+#[test]
+fn a_delivery_claimed_once_its_limit_surely_passed_is_caught() {
+    // Task 1 pushed at 0 ms with `limits`, delivered at each (attempt, ms)
+    // of `pulls` under 20 ms leases, its last delivery finished.
+    let case = |limits: &str, pulls: &[(i64, i64)]| {
+        let mut ops = vec![push_limited(1, 0, limits)];
+        for &(attempt, at) in pulls {
+            ops.push(pull("w", 1, attempt, 20, at));
+        }
+        let &(attempt, at) = pulls.last().expect("a delivery");
+        ops.push(finish("w", 1, attempt, at + 1, Outcome::Ok));
+        run(ops, Vec::new(), &[])
+    };
+    // Read between 0 and 1 ms, the push's deadline is 100 or 101 ms: a
+    // pull invoked at 101 ms claimed at or after it, one at 100 ms may not.
+    let late = case("deadline_after=100", &[(1, 101)]);
+    assert_eq!(late.past_limit.len(), 1, "{late}");
+    assert!(case("deadline_after=100", &[(1, 100)]).is_clean());
+    // A deadline bounds every delivery, an expiry only the first.
+    let retried = case("deadline_at=500", &[(1, 10), (2, 500)]);
+    assert_eq!(retried.past_limit.len(), 1, "{retried}");
+    assert!(case("deadline_at=500", &[(1, 10), (2, 499)]).is_clean());
+    let first = case("expire_at=100", &[(1, 100)]);
+    assert_eq!(first.past_limit.len(), 1, "{first}");
+    assert!(case("expire_at=100", &[(1, 99), (2, 200)]).is_clean());
+    // A process with a shifted clock claims by its own time: counted.
+    let shifted = check(
+        &Histories {
+            ops: vec![
+                push_limited(1, 0, "deadline_after=100"),
+                pull("w", 1, 1, 20, 101),
+                finish("w", 1, 1, 102, Outcome::Ok),
+            ],
+            events: Vec::new(),
+        },
+        &[],
+        &Expect {
+            early_redelivery_allowed: true,
+            ..Expect::default()
+        },
+    );
+    assert!(shifted.is_clean(), "{shifted}");
+    assert_eq!(shifted.stats.limits_missed_by_shifted_clock, 1);
+    // A push cut short by its process's death read the clock before the
+    // driver reaped the process; the kill's event, logged before the
+    // signal, bounds nothing.
+    let mut cut = push_limited(1, 0, "expire_after=100");
+    (cut.outcome, cut.completed) = (Outcome::Unknown, None);
+    let ops = vec![
+        cut,
+        pull("w", 1, 1, 20, 160),
+        finish("w", 1, 1, 161, Outcome::Ok),
+    ];
+    let event = |op: &str, at_ms: i64| vec![Event::new(at_ms * MS, op, "target=p")];
+    let report = run(ops.clone(), event("reaped", 50), &[]);
+    assert_eq!(report.past_limit.len(), 1, "{report}");
+    assert!(run(ops.clone(), event("reaped", 70), &[]).is_clean());
+    assert!(run(ops.clone(), event("kill", 50), &[]).is_clean());
+    // A server may carry the push out after its process was reaped.
+    let on_server = Expect {
+        on_server: true,
+        ..Expect::default()
+    };
+    let histories = Histories {
+        ops,
+        events: event("reaped", 50),
+    };
+    assert!(check(&histories, &[], &on_server).is_clean());
+}
+
+#[test]
+fn a_task_dead_for_a_limit_it_had_not_or_that_cannot_have_passed_is_caught() {
+    // Expired at 100 or 101 ms: a claim completed at 100 ms or later can
+    // have ended it, one completed before cannot.
+    let report = run(
+        vec![push_limited(1, 0, "expire_after=100"), empty_pull(100)],
+        Vec::new(),
+        &[dead_for("expired", 0)],
+    );
+    assert!(report.is_clean(), "{report}");
+    assert_eq!(report.stats.expired, 1);
+    let early = run(
+        vec![push_limited(1, 0, "expire_after=100"), empty_pull(99)],
+        Vec::new(),
+        &[dead_for("expired", 0)],
+    );
+    assert_eq!(early.ended_early.len(), 1, "{early}");
+    // The row's own stamp of its end (the claim's reading of the clock).
+    let stamped = |at_ms: i64| {
+        let mut dead = dead_for("expired", 0);
+        dead.finished_at = Some(at_ms);
+        run(
+            vec![push_limited(1, 0, "expire_after=100"), empty_pull(500)],
+            Vec::new(),
+            &[dead],
+        )
+    };
+    assert!(stamped(100).is_clean());
+    let report = stamped(99);
+    assert_eq!(report.ended_early.len(), 1, "{report}");
+    // No expiry pushed, or an expiry after a delivery: never "expired".
+    let without = run(
+        vec![push_limited(1, 0, "deadline_after=100"), empty_pull(200)],
+        Vec::new(),
+        &[dead_for("expired", 0)],
+    );
+    assert_eq!(without.ended_early.len(), 1, "{without}");
+    let delivered = run(
+        vec![
+            push_limited(1, 0, "expire_after=100"),
+            pull("w", 1, 1, 20, 10),
+            empty_pull(200),
+        ],
+        Vec::new(),
+        &[dead_for("expired", 1)],
+    );
+    assert_eq!(delivered.ended_early.len(), 1, "{delivered}");
+    // A fail whose retry would fall past the deadline ends the task before
+    // it passes, answering dead before the last attempt; without a
+    // deadline that answer and that death are both anomalies.
+    let failed = |limits: &str| {
+        run(
+            vec![
+                push_limited(1, 0, limits),
+                pull("w", 1, 1, 20, 10),
+                fail("w", 1, 1, 20, "dead=1"),
+            ],
+            Vec::new(),
+            &[dead_for("deadline passed", 1)],
+        )
+    };
+    let report = failed("deadline_after=100");
+    assert!(report.is_clean(), "{report}");
+    assert_eq!(report.stats.deadline_passed, 1);
+    let report = failed("expire_after=100");
+    assert_eq!(
+        (report.ended_early.len(), report.unexpected.len()),
+        (1, 1),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_commit_over_the_cap_is_caught_by_the_watch_and_a_stored_refused_push_by_the_checker() {
+    use super::bounded::CapWatch;
+    use tq::{PullOptions, PushOptions, Queue};
+
+    // Pushes four tasks into a queue capped at 3, pulls one, pushes one
+    // more, all watched against `watched`; returns the watch and the
+    // pushes refused.
+    let pushes = |watched: u64| {
+        let dir = Dir::new();
+        let path = dir.file("capped.db");
+        let queue = Queue::open(&path, &OpenOptions::new()).expect("open");
+        queue.set_max_pending(Some(3)).expect("cap");
+        CapWatch::install(&path, watched);
+        let push = |n: i32| queue.push(&payload(&format!("k{n}"), 0), &PushOptions::new());
+        let mut refused = (0..4).filter(|&n| push(n).is_err()).count();
+        queue
+            .pull(&PullOptions::new())
+            .expect("pull")
+            .expect("a task");
+        refused += usize::from(push(4).is_err());
+        (CapWatch::read(&path), refused)
+    };
+    let (watch, refused) = pushes(3);
+    assert!(watch.breaches.is_empty(), "{:?}", watch.breaches);
+    assert_eq!((watch.most, refused), (3, 1));
+    // Watched against a cap of 2, the same commits are over it: the third
+    // push, and the push after the pull.
+    let (watch, _) = pushes(2);
+    assert_eq!(watch.breaches.len(), 2, "{:?}", watch.breaches);
+    // A push refused as full stores nothing.
+    let report = run(
+        vec![failed_push("k1", Outcome::Fail("Full".into()))],
+        Vec::new(),
+        &[row(1, READY, 0)],
+    );
+    assert_eq!(report.unexpected.len(), 1, "{report}");
+    assert!(run(
+        vec![failed_push("k1", Outcome::Fail("Full".into()))],
+        Vec::new(),
+        &[]
+    )
+    .is_clean());
 }

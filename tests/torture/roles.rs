@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use tq::{Durability, OpenOptions, Queue, Task, TaskState};
 
-use super::client::{self, key_of, Client};
+use super::client::{self, key_of, Client, Limit, Limits};
 use super::db::Target;
 use super::harness::{arg, arg_opt, now_ns, sleep_ms, Rng};
 use super::history::History;
@@ -146,19 +146,31 @@ fn threads(history: &History, extra: u32, body: impl Fn(&Client, Rng) + Sync) {
 
 /// Pushes unique keys (`LABEL-THREAD-N`) until killed, the deadline, or
 /// `count` pushes per thread. `pad` bytes of padding per payload; `pause`
-/// ms between two pushes of a thread (none by default).
+/// ms between two pushes of a thread (none by default). With `limits=1`,
+/// payloads are not padded and each push is given a random expiry,
+/// deadline, both or neither (see [`random_limits`]), and waits up to a
+/// random part of `wait_room` ms (none by default) for room under the
+/// queue's cap.
 fn producer() {
     let history = history();
     let pad: usize = arg("pad");
     let count: u64 = arg_opt("count").unwrap_or(u64::MAX);
     let pause: u64 = arg_opt("pause").unwrap_or(0);
-    threads(&history, 0, |client, _| {
+    let limited = arg_opt::<u8>("limits") == Some(1);
+    let wait_room: u64 = arg_opt("wait_room").unwrap_or(0);
+    threads(&history, 0, |client, mut rng| {
         for n in 0..count {
             if past_deadline() {
                 break;
             }
             let key = format!("{}-{}-{n}", client.history.process(), client.thread);
-            if client.push(&key, pad).is_err() {
+            let pushed = if limited {
+                let wait = Duration::from_millis(rng.range(0, wait_room));
+                client.push_limited(&key, &random_limits(&mut rng), wait)
+            } else {
+                client.push(&key, pad)
+            };
+            if pushed.is_err() {
                 sleep_ms(1);
             }
             if pause > 0 {
@@ -166,6 +178,26 @@ fn producer() {
             }
         }
     });
+}
+
+/// An expiry, a deadline, both or neither, each after the push or at a
+/// time (up to 50 ms past already, which the first claim ends), within
+/// 400 ms of the push: short enough that many pass before the task's
+/// turn, or between its attempts.
+fn random_limits(rng: &mut Rng) -> Limits {
+    let limit = |rng: &mut Rng| {
+        let ms = rng.range(0, 400) as i64;
+        if rng.chance(0.5) {
+            Limit::After(ms.max(1))
+        } else {
+            Limit::At(now_ns() / 1_000_000 - 50 + ms)
+        }
+    };
+    let roll = rng.range(0, 100);
+    Limits {
+        expiry: (roll < 50).then(|| limit(rng)),
+        deadline: (25..75).contains(&roll).then(|| limit(rng)),
+    }
 }
 
 /// Pulls under a random lease (`lease_min`..`lease_max` ms), works a random
