@@ -205,6 +205,16 @@ typedef enum tq_status {
    */
   TQ_DUPLICATE = 2,
   /*
+   `tq_push` with a unique key stored no new task: the pending task
+   holding the key took the push's payload or run time, as the options
+   asked (`tq_push_options_set_replace_pending`,
+   `tq_push_options_set_debounce_ms`), and its id was returned. A
+   status of its own, not `TQ_OK` (which means a new task) nor
+   `TQ_DUPLICATE` (which means the push's payload was dropped). Only a
+   push with one of those options returns it. Not an error.
+   */
+  TQ_MERGED = 3,
+  /*
    A NULL or invalid pointer, bad UTF-8, an out-of-range option, or a
    handle used in a child process after `fork()`.
    */

@@ -141,12 +141,18 @@ fn push_one(
             "queue": queue.name(),
             "id": pushed.id(),
             "duplicate": matches!(pushed, Pushed::Duplicate(_)),
+            "merged": matches!(pushed, Pushed::Merged(_)),
         }))?;
     } else {
         match pushed {
             Pushed::Stored(id) => print(format!("pushed task {id} to queue {:?}", queue.name()))?,
             Pushed::Duplicate(id) => print(format!(
                 "pushed nothing to queue {:?}: task {id} holds the key {:?}",
+                queue.name(),
+                args.unique_key.as_deref().unwrap_or_default()
+            ))?,
+            Pushed::Merged(id) => print(format!(
+                "merged into task {id} of queue {:?}, which holds the key {:?}",
                 queue.name(),
                 args.unique_key.as_deref().unwrap_or_default()
             ))?,

@@ -48,6 +48,7 @@ pub extern "C" fn tq_push(
         Ok(match pushed {
             Pushed::Stored(_) => tq_status::TQ_OK,
             Pushed::Duplicate(_) => tq_status::TQ_DUPLICATE,
+            Pushed::Merged(_) => tq_status::TQ_MERGED,
         })
     })
 }
