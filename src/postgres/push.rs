@@ -42,6 +42,11 @@ const PUSH: &str = "WITH clock AS (
 const PUSH_TASK: &str = "SELECT id, stored
     FROM @.push_task($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
 
+/// Merges a push into the pending task `$1` holding its unique key
+/// (migration 13 in `schema.rs`, store.rs's `merge_sql`); NULL when it
+/// did not.
+const MERGE_PENDING: &str = "SELECT @.merge_pending($1, $2, $3, $4, $5)";
+
 /// Marks the tasks `$1` of queue `$2` as waited for (so that their end
 /// reaches the task waiting, see `schema.rs`) and answers the state of
 /// each: the newest, as the rows are locked until the push commits.
@@ -172,6 +177,9 @@ impl PostgresStore {
             .ok_or_else(|| Error::new(crate::ErrorKind::Internal, "push_task answered no row"))?;
         let id: i64 = row.try_get(0)?;
         if !row.try_get::<_, bool>(1)? {
+            if task.merge.is_set() && self.merge_into(tx, id, task)? {
+                return Ok(Pushed::Merged(id));
+            }
             return Ok(Pushed::Duplicate(id));
         }
         if task.expiry.is_some() || task.deadline.is_some() {
@@ -191,6 +199,36 @@ impl PostgresStore {
             )?;
         }
         Ok(Pushed::Stored(id))
+    }
+
+    /// Merges `task` into task `holder`, which holds its unique key and
+    /// is locked by [`PUSH_TASK`] until the push commits, as its options
+    /// ask ([`MERGE_PENDING`]), waking the queue's waiters when it did; says
+    /// whether it did (not when the holder is held by a delivery, or is not
+    /// pending).
+    fn merge_into(&self, tx: &mut Tx<'_>, holder: i64, task: &NewTask) -> Result<bool> {
+        let max = task
+            .merge
+            .debounce_max
+            .map(|max| i64::try_from(max.as_millis()).unwrap_or(i64::MAX));
+        let row = tx.query_opt(
+            &self.sql(MERGE_PENDING),
+            &[
+                &holder,
+                &task.merge.replace.then_some(task.payload.as_str()),
+                &task.delay,
+                &task.run_at,
+                &max,
+            ],
+        )?;
+        let merged = match row {
+            Some(row) => row.try_get::<_, Option<i64>>(0)?.is_some(),
+            None => false,
+        };
+        if merged {
+            self.notify(tx, &self.queue)?;
+        }
+        Ok(merged)
     }
 
     /// The task a task pushed to `group`, `at_once` of whose tasks run at

@@ -330,6 +330,7 @@ mod tests {
                 group: None,
                 expiry: None,
                 deadline: None,
+                merge: Default::default(),
             }],
             now: 1,
         };
