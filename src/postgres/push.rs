@@ -203,9 +203,9 @@ impl PostgresStore {
 
     /// Merges `task` into task `holder`, which holds its unique key and
     /// is locked by [`PUSH_TASK`] until the push commits, as its options
-    /// ask ([`MERGE_PENDING`]), waking the queue's waiters when it did; says
-    /// whether it did (not when the holder is held by a delivery, or is not
-    /// pending).
+    /// ask ([`MERGE_PENDING`], which wakes the queue's waiters when it
+    /// merged); says whether it did (not when the holder is held by a
+    /// delivery, or is not pending).
     fn merge_into(&self, tx: &mut Tx<'_>, holder: i64, task: &NewTask) -> Result<bool> {
         let max = task
             .merge
@@ -221,14 +221,10 @@ impl PostgresStore {
                 &max,
             ],
         )?;
-        let merged = match row {
+        Ok(match row {
             Some(row) => row.try_get::<_, Option<i64>>(0)?.is_some(),
             None => false,
-        };
-        if merged {
-            self.notify(tx, &self.queue)?;
-        }
-        Ok(merged)
+        })
     }
 
     /// The task a task pushed to `group`, `at_once` of whose tasks run at

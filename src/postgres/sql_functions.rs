@@ -704,21 +704,34 @@ pub(super) const CAP_ON_PENDING: &str = "ALTER TABLE @.queues ADD COLUMN max_pen
 /// longest debounce counts). `merge_pending` merges a push into task
 /// `task`, the pending holder of its unique key: store.rs's `merge_sql`
 /// (a test checks that it is the same text), answering the task's id, or
-/// NULL when the task is not pending or is held by a delivery. The API's
-/// pushes call it once push_task found the key held, and so does the SQL
-/// function push, which takes `replace_pending` and `debounce_max_ms`
-/// too (the keys of PushOptions::from_json) and is 11's otherwise.
+/// NULL when the task is not pending or is held by a delivery; when it
+/// merged, it wakes the waiting pulls of every process at the commit.
+/// PL/pgSQL rather than SQL, so that a session plans the update once. The
+/// API's pushes call it once push_task found the key held, and so does
+/// the SQL function push, which takes `replace_pending` and
+/// `debounce_max_ms` too (the keys of PushOptions::from_json) and is 11's
+/// otherwise.
 pub(super) const MERGE_PENDING: &str = "CREATE FUNCTION @.merge_pending(task bigint, new_payload text,
         delay_ms bigint, run_at_ms bigint, debounce_max_ms bigint) RETURNS bigint
-    LANGUAGE sql AS $$
-    UPDATE @.tasks SET payload = coalesce($2::text, payload), run_at = CASE WHEN $5::int8 IS NULL
-        THEN run_at WHEN coalesce(NOW_MS + $3::int8, $4::int8) < created_at + $5::int8 THEN
-        coalesce(NOW_MS + $3::int8, $4::int8) ELSE created_at + $5::int8 END, state = CASE WHEN
-        state = 7 THEN 7 WHEN CASE WHEN $5::int8 IS NULL THEN run_at WHEN coalesce(NOW_MS +
-        $3::int8, $4::int8) < created_at + $5::int8 THEN coalesce(NOW_MS + $3::int8, $4::int8)
-        ELSE created_at + $5::int8 END <= NOW_MS THEN 0 ELSE 4 END WHERE id = $1 AND state IN (0,
-        4, 7) RETURNING id
-    $$;
+    LANGUAGE plpgsql AS $$
+    DECLARE
+        merged bigint;
+        queue_name text;
+    BEGIN
+        UPDATE @.tasks SET payload = coalesce($2::text, payload), run_at = CASE WHEN $5::int8 IS NULL
+            THEN run_at WHEN coalesce(NOW_MS + $3::int8, $4::int8) < created_at + $5::int8 THEN
+            coalesce(NOW_MS + $3::int8, $4::int8) ELSE created_at + $5::int8 END, state = CASE WHEN
+            state = 7 THEN 7 WHEN CASE WHEN $5::int8 IS NULL THEN run_at WHEN coalesce(NOW_MS +
+            $3::int8, $4::int8) < created_at + $5::int8 THEN coalesce(NOW_MS + $3::int8, $4::int8)
+            ELSE created_at + $5::int8 END <= NOW_MS THEN 0 ELSE 4 END WHERE id = $1 AND state IN (0,
+            4, 7) RETURNING id
+        INTO merged;
+        IF merged IS NOT NULL THEN
+            SELECT queue INTO queue_name FROM @.tasks WHERE id = merged;
+            PERFORM pg_notify('CHANNEL_NAME', queue_name);
+        END IF;
+        RETURN merged;
+    END $$;
     CREATE OR REPLACE FUNCTION @.push(queue text, payload text, options jsonb DEFAULT '{}') RETURNS bigint
     LANGUAGE plpgsql AS $$
     DECLARE
@@ -942,11 +955,10 @@ pub(super) const MERGE_PENDING: &str = "CREATE FUNCTION @.merge_pending(task big
                                not_after = least(expires, deadline_ms)
             WHERE id = pushed.id;
         END IF;
-        IF NOT pushed.stored AND (replacing OR debounce_max IS NOT NULL)
-           AND @.merge_pending(pushed.id, CASE WHEN replacing THEN push.payload END,
-                   CASE WHEN given_at IS NULL THEN coalesce(given_delay, 0) END::int8,
-                   given_at::int8, debounce_max::int8) IS NOT NULL THEN
-            PERFORM pg_notify('CHANNEL_NAME', push.queue);
+        IF NOT pushed.stored AND (replacing OR debounce_max IS NOT NULL) THEN
+            PERFORM @.merge_pending(pushed.id, CASE WHEN replacing THEN push.payload END,
+                CASE WHEN given_at IS NULL THEN coalesce(given_delay, 0) END::int8,
+                given_at::int8, debounce_max::int8);
         END IF;
         -- A key held answers the holder's id, as tq_push does (with
         -- TQ_DUPLICATE, or TQ_MERGED when merged into).
