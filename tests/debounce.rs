@@ -105,7 +105,11 @@ fn a_steady_stream_runs_no_later_than_the_longest_debounce(scratch: Scratch) {
         "delivered once due"
     );
     assert_eq!(info(&queue, id).run_at_unix_ms(), cap);
-    assert_eq!(delivered.payload(), "1", "without replace, the payload stays");
+    assert_eq!(
+        delivered.payload(),
+        "1",
+        "without replace, the payload stays"
+    );
 }
 
 fn a_delivered_task_is_never_changed(scratch: Scratch) {
@@ -126,7 +130,9 @@ fn a_delivered_task_is_never_changed(scratch: Scratch) {
     assert_eq!(held.payload(), "\"first\"");
     assert_eq!(held.run_at_unix_ms(), run_at);
     assert_eq!(task.payload(), "\"first\"");
-    queue.finish(task.receipt()).expect("its receipt still finishes it");
+    queue
+        .finish(task.receipt())
+        .expect("its receipt still finishes it");
     assert_eq!(queue.count(TaskState::Pending).unwrap(), 0);
     assert!(matches!(
         queue.push("\"third\"", &options).unwrap(),
@@ -165,7 +171,10 @@ fn replace_alone_keeps_the_run_time_and_debounce_alone_the_payload(scratch: Scra
         Pushed::Merged(id)
     );
     assert_eq!(
-        (info(&queue, id).payload(), info(&queue, id).run_at_unix_ms()),
+        (
+            info(&queue, id).payload(),
+            info(&queue, id).run_at_unix_ms()
+        ),
         ("2", run_at)
     );
 
@@ -250,7 +259,11 @@ fn merges_the_options_cannot_make_are_refused_storing_nothing(scratch: Scratch) 
             .kind(),
         ErrorKind::InvalidArgument
     );
-    assert_eq!(queue.count(TaskState::Pending).unwrap(), 1, "only the parent");
+    assert_eq!(
+        queue.count(TaskState::Pending).unwrap(),
+        1,
+        "only the parent"
+    );
     assert_eq!(queue.task_with_unique_key("k").unwrap(), None);
 }
 

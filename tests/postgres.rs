@@ -1283,21 +1283,34 @@ fn debounce_and_replace_through_sql_are_the_apis() {
     let merged = queue.task(id).unwrap().unwrap();
     assert_eq!(merged.payload(), "2");
     assert!(merged.run_at_unix_ms() > merged.created_at_unix_ms() + 3_000_000);
-    assert!(queue.pull(&PullOptions::new()).unwrap().is_none(), "put off");
+    assert!(
+        queue.pull(&PullOptions::new()).unwrap().is_none(),
+        "put off"
+    );
     assert_eq!(
         push("3", r#"{"unique_key": "doc", "debounce_max_ms": 1}"#).unwrap(),
         id
     );
     let task = queue.pull(&PullOptions::new()).unwrap().expect("due again");
     assert_eq!((task.id(), task.payload()), (id, "2"));
-    assert_eq!(push("4", merging).unwrap(), id, "a delivered task: as before");
+    assert_eq!(
+        push("4", merging).unwrap(),
+        id,
+        "a delivered task: as before"
+    );
     assert_eq!(queue.task(id).unwrap().unwrap().payload(), "2");
     queue.finish(task.receipt()).unwrap();
 
     for (options, message) in [
         (r#"{"replace_pending": true}"#, "needs a unique key"),
-        (r#"{"unique_key": "k", "replace_pending": "yes"}"#, "true or false"),
-        (r#"{"unique_key": "k", "debounce_max_ms": 0}"#, "between 1 ms"),
+        (
+            r#"{"unique_key": "k", "replace_pending": "yes"}"#,
+            "true or false",
+        ),
+        (
+            r#"{"unique_key": "k", "debounce_max_ms": 0}"#,
+            "between 1 ms",
+        ),
         (
             r#"{"unique_key": "k", "debounce_max_ms": 10, "group": "g"}"#,
             "ordered group",

@@ -698,7 +698,6 @@ pub(super) const CAP_ON_PENDING: &str = "ALTER TABLE @.queues ADD COLUMN max_pen
             USING ERRCODE = '40001';
     END $$;";
 
-
 /// 13: debounce and replace on a unique key (SQLite needs no new version:
 /// a task's `created_at` is the time it was first pushed, from which the
 /// longest debounce counts). `merge_pending` merges a push into task
