@@ -177,10 +177,7 @@ impl PostgresStore {
             .ok_or_else(|| Error::new(crate::ErrorKind::Internal, "push_task answered no row"))?;
         let id: i64 = row.try_get(0)?;
         if !row.try_get::<_, bool>(1)? {
-            if task.merge.is_set() && self.merge_into(tx, id, task)? {
-                return Ok(Pushed::Merged(id));
-            }
-            return Ok(Pushed::Duplicate(id));
+            return self.found_holder(tx, id, task);
         }
         if task.expiry.is_some() || task.deadline.is_some() {
             let relative = |limit: Option<Limit>| limit.and_then(|limit| limit.after);
@@ -201,12 +198,15 @@ impl PostgresStore {
         Ok(Pushed::Stored(id))
     }
 
-    /// Merges `task` into task `holder`, which holds its unique key and
-    /// is locked by [`PUSH_TASK`] until the push commits, as its options
-    /// ask ([`MERGE_PENDING`], which wakes the queue's waiters when it
-    /// merged); says whether it did (not when the holder is held by a
-    /// delivery, or is not pending).
-    fn merge_into(&self, tx: &mut Tx<'_>, holder: i64, task: &NewTask) -> Result<bool> {
+    /// What the push of `task` did on finding its unique key held by task
+    /// `holder`, which [`PUSH_TASK`] locked until the push commits: merged
+    /// into it when the options ask and it is pending and not held by a
+    /// delivery ([`MERGE_PENDING`], which wakes the queue's waiters when it
+    /// merges), else nothing.
+    fn found_holder(&self, tx: &mut Tx<'_>, holder: i64, task: &NewTask) -> Result<Pushed> {
+        if !task.merge.is_set() {
+            return Ok(Pushed::Duplicate(holder));
+        }
         let max = task
             .merge
             .debounce_max
@@ -221,9 +221,14 @@ impl PostgresStore {
                 &max,
             ],
         )?;
-        Ok(match row {
+        let merged = match row {
             Some(row) => row.try_get::<_, Option<i64>>(0)?.is_some(),
             None => false,
+        };
+        Ok(if merged {
+            Pushed::Merged(holder)
+        } else {
+            Pushed::Duplicate(holder)
         })
     }
 
