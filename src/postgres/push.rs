@@ -349,4 +349,44 @@ mod tests {
             .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
             .unwrap();
     }
+
+    #[test]
+    fn a_merge_into_the_holder_of_a_key_wakes_the_waiters() {
+        let Some(url) = server("a_merge_into_the_holder_of_a_key_wakes_the_waiters") else {
+            return;
+        };
+        let schema = format!("unit_merge_wakes_{}", std::process::id());
+        let store = fresh_store(&url, &schema, "a");
+        let bell = store.bell();
+        let keyed = |replace: bool| {
+            let mut options = PushOptions::new();
+            options
+                .unique_key("doc")
+                .unwrap()
+                .delay(std::time::Duration::from_secs(3600))
+                .unwrap();
+            options.replace_pending(replace);
+            vec![NewTask::new("1", &options, 0, 3)]
+        };
+        let seen = bell.rings();
+        assert!(matches!(
+            store.push(keyed(false), 0).unwrap()[..],
+            [Pushed::Stored(_)]
+        ));
+        assert!(rung_after(&bell, seen), "the push wakes the waiters");
+
+        // Only the merge itself writes: without its notification no
+        // waiter would hear that the holder changed.
+        let seen = bell.rings();
+        assert!(matches!(
+            store.push(keyed(true), 0).unwrap()[..],
+            [Pushed::Merged(_)]
+        ));
+        assert!(rung_after(&bell, seen), "the merge wakes the waiters");
+        drop(store);
+        postgres::Client::connect(&url, postgres::NoTls)
+            .unwrap()
+            .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+            .unwrap();
+    }
 }
