@@ -205,6 +205,16 @@ typedef enum tq_status {
    */
   TQ_DUPLICATE = 2,
   /*
+   `tq_push` with a unique key stored no new task: the pending task
+   holding the key took the push's payload or run time, as the options
+   asked (`tq_push_options_set_replace_pending`,
+   `tq_push_options_set_debounce_ms`), and its id was returned. A
+   status of its own, not `TQ_OK` (which means a new task) nor
+   `TQ_DUPLICATE` (which means the push's payload was dropped). Only a
+   push with one of those options returns it. Not an error.
+   */
+  TQ_MERGED = 3,
+  /*
    A NULL or invalid pointer, bad UTF-8, an out-of-range option, or a
    handle used in a child process after `fork()`.
    */
@@ -727,7 +737,10 @@ enum tq_status tq_location_redacted(const char *location, char *buf, size_t cap,
  Returns once the task is stored at the handle's durability.
 
  Returns TQ_OK, TQ_DUPLICATE (the options' unique key is held by a task
- of the queue: nothing is stored, and `*out_id` is that task's id), or
+ of the queue: nothing is stored, and `*out_id` is that task's id),
+ TQ_MERGED (the options replace or debounce the pending task holding
+ the key, `tq_push_options_set_replace_pending`, and it took the push:
+ `*out_id` is its id), or
  TQ_ERR_INVALID_ARGUMENT (NULL queue or payload, bad
  UTF-8, len over the handle's limit, `TQ_MAX_PAYLOAD_LEN` unless set with
  `tq_options_set_max_payload_len`), TQ_ERR_INVALID_JSON, TQ_ERR_BUSY,
@@ -1808,6 +1821,45 @@ enum tq_status tq_push_options_set_unique_key(struct tq_push_options *options, c
  */
 enum tq_status tq_push_options_set_unique_for_ms(struct tq_push_options *options,
                                                  uint64_t window_ms);
+
+/*
+ Lets the push replace the payload of the pending task holding its key.
+
+ When `replace` is true, a `tq_push` under a unique key that a pending
+ task holds (ready, delayed, waiting for a retry or for other tasks, but
+ not delivered at the moment) gives that task this push's payload and
+ returns TQ_MERGED with its id: its next delivery carries the newest
+ payload. A task being delivered is never changed (its receipt and the
+ payload it was handed stay valid): the push then stores nothing and
+ returns TQ_DUPLICATE, as without this option. Needs a unique key;
+ refuses tasks to wait for and ordered groups (the push fails with
+ TQ_ERR_INVALID_ARGUMENT, storing nothing), and `tq_push_batch` refuses
+ it. Combines with `tq_push_options_set_debounce_ms`. Default false.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options).
+ Thread safety: not with other calls on the same options object.
+ */
+enum tq_status tq_push_options_set_replace_pending(struct tq_push_options *options, bool replace);
+
+/*
+ Debounces the task held under the push's unique key.
+
+ A `tq_push` under a unique key that a pending task holds (as for
+ `tq_push_options_set_replace_pending`) moves that task's run time to
+ this push's own (now plus its delay, or its run-at time), but never
+ later than `max_ms` after that task was first pushed, and returns
+ TQ_MERGED with its id: a burst of pushes runs the task once, a delay
+ after the last push, and a steady stream still runs it within `max_ms`
+ of the first. The holder keeps its payload unless
+ `tq_push_options_set_replace_pending` is set too, and its priority,
+ attempts, expiry and deadline. A push that finds no holder stores its
+ task as usual. `max_ms` is 1 ms to one year; 0 removes the debounce
+ (the default). The same conflicts as replace_pending are refused.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
+ Thread safety: not with other calls on the same options object.
+ */
+enum tq_status tq_push_options_set_debounce_ms(struct tq_push_options *options, uint64_t max_ms);
 
 /*
  Makes the task wait for a stored task.

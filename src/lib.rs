@@ -35,6 +35,7 @@ mod global_lock;
 mod group;
 mod holder;
 mod location;
+mod merge;
 mod options;
 pub mod outbox;
 #[cfg(feature = "postgres")]

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::merge::Merge;
 use crate::wait::CancelToken;
 
 /// The queue a handle works on unless [`OpenOptions::queue`] names another.
@@ -435,11 +436,12 @@ pub struct PushOptions {
     pub(crate) expiry: Option<TimeLimit>,
     pub(crate) deadline: Option<TimeLimit>,
     pub(crate) wait_for_room: Duration,
+    pub(crate) merge: Merge,
 }
 
 impl PushOptions {
     /// Defaults: the task is ready at once, priority 0, the queue's maximum
-    /// attempts, no unique key.
+    /// attempts, no unique key, no merge into the key's holder.
     pub fn new() -> Self {
         Self::default()
     }
@@ -676,6 +678,8 @@ pub const PUSH_OPTION_KEYS: &[&str] = &[
     "expire_at_unix_ms",
     "deadline_after_ms",
     "deadline_unix_ms",
+    "replace_pending",
+    "debounce_max_ms",
 ];
 
 impl PushOptions {
@@ -684,7 +688,10 @@ impl PushOptions {
     /// PostgreSQL's `tq.push`): `{"delay_ms": 5000, "unique_key": "order-7"}`.
     /// The keys are [`PUSH_OPTION_KEYS`]; `after` takes an array of task
     /// ids, `on_parent_failure` `"cancel"` or `"run_anyway"`, and
-    /// `group_max_at_once` (default 1) needs `group`. A key not known, a
+    /// `group_max_at_once` (default 1) needs `group`, `replace_pending`
+    /// takes `true` or `false`, and `debounce_max_ms` sets
+    /// [`PushOptions::debounce`]; a merge needs `unique_key` and refuses
+    /// `after` and `group` ([`PushOptions::replace_pending`]). A key not known, a
     /// value of the wrong type or out of range is an error naming it.
     pub fn from_json(json: &str) -> Result<PushOptions> {
         let value: serde_json::Value = serde_json::from_str(json).map_err(|err| {
@@ -733,6 +740,8 @@ impl PushOptions {
         }
         options.limits_from_json(&fields)?;
         options.relations_from_json(&fields)?;
+        options.merge_from_json(&fields)?;
+        options.check_merge()?;
         Ok(options)
     }
 

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use crate::error::Error;
 use crate::error::Result;
+use crate::merge::Merge;
 use crate::options::{
     resolve_max_attempts, NotBefore, Parent, ParentFailure, PushOptions, RetryBackoff, TimeLimit,
 };
@@ -50,6 +51,8 @@ pub(crate) struct NewTask {
     pub(crate) expiry: Option<Limit>,
     /// When no delivery may start any more ([`PushOptions::deadline_after`]).
     pub(crate) deadline: Option<Limit>,
+    /// What it does to the pending task holding its unique key, if one does.
+    pub(crate) merge: Merge,
 }
 
 /// A task's expiry or deadline: `at` on the engine's clock, and, when the
@@ -161,6 +164,7 @@ impl NewTask {
                 .map(|group| (group.key.clone(), group.max_at_once)),
             expiry: options.expiry.map(|limit| Limit::new(limit, now)),
             deadline: options.deadline.map(|limit| Limit::new(limit, now)),
+            merge: options.merge,
         }
     }
 }
@@ -715,6 +719,42 @@ pub(crate) fn holds_unique_key(state: i64, unique_until: Option<i64>, now: i64) 
     }
 }
 
+/// The statement that merges a push into task `1`, the pending task
+/// holding its unique key, as the push's [`Merge`] asks, and answers its id;
+/// no row when the task is not pending, or is held by a delivery (stored
+/// states READY, WAITING or BLOCKED only): a delivery's task is never
+/// changed. Its parameters: `1` the task, `2` the new payload (NULL: keep
+/// it), `3` the push's delay (NULL: the push gave a time), `4` the push's
+/// run time, `5` the longest debounce in ms (NULL: keep the run time),
+/// counted from the task's `created_at`, the time it was first pushed.
+/// `now` is the time of the merge (`mark` followed by 6, or an SQL
+/// expression on a backend with a clock of its own). A debounce makes the
+/// task ready or waiting as its new run time says; a blocked task stays
+/// blocked. Both backends run this text.
+pub(crate) fn merge_sql(tasks: &str, mark: char, now: &str) -> String {
+    let typed = |n: u32, ty: &str| match mark {
+        '$' => format!("${n}::{ty}"),
+        _ => format!("{mark}{n}"),
+    };
+    let (payload, delay, at, max) = (
+        typed(2, "text"),
+        typed(3, "int8"),
+        typed(4, "int8"),
+        typed(5, "int8"),
+    );
+    let wanted = format!("coalesce({now} + {delay}, {at})");
+    let due = format!(
+        "CASE WHEN {max} IS NULL THEN run_at \
+              WHEN {wanted} < created_at + {max} THEN {wanted} ELSE created_at + {max} END"
+    );
+    format!(
+        "UPDATE {tasks} SET payload = coalesce({payload}, payload), run_at = {due}, \
+             state = CASE WHEN state = {BLOCKED} THEN {BLOCKED} WHEN {due} <= {now} \
+                          THEN {READY} ELSE {WAITING} END \
+         WHERE id = {mark}1 AND state IN ({READY}, {WAITING}, {BLOCKED}) RETURNING id"
+    )
+}
+
 /// Where a page of tasks listed by id starts: after an id, oldest first
 /// (`After(0)` for the first page), or before one, newest first
 /// (`Before(i64::MAX)` for the first page).
@@ -805,6 +845,7 @@ pub(crate) fn due_tasks(
             group: None,
             expiry: None,
             deadline: None,
+            merge: Merge::default(),
         })
         .collect();
     Ok(Some((tasks, after)))

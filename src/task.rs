@@ -385,13 +385,18 @@ pub enum Pushed {
     /// Stored nothing: a task with the same unique key, whose id this is,
     /// still holds the key.
     Duplicate(i64),
+    /// Stored no new task: the pending task holding the unique key, whose
+    /// id this is, took the push's payload or run time, as its options
+    /// asked ([`crate::PushOptions::replace_pending`],
+    /// [`crate::PushOptions::debounce`]).
+    Merged(i64),
 }
 
 impl Pushed {
     /// The id of the new task, or of the existing one holding the key.
     pub fn id(self) -> i64 {
         match self {
-            Pushed::Stored(id) | Pushed::Duplicate(id) => id,
+            Pushed::Stored(id) | Pushed::Duplicate(id) | Pushed::Merged(id) => id,
         }
     }
 }

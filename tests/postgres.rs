@@ -1260,6 +1260,75 @@ fn expiries_and_deadlines_through_sql_are_the_apis() {
 }
 
 #[test]
+fn debounce_and_replace_through_sql_are_the_apis() {
+    let Some(scratch) = scratch("sql_push_merge") else {
+        return;
+    };
+    let queue = scratch.open();
+    let mut app = application_client(&scratch);
+    let mut push = |payload: &str, options: &str| -> Result<i64, postgres::Error> {
+        app.query_one(
+            &sql(
+                &scratch,
+                "SELECT $schema.push('default', $1, $2::text::jsonb)",
+            ),
+            &[&payload, &options],
+        )
+        .map(|row| row.get(0))
+    };
+    let merging = r#"{"unique_key": "doc", "replace_pending": true, "delay_ms": 3600000,
+                      "debounce_max_ms": 7200000}"#;
+    let id = push("1", r#"{"unique_key": "doc"}"#).unwrap();
+    assert_eq!(push("2", merging).unwrap(), id);
+    let merged = queue.task(id).unwrap().unwrap();
+    assert_eq!(merged.payload(), "2");
+    assert!(merged.run_at_unix_ms() > merged.created_at_unix_ms() + 3_000_000);
+    assert!(
+        queue.pull(&PullOptions::new()).unwrap().is_none(),
+        "put off"
+    );
+    assert_eq!(
+        push("3", r#"{"unique_key": "doc", "debounce_max_ms": 1}"#).unwrap(),
+        id
+    );
+    let task = queue.pull(&PullOptions::new()).unwrap().expect("due again");
+    assert_eq!((task.id(), task.payload()), (id, "2"));
+    assert_eq!(
+        push("4", merging).unwrap(),
+        id,
+        "a delivered task: as before"
+    );
+    assert_eq!(queue.task(id).unwrap().unwrap().payload(), "2");
+    queue.finish(task.receipt()).unwrap();
+
+    for (options, message) in [
+        (r#"{"replace_pending": true}"#, "needs a unique key"),
+        (
+            r#"{"unique_key": "k", "replace_pending": "yes"}"#,
+            "true or false",
+        ),
+        (
+            r#"{"unique_key": "k", "debounce_max_ms": 0}"#,
+            "between 1 ms",
+        ),
+        (
+            r#"{"unique_key": "k", "debounce_max_ms": 10, "group": "g"}"#,
+            "ordered group",
+        ),
+        (
+            &format!(r#"{{"unique_key": "k", "replace_pending": true, "after": [{id}]}}"#),
+            "wait for other tasks",
+        ),
+    ] {
+        let err = push("5", options).unwrap_err();
+        let (code, got) = sql_error(&err);
+        assert_eq!(code, "22023", "{options}: {got}");
+        assert!(got.contains(message), "{options}: {got}");
+    }
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 0);
+}
+
+#[test]
 fn unique_keys_parents_and_groups_through_sql_are_the_apis() {
     let Some(scratch) = scratch("sql_push_rules") else {
         return;

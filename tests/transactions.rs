@@ -298,6 +298,29 @@ fn expiries_and_deadlines_in_sql_act_as_through_the_api() {
 }
 
 #[test]
+fn a_push_in_sql_debounces_and_replaces_as_through_the_api() {
+    let scratch = Scratch::new();
+    let app = application(&scratch);
+    let queue = scratch.open();
+    let push = |payload: &str, options: &str| -> tq::rusqlite::Result<i64> {
+        app.query_row(
+            "SELECT tq_push('default', ?1, ?2)",
+            [payload, options],
+            |row| row.get(0),
+        )
+    };
+    let merging = r#"{"unique_key": "doc", "replace_pending": true, "delay_ms": 3600000,
+                      "debounce_max_ms": 7200000}"#;
+    let id = push("1", r#"{"unique_key": "doc"}"#).unwrap();
+    assert_eq!(push("2", merging).unwrap(), id);
+    assert_eq!(queue.task(id).unwrap().unwrap().payload(), "2");
+    assert!(pull(&queue).is_none(), "put off by the debounce");
+    let refused = sql_error(push("3", r#"{"replace_pending": true}"#));
+    assert!(refused.contains("needs a unique key"), "{refused}");
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 1);
+}
+
+#[test]
 fn a_push_in_sql_into_a_full_queue_fails_and_writes_nothing() {
     let scratch = Scratch::new();
     let app = application(&scratch);

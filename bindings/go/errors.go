@@ -67,6 +67,12 @@ var (
 	// task that holds the push's unique key, when they stored nothing
 	// because of that task (see WithUniqueKey).
 	ErrDuplicate = errors.New("tq: a task with this unique key exists")
+	// ErrMerged is returned by Push and PushJSON, with the id of the
+	// pending task that holds the push's unique key, when that task took
+	// the push's payload or run time (see WithReplacePending and
+	// WithDebounce) instead of a new task being stored. Only a push with
+	// one of those options returns it.
+	ErrMerged = errors.New("tq: the pending task with this unique key took the push")
 )
 
 // Error is a failed operation: which one, its kind (one of the Err values,
@@ -131,7 +137,8 @@ var testHookBeforeCall func()
 // lockedCall runs one fallible C call and, when it fails, reads its message
 // from tq_last_error on the same OS thread: the message is thread-local, and
 // an unlocked goroutine could move to another thread between the two calls.
-// Positive statuses (TQ_EMPTY, TQ_DUPLICATE) are returned with a nil error.
+// Positive statuses (TQ_EMPTY, TQ_DUPLICATE, TQ_MERGED) are returned with a
+// nil error.
 func lockedCall(op string, call func() C.enum_tq_status) (C.enum_tq_status, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()

@@ -331,6 +331,51 @@ func TestUniqueKeys(t *testing.T) {
 	}
 }
 
+func TestDebounceAndReplace(t *testing.T) {
+	q, _ := retryAtOnce(t, tq.WithMaxAttempts(2))
+	key := tq.WithUniqueKey("doc:7")
+	merging := []tq.PushOption{key, tq.WithReplacePending(), tq.WithDelay(time.Hour), tq.WithDebounce(2 * time.Hour)}
+	id := push(t, q, `1`, key)
+	for _, payload := range []string{`2`, `3`} {
+		merged, err := q.Push([]byte(payload), merging...)
+		if err != tq.ErrMerged || merged != id {
+			t.Fatalf("push %s: %d, %v; want %d, ErrMerged", payload, merged, err, id)
+		}
+	}
+	if n := count(t, q, tq.Pending); n != 1 {
+		t.Fatalf("%d tasks pending, want 1", n)
+	}
+	if _, err := q.TryPull(); err != tq.ErrEmpty {
+		t.Fatalf("debounced an hour away, yet pulled: %v", err)
+	}
+	// A debounce to now makes it ready, with the newest payload.
+	if merged, err := q.Push([]byte(`4`), key, tq.WithReplacePending(), tq.WithDebounce(time.Millisecond)); err != tq.ErrMerged || merged != id {
+		t.Fatalf("push 4: %d, %v", merged, err)
+	}
+	task := tryPull(t, q)
+	if task.ID() != id || string(task.Payload()) != `4` {
+		t.Fatalf("pulled %d %s, want %d 4", task.ID(), task.Payload(), id)
+	}
+	if dup, err := q.Push([]byte(`5`), merging...); err != tq.ErrDuplicate || dup != id {
+		t.Fatalf("push while delivered: %d, %v; want %d, ErrDuplicate", dup, err, id)
+	}
+	if err := task.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range [][]tq.PushOption{
+		{tq.WithReplacePending()},
+		{tq.WithUniqueKey("k"), tq.WithDebounce(0)},
+		{tq.WithUniqueKey("k"), tq.WithDebounce(-time.Second)},
+		{tq.WithUniqueKey("k"), tq.WithReplacePending(), tq.WithGroup("g", 1)},
+	} {
+		_, err := q.Push([]byte(`6`), bad...)
+		wantErr(t, err, tq.ErrInvalidArgument, "tq: push: ")
+	}
+	if n := count(t, q, tq.Pending); n != 0 {
+		t.Fatalf("%d tasks pending after refused pushes, want 0", n)
+	}
+}
+
 func TestUniqueKeyIsFreedAndWindow(t *testing.T) {
 	q, path := retryAtOnce(t, tq.WithMaxAttempts(1))
 	key := tq.WithUniqueKey("daily")

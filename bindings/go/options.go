@@ -300,6 +300,38 @@ func WithUniqueKey(key string) PushOption {
 	}}
 }
 
+// WithReplacePending lets a push under a unique key held by a pending task
+// (ready, delayed, waiting for a retry or for other tasks, but not being
+// delivered) give that task its payload: Push then returns that task's id
+// with ErrMerged. A task being delivered is never changed (Push returns
+// ErrDuplicate, its receipt and payload stay valid). It needs
+// WithUniqueKey, and a push with WithAfter or WithGroup is refused, as is
+// PushBatch. It combines with WithDebounce.
+func WithReplacePending() PushOption {
+	return PushOption{func(s *optionSetter[*C.tq_push_options]) {
+		s.set(func(o *C.tq_push_options) C.enum_tq_status { return C.tq_push_options_set_replace_pending(o, true) })
+	}}
+}
+
+// WithDebounce lets a push under a unique key held by a pending task (as
+// for WithReplacePending) move that task's run time to the push's own (now
+// plus its WithDelay, or its WithRunAt), but never later than max (1 ms to
+// one year, rounded up to whole milliseconds) after that task was first
+// pushed: Push then returns that task's id with ErrMerged. A burst of
+// pushes runs the task once, a delay after the last one; a steady stream
+// still runs it within max of the first. The holder keeps its payload
+// unless WithReplacePending is given too.
+func WithDebounce(max time.Duration) PushOption {
+	return PushOption{func(s *optionSetter[*C.tq_push_options]) {
+		if max == 0 {
+			s.fail("the longest debounce must be positive")
+			return
+		}
+		ms := s.millis("longest debounce", max)
+		s.set(func(o *C.tq_push_options) C.enum_tq_status { return C.tq_push_options_set_debounce_ms(o, ms) })
+	}}
+}
+
 // ParentFailure says what a task does when a task it waits for ends dead
 // or cancelled. See WithOnParentFailure.
 type ParentFailure int32

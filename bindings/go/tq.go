@@ -231,6 +231,11 @@ var noBytes [1]byte
 //	}
 //	// id is the task that will do the work, new or not
 //
+// With WithReplacePending or WithDebounce, a pending holder of the key
+// takes the push instead, and Push returns its id with ErrMerged, which is
+// not a failure either; a holder being delivered is never changed (then
+// ErrDuplicate).
+//
 // Errors match ErrInvalidJSON, ErrInvalidArgument (not UTF-8, longer than
 // the queue's limit, a bad option), ErrBusy, ErrIO or ErrClosed; on any of
 // them nothing is stored (for ErrIO: unless the disk took the write) and
@@ -256,6 +261,8 @@ func (q *Queue) Push(payload []byte, opts ...PushOption) (int64, error) {
 		return 0, err
 	case status == C.TQ_DUPLICATE:
 		return int64(id), ErrDuplicate
+	case status == C.TQ_MERGED:
+		return int64(id), ErrMerged
 	}
 	return int64(id), nil
 }

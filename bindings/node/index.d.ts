@@ -141,6 +141,15 @@ export interface PushOptions {
   uniqueKey?: string;
   /** Keeps the key reserved this many milliseconds after the task is done. */
   uniqueFor?: number;
+  /** With uniqueKey: a pending task holding the key (ready, delayed, waiting
+   * for a retry or for other tasks, not being delivered) takes this push's
+   * payload, and its id is returned. A task being delivered is never
+   * changed. Not with after or group. */
+  replacePending?: boolean;
+  /** With uniqueKey: a pending holder's run time moves to this push's own
+   * (now plus delay, or runAt), but never later than this many milliseconds
+   * after the holder was first pushed. Not with after or group. */
+  debounce?: number;
   /** Ids of tasks of this queue the task waits for: it is stored blocked
    * (counted and listed as pending, never pulled) until each is done. Each
    * must be stored at the push: not yet finished, or kept as history; else
@@ -167,7 +176,7 @@ export interface PushOptions {
 
 /** pushMany's options apply to every task; a group's tasks of one call wait
  * for each other in order. */
-export type PushManyOptions = Omit<PushOptions, 'uniqueKey' | 'uniqueFor'>;
+export type PushManyOptions = Omit<PushOptions, 'uniqueKey' | 'uniqueFor' | 'replacePending' | 'debounce'>;
 
 /** One task of pushItems: its payload and its own push options. */
 export interface PushItem extends PushOptions {
@@ -410,8 +419,14 @@ export class Queue {
    * the commit (and for the file's write lock, up to the busy timeout). */
   pushSync(payload: Payload, options?: PushOptions): number;
   /** Pushes with a unique key; `created` is false when a task of the queue
-   * already held the key, nothing was stored, and `id` is that task's. */
-  pushUnique(payload: Payload, uniqueKey: string, options?: Omit<PushOptions, 'uniqueKey'>): Promise<{ id: number; created: boolean }>;
+   * already held the key, nothing was stored, and `id` is that task's;
+   * `merged` is true when that task was pending and took this push
+   * (replacePending, debounce). */
+  pushUnique(
+    payload: Payload,
+    uniqueKey: string,
+    options?: Omit<PushOptions, 'uniqueKey'>,
+  ): Promise<{ id: number; created: boolean; merged: boolean }>;
   /** Stores every payload in one transaction, all or none; resolves to the
    * ids. The position of a payload that is not JSON, or cannot be encoded,
    * is in the error's `index`. */

@@ -62,6 +62,17 @@ pub struct Args {
     #[arg(long, requires = "unique_key", value_parser = parse_duration)]
     unique_for: Option<Duration>,
 
+    /// If a pending task (not being delivered) holds the unique key, give it
+    /// this payload instead of pushing nothing.
+    #[arg(long, requires = "unique_key")]
+    replace_pending: bool,
+
+    /// If a pending task (not being delivered) holds the unique key, move
+    /// its run time to this push's (now, or --delay from now), but never
+    /// later than this long after it was first pushed (e.g. 1m).
+    #[arg(long, value_name = "MAX", requires = "unique_key", value_parser = parse_duration)]
+    debounce: Option<Duration>,
+
     /// Wait for these tasks of the queue: the new tasks run only once each
     /// is done.
     #[arg(long, value_name = "ID", num_args = 1.., value_parser = clap::value_parser!(i64).range(1..))]
@@ -118,6 +129,10 @@ fn push_options(args: &Args) -> Result<PushOptions, Failure> {
     if let Some(window) = args.unique_for {
         options.unique_for(window)?;
     }
+    options.replace_pending(args.replace_pending);
+    if let Some(max) = args.debounce {
+        options.debounce(max)?;
+    }
     options.after(&args.after)?;
     if args.run_anyway {
         options.on_parent_failure(ParentFailure::RunAnyway);
@@ -141,12 +156,18 @@ fn push_one(
             "queue": queue.name(),
             "id": pushed.id(),
             "duplicate": matches!(pushed, Pushed::Duplicate(_)),
+            "merged": matches!(pushed, Pushed::Merged(_)),
         }))?;
     } else {
         match pushed {
             Pushed::Stored(id) => print(format!("pushed task {id} to queue {:?}", queue.name()))?,
             Pushed::Duplicate(id) => print(format!(
                 "pushed nothing to queue {:?}: task {id} holds the key {:?}",
+                queue.name(),
+                args.unique_key.as_deref().unwrap_or_default()
+            ))?,
+            Pushed::Merged(id) => print(format!(
+                "merged into task {id} of queue {:?}, which holds the key {:?}",
                 queue.name(),
                 args.unique_key.as_deref().unwrap_or_default()
             ))?,

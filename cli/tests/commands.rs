@@ -101,6 +101,8 @@ fn usage_errors_exit_with_2() {
         ("push", &["{}", "--delay", "soon"][..]),
         ("push", &["--unique-key", "k"][..]),
         ("push", &["{}", "--max-attempts", "0"][..]),
+        ("push", &["{}", "--replace-pending"][..]),
+        ("push", &["{}", "--debounce", "1m"][..]),
         ("stats", &["--queue", ""][..]),
         ("work", &[][..]),
     ] {
@@ -190,7 +192,7 @@ fn push_one_task_and_see_it_in_stats_list_and_show() {
     let pushed = fixture.json("push", &[r#"{"file":"b.mp4"}"#, "--priority", "-5"]);
     assert_eq!(
         pushed,
-        json!({"queue": "default", "id": 2, "duplicate": false})
+        json!({"queue": "default", "id": 2, "duplicate": false, "merged": false})
     );
 
     let stats = fixture.json("stats", &[]);
@@ -437,12 +439,12 @@ fn push_with_delay_and_unique_key() {
     let first = fixture.json("push", &["{\"i\":1}", "--unique-key", "invoice:7"]);
     assert_eq!(
         first,
-        json!({"queue": "default", "id": 2, "duplicate": false})
+        json!({"queue": "default", "id": 2, "duplicate": false, "merged": false})
     );
     let again = fixture.json("push", &["{\"i\":2}", "--unique-key", "invoice:7"]);
     assert_eq!(
         again,
-        json!({"queue": "default", "id": 2, "duplicate": true})
+        json!({"queue": "default", "id": 2, "duplicate": true, "merged": false})
     );
     fixture
         .tq("push", &["{\"i\":3}", "--unique-key", "invoice:7"])
@@ -450,6 +452,36 @@ fn push_with_delay_and_unique_key() {
         .success()
         .stdout("pushed nothing to queue \"default\": task 2 holds the key \"invoice:7\"\n");
     assert_eq!(fixture.ids("pending"), [1, 2]);
+}
+
+#[test]
+fn push_replacing_and_debouncing_merges_into_the_pending_holder() {
+    let fixture = Fixture::new();
+    let first = fixture.json("push", &["{\"v\":1}", "--unique-key", "doc"]);
+    let merging = [
+        "--unique-key",
+        "doc",
+        "--replace-pending",
+        "--delay",
+        "1h",
+        "--debounce",
+        "2h",
+    ];
+    let merged = fixture.json("push", &[&["{\"v\":2}"][..], &merging[..]].concat());
+    assert_eq!(
+        merged,
+        json!({"queue": "default", "id": first["id"], "duplicate": false, "merged": true})
+    );
+    let task = fixture.json("show", &["1"]);
+    assert_eq!(task["payload"], json!({"v": 2}));
+    let due_in = task["run_at_unix_ms"].as_i64().unwrap() - now_unix_ms();
+    assert!((3_590_000..=3_600_000).contains(&due_in), "{due_in}");
+    fixture
+        .tq("push", &[&["{\"v\":3}"][..], &merging[..]].concat())
+        .assert()
+        .success()
+        .stdout("merged into task 1 of queue \"default\", which holds the key \"doc\"\n");
+    assert_eq!(fixture.ids("pending"), [1]);
 }
 
 #[test]

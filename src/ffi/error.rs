@@ -21,6 +21,14 @@ pub enum tq_status {
     /// `tq_push` with a unique key stored nothing: a task of the queue
     /// still holds the key, and its id was returned. Not an error.
     TQ_DUPLICATE = 2,
+    /// `tq_push` with a unique key stored no new task: the pending task
+    /// holding the key took the push's payload or run time, as the options
+    /// asked (`tq_push_options_set_replace_pending`,
+    /// `tq_push_options_set_debounce_ms`), and its id was returned. A
+    /// status of its own, not `TQ_OK` (which means a new task) nor
+    /// `TQ_DUPLICATE` (which means the push's payload was dropped). Only a
+    /// push with one of those options returns it. Not an error.
+    TQ_MERGED = 3,
     /// A NULL or invalid pointer, bad UTF-8, an out-of-range option, or a
     /// handle used in a child process after `fork()`.
     TQ_ERR_INVALID_ARGUMENT = -1,
@@ -136,6 +144,7 @@ fn status_text(status: i32) -> &'static CStr {
         0 => c"ok",
         1 => c"empty: no task is ready",
         2 => c"duplicate: a task with this unique key is already queued",
+        3 => c"merged: the pending task with this unique key took the push",
         -1 => c"invalid argument",
         -2 => c"invalid JSON",
         -3 => c"not held: the delivery is no longer current",

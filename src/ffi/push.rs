@@ -21,7 +21,10 @@ use crate::task::Pushed;
 /// Returns once the task is stored at the handle's durability.
 ///
 /// Returns TQ_OK, TQ_DUPLICATE (the options' unique key is held by a task
-/// of the queue: nothing is stored, and `*out_id` is that task's id), or
+/// of the queue: nothing is stored, and `*out_id` is that task's id),
+/// TQ_MERGED (the options replace or debounce the pending task holding
+/// the key, `tq_push_options_set_replace_pending`, and it took the push:
+/// `*out_id` is its id), or
 /// TQ_ERR_INVALID_ARGUMENT (NULL queue or payload, bad
 /// UTF-8, len over the handle's limit, `TQ_MAX_PAYLOAD_LEN` unless set with
 /// `tq_options_set_max_payload_len`), TQ_ERR_INVALID_JSON, TQ_ERR_BUSY,
@@ -48,6 +51,7 @@ pub extern "C" fn tq_push(
         Ok(match pushed {
             Pushed::Stored(_) => tq_status::TQ_OK,
             Pushed::Duplicate(_) => tq_status::TQ_DUPLICATE,
+            Pushed::Merged(_) => tq_status::TQ_MERGED,
         })
     })
 }

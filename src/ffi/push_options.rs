@@ -277,6 +277,66 @@ pub extern "C" fn tq_push_options_set_unique_for_ms(
     })
 }
 
+/// Lets the push replace the payload of the pending task holding its key.
+///
+/// When `replace` is true, a `tq_push` under a unique key that a pending
+/// task holds (ready, delayed, waiting for a retry or for other tasks, but
+/// not delivered at the moment) gives that task this push's payload and
+/// returns TQ_MERGED with its id: its next delivery carries the newest
+/// payload. A task being delivered is never changed (its receipt and the
+/// payload it was handed stay valid): the push then stores nothing and
+/// returns TQ_DUPLICATE, as without this option. Needs a unique key;
+/// refuses tasks to wait for and ordered groups (the push fails with
+/// TQ_ERR_INVALID_ARGUMENT, storing nothing), and `tq_push_batch` refuses
+/// it. Combines with `tq_push_options_set_debounce_ms`. Default false.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options).
+/// Thread safety: not with other calls on the same options object.
+#[no_mangle]
+pub extern "C" fn tq_push_options_set_replace_pending(
+    options: *mut tq_push_options,
+    replace: bool,
+) -> tq_status {
+    guard("tq_push_options_set_replace_pending", || {
+        unsafe { borrow_mut(options, "options") }?
+            .0
+            .replace_pending(replace);
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Debounces the task held under the push's unique key.
+///
+/// A `tq_push` under a unique key that a pending task holds (as for
+/// `tq_push_options_set_replace_pending`) moves that task's run time to
+/// this push's own (now plus its delay, or its run-at time), but never
+/// later than `max_ms` after that task was first pushed, and returns
+/// TQ_MERGED with its id: a burst of pushes runs the task once, a delay
+/// after the last push, and a steady stream still runs it within `max_ms`
+/// of the first. The holder keeps its payload unless
+/// `tq_push_options_set_replace_pending` is set too, and its priority,
+/// attempts, expiry and deadline. A push that finds no holder stores its
+/// task as usual. `max_ms` is 1 ms to one year; 0 removes the debounce
+/// (the default). The same conflicts as replace_pending are refused.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, out of range).
+/// Thread safety: not with other calls on the same options object.
+#[no_mangle]
+pub extern "C" fn tq_push_options_set_debounce_ms(
+    options: *mut tq_push_options,
+    max_ms: u64,
+) -> tq_status {
+    guard("tq_push_options_set_debounce_ms", || {
+        let options = unsafe { borrow_mut(options, "options") }?;
+        if max_ms == 0 {
+            options.0.clear_debounce();
+        } else {
+            options.0.debounce(Duration::from_millis(max_ms))?;
+        }
+        Ok(tq_status::TQ_OK)
+    })
+}
+
 /// Values for `tq_push_options_set_on_parent_failure`.
 #[repr(C)]
 pub enum tq_parent_failure {

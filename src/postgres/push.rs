@@ -42,6 +42,11 @@ const PUSH: &str = "WITH clock AS (
 const PUSH_TASK: &str = "SELECT id, stored
     FROM @.push_task($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
 
+/// Merges a push into the pending task `$1` holding its unique key
+/// (migration 13 in `schema.rs`, store.rs's `merge_sql`); NULL when it
+/// did not.
+const MERGE_PENDING: &str = "SELECT @.merge_pending($1, $2, $3, $4, $5)";
+
 /// Marks the tasks `$1` of queue `$2` as waited for (so that their end
 /// reaches the task waiting, see `schema.rs`) and answers the state of
 /// each: the newest, as the rows are locked until the push commits.
@@ -180,7 +185,7 @@ impl PostgresStore {
             .ok_or_else(|| Error::new(crate::ErrorKind::Internal, "push_task answered no row"))?;
         let id: i64 = row.try_get(0)?;
         if !row.try_get::<_, bool>(1)? {
-            return Ok(Pushed::Duplicate(id));
+            return self.found_holder(tx, id, task);
         }
         if task.expiry.is_some() || task.deadline.is_some() {
             let relative = |limit: Option<Limit>| limit.and_then(|limit| limit.after);
@@ -199,6 +204,40 @@ impl PostgresStore {
             )?;
         }
         Ok(Pushed::Stored(id))
+    }
+
+    /// What the push of `task` did on finding its unique key held by task
+    /// `holder`, which [`PUSH_TASK`] locked until the push commits: merged
+    /// into it when the options ask and it is pending and not held by a
+    /// delivery ([`MERGE_PENDING`], which wakes the queue's waiters when it
+    /// merges), else nothing.
+    fn found_holder(&self, tx: &mut Tx<'_>, holder: i64, task: &NewTask) -> Result<Pushed> {
+        if !task.merge.is_set() {
+            return Ok(Pushed::Duplicate(holder));
+        }
+        let max = task
+            .merge
+            .debounce_max
+            .map(|max| i64::try_from(max.as_millis()).unwrap_or(i64::MAX));
+        let row = tx.query_opt(
+            &self.sql(MERGE_PENDING),
+            &[
+                &holder,
+                &task.merge.replace.then_some(task.payload.as_str()),
+                &task.delay,
+                &task.run_at,
+                &max,
+            ],
+        )?;
+        let merged = match row {
+            Some(row) => row.try_get::<_, Option<i64>>(0)?.is_some(),
+            None => false,
+        };
+        Ok(if merged {
+            Pushed::Merged(holder)
+        } else {
+            Pushed::Duplicate(holder)
+        })
     }
 
     /// The task a task pushed to `group`, `at_once` of whose tasks run at
@@ -313,6 +352,46 @@ mod tests {
         a.push(task("3"), 0).unwrap();
         assert!(rung_after(&bell_a, seen_a), "and a push to a wakes them");
         drop((a, b));
+        postgres::Client::connect(&url, postgres::NoTls)
+            .unwrap()
+            .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+            .unwrap();
+    }
+
+    #[test]
+    fn a_merge_into_the_holder_of_a_key_wakes_the_waiters() {
+        let Some(url) = server("a_merge_into_the_holder_of_a_key_wakes_the_waiters") else {
+            return;
+        };
+        let schema = format!("unit_merge_wakes_{}", std::process::id());
+        let store = fresh_store(&url, &schema, "a");
+        let bell = store.bell();
+        let keyed = |replace: bool| {
+            let mut options = PushOptions::new();
+            options
+                .unique_key("doc")
+                .unwrap()
+                .delay(std::time::Duration::from_secs(3600))
+                .unwrap();
+            options.replace_pending(replace);
+            vec![NewTask::new("1", &options, 0, 3)]
+        };
+        let seen = bell.rings();
+        assert!(matches!(
+            store.push(keyed(false), 0).unwrap()[..],
+            [Pushed::Stored(_)]
+        ));
+        assert!(rung_after(&bell, seen), "the push wakes the waiters");
+
+        // Only the merge itself writes: without its notification no
+        // waiter would hear that the holder changed.
+        let seen = bell.rings();
+        assert!(matches!(
+            store.push(keyed(true), 0).unwrap()[..],
+            [Pushed::Merged(_)]
+        ));
+        assert!(rung_after(&bell, seen), "the merge wakes the waiters");
+        drop(store);
         postgres::Client::connect(&url, postgres::NoTls)
             .unwrap()
             .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))

@@ -256,6 +256,9 @@ const MIGRATIONS: &[&str] = &[
     // 12: SQLite's version 13, a cap on each queue's pending tasks, and
     // push_task checking it (`sql_functions.rs`).
     sql_functions::CAP_ON_PENDING,
+    // 13: debounce and replace on a unique key: merge_pending, and push
+    // taking them (`sql_functions.rs`).
+    sql_functions::MERGE_PENDING,
 ];
 
 /// The schema version this library writes.
@@ -323,6 +326,7 @@ fn migration_sql(migration: &str, name: &str, quoted: &str) -> String {
         ("MAX_GROUP_AT_ONCE", MAX_GROUP_AT_ONCE.to_string()),
         ("DEFAULT_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS.to_string()),
         ("MAX_DURATION_MS", MAX_DURATION.as_millis().to_string()),
+        ("NOW_MS", super::NOW_MS.to_owned()),
     ]
     .iter()
     .fold(migration.to_owned(), |sql, (token, value)| {
@@ -407,5 +411,16 @@ mod tests {
         assert!(sql.contains(&format!("> {MAX_PAYLOAD_LEN} THEN")));
         assert!(sql.contains("pg_notify('tq_jobs', push_task.queue)"));
         assert!(sql.contains("'tq:\"jobs\":' || octet_length(push_task.queue)"));
+    }
+
+    #[test]
+    fn merge_pending_runs_the_merge_both_backends_share() {
+        let words = |sql: &str| sql.split_whitespace().collect::<Vec<_>>().join(" ");
+        let shared = crate::store::merge_sql("\"jobs\".tasks", '$', super::super::NOW_MS);
+        let migration = migration_sql(sql_functions::MERGE_PENDING, "jobs", "\"jobs\"");
+        assert!(
+            words(&migration).contains(&words(&shared)),
+            "migration 13's merge_pending is not store.rs's merge_sql:\n{shared}"
+        );
     }
 }

@@ -120,13 +120,17 @@ impl Queue {
     /// Stores `payload`, which must be a JSON text, as a new pending task:
     /// [`Pushed::Stored`] with its id. With a unique key that a task of this
     /// queue still holds, stores nothing and answers [`Pushed::Duplicate`]
-    /// with that task's id. The bytes are stored exactly as given. Invalid
+    /// with that task's id, or, when the options ask it to replace or
+    /// debounce a pending holder ([`PushOptions::replace_pending`],
+    /// [`PushOptions::debounce`]), changes that task and answers
+    /// [`Pushed::Merged`]. The bytes are stored exactly as given. Invalid
     /// JSON fails with [`ErrorKind::InvalidJson`], and a payload over the
     /// queue's limit with [`ErrorKind::InvalidArgument`]; either stores
     /// nothing.
     pub fn push(&self, payload: &str, options: &PushOptions) -> Result<Pushed> {
         let store = self.store()?;
         check_items_named(options, 0, "a single push")?;
+        options.check_merge()?;
         check_payload(payload, self.max_payload_len)?;
         let pushed = self.push_with_room(store, options.wait_for_room, |now| {
             let task = NewTask::new(payload, options, now, self.max_attempts);
@@ -182,6 +186,7 @@ impl Queue {
         let store = self.store()?;
         for (index, (payload, options)) in items.iter().enumerate() {
             check_items_named(options, index, "an item")
+                .and_then(|()| options.check_merge())
                 .and_then(|()| check_payload(payload.as_ref(), self.max_payload_len))
                 .map_err(|err| {
                     Error::new(err.kind(), format!("item {index}: {}", err.message()))
@@ -316,6 +321,12 @@ pub(crate) fn check_batch_options(options: &PushOptions) -> Result<()> {
     if options.unique.is_some() {
         return Err(Error::invalid_argument(
             "a unique key names one task: push tasks with unique keys one at a time",
+        ));
+    }
+    if options.merge.is_set() {
+        return Err(Error::invalid_argument(
+            "a batch stores new tasks only: push a task that replaces or debounces the holder \
+             of its unique key on its own",
         ));
     }
     check_items_named(options, 0, "a batch sharing its options")

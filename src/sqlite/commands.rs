@@ -301,7 +301,7 @@ impl SharedFile {
 /// process may have committed and not yet flushed.
 fn found_duplicate(result: &Result<Output>) -> bool {
     matches!(result, Ok(Output::Pushed(pushed))
-        if pushed.iter().any(|push| matches!(push, Pushed::Duplicate(_))))
+        if pushed.iter().any(|push| matches!(push, Pushed::Duplicate(_) | Pushed::Merged(_))))
 }
 
 #[cfg(test)]
@@ -330,6 +330,7 @@ mod tests {
                 group: None,
                 expiry: None,
                 deadline: None,
+                merge: Default::default(),
             }],
             now: 1,
         };

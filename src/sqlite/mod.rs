@@ -522,6 +522,7 @@ mod tests {
             group: None,
             expiry: None,
             deadline: None,
+            merge: Default::default(),
         }
     }
 

@@ -7,8 +7,8 @@ use super::ids::{self, next_task_id};
 use super::settings::Room;
 use crate::error::Result;
 use crate::store::{
-    group_predecessor_sql, holds_unique_key, of_item, parent_ids, waits_for, NewTask, BLOCKED,
-    READY, WAITING,
+    group_predecessor_sql, holds_unique_key, merge_sql, of_item, parent_ids, waits_for, NewTask,
+    BLOCKED, READY, WAITING,
 };
 use crate::task::Pushed;
 
@@ -28,6 +28,9 @@ pub(crate) fn push_one(
     let unfinished = unfinished_parents(conn, queue, &parents, task.run_anyway)?;
     if let Some((key, _)) = &task.unique {
         if let Some(id) = unique_key_holder(conn, queue, key, now)? {
+            if task.merge.is_set() && merge_into(conn, id, task, now)? {
+                return Ok(Pushed::Merged(id));
+            }
             return Ok(Pushed::Duplicate(id));
         }
     }
@@ -131,6 +134,29 @@ fn unique_key_holder(conn: &Connection, queue: &str, key: &str, now: i64) -> Res
             .execute([id])?;
     }
     Ok(None)
+}
+
+/// Merges `task` into task `holder`, which holds its unique key, as its
+/// options ask ([`merge_sql`]); says whether it did (not when the holder is
+/// held by a delivery, or is not pending).
+fn merge_into(conn: &Connection, holder: i64, task: &NewTask, now: i64) -> Result<bool> {
+    let merged: Option<i64> = conn
+        .prepare_cached(&merge_sql("tq_tasks", '?', "?6"))?
+        .query_row(
+            params![
+                holder,
+                task.merge.replace.then_some(task.payload.as_str()),
+                task.delay,
+                task.run_at,
+                task.merge
+                    .debounce_max
+                    .map(|max| i64::try_from(max.as_millis()).unwrap_or(i64::MAX)),
+                now,
+            ],
+            |row| row.get(0),
+        )
+        .optional()?;
+    Ok(merged.is_some())
 }
 
 /// Writes the row of a new task in `state`, waiting for `waiting_for`

@@ -96,6 +96,7 @@ fn claiming_stays_an_index_lookup_with_a_thousand_groups_of_a_hundred() {
         group: Some((format!("g{group}"), 1)),
         expiry: None,
         deadline: None,
+        merge: Default::default(),
     };
     for _ in 0..100 {
         for group in 0..1000 {

@@ -180,6 +180,8 @@ int main(int argc, char **argv)
     STATUS_CASE(tq_push_options_set_max_attempts, tq_push_options_set_max_attempts(push_options, 1));
     STATUS_CASE(tq_push_options_set_unique_key, tq_push_options_set_unique_key(push_options, "k"));
     STATUS_CASE(tq_push_options_set_unique_for_ms, tq_push_options_set_unique_for_ms(push_options, 1));
+    STATUS_CASE(tq_push_options_set_replace_pending, tq_push_options_set_replace_pending(push_options, true));
+    STATUS_CASE(tq_push_options_set_debounce_ms, tq_push_options_set_debounce_ms(push_options, 1));
     STATUS_CASE(tq_push_options_set_group, tq_push_options_set_group(push_options, "g", 1));
     STATUS_CASE(tq_pull_options_set_wait_ms, tq_pull_options_set_wait_ms(pull_options, 1));
     STATUS_CASE(tq_pull_options_set_cancel, tq_pull_options_set_cancel(pull_options, cancel));

@@ -297,7 +297,7 @@ static void test_location_redacted(const char *dir)
 static void test_status_str(const char *dir)
 {
     (void)dir;
-    const int known[] = {TQ_OK,           TQ_EMPTY,   TQ_DUPLICATE, TQ_ERR_INVALID_ARGUMENT,
+    const int known[] = {TQ_OK,           TQ_EMPTY,   TQ_DUPLICATE, TQ_MERGED, TQ_ERR_INVALID_ARGUMENT,
                          TQ_ERR_INVALID_JSON, TQ_ERR_NOT_HELD, TQ_ERR_BUSY, TQ_ERR_IO,
                          TQ_ERR_NOT_A_DATABASE, TQ_ERR_INTERNAL, TQ_ERR_INTERRUPTED,
                          TQ_ERR_UNKNOWN_OUTCOME, TQ_ERR_CANCELLED, TQ_ERR_FULL};
@@ -311,7 +311,7 @@ static void test_status_str(const char *dir)
         for (size_t j = 0; j < i; j++)
             CHECK(strcmp(s, tq_status_str(known[j])) != 0);
     }
-    const int32_t unknown[] = {3, 100, -12, -100, INT32_MAX, INT32_MIN};
+    const int32_t unknown[] = {4, 100, -12, -100, INT32_MAX, INT32_MIN};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         const char *s = tq_status_str(unknown[i]);
         if (CHECK(s != NULL))
@@ -2706,6 +2706,53 @@ static void test_unique_keys(const char *dir)
     tq_close(q);
 }
 
+static void test_debounce_and_replace(const char *dir)
+{
+    tq_queue *q = open_named(dir, "default", 5);
+    REQUIRE(q != NULL);
+    tq_push_options *opts = tq_push_options_new();
+    REQUIRE(opts != NULL);
+    /* A merge needs a unique key: refused, storing nothing. */
+    CHECK_STATUS(tq_push_options_set_replace_pending(opts, true), TQ_OK);
+    CHECK_STATUS(tq_push(q, "0", 1, opts, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("needs a unique key");
+    CHECK_INT(count(q, TQ_STATE_PENDING), 0);
+    CHECK_STATUS(tq_push_options_set_debounce_ms(opts, OVER_ONE_YEAR_MS), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_push_options_set_replace_pending(NULL, true), TQ_ERR_INVALID_ARGUMENT);
+
+    CHECK_STATUS(tq_push_options_set_unique_key(opts, "doc-7"), TQ_OK);
+    CHECK_STATUS(tq_push_options_set_delay_ms(opts, 3600000), TQ_OK);
+    CHECK_STATUS(tq_push_options_set_debounce_ms(opts, 7200000), TQ_OK);
+    int64_t first = 0, again = 0;
+    CHECK_STATUS(tq_push(q, "1", 1, opts, &first), TQ_OK);
+    CHECK_STATUS(tq_push(q, "2", 1, opts, &again), TQ_MERGED);
+    CHECK_INT(again, first);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 1);
+    /* Debounced to an hour away: nothing to pull. */
+    tq_task *task = NULL;
+    CHECK_STATUS(tq_pull(q, NULL, &task), TQ_EMPTY);
+
+    /* Without the debounce the run time stays; 0 removes it. */
+    CHECK_STATUS(tq_push_options_set_debounce_ms(opts, 0), TQ_OK);
+    CHECK_STATUS(tq_push_options_set_delay_ms(opts, 0), TQ_OK);
+    CHECK_STATUS(tq_push(q, "3", 1, opts, &again), TQ_MERGED);
+    CHECK_STATUS(tq_pull(q, NULL, &task), TQ_EMPTY);
+    /* A debounce to now makes it ready, with the newest payload. */
+    CHECK_STATUS(tq_push_options_set_debounce_ms(opts, 1), TQ_OK);
+    CHECK_STATUS(tq_push(q, "4", 1, opts, &again), TQ_MERGED);
+    task = pull_one(q);
+    REQUIRE(task != NULL);
+    CHECK_INT(tq_task_id(task), first);
+    CHECK(strcmp(tq_task_payload(task, NULL), "4") == 0);
+    /* A delivered task is never changed. */
+    CHECK_STATUS(tq_push(q, "5", 1, opts, &again), TQ_DUPLICATE);
+    CHECK_INT(again, first);
+    CHECK_STATUS(tq_finish(q, task), TQ_OK);
+    tq_task_free(task);
+    tq_push_options_free(opts);
+    tq_close(q);
+}
+
 static void test_visibility(const char *dir)
 {
     tq_queue *q = open_named(dir, "default", 5);
@@ -3442,6 +3489,7 @@ static const struct test_case cases[] = {
     CASE(extend),
     CASE(finish_and_pull),
     CASE(unique_keys),
+    CASE(debounce_and_replace),
     CASE(visibility),
     CASE(cancel_pause_snooze),
     CASE(wait_cancellation),

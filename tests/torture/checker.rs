@@ -262,11 +262,13 @@ pub fn check(histories: &Histories, rows: &[Row], expect: &Expect) -> Report {
                     pushes.insert(key, op).is_none(),
                     "key {key} pushed twice: a harness bug"
                 );
-                if op.get("duplicate").is_some() {
-                    report.unexpected.push(format!(
-                        "{key} was answered as a duplicate, but it has no unique key: {}",
-                        describe(op)
-                    ));
+                for answer in ["duplicate", "merged"] {
+                    if op.get(answer).is_some() {
+                        report.unexpected.push(format!(
+                            "{key} was answered as {answer}, but it has no unique key: {}",
+                            describe(op)
+                        ));
+                    }
                 }
             }
             "pull" if op.is_ok() => {

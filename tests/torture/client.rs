@@ -109,6 +109,8 @@ impl Client<'_> {
             Ok(Pushed::Stored(id)) => self.history.ok(call, &format!("id={id}")),
             // No push here has a unique key: the checker reports this.
             Ok(Pushed::Duplicate(id)) => self.history.ok(call, &format!("id={id} duplicate=1")),
+            // Nor asks for a merge: the checker reports this too.
+            Ok(Pushed::Merged(id)) => self.history.ok(call, &format!("id={id} merged=1")),
             Err(err) => self.history.fail(call, err),
         }
         result.map(Pushed::id)
@@ -186,6 +188,7 @@ impl Client<'_> {
                         Pushed::Duplicate(id) => {
                             self.history.ok(call, &format!("id={id} duplicate=1"))
                         }
+                        Pushed::Merged(id) => self.history.ok(call, &format!("id={id} merged=1")),
                     }
                 }
             }

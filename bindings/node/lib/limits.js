@@ -10,6 +10,7 @@ const errors = require('./errors');
 const OK = 0;
 const EMPTY = 1;
 const DUPLICATE = 2;
+const MERGED = 3;
 const INTERRUPTED = errors.InterruptedError.status;
 const NOT_HELD = errors.NotHeldError.status;
 const CANCELLED = errors.CancelledError.status;
@@ -68,6 +69,7 @@ module.exports = {
   FIRST_RETRY_MS,
   INT32_MAX,
   INT32_MIN,
+  MERGED,
   INTERRUPTED,
   IO,
   MAX_RETRY_MS,

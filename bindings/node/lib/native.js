@@ -102,6 +102,8 @@ const PROTOTYPES = [
   'tq_status tq_push_options_set_max_attempts(tq_push_options *options, uint32_t max_attempts)',
   'tq_status tq_push_options_set_unique_key(tq_push_options *options, const char *key)',
   'tq_status tq_push_options_set_unique_for_ms(tq_push_options *options, uint64_t window_ms)',
+  'tq_status tq_push_options_set_replace_pending(tq_push_options *options, bool replace)',
+  'tq_status tq_push_options_set_debounce_ms(tq_push_options *options, uint64_t max_ms)',
   'tq_status tq_push_options_add_after(tq_push_options *options, int64_t id)',
   'tq_status tq_push_options_add_after_item(tq_push_options *options, size_t index)',
   'tq_status tq_push_options_set_on_parent_failure(tq_push_options *options, int32_t policy)',

@@ -222,6 +222,26 @@ function limitSettings({ expireAfter, expireAt, deadlineAfter, deadlineAt }) {
   return settings;
 }
 
+/** The setters of `options`' merge into the pending holder of the key:
+ * replacePending and debounce (the longest, in milliseconds). */
+function mergeSettings({ replacePending, debounce }) {
+  const settings = [];
+  if (replacePending !== undefined) {
+    if (typeof replacePending !== 'boolean') {
+      throw new TypeError(`replacePending must be a boolean, not ${describe(replacePending)}`);
+    }
+    settings.push([lib.tq_push_options_set_replace_pending, replacePending]);
+  }
+  if (debounce !== undefined) {
+    const longest = milliseconds('debounce', debounce);
+    if (longest === 0) {
+      throw new errors.InvalidArgumentError('the longest debounce must be positive');
+    }
+    settings.push([lib.tq_push_options_set_debounce_ms, longest]);
+  }
+  return settings;
+}
+
 /** The push options' setters and values for `options` of the method `call`
  * (pushMany takes no unique key). */
 function pushSettings(call, options) {
@@ -229,6 +249,7 @@ function pushSettings(call, options) {
   const { delay, runAt, priority, maxAttempts, uniqueKey, uniqueFor, after, afterItems, onParentFailure, group, groupMax, waitForRoom } =
     callOptions(call, options);
   const settings = limitSettings(options);
+  settings.push(...mergeSettings(options));
   if (waitForRoom !== undefined) {
     settings.push([lib.tq_push_options_set_wait_for_room_ms, milliseconds('waitForRoom', waitForRoom)]);
   }

@@ -39,7 +39,7 @@ const { lib, koffi } = require('./native');
 const errors = require('./errors');
 const {
   BUSY,
-  DUPLICATE,
+  MERGED,
   EMPTY,
   FIRST_RETRY_MS,
   INTERRUPTED,
@@ -395,7 +395,9 @@ class Queue {
     return out[0];
   }
 
-  /** Pushes with a unique key; resolves to { id, created }. */
+  /** Pushes with a unique key; resolves to { id, created, merged }: merged
+   * when the pending holder of the key took the push (replacePending,
+   * debounce). */
   async pushUnique(payload, uniqueKey, options = {}) {
     if (typeof uniqueKey !== 'string') {
       throw new TypeError(`uniqueKey must be a string, not ${describe(uniqueKey)}`);
@@ -405,7 +407,7 @@ class Queue {
     const out = [0];
     try {
       const status = await this._checkedCall(lib.tq_push, payloadPointer(data), data.length, built, out);
-      return { id: out[0], created: status !== DUPLICATE };
+      return { id: out[0], created: status === OK, merged: status === MERGED };
     } finally {
       lib.tq_push_options_free(built);
     }

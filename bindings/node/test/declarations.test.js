@@ -110,6 +110,7 @@ test('every error status has its class, named after it', () => {
       ['TQ_OK', 0],
       ['TQ_EMPTY', 1],
       ['TQ_DUPLICATE', 2],
+      ['TQ_MERGED', 3],
     ],
   );
 });

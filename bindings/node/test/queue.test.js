@@ -67,11 +67,32 @@ test('a unique key stores one task while it is pending', () =>
   withQueue(async (queue) => {
     const first = await queue.pushUnique({ n: 1 }, 'k');
     assert.equal(first.created, true);
-    assert.deepEqual(await queue.pushUnique({ n: 2 }, 'k'), { id: first.id, created: false });
+    assert.deepEqual(await queue.pushUnique({ n: 2 }, 'k'), { id: first.id, created: false, merged: false });
     assert.equal(await queue.push({ n: 3 }, { uniqueKey: 'k' }), first.id);
     assert.equal(await queue.count(), 1);
     await (await queue.pull()).finish();
     assert.equal((await queue.pushUnique({ n: 4 }, 'k', { uniqueFor: 0 })).created, true);
+  }));
+
+test('a pending holder of the key takes a replacing or debouncing push', () =>
+  withQueue(async (queue) => {
+    const first = await queue.push({ n: 1 }, { uniqueKey: 'doc' });
+    const merging = { replacePending: true, delay: 3_600_000, debounce: 7_200_000 };
+    assert.deepEqual(await queue.pushUnique({ n: 2 }, 'doc', merging), { id: first, created: false, merged: true });
+    assert.equal(await queue.count(), 1);
+    assert.equal(await queue.pull(), null, 'debounced an hour away');
+    // A debounce to now makes it ready, with the newest payload.
+    assert.equal(await queue.push({ n: 3 }, { uniqueKey: 'doc', replacePending: true, debounce: 1 }), first);
+    const task = await queue.pull();
+    assert.deepEqual([task.id, task.payload], [first, { n: 3 }]);
+    // A task being delivered is never changed.
+    assert.deepEqual(await queue.pushUnique({ n: 4 }, 'doc', merging), { id: first, created: false, merged: false });
+    await task.finish();
+    for (const bad of [{ replacePending: true }, { uniqueKey: 'k', debounce: 0 }, { uniqueKey: 'k', replacePending: true, group: 'g' }]) {
+      await assert.rejects(async () => queue.push(5, bad), tq.InvalidArgumentError);
+    }
+    await assert.rejects(async () => queue.push(5, { uniqueKey: 'k', replacePending: 'yes' }), TypeError);
+    assert.equal(await queue.count(), 0);
   }));
 
 test('named queues in one file are independent', async () => {

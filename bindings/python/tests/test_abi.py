@@ -126,7 +126,9 @@ def test_every_error_status_has_its_exception():
     assert statuses["TQ_OK"] == _limits.OK
     assert statuses["TQ_EMPTY"] == _limits.EMPTY
     assert statuses["TQ_DUPLICATE"] == _limits.DUPLICATE
-    assert {key for key, value in statuses.items() if value >= 0} == {"TQ_OK", "TQ_EMPTY", "TQ_DUPLICATE"}
+    assert statuses["TQ_MERGED"] == _limits.MERGED
+    non_errors = {key for key, value in statuses.items() if value >= 0}
+    assert non_errors == {"TQ_OK", "TQ_EMPTY", "TQ_DUPLICATE", "TQ_MERGED"}
 
 
 def test_durabilities_and_states_match_the_header():

@@ -161,6 +161,32 @@ def test_a_unique_key_held_by_a_live_task_stores_nothing(queue):
     assert fresh.created and fresh.id != first.id
 
 
+def test_a_pending_holder_takes_a_replacing_or_debouncing_push(queue):
+    first = queue.push(1, unique_key="doc:7")
+    merged = queue.push_unique(2, "doc:7", replace_pending=True, delay=3600, debounce=7200)
+    assert merged == (first, False)
+    assert queue.push(3, unique_key="doc:7", replace_pending=True) == first
+    assert queue.count() == 1
+    assert queue.pull() is None  # debounced an hour away
+    # A debounce to now makes it ready, with the newest payload.
+    assert queue.push(4, unique_key="doc:7", replace_pending=True, debounce=0.001) == first
+    task = queue.pull()
+    assert (task.id, task.payload) == (first, 4)
+    # A task being delivered is never changed.
+    assert queue.push(5, unique_key="doc:7", replace_pending=True) == first
+    task.finish()
+    assert queue.count() == 0
+    for bad in (
+        {"replace_pending": True},
+        {"unique_key": "k", "debounce": 0},
+        {"unique_key": "k", "debounce": -1},
+        {"unique_key": "k", "replace_pending": True, "group": "g"},
+    ):
+        with pytest.raises(tq.InvalidArgumentError):
+            queue.push(6, **bad)
+    assert queue.count() == 0
+
+
 def test_unique_for_keeps_the_key_reserved_after_the_task_is_done(queue):
     first = queue.push_unique(1, "daily-report", unique_for=0.5)
     queue.pull().finish()

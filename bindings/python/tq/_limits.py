@@ -11,6 +11,7 @@ from ._native import lib
 OK = 0
 EMPTY = 1
 DUPLICATE = 2
+MERGED = 3
 
 _UINT32_MAX = 2**32 - 1
 _UINT64_MAX = 2**64 - 1

@@ -102,6 +102,8 @@ PROTOTYPES = {
     "tq_push_options_set_unique_key": (STATUS, [PUSH_OPTIONS_P, c_char_p]),
     "tq_push_options_set_group": (STATUS, [PUSH_OPTIONS_P, c_char_p, c_uint32]),
     "tq_push_options_set_unique_for_ms": (STATUS, [PUSH_OPTIONS_P, c_uint64]),
+    "tq_push_options_set_replace_pending": (STATUS, [PUSH_OPTIONS_P, c_bool]),
+    "tq_push_options_set_debounce_ms": (STATUS, [PUSH_OPTIONS_P, c_uint64]),
     "tq_push_options_add_after": (STATUS, [PUSH_OPTIONS_P, c_int64]),
     "tq_push_options_add_after_item": (STATUS, [PUSH_OPTIONS_P, c_size_t]),
     "tq_push_options_set_on_parent_failure": (STATUS, [PUSH_OPTIONS_P, c_int32]),

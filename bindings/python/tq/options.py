@@ -217,9 +217,18 @@ def _push_settings(
     deadline_after=None,
     deadline_at=None,
     wait_for_room=None,
+    replace_pending=False,
+    debounce=None,
 ):
     """The push options' setters and values for the arguments given."""
     settings = []
+    if replace_pending:
+        settings.append((lib.tq_push_options_set_replace_pending, True))
+    if debounce is not None:
+        longest = _milliseconds("debounce", debounce)
+        if longest == 0:
+            raise errors.InvalidArgumentError("the longest debounce must be positive")
+        settings.append((lib.tq_push_options_set_debounce_ms, longest))
     for after_name, after_value, at_name, at_value, after_setter, at_setter in (
         (
             "expire_after",

@@ -39,7 +39,7 @@ from ctypes import byref, c_char_p, c_int32, c_int64, c_size_t
 from typing import NamedTuple
 
 from . import errors
-from ._limits import _INT32_MAX, _OFF_MAIN_WAIT_SLICE, _SIZE_MAX, _UINT32_MAX, DUPLICATE, OK, WAIT_SLICE, _check
+from ._limits import _INT32_MAX, _OFF_MAIN_WAIT_SLICE, _SIZE_MAX, _UINT32_MAX, OK, WAIT_SLICE, _check
 from ._native import PUSH_OPTIONS_P, QUEUE_P, TASK_P, lib
 from ._work import _MIN_LEASE_S, WorkStats, Worker
 from .admin import _Admin
@@ -76,7 +76,8 @@ _LOST = "finished, recovered or taken by another worker"
 class Pushed(NamedTuple):
     """What ``Queue.push_unique`` returns: the task's id, and whether this
     push stored it (False: a task holding the key already existed, and
-    ``id`` is that task's)."""
+    ``id`` is that task's; it may have taken this push's payload or run
+    time, see ``replace_pending`` and ``debounce``)."""
 
     id: int
     created: bool
@@ -297,6 +298,8 @@ class Queue(_Admin, _Schedules):
         deadline_after=None,
         deadline_at=None,
         wait_for_room=None,
+        replace_pending=False,
+        debounce=None,
     ) -> int:
         """Stores a task and returns its id once it is stored at the queue's
         durability.
@@ -343,6 +346,15 @@ class Queue(_Admin, _Schedules):
         - ``wait_for_room`` (seconds or a ``timedelta``): when the queue is
           at its cap on pending tasks (``set_max_pending``), wait up to that
           long for room instead of raising ``FullError`` at once.
+        - ``replace_pending=True`` (with ``unique_key``): a pending task
+          holding the key (ready, delayed, waiting for a retry or for other
+          tasks, but not being delivered) takes this push's payload, and
+          its id is returned. A task being delivered is never changed.
+        - ``debounce`` (seconds or a ``timedelta``, with ``unique_key``):
+          a pending holder's run time moves to this push's own (now plus
+          ``delay``, or ``run_at``), but never later than ``debounce``
+          after the holder was first pushed: a burst of pushes runs the task
+          once, a delay after the last. Both refuse ``after`` and ``group``.
 
         Raises ``InvalidJSONError``, ``InvalidArgumentError`` (bad UTF-8,
         over the payload limit, an option out of range), ``FullError`` (the
@@ -367,6 +379,8 @@ class Queue(_Admin, _Schedules):
             and deadline_after is None
             and deadline_at is None
             and wait_for_room is None
+            and not replace_pending
+            and debounce is None
         ):
             with self._handle as queue:
                 _check(lib.tq_push(queue, data, len(data), None, byref(out)))
@@ -387,24 +401,46 @@ class Queue(_Admin, _Schedules):
             deadline_after=deadline_after,
             deadline_at=deadline_at,
             wait_for_room=wait_for_room,
+            replace_pending=replace_pending,
+            debounce=debounce,
         )
         self._push_with(data, settings, out)
         return out.value
 
     def push_unique(
-        self, obj, unique_key, *, unique_for=None, delay=None, run_at=None, priority=None, max_attempts=None
+        self,
+        obj,
+        unique_key,
+        *,
+        unique_for=None,
+        delay=None,
+        run_at=None,
+        priority=None,
+        max_attempts=None,
+        replace_pending=False,
+        debounce=None,
     ) -> Pushed:
         """Pushes ``obj`` with the unique key ``unique_key`` (see ``push``) and
         returns ``Pushed(id, created)``: ``created`` is False when a task of
-        this queue already held the key, nothing was stored, and ``id`` is
-        that task's."""
+        this queue already held the key, no task was stored, and ``id`` is
+        that task's (which took this push's payload or run time if it was
+        pending and ``replace_pending`` or ``debounce`` asked)."""
         if not isinstance(unique_key, str):
             raise TypeError(f"unique_key must be a str, not {type(unique_key).__name__}")
         data = _encode(obj)
-        settings = _push_settings(delay, run_at, priority, max_attempts, unique_key, unique_for)
+        settings = _push_settings(
+            delay,
+            run_at,
+            priority,
+            max_attempts,
+            unique_key,
+            unique_for,
+            replace_pending=replace_pending,
+            debounce=debounce,
+        )
         out = c_int64()
         status = self._push_with(data, settings, out)
-        return Pushed(out.value, status != DUPLICATE)
+        return Pushed(out.value, status == OK)
 
     def _push_with(self, data, settings, out) -> int:
         """tq_push with push options built from ``settings``; returns the status."""
