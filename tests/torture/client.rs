@@ -158,6 +158,7 @@ impl Client<'_> {
         match &result {
             Ok(Pushed::Stored(id)) => self.history.ok(call, &format!("id={id}")),
             Ok(Pushed::Duplicate(id)) => self.history.ok(call, &format!("id={id} duplicate=1")),
+            Ok(Pushed::Merged(id)) => self.history.ok(call, &format!("id={id} merged=1")),
             Err(err) => self.history.fail(call, err),
         }
         result.map(Pushed::id)
