@@ -150,7 +150,7 @@ def test_a_unique_key_held_by_a_live_task_stores_nothing(queue):
     first = queue.push_unique({"invoice": 1042}, "invoice:1042")
     assert first == tq.Pushed(first.id, True) and first.created
     again = queue.push_unique({"invoice": "other payload"}, "invoice:1042")
-    assert again == (first.id, False)
+    assert again == (first.id, False) and not again.merged
     assert queue.push({"invoice": 1042}, unique_key="invoice:1042") == first.id  # plain push: the id
     assert queue.count() == 1
     task = queue.pull()  # leased still holds the key
@@ -164,7 +164,7 @@ def test_a_unique_key_held_by_a_live_task_stores_nothing(queue):
 def test_a_pending_holder_takes_a_replacing_or_debouncing_push(queue):
     first = queue.push(1, unique_key="doc:7")
     merged = queue.push_unique(2, "doc:7", replace_pending=True, delay=3600, debounce=7200)
-    assert merged == (first, False)
+    assert merged == (first, False) and merged.merged
     assert queue.push(3, unique_key="doc:7", replace_pending=True) == first
     assert queue.count() == 1
     assert queue.pull() is None  # debounced an hour away
@@ -173,7 +173,8 @@ def test_a_pending_holder_takes_a_replacing_or_debouncing_push(queue):
     task = queue.pull()
     assert (task.id, task.payload) == (first, 4)
     # A task being delivered is never changed.
-    assert queue.push(5, unique_key="doc:7", replace_pending=True) == first
+    left = queue.push_unique(5, "doc:7", replace_pending=True)
+    assert left == (first, False) and not left.merged
     task.finish()
     assert queue.count() == 0
     for bad in (

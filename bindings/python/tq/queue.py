@@ -39,7 +39,7 @@ from ctypes import byref, c_char_p, c_int32, c_int64, c_size_t
 from typing import NamedTuple
 
 from . import errors
-from ._limits import _INT32_MAX, _OFF_MAIN_WAIT_SLICE, _SIZE_MAX, _UINT32_MAX, OK, WAIT_SLICE, _check
+from ._limits import _INT32_MAX, _OFF_MAIN_WAIT_SLICE, _SIZE_MAX, _UINT32_MAX, MERGED, OK, WAIT_SLICE, _check
 from ._native import PUSH_OPTIONS_P, QUEUE_P, TASK_P, lib
 from ._work import _MIN_LEASE_S, WorkStats, Worker
 from .admin import _Admin
@@ -76,11 +76,24 @@ _LOST = "finished, recovered or taken by another worker"
 class Pushed(NamedTuple):
     """What ``Queue.push_unique`` returns: the task's id, and whether this
     push stored it (False: a task holding the key already existed, and
-    ``id`` is that task's; it may have taken this push's payload or run
-    time, see ``replace_pending`` and ``debounce``)."""
+    ``id`` is that task's). ``merged``, not one of the tuple's fields, says
+    whether that task took this push's payload or run time
+    (``replace_pending``, ``debounce``); it is False when the task was left
+    as it was (it was being delivered, or neither was asked)."""
 
     id: int
     created: bool
+    merged = False
+
+
+class _Merged(Pushed):
+    """A ``Pushed`` whose task took the push (``TQ_MERGED``)."""
+
+    __slots__ = ()
+    merged = True
+
+    def __repr__(self):
+        return f"Pushed(id={self.id}, created=False, merged=True)"
 
 
 class _Handle:
@@ -440,6 +453,8 @@ class Queue(_Admin, _Schedules):
         )
         out = c_int64()
         status = self._push_with(data, settings, out)
+        if status == MERGED:
+            return _Merged(out.value, False)
         return Pushed(out.value, status == OK)
 
     def _push_with(self, data, settings, out) -> int:
