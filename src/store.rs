@@ -50,6 +50,8 @@ pub(crate) struct NewTask {
     pub(crate) expiry: Option<Limit>,
     /// When no delivery may start any more ([`PushOptions::deadline_after`]).
     pub(crate) deadline: Option<Limit>,
+    /// Its fairness key ([`PushOptions::fair_key`]).
+    pub(crate) fair_key: Option<String>,
 }
 
 /// A task's expiry or deadline: `at` on the engine's clock, and, when the
@@ -161,8 +163,31 @@ impl NewTask {
                 .map(|group| (group.key.clone(), group.max_at_once)),
             expiry: options.expiry.map(|limit| Limit::new(limit, now)),
             deadline: options.deadline.map(|limit| Limit::new(limit, now)),
+            fair_key: options.fair_key.clone(),
         }
     }
+}
+
+/// The weight of a fairness key none was set for.
+pub(crate) const DEFAULT_FAIR_WEIGHT: f64 = 1.0;
+
+/// The fairness key of the tasks of a fair queue pushed without one.
+pub(crate) const NO_FAIR_KEY: &str = "";
+
+/// A fair queue's turn for a key of weight `weight` whose pass is `pass`,
+/// when the queue's clock is `clock`: stride scheduling over deliveries.
+/// A claim serves, among the keys with a ready task, the one with the
+/// smallest pass, and the turn returns the queue's new clock (the pass
+/// the key started from, never behind the clock, so that a key that was
+/// idle or had nothing ready comes back level with the others instead of
+/// with credit it banked) and the key's new pass, one stride of
+/// `1 / weight` further. Over a run of deliveries in which keys i and j
+/// have ready tasks throughout, their counts n_i and n_j satisfy
+/// |n_i / w_i - n_j / w_j| <= 1 / w_i + 1 / w_j: a key's pass stays within
+/// one stride above the clock.
+pub(crate) fn fair_turn(pass: f64, clock: f64, weight: f64) -> (f64, f64) {
+    let start = pass.max(clock);
+    (start, start + 1.0 / weight)
 }
 
 /// The write-ahead log after a checkpoint.
@@ -375,6 +400,15 @@ pub(crate) trait Store: Send + Sync {
 
     /// The queue's cap on pending tasks, if any.
     fn max_pending(&self) -> Result<Option<u64>>;
+
+    /// Sets the weight of fairness key `key` of the queue (checked by the
+    /// engine), which makes the queue share its deliveries between keys
+    /// (see [`fair_turn`]) from now on.
+    fn set_fair_weight(&self, key: &str, weight: f64) -> Result<()>;
+
+    /// The weight of fairness key `key` of the queue: [`DEFAULT_FAIR_WEIGHT`]
+    /// unless one was set.
+    fn fair_weight(&self, key: &str) -> Result<f64>;
 
     /// Copies the log into the database and truncates it.
     fn checkpoint(&self) -> Result<Checkpoint>;
@@ -805,6 +839,7 @@ pub(crate) fn due_tasks(
             group: None,
             expiry: None,
             deadline: None,
+            fair_key: None,
         })
         .collect();
     Ok(Some((tasks, after)))

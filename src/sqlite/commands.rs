@@ -330,6 +330,7 @@ mod tests {
                 group: None,
                 expiry: None,
                 deadline: None,
+                fair_key: None,
             }],
             now: 1,
         };

@@ -8,6 +8,7 @@ mod claim;
 mod commands;
 pub(crate) mod commit_rings;
 mod connect;
+mod fair;
 pub(crate) mod finish;
 mod flush;
 pub(crate) mod ids;
@@ -522,6 +523,7 @@ mod tests {
             group: None,
             expiry: None,
             deadline: None,
+            fair_key: None,
         }
     }
 
