@@ -174,20 +174,19 @@ pub(crate) const DEFAULT_FAIR_WEIGHT: f64 = 1.0;
 /// The fairness key of the tasks of a fair queue pushed without one.
 pub(crate) const NO_FAIR_KEY: &str = "";
 
-/// A fair queue's turn for a key of weight `weight` whose pass is `pass`,
-/// when the queue's clock is `clock`: stride scheduling over deliveries.
-/// A claim serves, among the keys with a ready task, the one with the
-/// smallest pass, and the turn returns the queue's new clock (the pass
-/// the key started from, never behind the clock, so that a key that was
-/// idle or had nothing ready comes back level with the others instead of
-/// with credit it banked) and the key's new pass, one stride of
-/// `1 / weight` further. Over a run of deliveries in which keys i and j
-/// have ready tasks throughout, their counts n_i and n_j satisfy
-/// |n_i / w_i - n_j / w_j| <= 1 / w_i + 1 / w_j: a key's pass stays within
-/// one stride above the clock.
-pub(crate) fn fair_turn(pass: f64, clock: f64, weight: f64) -> (f64, f64) {
-    let start = pass.max(clock);
-    (start, start + 1.0 / weight)
+/// The pass of a fair queue's key of weight `weight` after its turn, which
+/// started at `pass`: stride scheduling over deliveries. A claim serves,
+/// among the active keys, the one with the smallest pass (then the
+/// smallest key) that has a ready task, whose pass then moves on one
+/// stride of `1 / weight`; the keys before it in line, with nothing
+/// ready, forfeit the turn (their pass moves up to the served key's), and
+/// a key made active again starts no lower than the smallest pass in line,
+/// so no key banks credit while it is idle. Over a run of deliveries in
+/// which keys i and j have ready tasks throughout, their counts n_i and n_j
+/// then satisfy |n_i / w_i - n_j / w_j| <= 1 / w_i + 1 / w_j: each key's
+/// pass stays within one stride above the pass the last turn started from.
+pub(crate) fn fair_pass_after(pass: f64, weight: f64) -> f64 {
+    pass + 1.0 / weight
 }
 
 /// The write-ahead log after a checkpoint.
@@ -403,7 +402,7 @@ pub(crate) trait Store: Send + Sync {
 
     /// Sets the weight of fairness key `key` of the queue (checked by the
     /// engine), which makes the queue share its deliveries between keys
-    /// (see [`fair_turn`]) from now on.
+    /// (see [`fair_pass_after`]) from now on.
     fn set_fair_weight(&self, key: &str, weight: f64) -> Result<()>;
 
     /// The weight of fairness key `key` of the queue: [`DEFAULT_FAIR_WEIGHT`]

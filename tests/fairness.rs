@@ -149,6 +149,19 @@ fn an_idle_key_gives_its_share_to_the_others_and_banks_nothing(scratch: Scratch)
     assert!(counts["B"] <= 11 && counts["A"] >= 9, "{counts:?}");
 }
 
+fn a_key_whose_tasks_were_delayed_banks_nothing_meanwhile(scratch: Scratch) {
+    let queue = scratch.open();
+    let mut later = keyed("L");
+    later.delay(Duration::from_millis(300)).unwrap();
+    queue.push_batch(&vec![json("L"); 6], &later).unwrap();
+    push_keyed(&queue, "A", 100);
+    assert_eq!(deliveries(&queue, 30, 1), vec!["A"; 30]);
+    thread::sleep(Duration::from_millis(350));
+    // L's tasks are now ready: L takes every other turn, not six in a row.
+    let next = deliveries(&queue, 6, 1);
+    assert_eq!(counts(&next)["L"], 3, "{next:?}");
+}
+
 fn priority_orders_the_tasks_inside_a_key_but_not_between_keys(scratch: Scratch) {
     let queue = scratch.open();
     for (payload, priority) in [("A-low", 0), ("A-high", 9), ("A-mid", 5)] {
@@ -356,6 +369,7 @@ on_backends! {
         every_key_gets_its_share_of_every_window_while_it_has_ready_tasks,
         weights_share_deliveries_in_proportion,
         an_idle_key_gives_its_share_to_the_others_and_banks_nothing,
+        a_key_whose_tasks_were_delayed_banks_nothing_meanwhile,
         priority_orders_the_tasks_inside_a_key_but_not_between_keys,
         a_batch_claim_delivers_what_single_claims_would,
         tasks_without_a_key_share_the_empty_key,

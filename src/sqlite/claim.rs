@@ -242,13 +242,13 @@ pub(super) fn claim(
     if max == 0 {
         return Ok(Vec::new());
     }
-    let tasks = if let Some(clock) = fair::clock(conn, queue)? {
+    let tasks = if fair::is_fair(conn, queue)? {
         // A fair queue's expired leases rejoin their keys' lines first, so
         // that the ends past limits below take in those past their deadline.
         fair::take_back_expired(conn, queue, now, keep_history)?;
         end_past_limits(conn, queue, now, keep_history)?;
         promote_due(conn, queue, now, max)?;
-        fair::claim_fair(conn, queue, clock, max, now, lease_expires_at, holder_id)?
+        fair::claim_fair(conn, queue, max, now, lease_expires_at, holder_id)?
     } else if end_past_limits(conn, queue, now, keep_history)? {
         claim_within_limits(conn, queue, max, now, lease_expires_at, holder_id)?
     } else {

@@ -218,19 +218,16 @@ const MIGRATIONS: &[Migration] = &[
     // the queue, so that a cap per fairness key can sit beside it.
     Migration::Sql("ALTER TABLE tq_queues ADD COLUMN max_pending INTEGER;"),
     // 14: fair shares by key (see fair.rs). A queue is fair once it has a
-    // row in tq_fair_queues, whose clock is the pass its last delivery
-    // started from. Every task of a fair queue not yet ended carries a
-    // fairness key (the empty key for those pushed without one), and is
-    // indexed by it, so a claim finds a key's best ready task, and whether
-    // it has pending ones, in one lookup. A key is active while it has
-    // pending tasks; the active keys are indexed by pass, the claim order.
+    // row in tq_fair_queues. Every task of a fair queue not yet ended
+    // carries a fairness key (the empty key for those pushed without one),
+    // and is indexed by it, so a claim finds a key's best ready task, and
+    // whether it has pending ones, in one lookup. A key is active while it
+    // has pending tasks; the active keys are indexed by pass, the order
+    // in which they take their turns.
     Migration::Sql("ALTER TABLE tq_tasks ADD COLUMN fair_key TEXT;
     CREATE INDEX tq_tasks_fair ON tq_tasks (queue, fair_key, state, priority DESC, run_at, id)
         WHERE fair_key IS NOT NULL;
-    CREATE TABLE tq_fair_queues (
-        queue TEXT PRIMARY KEY,
-        clock REAL NOT NULL
-    ) WITHOUT ROWID;
+    CREATE TABLE tq_fair_queues (queue TEXT PRIMARY KEY) WITHOUT ROWID;
     CREATE TABLE tq_fair_keys (
         queue    TEXT    NOT NULL,
         fair_key TEXT    NOT NULL,

@@ -297,6 +297,7 @@ class Queue(_Admin, _Schedules):
         deadline_after=None,
         deadline_at=None,
         wait_for_room=None,
+        fair_key=None,
     ) -> int:
         """Stores a task and returns its id once it is stored at the queue's
         durability.
@@ -343,6 +344,11 @@ class Queue(_Admin, _Schedules):
         - ``wait_for_room`` (seconds or a ``timedelta``): when the queue is
           at its cap on pending tasks (``set_max_pending``), wait up to that
           long for room instead of raising ``FullError`` at once.
+        - ``fair_key`` (a ``str``): the task's fairness key, a tenant say.
+          Once a queue has one, its pulls share their deliveries between
+          the keys with ready tasks in proportion to their weights
+          (``set_fair_weight``, default 1); tasks without a key share the
+          key ``""``. SQLite only.
 
         Raises ``InvalidJSONError``, ``InvalidArgumentError`` (bad UTF-8,
         over the payload limit, an option out of range), ``FullError`` (the
@@ -367,6 +373,7 @@ class Queue(_Admin, _Schedules):
             and deadline_after is None
             and deadline_at is None
             and wait_for_room is None
+            and fair_key is None
         ):
             with self._handle as queue:
                 _check(lib.tq_push(queue, data, len(data), None, byref(out)))
@@ -387,6 +394,7 @@ class Queue(_Admin, _Schedules):
             deadline_after=deadline_after,
             deadline_at=deadline_at,
             wait_for_room=wait_for_room,
+            fair_key=fair_key,
         )
         self._push_with(data, settings, out)
         return out.value
@@ -426,6 +434,7 @@ class Queue(_Admin, _Schedules):
         group=None,
         group_max=None,
         wait_for_room=None,
+        fair_key=None,
     ) -> "list[int]":
         """Stores every payload of ``objs`` (an iterable, each as ``push``
         takes it) as a task, in order, in one transaction, and returns their
@@ -449,7 +458,14 @@ class Queue(_Admin, _Schedules):
                 failed.index = index
                 raise failed from error
         settings = _push_settings(
-            delay, run_at, priority, max_attempts, group=group, group_max=group_max, wait_for_room=wait_for_room
+            delay,
+            run_at,
+            priority,
+            max_attempts,
+            group=group,
+            group_max=group_max,
+            wait_for_room=wait_for_room,
+            fair_key=fair_key,
         )
         count = len(datas)
         payloads = (c_char_p * count)(*datas)
