@@ -848,7 +848,10 @@ fn fair_keys_and_their_weights() {
         .code(1)
         .stderr(predicate::str::contains("weight"));
     fixture
-        .tq("push", &["1", "--queue", "reports", "--fair-key", "tenant:7"])
+        .tq(
+            "push",
+            &["1", "--queue", "reports", "--fair-key", "tenant:7"],
+        )
         .assert()
         .success();
     fixture

@@ -34,7 +34,8 @@ macro_rules! line_start {
 /// Makes key `?2` of queue `?1` active, with the default weight `?3` if
 /// it has no row yet, starting no lower than the line; a key already
 /// active is left as it is (no write).
-pub(super) const ACTIVATE: &str = "INSERT INTO tq_fair_keys AS k (queue, fair_key, weight, pass, active)
+pub(super) const ACTIVATE: &str =
+    "INSERT INTO tq_fair_keys AS k (queue, fair_key, weight, pass, active)
     VALUES (?1, ?2, ?3,
             coalesce((SELECT pass FROM tq_fair_keys WHERE queue = ?1 AND active = 1
                       ORDER BY pass LIMIT 1), 0), 1)

@@ -314,7 +314,10 @@ fn a_fair_claim_stays_index_lookups_with_ten_thousand_keys() {
         (FIRST_TURN, &["tq_fair_keys_line", "tq_tasks_fair"][..]),
         (NEXT_TURN, &["tq_fair_keys_line", "tq_tasks_fair"]),
         (KEY_PENDING, &["tq_tasks_fair"]),
-        (ACTIVATE_PENDING_KEYS, &["tq_tasks_fair", "tq_fair_keys_line"]),
+        (
+            ACTIVATE_PENDING_KEYS,
+            &["tq_tasks_fair", "tq_fair_keys_line"],
+        ),
         (ACTIVATE_KEY_OF_TASK, &["tq_fair_keys_line"]),
         (ACTIVATE, &["tq_fair_keys_line"]),
     ] {
