@@ -38,6 +38,10 @@ export const MAX_SCHEDULE_NAME_LEN: number;
 export const MAX_CATCH_UP: number;
 /** The most claims a rate limit's window may allow. */
 export const MAX_RATE_CLAIMS: number;
+/** The smallest weight of a fairness key (setFairWeight). */
+export const MIN_FAIR_WEIGHT: number;
+/** The largest weight of a fairness key (setFairWeight). */
+export const MAX_FAIR_WEIGHT: number;
 /** The header's TQ_UNTIL_RESUMED (INT64_MAX); pause() and pausedUntil() say Infinity. */
 export const UNTIL_RESUMED: bigint;
 

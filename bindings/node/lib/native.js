@@ -218,6 +218,8 @@ const CONSTANTS = Object.freeze({
   MAX_SCHEDULE_NAME_LEN: 200,
   MAX_CATCH_UP: 10_000,
   MAX_RATE_CLAIMS: 100_000,
+  MIN_FAIR_WEIGHT: 0.001,
+  MAX_FAIR_WEIGHT: 1_000_000,
   /** The end of a pause that lasts until resumed (INT64_MAX), as a BigInt;
    * Queue.pause and Queue.pausedUntil speak of it as Infinity. */
   UNTIL_RESUMED: 2n ** 63n - 1n,
