@@ -169,6 +169,16 @@
 #define TQ_MAX_REASON_LEN (64 * 1024)
 
 /*
+ The smallest weight of a fairness key.
+ */
+#define TQ_MIN_FAIR_WEIGHT 0.001
+
+/*
+ The largest weight of a fairness key.
+ */
+#define TQ_MAX_FAIR_WEIGHT 1000000.0
+
+/*
  The longest schedule name, in bytes.
  */
 #define TQ_MAX_SCHEDULE_NAME_LEN 200
@@ -628,6 +638,38 @@ enum tq_status tq_set_max_pending(struct tq_queue *queue, uint64_t cap);
  Thread safety: may run concurrently with any other call.
  */
 enum tq_status tq_max_pending(const struct tq_queue *queue, uint64_t *out_cap);
+
+/*
+ Sets the weight of a fairness key.
+
+ Sets the weight of fairness key `key` of the handle's queue (UTF-8,
+ NUL-terminated, up to `TQ_MAX_UNIQUE_KEY_LEN` bytes; the empty key ""
+ stands for the tasks pushed without one; copied), for every process on
+ its file: `TQ_MIN_FAIR_WEIGHT` to `TQ_MAX_FAIR_WEIGHT`, default 1.
+ Among the keys with ready tasks, each gets deliveries in proportion to
+ its weight (see `tq_push_options_set_fair_key`). Setting a weight makes the queue fair,
+ as a push with a fairness key does. SQLite only: on PostgreSQL it
+ returns TQ_ERR_INVALID_ARGUMENT and changes nothing.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or key, a key too
+ long or not UTF-8, a weight out of range or not a number; nothing
+ changes), TQ_ERR_BUSY, TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_set_fair_weight(struct tq_queue *queue, const char *key, double weight);
+
+/*
+ The weight of a fairness key.
+
+ Writes the weight of fairness key `key` of the handle's queue to
+ `*out_weight`: 1 unless one was set (see `tq_set_fair_weight`).
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, key or
+ `out_weight`, a key too long or not UTF-8; on PostgreSQL), TQ_ERR_BUSY,
+ TQ_ERR_IO.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_fair_weight(const struct tq_queue *queue, const char *key, double *out_weight);
 
 /*
  Limits how many tasks are delivered in a window of time.
@@ -1905,6 +1947,28 @@ enum tq_status tq_push_options_add_after_item(struct tq_push_options *options, s
  */
 enum tq_status tq_push_options_set_on_parent_failure(struct tq_push_options *options,
                                                      int32_t policy);
+
+/*
+ Files the task under a fairness key.
+
+ Files the task under fairness key `key` (a tenant, say): 1 to
+ `TQ_MAX_UNIQUE_KEY_LEN` bytes of UTF-8 (NUL-terminated; copied), or NULL
+ for none. Once a queue has a fairness key, its claims share their
+ deliveries between the keys with ready tasks in proportion to their
+ weights (`tq_set_fair_weight`, default 1), by turns: over any run of
+ deliveries in which keys i and j both have ready tasks, their counts
+ n_i and n_j satisfy |n_i / w_i - n_j / w_j| <= 1 / w_i + 1 / w_j. A key
+ with no ready task gives its turns to the others and banks no credit;
+ inside a key, tasks come in the usual order (priority, run time, push).
+ Tasks pushed without a key share the empty key "". SQLite only: on
+ PostgreSQL a push with a fairness key returns TQ_ERR_INVALID_ARGUMENT
+ and stores nothing.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, a key empty,
+ too long or not UTF-8; the object is then unchanged).
+ Thread safety: not with other calls on the same options object.
+ */
+enum tq_status tq_push_options_set_fair_key(struct tq_push_options *options, const char *key);
 
 /*
  Puts the task in an ordered group.

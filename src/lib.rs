@@ -56,7 +56,9 @@ pub use options::{
     MAX_GROUP_AT_ONCE, MAX_PARENTS, MAX_PAYLOAD_LEN, MAX_POOL_SIZE, MAX_QUEUE_NAME_LEN,
     MAX_UNIQUE_KEY_LEN, PUSH_OPTION_KEYS,
 };
-pub use queue::{Queue, MAX_REASON_LEN, MAX_TIMINGS, ROOM_POLL_INTERVAL};
+pub use queue::{
+    Queue, MAX_FAIR_WEIGHT, MAX_REASON_LEN, MAX_TIMINGS, MIN_FAIR_WEIGHT, ROOM_POLL_INTERVAL,
+};
 /// The SQLite binding tq is built on, for [`outbox`] callers: using this
 /// one keeps one copy of SQLite in the process.
 pub use rusqlite;

@@ -437,6 +437,7 @@ pub struct PushOptions {
     pub(crate) deadline: Option<TimeLimit>,
     pub(crate) wait_for_room: Duration,
     pub(crate) merge: Merge,
+    pub(crate) fair_key: Option<String>,
 }
 
 impl PushOptions {
@@ -647,6 +648,24 @@ impl PushOptions {
         self
     }
 
+    /// Files the task under fairness key `key` (1 to
+    /// [`MAX_UNIQUE_KEY_LEN`] bytes of UTF-8, no NUL), a tenant say. Once
+    /// a queue has a fairness key, its claims share their deliveries
+    /// between the keys with ready tasks in proportion to their weights
+    /// ([`crate::Queue::set_fair_weight`]); the tasks pushed without one
+    /// share the empty key `""`. See the guide, "Fair shares".
+    pub fn fair_key(&mut self, key: &str) -> Result<&mut Self> {
+        check_text("a fairness key", key, MAX_UNIQUE_KEY_LEN)?;
+        self.fair_key = Some(key.to_owned());
+        Ok(self)
+    }
+
+    /// Takes the task's fairness key away ([`PushOptions::fair_key`]).
+    pub fn clear_fair_key(&mut self) -> &mut Self {
+        self.fair_key = None;
+        self
+    }
+
     fn add_parents(&mut self, parents: impl IntoIterator<Item = Parent>) -> Result<&mut Self> {
         let mut after = self.after.clone();
         after.extend(parents);
@@ -680,6 +699,7 @@ pub const PUSH_OPTION_KEYS: &[&str] = &[
     "deadline_unix_ms",
     "replace_pending",
     "debounce_max_ms",
+    "fair_key",
 ];
 
 impl PushOptions {
@@ -783,7 +803,8 @@ impl PushOptions {
     }
 
     /// The options of [`PushOptions::from_json`] that tie the task to
-    /// others: the tasks it waits for, and its ordered group.
+    /// others: the tasks it waits for, its ordered group, and its
+    /// fairness key.
     fn relations_from_json(
         &mut self,
         fields: &serde_json::Map<String, serde_json::Value>,
@@ -819,6 +840,9 @@ impl PushOptions {
                 ))
             }
             (None, None) => {}
+        }
+        if let Some(key) = fields.get("fair_key") {
+            self.fair_key(json_text(key, "fair_key")?)?;
         }
         Ok(())
     }

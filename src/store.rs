@@ -53,6 +53,8 @@ pub(crate) struct NewTask {
     pub(crate) deadline: Option<Limit>,
     /// What it does to the pending task holding its unique key, if one does.
     pub(crate) merge: Merge,
+    /// Its fairness key ([`PushOptions::fair_key`]).
+    pub(crate) fair_key: Option<String>,
 }
 
 /// A task's expiry or deadline: `at` on the engine's clock, and, when the
@@ -165,8 +167,30 @@ impl NewTask {
             expiry: options.expiry.map(|limit| Limit::new(limit, now)),
             deadline: options.deadline.map(|limit| Limit::new(limit, now)),
             merge: options.merge,
+            fair_key: options.fair_key.clone(),
         }
     }
+}
+
+/// The weight of a fairness key none was set for.
+pub(crate) const DEFAULT_FAIR_WEIGHT: f64 = 1.0;
+
+/// The fairness key of the tasks of a fair queue pushed without one.
+pub(crate) const NO_FAIR_KEY: &str = "";
+
+/// The pass of a fair queue's key of weight `weight` after its turn, which
+/// started at `pass`: stride scheduling over deliveries. A claim serves,
+/// among the active keys, the one with the smallest pass (then the
+/// smallest key) that has a ready task, whose pass then moves on one
+/// stride of `1 / weight`; the keys before it in line, with nothing
+/// ready, forfeit the turn (their pass moves up to the served key's), and
+/// a key made active again starts no lower than the smallest pass in line,
+/// so no key banks credit while it is idle. Over a run of deliveries in
+/// which keys i and j have ready tasks throughout, their counts n_i and n_j
+/// then satisfy |n_i / w_i - n_j / w_j| <= 1 / w_i + 1 / w_j: each key's
+/// pass stays within one stride above the pass the last turn started from.
+pub(crate) fn fair_pass_after(pass: f64, weight: f64) -> f64 {
+    pass + 1.0 / weight
 }
 
 /// The write-ahead log after a checkpoint.
@@ -379,6 +403,15 @@ pub(crate) trait Store: Send + Sync {
 
     /// The queue's cap on pending tasks, if any.
     fn max_pending(&self) -> Result<Option<u64>>;
+
+    /// Sets the weight of fairness key `key` of the queue (checked by the
+    /// engine), which makes the queue share its deliveries between keys
+    /// (see [`fair_pass_after`]) from now on.
+    fn set_fair_weight(&self, key: &str, weight: f64) -> Result<()>;
+
+    /// The weight of fairness key `key` of the queue: [`DEFAULT_FAIR_WEIGHT`]
+    /// unless one was set.
+    fn fair_weight(&self, key: &str) -> Result<f64>;
 
     /// Copies the log into the database and truncates it.
     fn checkpoint(&self) -> Result<Checkpoint>;
@@ -846,6 +879,7 @@ pub(crate) fn due_tasks(
             expiry: None,
             deadline: None,
             merge: Merge::default(),
+            fair_key: None,
         })
         .collect();
     Ok(Some((tasks, after)))

@@ -202,3 +202,43 @@ func TestACappedQueueRefusesAPushBeyondItsCapWithErrFull(t *testing.T) {
 	}
 	push(t, q, `4`)
 }
+
+func TestFairKeysShareDeliveriesByWeight(t *testing.T) {
+	q, _ := openQueue(t, tq.WithDurability(tq.DurabilityNormal))
+	if w, err := q.FairWeight("a"); err != nil || w != 1 {
+		t.Fatalf("FairWeight of a new key = %v, %v; want 1", w, err)
+	}
+	wantErr(t, q.SetFairWeight("a", 0), tq.ErrInvalidArgument, "weight")
+	if err := q.SetFairWeight("a", 2); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := q.FairWeight("a"); err != nil || w != 2 {
+		t.Fatalf("FairWeight = %v, %v; want 2", w, err)
+	}
+	// b's tasks come first in push order; the turns give a two in three.
+	for i := 0; i < 10; i++ {
+		if _, err := q.Push([]byte(`"b"`), tq.WithFairKey("b")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 10; i++ {
+		if _, err := q.Push([]byte(`"a"`), tq.WithFairKey("a")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := q.Push([]byte(`1`), tq.WithFairKey(""))
+	wantErr(t, err, tq.ErrInvalidArgument, "fairness key")
+	ofA := 0
+	for i := 0; i < 9; i++ {
+		task := tryPull(t, q)
+		if string(task.Payload()) == `"a"` {
+			ofA++
+		}
+		if err := task.Finish(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ofA != 6 {
+		t.Fatalf("%d of 9 deliveries went to a (weight 2) against b (weight 1), want 6", ofA)
+	}
+}

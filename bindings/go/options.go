@@ -413,6 +413,20 @@ func WithGroup(key string, maxAtOnce int) PushOption {
 	}}
 }
 
+// WithFairKey files the task under fairness key key (1 to MaxUniqueKeyLen
+// bytes, no NUL), a tenant say. Once a queue has a fairness key, its
+// pulls share their deliveries between the keys with ready tasks in
+// proportion to their weights (Queue.SetFairWeight, default 1); tasks
+// pushed without one share the key "". SQLite only: on PostgreSQL the
+// push fails with ErrInvalidArgument and stores nothing.
+func WithFairKey(key string) PushOption {
+	return PushOption{func(s *optionSetter[*C.tq_push_options]) {
+		s.setString("fairness key", key, func(o *C.tq_push_options, key *C.char) C.enum_tq_status {
+			return C.tq_push_options_set_fair_key(o, key)
+		})
+	}}
+}
+
 // MaxUniqueKeyLen is the longest unique key, in bytes.
 const MaxUniqueKeyLen = C.TQ_MAX_UNIQUE_KEY_LEN
 

@@ -731,6 +731,43 @@ func (q *Queue) MaxPending() (uint64, bool, error) {
 	return uint64(max), err == nil && max > 0, err
 }
 
+// SetFairWeight sets the weight of fairness key key of the queue ("":
+// the tasks pushed without one), MinFairWeight to MaxFairWeight, default
+// 1: among the keys with ready tasks, each gets deliveries in proportion
+// to its weight (see WithFairKey). SQLite only.
+func (q *Queue) SetFairWeight(key string, weight float64) error {
+	if strings.IndexByte(key, 0) >= 0 {
+		return bindingError("set fair weight", ErrInvalidArgument, "the fairness key %q has a NUL byte", key)
+	}
+	ckey := C.CString(key)
+	defer C.free(unsafe.Pointer(ckey))
+	_, err := q.call("set fair weight", func(c *C.tq_queue) C.enum_tq_status {
+		return C.tq_set_fair_weight(c, ckey, C.double(weight))
+	})
+	return err
+}
+
+// FairWeight returns the weight of fairness key key of the queue: 1
+// unless one was set.
+func (q *Queue) FairWeight(key string) (float64, error) {
+	if strings.IndexByte(key, 0) >= 0 {
+		return 0, bindingError("fair weight", ErrInvalidArgument, "the fairness key %q has a NUL byte", key)
+	}
+	ckey := C.CString(key)
+	defer C.free(unsafe.Pointer(ckey))
+	var weight C.double
+	_, err := q.call("fair weight", func(c *C.tq_queue) C.enum_tq_status {
+		return C.tq_fair_weight(c, ckey, &weight)
+	})
+	return float64(weight), err
+}
+
+// MinFairWeight and MaxFairWeight bound a fairness key's weight.
+const (
+	MinFairWeight = C.TQ_MIN_FAIR_WEIGHT
+	MaxFairWeight = C.TQ_MAX_FAIR_WEIGHT
+)
+
 // RetryDead makes the dead task id of the queue pending again, ready now,
 // with all its attempts ahead of it. An id that is not a dead task of the
 // queue is an ErrInvalidArgument.

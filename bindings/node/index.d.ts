@@ -38,6 +38,10 @@ export const MAX_SCHEDULE_NAME_LEN: number;
 export const MAX_CATCH_UP: number;
 /** The most claims a rate limit's window may allow. */
 export const MAX_RATE_CLAIMS: number;
+/** The smallest weight of a fairness key (setFairWeight). */
+export const MIN_FAIR_WEIGHT: number;
+/** The largest weight of a fairness key (setFairWeight). */
+export const MAX_FAIR_WEIGHT: number;
 /** The header's TQ_UNTIL_RESUMED (INT64_MAX); pause() and pausedUntil() say Infinity. */
 export const UNTIL_RESUMED: bigint;
 
@@ -172,6 +176,11 @@ export interface PushOptions {
    * to this many milliseconds for room instead of rejecting with FullError
    * at once. */
   waitForRoom?: number;
+  /** The task's fairness key (1 to MAX_UNIQUE_KEY_LEN bytes), a tenant say:
+   * once a queue has one, its pulls share their deliveries between the keys
+   * with ready tasks in proportion to their weights (setFairWeight, default
+   * 1); tasks without one share the key ''. SQLite only. */
+  fairKey?: string;
 }
 
 /** pushMany's options apply to every task; a group's tasks of one call wait
@@ -530,6 +539,11 @@ export class Queue {
   setMaxPending(cap: number | null): Promise<void>;
   /** The cap on pending tasks, or null when there is none. */
   maxPending(): Promise<number | null>;
+  /** Sets the weight of fairness key `key` ('': the tasks pushed without
+   * one), 0.001 to 1,000,000, default 1. SQLite only. */
+  setFairWeight(key: string, weight: number): Promise<void>;
+  /** The weight of fairness key `key`: 1 unless one was set. */
+  fairWeight(key: string): Promise<number>;
   /** Allows at most `claims` deliveries in any window of `perMs`
    * milliseconds, across every process; `null` removes the limit. */
   setRateLimit(claims: number | null, perMs?: number): Promise<void>;

@@ -193,6 +193,43 @@ pub struct LimitArgs {
     queue: String,
 }
 
+/// Arguments of `tq weight`.
+#[derive(clap::Args)]
+pub struct WeightArgs {
+    /// The queue file; `-`: $TQ_DATABASE_URL.
+    #[arg(value_parser = Location::parse)]
+    file: Location,
+
+    /// The fairness key ("" for the tasks pushed without one).
+    key: String,
+
+    /// The key's new weight (0.001 to 1000000; default 1). Without it,
+    /// shows the key's weight.
+    weight: Option<f64>,
+
+    /// The queue of the key.
+    #[arg(long, short, default_value = DEFAULT_QUEUE, value_parser = parse_queue_name)]
+    queue: String,
+}
+
+/// Runs `tq weight`.
+pub fn run_weight(args: WeightArgs, json: bool) -> CommandResult {
+    let queue = args.file.open_existing(&args.queue, |_| Ok(()))?;
+    if let Some(weight) = args.weight {
+        queue.set_fair_weight(&args.key, weight)?;
+    }
+    let weight = queue.fair_weight(&args.key)?;
+    if json {
+        print_json(&json!({ "queue": args.queue, "key": args.key, "weight": weight }))?;
+    } else {
+        print(format!(
+            "queue {:?}: key {:?} has weight {weight}",
+            args.queue, args.key
+        ))?;
+    }
+    Ok(Outcome::Done)
+}
+
 /// A rate written as CLAIMS/WINDOW.
 fn parse_rate(text: &str) -> Result<RateLimit, String> {
     let (claims, window) = text

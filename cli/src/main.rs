@@ -154,6 +154,17 @@ Examples:
   tq limit jobs.db --none --queue api-calls")]
     Limit(control::LimitArgs),
 
+    /// Set or show the weight of a fairness key of a queue.
+    #[command(after_help = "\
+A queue whose pushes name fairness keys (tq push --fair-key) shares its
+deliveries between the keys with ready tasks, in proportion to their
+weights (default 1). Setting a weight makes the queue fair. SQLite only.
+
+Examples:
+  tq weight jobs.db tenant:7 2 --queue reports
+  tq weight jobs.db tenant:7 --queue reports")]
+    Weight(control::WeightArgs),
+
     /// Resume a paused queue.
     #[command(after_help = "\
 Example:
@@ -279,6 +290,7 @@ fn main() -> ExitCode {
         Command::Pause(args) => control::run_pause(args, cli.json),
         Command::Resume(args) => control::run_resume(args, cli.json),
         Command::Limit(args) => control::run_limit(args, cli.json),
+        Command::Weight(args) => control::run_weight(args, cli.json),
         Command::Schedule(command) => schedule::run(command, cli.json),
         Command::Purge(args) => admin::run_purge(args, cli.json),
         Command::Recover(args) => admin::run_recover(args, cli.json),

@@ -93,6 +93,12 @@ pub struct Args {
     #[arg(long, value_name = "K", requires = "group", default_value_t = 1)]
     group_max: u32,
 
+    /// File the tasks under this fairness key (a tenant, say): the queue
+    /// then shares its deliveries between the keys with ready tasks, by
+    /// their weights (see `tq weight`).
+    #[arg(long, value_name = "KEY")]
+    fair_key: Option<String>,
+
     /// Lines of standard input stored per transaction.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     batch: u64,
@@ -139,6 +145,9 @@ fn push_options(args: &Args) -> Result<PushOptions, Failure> {
     }
     if let Some(group) = &args.group {
         options.group(group, args.group_max)?;
+    }
+    if let Some(key) = &args.fair_key {
+        options.fair_key(key)?;
     }
     Ok(options)
 }

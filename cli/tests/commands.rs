@@ -857,6 +857,44 @@ fn cancel_pause_and_resume() {
 }
 
 #[test]
+fn fair_keys_and_their_weights() {
+    let fixture = Fixture::new();
+    fixture.push_numbers(1, "default", &[]);
+    fixture
+        .tq("weight", &["tenant:7", "--queue", "reports"])
+        .assert()
+        .success()
+        .stdout("queue \"reports\": key \"tenant:7\" has weight 1\n");
+    fixture
+        .tq("weight", &["tenant:7", "2.5", "--queue", "reports"])
+        .assert()
+        .success()
+        .stdout("queue \"reports\": key \"tenant:7\" has weight 2.5\n");
+    assert_eq!(
+        fixture.json("weight", &["tenant:7", "--queue", "reports"]),
+        json!({"queue": "reports", "key": "tenant:7", "weight": 2.5})
+    );
+    fixture
+        .tq("weight", &["tenant:7", "0", "--queue", "reports"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("weight"));
+    fixture
+        .tq(
+            "push",
+            &["1", "--queue", "reports", "--fair-key", "tenant:7"],
+        )
+        .assert()
+        .success();
+    fixture
+        .tq("push", &["1", "--queue", "reports", "--fair-key", ""])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("fairness key"));
+    assert_eq!(fixture.counts("reports")["pending"], 1);
+}
+
+#[test]
 fn show_and_wait_give_a_tasks_progress_and_result() {
     let fixture = Fixture::new();
     fixture.push_numbers(2, "emails", &[]);

@@ -423,6 +423,40 @@ pub extern "C" fn tq_push_options_set_on_parent_failure(
     })
 }
 
+/// Files the task under a fairness key.
+///
+/// Files the task under fairness key `key` (a tenant, say): 1 to
+/// `TQ_MAX_UNIQUE_KEY_LEN` bytes of UTF-8 (NUL-terminated; copied), or NULL
+/// for none. Once a queue has a fairness key, its claims share their
+/// deliveries between the keys with ready tasks in proportion to their
+/// weights (`tq_set_fair_weight`, default 1), by turns: over any run of
+/// deliveries in which keys i and j both have ready tasks, their counts
+/// n_i and n_j satisfy |n_i / w_i - n_j / w_j| <= 1 / w_i + 1 / w_j. A key
+/// with no ready task gives its turns to the others and banks no credit;
+/// inside a key, tasks come in the usual order (priority, run time, push).
+/// Tasks pushed without a key share the empty key "". SQLite only: on
+/// PostgreSQL a push with a fairness key returns TQ_ERR_INVALID_ARGUMENT
+/// and stores nothing.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL options, a key empty,
+/// too long or not UTF-8; the object is then unchanged).
+/// Thread safety: not with other calls on the same options object.
+#[no_mangle]
+pub extern "C" fn tq_push_options_set_fair_key(
+    options: *mut tq_push_options,
+    key: *const c_char,
+) -> tq_status {
+    guard("tq_push_options_set_fair_key", || {
+        let options = unsafe { borrow_mut(options, "options") }?;
+        if key.is_null() {
+            options.0.clear_fair_key();
+        } else {
+            options.0.fair_key(unsafe { utf8_string(key, "key") }?)?;
+        }
+        Ok(tq_status::TQ_OK)
+    })
+}
+
 /// Puts the task in an ordered group.
 ///
 /// Puts the task in the ordered group `key` of its queue: 1 to

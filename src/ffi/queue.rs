@@ -274,6 +274,63 @@ pub extern "C" fn tq_max_pending(queue: *const tq_queue, out_cap: *mut u64) -> t
     })
 }
 
+/// Sets the weight of a fairness key.
+///
+/// Sets the weight of fairness key `key` of the handle's queue (UTF-8,
+/// NUL-terminated, up to `TQ_MAX_UNIQUE_KEY_LEN` bytes; the empty key ""
+/// stands for the tasks pushed without one; copied), for every process on
+/// its file: `TQ_MIN_FAIR_WEIGHT` to `TQ_MAX_FAIR_WEIGHT`, default 1.
+/// Among the keys with ready tasks, each gets deliveries in proportion to
+/// its weight (see `tq_push_options_set_fair_key`). Setting a weight makes the queue fair,
+/// as a push with a fairness key does. SQLite only: on PostgreSQL it
+/// returns TQ_ERR_INVALID_ARGUMENT and changes nothing.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or key, a key too
+/// long or not UTF-8, a weight out of range or not a number; nothing
+/// changes), TQ_ERR_BUSY, TQ_ERR_IO.
+/// Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_set_fair_weight(
+    queue: *mut tq_queue,
+    key: *const c_char,
+    weight: f64,
+) -> tq_status {
+    guard("tq_set_fair_weight", || {
+        let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
+        let key = unsafe { utf8_string(key, "key") }?;
+        queue.0.set_fair_weight(key, weight)?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// The weight of a fairness key.
+///
+/// Writes the weight of fairness key `key` of the handle's queue to
+/// `*out_weight`: 1 unless one was set (see `tq_set_fair_weight`).
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, key or
+/// `out_weight`, a key too long or not UTF-8; on PostgreSQL), TQ_ERR_BUSY,
+/// TQ_ERR_IO.
+/// Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_fair_weight(
+    queue: *const tq_queue,
+    key: *const c_char,
+    out_weight: *mut f64,
+) -> tq_status {
+    guard("tq_fair_weight", || {
+        let queue = unsafe { borrow(queue, "queue") }?;
+        let key = unsafe { utf8_string(key, "key") }?;
+        if out_weight.is_null() {
+            return Err(Error::invalid_argument("out_weight is NULL"));
+        }
+        let weight = queue.0.fair_weight(key)?;
+        // SAFETY: checked non-NULL above; the caller provides room for one value.
+        unsafe { out_weight.write(weight) };
+        Ok(tq_status::TQ_OK)
+    })
+}
+
 /// Limits how many tasks are delivered in a window of time.
 ///
 /// Allows at most `claims` deliveries of the handle's queue (1 to 100,000)

@@ -82,9 +82,21 @@ const SET_LIMITS: &str = "UPDATE @.tasks
          (SELECT coalesce(NOW_MS + $4::int8, $5::int8) AS at) d
     WHERE id = $1";
 
+/// The error of a fairness key on PostgreSQL, which does not share its
+/// deliveries between keys yet: the call changes nothing.
+pub(super) fn fair_shares_not_here() -> Error {
+    Error::invalid_argument(
+        "fair shares by key are not available on PostgreSQL yet: \
+         a PostgreSQL queue takes no fairness key and no key weight",
+    )
+}
+
 impl PostgresStore {
     /// Stores the tasks, all or none (`Store::push`).
     pub(super) fn push_tasks(&self, tasks: Vec<NewTask>) -> Result<Vec<Pushed>> {
+        if tasks.iter().any(|task| task.fair_key.is_some()) {
+            return Err(fair_shares_not_here());
+        }
         // One at a time: a task with a unique key, an expiry or a
         // deadline, or a push with tasks to wait for or in groups.
         if tasks.iter().any(|task| {

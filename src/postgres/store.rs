@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::finish::FinishAndClaim;
+use super::push::fair_shares_not_here;
 use super::{no_wal_file, PostgresStore};
 use crate::error::Result;
 use crate::options::RetryBackoff;
@@ -184,6 +185,14 @@ impl Store for PostgresStore {
 
     fn max_pending(&self) -> Result<Option<u64>> {
         self.read_max_pending()
+    }
+
+    fn set_fair_weight(&self, _key: &str, _weight: f64) -> Result<()> {
+        Err(fair_shares_not_here())
+    }
+
+    fn fair_weight(&self, _key: &str) -> Result<f64> {
+        Err(fair_shares_not_here())
     }
 
     fn set_rate_limit(&self, limit: Option<RateLimit>) -> Result<()> {

@@ -16,6 +16,7 @@ use crate::task::{Pushed, Receipt, Task};
 use crate::wait::{Bell, CancelToken};
 
 mod control;
+mod fair;
 mod finish;
 mod inspect;
 mod maintain;
@@ -24,6 +25,7 @@ mod room;
 mod schedules;
 mod watch;
 
+pub use fair::{MAX_FAIR_WEIGHT, MIN_FAIR_WEIGHT};
 pub use room::ROOM_POLL_INTERVAL;
 use schedules::SlotCache;
 

@@ -10,6 +10,7 @@ use std::collections::VecDeque;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::commands::ClaimArgs;
+use super::fair;
 use super::finish::{release_waiting, Ended};
 use super::recover::end_expired_cancels;
 use super::settings::{settings, Settings};
@@ -167,7 +168,7 @@ pub(super) fn taken_sql() -> String {
 }
 
 /// Takes task `id` (see [`take_one_sql`]) and returns it.
-fn take_one(
+pub(super) fn take_one(
     conn: &Connection,
     id: i64,
     lease_expires_at: i64,
@@ -218,7 +219,8 @@ fn candidate_order(&(id, priority, run_at, _): &Candidate) -> (std::cmp::Reverse
     claim_order(priority, run_at, id)
 }
 
-/// Claims up to `max` tasks of `queue` for `holder_id`, best first. While a
+/// Claims up to `max` tasks of `queue` for `holder_id`, best first (in a
+/// fair queue, in its keys' turns: see `fair.rs`). While a
 /// leased task's lease has expired, each task is the better, in claim
 /// order, of the ready task first in line and the task whose lease expired
 /// first, so a task whose holder vanished keeps its place in line; only the
@@ -240,7 +242,14 @@ pub(super) fn claim(
     if max == 0 {
         return Ok(Vec::new());
     }
-    let tasks = if end_past_limits(conn, queue, now, keep_history)? {
+    let tasks = if fair::is_fair(conn, queue)? {
+        // A fair queue's expired leases rejoin their keys' lines first, so
+        // that the ends past limits below take in those past their deadline.
+        fair::take_back_expired(conn, queue, now, keep_history)?;
+        end_past_limits(conn, queue, now, keep_history)?;
+        promote_due(conn, queue, now, max)?;
+        fair::claim_fair(conn, queue, max, now, lease_expires_at, holder_id)?
+    } else if end_past_limits(conn, queue, now, keep_history)? {
         claim_within_limits(conn, queue, max, now, lease_expires_at, holder_id)?
     } else {
         claim_up_to(

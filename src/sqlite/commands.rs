@@ -331,6 +331,7 @@ mod tests {
                 expiry: None,
                 deadline: None,
                 merge: Default::default(),
+                fair_key: None,
             }],
             now: 1,
         };

@@ -7,6 +7,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use super::cancel::cancel_blocked;
 use super::claim::{claim_for, LIVE_LEASES};
 use super::commands::ClaimArgs;
+use super::fair;
 use super::push::group_parent;
 use super::settings::{settings, Settings};
 use crate::error::Result;
@@ -200,6 +201,7 @@ pub(super) fn fail_one(
         retry_at,
         reason
     ])?;
+    fair::activate_key_of(conn, receipt.id)?;
     Ok(Failed::RetryAt(retry_at))
 }
 
@@ -263,7 +265,7 @@ pub(super) fn extend_lease(
 /// back its attempt (see `Store::snooze`); returns how many it put back:
 /// none when the receipt is no longer held.
 pub(super) fn snooze(conn: &Connection, receipt: Receipt, now: i64, run_at: i64) -> Result<usize> {
-    Ok(conn
+    let snoozed = conn
         .prepare_cached(
             "UPDATE tq_tasks
                      SET state = CASE WHEN ?3 <= ?4 THEN 0 ELSE 4 END, run_at = ?3,
@@ -271,7 +273,11 @@ pub(super) fn snooze(conn: &Connection, receipt: Receipt, now: i64, run_at: i64)
                          lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
                      WHERE id = ?1 AND state = 1 AND lease_token = ?2",
         )?
-        .execute(params![receipt.id, receipt.token, run_at, now])?)
+        .execute(params![receipt.id, receipt.token, run_at, now])?;
+    if snoozed > 0 {
+        fair::activate_key_of(conn, receipt.id)?;
+    }
+    Ok(snoozed)
 }
 
 /// Makes the dead tasks of `queue` (those of `ids` alone, if given) ready
@@ -331,6 +337,7 @@ pub(super) fn retry_dead(
                        AND (?3 IS NULL OR id IN (SELECT value FROM json_each(?3)))",
         )?
         .execute(params![queue, now, ids_json])?;
+    fair::activate_pending_keys(conn, queue)?;
     Ok((grouped.len() + retried) as u64)
 }
 

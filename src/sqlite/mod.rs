@@ -8,6 +8,7 @@ mod claim;
 mod commands;
 pub(crate) mod commit_rings;
 mod connect;
+mod fair;
 pub(crate) mod finish;
 mod flush;
 pub(crate) mod ids;
@@ -523,6 +524,7 @@ mod tests {
             expiry: None,
             deadline: None,
             merge: Default::default(),
+            fair_key: None,
         }
     }
 

@@ -3,6 +3,7 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
+use super::fair;
 use super::ids::{self, next_task_id};
 use super::settings::Room;
 use crate::error::Result;
@@ -46,7 +47,16 @@ pub(crate) fn push_one(
     } else {
         WAITING
     };
-    let id = insert_task(conn, queue, task, state, &parents, waiting_for, now)?;
+    let fair_key = fair::key_for_push(conn, queue, task.fair_key.as_deref())?;
+    let place = Place {
+        state,
+        waiting_for,
+        fair_key: fair_key.as_deref(),
+    };
+    let id = insert_task(conn, queue, task, &place, &parents, now)?;
+    if let Some(key) = &fair_key {
+        fair::activate(conn, queue, key)?;
+    }
     let dependencies = unfinished
         .into_iter()
         .map(|parent| (parent, task.run_anyway))
@@ -159,16 +169,23 @@ fn merge_into(conn: &Connection, holder: i64, task: &NewTask, now: i64) -> Resul
     Ok(merged.is_some())
 }
 
-/// Writes the row of a new task in `state`, waiting for `waiting_for`
-/// tasks, and returns its id; its `parents` are kept with it (as JSON) so
-/// a claim can hand them to the worker.
+/// Where a new task starts: its state, how many tasks it waits for, and
+/// the fairness key it is filed under (see `fair.rs`).
+struct Place<'a> {
+    state: i64,
+    waiting_for: usize,
+    fair_key: Option<&'a str>,
+}
+
+/// Writes the row of a new task at `place`, and returns its id; its
+/// `parents` are kept with it (as JSON) so a claim can hand them to the
+/// worker.
 fn insert_task(
     conn: &Connection,
     queue: &str,
     task: &NewTask,
-    state: i64,
+    place: &Place<'_>,
     parents: &[i64],
-    waiting_for: usize,
     now: i64,
 ) -> Result<i64> {
     let (key, reserved_for) = task
@@ -181,15 +198,16 @@ fn insert_task(
     conn.prepare_cached(concat!(
         "INSERT INTO tq_tasks
             (id, queue, state, payload, created_at, run_at, priority, max_attempts, unique_key,
-             unique_for, parents, waiting_for, group_key, expires_at, deadline, not_after)
+             unique_for, parents, waiting_for, group_key, expires_at, deadline, not_after,
+             fair_key)
          VALUES (",
         next_task_id!(),
         ", ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,
-           CASE WHEN ?13 IS NULL OR ?14 < ?13 THEN ?14 ELSE ?13 END)"
+           CASE WHEN ?13 IS NULL OR ?14 < ?13 THEN ?14 ELSE ?13 END, ?15)"
     ))?
     .execute(params![
         queue,
-        state,
+        place.state,
         task.payload,
         now,
         task.run_at,
@@ -198,10 +216,11 @@ fn insert_task(
         key,
         reserved_for,
         parents_json,
-        waiting_for as i64,
+        place.waiting_for as i64,
         task.group.as_ref().map(|(group, _)| group.as_str()),
         task.expiry.map(|limit| limit.at),
         task.deadline.map(|limit| limit.at),
+        place.fair_key,
     ])?;
     Ok(conn.last_insert_rowid())
 }

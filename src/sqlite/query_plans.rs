@@ -97,6 +97,7 @@ fn claiming_stays_an_index_lookup_with_a_thousand_groups_of_a_hundred() {
         expiry: None,
         deadline: None,
         merge: Default::default(),
+        fair_key: None,
     };
     for _ in 0..100 {
         for group in 0..1000 {
@@ -274,4 +275,81 @@ fn claims_and_upkeep_are_index_lookups() {
     }
     let ends = plan(&conn, ENDS_OF_IDS);
     assert!(!ends.contains("SCAN tq_tasks"), "{ends}");
+}
+
+#[test]
+fn a_fair_claim_stays_index_lookups_with_ten_thousand_keys() {
+    use super::fair::{
+        ACTIVATE, ACTIVATE_KEY_OF_TASK, ACTIVATE_PENDING_KEYS, FIRST_TURN, IS_FAIR, KEY_PENDING,
+        NEXT_TURN,
+    };
+    let mut conn = Connection::open_in_memory().unwrap();
+    super::schema::migrate(&conn).unwrap();
+    let tx = conn.transaction().unwrap();
+    let keyed = |key: String| NewTask {
+        payload: "1".to_owned(),
+        run_at: 0,
+        delay: Some(0),
+        priority: 0,
+        max_attempts: 3,
+        unique: None,
+        after: Vec::new(),
+        run_anyway: false,
+        group: None,
+        expiry: None,
+        deadline: None,
+        merge: Default::default(),
+        fair_key: Some(key),
+    };
+    // Ten thousand keys of ten ready tasks, and one of ten thousand.
+    for _ in 0..10 {
+        for key in 0..10_000 {
+            push_one(&tx, "default", &keyed(format!("k{key}")), &[], 0).unwrap();
+        }
+    }
+    for _ in 0..10_000 {
+        push_one(&tx, "default", &keyed("big".to_owned()), &[], 0).unwrap();
+    }
+    tx.commit().unwrap();
+    conn.execute_batch("ANALYZE").unwrap();
+    for (sql, indexes) in [
+        (FIRST_TURN, &["tq_fair_keys_line", "tq_tasks_fair"][..]),
+        (NEXT_TURN, &["tq_fair_keys_line", "tq_tasks_fair"]),
+        (KEY_PENDING, &["tq_tasks_fair"]),
+        (
+            ACTIVATE_PENDING_KEYS,
+            &["tq_tasks_fair", "tq_fair_keys_line"],
+        ),
+        (ACTIVATE_KEY_OF_TASK, &["tq_fair_keys_line"]),
+        (ACTIVATE, &["tq_fair_keys_line"]),
+    ] {
+        let plan = plan(&conn, sql);
+        for index in indexes {
+            assert!(plan.contains(index), "{sql}: {plan}");
+        }
+        assert!(!plan.contains("TEMP B-TREE"), "{sql} sorts: {plan}");
+        assert!(!plan.contains("SCAN"), "{sql} scans: {plan}");
+    }
+    for sql in [IS_FAIR, ACTIVATE_KEY_OF_TASK] {
+        let plan = plan(&conn, sql);
+        assert!(plan.contains("PRIMARY KEY"), "{sql}: {plan}");
+        assert!(!plan.contains("SCAN"), "{sql} scans: {plan}");
+    }
+    let steps = |sql: &str, params: &[&dyn rusqlite::ToSql]| -> i32 {
+        let mut statement = conn.prepare(sql).unwrap();
+        let mut rows = statement.query(params).unwrap();
+        while rows.next().unwrap().is_some() {}
+        drop(rows);
+        statement.get_status(rusqlite::StatementStatus::VmStep)
+    };
+    for (sql, params) in [
+        (FIRST_TURN, &[&"default" as &dyn rusqlite::ToSql, &10][..]),
+        (NEXT_TURN, &[&"default", &10, &0.0, &"k5000"]),
+        (KEY_PENDING, &[&"default", &"big"]),
+    ] {
+        let steps = steps(sql, params);
+        assert!(steps < 200, "{steps} steps: {sql}");
+    }
+    let tasks = claim(&conn, "default", 3, 10, 1000, 1, false).unwrap();
+    assert_eq!(tasks.len(), 3);
 }

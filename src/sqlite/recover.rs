@@ -3,6 +3,7 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
+use super::fair;
 use super::finish::{release_waiting, Ended};
 use crate::error::Result;
 use crate::holder::{Liveness, ProcessId};
@@ -22,6 +23,9 @@ pub(super) fn recover(
     let dead = dead_holders(conn, observer)?;
     let dead_json = serde_json::to_string(&dead).expect("a list of integers serializes");
     let recovered = recover_leases(conn, queue, &dead_json, now, keep_history)?;
+    if recovered > 0 {
+        fair::activate_pending_keys(conn, queue)?;
+    }
     end_abandoned_cancels(conn, queue, &dead_json, now, keep_history)?;
     forget_dead_holders(conn, &dead_json)?;
     Ok(recovered)

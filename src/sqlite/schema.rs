@@ -217,6 +217,26 @@ const MIGRATIONS: &[Migration] = &[
     // checked by every push in its transaction. NULL: no cap. Named for
     // the queue, so that a cap per fairness key can sit beside it.
     Migration::Sql("ALTER TABLE tq_queues ADD COLUMN max_pending INTEGER;"),
+    // 14: fair shares by key (see fair.rs). A queue is fair once it has a
+    // row in tq_fair_queues. Every task of a fair queue not yet ended
+    // carries a fairness key (the empty key for those pushed without one),
+    // and is indexed by it, so a claim finds a key's best ready task, and
+    // whether it has pending ones, in one lookup. A key is active while it
+    // has pending tasks; the active keys are indexed by pass, the order
+    // in which they take their turns.
+    Migration::Sql("ALTER TABLE tq_tasks ADD COLUMN fair_key TEXT;
+    CREATE INDEX tq_tasks_fair ON tq_tasks (queue, fair_key, state, priority DESC, run_at, id)
+        WHERE fair_key IS NOT NULL;
+    CREATE TABLE tq_fair_queues (queue TEXT PRIMARY KEY) WITHOUT ROWID;
+    CREATE TABLE tq_fair_keys (
+        queue    TEXT    NOT NULL,
+        fair_key TEXT    NOT NULL,
+        weight   REAL    NOT NULL,
+        pass     REAL    NOT NULL,
+        active   INTEGER NOT NULL,
+        PRIMARY KEY (queue, fair_key)
+    ) WITHOUT ROWID;
+    CREATE INDEX tq_fair_keys_line ON tq_fair_keys (queue, pass, fair_key) WHERE active = 1;"),
 ];
 
 /// The schema version this library writes.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::commands::{wrong_output, Op, Output};
-use super::{cancel, claim, finish, ids, list, recover, schedules, settings, SqliteStore};
+use super::{cancel, claim, fair, finish, ids, list, recover, schedules, settings, SqliteStore};
 use crate::error::{Error, Result};
 use crate::options::RetryBackoff;
 use crate::schedule::{ScheduleInfo, StoredSchedule};
@@ -342,6 +342,14 @@ impl Store for SqliteStore {
 
     fn max_pending(&self) -> Result<Option<u64>> {
         self.read(|conn| settings::max_pending(conn, &self.queue))
+    }
+
+    fn set_fair_weight(&self, key: &str, weight: f64) -> Result<()> {
+        self.write(|conn| fair::set_weight(conn, &self.queue, key, weight))
+    }
+
+    fn fair_weight(&self, key: &str) -> Result<f64> {
+        self.read(|conn| fair::weight(conn, &self.queue, key))
     }
 
     // The file

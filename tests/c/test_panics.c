@@ -123,8 +123,11 @@ int main(int argc, char **argv)
     STATUS_CASE(tq_clear_concurrency_limit, tq_clear_concurrency_limit(queue));
     STATUS_CASE(tq_concurrency_limit, tq_concurrency_limit(queue, &limit));
     uint64_t cap = 0;
+    double weight = 0;
     STATUS_CASE(tq_set_max_pending, tq_set_max_pending(queue, 4));
     STATUS_CASE(tq_max_pending, tq_max_pending(queue, &cap));
+    STATUS_CASE(tq_set_fair_weight, tq_set_fair_weight(queue, "k", 2.0));
+    STATUS_CASE(tq_fair_weight, tq_fair_weight(queue, "k", &weight));
     uint64_t per_ms = 0;
     STATUS_CASE(tq_set_rate_limit, tq_set_rate_limit(queue, 10, 1000));
     STATUS_CASE(tq_clear_rate_limit, tq_clear_rate_limit(queue));
@@ -183,6 +186,7 @@ int main(int argc, char **argv)
     STATUS_CASE(tq_push_options_set_replace_pending, tq_push_options_set_replace_pending(push_options, true));
     STATUS_CASE(tq_push_options_set_debounce_ms, tq_push_options_set_debounce_ms(push_options, 1));
     STATUS_CASE(tq_push_options_set_group, tq_push_options_set_group(push_options, "g", 1));
+    STATUS_CASE(tq_push_options_set_fair_key, tq_push_options_set_fair_key(push_options, "k"));
     STATUS_CASE(tq_pull_options_set_wait_ms, tq_pull_options_set_wait_ms(pull_options, 1));
     STATUS_CASE(tq_pull_options_set_cancel, tq_pull_options_set_cancel(pull_options, cancel));
     STATUS_CASE(tq_cancel_trigger, tq_cancel_trigger(cancel));

@@ -2415,6 +2415,52 @@ static void test_batch_push(const char *dir)
     tq_close(q);
 }
 
+/* Fair shares by key: a key's weight, and deliveries taken by turns
+   between the keys with ready tasks (2:1 for weights 2 and 1), whatever
+   order the tasks were pushed in. */
+static void test_fair_keys(const char *dir)
+{
+    tq_queue *q = open_named(dir, "fair", 5);
+    REQUIRE(q != NULL);
+    double weight = 0;
+    CHECK_STATUS(tq_fair_weight(q, "a", &weight), TQ_OK);
+    CHECK(weight == 1.0);
+    CHECK_STATUS(tq_fair_weight(q, "a", NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_fair_weight(q, NULL, &weight), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_set_fair_weight(NULL, "a", 2.0), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_set_fair_weight(q, NULL, 2.0), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_set_fair_weight(q, "a", 0.0), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_LAST_ERROR("weight");
+    CHECK_STATUS(tq_set_fair_weight(q, "a", 0.0 / 0.0), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_set_fair_weight(q, "a", 2.0), TQ_OK);
+    CHECK_STATUS(tq_fair_weight(q, "a", &weight), TQ_OK);
+    CHECK(weight == 2.0);
+
+    tq_push_options *opts = tq_push_options_new();
+    REQUIRE(opts != NULL);
+    CHECK_STATUS(tq_push_options_set_fair_key(NULL, "a"), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_push_options_set_fair_key(opts, ""), TQ_ERR_INVALID_ARGUMENT);
+    /* b's tasks are pushed first: without fair shares, they would all come first. */
+    CHECK_STATUS(tq_push_options_set_fair_key(opts, "b"), TQ_OK);
+    int64_t id = 0;
+    for (int i = 0; i < 10; i++)
+        CHECK_STATUS(tq_push(q, "\"b\"", 3, opts, &id), TQ_OK);
+    CHECK_STATUS(tq_push_options_set_fair_key(opts, "a"), TQ_OK);
+    for (int i = 0; i < 10; i++)
+        CHECK_STATUS(tq_push(q, "\"a\"", 3, opts, &id), TQ_OK);
+    tq_push_options_free(opts);
+    int of_a = 0;
+    for (int i = 0; i < 9; i++) {
+        tq_task *task = pull_one(q);
+        REQUIRE(task != NULL);
+        of_a += payload_is(task, "\"a\"");
+        CHECK_STATUS(tq_finish(q, task), TQ_OK);
+        tq_task_free(task);
+    }
+    CHECK_INT(of_a, 6);
+    tq_close(q);
+}
+
 /* A cap on pending tasks: a push beyond it, or a batch that does not fit,
    stores nothing and returns TQ_ERR_FULL; a leased task makes room. */
 static void test_max_pending(const char *dir)
@@ -3484,6 +3530,7 @@ static const struct test_case cases[] = {
     CASE(named_queues),
     CASE(batch_push),
     CASE(max_pending),
+    CASE(fair_keys),
     CASE(batch_pull_and_finish),
     CASE(blocking_pull),
     CASE(extend),

@@ -7,7 +7,7 @@
 const { CONSTANTS, lib, koffi } = require('./native');
 const errors = require('./errors');
 const { EMPTY, UINT32_MAX } = require('./limits');
-const { enumValue, integer, milliseconds, reasonText } = require('./options');
+const { cString, enumValue, integer, milliseconds, reasonText } = require('./options');
 const { STATE_NAMES, State, snapshotOf } = require('./task');
 
 const UNTIL_RESUMED = CONSTANTS.UNTIL_RESUMED;
@@ -178,6 +178,22 @@ class QueueAdmin {
   /** This queue's cap on pending tasks, or null when it has none. */
   async maxPending() {
     return Number(await this._read(lib.tq_max_pending)) || null;
+  }
+
+  /** Sets the weight of fairness key `key` of this queue ('': the tasks
+   * pushed without one), 0.001 to 1,000,000, default 1: among the keys with
+   * ready tasks, each gets deliveries in proportion to its weight (see the
+   * push option `fairKey`). SQLite only. */
+  async setFairWeight(key, weight) {
+    if (typeof weight !== 'number') {
+      throw new TypeError(`weight must be a number, not ${typeof weight}`);
+    }
+    await this._checkedCall(lib.tq_set_fair_weight, cString('key', key), weight);
+  }
+
+  /** The weight of fairness key `key` of this queue: 1 unless one was set. */
+  async fairWeight(key) {
+    return this._read(lib.tq_fair_weight, cString('key', key));
   }
 
   /** Allows at most `claims` deliveries of this queue in any window of

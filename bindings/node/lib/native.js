@@ -108,6 +108,7 @@ const PROTOTYPES = [
   'tq_status tq_push_options_add_after_item(tq_push_options *options, size_t index)',
   'tq_status tq_push_options_set_on_parent_failure(tq_push_options *options, int32_t policy)',
   'tq_status tq_push_options_set_group(tq_push_options *options, const char *key, uint32_t max_at_once)',
+  'tq_status tq_push_options_set_fair_key(tq_push_options *options, const char *key)',
   'tq_status tq_pull_options_set_wait_ms(tq_pull_options *options, uint64_t wait_ms)',
   'tq_status tq_pull_options_set_cancel(tq_pull_options *options, const tq_cancel *cancel)',
   'tq_cancel *tq_cancel_new(void)',
@@ -170,6 +171,8 @@ const PROTOTYPES = [
   'tq_status tq_concurrency_limit(const tq_queue *queue, _Out_ uint32_t *out_limit)',
   'tq_status tq_set_max_pending(tq_queue *queue, uint64_t cap)',
   'tq_status tq_max_pending(const tq_queue *queue, _Out_ uint64_t *out_cap)',
+  'tq_status tq_set_fair_weight(tq_queue *queue, const char *key, double weight)',
+  'tq_status tq_fair_weight(const tq_queue *queue, const char *key, _Out_ double *out_weight)',
   'tq_status tq_set_rate_limit(tq_queue *queue, uint32_t claims, uint64_t per_ms)',
   'tq_status tq_clear_rate_limit(tq_queue *queue)',
   'tq_status tq_rate_limit(const tq_queue *queue, _Out_ uint32_t *out_claims, _Out_ uint64_t *out_per_ms)',
@@ -217,6 +220,8 @@ const CONSTANTS = Object.freeze({
   MAX_SCHEDULE_NAME_LEN: 200,
   MAX_CATCH_UP: 10_000,
   MAX_RATE_CLAIMS: 100_000,
+  MIN_FAIR_WEIGHT: 0.001,
+  MAX_FAIR_WEIGHT: 1_000_000,
   /** The end of a pause that lasts until resumed (INT64_MAX), as a BigInt;
    * Queue.pause and Queue.pausedUntil speak of it as Infinity. */
   UNTIL_RESUMED: 2n ** 63n - 1n,

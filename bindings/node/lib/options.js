@@ -246,10 +246,13 @@ function mergeSettings({ replacePending, debounce }) {
  * (pushMany takes no unique key). */
 function pushSettings(call, options) {
   const allowUnique = call !== 'pushMany';
-  const { delay, runAt, priority, maxAttempts, uniqueKey, uniqueFor, after, afterItems, onParentFailure, group, groupMax, waitForRoom } =
+  const { delay, runAt, priority, maxAttempts, uniqueKey, uniqueFor, after, afterItems, onParentFailure, group, groupMax, waitForRoom, fairKey } =
     callOptions(call, options);
   const settings = limitSettings(options);
   settings.push(...mergeSettings(options));
+  if (fairKey !== undefined) {
+    settings.push([lib.tq_push_options_set_fair_key, cString('fairKey', fairKey)]);
+  }
   if (waitForRoom !== undefined) {
     settings.push([lib.tq_push_options_set_wait_for_room_ms, milliseconds('waitForRoom', waitForRoom)]);
   }

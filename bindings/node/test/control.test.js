@@ -150,6 +150,28 @@ test('a capped queue rejects a push beyond its cap with FullError', () =>
     await queue.push(5);
   }));
 
+test('fair keys share deliveries by weight', () =>
+  withQueue(async (queue) => {
+    assert.equal(await queue.fairWeight('a'), 1);
+    await assert.rejects(async () => queue.setFairWeight('a', 0), tq.InvalidArgumentError);
+    await queue.setFairWeight('a', 2);
+    assert.equal(await queue.fairWeight('a'), 2);
+    // b's tasks come first in push order; the turns give a two in three.
+    await queue.pushMany(Array(10).fill({ key: 'b' }), { fairKey: 'b' });
+    for (let i = 0; i < 10; i++) {
+      await queue.push({ key: 'a' }, { fairKey: 'a' });
+    }
+    await assert.rejects(async () => queue.push(1, { fairKey: '' }), tq.InvalidArgumentError);
+    const delivered = [];
+    for (let i = 0; i < 9; i++) {
+      const task = await queue.pull();
+      delivered.push(task.payload.key);
+      await task.finish();
+    }
+    assert.equal(delivered.filter((key) => key === 'a').length, 6);
+    assert.equal(delivered.filter((key) => key === 'b').length, 3);
+  }));
+
 test('a rate limit allows that many claims per window', () =>
   withQueue(async (queue) => {
     assert.equal(await queue.rateLimit(), null);

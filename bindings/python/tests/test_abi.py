@@ -33,6 +33,7 @@ SCALARS = {
     "int64_t": ctypes.c_int64,
     "uint64_t": ctypes.c_uint64,
     "size_t": ctypes.c_size_t,
+    "double": ctypes.c_double,
     "enum tq_status": ctypes.c_int,
 }
 

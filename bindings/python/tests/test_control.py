@@ -197,3 +197,27 @@ def test_a_watch_ends_with_its_block_the_delivery_the_task_or_the_queue(path, qu
     other.close()
     assert watch.join(20) and not watch.cancelled.is_set()
     task.close()
+
+
+def test_fair_keys_share_deliveries_by_weight(path, queue):
+    assert queue.fair_weight("a") == 1.0
+    with pytest.raises(tq.InvalidArgumentError, match="weight"):
+        queue.set_fair_weight("a", 0)
+    with pytest.raises(TypeError):
+        queue.set_fair_weight("a", "2")
+    queue.set_fair_weight("a", 2)
+    with tq.Queue(path) as other:
+        assert other.fair_weight("a") == 2.0
+    # b's tasks come first in push order; the turns give a two in three.
+    queue.push_many([{"key": "b"}] * 10, fair_key="b")
+    for _ in range(10):
+        queue.push({"key": "a"}, fair_key="a")
+    with pytest.raises(tq.InvalidArgumentError, match="fairness key"):
+        queue.push(1, fair_key="")
+    delivered = []
+    for _ in range(9):
+        task = queue.pull()
+        delivered.append(task.payload["key"])
+        task.finish()
+    assert delivered.count("a") == 6
+    assert delivered.count("b") == 3

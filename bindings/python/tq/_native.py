@@ -8,7 +8,7 @@ declarations. The opaque C types are empty ``Structure`` subclasses, so a
 
 import ctypes
 import os
-from ctypes import POINTER, c_bool, c_char_p, c_int, c_int32, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
+from ctypes import POINTER, c_bool, c_char_p, c_double, c_int, c_int32, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
 from pathlib import Path
 
 #: The environment variable naming the library to load.
@@ -101,6 +101,7 @@ PROTOTYPES = {
     "tq_push_options_set_max_attempts": (STATUS, [PUSH_OPTIONS_P, c_uint32]),
     "tq_push_options_set_unique_key": (STATUS, [PUSH_OPTIONS_P, c_char_p]),
     "tq_push_options_set_group": (STATUS, [PUSH_OPTIONS_P, c_char_p, c_uint32]),
+    "tq_push_options_set_fair_key": (STATUS, [PUSH_OPTIONS_P, c_char_p]),
     "tq_push_options_set_unique_for_ms": (STATUS, [PUSH_OPTIONS_P, c_uint64]),
     "tq_push_options_set_replace_pending": (STATUS, [PUSH_OPTIONS_P, c_bool]),
     "tq_push_options_set_debounce_ms": (STATUS, [PUSH_OPTIONS_P, c_uint64]),
@@ -173,6 +174,8 @@ PROTOTYPES = {
     "tq_concurrency_limit": (STATUS, [QUEUE_P, POINTER(c_uint32)]),
     "tq_set_max_pending": (STATUS, [QUEUE_P, c_uint64]),
     "tq_max_pending": (STATUS, [QUEUE_P, POINTER(c_uint64)]),
+    "tq_set_fair_weight": (STATUS, [QUEUE_P, c_char_p, c_double]),
+    "tq_fair_weight": (STATUS, [QUEUE_P, c_char_p, POINTER(c_double)]),
     "tq_set_rate_limit": (STATUS, [QUEUE_P, c_uint32, c_uint64]),
     "tq_clear_rate_limit": (STATUS, [QUEUE_P]),
     "tq_rate_limit": (STATUS, [QUEUE_P, POINTER(c_uint32), POINTER(c_uint64)]),

@@ -6,12 +6,12 @@ these, defined here and inherited by it."""
 import math
 import threading
 import time
-from ctypes import byref, c_int32, c_int64, c_size_t, c_uint32, c_uint64
+from ctypes import byref, c_double, c_int32, c_int64, c_size_t, c_uint32, c_uint64
 
 from . import errors
 from ._limits import _INT64_MAX, _INT64_MIN, _OFF_MAIN_WAIT_SLICE, _SIZE_MAX, EMPTY, OK, WAIT_SLICE, _check
 from ._native import TASK_P, lib
-from .options import _enum_value, _integer, _milliseconds, _reason, _seconds, _unix_ms
+from .options import _c_string, _enum_value, _integer, _milliseconds, _reason, _seconds, _unix_ms
 from .task import State, TaskSnapshot
 from .watch import Cancel
 
@@ -242,6 +242,23 @@ class _Admin:
         with self._handle as queue:
             _check(lib.tq_max_pending(queue, byref(out)))
         return out.value or None
+
+    def set_fair_weight(self, key, weight) -> None:
+        """Sets the weight of fairness key ``key`` of this queue (``""``:
+        the tasks pushed without one), 0.001 to 1,000,000, default 1: among
+        the keys with ready tasks, each gets deliveries in proportion to its
+        weight (see ``push(fair_key=...)``). SQLite only."""
+        if not isinstance(weight, (int, float)) or isinstance(weight, bool):
+            raise TypeError(f"weight must be a number, not {type(weight).__name__}")
+        with self._handle as queue:
+            _check(lib.tq_set_fair_weight(queue, _c_string("key", key), float(weight)))
+
+    def fair_weight(self, key) -> float:
+        """The weight of fairness key ``key`` of this queue: 1 unless set."""
+        out = c_double()
+        with self._handle as queue:
+            _check(lib.tq_fair_weight(queue, _c_string("key", key), byref(out)))
+        return out.value
 
     def set_rate_limit(self, claims, per) -> None:
         """Allows at most ``claims`` deliveries of this queue in any window

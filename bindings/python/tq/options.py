@@ -219,6 +219,7 @@ def _push_settings(
     wait_for_room=None,
     replace_pending=False,
     debounce=None,
+    fair_key=None,
 ):
     """The push options' setters and values for the arguments given."""
     settings = []
@@ -229,6 +230,8 @@ def _push_settings(
         if longest == 0:
             raise errors.InvalidArgumentError("the longest debounce must be positive")
         settings.append((lib.tq_push_options_set_debounce_ms, longest))
+    if fair_key is not None:
+        settings.append((lib.tq_push_options_set_fair_key, _c_string("fair_key", fair_key)))
     for after_name, after_value, at_name, at_value, after_setter, at_setter in (
         (
             "expire_after",
@@ -295,7 +298,7 @@ class Item:
     and the options of ``push``, plus ``after_items``, the indexes of
     earlier items of the same call that it waits for."""
 
-    __slots__ = ("_options", "payload")
+    __slots__ = ("_fair_key", "_options", "payload")
 
     def __init__(
         self,
@@ -312,8 +315,10 @@ class Item:
         run_anyway=False,
         group=None,
         group_max=None,
+        fair_key=None,
     ):
         self.payload = payload
+        self._fair_key = fair_key
         self._options = (
             delay,
             run_at,
@@ -329,4 +334,4 @@ class Item:
         )
 
     def _settings(self):
-        return _push_settings(*self._options)
+        return _push_settings(*self._options, fair_key=self._fair_key)

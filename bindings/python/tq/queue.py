@@ -313,6 +313,7 @@ class Queue(_Admin, _Schedules):
         wait_for_room=None,
         replace_pending=False,
         debounce=None,
+        fair_key=None,
     ) -> int:
         """Stores a task and returns its id once it is stored at the queue's
         durability.
@@ -368,6 +369,11 @@ class Queue(_Admin, _Schedules):
           ``delay``, or ``run_at``), but never later than ``debounce``
           after the holder was first pushed: a burst of pushes runs the task
           once, a delay after the last. Both refuse ``after`` and ``group``.
+        - ``fair_key`` (a ``str``): the task's fairness key, a tenant say.
+          Once a queue has one, its pulls share their deliveries between
+          the keys with ready tasks in proportion to their weights
+          (``set_fair_weight``, default 1); tasks without a key share the
+          key ``""``. SQLite only.
 
         Raises ``InvalidJSONError``, ``InvalidArgumentError`` (bad UTF-8,
         over the payload limit, an option out of range), ``FullError`` (the
@@ -394,6 +400,7 @@ class Queue(_Admin, _Schedules):
             and wait_for_room is None
             and not replace_pending
             and debounce is None
+            and fair_key is None
         ):
             with self._handle as queue:
                 _check(lib.tq_push(queue, data, len(data), None, byref(out)))
@@ -416,6 +423,7 @@ class Queue(_Admin, _Schedules):
             wait_for_room=wait_for_room,
             replace_pending=replace_pending,
             debounce=debounce,
+            fair_key=fair_key,
         )
         self._push_with(data, settings, out)
         return out.value
@@ -477,6 +485,7 @@ class Queue(_Admin, _Schedules):
         group=None,
         group_max=None,
         wait_for_room=None,
+        fair_key=None,
     ) -> "list[int]":
         """Stores every payload of ``objs`` (an iterable, each as ``push``
         takes it) as a task, in order, in one transaction, and returns their
@@ -500,7 +509,14 @@ class Queue(_Admin, _Schedules):
                 failed.index = index
                 raise failed from error
         settings = _push_settings(
-            delay, run_at, priority, max_attempts, group=group, group_max=group_max, wait_for_room=wait_for_room
+            delay,
+            run_at,
+            priority,
+            max_attempts,
+            group=group,
+            group_max=group_max,
+            wait_for_room=wait_for_room,
+            fair_key=fair_key,
         )
         count = len(datas)
         payloads = (c_char_p * count)(*datas)
