@@ -44,6 +44,8 @@ fn layout(app: &App, title: &str, content: Markup) -> Answer {
                 body {
                     header {
                         a.brand href="/" { "tq" }
+                        span.version { "v" (env!("CARGO_PKG_VERSION")) }
+                        (site_nav(app))
                         span.file { (app.location.to_string()) }
                         @if app.allow_actions {
                             span.mode.actions { "actions allowed" }
@@ -57,6 +59,25 @@ fn layout(app: &App, title: &str, content: Markup) -> Answer {
         }
         .into_string(),
     )
+}
+
+/// The navigation bar: the overview and every queue of the latest sample.
+fn site_nav(app: &App) -> Markup {
+    let (sample, _) = app.latest();
+    html! {
+        nav.site {
+            a href="/" { "Queues" }
+            @for stats in &sample.queues {
+                a.queue href={ "/queues/" (encoded(&stats.queue)) } { (stats.queue) }
+            }
+        }
+    }
+}
+
+/// A state's name in its colour, the same on every page.
+fn state_badge(state: TaskState) -> Markup {
+    let name = state_name(state);
+    html! { span.state data-state=(name) { (name) } }
 }
 
 /// A form that posts one action, with the CSRF token and where to go back.
@@ -133,14 +154,14 @@ pub fn overview(app: &App) -> Answer {
         @if sample.queues.is_empty() {
             p { "No tasks in this file yet." }
         } @else {
-            table #queues {
+            div.scroll { table #queues {
                 thead { tr {
-                    th { "queue" } th { "pending" } th { "leased" } th { "dead" } th { "done" }
-                    th { "cancelled" } th { "oldest ready" } th { "its age, 30 min" } th { "limit" } th { "cap" } th { "paused" }
+                    th { "queue" }
+                    @for state in STATES { th { (state_badge(state)) } } th { "oldest ready" } th { "its age, 30 min" } th { "limit" } th { "cap" } th { "paused" }
                     @if app.allow_actions { th {} }
                 } }
                 tbody { @for stats in &sample.queues { (overview_row(app, stats)) } }
-            }
+            } }
         }
         h2 { "Throughput, whole file (tasks per second, last 30 minutes)" }
         div.charts {
@@ -226,10 +247,10 @@ fn tasks_content(queue: &str, page: &Page, counts: &[(TaskState, u64)]) -> Marku
     let href = encoded(queue);
     html! {
         h1 { "Queue " (queue) }
-        nav.states {
+        nav.states #live-states data-live {
             @for (state, count) in counts {
                 a class=@if *state == page.state { "current" } href={ "/queues/" (href) "?state=" (state_name(*state)) } {
-                    (state_name(*state)) " " span.count { (count) }
+                    (state_badge(*state)) " " span.count { (count) }
                 }
             }
             a href={ "/queues/" (href) "/dead" } { "dead by reason" }
@@ -249,14 +270,17 @@ fn tasks_content(queue: &str, page: &Page, counts: &[(TaskState, u64)]) -> Marku
                 strong { "oldest first" } " · " a href={ (state_href) "&order=newest" } { "newest first" }
             }
         }
-        (task_table(queue, &page.tasks))
-        @if let Some(next) = page.next {
-            p {
-                a.next href={ (state_href) "&order=" (page.order()) (if page.newest_first { "&before=" } else { "&after=" }) (next) } {
-                    "Next page"
+        div #live-tasks data-live {
+            (task_table(queue, &page.tasks))
+            @if let Some(next) = page.next {
+                p {
+                    a.next href={ (state_href) "&order=" (page.order()) (if page.newest_first { "&before=" } else { "&after=" }) (next) } {
+                        "Next page"
+                    }
                 }
             }
         }
+        script src="/assets/live.js" {}
     }
 }
 
@@ -265,7 +289,7 @@ fn schedules_table(schedules: &[ScheduleInfo]) -> Markup {
     html! {
         @if !schedules.is_empty() {
             h2 { "Schedules" }
-            table.schedules {
+            div.scroll { table.schedules {
                 thead { tr { th { "name" } th { "when" } th { "catch-up" } th { "next slot" } th { "payload" } } }
                 tbody {
                     @for info in schedules {
@@ -280,7 +304,7 @@ fn schedules_table(schedules: &[ScheduleInfo]) -> Markup {
                         }
                     }
                 }
-            }
+            } }
         }
     }
 }
@@ -290,13 +314,13 @@ fn task_table(queue: &str, tasks: &[TaskInfo]) -> Markup {
         @if tasks.is_empty() {
             p { "No tasks here." }
         } @else {
-            table.tasks {
+            div.scroll { table.tasks {
                 thead { tr { th { "id" } th { "state" } th { "attempts" } th { "run at" } th { "last reason" } th { "payload" } } }
                 tbody {
                     @for task in tasks {
                         tr {
                             td { a href=(task_href(queue, task.id())) { (task.id()) } }
-                            td { (state_name(task.state())) }
+                            td { (state_badge(task.state())) }
                             td { (task.attempts()) "/" (task.max_attempts()) }
                             td title=(rfc3339(task.run_at_unix_ms())) { (relative_time(task.run_at_unix_ms())) }
                             td.reason { (task.last_error().unwrap_or("")) }
@@ -304,7 +328,7 @@ fn task_table(queue: &str, tasks: &[TaskInfo]) -> Markup {
                         }
                     }
                 }
-            }
+            } }
         }
     }
 }
@@ -331,56 +355,64 @@ pub fn task(app: &App, id: &str, incoming: &Incoming) -> Answer {
         let Some((queue, task)) = find_task(app, id, incoming.query("queue"))? else {
             return Err(Answer::error(404, format!("no task {id}")));
         };
-        let payload = pretty(task.payload());
         let content = html! {
             h1 { "Task " (task.id()) }
-            dl.task {
-                dt { "queue" } dd { a href={ "/queues/" (encoded(&queue)) } { (queue) } }
-                dt { "state" } dd #state { (state_name(task.state())) }
-                dt { "attempts" } dd { (task.attempts()) " of " (task.max_attempts()) }
-                dt { "priority" } dd { (task.priority()) }
-                dt { "pushed" } dd.pushed { (rfc3339(task.created_at_unix_ms())) " (" (relative_time(task.created_at_unix_ms())) ")" }
-                dt { "run at" } dd { (rfc3339(task.run_at_unix_ms())) " (" (relative_time(task.run_at_unix_ms())) ")" }
-                @if let Some(expiry) = task.expires_at_unix_ms() {
-                    dt { "expires" } dd.expires { (rfc3339(expiry)) " (" (relative_time(expiry)) ")" }
-                }
-                @if let Some(deadline) = task.deadline_unix_ms() {
-                    dt { "deadline" } dd.deadline { (rfc3339(deadline)) " (" (relative_time(deadline)) ")" }
-                }
-                @if let Some(claimed) = task.claimed_at_unix_ms() {
-                    dt { "last claimed" } dd.claimed { (rfc3339(claimed)) " (" (relative_time(claimed)) ")" }
-                }
-                @if let Some(finished) = task.finished_at_unix_ms() {
-                    dt { "ended" } dd.ended { (rfc3339(finished)) " (" (relative_time(finished)) ")" }
-                }
-            }
-            @if let Some(reason) = task.last_error() {
-                h2 { "Last reason" }
-                pre.reason { (reason) }
-            }
-            @if !task.waiting_for().is_empty() {
-                h2 { "Waits for" }
-                ul.waiting-for {
-                    @for parent in task.waiting_for() {
-                        li { a href=(task_href(&queue, *parent)) { "task " (parent) } }
-                    }
-                }
-            }
-            h2 { "Payload" }
-            pre.payload { code { (payload) } }
-            @if let Some(progress) = task.progress() {
-                h2 { "Progress" }
-                pre.progress { code { (pretty(progress)) } }
-            }
-            @if let Some(result) = task.result() {
-                h2 { "Result" }
-                pre.result { code { (pretty(result)) } }
-            }
-            (task_actions(app, &queue, &task))
+            div #live-task data-live { (task_content(app, &queue, &task)) }
+            script src="/assets/live.js" {}
         };
         Ok(layout(app, &format!("task {}", task.id()), content))
     };
     answer().unwrap_or_else(|refusal| refusal)
+}
+
+/// What a task's page shows of it, refreshed in place while it is open.
+fn task_content(app: &App, queue: &str, task: &TaskInfo) -> Markup {
+    let payload = pretty(task.payload());
+    html! {
+        dl.task {
+            dt { "queue" } dd { a href={ "/queues/" (encoded(queue)) } { (queue) } }
+            dt { "state" } dd #state { (state_badge(task.state())) }
+            dt { "attempts" } dd { (task.attempts()) " of " (task.max_attempts()) }
+            dt { "priority" } dd { (task.priority()) }
+            dt { "pushed" } dd.pushed { (rfc3339(task.created_at_unix_ms())) " (" (relative_time(task.created_at_unix_ms())) ")" }
+            dt { "run at" } dd { (rfc3339(task.run_at_unix_ms())) " (" (relative_time(task.run_at_unix_ms())) ")" }
+            @if let Some(expiry) = task.expires_at_unix_ms() {
+                dt { "expires" } dd.expires { (rfc3339(expiry)) " (" (relative_time(expiry)) ")" }
+            }
+            @if let Some(deadline) = task.deadline_unix_ms() {
+                dt { "deadline" } dd.deadline { (rfc3339(deadline)) " (" (relative_time(deadline)) ")" }
+            }
+            @if let Some(claimed) = task.claimed_at_unix_ms() {
+                dt { "last claimed" } dd.claimed { (rfc3339(claimed)) " (" (relative_time(claimed)) ")" }
+            }
+            @if let Some(finished) = task.finished_at_unix_ms() {
+                dt { "ended" } dd.ended { (rfc3339(finished)) " (" (relative_time(finished)) ")" }
+            }
+        }
+        @if let Some(reason) = task.last_error() {
+            h2 { "Last reason" }
+            pre.reason { (reason) }
+        }
+        @if !task.waiting_for().is_empty() {
+            h2 { "Waits for" }
+            ul.waiting-for {
+                @for parent in task.waiting_for() {
+                    li { a href=(task_href(queue, *parent)) { "task " (parent) } }
+                }
+            }
+        }
+        h2 { "Payload" }
+        pre.payload { code { (payload) } }
+        @if let Some(progress) = task.progress() {
+            h2 { "Progress" }
+            pre.progress { code { (pretty(progress)) } }
+        }
+        @if let Some(result) = task.result() {
+            h2 { "Result" }
+            pre.result { code { (pretty(result)) } }
+        }
+        (task_actions(app, queue, task))
+    }
 }
 
 /// The actions a task's state allows, if actions are allowed.
@@ -460,7 +492,7 @@ pub fn dead(app: &App, queue: &str, incoming: &Incoming) -> Answer {
                         (action(app, &format!("{base}/purge-dead"), &here, "purge all dead", &[]))
                     }
                 }
-                table.groups {
+                div.scroll { table.groups {
                     thead { tr { th { "tasks" } th { "reason" } th { "ids" } @if app.allow_actions { th {} } } }
                     tbody {
                         @for (reason, ids) in &groups {
@@ -480,7 +512,7 @@ pub fn dead(app: &App, queue: &str, incoming: &Incoming) -> Answer {
                             }
                         }
                     }
-                }
+                } }
             }
         };
         Ok(layout(app, &format!("{queue}: dead"), content))

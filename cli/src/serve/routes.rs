@@ -47,6 +47,11 @@ fn route(app: &App, incoming: &Incoming) -> Answer {
             content_type: "text/javascript; charset=utf-8",
             body: include_str!("overview.js").to_owned(),
         },
+        ["assets", "live.js"] => Answer::Body {
+            status: 200,
+            content_type: "text/javascript; charset=utf-8",
+            body: include_str!("live.js").to_owned(),
+        },
         ["queues", queue] => pages::tasks(app, queue, incoming),
         ["queues", queue, "dead"] => pages::dead(app, queue, incoming),
         ["tasks", id] => pages::task(app, id, incoming),
