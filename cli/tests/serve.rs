@@ -322,6 +322,51 @@ fn pages_show_what_a_task_waits_for_its_result_and_the_queues_schedules() {
 }
 
 #[test]
+fn the_schedules_page_lists_every_queues_schedules_and_a_queue_page_leads_to_its_own() {
+    let seeded = Seeded::new();
+    let nightly = tq::Schedule::new(
+        "nightly",
+        tq::ScheduleSpec::Cron("0 2 * * *".to_owned()),
+        "{\"report\": \"daily\"}",
+    )
+    .unwrap();
+    seeded.queue("default").add_schedule(&nightly).unwrap();
+    let digest = tq::Schedule::new(
+        "digest",
+        tq::ScheduleSpec::Every(std::time::Duration::from_secs(3600)),
+        "{\"digest\": true}",
+    )
+    .unwrap();
+    seeded.queue("emails").add_schedule(&digest).unwrap();
+    seeded.queue("emails").pause_schedule("digest").unwrap();
+    let served = Served::start(&seeded.file, &[]);
+
+    let (status, page) = get(&served, "/schedules");
+    assert_eq!(status, 200, "{page}");
+    for row in [
+        "<td><a href=\"/queues/default#schedules\">default</a></td><td>nightly</td>",
+        "<td><a href=\"/queues/emails#schedules\">emails</a></td><td>digest</td>",
+    ] {
+        assert!(page.contains(row), "{row} not in {page}");
+    }
+    assert!(page.contains("0 2 * * *"), "{page}");
+    assert!(page.contains("paused"), "{page}");
+    // Every page leads to it.
+    let (_, page) = get(&served, "/queues/default");
+    assert!(
+        page.contains("<a href=\"/schedules\">Schedules</a>"),
+        "{page}"
+    );
+    // A queue's page says at the top that it has schedules, below its tasks.
+    let schedules_link = page.find("href=\"#schedules\"").expect(&page);
+    let tasks = page.find("<table class=\"tasks\"").expect(&page);
+    assert!(schedules_link < tasks, "{page}");
+    assert!(page.contains("id=\"schedules\""), "{page}");
+    let (_, page) = get(&served, "/queues/emails");
+    assert!(page.contains("1 schedule</a>"), "{page}");
+}
+
+#[test]
 fn without_allow_actions_the_pages_are_read_only_and_posts_are_refused() {
     let seeded = Seeded::new();
     let served = Served::start(&seeded.file, &[]);

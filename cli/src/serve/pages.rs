@@ -70,6 +70,7 @@ fn site_nav(app: &App) -> Markup {
             @for stats in &sample.queues {
                 a.queue href={ "/queues/" (encoded(&stats.queue)) } { (stats.queue) }
             }
+            a href="/schedules" { "Schedules" }
         }
     }
 }
@@ -199,14 +200,49 @@ pub fn tasks(app: &App, queue: &str, incoming: &Incoming) -> Answer {
             .map(|state| (state, stats.map_or(0, |stats| stats.count(state))))
             .collect();
         let content = html! {
-            (tasks_content(&queue, &page, &counts))
-            (schedules_table(&schedules))
+            (tasks_content(&queue, &page, &counts, schedules.len()))
+            @if !schedules.is_empty() {
+                h2 #schedules { "Schedules" }
+                (schedules_table(&schedules.iter().map(|info| (queue.as_str(), info)).collect::<Vec<_>>(), false))
+            }
         };
         Ok(layout(
             app,
             &format!("{queue}: {}", state_name(page.state)),
             content,
         ))
+    };
+    answer().unwrap_or_else(|refusal| refusal)
+}
+
+/// Every schedule of the queues that have tasks, by queue.
+pub fn schedules(app: &App) -> Answer {
+    let answer = || -> Result<Answer, Answer> {
+        let (sample, _) = app.latest();
+        let mut all = Vec::new();
+        {
+            let mut sampler = app.sampler();
+            for stats in &sample.queues {
+                all.push((
+                    stats.queue.as_str(),
+                    sampler.queue(&stats.queue)?.schedules()?,
+                ));
+            }
+        }
+        let rows: Vec<(&str, &ScheduleInfo)> = all
+            .iter()
+            .flat_map(|(queue, infos)| infos.iter().map(move |info| (*queue, info)))
+            .collect();
+        let content = html! {
+            h1 { "Schedules" }
+            @if rows.is_empty() {
+                p { "No queue with tasks has a schedule." }
+            } @else {
+                (schedules_table(&rows, true))
+            }
+            p.note { "A queue is listed once it holds a task, as on the overview." }
+        };
+        Ok(layout(app, "Schedules", content))
     };
     answer().unwrap_or_else(|refusal| refusal)
 }
@@ -238,7 +274,12 @@ fn search(app: &App, queue: &str, incoming: &Incoming) -> Option<Result<Answer, 
 
 /// A page of `queue`'s tasks: the states with their `counts`, the
 /// searches, the order, the tasks and the link to the next page.
-fn tasks_content(queue: &str, page: &Page, counts: &[(TaskState, u64)]) -> Markup {
+fn tasks_content(
+    queue: &str,
+    page: &Page,
+    counts: &[(TaskState, u64)],
+    schedules: usize,
+) -> Markup {
     let state_href = format!(
         "/queues/{}?state={}",
         encoded(queue),
@@ -254,6 +295,9 @@ fn tasks_content(queue: &str, page: &Page, counts: &[(TaskState, u64)]) -> Marku
                 }
             }
             a href={ "/queues/" (href) "/dead" } { "dead by reason" }
+            @if schedules > 0 {
+                a href="#schedules" { (schedules) " schedule" @if schedules != 1 { "s" } }
+            }
         }
         form.search method="get" action={ "/queues/" (href) } {
             label { "Task id " input type="search" name="id" inputmode="numeric" required; }
@@ -284,16 +328,22 @@ fn tasks_content(queue: &str, page: &Page, counts: &[(TaskState, u64)]) -> Marku
     }
 }
 
-/// A queue's schedules, if it has any.
-fn schedules_table(schedules: &[ScheduleInfo]) -> Markup {
+/// Schedules with their queues' names, in a table that shows those names
+/// if `with_queue` (schedules of several queues).
+fn schedules_table(schedules: &[(&str, &ScheduleInfo)], with_queue: bool) -> Markup {
     html! {
         @if !schedules.is_empty() {
-            h2 { "Schedules" }
             div.scroll { table.schedules {
-                thead { tr { th { "name" } th { "when" } th { "catch-up" } th { "next slot" } th { "payload" } } }
+                thead { tr {
+                    @if with_queue { th { "queue" } }
+                    th { "name" } th { "when" } th { "catch-up" } th { "next slot" } th { "payload" }
+                } }
                 tbody {
-                    @for info in schedules {
+                    @for (queue, info) in schedules {
                         tr {
+                            @if with_queue {
+                                td { a href={ "/queues/" (encoded(queue)) "#schedules" } { (queue) } }
+                            }
                             td { (info.schedule().name()) }
                             td { (spec_text(info.schedule())) }
                             td { (catch_up_text(info.schedule().catch_up_policy())) }

@@ -52,6 +52,7 @@ fn route(app: &App, incoming: &Incoming) -> Answer {
             content_type: "text/javascript; charset=utf-8",
             body: include_str!("live.js").to_owned(),
         },
+        ["schedules"] => pages::schedules(app),
         ["queues", queue] => pages::tasks(app, queue, incoming),
         ["queues", queue, "dead"] => pages::dead(app, queue, incoming),
         ["tasks", id] => pages::task(app, id, incoming),
