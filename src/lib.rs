@@ -64,7 +64,7 @@ pub use schedule::{
 };
 pub use store::Checkpoint;
 pub use task::{
-    Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
+    Cancelled, Delayed, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
     TaskTiming, MAX_RATE_CLAIMS,
 };
 pub use wait::CancelToken;

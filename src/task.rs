@@ -309,6 +309,17 @@ fn millis(ms: i64) -> Duration {
     Duration::from_millis(ms.max(0) as u64)
 }
 
+/// Which of a queue's delayed tasks (pending, not yet due) to list or
+/// count: see [`Queue::list_delayed`](crate::Queue::list_delayed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Delayed {
+    /// Never delivered: pushed with a delay or a run time in the future.
+    FirstAttempt,
+    /// Delivered before and due again later: waiting out the pause before
+    /// a retry after a failure or a lost lease, or snoozed.
+    Retry,
+}
+
 /// The state of a stored task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TaskState {

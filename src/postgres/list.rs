@@ -5,8 +5,8 @@ use postgres::Row;
 
 use super::PostgresStore;
 use crate::error::{Error, Result};
-use crate::store::{state_condition, visible_state, ListFrom};
-use crate::task::{TaskInfo, TaskState, TaskTiming};
+use crate::store::{delayed_condition, state_condition, visible_state, ListFrom};
+use crate::task::{Delayed, TaskInfo, TaskState, TaskTiming};
 
 /// The time the ready task of queue `$1` that has been ready longest
 /// became ready, found as SQLite does (see `sqlite/list.rs`), and the
@@ -214,6 +214,39 @@ impl PostgresStore {
                 .map(info_from_row)
                 .collect()
         })
+    }
+
+    /// Up to `limit` delayed tasks of `kind` beyond `after`, due after the
+    /// server's time now (`Store::list_delayed`).
+    pub(super) fn list_delayed_tasks(
+        &self,
+        kind: Delayed,
+        after: (i64, i64),
+        limit: usize,
+    ) -> Result<Vec<TaskInfo>> {
+        let sql = self.sql(&format!(
+            "SELECT {TASK_INFO} FROM @.tasks t WHERE queue = $1 AND {} ORDER BY run_at, id LIMIT $4",
+            delayed_condition(kind, "NOW_MS", "$2", "$3")
+        ));
+        let limit = limit.min(i64::MAX as usize) as i64;
+        self.read(|conn| {
+            conn.query(&sql, &[&self.queue, &after.0, &after.1, &limit])?
+                .iter()
+                .map(info_from_row)
+                .collect()
+        })
+    }
+
+    /// How many delayed tasks of `kind` there are, up to `up_to`
+    /// (`Store::count_delayed`).
+    pub(super) fn count_delayed_tasks(&self, kind: Delayed, up_to: u64) -> Result<u64> {
+        let sql = format!(
+            "SELECT count(*) FROM (SELECT 1 FROM @.tasks WHERE queue = $1 AND {} LIMIT $4) delayed",
+            delayed_condition(kind, "NOW_MS", "$2", "$3")
+        );
+        let up_to = up_to.min(i64::MAX as u64) as i64;
+        let count: i64 = self.read_value(&sql, &[&self.queue, &i64::MIN, &i64::MIN, &up_to])?;
+        Ok(count as u64)
     }
 
     /// The task stored under unique key `key` (`Store::task_with_unique_key`).

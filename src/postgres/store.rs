@@ -13,7 +13,7 @@ use crate::options::RetryBackoff;
 use crate::schedule::{ScheduleInfo, StoredSchedule};
 use crate::store::{Checkpoint, IfNotHeld, ListFrom, NewTask, PutSchedule, Store};
 use crate::task::{
-    Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
+    Cancelled, Delayed, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
     TaskTiming,
 };
 use crate::wait::Bell;
@@ -120,6 +120,20 @@ impl Store for PostgresStore {
 
     fn list(&self, state: TaskState, from: ListFrom, limit: usize) -> Result<Vec<TaskInfo>> {
         self.list_tasks(state, from, limit)
+    }
+
+    fn list_delayed(
+        &self,
+        kind: Delayed,
+        after: (i64, i64),
+        _now: i64,
+        limit: usize,
+    ) -> Result<Vec<TaskInfo>> {
+        self.list_delayed_tasks(kind, after, limit)
+    }
+
+    fn count_delayed(&self, kind: Delayed, _now: i64, up_to: u64) -> Result<u64> {
+        self.count_delayed_tasks(kind, up_to)
     }
 
     fn task_with_unique_key(&self, key: &str) -> Result<Option<TaskInfo>> {

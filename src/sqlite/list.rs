@@ -7,8 +7,8 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::claim::{ids_from_json, READY_IN_LINE};
 use crate::error::Result;
-use crate::store::{state_condition, visible_state, ListFrom, STORED_STATES};
-use crate::task::{TaskInfo, TaskState, TaskTiming};
+use crate::store::{delayed_condition, state_condition, visible_state, ListFrom, STORED_STATES};
+use crate::task::{Delayed, TaskInfo, TaskState, TaskTiming};
 
 /// Counts the tasks of queue `?1` in `state`: one range of a partial index
 /// per stored state.
@@ -137,6 +137,58 @@ pub(super) fn count_up_to_sql(state: TaskState) -> String {
         "SELECT count(*) FROM (SELECT 1 FROM tq_tasks WHERE queue = ?1 AND {} LIMIT ?2)",
         state_condition(state)
     )
+}
+
+/// Up to `limit` of queue `queue`'s delayed tasks of `kind` (see
+/// `Store::list_delayed`): a range of the index of waiting tasks.
+pub(super) fn list_delayed(
+    conn: &Connection,
+    queue: &str,
+    kind: Delayed,
+    after: (i64, i64),
+    now: i64,
+    limit: usize,
+) -> Result<Vec<TaskInfo>> {
+    let limit = limit.min(i64::MAX as usize) as i64;
+    read_list(
+        conn,
+        &list_delayed_sql(kind),
+        params![queue, now, after.0, after.1, limit],
+    )
+}
+
+/// Lists up to `?5` of queue `?1`'s delayed tasks of `kind` due after
+/// `?2`, beyond `(run_at, id)` `(?3, ?4)`, soonest first.
+pub(super) fn list_delayed_sql(kind: Delayed) -> String {
+    format!(
+        "SELECT {TASK_INFO} FROM tq_tasks WHERE queue = ?1 AND {} ORDER BY run_at, id LIMIT ?5",
+        delayed_condition(kind, "?2", "?3", "?4")
+    )
+}
+
+/// Counts up to `?5` of what [`list_delayed_sql`] lists.
+pub(super) fn count_delayed_sql(kind: Delayed) -> String {
+    format!(
+        "SELECT count(*) FROM (SELECT 1 FROM tq_tasks WHERE queue = ?1 AND {} LIMIT ?5)",
+        delayed_condition(kind, "?2", "?3", "?4")
+    )
+}
+
+/// How many delayed tasks of `kind` queue `queue` has, up to `up_to`.
+pub(super) fn count_delayed(
+    conn: &Connection,
+    queue: &str,
+    kind: Delayed,
+    now: i64,
+    up_to: u64,
+) -> Result<u64> {
+    let up_to = up_to.min(i64::MAX as u64) as i64;
+    let count: i64 = conn
+        .prepare_cached(&count_delayed_sql(kind))?
+        .query_row(params![queue, now, i64::MIN, i64::MIN, up_to], |row| {
+            row.get(0)
+        })?;
+    Ok(count as u64)
 }
 
 /// The table's first and last ids, each one step down its B-tree (a

@@ -17,7 +17,7 @@ use crate::store::{
     IfNotHeld, ListFrom, Look, NewTask, PutSchedule, Store,
 };
 use crate::task::{
-    Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
+    Cancelled, Delayed, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
     TaskTiming,
 };
 use crate::wait::Bell;
@@ -199,6 +199,20 @@ impl Store for SqliteStore {
 
     fn list(&self, state: TaskState, from: ListFrom, limit: usize) -> Result<Vec<TaskInfo>> {
         self.read(|conn| list::list(conn, &self.queue, state, from, limit))
+    }
+
+    fn list_delayed(
+        &self,
+        kind: Delayed,
+        after: (i64, i64),
+        now: i64,
+        limit: usize,
+    ) -> Result<Vec<TaskInfo>> {
+        self.read(|conn| list::list_delayed(conn, &self.queue, kind, after, now, limit))
+    }
+
+    fn count_delayed(&self, kind: Delayed, now: i64, up_to: u64) -> Result<u64> {
+        self.read(|conn| list::count_delayed(conn, &self.queue, kind, now, up_to))
     }
 
     fn task_with_unique_key(&self, key: &str) -> Result<Option<TaskInfo>> {
