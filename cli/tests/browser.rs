@@ -313,13 +313,15 @@ async fn read_only_pages_have_no_buttons_and_refuse_forged_and_cross_site_posts(
 }
 
 /// The pages every dashboard has, for a file seeded by [`Seeded::new`].
-const EVERY_PAGE: [&str; 6] = [
+const EVERY_PAGE: [&str; 8] = [
     "/",
     "/queues/emails",
     "/queues/emails?state=dead",
     "/queues/emails/dead",
     "/tasks/1?queue=emails",
     "/schedules",
+    "/queues/emails/scheduled",
+    "/queues/emails/retrying",
 ];
 
 /// Checks the page `client` shows at `path`: the navigation bar leads to

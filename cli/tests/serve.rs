@@ -358,12 +358,85 @@ fn the_schedules_page_lists_every_queues_schedules_and_a_queue_page_leads_to_its
         "{page}"
     );
     // A queue's page says at the top that it has schedules, below its tasks.
-    let schedules_link = page.find("href=\"#schedules\"").expect(&page);
+    let schedules_link = page
+        .find("href=\"/queues/default#schedules\"")
+        .expect(&page);
     let tasks = page.find("<table class=\"tasks\"").expect(&page);
     assert!(schedules_link < tasks, "{page}");
     assert!(page.contains("id=\"schedules\""), "{page}");
     let (_, page) = get(&served, "/queues/emails");
     assert!(page.contains("1 schedule</a>"), "{page}");
+}
+
+#[test]
+fn scheduled_and_retrying_tasks_have_pages_of_their_own_with_counts() {
+    let seeded = Seeded::new();
+    let mut options = tq::OpenOptions::new();
+    options
+        .queue("emails")
+        .unwrap()
+        .retry_backoff(
+            std::time::Duration::from_secs(3600),
+            std::time::Duration::from_secs(3600),
+        )
+        .unwrap();
+    let emails = tq::Queue::open(&seeded.file, &options).unwrap();
+    let mut later = tq::PushOptions::new();
+    later.delay(std::time::Duration::from_secs(7200)).unwrap();
+    let scheduled: Vec<i64> = (0..51)
+        .map(|n| {
+            emails
+                .push(&format!("{{\"later\": {n}}}"), &later)
+                .unwrap()
+                .id()
+        })
+        .collect();
+    // Task 2, first in line, fails and waits an hour for its retry.
+    let task = emails.pull(&tq::PullOptions::new()).unwrap().unwrap();
+    assert_eq!(task.id(), 2);
+    emails.fail(task.receipt(), "smtp timeout").unwrap();
+    let served = Served::start(&seeded.file, &[]);
+
+    let (status, page) = get(&served, "/queues/emails");
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains("href=\"/queues/emails/scheduled\"><span class=\"view\">scheduled</span> <span class=\"count\">51</span>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("href=\"/queues/emails/retrying\"><span class=\"view\">retrying</span> <span class=\"count\">1</span>"),
+        "{page}"
+    );
+    let (status, page) = get(&served, "/queues/emails/retrying");
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("href=\"/tasks/2?queue=emails\""), "{page}");
+    assert!(page.contains("smtp timeout"), "{page}");
+    assert!(!page.contains("&quot;later&quot;"), "{page}");
+    // 50 a page, soonest first; the next page starts after the last.
+    let (_, page) = get(&served, "/queues/emails/scheduled");
+    assert!(!page.contains("smtp timeout"), "{page}");
+    for id in &scheduled[..50] {
+        assert!(
+            page.contains(&format!("href=\"/tasks/{id}?queue=emails\"")),
+            "{id}: {page}"
+        );
+    }
+    let next = page
+        .split("class=\"next\" href=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect(&page)
+        .replace("&amp;", "&");
+    let (_, page) = get(&served, &next);
+    assert!(
+        page.contains(&format!("href=\"/tasks/{}?queue=emails\"", scheduled[50])),
+        "{page}"
+    );
+    assert!(
+        !page.contains(&format!("href=\"/tasks/{}?queue=emails\"", scheduled[49])),
+        "{page}"
+    );
+    assert_eq!(get(&served, "/queues/emails/scheduled?after=3").0, 400);
 }
 
 #[test]

@@ -9,7 +9,7 @@
 //! that the pages show its effect at once.
 //!
 //! Where each concern lives: [`request`] reads a request, [`auth`] admits
-//! it, [`routes`] sends it to its handler ([`pages`], [`api`],
+//! it, [`routes`] sends it to its handler ([`pages`], [`delayed`], [`api`],
 //! [`metrics`] or [`actions`]), [`answer`] sends the answer back, and
 //! [`sampling`] is the background thread.
 
@@ -17,6 +17,7 @@ mod actions;
 mod answer;
 mod api;
 mod auth;
+mod delayed;
 mod metrics;
 mod pages;
 mod request;

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use maud::{html, Markup, DOCTYPE};
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
-use tq::{Pause, Queue, ScheduleInfo, TaskInfo, TaskState};
+use tq::{Delayed, Pause, Queue, ScheduleInfo, TaskInfo, TaskState};
 
 use super::api::{self, checked_queue, find_task, find_task_by_key, read_page, Page, STATES};
-use super::{Answer, App, Incoming};
+use super::{delayed, Answer, App, Incoming};
 use crate::output::{relative_time, rfc3339, short_duration, state_name};
 use crate::sample::QueueStats;
 use crate::schedule::{catch_up_text, spec_text};
@@ -22,15 +22,15 @@ const IDS_SHOWN: usize = 10;
 const PAYLOAD_SHOWN: usize = 120;
 
 /// A queue name as a path segment or query value.
-fn encoded(text: &str) -> String {
+pub(super) fn encoded(text: &str) -> String {
     utf8_percent_encode(text, NON_ALPHANUMERIC).to_string()
 }
 
-fn task_href(queue: &str, id: i64) -> String {
+pub(super) fn task_href(queue: &str, id: i64) -> String {
     format!("/tasks/{id}?queue={}", encoded(queue))
 }
 
-fn layout(app: &App, title: &str, content: Markup) -> Answer {
+pub(super) fn layout(app: &App, title: &str, content: Markup) -> Answer {
     Answer::html(
         html! {
             (DOCTYPE)
@@ -193,14 +193,9 @@ pub fn tasks(app: &App, queue: &str, incoming: &Incoming) -> Answer {
         }
         let page = read_page(app, &queue, incoming)?;
         let schedules = app.sampler().queue(&queue)?.schedules()?;
-        let (sample, _) = app.latest();
-        let stats = sample.queues.iter().find(|stats| stats.queue == queue);
-        let counts: Vec<(TaskState, u64)> = STATES
-            .into_iter()
-            .map(|state| (state, stats.map_or(0, |stats| stats.count(state))))
-            .collect();
+        let tabs = Tabs::read(app, &queue, schedules.len())?;
         let content = html! {
-            (tasks_content(&queue, &page, &counts, schedules.len()))
+            (tasks_content(&queue, &page, &tabs))
             @if !schedules.is_empty() {
                 h2 #schedules { "Schedules" }
                 (schedules_table(&schedules.iter().map(|info| (queue.as_str(), info)).collect::<Vec<_>>(), false))
@@ -247,6 +242,68 @@ pub fn schedules(app: &App) -> Answer {
     answer().unwrap_or_else(|refusal| refusal)
 }
 
+/// Which of a queue's lists a page shows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Tab {
+    State(TaskState),
+    Delayed(Delayed),
+}
+
+/// The tabs of a queue's lists, with their counts: its tasks in each state
+/// (from the latest sample), its delayed ones (counted now, up to
+/// [`delayed::COUNTED`]) and its schedules.
+pub(super) struct Tabs {
+    states: Vec<(TaskState, u64)>,
+    delayed: Vec<(Delayed, u64)>,
+    schedules: usize,
+}
+
+impl Tabs {
+    /// The counts of `queue`'s tabs; it has `schedules` schedules.
+    pub(super) fn read(app: &App, queue: &str, schedules: usize) -> Result<Tabs, Answer> {
+        let (sample, _) = app.latest();
+        let stats = sample.queues.iter().find(|stats| stats.queue == queue);
+        let states = STATES
+            .into_iter()
+            .map(|state| (state, stats.map_or(0, |stats| stats.count(state))))
+            .collect();
+        let mut sampler = app.sampler();
+        let handle = sampler.queue(queue)?;
+        let mut delayed = Vec::new();
+        for kind in delayed::KINDS {
+            delayed.push((kind, handle.count_delayed(kind, delayed::COUNTED)?));
+        }
+        Ok(Tabs {
+            states,
+            delayed,
+            schedules,
+        })
+    }
+
+    /// The tabs, `current` marked, refreshed in place while the page is open.
+    pub(super) fn show(&self, queue: &str, current: Tab) -> Markup {
+        let href = encoded(queue);
+        html! {
+            nav.states #live-states data-live {
+                @for (state, count) in &self.states {
+                    a class=@if current == Tab::State(*state) { "current" } href={ "/queues/" (href) "?state=" (state_name(*state)) } {
+                        (state_badge(*state)) " " span.count { (count) }
+                    }
+                }
+                @for (kind, count) in &self.delayed {
+                    a class=@if current == Tab::Delayed(*kind) { "current" } href={ "/queues/" (href) "/" (delayed::view_name(*kind)) } {
+                        span.view { (delayed::view_name(*kind)) } " " span.count { (delayed::count_text(*count)) }
+                    }
+                }
+                a href={ "/queues/" (href) "/dead" } { "dead by reason" }
+                @if self.schedules > 0 {
+                    a href={ "/queues/" (href) "#schedules" } { (self.schedules) " schedule" @if self.schedules != 1 { "s" } }
+                }
+            }
+        }
+    }
+}
+
 /// Where a search of `queue`'s tasks (`?id=N` or `?key=K`) leads, if the
 /// query is one.
 fn search(app: &App, queue: &str, incoming: &Incoming) -> Option<Result<Answer, Answer>> {
@@ -274,12 +331,7 @@ fn search(app: &App, queue: &str, incoming: &Incoming) -> Option<Result<Answer, 
 
 /// A page of `queue`'s tasks: the states with their `counts`, the
 /// searches, the order, the tasks and the link to the next page.
-fn tasks_content(
-    queue: &str,
-    page: &Page,
-    counts: &[(TaskState, u64)],
-    schedules: usize,
-) -> Markup {
+fn tasks_content(queue: &str, page: &Page, tabs: &Tabs) -> Markup {
     let state_href = format!(
         "/queues/{}?state={}",
         encoded(queue),
@@ -288,17 +340,7 @@ fn tasks_content(
     let href = encoded(queue);
     html! {
         h1 { "Queue " (queue) }
-        nav.states #live-states data-live {
-            @for (state, count) in counts {
-                a class=@if *state == page.state { "current" } href={ "/queues/" (href) "?state=" (state_name(*state)) } {
-                    (state_badge(*state)) " " span.count { (count) }
-                }
-            }
-            a href={ "/queues/" (href) "/dead" } { "dead by reason" }
-            @if schedules > 0 {
-                a href="#schedules" { (schedules) " schedule" @if schedules != 1 { "s" } }
-            }
-        }
+        (tabs.show(queue, Tab::State(page.state)))
         form.search method="get" action={ "/queues/" (href) } {
             label { "Task id " input type="search" name="id" inputmode="numeric" required; }
             button type="submit" { "Find" }
@@ -359,7 +401,7 @@ fn schedules_table(schedules: &[(&str, &ScheduleInfo)], with_queue: bool) -> Mar
     }
 }
 
-fn task_table(queue: &str, tasks: &[TaskInfo]) -> Markup {
+pub(super) fn task_table(queue: &str, tasks: &[TaskInfo]) -> Markup {
     html! {
         @if tasks.is_empty() {
             p { "No tasks here." }

@@ -5,7 +5,7 @@ use tiny_http::{Method, Request};
 
 use super::answer::respond;
 use super::request::read_request;
-use super::{actions, api, auth, metrics, pages, Answer, App, Incoming};
+use super::{actions, api, auth, delayed, metrics, pages, Answer, App, Incoming};
 
 /// Reads, admits, routes and answers `request`.
 pub(super) fn answer(app: &App, mut request: Request) {
@@ -55,6 +55,10 @@ fn route(app: &App, incoming: &Incoming) -> Answer {
         ["schedules"] => pages::schedules(app),
         ["queues", queue] => pages::tasks(app, queue, incoming),
         ["queues", queue, "dead"] => pages::dead(app, queue, incoming),
+        ["queues", queue, "scheduled"] => {
+            delayed::page(app, queue, tq::Delayed::FirstAttempt, incoming)
+        }
+        ["queues", queue, "retrying"] => delayed::page(app, queue, tq::Delayed::Retry, incoming),
         ["tasks", id] => pages::task(app, id, incoming),
         ["api", "queues"] => api::queues(app),
         ["api", "queues", queue, "tasks"] => api::tasks(app, queue, incoming),
