@@ -18,8 +18,8 @@ use crate::options::{
 };
 use crate::schedule::{slot_key, ScheduleInfo, StoredSchedule, SLOT_KEY_RESERVED};
 use crate::task::{
-    Cancelled, Delayed, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
-    TaskTiming,
+    Cancelled, Delayed, Failed, Lease, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo,
+    TaskState, TaskTiming,
 };
 use crate::wait::Bell;
 
@@ -317,6 +317,11 @@ pub(crate) trait Store: Send + Sync {
     /// How many tasks [`Store::list_delayed`] would list, counting no
     /// further than `up_to`.
     fn count_delayed(&self, kind: Delayed, now: i64, up_to: u64) -> Result<u64>;
+
+    /// Up to `limit` of the queue's leased (and cancelling) tasks with
+    /// their holders, by holder then lease expiry: only task `only` when
+    /// given.
+    fn leases(&self, only: Option<i64>, limit: usize) -> Result<Vec<Lease>>;
 
     /// The task of the queue stored under the unique key `key`, if any.
     fn task_with_unique_key(&self, key: &str) -> Result<Option<TaskInfo>>;

@@ -13,8 +13,8 @@ use crate::options::RetryBackoff;
 use crate::schedule::{ScheduleInfo, StoredSchedule};
 use crate::store::{Checkpoint, IfNotHeld, ListFrom, NewTask, PutSchedule, Store};
 use crate::task::{
-    Cancelled, Delayed, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
-    TaskTiming,
+    Cancelled, Delayed, Failed, Lease, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo,
+    TaskState, TaskTiming,
 };
 use crate::wait::Bell;
 
@@ -134,6 +134,10 @@ impl Store for PostgresStore {
 
     fn count_delayed(&self, kind: Delayed, _now: i64, up_to: u64) -> Result<u64> {
         self.count_delayed_tasks(kind, up_to)
+    }
+
+    fn leases(&self, only: Option<i64>, limit: usize) -> Result<Vec<Lease>> {
+        self.read_leases(only, limit)
     }
 
     fn task_with_unique_key(&self, key: &str) -> Result<Option<TaskInfo>> {

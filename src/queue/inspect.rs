@@ -8,7 +8,7 @@ use crate::clock::now_unix_ms;
 use crate::error::Result;
 use crate::options::{check_text, MAX_UNIQUE_KEY_LEN};
 use crate::store::ListFrom;
-use crate::task::{Delayed, TaskInfo, TaskState, TaskTiming};
+use crate::task::{Delayed, Lease, TaskInfo, TaskState, TaskTiming};
 
 impl Queue {
     /// How many tasks of this queue are in `state`. A leased task whose
@@ -127,6 +127,16 @@ impl Queue {
     /// no further than `up_to` (the count reads each delayed task's row).
     pub fn count_delayed(&self, kind: Delayed, up_to: u64) -> Result<u64> {
         self.store()?.count_delayed(kind, now_unix_ms(), up_to)
+    }
+
+    /// Up to `limit` of this queue's leased tasks (those whose
+    /// cancellation waits for their holder too), each with who holds it
+    /// and until when, by holder then lease expiry; only task `only`'s
+    /// lease when given. A leased task whose lease ran out is listed
+    /// until it is claimed again or recovered. Read through the index of
+    /// leased tasks: it costs about the queue's leased tasks.
+    pub fn leases(&self, only: Option<i64>, limit: usize) -> Result<Vec<Lease>> {
+        self.store()?.leases(only, limit)
     }
 
     /// The names of the queues in this handle's file (or PostgreSQL schema)

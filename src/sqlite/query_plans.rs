@@ -12,7 +12,7 @@ use super::claim::{
 use super::finish::{DEPENDENTS, FORGET_PARENTS, FORGET_WAITING};
 use super::list::{
     count_delayed_sql, count_sql, count_up_to_sql, list_delayed_sql, list_sql, list_walk_sql,
-    ENDS_OF_IDS, TIMINGS,
+    ENDS_OF_IDS, LEASES, TIMINGS,
 };
 use super::push::push_one;
 use super::recover::ANY_CANCEL_EXPIRED;
@@ -292,4 +292,18 @@ fn delayed_tasks_are_read_through_the_index_of_waiting_tasks_in_its_order() {
             assert!(!plan.contains("TEMP B-TREE"), "{kind:?} sorts: {plan}");
         }
     }
+}
+
+#[test]
+fn leases_are_read_through_the_indexes_of_leased_tasks() {
+    let conn = Connection::open_in_memory().unwrap();
+    super::schema::migrate(&conn).unwrap();
+    let plan = plan(&conn, LEASES);
+    assert!(
+        plan.contains("tq_tasks_live (queue=? AND state=?)"),
+        "{plan}"
+    );
+    assert!(plan.contains("tq_tasks_cancelling (queue=?)"), "{plan}");
+    // The sort is of the queue's leased tasks alone.
+    assert!(!plan.contains("SCAN"), "{plan}");
 }

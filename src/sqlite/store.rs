@@ -17,8 +17,8 @@ use crate::store::{
     IfNotHeld, ListFrom, Look, NewTask, PutSchedule, Store,
 };
 use crate::task::{
-    Cancelled, Delayed, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
-    TaskTiming,
+    Cancelled, Delayed, Failed, Lease, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo,
+    TaskState, TaskTiming,
 };
 use crate::wait::Bell;
 
@@ -213,6 +213,10 @@ impl Store for SqliteStore {
 
     fn count_delayed(&self, kind: Delayed, now: i64, up_to: u64) -> Result<u64> {
         self.read(|conn| list::count_delayed(conn, &self.queue, kind, now, up_to))
+    }
+
+    fn leases(&self, only: Option<i64>, limit: usize) -> Result<Vec<Lease>> {
+        self.read(|conn| list::leases(conn, &self.queue, only, limit))
     }
 
     fn task_with_unique_key(&self, key: &str) -> Result<Option<TaskInfo>> {
