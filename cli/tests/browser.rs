@@ -313,7 +313,7 @@ async fn read_only_pages_have_no_buttons_and_refuse_forged_and_cross_site_posts(
 }
 
 /// The pages every dashboard has, for a file seeded by [`Seeded::new`].
-const EVERY_PAGE: [&str; 8] = [
+const EVERY_PAGE: [&str; 9] = [
     "/",
     "/queues/emails",
     "/queues/emails?state=dead",
@@ -322,6 +322,7 @@ const EVERY_PAGE: [&str; 8] = [
     "/schedules",
     "/queues/emails/scheduled",
     "/queues/emails/retrying",
+    "/workers",
 ];
 
 /// Checks the page `client` shows at `path`: the navigation bar leads to

@@ -440,6 +440,38 @@ fn scheduled_and_retrying_tasks_have_pages_of_their_own_with_counts() {
 }
 
 #[test]
+fn the_workers_page_shows_each_holder_with_its_leases_and_a_leased_task_names_its_holder() {
+    let seeded = Seeded::new();
+    let emails = seeded.queue("emails");
+    let mut minute = tq::PullOptions::new();
+    minute.lease(std::time::Duration::from_secs(60)).unwrap();
+    let held = emails.pull(&minute).unwrap().unwrap();
+    let holder = emails.leases(Some(held.id()), 1).unwrap()[0].holder().id();
+    let served = Served::start(&seeded.file, &[]);
+
+    let (status, page) = get(&served, "/workers");
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains(&format!("id=\"holder-{holder}\"")), "{page}");
+    let pid = format!("process <span class=\"pid\">{}</span>", std::process::id());
+    assert!(page.contains(&pid), "{page}");
+    assert!(
+        page.contains(&format!("href=\"/tasks/{}?queue=emails\"", held.id())),
+        "{page}"
+    );
+    assert!(page.contains(">in "), "the lease expires in the future: {page}");
+    let (_, page) = get(&served, &format!("/tasks/{}?queue=emails", held.id()));
+    assert!(
+        page.contains(&format!("href=\"/workers#holder-{holder}\"")),
+        "{page}"
+    );
+    assert!(page.contains(&pid), "{page}");
+    // Once it is finished, nobody holds it.
+    emails.finish(held.receipt()).unwrap();
+    let (_, page) = get(&served, "/workers");
+    assert!(page.contains("No task is leased."), "{page}");
+}
+
+#[test]
 fn without_allow_actions_the_pages_are_read_only_and_posts_are_refused() {
     let seeded = Seeded::new();
     let served = Served::start(&seeded.file, &[]);

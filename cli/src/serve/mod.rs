@@ -9,7 +9,7 @@
 //! that the pages show its effect at once.
 //!
 //! Where each concern lives: [`request`] reads a request, [`auth`] admits
-//! it, [`routes`] sends it to its handler ([`pages`], [`delayed`], [`api`],
+//! it, [`routes`] sends it to its handler ([`pages`], [`delayed`], [`workers`], [`api`],
 //! [`metrics`] or [`actions`]), [`answer`] sends the answer back, and
 //! [`sampling`] is the background thread.
 
@@ -23,6 +23,7 @@ mod pages;
 mod request;
 mod routes;
 mod sampling;
+mod workers;
 
 use std::io::Write;
 use std::net::SocketAddr;

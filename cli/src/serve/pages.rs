@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use maud::{html, Markup, DOCTYPE};
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
-use tq::{Delayed, Pause, Queue, ScheduleInfo, TaskInfo, TaskState};
+use tq::{Delayed, Lease, Pause, Queue, ScheduleInfo, TaskInfo, TaskState};
 
 use super::api::{self, checked_queue, find_task, find_task_by_key, read_page, Page, STATES};
-use super::{delayed, Answer, App, Incoming};
+use super::{delayed, workers, Answer, App, Incoming};
 use crate::output::{relative_time, rfc3339, short_duration, state_name};
 use crate::sample::QueueStats;
 use crate::schedule::{catch_up_text, spec_text};
@@ -71,6 +71,7 @@ fn site_nav(app: &App) -> Markup {
                 a.queue href={ "/queues/" (encoded(&stats.queue)) } { (stats.queue) }
             }
             a href="/schedules" { "Schedules" }
+            a href="/workers" { "Workers" }
         }
     }
 }
@@ -447,9 +448,13 @@ pub fn task(app: &App, id: &str, incoming: &Incoming) -> Answer {
         let Some((queue, task)) = find_task(app, id, incoming.query("queue"))? else {
             return Err(Answer::error(404, format!("no task {id}")));
         };
+        let lease = match task.state() {
+            TaskState::Leased => workers::lease_of(app, &queue, task.id())?,
+            _ => None,
+        };
         let content = html! {
             h1 { "Task " (task.id()) }
-            div #live-task data-live { (task_content(app, &queue, &task)) }
+            div #live-task data-live { (task_content(app, &queue, &task, lease.as_ref())) }
             script src="/assets/live.js" {}
         };
         Ok(layout(app, &format!("task {}", task.id()), content))
@@ -458,7 +463,7 @@ pub fn task(app: &App, id: &str, incoming: &Incoming) -> Answer {
 }
 
 /// What a task's page shows of it, refreshed in place while it is open.
-fn task_content(app: &App, queue: &str, task: &TaskInfo) -> Markup {
+fn task_content(app: &App, queue: &str, task: &TaskInfo, lease: Option<&Lease>) -> Markup {
     let payload = pretty(task.payload());
     html! {
         dl.task {
@@ -476,6 +481,13 @@ fn task_content(app: &App, queue: &str, task: &TaskInfo) -> Markup {
             }
             @if let Some(claimed) = task.claimed_at_unix_ms() {
                 dt { "last claimed" } dd.claimed { (rfc3339(claimed)) " (" (relative_time(claimed)) ")" }
+            }
+            @if let Some(lease) = lease {
+                dt { "held by" } dd.holder {
+                    a href=(workers::holder_href(lease.holder())) { "holder " (lease.holder().id()) }
+                    ": " (workers::describe(lease.holder()))
+                }
+                dt { "lease expires" } dd.lease { (rfc3339(lease.expires_at_unix_ms())) " (" (relative_time(lease.expires_at_unix_ms())) ")" }
             }
             @if let Some(finished) = task.finished_at_unix_ms() {
                 dt { "ended" } dd.ended { (rfc3339(finished)) " (" (relative_time(finished)) ")" }

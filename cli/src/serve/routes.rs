@@ -5,7 +5,7 @@ use tiny_http::{Method, Request};
 
 use super::answer::respond;
 use super::request::read_request;
-use super::{actions, api, auth, delayed, metrics, pages, Answer, App, Incoming};
+use super::{actions, api, auth, delayed, metrics, pages, workers, Answer, App, Incoming};
 
 /// Reads, admits, routes and answers `request`.
 pub(super) fn answer(app: &App, mut request: Request) {
@@ -53,6 +53,7 @@ fn route(app: &App, incoming: &Incoming) -> Answer {
             body: include_str!("live.js").to_owned(),
         },
         ["schedules"] => pages::schedules(app),
+        ["workers"] => workers::page(app),
         ["queues", queue] => pages::tasks(app, queue, incoming),
         ["queues", queue, "dead"] => pages::dead(app, queue, incoming),
         ["queues", queue, "scheduled"] => {
