@@ -18,6 +18,9 @@ const LEASES_READ: usize = 1000;
 /// machines of a file apart.
 const BOOT_SHOWN: usize = 8;
 
+/// A holder and the leases it holds, each with its queue's name.
+type HeldBy<'a> = (Holder, Vec<(&'a str, Lease)>);
+
 /// Where a holder is on the workers page.
 pub fn holder_href(holder: &Holder) -> String {
     format!("/workers#holder-{}", holder.id())
@@ -44,7 +47,7 @@ pub fn describe(holder: &Holder) -> Markup {
 pub fn page(app: &App) -> Answer {
     let answer = || -> Result<Answer, Answer> {
         let (sample, _) = app.latest();
-        let mut holders: BTreeMap<i64, (Holder, Vec<(&str, Lease)>)> = BTreeMap::new();
+        let mut holders: BTreeMap<i64, HeldBy> = BTreeMap::new();
         {
             let mut sampler = app.sampler();
             for stats in &sample.queues {
