@@ -346,6 +346,11 @@ pub(crate) trait Store: Send + Sync {
     /// `id` or the task is done.
     fn cancel_task(&self, id: i64, reason: &str, now: i64) -> Result<Cancelled>;
 
+    /// Cancels each of `ids`, as [`Store::cancel_task`] does, in one
+    /// transaction, skipping the ids the queue has no task of and its done
+    /// tasks; returns how many it cancelled (or found cancelled already).
+    fn cancel_many(&self, ids: &[i64], reason: &str, now: i64) -> Result<u64>;
+
     /// Ends as cancelled the delivery named by `receipt` if its task's
     /// cancellation waits for it (the task is [`CANCELLING`] under that
     /// receipt), and says whether it did: asked after a write by the

@@ -458,7 +458,10 @@ fn the_workers_page_shows_each_holder_with_its_leases_and_a_leased_task_names_it
         page.contains(&format!("href=\"/tasks/{}?queue=emails\"", held.id())),
         "{page}"
     );
-    assert!(page.contains(">in "), "the lease expires in the future: {page}");
+    assert!(
+        page.contains(">in "),
+        "the lease expires in the future: {page}"
+    );
     let (_, page) = get(&served, &format!("/tasks/{}?queue=emails", held.id()));
     assert!(
         page.contains(&format!("href=\"/workers#holder-{holder}\"")),

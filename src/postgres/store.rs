@@ -160,6 +160,10 @@ impl Store for PostgresStore {
         self.cancel_by_id(id, reason)
     }
 
+    fn cancel_many(&self, ids: &[i64], reason: &str, _now: i64) -> Result<u64> {
+        self.cancel_ids(ids, reason)
+    }
+
     fn end_cancelled(&self, receipt: Receipt, _now: i64) -> Result<bool> {
         self.end_cancelled_delivery(receipt)
     }

@@ -271,6 +271,29 @@ impl Store for SqliteStore {
         Ok(cancelled)
     }
 
+    fn cancel_many(&self, ids: &[i64], reason: &str, now: i64) -> Result<u64> {
+        let reason = stored_reason(reason);
+        let (cancelled, requested) = self.write(|conn| {
+            let (mut cancelled, mut requested) = (0, false);
+            for &id in ids {
+                match cancel::cancel_task(conn, &self.queue, id, reason, now, self.keep_history) {
+                    Ok(outcome) => {
+                        cancelled += 1;
+                        requested |= outcome == Cancelled::Requested;
+                    }
+                    // Refused before any write: the task is skipped.
+                    Err(err) if err.kind() == crate::ErrorKind::InvalidArgument => {}
+                    Err(err) => return Err(err),
+                }
+            }
+            Ok((cancelled, requested))
+        })?;
+        if requested {
+            self.ring_cancellation()?;
+        }
+        Ok(cancelled)
+    }
+
     fn end_cancelled(&self, receipt: Receipt, now: i64) -> Result<bool> {
         self.write(|conn| cancel::end_cancelled(conn, receipt, now, self.keep_history))
             .inspect(|&ended| {
