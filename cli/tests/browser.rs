@@ -488,3 +488,67 @@ async fn queue_and_task_pages_follow_the_file_and_keep_what_is_typed() {
     assert!(same_document(&client).await, "the task's page was reloaded");
     client.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_person_ticks_tasks_and_cancels_them_after_confirming_the_count() {
+    let Some(driver) = Driver::start() else {
+        return;
+    };
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &["--allow-actions"]);
+    let client = driver.client().await;
+    let token = served.token.as_deref().unwrap();
+    client
+        .goto(&served.url(&format!("/?token={token}")))
+        .await
+        .unwrap();
+    client.goto(&served.url("/queues/emails")).await.unwrap();
+    wait_for(&client, "nav.states a.current .count", "3").await;
+    for id in [2, 3] {
+        client
+            .find(Locator::Css(&format!("input[name='id'][value='{id}']")))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+    }
+    // The ticks outlive the list's refresh.
+    seeded
+        .queue("emails")
+        .push("{\"to\":\"late@example.com\"}", &PushOptions::new())
+        .unwrap();
+    wait_for_text(&client, "table.tasks tbody", |text| {
+        text.contains("late@example.com")
+    })
+    .await;
+    for id in [2, 3] {
+        let ticked = client
+            .find(Locator::Css(&format!("input[name='id'][value='{id}']")))
+            .await
+            .unwrap()
+            .prop("checked")
+            .await
+            .unwrap();
+        assert_eq!(ticked.as_deref(), Some("true"), "task {id}'s tick was lost");
+    }
+    client
+        .find(Locator::Css("button[data-action='cancel selected']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for(&client, "#confirm-count", "cancel 2 tasks of queue emails?").await;
+    assert_eq!(seeded.queue("emails").count(TaskState::Pending).unwrap(), 4);
+    client
+        .find(Locator::Css("button[data-action='confirm']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for(&client, "nav.states a.current .count", "2").await;
+    assert_eq!(seeded.queue("emails").count(TaskState::Pending).unwrap(), 2);
+    client.close().await.unwrap();
+}

@@ -499,6 +499,101 @@ fn without_allow_actions_the_pages_are_read_only_and_posts_are_refused() {
 }
 
 #[test]
+fn bulk_actions_say_how_many_tasks_they_touch_before_they_touch_them() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &["--allow-actions"]);
+    let emails = seeded.queue("emails");
+    let (_, page) = get(&served, "/queues/emails");
+    for id in 2..=4 {
+        let tick = format!("<input type=\"checkbox\" name=\"id\" value=\"{id}\" form=\"bulk\"");
+        assert!(page.contains(&tick), "{page}");
+    }
+    let token = csrf(&served, "/queues/emails");
+    let form = |extra: &[(&'static str, &'static str)]| {
+        let mut fields = vec![("csrf", token.as_str()), ("next", "/queues/emails")];
+        fields.extend_from_slice(extra);
+        fields
+    };
+
+    // Ticked: two pending tasks, the dead one and an id of no task.
+    let ticked = [
+        ("action", "cancel"),
+        ("id", "1"),
+        ("id", "2"),
+        ("id", "3"),
+        ("id", "999"),
+    ];
+    let (status, page) = post(&served, "/queues/emails/actions/confirm", &form(&ticked));
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains("cancel <strong>3</strong> tasks of queue emails?"),
+        "{page}"
+    );
+    assert_eq!(emails.count(TaskState::Pending).unwrap(), 3, "nothing yet");
+    let (status, page) = post(
+        &served,
+        "/queues/emails/actions/confirm",
+        &form(&[("action", "retry"), ("all", "1"), ("state", "dead")]),
+    );
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains("retry <strong>1</strong> task of queue emails (every dead task)?"),
+        "{page}"
+    );
+    let (status, page) = post(
+        &served,
+        "/queues/emails/actions/confirm",
+        &form(&[("action", "retry"), ("id", "2")]),
+    );
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("None of them can be retried."), "{page}");
+    for bad in [
+        vec![("action", "delete"), ("id", "2")],
+        vec![("action", "cancel")],
+        vec![("action", "cancel"), ("id", "two")],
+        vec![("action", "cancel"), ("all", "1"), ("state", "gone")],
+    ] {
+        let (status, page) = post(&served, "/queues/emails/actions/confirm", &form(&bad));
+        assert_eq!(status, 400, "{bad:?}: {page}");
+        let (status, page) = post(&served, "/queues/emails/actions/bulk", &form(&bad));
+        assert_eq!(status, 400, "{bad:?}: {page}");
+    }
+    assert_eq!(
+        emails.count(TaskState::Pending).unwrap(),
+        3,
+        "bad forms change nothing"
+    );
+
+    let (status, _) = post(&served, "/queues/emails/actions/bulk", &form(&ticked));
+    assert_eq!(status, 303);
+    assert_eq!(emails.count(TaskState::Pending).unwrap(), 1);
+    assert_eq!(emails.count(TaskState::Dead).unwrap(), 0);
+    let (status, _) = post(
+        &served,
+        "/queues/emails/actions/bulk",
+        &form(&[("action", "cancel"), ("all", "1"), ("state", "pending")]),
+    );
+    assert_eq!(status, 303);
+    assert_eq!(emails.count(TaskState::Pending).unwrap(), 0);
+    assert_eq!(
+        seeded.queue("default").count(TaskState::Pending).unwrap(),
+        2,
+        "another queue's"
+    );
+
+    // Read-only: no boxes, and the forms are refused.
+    let read_only = Served::start(&seeded.file, &[]);
+    let (_, page) = get(&read_only, "/queues/default");
+    assert!(!page.contains("type=\"checkbox\""), "{page}");
+    let (status, _) = post(
+        &read_only,
+        "/queues/default/actions/confirm",
+        &[("action", "cancel"), ("id", "5")],
+    );
+    assert_eq!(status, 403);
+}
+
+#[test]
 fn actions_retry_cancel_pause_resume_and_purge_with_allow_actions() {
     let seeded = Seeded::new();
     let served = Served::start(&seeded.file, &["--allow-actions"]);

@@ -6,7 +6,7 @@ use maud::html;
 use tq::Delayed;
 
 use super::api::{checked_queue, DEFAULT_PAGE};
-use super::pages::{encoded, layout, task_table, Tab, Tabs};
+use super::pages::{bulk_form, encoded, layout, task_table, Tab, Tabs};
 use super::{Answer, App, Incoming};
 
 /// The delayed tasks' kinds, in the order of their tabs.
@@ -84,8 +84,11 @@ pub fn page(app: &App, queue: &str, kind: Delayed, incoming: &Incoming) -> Answe
                     Delayed::Retry => "Pending tasks delivered before and due again later (after a failure, a lost lease or a snooze): the soonest first.",
                 }
             }
+            @if app.allow_actions {
+                (bulk_form(app, &queue, &here, None))
+            }
             div #live-tasks data-live {
-                (task_table(&queue, &tasks))
+                (task_table(&queue, &tasks, app.allow_actions))
                 @if let Some((run_at, id)) = next {
                     p { a.next href={ (here) "?after_run_at=" (run_at) "&after=" (id) } { "Next page" } }
                 }

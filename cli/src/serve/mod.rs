@@ -10,13 +10,14 @@
 //!
 //! Where each concern lives: [`request`] reads a request, [`auth`] admits
 //! it, [`routes`] sends it to its handler ([`pages`], [`delayed`], [`workers`], [`api`],
-//! [`metrics`] or [`actions`]), [`answer`] sends the answer back, and
+//! [`metrics`], [`actions`] or [`bulk`]), [`answer`] sends the answer back, and
 //! [`sampling`] is the background thread.
 
 mod actions;
 mod answer;
 mod api;
 mod auth;
+mod bulk;
 mod delayed;
 mod metrics;
 mod pages;

@@ -196,7 +196,7 @@ pub fn tasks(app: &App, queue: &str, incoming: &Incoming) -> Answer {
         let schedules = app.sampler().queue(&queue)?.schedules()?;
         let tabs = Tabs::read(app, &queue, schedules.len())?;
         let content = html! {
-            (tasks_content(&queue, &page, &tabs))
+            (tasks_content(app, &queue, &page, &tabs))
             @if !schedules.is_empty() {
                 h2 #schedules { "Schedules" }
                 (schedules_table(&schedules.iter().map(|info| (queue.as_str(), info)).collect::<Vec<_>>(), false))
@@ -243,6 +243,30 @@ pub fn schedules(app: &App) -> Answer {
     answer().unwrap_or_else(|refusal| refusal)
 }
 
+/// The form that the boxes ticked on a list of `queue`'s tasks (at path
+/// `here`) belong to: retry or cancel them, or (given the list's state and its count) every
+/// task in that state; it asks for confirmation first (see
+/// [`super::bulk`]).
+pub(super) fn bulk_form(
+    app: &App,
+    queue: &str,
+    here: &str,
+    every: Option<(TaskState, u64)>,
+) -> Markup {
+    html! {
+        form.bulk #bulk method="post" action={ "/queues/" (encoded(queue)) "/actions/confirm" } {
+            input type="hidden" name="csrf" value=(app.csrf);
+            input type="hidden" name="next" value=(here);
+            @if let Some((state, count)) = every {
+                input type="hidden" name="state" value=(state_name(state));
+                label { input type="checkbox" name="all" value="1"; " every " (state_name(state)) " task (" (count) "), not only those ticked" }
+            }
+            button type="submit" name="action" value="retry" data-action="retry selected" { "retry" }
+            button type="submit" name="action" value="cancel" data-action="cancel selected" { "cancel" }
+        }
+    }
+}
+
 /// Which of a queue's lists a page shows.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Tab {
@@ -279,6 +303,14 @@ impl Tabs {
             delayed,
             schedules,
         })
+    }
+
+    /// How many tasks the latest sample counted in `state`.
+    pub(super) fn count(&self, state: TaskState) -> u64 {
+        self.states
+            .iter()
+            .find(|(counted, _)| *counted == state)
+            .map_or(0, |(_, count)| *count)
     }
 
     /// The tabs, `current` marked, refreshed in place while the page is open.
@@ -332,7 +364,7 @@ fn search(app: &App, queue: &str, incoming: &Incoming) -> Option<Result<Answer, 
 
 /// A page of `queue`'s tasks: the states with their `counts`, the
 /// searches, the order, the tasks and the link to the next page.
-fn tasks_content(queue: &str, page: &Page, tabs: &Tabs) -> Markup {
+fn tasks_content(app: &App, queue: &str, page: &Page, tabs: &Tabs) -> Markup {
     let state_href = format!(
         "/queues/{}?state={}",
         encoded(queue),
@@ -357,8 +389,11 @@ fn tasks_content(queue: &str, page: &Page, tabs: &Tabs) -> Markup {
                 strong { "oldest first" } " · " a href={ (state_href) "&order=newest" } { "newest first" }
             }
         }
+        @if app.allow_actions {
+            (bulk_form(app, queue, &state_href, Some((page.state, tabs.count(page.state)))))
+        }
         div #live-tasks data-live {
-            (task_table(queue, &page.tasks))
+            (task_table(queue, &page.tasks, app.allow_actions))
             @if let Some(next) = page.next {
                 p {
                     a.next href={ (state_href) "&order=" (page.order()) (if page.newest_first { "&before=" } else { "&after=" }) (next) } {
@@ -402,16 +437,19 @@ fn schedules_table(schedules: &[(&str, &ScheduleInfo)], with_queue: bool) -> Mar
     }
 }
 
-pub(super) fn task_table(queue: &str, tasks: &[TaskInfo]) -> Markup {
+pub(super) fn task_table(queue: &str, tasks: &[TaskInfo], selectable: bool) -> Markup {
     html! {
         @if tasks.is_empty() {
             p { "No tasks here." }
         } @else {
             div.scroll { table.tasks {
-                thead { tr { th { "id" } th { "state" } th { "attempts" } th { "run at" } th { "last reason" } th { "payload" } } }
+                thead { tr { @if selectable { th {} } th { "id" } th { "state" } th { "attempts" } th { "run at" } th { "last reason" } th { "payload" } } }
                 tbody {
                     @for task in tasks {
                         tr {
+                            @if selectable {
+                                td { input type="checkbox" name="id" value=(task.id()) form="bulk" aria-label={ "task " (task.id()) }; }
+                            }
                             td { a href=(task_href(queue, task.id())) { (task.id()) } }
                             td { (state_badge(task.state())) }
                             td { (task.attempts()) "/" (task.max_attempts()) }

@@ -5,7 +5,7 @@ use tiny_http::{Method, Request};
 
 use super::answer::respond;
 use super::request::read_request;
-use super::{actions, api, auth, delayed, metrics, pages, workers, Answer, App, Incoming};
+use super::{actions, api, auth, bulk, delayed, metrics, pages, workers, Answer, App, Incoming};
 
 /// Reads, admits, routes and answers `request`.
 pub(super) fn answer(app: &App, mut request: Request) {
@@ -28,6 +28,7 @@ fn route(app: &App, incoming: &Incoming) -> Answer {
             return refusal;
         }
         return match segments.as_slice() {
+            ["queues", queue, "actions", "confirm"] => bulk::confirm(app, queue, incoming),
             ["queues", queue, "actions", name] => actions::act(app, queue, name, incoming),
             _ => Answer::error(404, "no such action"),
         };
