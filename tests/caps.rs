@@ -321,9 +321,7 @@ fn postgres_pushes_of_unique_keys_into_a_capped_queue_never_deadlock() {
 
     let batch = batch.join().unwrap().expect("the batch is stored");
     let single = single.join().unwrap().expect("the single push is answered");
-    assert!(batch
-        .iter()
-        .all(|pushed| matches!(pushed, Pushed::Stored(_))));
+    assert!(batch.iter().all(|pushed| matches!(pushed, Pushed::Stored(_))));
     assert_eq!(single, Pushed::Duplicate(batch[1].id()));
     assert_eq!(pending(&queue), 2);
 }
