@@ -67,8 +67,8 @@ pub use schedule::{
 };
 pub use store::Checkpoint;
 pub use task::{
-    Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
-    TaskTiming, MAX_RATE_CLAIMS,
+    Cancelled, Delayed, Failed, Holder, Lease, Pause, Pushed, RateLimit, Receipt, Stop, Task,
+    TaskInfo, TaskState, TaskTiming, MAX_RATE_CLAIMS,
 };
 pub use wait::CancelToken;
 

@@ -19,8 +19,8 @@ use crate::options::{
 };
 use crate::schedule::{slot_key, ScheduleInfo, StoredSchedule, SLOT_KEY_RESERVED};
 use crate::task::{
-    Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
-    TaskTiming,
+    Cancelled, Delayed, Failed, Lease, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo,
+    TaskState, TaskTiming,
 };
 use crate::wait::Bell;
 
@@ -330,6 +330,27 @@ pub(crate) trait Store: Send + Sync {
     /// Up to `limit` tasks in `state` from where `from` says, by id.
     fn list(&self, state: TaskState, from: ListFrom, limit: usize) -> Result<Vec<TaskInfo>>;
 
+    /// Up to `limit` of the queue's [`WAITING`] tasks due after `now` that
+    /// are of `kind`, by run time then id, beyond `(run_at, id)` `after`
+    /// (see [`delayed_condition`]; PostgreSQL reads the time on its own
+    /// clock).
+    fn list_delayed(
+        &self,
+        kind: Delayed,
+        after: (i64, i64),
+        now: i64,
+        limit: usize,
+    ) -> Result<Vec<TaskInfo>>;
+
+    /// How many tasks [`Store::list_delayed`] would list, counting no
+    /// further than `up_to`.
+    fn count_delayed(&self, kind: Delayed, now: i64, up_to: u64) -> Result<u64>;
+
+    /// Up to `limit` of the queue's leased (and cancelling) tasks with
+    /// their holders, by holder then lease expiry: only task `only` when
+    /// given.
+    fn leases(&self, only: Option<i64>, limit: usize) -> Result<Vec<Lease>>;
+
     /// The task of the queue stored under the unique key `key`, if any.
     fn task_with_unique_key(&self, key: &str) -> Result<Option<TaskInfo>>;
 
@@ -352,6 +373,11 @@ pub(crate) trait Store: Send + Sync {
     /// `InvalidArgument`, changing nothing, when the queue has no task
     /// `id` or the task is done.
     fn cancel_task(&self, id: i64, reason: &str, now: i64) -> Result<Cancelled>;
+
+    /// Cancels each of `ids`, as [`Store::cancel_task`] does, in one
+    /// transaction, skipping the ids the queue has no task of and its done
+    /// tasks; returns how many it cancelled (or found cancelled already).
+    fn cancel_many(&self, ids: &[i64], reason: &str, now: i64) -> Result<u64>;
 
     /// Ends as cancelled the delivery named by `receipt` if its task's
     /// cancellation waits for it (the task is [`CANCELLING`] under that
@@ -844,6 +870,27 @@ pub(crate) fn state_condition(state: TaskState) -> &'static str {
         TaskState::Dead => "state = 3",
         TaskState::Cancelled => "state = 5",
     }
+}
+
+/// The SQL condition that picks a queue's delayed tasks of `kind`, the
+/// same in both backends, given how each names the time now and the
+/// page's start (`after_run_at`, `after_id`): a range of the index of
+/// [`WAITING`] tasks by run time, beyond now and the start, with the
+/// attempts read from each task's row. A waiting task already due is in
+/// effect ready (a claim makes it so), not delayed.
+pub(crate) fn delayed_condition(
+    kind: Delayed,
+    now: &str,
+    after_run_at: &str,
+    after_id: &str,
+) -> String {
+    let attempts = match kind {
+        Delayed::FirstAttempt => "attempts = 0",
+        Delayed::Retry => "attempts > 0",
+    };
+    format!(
+        "state = {WAITING} AND run_at > {now} AND (run_at, id) > ({after_run_at}, {after_id}) AND {attempts}"
+    )
 }
 
 /// The tasks a schedule whose next slot is `next` enqueues at `now`, by its

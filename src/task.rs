@@ -309,6 +309,88 @@ fn millis(ms: i64) -> Duration {
     Duration::from_millis(ms.max(0) as u64)
 }
 
+/// A leased task of a queue, who holds it and until when: see
+/// [`Queue::leases`](crate::Queue::leases).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub(crate) task_id: i64,
+    pub(crate) holder: Holder,
+    pub(crate) claimed_at_unix_ms: i64,
+    pub(crate) expires_at_unix_ms: i64,
+}
+
+impl Lease {
+    /// The leased task's id.
+    pub fn task_id(&self) -> i64 {
+        self.task_id
+    }
+
+    /// The process (SQLite) or connection (PostgreSQL) holding it.
+    pub fn holder(&self) -> &Holder {
+        &self.holder
+    }
+
+    /// When it was claimed, ms since the Unix epoch (the server's clock on
+    /// PostgreSQL).
+    pub fn claimed_at_unix_ms(&self) -> i64 {
+        self.claimed_at_unix_ms
+    }
+
+    /// When its lease runs out unless extended, ms since the Unix epoch.
+    pub fn expires_at_unix_ms(&self) -> i64 {
+        self.expires_at_unix_ms
+    }
+}
+
+/// Who holds leased tasks, as the store records it. On SQLite a holder is
+/// a process, named by its id and its machine's boot; on PostgreSQL it is
+/// a process's listening connection, which records when it was last seen
+/// alive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    pub(crate) id: i64,
+    pub(crate) pid: Option<i64>,
+    pub(crate) boot_id: Option<String>,
+    pub(crate) seen_alive_at_unix_ms: Option<i64>,
+}
+
+impl Holder {
+    /// The holder's number in the file (or schema): the same for every
+    /// task it holds in any queue.
+    pub fn id(&self) -> i64 {
+        self.id
+    }
+
+    /// The holding process's id, on SQLite.
+    pub fn pid(&self) -> Option<i64> {
+        self.pid
+    }
+
+    /// The boot of the machine the process runs on (Linux's
+    /// `/proc/sys/kernel/random/boot_id`), on SQLite: two holders with the
+    /// same boot run on the same machine. Empty when it could not be read.
+    pub fn boot_id(&self) -> Option<&str> {
+        self.boot_id.as_deref()
+    }
+
+    /// When the holder last said it is alive (ms since the Unix epoch, on
+    /// the server's clock), on PostgreSQL, once it has.
+    pub fn seen_alive_at_unix_ms(&self) -> Option<i64> {
+        self.seen_alive_at_unix_ms
+    }
+}
+
+/// Which of a queue's delayed tasks (pending, not yet due) to list or
+/// count: see [`Queue::list_delayed`](crate::Queue::list_delayed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Delayed {
+    /// Never delivered: pushed with a delay or a run time in the future.
+    FirstAttempt,
+    /// Delivered before and due again later: waiting out the pause before
+    /// a retry after a failure or a lost lease, or snoozed.
+    Retry,
+}
+
 /// The state of a stored task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TaskState {

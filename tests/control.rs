@@ -843,7 +843,42 @@ fn the_rate_holds_under_threads_racing_for_slots(scratch: Scratch) {
     }
 }
 
+fn cancel_many_cancels_pending_leased_and_dead_tasks_and_skips_the_rest(scratch: Scratch) {
+    let queue = with_history(&scratch);
+    let mut once = PushOptions::new();
+    once.max_attempts(1).unwrap();
+    let dead = queue.push("\"dead\"", &once).unwrap().id();
+    let task = pull(&queue).unwrap();
+    queue.fail(task.receipt(), "boom").unwrap();
+    let leased = push(&queue, "\"leased\"");
+    let held = pull(&queue).unwrap();
+    assert_eq!(held.id(), leased);
+    let done = push(&queue, "\"done\"");
+    queue.finish(pull(&queue).unwrap().receipt()).unwrap();
+    let pending: Vec<i64> = (0..3).map(|n| push(&queue, &n.to_string())).collect();
+
+    let mut ids = vec![dead, leased, done, 999_999];
+    ids.extend(&pending);
+    assert_eq!(queue.cancel_many(&ids, "not wanted").unwrap(), 5);
+    assert_eq!(queue.count(TaskState::Pending).unwrap(), 0);
+    assert_eq!(queue.count(TaskState::Dead).unwrap(), 0);
+    // The leased task's holder learns of it at its next call.
+    assert_eq!(
+        queue.finish(held.receipt()).unwrap_err().kind(),
+        ErrorKind::Cancelled
+    );
+    assert!(
+        queue.task(done).unwrap().is_some(),
+        "a done task stays done"
+    );
+    assert_eq!(
+        queue.cancel_many(&[dead], "again\0").unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+}
+
 on_both_backends!(
+    cancel_many_cancels_pending_leased_and_dead_tasks_and_skips_the_rest,
     a_cancelled_task_whose_holder_is_gone_is_ended_by_the_next_claim,
     a_pull_waiting_behind_a_cancelled_task_takes_the_next_once_its_lease_runs_out,
     an_expired_lease_whose_slot_was_taken_is_not_extended,

@@ -133,6 +133,10 @@ fn answer_times(sizes: &Sizes, dir: &std::path::Path) {
         format!("/api/tasks/{middle}"),
         "/api/queues/bulk/keys/report:2026-12".to_owned(),
         "/queues/bulk/dead".to_owned(),
+        "/queues/bulk/scheduled".to_owned(),
+        "/queues/bulk/retrying".to_owned(),
+        "/schedules".to_owned(),
+        "/workers".to_owned(),
     ];
     println!(
         "\nAnswer times on a file of {} tasks (98% pending, 1% leased, 1% dead), \

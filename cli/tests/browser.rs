@@ -16,7 +16,7 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::json;
 use serving::{Seeded, Served};
-use tq::{PushOptions, TaskState};
+use tq::{PullOptions, PushOptions, TaskState};
 
 /// How long to wait for the page to show what it should (a bound on the
 /// wait, never an assertion about speed).
@@ -70,13 +70,27 @@ impl Driver {
     }
 
     async fn client(&self) -> Client {
-        let capabilities = json!({
-            "goog:chromeOptions": {
-                "binary": chromium(),
-                "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                         "--disable-dev-shm-usage", "--window-size=1200,760"],
-            }
-        });
+        self.client_of(json!({
+            "binary": chromium(),
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                     "--disable-dev-shm-usage", "--window-size=1200,760"],
+        }))
+        .await
+    }
+
+    /// A browser as a phone shows pages: 390 by 844 CSS pixels, with the
+    /// page's viewport meta tag applied.
+    async fn phone(&self) -> Client {
+        self.client_of(json!({
+            "binary": chromium(),
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+            "mobileEmulation": {"deviceMetrics": {"width": 390, "height": 844, "pixelRatio": 3.0}},
+        }))
+        .await
+    }
+
+    async fn client_of(&self, chrome_options: serde_json::Value) -> Client {
+        let capabilities = json!({ "goog:chromeOptions": chrome_options });
         let serde_json::Value::Object(capabilities) = capabilities else {
             unreachable!()
         };
@@ -295,5 +309,246 @@ async fn read_only_pages_have_no_buttons_and_refuse_forged_and_cross_site_posts(
         "{answer}"
     );
     assert_eq!(seeded.queue("emails").count(TaskState::Dead).unwrap(), 1);
+    client.close().await.unwrap();
+}
+
+/// The pages every dashboard has, for a file seeded by [`Seeded::new`].
+const EVERY_PAGE: [&str; 9] = [
+    "/",
+    "/queues/emails",
+    "/queues/emails?state=dead",
+    "/queues/emails/dead",
+    "/tasks/1?queue=emails",
+    "/schedules",
+    "/queues/emails/scheduled",
+    "/queues/emails/retrying",
+    "/workers",
+];
+
+/// Checks the page `client` shows at `path`: the navigation bar leads to
+/// the overview and every queue and shows tq's version, nothing is wider
+/// than the window, and each state's colour is the one `colours` holds
+/// for it (recorded from the first page that shows it).
+async fn check_page(
+    client: &Client,
+    path: &str,
+    colours: &mut std::collections::BTreeMap<String, String>,
+) {
+    wait_for_text(client, "nav.site", |text| text.contains("emails")).await;
+    let version = client
+        .find(Locator::Css("header .version"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(version, format!("v{}", env!("CARGO_PKG_VERSION")), "{path}");
+    let mut links = Vec::new();
+    for link in client.find_all(Locator::Css("nav.site a")).await.unwrap() {
+        links.push(link.attr("href").await.unwrap().unwrap());
+    }
+    for want in ["/", "/queues/default", "/queues/emails"] {
+        assert!(links.iter().any(|link| link == want), "{path}: {links:?}");
+    }
+    let widths = client
+        .execute(
+            "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let (scroll, client_width) = (widths[0].as_u64().unwrap(), widths[1].as_u64().unwrap());
+    assert!(
+        scroll <= client_width,
+        "{path} is {scroll} px wide in a window of {client_width}"
+    );
+    let shown = client
+        .execute(
+            "return [...document.querySelectorAll('[data-state]')].map((element) =>
+               [element.dataset.state, getComputedStyle(element).backgroundColor])",
+            vec![],
+        )
+        .await
+        .unwrap();
+    for pair in shown.as_array().unwrap() {
+        let (state, colour) = (pair[0].as_str().unwrap(), pair[1].as_str().unwrap());
+        let recorded = colours.entry(state.to_owned()).or_insert(colour.to_owned());
+        assert_eq!(recorded, colour, "{path}: {state}");
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn every_page_has_the_navigation_bar_and_fits_a_laptop_and_a_phone() {
+    let Some(driver) = Driver::start() else {
+        return;
+    };
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &[]);
+    let mut colours = std::collections::BTreeMap::new();
+    for (client, size) in [
+        (driver.client().await, Some((1280, 800))),
+        (driver.phone().await, None),
+    ] {
+        if let Some((width, height)) = size {
+            client.set_window_size(width, height).await.unwrap();
+        }
+        for path in EVERY_PAGE {
+            client.goto(&served.url(path)).await.unwrap();
+            check_page(&client, path, &mut colours).await;
+        }
+        if size.is_none() {
+            client.goto(&served.url("/queues/emails")).await.unwrap();
+            wait_for_text(&client, "nav.site", |text| text.contains("emails")).await;
+            save_screenshot(&client.screenshot().await.unwrap(), "dashboard-phone.png");
+        }
+        client.close().await.unwrap();
+    }
+    for state in ["pending", "dead"] {
+        assert!(
+            colours.contains_key(state),
+            "no page shows {state}: {colours:?}"
+        );
+    }
+    assert_ne!(colours["pending"], colours["dead"]);
+}
+
+/// Marks the document the browser shows, for [`same_document`] to tell
+/// whether it was reloaded since.
+async fn mark_document(client: &Client) {
+    client
+        .execute("document.body.dataset.sameDocument = 'yes'", vec![])
+        .await
+        .unwrap();
+}
+
+async fn same_document(client: &Client) -> bool {
+    client
+        .execute("return document.body.dataset.sameDocument", vec![])
+        .await
+        .unwrap()
+        == "yes"
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn queue_and_task_pages_follow_the_file_and_keep_what_is_typed() {
+    let Some(driver) = Driver::start() else {
+        return;
+    };
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &[]);
+    let client = driver.client().await;
+
+    client.goto(&served.url("/queues/emails")).await.unwrap();
+    wait_for(&client, "nav.states a.current .count", "3").await;
+    mark_document(&client).await;
+    let search = client
+        .find(Locator::Css("form.search input[name='id']"))
+        .await
+        .unwrap();
+    search.send_keys("12").await.unwrap();
+    seeded
+        .queue("emails")
+        .push("{\"to\":\"late@example.com\"}", &PushOptions::new())
+        .unwrap();
+    wait_for_text(&client, "table.tasks tbody", |text| {
+        text.contains("late@example.com")
+    })
+    .await;
+    wait_for(&client, "nav.states a.current .count", "4").await;
+    assert!(
+        same_document(&client).await,
+        "the queue's page was reloaded"
+    );
+    let typed = client
+        .find(Locator::Css("form.search input[name='id']"))
+        .await
+        .unwrap()
+        .prop("value")
+        .await
+        .unwrap();
+    assert_eq!(
+        typed.as_deref(),
+        Some("12"),
+        "the half-typed search was lost"
+    );
+
+    // Task 2 is the first in line.
+    client
+        .goto(&served.url("/tasks/2?queue=emails"))
+        .await
+        .unwrap();
+    wait_for(&client, "#state", "pending").await;
+    mark_document(&client).await;
+    let emails = seeded.queue("emails");
+    let task = emails.pull(&PullOptions::new()).unwrap().unwrap();
+    assert_eq!(task.id(), 2);
+    wait_for(&client, "#state", "leased").await;
+    emails.fail(task.receipt(), "smtp timeout").unwrap();
+    wait_for(&client, "pre.reason", "smtp timeout").await;
+    assert!(same_document(&client).await, "the task's page was reloaded");
+    client.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_person_ticks_tasks_and_cancels_them_after_confirming_the_count() {
+    let Some(driver) = Driver::start() else {
+        return;
+    };
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &["--allow-actions"]);
+    let client = driver.client().await;
+    let token = served.token.as_deref().unwrap();
+    client
+        .goto(&served.url(&format!("/?token={token}")))
+        .await
+        .unwrap();
+    client.goto(&served.url("/queues/emails")).await.unwrap();
+    wait_for(&client, "nav.states a.current .count", "3").await;
+    for id in [2, 3] {
+        client
+            .find(Locator::Css(&format!("input[name='id'][value='{id}']")))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+    }
+    // The ticks outlive the list's refresh.
+    seeded
+        .queue("emails")
+        .push("{\"to\":\"late@example.com\"}", &PushOptions::new())
+        .unwrap();
+    wait_for_text(&client, "table.tasks tbody", |text| {
+        text.contains("late@example.com")
+    })
+    .await;
+    for id in [2, 3] {
+        let ticked = client
+            .find(Locator::Css(&format!("input[name='id'][value='{id}']")))
+            .await
+            .unwrap()
+            .prop("checked")
+            .await
+            .unwrap();
+        assert_eq!(ticked.as_deref(), Some("true"), "task {id}'s tick was lost");
+    }
+    client
+        .find(Locator::Css("button[data-action='cancel selected']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for(&client, "#confirm-count", "cancel 2 tasks of queue emails?").await;
+    assert_eq!(seeded.queue("emails").count(TaskState::Pending).unwrap(), 4);
+    client
+        .find(Locator::Css("button[data-action='confirm']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for(&client, "nav.states a.current .count", "2").await;
+    assert_eq!(seeded.queue("emails").count(TaskState::Pending).unwrap(), 2);
     client.close().await.unwrap();
 }

@@ -322,6 +322,159 @@ fn pages_show_what_a_task_waits_for_its_result_and_the_queues_schedules() {
 }
 
 #[test]
+fn the_schedules_page_lists_every_queues_schedules_and_a_queue_page_leads_to_its_own() {
+    let seeded = Seeded::new();
+    let nightly = tq::Schedule::new(
+        "nightly",
+        tq::ScheduleSpec::Cron("0 2 * * *".to_owned()),
+        "{\"report\": \"daily\"}",
+    )
+    .unwrap();
+    seeded.queue("default").add_schedule(&nightly).unwrap();
+    let digest = tq::Schedule::new(
+        "digest",
+        tq::ScheduleSpec::Every(std::time::Duration::from_secs(3600)),
+        "{\"digest\": true}",
+    )
+    .unwrap();
+    seeded.queue("emails").add_schedule(&digest).unwrap();
+    seeded.queue("emails").pause_schedule("digest").unwrap();
+    let served = Served::start(&seeded.file, &[]);
+
+    let (status, page) = get(&served, "/schedules");
+    assert_eq!(status, 200, "{page}");
+    for row in [
+        "<td><a href=\"/queues/default#schedules\">default</a></td><td>nightly</td>",
+        "<td><a href=\"/queues/emails#schedules\">emails</a></td><td>digest</td>",
+    ] {
+        assert!(page.contains(row), "{row} not in {page}");
+    }
+    assert!(page.contains("0 2 * * *"), "{page}");
+    assert!(page.contains("paused"), "{page}");
+    // Every page leads to it.
+    let (_, page) = get(&served, "/queues/default");
+    assert!(
+        page.contains("<a href=\"/schedules\">Schedules</a>"),
+        "{page}"
+    );
+    // A queue's page says at the top that it has schedules, below its tasks.
+    let schedules_link = page
+        .find("href=\"/queues/default#schedules\"")
+        .expect(&page);
+    let tasks = page.find("<table class=\"tasks\"").expect(&page);
+    assert!(schedules_link < tasks, "{page}");
+    assert!(page.contains("id=\"schedules\""), "{page}");
+    let (_, page) = get(&served, "/queues/emails");
+    assert!(page.contains("1 schedule</a>"), "{page}");
+}
+
+#[test]
+fn scheduled_and_retrying_tasks_have_pages_of_their_own_with_counts() {
+    let seeded = Seeded::new();
+    let mut options = tq::OpenOptions::new();
+    options
+        .queue("emails")
+        .unwrap()
+        .retry_backoff(
+            std::time::Duration::from_secs(3600),
+            std::time::Duration::from_secs(3600),
+        )
+        .unwrap();
+    let emails = tq::Queue::open(&seeded.file, &options).unwrap();
+    let mut later = tq::PushOptions::new();
+    later.delay(std::time::Duration::from_secs(7200)).unwrap();
+    let scheduled: Vec<i64> = (0..51)
+        .map(|n| {
+            emails
+                .push(&format!("{{\"later\": {n}}}"), &later)
+                .unwrap()
+                .id()
+        })
+        .collect();
+    // Task 2, first in line, fails and waits an hour for its retry.
+    let task = emails.pull(&tq::PullOptions::new()).unwrap().unwrap();
+    assert_eq!(task.id(), 2);
+    emails.fail(task.receipt(), "smtp timeout").unwrap();
+    let served = Served::start(&seeded.file, &[]);
+
+    let (status, page) = get(&served, "/queues/emails");
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains("href=\"/queues/emails/scheduled\"><span class=\"view\">scheduled</span> <span class=\"count\">51</span>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("href=\"/queues/emails/retrying\"><span class=\"view\">retrying</span> <span class=\"count\">1</span>"),
+        "{page}"
+    );
+    let (status, page) = get(&served, "/queues/emails/retrying");
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("href=\"/tasks/2?queue=emails\""), "{page}");
+    assert!(page.contains("smtp timeout"), "{page}");
+    assert!(!page.contains("&quot;later&quot;"), "{page}");
+    // 50 a page, soonest first; the next page starts after the last.
+    let (_, page) = get(&served, "/queues/emails/scheduled");
+    assert!(!page.contains("smtp timeout"), "{page}");
+    for id in &scheduled[..50] {
+        assert!(
+            page.contains(&format!("href=\"/tasks/{id}?queue=emails\"")),
+            "{id}: {page}"
+        );
+    }
+    let next = page
+        .split("class=\"next\" href=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect(&page)
+        .replace("&amp;", "&");
+    let (_, page) = get(&served, &next);
+    assert!(
+        page.contains(&format!("href=\"/tasks/{}?queue=emails\"", scheduled[50])),
+        "{page}"
+    );
+    assert!(
+        !page.contains(&format!("href=\"/tasks/{}?queue=emails\"", scheduled[49])),
+        "{page}"
+    );
+    assert_eq!(get(&served, "/queues/emails/scheduled?after=3").0, 400);
+}
+
+#[test]
+fn the_workers_page_shows_each_holder_with_its_leases_and_a_leased_task_names_its_holder() {
+    let seeded = Seeded::new();
+    let emails = seeded.queue("emails");
+    let mut minute = tq::PullOptions::new();
+    minute.lease(std::time::Duration::from_secs(60)).unwrap();
+    let held = emails.pull(&minute).unwrap().unwrap();
+    let holder = emails.leases(Some(held.id()), 1).unwrap()[0].holder().id();
+    let served = Served::start(&seeded.file, &[]);
+
+    let (status, page) = get(&served, "/workers");
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains(&format!("id=\"holder-{holder}\"")), "{page}");
+    let pid = format!("process <span class=\"pid\">{}</span>", std::process::id());
+    assert!(page.contains(&pid), "{page}");
+    assert!(
+        page.contains(&format!("href=\"/tasks/{}?queue=emails\"", held.id())),
+        "{page}"
+    );
+    assert!(
+        page.contains(">in "),
+        "the lease expires in the future: {page}"
+    );
+    let (_, page) = get(&served, &format!("/tasks/{}?queue=emails", held.id()));
+    assert!(
+        page.contains(&format!("href=\"/workers#holder-{holder}\"")),
+        "{page}"
+    );
+    assert!(page.contains(&pid), "{page}");
+    // Once it is finished, nobody holds it.
+    emails.finish(held.receipt()).unwrap();
+    let (_, page) = get(&served, "/workers");
+    assert!(page.contains("No task is leased."), "{page}");
+}
+
+#[test]
 fn without_allow_actions_the_pages_are_read_only_and_posts_are_refused() {
     let seeded = Seeded::new();
     let served = Served::start(&seeded.file, &[]);
@@ -343,6 +496,101 @@ fn without_allow_actions_the_pages_are_read_only_and_posts_are_refused() {
     let emails = seeded.queue("emails");
     assert_eq!(emails.count(TaskState::Dead).unwrap(), 1);
     assert_eq!(emails.paused().unwrap(), None);
+}
+
+#[test]
+fn bulk_actions_say_how_many_tasks_they_touch_before_they_touch_them() {
+    let seeded = Seeded::new();
+    let served = Served::start(&seeded.file, &["--allow-actions"]);
+    let emails = seeded.queue("emails");
+    let (_, page) = get(&served, "/queues/emails");
+    for id in 2..=4 {
+        let tick = format!("<input type=\"checkbox\" name=\"id\" value=\"{id}\" form=\"bulk\"");
+        assert!(page.contains(&tick), "{page}");
+    }
+    let token = csrf(&served, "/queues/emails");
+    let form = |extra: &[(&'static str, &'static str)]| {
+        let mut fields = vec![("csrf", token.as_str()), ("next", "/queues/emails")];
+        fields.extend_from_slice(extra);
+        fields
+    };
+
+    // Ticked: two pending tasks, the dead one and an id of no task.
+    let ticked = [
+        ("action", "cancel"),
+        ("id", "1"),
+        ("id", "2"),
+        ("id", "3"),
+        ("id", "999"),
+    ];
+    let (status, page) = post(&served, "/queues/emails/actions/confirm", &form(&ticked));
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains("cancel <strong>3</strong> tasks of queue emails?"),
+        "{page}"
+    );
+    assert_eq!(emails.count(TaskState::Pending).unwrap(), 3, "nothing yet");
+    let (status, page) = post(
+        &served,
+        "/queues/emails/actions/confirm",
+        &form(&[("action", "retry"), ("all", "1"), ("state", "dead")]),
+    );
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains("retry <strong>1</strong> task of queue emails (every dead task)?"),
+        "{page}"
+    );
+    let (status, page) = post(
+        &served,
+        "/queues/emails/actions/confirm",
+        &form(&[("action", "retry"), ("id", "2")]),
+    );
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("None of them can be retried."), "{page}");
+    for bad in [
+        vec![("action", "delete"), ("id", "2")],
+        vec![("action", "cancel")],
+        vec![("action", "cancel"), ("id", "two")],
+        vec![("action", "cancel"), ("all", "1"), ("state", "gone")],
+    ] {
+        let (status, page) = post(&served, "/queues/emails/actions/confirm", &form(&bad));
+        assert_eq!(status, 400, "{bad:?}: {page}");
+        let (status, page) = post(&served, "/queues/emails/actions/bulk", &form(&bad));
+        assert_eq!(status, 400, "{bad:?}: {page}");
+    }
+    assert_eq!(
+        emails.count(TaskState::Pending).unwrap(),
+        3,
+        "bad forms change nothing"
+    );
+
+    let (status, _) = post(&served, "/queues/emails/actions/bulk", &form(&ticked));
+    assert_eq!(status, 303);
+    assert_eq!(emails.count(TaskState::Pending).unwrap(), 1);
+    assert_eq!(emails.count(TaskState::Dead).unwrap(), 0);
+    let (status, _) = post(
+        &served,
+        "/queues/emails/actions/bulk",
+        &form(&[("action", "cancel"), ("all", "1"), ("state", "pending")]),
+    );
+    assert_eq!(status, 303);
+    assert_eq!(emails.count(TaskState::Pending).unwrap(), 0);
+    assert_eq!(
+        seeded.queue("default").count(TaskState::Pending).unwrap(),
+        2,
+        "another queue's"
+    );
+
+    // Read-only: no boxes, and the forms are refused.
+    let read_only = Served::start(&seeded.file, &[]);
+    let (_, page) = get(&read_only, "/queues/default");
+    assert!(!page.contains("type=\"checkbox\""), "{page}");
+    let (status, _) = post(
+        &read_only,
+        "/queues/default/actions/confirm",
+        &[("action", "cancel"), ("id", "5")],
+    );
+    assert_eq!(status, 403);
 }
 
 #[test]

@@ -32,7 +32,31 @@ impl PostgresStore {
     /// Cancels task `id` of the queue (`Store::cancel_task`).
     pub(super) fn cancel_by_id(&self, id: i64, reason: &str) -> Result<Cancelled> {
         let reason = stored_reason(reason);
+        self.write(|tx| self.cancel_in(tx, id, reason))
+    }
+
+    /// Cancels each of `ids` that the queue has and is not done, in one
+    /// transaction (`Store::cancel_many`); says how many.
+    pub(super) fn cancel_ids(&self, ids: &[i64], reason: &str) -> Result<u64> {
+        let reason = stored_reason(reason);
         self.write(|tx| {
+            let mut cancelled = 0;
+            for &id in ids {
+                match self.cancel_in(tx, id, reason) {
+                    Ok(_) => cancelled += 1,
+                    // Refused before any write: the task is skipped.
+                    Err(err) if err.kind() == crate::ErrorKind::InvalidArgument => {}
+                    Err(err) => return Err(err),
+                }
+            }
+            Ok(cancelled)
+        })
+    }
+
+    /// Cancels task `id` of the queue in `tx`; refuses a task the queue
+    /// does not have, or a done one, before writing anything.
+    fn cancel_in(&self, tx: &mut Tx, id: i64, reason: Option<&str>) -> Result<Cancelled> {
+        {
             let state: Option<i16> = tx
                 .query_opt(
                     &self.sql("SELECT state FROM @.tasks WHERE id = $1 AND queue = $2 FOR UPDATE"),
@@ -66,7 +90,7 @@ impl PostgresStore {
                     Ok(Cancelled::Removed)
                 }
             }
-        })
+        }
     }
 
     /// Ends a delivery whose task is cancelling (`Store::end_cancelled`).

@@ -5,8 +5,8 @@ use postgres::Row;
 
 use super::PostgresStore;
 use crate::error::{Error, Result};
-use crate::store::{state_condition, visible_state, ListFrom};
-use crate::task::{TaskInfo, TaskState, TaskTiming};
+use crate::store::{delayed_condition, state_condition, visible_state, ListFrom};
+use crate::task::{Delayed, Holder, Lease, TaskInfo, TaskState, TaskTiming};
 
 /// The time the ready task of queue `$1` that has been ready longest
 /// became ready, found as SQLite does (see `sqlite/list.rs`), and the
@@ -212,6 +212,69 @@ impl PostgresStore {
             conn.query(&sql, &[&self.queue, &bound, &limit])?
                 .iter()
                 .map(info_from_row)
+                .collect()
+        })
+    }
+
+    /// Up to `limit` delayed tasks of `kind` beyond `after`, due after the
+    /// server's time now (`Store::list_delayed`).
+    pub(super) fn list_delayed_tasks(
+        &self,
+        kind: Delayed,
+        after: (i64, i64),
+        limit: usize,
+    ) -> Result<Vec<TaskInfo>> {
+        let sql = self.sql(&format!(
+            "SELECT {TASK_INFO} FROM @.tasks t WHERE queue = $1 AND {} ORDER BY run_at, id LIMIT $4",
+            delayed_condition(kind, "NOW_MS", "$2", "$3")
+        ));
+        let limit = limit.min(i64::MAX as usize) as i64;
+        self.read(|conn| {
+            conn.query(&sql, &[&self.queue, &after.0, &after.1, &limit])?
+                .iter()
+                .map(info_from_row)
+                .collect()
+        })
+    }
+
+    /// How many delayed tasks of `kind` there are, up to `up_to`
+    /// (`Store::count_delayed`).
+    pub(super) fn count_delayed_tasks(&self, kind: Delayed, up_to: u64) -> Result<u64> {
+        let sql = format!(
+            "SELECT count(*) FROM (SELECT 1 FROM @.tasks WHERE queue = $1 AND {} LIMIT $4) delayed",
+            delayed_condition(kind, "NOW_MS", "$2", "$3")
+        );
+        let up_to = up_to.min(i64::MAX as u64) as i64;
+        let count: i64 = self.read_value(&sql, &[&self.queue, &i64::MIN, &i64::MIN, &up_to])?;
+        Ok(count as u64)
+    }
+
+    /// Up to `limit` of the queue's leases with their holders, by holder
+    /// then expiry; only task `only`'s when given (`Store::leases`).
+    pub(super) fn read_leases(&self, only: Option<i64>, limit: usize) -> Result<Vec<Lease>> {
+        let sql = self.sql(
+            "SELECT t.id, t.holder_id, h.seen_alive_at, t.claimed_at, t.lease_expires_at
+             FROM @.tasks t LEFT JOIN @.holders h ON h.id = t.holder_id
+             WHERE t.queue = $1 AND (t.state = 1 OR t.state = 6) AND ($2::int8 IS NULL OR t.id = $2)
+             ORDER BY t.holder_id, t.lease_expires_at, t.id LIMIT $3",
+        );
+        let limit = limit.min(i64::MAX as usize) as i64;
+        self.read(|conn| {
+            conn.query(&sql, &[&self.queue, &only, &limit])?
+                .iter()
+                .map(|row| {
+                    Ok(Lease {
+                        task_id: row.try_get(0)?,
+                        holder: Holder {
+                            id: row.try_get::<_, Option<i32>>(1)?.map_or(0, i64::from),
+                            pid: None,
+                            boot_id: None,
+                            seen_alive_at_unix_ms: row.try_get(2)?,
+                        },
+                        claimed_at_unix_ms: row.try_get::<_, Option<i64>>(3)?.unwrap_or(0),
+                        expires_at_unix_ms: row.try_get::<_, Option<i64>>(4)?.unwrap_or(0),
+                    })
+                })
                 .collect()
         })
     }

@@ -14,8 +14,8 @@ use crate::options::RetryBackoff;
 use crate::schedule::{ScheduleInfo, StoredSchedule};
 use crate::store::{Checkpoint, IfNotHeld, ListFrom, NewTask, PutSchedule, Store};
 use crate::task::{
-    Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
-    TaskTiming,
+    Cancelled, Delayed, Failed, Lease, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo,
+    TaskState, TaskTiming,
 };
 use crate::wait::Bell;
 
@@ -123,6 +123,24 @@ impl Store for PostgresStore {
         self.list_tasks(state, from, limit)
     }
 
+    fn list_delayed(
+        &self,
+        kind: Delayed,
+        after: (i64, i64),
+        _now: i64,
+        limit: usize,
+    ) -> Result<Vec<TaskInfo>> {
+        self.list_delayed_tasks(kind, after, limit)
+    }
+
+    fn count_delayed(&self, kind: Delayed, _now: i64, up_to: u64) -> Result<u64> {
+        self.count_delayed_tasks(kind, up_to)
+    }
+
+    fn leases(&self, only: Option<i64>, limit: usize) -> Result<Vec<Lease>> {
+        self.read_leases(only, limit)
+    }
+
     fn task_with_unique_key(&self, key: &str) -> Result<Option<TaskInfo>> {
         self.task_info_by_unique_key(key)
     }
@@ -141,6 +159,10 @@ impl Store for PostgresStore {
 
     fn cancel_task(&self, id: i64, reason: &str, _now: i64) -> Result<Cancelled> {
         self.cancel_by_id(id, reason)
+    }
+
+    fn cancel_many(&self, ids: &[i64], reason: &str, _now: i64) -> Result<u64> {
+        self.cancel_ids(ids, reason)
     }
 
     fn end_cancelled(&self, receipt: Receipt, _now: i64) -> Result<bool> {

@@ -40,6 +40,30 @@ impl Queue {
         Ok(cancelled)
     }
 
+    /// Cancels each of `ids`, as [`Queue::cancel_task`] does, and says how
+    /// many it cancelled (or found cancelled already): ids this queue has
+    /// no task of, and done tasks, are skipped. Up to 500 ids are cancelled
+    /// in one transaction, all or none of them; a longer list goes in
+    /// batches of 500, each committed before the next is tried (an error
+    /// leaves the batches before it cancelled).
+    pub fn cancel_many(&self, ids: &[i64], reason: &str) -> Result<u64> {
+        let store = self.store()?;
+        if reason.contains('\0') {
+            return Err(Error::invalid_argument(
+                "the cancellation reason contains a NUL byte (C callers could not read it back)",
+            ));
+        }
+        let reason = cut_at_char_boundary(reason, MAX_REASON_LEN);
+        let mut cancelled = 0;
+        for batch in ids.chunks(super::maintain::IDS_BATCH) {
+            cancelled += store.cancel_many(batch, reason, now_unix_ms())?;
+        }
+        if cancelled > 0 {
+            self.room.ring();
+        }
+        Ok(cancelled)
+    }
+
     /// Pauses this queue for every process on its file (or PostgreSQL schema),
     /// until [`Queue::resume`] or the time `pause` names: pulls find nothing
     /// meanwhile (a waiting pull keeps waiting, and takes a task once the pause

@@ -8,7 +8,7 @@ use crate::clock::now_unix_ms;
 use crate::error::Result;
 use crate::options::{check_text, MAX_UNIQUE_KEY_LEN};
 use crate::store::ListFrom;
-use crate::task::{TaskInfo, TaskState, TaskTiming};
+use crate::task::{Delayed, Lease, TaskInfo, TaskState, TaskTiming};
 
 impl Queue {
     /// How many tasks of this queue are in `state`. A leased task whose
@@ -103,6 +103,40 @@ impl Queue {
     /// not kept: see [`Queue::finish_with_result`]).
     pub fn task(&self, id: i64) -> Result<Option<TaskInfo>> {
         self.store()?.task(id)
+    }
+
+    /// Up to `limit` of this queue's delayed tasks of `kind`: pending
+    /// tasks not yet due (neither ready nor waiting for other tasks),
+    /// soonest first (by run time, then id), from just after the task
+    /// whose run time and id are `after` (the last of the page before;
+    /// `None` for the first page). A range of the index of delayed tasks,
+    /// reading each task's row for its attempts: a page costs about its
+    /// own tasks when most delayed tasks are of `kind`.
+    pub fn list_delayed(
+        &self,
+        kind: Delayed,
+        after: Option<(i64, i64)>,
+        limit: usize,
+    ) -> Result<Vec<TaskInfo>> {
+        let after = after.unwrap_or((i64::MIN, i64::MIN));
+        self.store()?
+            .list_delayed(kind, after, now_unix_ms(), limit)
+    }
+
+    /// How many tasks [`Queue::list_delayed`] would list of `kind`, counting
+    /// no further than `up_to` (the count reads each delayed task's row).
+    pub fn count_delayed(&self, kind: Delayed, up_to: u64) -> Result<u64> {
+        self.store()?.count_delayed(kind, now_unix_ms(), up_to)
+    }
+
+    /// Up to `limit` of this queue's leased tasks (those whose
+    /// cancellation waits for their holder too), each with who holds it
+    /// and until when, by holder then lease expiry; only task `only`'s
+    /// lease when given. A leased task whose lease ran out is listed
+    /// until it is claimed again or recovered. Read through the index of
+    /// leased tasks: it costs about the queue's leased tasks.
+    pub fn leases(&self, only: Option<i64>, limit: usize) -> Result<Vec<Lease>> {
+        self.store()?.leases(only, limit)
     }
 
     /// The names of the queues in this handle's file (or PostgreSQL schema)

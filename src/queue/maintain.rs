@@ -9,9 +9,10 @@ use crate::error::{Error, Result};
 use crate::store::Checkpoint;
 use crate::task::TaskState;
 
-/// The most ids [`Queue::retry_dead_many`] retries in one transaction: a
+/// The most ids [`Queue::retry_dead_many`] retries (and
+/// [`Queue::cancel_many`] cancels) in one transaction: a
 /// statement's list stays small, and the write lock is never held long.
-const RETRY_BATCH: usize = 500;
+pub(super) const IDS_BATCH: usize = 500;
 
 impl Queue {
     /// Takes back every leased task of this queue whose lease expired or
@@ -55,7 +56,7 @@ impl Queue {
     pub fn retry_dead_many(&self, ids: &[i64]) -> Result<u64> {
         let store = self.store()?;
         let mut retried = 0;
-        for batch in ids.chunks(RETRY_BATCH) {
+        for batch in ids.chunks(IDS_BATCH) {
             retried += store.retry_dead(Some(batch), now_unix_ms())?;
         }
         if retried > 0 {

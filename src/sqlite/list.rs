@@ -7,8 +7,8 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::claim::{ids_from_json, READY_IN_LINE};
 use crate::error::Result;
-use crate::store::{state_condition, visible_state, ListFrom, STORED_STATES};
-use crate::task::{TaskInfo, TaskState, TaskTiming};
+use crate::store::{delayed_condition, state_condition, visible_state, ListFrom, STORED_STATES};
+use crate::task::{Delayed, Holder, Lease, TaskInfo, TaskState, TaskTiming};
 
 /// Counts the tasks of queue `?1` in `state`: one range of a partial index
 /// per stored state.
@@ -137,6 +137,91 @@ pub(super) fn count_up_to_sql(state: TaskState) -> String {
         "SELECT count(*) FROM (SELECT 1 FROM tq_tasks WHERE queue = ?1 AND {} LIMIT ?2)",
         state_condition(state)
     )
+}
+
+/// Up to `limit` of queue `queue`'s delayed tasks of `kind` (see
+/// `Store::list_delayed`): a range of the index of waiting tasks.
+pub(super) fn list_delayed(
+    conn: &Connection,
+    queue: &str,
+    kind: Delayed,
+    after: (i64, i64),
+    now: i64,
+    limit: usize,
+) -> Result<Vec<TaskInfo>> {
+    let limit = limit.min(i64::MAX as usize) as i64;
+    read_list(
+        conn,
+        &list_delayed_sql(kind),
+        params![queue, now, after.0, after.1, limit],
+    )
+}
+
+/// Lists up to `?5` of queue `?1`'s delayed tasks of `kind` due after
+/// `?2`, beyond `(run_at, id)` `(?3, ?4)`, soonest first.
+pub(super) fn list_delayed_sql(kind: Delayed) -> String {
+    format!(
+        "SELECT {TASK_INFO} FROM tq_tasks WHERE queue = ?1 AND {} ORDER BY run_at, id LIMIT ?5",
+        delayed_condition(kind, "?2", "?3", "?4")
+    )
+}
+
+/// Counts up to `?5` of what [`list_delayed_sql`] lists.
+pub(super) fn count_delayed_sql(kind: Delayed) -> String {
+    format!(
+        "SELECT count(*) FROM (SELECT 1 FROM tq_tasks WHERE queue = ?1 AND {} LIMIT ?5)",
+        delayed_condition(kind, "?2", "?3", "?4")
+    )
+}
+
+/// How many delayed tasks of `kind` queue `queue` has, up to `up_to`.
+pub(super) fn count_delayed(
+    conn: &Connection,
+    queue: &str,
+    kind: Delayed,
+    now: i64,
+    up_to: u64,
+) -> Result<u64> {
+    let up_to = up_to.min(i64::MAX as u64) as i64;
+    let count: i64 = conn
+        .prepare_cached(&count_delayed_sql(kind))?
+        .query_row(params![queue, now, i64::MIN, i64::MIN, up_to], |row| {
+            row.get(0)
+        })?;
+    Ok(count as u64)
+}
+
+/// Up to `?3` of queue `?1`'s leased and cancelling tasks (only task `?2`
+/// when not NULL) with their holders, through the indexes of leased tasks.
+pub(super) const LEASES: &str =
+    "SELECT t.id, t.holder_id, h.pid, h.boot_id, t.claimed_at, t.lease_expires_at
+    FROM tq_tasks t LEFT JOIN tq_holders h ON h.id = t.holder_id
+    WHERE t.queue = ?1 AND (t.state = 1 OR t.state = 6) AND (?2 IS NULL OR t.id = ?2)
+    ORDER BY t.holder_id, t.lease_expires_at, t.id LIMIT ?3";
+
+/// Up to `limit` of queue `queue`'s leases (see `Store::leases`).
+pub(super) fn leases(
+    conn: &Connection,
+    queue: &str,
+    only: Option<i64>,
+    limit: usize,
+) -> Result<Vec<Lease>> {
+    let limit = limit.min(i64::MAX as usize) as i64;
+    let mut statement = conn.prepare_cached(LEASES)?;
+    let rows = statement.query_map(params![queue, only, limit], |row| {
+        Ok(Lease {
+            task_id: row.get(0)?,
+            holder: Holder {
+                id: row.get::<_, Option<i64>>(1)?.unwrap_or(0),
+                pid: row.get(2)?,
+                boot_id: row.get(3)?,
+                seen_alive_at_unix_ms: None,
+            },
+            claimed_at_unix_ms: row.get::<_, Option<i64>>(4)?.unwrap_or(0),
+            expires_at_unix_ms: row.get::<_, Option<i64>>(5)?.unwrap_or(0),
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 /// The table's first and last ids, each one step down its B-tree (a

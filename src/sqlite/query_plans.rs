@@ -10,12 +10,15 @@ use super::claim::{
     PAST_LIMIT, PROMOTE, READY_WITHIN_LIMITS, USE_RATE_SLOTS,
 };
 use super::finish::{DEPENDENTS, FORGET_PARENTS, FORGET_WAITING};
-use super::list::{count_sql, count_up_to_sql, list_sql, list_walk_sql, ENDS_OF_IDS, TIMINGS};
+use super::list::{
+    count_delayed_sql, count_sql, count_up_to_sql, list_delayed_sql, list_sql, list_walk_sql,
+    ENDS_OF_IDS, LEASES, TIMINGS,
+};
 use super::push::push_one;
 use super::recover::ANY_CANCEL_EXPIRED;
 use super::settings::{MAX_PENDING, PAUSED_UNTIL, SETTINGS};
 use crate::store::{group_predecessor_sql, pending_up_to_sql, ListFrom, NewTask, BLOCKED, READY};
-use crate::task::TaskState;
+use crate::task::{Delayed, TaskState};
 
 /// The query plan of `sql` (its parameters left unbound), one line per step.
 fn plan(conn: &Connection, sql: &str) -> String {
@@ -352,4 +355,34 @@ fn a_fair_claim_stays_index_lookups_with_ten_thousand_keys() {
     }
     let tasks = claim(&conn, "default", 3, 10, 1000, 1, false).unwrap();
     assert_eq!(tasks.len(), 3);
+}
+
+#[test]
+fn delayed_tasks_are_read_through_the_index_of_waiting_tasks_in_its_order() {
+    let conn = Connection::open_in_memory().unwrap();
+    super::schema::migrate(&conn).unwrap();
+    for kind in [Delayed::FirstAttempt, Delayed::Retry] {
+        for sql in [list_delayed_sql(kind), count_delayed_sql(kind)] {
+            let plan = plan(&conn, &sql);
+            assert!(
+                plan.contains("tq_tasks_waiting (queue=? AND run_at>?)"),
+                "{kind:?}: {plan}"
+            );
+            assert!(!plan.contains("TEMP B-TREE"), "{kind:?} sorts: {plan}");
+        }
+    }
+}
+
+#[test]
+fn leases_are_read_through_the_indexes_of_leased_tasks() {
+    let conn = Connection::open_in_memory().unwrap();
+    super::schema::migrate(&conn).unwrap();
+    let plan = plan(&conn, LEASES);
+    assert!(
+        plan.contains("tq_tasks_live (queue=? AND state=?)"),
+        "{plan}"
+    );
+    assert!(plan.contains("tq_tasks_cancelling (queue=?)"), "{plan}");
+    // The sort is of the queue's leased tasks alone.
+    assert!(!plan.contains("SCAN"), "{plan}");
 }

@@ -17,8 +17,8 @@ use crate::store::{
     IfNotHeld, ListFrom, Look, NewTask, PutSchedule, Store,
 };
 use crate::task::{
-    Cancelled, Failed, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo, TaskState,
-    TaskTiming,
+    Cancelled, Delayed, Failed, Lease, Pause, Pushed, RateLimit, Receipt, Stop, Task, TaskInfo,
+    TaskState, TaskTiming,
 };
 use crate::wait::Bell;
 
@@ -201,6 +201,24 @@ impl Store for SqliteStore {
         self.read(|conn| list::list(conn, &self.queue, state, from, limit))
     }
 
+    fn list_delayed(
+        &self,
+        kind: Delayed,
+        after: (i64, i64),
+        now: i64,
+        limit: usize,
+    ) -> Result<Vec<TaskInfo>> {
+        self.read(|conn| list::list_delayed(conn, &self.queue, kind, after, now, limit))
+    }
+
+    fn count_delayed(&self, kind: Delayed, now: i64, up_to: u64) -> Result<u64> {
+        self.read(|conn| list::count_delayed(conn, &self.queue, kind, now, up_to))
+    }
+
+    fn leases(&self, only: Option<i64>, limit: usize) -> Result<Vec<Lease>> {
+        self.read(|conn| list::leases(conn, &self.queue, only, limit))
+    }
+
     fn task_with_unique_key(&self, key: &str) -> Result<Option<TaskInfo>> {
         self.read(|conn| list::task_with_unique_key(conn, &self.queue, key))
     }
@@ -248,6 +266,29 @@ impl Store for SqliteStore {
             cancel::cancel_task(conn, &self.queue, id, reason, now, self.keep_history)
         })?;
         if cancelled == Cancelled::Requested {
+            self.ring_cancellation()?;
+        }
+        Ok(cancelled)
+    }
+
+    fn cancel_many(&self, ids: &[i64], reason: &str, now: i64) -> Result<u64> {
+        let reason = stored_reason(reason);
+        let (cancelled, requested) = self.write(|conn| {
+            let (mut cancelled, mut requested) = (0, false);
+            for &id in ids {
+                match cancel::cancel_task(conn, &self.queue, id, reason, now, self.keep_history) {
+                    Ok(outcome) => {
+                        cancelled += 1;
+                        requested |= outcome == Cancelled::Requested;
+                    }
+                    // Refused before any write: the task is skipped.
+                    Err(err) if err.kind() == crate::ErrorKind::InvalidArgument => {}
+                    Err(err) => return Err(err),
+                }
+            }
+            Ok((cancelled, requested))
+        })?;
+        if requested {
             self.ring_cancellation()?;
         }
         Ok(cancelled)

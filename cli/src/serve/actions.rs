@@ -15,7 +15,7 @@ use super::{Answer, App, Incoming};
 use crate::output::{Failure, Location};
 
 /// The reason a cancellation from the dashboard stores.
-const CANCEL_REASON: &str = "cancelled from the dashboard";
+pub(super) const CANCEL_REASON: &str = "cancelled from the dashboard";
 
 /// The handles actions write through, one per queue, opened on first use.
 /// They are apart from the [`crate::sample::Sampler`]'s: a write never
@@ -90,6 +90,9 @@ fn perform(handle: &Queue, name: &str, incoming: &Incoming) -> Result<Option<u64
             handle
                 .purge(TaskState::Dead, Duration::ZERO)
                 .map_err(refused)?;
+        }
+        "bulk" => {
+            super::bulk::carry_out(handle, incoming)?;
         }
         "pause" => handle.pause(Pause::UntilResumed).map_err(refused)?,
         "resume" => handle.resume().map_err(refused)?,

@@ -10,7 +10,7 @@ use crate::output::{parse_queue_name, state_name, task_json, Failure};
 /// The most tasks one page lists.
 pub const MAX_PAGE: usize = 1000;
 /// Tasks per page when the request does not say.
-const DEFAULT_PAGE: usize = 50;
+pub const DEFAULT_PAGE: usize = 50;
 
 /// Every task state, in the order the pages show them.
 pub const STATES: [TaskState; 5] = [

@@ -9,19 +9,22 @@
 //! that the pages show its effect at once.
 //!
 //! Where each concern lives: [`request`] reads a request, [`auth`] admits
-//! it, [`routes`] sends it to its handler ([`pages`], [`api`],
-//! [`metrics`] or [`actions`]), [`answer`] sends the answer back, and
+//! it, [`routes`] sends it to its handler ([`pages`], [`delayed`], [`workers`], [`api`],
+//! [`metrics`], [`actions`] or [`bulk`]), [`answer`] sends the answer back, and
 //! [`sampling`] is the background thread.
 
 mod actions;
 mod answer;
 mod api;
 mod auth;
+mod bulk;
+mod delayed;
 mod metrics;
 mod pages;
 mod request;
 mod routes;
 mod sampling;
+mod workers;
 
 use std::io::Write;
 use std::net::SocketAddr;

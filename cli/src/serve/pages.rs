@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use maud::{html, Markup, DOCTYPE};
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
-use tq::{Pause, Queue, ScheduleInfo, TaskInfo, TaskState};
+use tq::{Delayed, Lease, Pause, Queue, ScheduleInfo, TaskInfo, TaskState};
 
 use super::api::{self, checked_queue, find_task, find_task_by_key, read_page, Page, STATES};
-use super::{Answer, App, Incoming};
+use super::{delayed, workers, Answer, App, Incoming};
 use crate::output::{relative_time, rfc3339, short_duration, state_name};
 use crate::sample::QueueStats;
 use crate::schedule::{catch_up_text, spec_text};
@@ -22,15 +22,15 @@ const IDS_SHOWN: usize = 10;
 const PAYLOAD_SHOWN: usize = 120;
 
 /// A queue name as a path segment or query value.
-fn encoded(text: &str) -> String {
+pub(super) fn encoded(text: &str) -> String {
     utf8_percent_encode(text, NON_ALPHANUMERIC).to_string()
 }
 
-fn task_href(queue: &str, id: i64) -> String {
+pub(super) fn task_href(queue: &str, id: i64) -> String {
     format!("/tasks/{id}?queue={}", encoded(queue))
 }
 
-fn layout(app: &App, title: &str, content: Markup) -> Answer {
+pub(super) fn layout(app: &App, title: &str, content: Markup) -> Answer {
     Answer::html(
         html! {
             (DOCTYPE)
@@ -44,6 +44,8 @@ fn layout(app: &App, title: &str, content: Markup) -> Answer {
                 body {
                     header {
                         a.brand href="/" { "tq" }
+                        span.version { "v" (env!("CARGO_PKG_VERSION")) }
+                        (site_nav(app))
                         span.file { (app.location.to_string()) }
                         @if app.allow_actions {
                             span.mode.actions { "actions allowed" }
@@ -57,6 +59,27 @@ fn layout(app: &App, title: &str, content: Markup) -> Answer {
         }
         .into_string(),
     )
+}
+
+/// The navigation bar: the overview and every queue of the latest sample.
+fn site_nav(app: &App) -> Markup {
+    let (sample, _) = app.latest();
+    html! {
+        nav.site {
+            a href="/" { "Queues" }
+            @for stats in &sample.queues {
+                a.queue href={ "/queues/" (encoded(&stats.queue)) } { (stats.queue) }
+            }
+            a href="/schedules" { "Schedules" }
+            a href="/workers" { "Workers" }
+        }
+    }
+}
+
+/// A state's name in its colour, the same on every page.
+fn state_badge(state: TaskState) -> Markup {
+    let name = state_name(state);
+    html! { span.state data-state=(name) { (name) } }
 }
 
 /// A form that posts one action, with the CSRF token and where to go back.
@@ -133,14 +156,14 @@ pub fn overview(app: &App) -> Answer {
         @if sample.queues.is_empty() {
             p { "No tasks in this file yet." }
         } @else {
-            table #queues {
+            div.scroll { table #queues {
                 thead { tr {
-                    th { "queue" } th { "pending" } th { "leased" } th { "dead" } th { "done" }
-                    th { "cancelled" } th { "oldest ready" } th { "its age, 30 min" } th { "limit" } th { "cap" } th { "paused" }
+                    th { "queue" }
+                    @for state in STATES { th { (state_badge(state)) } } th { "oldest ready" } th { "its age, 30 min" } th { "limit" } th { "cap" } th { "paused" }
                     @if app.allow_actions { th {} }
                 } }
                 tbody { @for stats in &sample.queues { (overview_row(app, stats)) } }
-            }
+            } }
         }
         h2 { "Throughput, whole file (tasks per second, last 30 minutes)" }
         div.charts {
@@ -171,15 +194,13 @@ pub fn tasks(app: &App, queue: &str, incoming: &Incoming) -> Answer {
         }
         let page = read_page(app, &queue, incoming)?;
         let schedules = app.sampler().queue(&queue)?.schedules()?;
-        let (sample, _) = app.latest();
-        let stats = sample.queues.iter().find(|stats| stats.queue == queue);
-        let counts: Vec<(TaskState, u64)> = STATES
-            .into_iter()
-            .map(|state| (state, stats.map_or(0, |stats| stats.count(state))))
-            .collect();
+        let tabs = Tabs::read(app, &queue, schedules.len())?;
         let content = html! {
-            (tasks_content(&queue, &page, &counts))
-            (schedules_table(&schedules))
+            (tasks_content(app, &queue, &page, &tabs))
+            @if !schedules.is_empty() {
+                h2 #schedules { "Schedules" }
+                (schedules_table(&schedules.iter().map(|info| (queue.as_str(), info)).collect::<Vec<_>>(), false))
+            }
         };
         Ok(layout(
             app,
@@ -188,6 +209,132 @@ pub fn tasks(app: &App, queue: &str, incoming: &Incoming) -> Answer {
         ))
     };
     answer().unwrap_or_else(|refusal| refusal)
+}
+
+/// Every schedule of the queues that have tasks, by queue.
+pub fn schedules(app: &App) -> Answer {
+    let answer = || -> Result<Answer, Answer> {
+        let (sample, _) = app.latest();
+        let mut all = Vec::new();
+        {
+            let mut sampler = app.sampler();
+            for stats in &sample.queues {
+                all.push((
+                    stats.queue.as_str(),
+                    sampler.queue(&stats.queue)?.schedules()?,
+                ));
+            }
+        }
+        let rows: Vec<(&str, &ScheduleInfo)> = all
+            .iter()
+            .flat_map(|(queue, infos)| infos.iter().map(move |info| (*queue, info)))
+            .collect();
+        let content = html! {
+            h1 { "Schedules" }
+            @if rows.is_empty() {
+                p { "No queue with tasks has a schedule." }
+            } @else {
+                (schedules_table(&rows, true))
+            }
+            p.note { "A queue is listed once it holds a task, as on the overview." }
+        };
+        Ok(layout(app, "Schedules", content))
+    };
+    answer().unwrap_or_else(|refusal| refusal)
+}
+
+/// The form that the boxes ticked on a list of `queue`'s tasks (at path
+/// `here`) belong to: retry or cancel them, or (given the list's state and its count) every
+/// task in that state; it asks for confirmation first (see
+/// [`super::bulk`]).
+pub(super) fn bulk_form(
+    app: &App,
+    queue: &str,
+    here: &str,
+    every: Option<(TaskState, u64)>,
+) -> Markup {
+    html! {
+        form.bulk #bulk method="post" action={ "/queues/" (encoded(queue)) "/actions/confirm" } {
+            input type="hidden" name="csrf" value=(app.csrf);
+            input type="hidden" name="next" value=(here);
+            @if let Some((state, count)) = every {
+                input type="hidden" name="state" value=(state_name(state));
+                label { input type="checkbox" name="all" value="1"; " every " (state_name(state)) " task (" (count) "), not only those ticked" }
+            }
+            button type="submit" name="action" value="retry" data-action="retry selected" { "retry" }
+            button type="submit" name="action" value="cancel" data-action="cancel selected" { "cancel" }
+        }
+    }
+}
+
+/// Which of a queue's lists a page shows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Tab {
+    State(TaskState),
+    Delayed(Delayed),
+}
+
+/// The tabs of a queue's lists, with their counts: its tasks in each state
+/// (from the latest sample), its delayed ones (counted now, up to
+/// [`delayed::COUNTED`]) and its schedules.
+pub(super) struct Tabs {
+    states: Vec<(TaskState, u64)>,
+    delayed: Vec<(Delayed, u64)>,
+    schedules: usize,
+}
+
+impl Tabs {
+    /// The counts of `queue`'s tabs; it has `schedules` schedules.
+    pub(super) fn read(app: &App, queue: &str, schedules: usize) -> Result<Tabs, Answer> {
+        let (sample, _) = app.latest();
+        let stats = sample.queues.iter().find(|stats| stats.queue == queue);
+        let states = STATES
+            .into_iter()
+            .map(|state| (state, stats.map_or(0, |stats| stats.count(state))))
+            .collect();
+        let mut sampler = app.sampler();
+        let handle = sampler.queue(queue)?;
+        let mut delayed = Vec::new();
+        for kind in delayed::KINDS {
+            delayed.push((kind, handle.count_delayed(kind, delayed::COUNTED)?));
+        }
+        Ok(Tabs {
+            states,
+            delayed,
+            schedules,
+        })
+    }
+
+    /// How many tasks the latest sample counted in `state`.
+    pub(super) fn count(&self, state: TaskState) -> u64 {
+        self.states
+            .iter()
+            .find(|(counted, _)| *counted == state)
+            .map_or(0, |(_, count)| *count)
+    }
+
+    /// The tabs, `current` marked, refreshed in place while the page is open.
+    pub(super) fn show(&self, queue: &str, current: Tab) -> Markup {
+        let href = encoded(queue);
+        html! {
+            nav.states #live-states data-live {
+                @for (state, count) in &self.states {
+                    a class=@if current == Tab::State(*state) { "current" } href={ "/queues/" (href) "?state=" (state_name(*state)) } {
+                        (state_badge(*state)) " " span.count { (count) }
+                    }
+                }
+                @for (kind, count) in &self.delayed {
+                    a class=@if current == Tab::Delayed(*kind) { "current" } href={ "/queues/" (href) "/" (delayed::view_name(*kind)) } {
+                        span.view { (delayed::view_name(*kind)) } " " span.count { (delayed::count_text(*count)) }
+                    }
+                }
+                a href={ "/queues/" (href) "/dead" } { "dead by reason" }
+                @if self.schedules > 0 {
+                    a href={ "/queues/" (href) "#schedules" } { (self.schedules) " schedule" @if self.schedules != 1 { "s" } }
+                }
+            }
+        }
+    }
 }
 
 /// Where a search of `queue`'s tasks (`?id=N` or `?key=K`) leads, if the
@@ -217,7 +364,7 @@ fn search(app: &App, queue: &str, incoming: &Incoming) -> Option<Result<Answer, 
 
 /// A page of `queue`'s tasks: the states with their `counts`, the
 /// searches, the order, the tasks and the link to the next page.
-fn tasks_content(queue: &str, page: &Page, counts: &[(TaskState, u64)]) -> Markup {
+fn tasks_content(app: &App, queue: &str, page: &Page, tabs: &Tabs) -> Markup {
     let state_href = format!(
         "/queues/{}?state={}",
         encoded(queue),
@@ -226,14 +373,7 @@ fn tasks_content(queue: &str, page: &Page, counts: &[(TaskState, u64)]) -> Marku
     let href = encoded(queue);
     html! {
         h1 { "Queue " (queue) }
-        nav.states {
-            @for (state, count) in counts {
-                a class=@if *state == page.state { "current" } href={ "/queues/" (href) "?state=" (state_name(*state)) } {
-                    (state_name(*state)) " " span.count { (count) }
-                }
-            }
-            a href={ "/queues/" (href) "/dead" } { "dead by reason" }
-        }
+        (tabs.show(queue, Tab::State(page.state)))
         form.search method="get" action={ "/queues/" (href) } {
             label { "Task id " input type="search" name="id" inputmode="numeric" required; }
             button type="submit" { "Find" }
@@ -249,27 +389,39 @@ fn tasks_content(queue: &str, page: &Page, counts: &[(TaskState, u64)]) -> Marku
                 strong { "oldest first" } " · " a href={ (state_href) "&order=newest" } { "newest first" }
             }
         }
-        (task_table(queue, &page.tasks))
-        @if let Some(next) = page.next {
-            p {
-                a.next href={ (state_href) "&order=" (page.order()) (if page.newest_first { "&before=" } else { "&after=" }) (next) } {
-                    "Next page"
+        @if app.allow_actions {
+            (bulk_form(app, queue, &state_href, Some((page.state, tabs.count(page.state)))))
+        }
+        div #live-tasks data-live {
+            (task_table(queue, &page.tasks, app.allow_actions))
+            @if let Some(next) = page.next {
+                p {
+                    a.next href={ (state_href) "&order=" (page.order()) (if page.newest_first { "&before=" } else { "&after=" }) (next) } {
+                        "Next page"
+                    }
                 }
             }
         }
+        script src="/assets/live.js" {}
     }
 }
 
-/// A queue's schedules, if it has any.
-fn schedules_table(schedules: &[ScheduleInfo]) -> Markup {
+/// Schedules with their queues' names, in a table that shows those names
+/// if `with_queue` (schedules of several queues).
+fn schedules_table(schedules: &[(&str, &ScheduleInfo)], with_queue: bool) -> Markup {
     html! {
         @if !schedules.is_empty() {
-            h2 { "Schedules" }
-            table.schedules {
-                thead { tr { th { "name" } th { "when" } th { "catch-up" } th { "next slot" } th { "payload" } } }
+            div.scroll { table.schedules {
+                thead { tr {
+                    @if with_queue { th { "queue" } }
+                    th { "name" } th { "when" } th { "catch-up" } th { "next slot" } th { "payload" }
+                } }
                 tbody {
-                    @for info in schedules {
+                    @for (queue, info) in schedules {
                         tr {
+                            @if with_queue {
+                                td { a href={ "/queues/" (encoded(queue)) "#schedules" } { (queue) } }
+                            }
                             td { (info.schedule().name()) }
                             td { (spec_text(info.schedule())) }
                             td { (catch_up_text(info.schedule().catch_up_policy())) }
@@ -280,23 +432,26 @@ fn schedules_table(schedules: &[ScheduleInfo]) -> Markup {
                         }
                     }
                 }
-            }
+            } }
         }
     }
 }
 
-fn task_table(queue: &str, tasks: &[TaskInfo]) -> Markup {
+pub(super) fn task_table(queue: &str, tasks: &[TaskInfo], selectable: bool) -> Markup {
     html! {
         @if tasks.is_empty() {
             p { "No tasks here." }
         } @else {
-            table.tasks {
-                thead { tr { th { "id" } th { "state" } th { "attempts" } th { "run at" } th { "last reason" } th { "payload" } } }
+            div.scroll { table.tasks {
+                thead { tr { @if selectable { th {} } th { "id" } th { "state" } th { "attempts" } th { "run at" } th { "last reason" } th { "payload" } } }
                 tbody {
                     @for task in tasks {
                         tr {
+                            @if selectable {
+                                td { input type="checkbox" name="id" value=(task.id()) form="bulk" aria-label={ "task " (task.id()) }; }
+                            }
                             td { a href=(task_href(queue, task.id())) { (task.id()) } }
-                            td { (state_name(task.state())) }
+                            td { (state_badge(task.state())) }
                             td { (task.attempts()) "/" (task.max_attempts()) }
                             td title=(rfc3339(task.run_at_unix_ms())) { (relative_time(task.run_at_unix_ms())) }
                             td.reason { (task.last_error().unwrap_or("")) }
@@ -304,7 +459,7 @@ fn task_table(queue: &str, tasks: &[TaskInfo]) -> Markup {
                         }
                     }
                 }
-            }
+            } }
         }
     }
 }
@@ -331,56 +486,75 @@ pub fn task(app: &App, id: &str, incoming: &Incoming) -> Answer {
         let Some((queue, task)) = find_task(app, id, incoming.query("queue"))? else {
             return Err(Answer::error(404, format!("no task {id}")));
         };
-        let payload = pretty(task.payload());
+        let lease = match task.state() {
+            TaskState::Leased => workers::lease_of(app, &queue, task.id())?,
+            _ => None,
+        };
         let content = html! {
             h1 { "Task " (task.id()) }
-            dl.task {
-                dt { "queue" } dd { a href={ "/queues/" (encoded(&queue)) } { (queue) } }
-                dt { "state" } dd #state { (state_name(task.state())) }
-                dt { "attempts" } dd { (task.attempts()) " of " (task.max_attempts()) }
-                dt { "priority" } dd { (task.priority()) }
-                dt { "pushed" } dd.pushed { (rfc3339(task.created_at_unix_ms())) " (" (relative_time(task.created_at_unix_ms())) ")" }
-                dt { "run at" } dd { (rfc3339(task.run_at_unix_ms())) " (" (relative_time(task.run_at_unix_ms())) ")" }
-                @if let Some(expiry) = task.expires_at_unix_ms() {
-                    dt { "expires" } dd.expires { (rfc3339(expiry)) " (" (relative_time(expiry)) ")" }
-                }
-                @if let Some(deadline) = task.deadline_unix_ms() {
-                    dt { "deadline" } dd.deadline { (rfc3339(deadline)) " (" (relative_time(deadline)) ")" }
-                }
-                @if let Some(claimed) = task.claimed_at_unix_ms() {
-                    dt { "last claimed" } dd.claimed { (rfc3339(claimed)) " (" (relative_time(claimed)) ")" }
-                }
-                @if let Some(finished) = task.finished_at_unix_ms() {
-                    dt { "ended" } dd.ended { (rfc3339(finished)) " (" (relative_time(finished)) ")" }
-                }
-            }
-            @if let Some(reason) = task.last_error() {
-                h2 { "Last reason" }
-                pre.reason { (reason) }
-            }
-            @if !task.waiting_for().is_empty() {
-                h2 { "Waits for" }
-                ul.waiting-for {
-                    @for parent in task.waiting_for() {
-                        li { a href=(task_href(&queue, *parent)) { "task " (parent) } }
-                    }
-                }
-            }
-            h2 { "Payload" }
-            pre.payload { code { (payload) } }
-            @if let Some(progress) = task.progress() {
-                h2 { "Progress" }
-                pre.progress { code { (pretty(progress)) } }
-            }
-            @if let Some(result) = task.result() {
-                h2 { "Result" }
-                pre.result { code { (pretty(result)) } }
-            }
-            (task_actions(app, &queue, &task))
+            div #live-task data-live { (task_content(app, &queue, &task, lease.as_ref())) }
+            script src="/assets/live.js" {}
         };
         Ok(layout(app, &format!("task {}", task.id()), content))
     };
     answer().unwrap_or_else(|refusal| refusal)
+}
+
+/// What a task's page shows of it, refreshed in place while it is open.
+fn task_content(app: &App, queue: &str, task: &TaskInfo, lease: Option<&Lease>) -> Markup {
+    let payload = pretty(task.payload());
+    html! {
+        dl.task {
+            dt { "queue" } dd { a href={ "/queues/" (encoded(queue)) } { (queue) } }
+            dt { "state" } dd #state { (state_badge(task.state())) }
+            dt { "attempts" } dd { (task.attempts()) " of " (task.max_attempts()) }
+            dt { "priority" } dd { (task.priority()) }
+            dt { "pushed" } dd.pushed { (rfc3339(task.created_at_unix_ms())) " (" (relative_time(task.created_at_unix_ms())) ")" }
+            dt { "run at" } dd { (rfc3339(task.run_at_unix_ms())) " (" (relative_time(task.run_at_unix_ms())) ")" }
+            @if let Some(expiry) = task.expires_at_unix_ms() {
+                dt { "expires" } dd.expires { (rfc3339(expiry)) " (" (relative_time(expiry)) ")" }
+            }
+            @if let Some(deadline) = task.deadline_unix_ms() {
+                dt { "deadline" } dd.deadline { (rfc3339(deadline)) " (" (relative_time(deadline)) ")" }
+            }
+            @if let Some(claimed) = task.claimed_at_unix_ms() {
+                dt { "last claimed" } dd.claimed { (rfc3339(claimed)) " (" (relative_time(claimed)) ")" }
+            }
+            @if let Some(lease) = lease {
+                dt { "held by" } dd.holder {
+                    a href=(workers::holder_href(lease.holder())) { "holder " (lease.holder().id()) }
+                    ": " (workers::describe(lease.holder()))
+                }
+                dt { "lease expires" } dd.lease { (rfc3339(lease.expires_at_unix_ms())) " (" (relative_time(lease.expires_at_unix_ms())) ")" }
+            }
+            @if let Some(finished) = task.finished_at_unix_ms() {
+                dt { "ended" } dd.ended { (rfc3339(finished)) " (" (relative_time(finished)) ")" }
+            }
+        }
+        @if let Some(reason) = task.last_error() {
+            h2 { "Last reason" }
+            pre.reason { (reason) }
+        }
+        @if !task.waiting_for().is_empty() {
+            h2 { "Waits for" }
+            ul.waiting-for {
+                @for parent in task.waiting_for() {
+                    li { a href=(task_href(queue, *parent)) { "task " (parent) } }
+                }
+            }
+        }
+        h2 { "Payload" }
+        pre.payload { code { (payload) } }
+        @if let Some(progress) = task.progress() {
+            h2 { "Progress" }
+            pre.progress { code { (pretty(progress)) } }
+        }
+        @if let Some(result) = task.result() {
+            h2 { "Result" }
+            pre.result { code { (pretty(result)) } }
+        }
+        (task_actions(app, queue, task))
+    }
 }
 
 /// The actions a task's state allows, if actions are allowed.
@@ -460,7 +634,7 @@ pub fn dead(app: &App, queue: &str, incoming: &Incoming) -> Answer {
                         (action(app, &format!("{base}/purge-dead"), &here, "purge all dead", &[]))
                     }
                 }
-                table.groups {
+                div.scroll { table.groups {
                     thead { tr { th { "tasks" } th { "reason" } th { "ids" } @if app.allow_actions { th {} } } }
                     tbody {
                         @for (reason, ids) in &groups {
@@ -480,7 +654,7 @@ pub fn dead(app: &App, queue: &str, incoming: &Incoming) -> Answer {
                             }
                         }
                     }
-                }
+                } }
             }
         };
         Ok(layout(app, &format!("{queue}: dead"), content))

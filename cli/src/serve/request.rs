@@ -35,6 +35,14 @@ impl Incoming {
         field(&self.form, name)
     }
 
+    /// Every value the form gives field `name` (ticked boxes of one name).
+    pub fn form_values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.form
+            .iter()
+            .filter(move |(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    }
+
     /// The form's field `name`, if given, even empty.
     pub fn form_value(&self, name: &str) -> Option<&str> {
         self.form

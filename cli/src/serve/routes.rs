@@ -5,7 +5,7 @@ use tiny_http::{Method, Request};
 
 use super::answer::respond;
 use super::request::read_request;
-use super::{actions, api, auth, metrics, pages, Answer, App, Incoming};
+use super::{actions, api, auth, bulk, delayed, metrics, pages, workers, Answer, App, Incoming};
 
 /// Reads, admits, routes and answers `request`.
 pub(super) fn answer(app: &App, mut request: Request) {
@@ -28,6 +28,7 @@ fn route(app: &App, incoming: &Incoming) -> Answer {
             return refusal;
         }
         return match segments.as_slice() {
+            ["queues", queue, "actions", "confirm"] => bulk::confirm(app, queue, incoming),
             ["queues", queue, "actions", name] => actions::act(app, queue, name, incoming),
             _ => Answer::error(404, "no such action"),
         };
@@ -47,8 +48,19 @@ fn route(app: &App, incoming: &Incoming) -> Answer {
             content_type: "text/javascript; charset=utf-8",
             body: include_str!("overview.js").to_owned(),
         },
+        ["assets", "live.js"] => Answer::Body {
+            status: 200,
+            content_type: "text/javascript; charset=utf-8",
+            body: include_str!("live.js").to_owned(),
+        },
+        ["schedules"] => pages::schedules(app),
+        ["workers"] => workers::page(app),
         ["queues", queue] => pages::tasks(app, queue, incoming),
         ["queues", queue, "dead"] => pages::dead(app, queue, incoming),
+        ["queues", queue, "scheduled"] => {
+            delayed::page(app, queue, tq::Delayed::FirstAttempt, incoming)
+        }
+        ["queues", queue, "retrying"] => delayed::page(app, queue, tq::Delayed::Retry, incoming),
         ["tasks", id] => pages::task(app, id, incoming),
         ["api", "queues"] => api::queues(app),
         ["api", "queues", queue, "tasks"] => api::tasks(app, queue, incoming),
