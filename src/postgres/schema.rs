@@ -256,6 +256,18 @@ const MIGRATIONS: &[&str] = &[
     // 12: SQLite's version 13, a cap on each queue's pending tasks, and
     // push_task checking it (`sql_functions.rs`).
     sql_functions::CAP_ON_PENDING,
+    // 13: SQLite's version 14, step checkpoints; seq is the order of
+    // recording. The foreign key removes a task's steps with it, whichever
+    // statement deletes the task, and keeps a step from outliving its
+    // task.
+    "CREATE TABLE @.steps (
+        seq         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        task        bigint NOT NULL REFERENCES @.tasks (id) ON DELETE CASCADE,
+        name        text   NOT NULL,
+        output      text   NOT NULL,
+        recorded_at bigint NOT NULL,
+        UNIQUE (task, name)
+    );",
 ];
 
 /// The schema version this library writes.

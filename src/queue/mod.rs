@@ -22,6 +22,7 @@ mod maintain;
 mod pull;
 mod room;
 mod schedules;
+mod steps;
 mod watch;
 
 pub use room::ROOM_POLL_INTERVAL;

@@ -21,6 +21,7 @@ mod recover;
 mod schedules;
 pub(crate) mod schema;
 mod settings;
+mod steps;
 mod store;
 mod turns;
 mod wake;

@@ -217,6 +217,23 @@ const MIGRATIONS: &[Migration] = &[
     // checked by every push in its transaction. NULL: no cap. Named for
     // the queue, so that a cap per fairness key can sit beside it.
     Migration::Sql("ALTER TABLE tq_queues ADD COLUMN max_pending INTEGER;"),
+    // 14: step checkpoints, each recorded once per task; seq (the rowid,
+    // one more than the largest) is the order of recording within a task.
+    // The trigger removes a task's steps with it, whichever statement
+    // deletes the task (a finish without history, a purge, a cancel, a
+    // recovery, the outbox's tq_finish): one lookup in the index of steps.
+    Migration::Sql("CREATE TABLE tq_steps (
+        seq         INTEGER PRIMARY KEY,
+        task        INTEGER NOT NULL,
+        name        TEXT NOT NULL,
+        output      TEXT NOT NULL,
+        recorded_at INTEGER NOT NULL,
+        UNIQUE (task, name)
+    );
+    CREATE TRIGGER tq_tasks_forget_steps AFTER DELETE ON tq_tasks
+    BEGIN
+        DELETE FROM tq_steps WHERE task = OLD.id;
+    END;"),
 ];
 
 /// The schema version this library writes.
