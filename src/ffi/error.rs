@@ -19,7 +19,9 @@ pub enum tq_status {
     /// task to measure). Not an error.
     TQ_EMPTY = 1,
     /// `tq_push` with a unique key stored nothing: a task of the queue
-    /// still holds the key, and its id was returned. Not an error.
+    /// still holds the key, and its id was returned; or `tq_step_put`
+    /// found the step already recorded, and kept its first output. Not an
+    /// error.
     TQ_DUPLICATE = 2,
     /// A NULL or invalid pointer, bad UTF-8, an out-of-range option, or a
     /// handle used in a child process after `fork()`.
