@@ -1338,8 +1338,8 @@ const int64_t *tq_task_waiting_for(const struct tq_task *task, size_t *out_count
  How many steps a task read by `tq_get_task` lists.
 
  Returns how many steps the task's deliveries recorded (`tq_step_put`),
- as read by `tq_get_task`; 0 for a pulled task, a task of `tq_list` or
- `tq_wait_task` (which read no steps), or when `task` is NULL. Index
+ as read by `tq_get_task` or `tq_wait_task`; 0 for a pulled task, a task
+ of `tq_list` (which reads no steps), or when `task` is NULL. Index
  them from 0, in the order they were recorded, with
  `tq_task_step_name`, `tq_task_step_output` and
  `tq_task_step_recorded_at_unix_ms`.

@@ -247,8 +247,9 @@ impl TaskInfo {
     }
 
     /// The steps its deliveries recorded ([`crate::Queue::record_step`]), in
-    /// the order they were recorded. Only [`crate::Queue::task`] reads them:
-    /// a task in a list ([`crate::Queue::list`]) shows none.
+    /// the order they were recorded. Only [`crate::Queue::task`] and
+    /// [`crate::Queue::wait_for`] read them: a task in a list
+    /// ([`crate::Queue::list`]) shows none.
     pub fn steps(&self) -> &[StepInfo] {
         &self.steps
     }
