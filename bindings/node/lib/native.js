@@ -134,6 +134,15 @@ const PROTOTYPES = [
   'const int64_t *tq_task_parents(const tq_task *task, _Out_ size_t *out_count)',
   'const int64_t *tq_task_waiting_for(const tq_task *task, _Out_ size_t *out_count)',
   'const char *tq_task_group(const tq_task *task)',
+  'size_t tq_task_step_count(const tq_task *task)',
+  'const char *tq_task_step_name(const tq_task *task, size_t index)',
+  'const char *tq_task_step_output(const tq_task *task, size_t index)',
+  'int64_t tq_task_step_recorded_at_unix_ms(const tq_task *task, size_t index)',
+  'tq_status tq_step_put(tq_queue *queue, const tq_task *task, const char *name, const uint8_t *json)',
+  // The output as an address, which tq_string_free needs back.
+  'tq_status tq_step_get(const tq_queue *queue, const tq_task *task, const char *name, _Out_ void **out_json)',
+  'void tq_string_free(void *text)',
+  'tq_status tq_clear_steps_after(tq_queue *queue, int64_t id, const char *name, _Out_ uint64_t *out_cleared)',
   'void tq_task_free(tq_task *task)',
   'tq_status tq_finish(tq_queue *queue, const tq_task *task)',
   'tq_status tq_finish_with_result(tq_queue *queue, const tq_task *task, const uint8_t *result)',
@@ -213,6 +222,7 @@ const CONSTANTS = Object.freeze({
   MAX_PARENTS: 10_000,
   MAX_GROUP_AT_ONCE: 1000,
   MAX_SCHEDULE_NAME_LEN: 200,
+  MAX_STEP_NAME_LEN: 1024,
   MAX_CATCH_UP: 10_000,
   MAX_RATE_CLAIMS: 100_000,
   /** The end of a pause that lasts until resumed (INT64_MAX), as a BigInt;
