@@ -21,7 +21,7 @@ mod recover;
 mod schedules;
 pub(crate) mod schema;
 mod settings;
-mod steps;
+pub(crate) mod steps;
 mod store;
 mod turns;
 mod wake;

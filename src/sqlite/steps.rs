@@ -9,7 +9,7 @@ use crate::task::{Receipt, StepInfo};
 
 /// Records step `name` of the task held under `receipt` (see
 /// `Store::record_step`), inside the caller's write transaction.
-pub(super) fn record(
+pub(crate) fn record(
     conn: &Connection,
     receipt: Receipt,
     name: &str,
