@@ -12,7 +12,7 @@ use super::sql_functions;
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{
     DEFAULT_MAX_ATTEMPTS, MAX_DURATION, MAX_GROUP_AT_ONCE, MAX_PARENTS, MAX_PAYLOAD_LEN,
-    MAX_QUEUE_NAME_LEN, MAX_UNIQUE_KEY_LEN,
+    MAX_QUEUE_NAME_LEN, MAX_STEP_NAME_LEN, MAX_UNIQUE_KEY_LEN,
 };
 
 /// Migrations in order: `MIGRATIONS[n]` brings a schema from version `n`
@@ -256,18 +256,9 @@ const MIGRATIONS: &[&str] = &[
     // 12: SQLite's version 13, a cap on each queue's pending tasks, and
     // push_task checking it (`sql_functions.rs`).
     sql_functions::CAP_ON_PENDING,
-    // 13: SQLite's version 14, step checkpoints; seq is the order of
-    // recording. The foreign key removes a task's steps with it, whichever
-    // statement deletes the task, and keeps a step from outliving its
-    // task.
-    "CREATE TABLE @.steps (
-        seq         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        task        bigint NOT NULL REFERENCES @.tasks (id) ON DELETE CASCADE,
-        name        text   NOT NULL,
-        output      text   NOT NULL,
-        recorded_at bigint NOT NULL,
-        UNIQUE (task, name)
-    );",
+    // 13: SQLite's version 14, step checkpoints, and the SQL function
+    // step that records one (`sql_functions.rs`).
+    sql_functions::STEPS,
 ];
 
 /// The schema version this library writes.
@@ -331,6 +322,7 @@ fn migration_sql(migration: &str, name: &str, quoted: &str) -> String {
         ("MAX_PAYLOAD_LEN", MAX_PAYLOAD_LEN.to_string()),
         ("MAX_QUEUE_NAME_LEN", MAX_QUEUE_NAME_LEN.to_string()),
         ("MAX_UNIQUE_KEY_LEN", MAX_UNIQUE_KEY_LEN.to_string()),
+        ("MAX_STEP_NAME_LEN", MAX_STEP_NAME_LEN.to_string()),
         ("MAX_PARENTS", MAX_PARENTS.to_string()),
         ("MAX_GROUP_AT_ONCE", MAX_GROUP_AT_ONCE.to_string()),
         ("DEFAULT_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS.to_string()),
