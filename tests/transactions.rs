@@ -321,7 +321,10 @@ fn a_step_recorded_in_sql_commits_or_rolls_back_with_the_application_rows() {
     let scratch = Scratch::new();
     let app = application(&scratch);
     let queue = scratch.open();
-    let id = queue.push("{\"order\": 1}", &PushOptions::new()).unwrap().id();
+    let id = queue
+        .push("{\"order\": 1}", &PushOptions::new())
+        .unwrap()
+        .id();
     let task = pull(&queue).unwrap();
     let token = task.receipt().token();
     let step = |name: &str, json: &str| -> tq::rusqlite::Result<i64> {
@@ -344,20 +347,27 @@ fn a_step_recorded_in_sql_commits_or_rolls_back_with_the_application_rows() {
     assert_eq!(step("charge", "{\"charge\": \"ch_1\"}").unwrap(), 1);
     app.execute_batch("COMMIT").unwrap();
     assert_eq!(
-        queue.step_output(task.receipt(), "charge").unwrap().as_deref(),
+        queue
+            .step_output(task.receipt(), "charge")
+            .unwrap()
+            .as_deref(),
         Some("{\"charge\": \"ch_1\"}")
     );
     assert_eq!(step("charge", "2").unwrap(), 0, "the first write wins");
 
     let bad = sql_error(step("mail", "{nope"));
-    assert!(bad.contains("tq_step: ") && bad.contains("not JSON"), "{bad}");
+    assert!(
+        bad.contains("tq_step: ") && bad.contains("not JSON"),
+        "{bad}"
+    );
     let unnamed = sql_error(step("", "1"));
     assert!(unnamed.contains("step name"), "{unnamed}");
     queue.finish(task.receipt()).unwrap();
     let stale = sql_error(step("mail", "1"));
     assert!(stale.contains("not held"), "{stale}");
     assert_eq!(
-        app.query_row("SELECT count(*) FROM tq_steps", [], |row| row.get::<_, i64>(0))
+        app.query_row("SELECT count(*) FROM tq_steps", [], |row| row
+            .get::<_, i64>(0))
             .unwrap(),
         0,
         "removed with the task finished without history"
