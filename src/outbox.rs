@@ -20,7 +20,7 @@
 //! - `tq_finish(id, token)` and `tq_finish(id, token, keep_history)`
 //!   complete a delivery by its receipt (the task's id and its delivery's
 //!   token) and return the id; a delivery no longer held is an error.
-//! - `tq_step(id, token, name, json)` records step `name` of the held task
+//! - `tq_step_put(id, token, name, json)` records step `name` of the held task
 //!   with its output (see [`crate::Queue::record_step`]) and returns 1, or
 //!   0 when the step was already recorded (the first output is kept): the
 //!   step's own writes and its record commit together, so it runs once.
@@ -88,7 +88,7 @@ pub fn record_step(
 /// Prepares `conn`, a connection on a file, for pushes and finishes in its
 /// own transactions: creates or upgrades tq's tables as
 /// [`crate::Queue::open`] does (in WAL mode; only outside a transaction),
-/// registers the SQL functions `tq_push`, `tq_finish` and `tq_step` (see the module's
+/// registers the SQL functions `tq_push`, `tq_finish` and `tq_step_put` (see the module's
 /// docs), and makes its commits wake waiting workers. The functions may be
 /// called only from top-level SQL, not from triggers or views, as SQLite
 /// advises for functions that write. Fails on SQLite older than 3.51.3.
@@ -115,9 +115,9 @@ pub fn install(conn: &Connection) -> Result<()> {
         })?;
     }
     let owned = Arc::clone(&watch);
-    conn.create_scalar_function("tq_step", 4, flags, move |ctx| {
+    conn.create_scalar_function("tq_step_put", 4, flags, move |ctx| {
         let _owned: &Arc<Watch> = &owned;
-        sql_result("tq_step", step_called(ctx))
+        sql_result("tq_step_put", step_called(ctx))
     })?;
     Ok(())
 }
@@ -271,7 +271,7 @@ fn finish_called(ctx: &Context<'_>) -> Result<i64> {
     Ok(id)
 }
 
-/// `tq_step(id, token, name, json)`: 1 once recorded, 0 when the step was
+/// `tq_step_put(id, token, name, json)`: 1 once recorded, 0 when the step was
 /// already.
 fn step_called(ctx: &Context<'_>) -> Result<i64> {
     let id = integer_argument(ctx, 0, "the task id")?;

@@ -329,7 +329,7 @@ fn a_step_recorded_in_sql_commits_or_rolls_back_with_the_application_rows() {
     let token = task.receipt().token();
     let step = |name: &str, json: &str| -> tq::rusqlite::Result<i64> {
         app.query_row(
-            "SELECT tq_step(?1, ?2, ?3, ?4)",
+            "SELECT tq_step_put(?1, ?2, ?3, ?4)",
             tq::rusqlite::params![id, token, name, json],
             |row| row.get(0),
         )
@@ -357,7 +357,7 @@ fn a_step_recorded_in_sql_commits_or_rolls_back_with_the_application_rows() {
 
     let bad = sql_error(step("mail", "{nope"));
     assert!(
-        bad.contains("tq_step: ") && bad.contains("not JSON"),
+        bad.contains("tq_step_put: ") && bad.contains("not JSON"),
         "{bad}"
     );
     let unnamed = sql_error(step("", "1"));
