@@ -1129,7 +1129,11 @@ enum tq_status tq_step_get(const struct tq_queue *queue,
  Frees a string from tq.
 
  Frees a string tq handed to the caller (`tq_step_get`). NULL is a
- no-op; call at most once per string.
+ no-op; call at most once per string. A pointer that is not a live
+ string from tq is left alone, and says so in `tq_last_error`.
+
+ Ownership: the string is tq's to free, never `free()`'s.
+ Thread safety: may run on any thread, once no other uses the string.
  */
 void tq_string_free(char *text);
 

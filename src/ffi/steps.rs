@@ -94,7 +94,11 @@ pub extern "C" fn tq_step_get(
 /// Frees a string from tq.
 ///
 /// Frees a string tq handed to the caller (`tq_step_get`). NULL is a
-/// no-op; call at most once per string.
+/// no-op; call at most once per string. A pointer that is not a live
+/// string from tq is left alone, and says so in `tq_last_error`.
+///
+/// Ownership: the string is tq's to free, never `free()`'s.
+/// Thread safety: may run on any thread, once no other uses the string.
 #[no_mangle]
 pub extern "C" fn tq_string_free(text: *mut c_char) {
     guard_or("tq_string_free", (), || free_string(text))
