@@ -152,6 +152,11 @@
 #define TQ_MAX_UNIQUE_KEY_LEN 1024
 
 /*
+ The longest name of a step ([`crate::Queue::record_step`]), in bytes.
+ */
+#define TQ_MAX_STEP_NAME_LEN 1024
+
+/*
  The most tasks one task may wait for.
  */
 #define TQ_MAX_PARENTS 10000
@@ -211,7 +216,9 @@ typedef enum tq_status {
   TQ_EMPTY = 1,
   /*
    `tq_push` with a unique key stored nothing: a task of the queue
-   still holds the key, and its id was returned. Not an error.
+   still holds the key, and its id was returned; or `tq_step_put`
+   found the step already recorded, and kept its first output. Not an
+   error.
    */
   TQ_DUPLICATE = 2,
   /*
@@ -1125,6 +1132,88 @@ enum tq_status tq_wait_cancellation(const struct tq_queue *queue,
                                     const struct tq_cancel *cancel);
 
 /*
+ Steps: checkpoints that a later delivery of a task reads back
+ =============================================================
+
+ Records a step of a held task.
+
+ Records step `name` (UTF-8, 1 to TQ_MAX_STEP_NAME_LEN bytes) of the task this delivery
+ holds with its output `json` (UTF-8 JSON, at most the handle's payload
+ limit), in one commit that checks the delivery is still current. Every
+ later delivery of the task reads it back with `tq_step_get` instead of
+ running the step again.
+
+ Returns TQ_OK once stored; TQ_DUPLICATE when the task already has a
+ step of that name, whose first output is kept (first write wins);
+ TQ_ERR_NOT_HELD when the delivery is no longer current (or `task` was
+ listed, not pulled); TQ_ERR_CANCELLED when the task was cancelled;
+ TQ_ERR_INVALID_JSON; TQ_ERR_INVALID_ARGUMENT (NULL argument, bad UTF-8,
+ a name or output too long); TQ_ERR_BUSY, TQ_ERR_IO. Only TQ_OK stores
+ anything.
+
+ Ownership: `name` and `json` are only read during the call.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_step_put(struct tq_queue *queue,
+                           const struct tq_task *task,
+                           const char *name,
+                           const char *json);
+
+/*
+ Reads a recorded step of a task.
+
+ Reads the output recorded for step `name` of `task` (a delivery from
+ `tq_pull`, current or not) by this delivery or any earlier one, into
+ `*out_json`.
+
+ Returns TQ_OK with `*out_json` set, TQ_EMPTY with `*out_json` NULL
+ when the step was never recorded (or was cleared), or
+ TQ_ERR_INVALID_ARGUMENT (NULL argument, bad UTF-8, a listed task),
+ TQ_ERR_BUSY, TQ_ERR_IO.
+
+ Ownership: the caller owns `*out_json` and frees it with
+ `tq_string_free`.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_step_get(const struct tq_queue *queue,
+                           const struct tq_task *task,
+                           const char *name,
+                           char **out_json);
+
+/*
+ Frees a string from tq.
+
+ Frees a string tq handed to the caller (`tq_step_get`). NULL is a
+ no-op; call at most once per string. A pointer that is not a live
+ string from tq is left alone, and says so in `tq_last_error`.
+
+ Ownership: the string is tq's to free, never `free()`'s.
+ Thread safety: may run on any thread, once no other uses the string.
+ */
+void tq_string_free(char *text);
+
+/*
+ Clears the steps recorded after a named step, for a retry.
+
+ Deletes the steps of task `id` of the queue recorded after its step
+ `name`, so that its next delivery runs them again ("retry from step
+ `name`"); the steps up to `name` are kept. `tq_retry_dead` keeps every
+ step: clear them first. Stores how many were deleted in `*out_cleared`
+ when it is not NULL.
+
+ Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or name, bad
+ UTF-8, no task `id` in the queue, a task held by a worker, no step
+ `name`; nothing changes), TQ_ERR_BUSY, TQ_ERR_IO.
+
+ Ownership: `name` is only read during the call.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_clear_steps_after(struct tq_queue *queue,
+                                    int64_t id,
+                                    const char *name,
+                                    uint64_t *out_cleared);
+
+/*
  Tasks: reading a task that tq handed out, and freeing it
  ========================================================
 
@@ -1303,6 +1392,54 @@ const char *tq_task_group(const struct tq_task *task);
  Thread safety: safe on a task read by several threads.
  */
 const int64_t *tq_task_waiting_for(const struct tq_task *task, size_t *out_count);
+
+/*
+ How many steps a task read by `tq_get_task` lists.
+
+ Returns how many steps the task's deliveries recorded (`tq_step_put`),
+ as read by `tq_get_task` or `tq_wait_task`; 0 for a pulled task, a task
+ of `tq_list` (which reads no steps), or when `task` is NULL. Index
+ them from 0, in the order they were recorded, with
+ `tq_task_step_name`, `tq_task_step_output` and
+ `tq_task_step_recorded_at_unix_ms`.
+
+ Thread safety: safe on a task read by several threads.
+ */
+size_t tq_task_step_count(const struct tq_task *task);
+
+/*
+ The name of a listed step.
+
+ Returns the name of step `index` (from 0, in recording order) of a task
+ read by `tq_get_task`, or NULL when `index` is not below
+ `tq_task_step_count` or `task` is NULL.
+
+ Ownership: the text belongs to the task and lives until `tq_task_free`.
+ Thread safety: safe on a task read by several threads.
+ */
+const char *tq_task_step_name(const struct tq_task *task, size_t index);
+
+/*
+ The output of a listed step.
+
+ Returns the JSON output recorded for step `index` of a task read by
+ `tq_get_task`, or NULL as `tq_task_step_name` does.
+
+ Ownership: the text belongs to the task and lives until `tq_task_free`.
+ Thread safety: safe on a task read by several threads.
+ */
+const char *tq_task_step_output(const struct tq_task *task, size_t index);
+
+/*
+ When a listed step was recorded.
+
+ Returns when step `index` of a task read by `tq_get_task` was recorded,
+ in milliseconds since the Unix epoch (the server's clock on
+ PostgreSQL), or 0 as `tq_task_step_name` returns NULL.
+
+ Thread safety: safe on a task read by several threads.
+ */
+int64_t tq_task_step_recorded_at_unix_ms(const struct tq_task *task, size_t index);
 
 /*
  Frees a task.

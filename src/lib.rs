@@ -54,7 +54,7 @@ pub use options::{
     Durability, OpenOptions, ParentFailure, PullOptions, PushOptions, DEFAULT_MAX_ATTEMPTS,
     DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA, DEFAULT_QUEUE, DEFAULT_RESULT_RETENTION,
     MAX_GROUP_AT_ONCE, MAX_PARENTS, MAX_PAYLOAD_LEN, MAX_POOL_SIZE, MAX_QUEUE_NAME_LEN,
-    MAX_UNIQUE_KEY_LEN, PUSH_OPTION_KEYS,
+    MAX_STEP_NAME_LEN, MAX_UNIQUE_KEY_LEN, PUSH_OPTION_KEYS,
 };
 pub use queue::{
     Queue, MAX_FAIR_WEIGHT, MAX_REASON_LEN, MAX_TIMINGS, MIN_FAIR_WEIGHT, ROOM_POLL_INTERVAL,
@@ -67,8 +67,8 @@ pub use schedule::{
 };
 pub use store::Checkpoint;
 pub use task::{
-    Cancelled, Delayed, Failed, Holder, Lease, Pause, Pushed, RateLimit, Receipt, Stop, Task,
-    TaskInfo, TaskState, TaskTiming, MAX_RATE_CLAIMS,
+    Cancelled, Delayed, Failed, Holder, Lease, Pause, Pushed, RateLimit, Receipt, StepInfo, Stop,
+    Task, TaskInfo, TaskState, TaskTiming, MAX_RATE_CLAIMS,
 };
 pub use wait::CancelToken;
 

@@ -41,6 +41,9 @@ pub const MAX_POOL_SIZE: usize = 1024;
 /// The longest unique key, in bytes.
 pub const MAX_UNIQUE_KEY_LEN: usize = 1024;
 
+/// The longest name of a step ([`crate::Queue::record_step`]), in bytes.
+pub const MAX_STEP_NAME_LEN: usize = 1024;
+
 /// Checks a name or key given by the caller: 1 to `max` bytes, no NUL (C
 /// callers could not pass it back).
 pub(crate) fn check_text(what: &str, text: &str, max: usize) -> Result<()> {

@@ -20,6 +20,10 @@
 //! - `tq_finish(id, token)` and `tq_finish(id, token, keep_history)`
 //!   complete a delivery by its receipt (the task's id and its delivery's
 //!   token) and return the id; a delivery no longer held is an error.
+//! - `tq_step_put(id, token, name, json)` records step `name` of the held task
+//!   with its output (see [`crate::Queue::record_step`]) and returns 1, or
+//!   0 when the step was already recorded (the first output is kept): the
+//!   step's own writes and its record commit together, so it runs once.
 //!
 //! Each checks what [`crate::Queue::push`] and [`crate::Queue::finish`]
 //! check and fails with tq's message, changing nothing. On a connection
@@ -35,8 +39,11 @@ use rusqlite::{Connection, Transaction};
 
 use crate::clock::now_unix_ms;
 use crate::error::{Error, ErrorKind, Result};
-use crate::options::{check_queue_name, PushOptions, DEFAULT_MAX_ATTEMPTS, MAX_PAYLOAD_LEN};
-use crate::queue::{check_items_named, check_payload};
+use crate::options::{
+    check_queue_name, check_text, PushOptions, DEFAULT_MAX_ATTEMPTS, MAX_PAYLOAD_LEN,
+    MAX_STEP_NAME_LEN,
+};
+use crate::queue::{check_items_named, check_json, check_payload};
 use crate::sqlite::commit_rings::{self, Watch};
 use crate::sqlite::finish::finish_one;
 use crate::sqlite::push::push_all;
@@ -66,10 +73,22 @@ pub fn finish(tx: &Transaction<'_>, receipt: Receipt, keep_history: bool) -> Res
     finish_on(tx, receipt, keep_history)
 }
 
+/// Records step `name` of the task held under `receipt` with `output` in
+/// the caller's transaction `tx`, so that the step's own writes and its
+/// record commit together. Answers as [`crate::Queue::record_step`] does.
+pub fn record_step(
+    tx: &Transaction<'_>,
+    receipt: Receipt,
+    name: &str,
+    output: &str,
+) -> Result<bool> {
+    record_step_on(tx, receipt, name, output)
+}
+
 /// Prepares `conn`, a connection on a file, for pushes and finishes in its
 /// own transactions: creates or upgrades tq's tables as
 /// [`crate::Queue::open`] does (in WAL mode; only outside a transaction),
-/// registers the SQL functions `tq_push` and `tq_finish` (see the module's
+/// registers the SQL functions `tq_push`, `tq_finish` and `tq_step_put` (see the module's
 /// docs), and makes its commits wake waiting workers. The functions may be
 /// called only from top-level SQL, not from triggers or views, as SQLite
 /// advises for functions that write. Fails on SQLite older than 3.51.3.
@@ -95,6 +114,11 @@ pub fn install(conn: &Connection) -> Result<()> {
             sql_result("tq_finish", finish_called(ctx))
         })?;
     }
+    let owned = Arc::clone(&watch);
+    conn.create_scalar_function("tq_step_put", 4, flags, move |ctx| {
+        let _owned: &Arc<Watch> = &owned;
+        sql_result("tq_step_put", step_called(ctx))
+    })?;
     Ok(())
 }
 
@@ -195,6 +219,15 @@ fn finish_on(conn: &Connection, receipt: Receipt, keep_history: bool) -> Result<
     Ok(())
 }
 
+fn record_step_on(conn: &Connection, receipt: Receipt, name: &str, output: &str) -> Result<bool> {
+    check_text("a step name", name, MAX_STEP_NAME_LEN)?;
+    check_json("step's output", output, MAX_PAYLOAD_LEN)?;
+    check_schema(conn)?;
+    in_savepoint(conn, || {
+        crate::sqlite::steps::record(conn, receipt, name, output, now_unix_ms())
+    })
+}
+
 /// Runs `body` so that it changes all or nothing, inside whatever
 /// transaction `conn` is in (a push marks the tasks it waits for before
 /// it finds, say, that its unique key is taken).
@@ -236,6 +269,18 @@ fn finish_called(ctx: &Context<'_>) -> Result<i64> {
     let conn = unsafe { ctx.get_connection() }?;
     finish_on(&conn, Receipt::new(id, token), keep_history)?;
     Ok(id)
+}
+
+/// `tq_step_put(id, token, name, json)`: 1 once recorded, 0 when the step was
+/// already.
+fn step_called(ctx: &Context<'_>) -> Result<i64> {
+    let id = integer_argument(ctx, 0, "the task id")?;
+    let token = integer_argument(ctx, 1, "the delivery's token")?;
+    let name = text_argument(ctx, 2, "the step name")?;
+    let output = text_argument(ctx, 3, "the step's output")?;
+    // SAFETY: the connection running the function, used only during it.
+    let conn = unsafe { ctx.get_connection() }?;
+    Ok(record_step_on(&conn, Receipt::new(id, token), name, output)? as i64)
 }
 
 fn text_argument<'a>(ctx: &'a Context<'_>, index: usize, what: &str) -> Result<&'a str> {

@@ -316,7 +316,8 @@ pub(crate) trait Store: Send + Sync {
     /// When the ready task that has been ready longest became ready.
     fn oldest_ready(&self, now: i64) -> Result<Option<i64>>;
 
-    /// Task `id` of the queue, if the queue has it.
+    /// Task `id` of the queue, with its steps in the order they were
+    /// recorded, if the queue has it.
     fn task(&self, id: i64) -> Result<Option<TaskInfo>>;
 
     /// In one snapshot: the queue's leased (and cancelling) tasks claimed at
@@ -400,6 +401,22 @@ pub(crate) trait Store: Send + Sync {
     /// `now`, without counting the attempt; `NotHeld` when the delivery is
     /// no longer current.
     fn snooze(&self, receipt: Receipt, now: i64, delay: i64) -> Result<()>;
+
+    /// Records step `name` of the task of the current delivery `receipt`
+    /// with `output` at `now`, in one transaction: `true` once stored,
+    /// `false` when the task already has a step of that name (the first
+    /// output is kept); `NotHeld`, storing nothing, when the delivery is no
+    /// longer current (leased under another token, cancelling, or ended).
+    fn record_step(&self, receipt: Receipt, name: &str, output: &str, now: i64) -> Result<bool>;
+
+    /// The output recorded for step `name` of task `id`, by any of its
+    /// deliveries; `None` when none was. A read.
+    fn step_output(&self, id: i64, name: &str) -> Result<Option<String>>;
+
+    /// Deletes the steps of task `id` of the queue recorded after its step
+    /// `name`, in one transaction, and returns how many; the answer of
+    /// [`steps_to_clear`] for the task as found.
+    fn clear_steps_after(&self, id: i64, name: &str) -> Result<u64>;
 
     /// Pauses the queue (every process's claims find nothing), or with
     /// `None` resumes it.
@@ -588,6 +605,35 @@ pub(crate) fn visible_state(stored: i64) -> Result<TaskState> {
             crate::ErrorKind::NotADatabase,
             format!("tq's tables were changed outside tq: a task in unknown state {other}"),
         )),
+    }
+}
+
+/// Which steps of task `id` of `queue` a [`Store::clear_steps_after`] of
+/// its step `name` deletes, the task found in the stored `state` (`None`:
+/// not in the queue) with that step recorded as number `order` (`None`:
+/// no such step): those recorded after number `order`. Refused, changing
+/// nothing, for a task not in the queue, a leased one (its holder may be
+/// running the steps: cancel it first, or wait for it to end) and a step
+/// never recorded.
+pub(crate) fn steps_to_clear(
+    queue: &str,
+    id: i64,
+    name: &str,
+    state: Option<i64>,
+    order: Option<i64>,
+) -> Result<i64> {
+    match (state, order) {
+        (None, _) => Err(Error::invalid_argument(format!(
+            "queue '{queue}' has no task {id} whose steps could be cleared"
+        ))),
+        (Some(LEASED | CANCELLING), _) => Err(Error::invalid_argument(format!(
+            "task {id} is held by a worker, which may be running its steps: clear them once \
+             its delivery has ended"
+        ))),
+        (Some(_), None) => Err(Error::invalid_argument(format!(
+            "task {id} has no step named '{name}' to clear the steps after"
+        ))),
+        (Some(_), Some(order)) => Ok(order),
     }
 }
 

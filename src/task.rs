@@ -129,6 +129,34 @@ pub struct TaskInfo {
     pub(crate) finished_at_unix_ms: Option<i64>,
     pub(crate) expires_at_unix_ms: Option<i64>,
     pub(crate) deadline_unix_ms: Option<i64>,
+    pub(crate) steps: Vec<StepInfo>,
+}
+
+/// A step of a task as recorded ([`crate::Queue::record_step`]): its name,
+/// its JSON output and when it was recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepInfo {
+    pub(crate) name: String,
+    pub(crate) output: String,
+    pub(crate) recorded_at_unix_ms: i64,
+}
+
+impl StepInfo {
+    /// The step's name, as the worker gave it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The JSON text the step recorded, exactly as given.
+    pub fn output(&self) -> &str {
+        &self.output
+    }
+
+    /// When it was recorded, in milliseconds since the Unix epoch (on the
+    /// server's clock, on PostgreSQL).
+    pub fn recorded_at_unix_ms(&self) -> i64 {
+        self.recorded_at_unix_ms
+    }
 }
 
 impl TaskInfo {
@@ -216,6 +244,14 @@ impl TaskInfo {
     /// delivery ends, so a later delivery can see how far the last got.
     pub fn progress(&self) -> Option<&str> {
         self.progress.as_deref()
+    }
+
+    /// The steps its deliveries recorded ([`crate::Queue::record_step`]), in
+    /// the order they were recorded. Only [`crate::Queue::task`] and
+    /// [`crate::Queue::wait_for`] read them: a task in a list
+    /// ([`crate::Queue::list`]) shows none.
+    pub fn steps(&self) -> &[StepInfo] {
+        &self.steps
     }
 
     /// Whether it has ended: done, dead or cancelled.

@@ -1499,3 +1499,69 @@ fn a_push_through_sql_into_a_full_queue_fails_with_53400_and_writes_nothing() {
     queue.pull(&PullOptions::new()).unwrap().unwrap();
     app.query_one(&push, &[]).unwrap();
 }
+
+#[test]
+fn a_step_through_sql_commits_with_the_workers_write_and_refuses_a_stale_receipt() {
+    let Some(scratch) = scratch("sql_step") else {
+        return;
+    };
+    let queue = scratch.open();
+    let mut app = application_client(&scratch);
+    let id = push(&queue, "{\"order\": 1}");
+    let task = queue.pull(&PullOptions::new()).unwrap().unwrap();
+    let receipt = task.receipt();
+    let step = sql(&scratch, "SELECT $schema.step($1, $2, $3, $4)");
+
+    // Rolled back with the application's row: not recorded.
+    let mut tx = app.transaction().unwrap();
+    tx.execute(&sql(&scratch, "INSERT INTO $schema.orders VALUES (1)"), &[])
+        .unwrap();
+    let stored: bool = tx
+        .query_one(
+            &step,
+            &[&id, &receipt.token(), &"charge", &"{\"charge\": 1}"],
+        )
+        .unwrap()
+        .get(0);
+    assert!(stored);
+    tx.rollback().unwrap();
+    assert_eq!(queue.step_output(receipt, "charge").unwrap(), None);
+
+    let mut tx = app.transaction().unwrap();
+    tx.execute(&sql(&scratch, "INSERT INTO $schema.orders VALUES (1)"), &[])
+        .unwrap();
+    tx.query_one(
+        &step,
+        &[&id, &receipt.token(), &"charge", &"{\"charge\": 1}"],
+    )
+    .unwrap();
+    tx.commit().unwrap();
+    assert_eq!(
+        queue.step_output(receipt, "charge").unwrap().as_deref(),
+        Some("{\"charge\": 1}")
+    );
+    let again: bool = app
+        .query_one(&step, &[&id, &receipt.token(), &"charge", &"2"])
+        .unwrap()
+        .get(0);
+    assert!(!again, "the first write wins");
+
+    for (name, output, code) in [("mail", "{nope", "22P02"), ("", "1", "22023")] {
+        let err = app
+            .query_one(&step, &[&id, &receipt.token(), &name, &output])
+            .unwrap_err();
+        assert_eq!(sql_error(&err).0, code, "{name:?} {output:?}");
+    }
+    queue.finish(receipt).unwrap();
+    let err = app
+        .query_one(&step, &[&id, &receipt.token(), &"mail", &"1"])
+        .unwrap_err();
+    let (code, message) = sql_error(&err);
+    assert_eq!(code, "55000");
+    assert!(message.contains("not held"), "{message}");
+    let left: i64 = app
+        .query_one(&sql(&scratch, "SELECT count(*) FROM $schema.steps"), &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0, "removed with the task finished without history");
+}

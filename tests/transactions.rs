@@ -338,3 +338,61 @@ fn a_push_in_sql_into_a_full_queue_fails_and_writes_nothing() {
     pull(&queue).unwrap();
     push("2").unwrap();
 }
+
+#[test]
+fn a_step_recorded_in_sql_commits_or_rolls_back_with_the_application_rows() {
+    let scratch = Scratch::new();
+    let app = application(&scratch);
+    let queue = scratch.open();
+    let id = queue
+        .push("{\"order\": 1}", &PushOptions::new())
+        .unwrap()
+        .id();
+    let task = pull(&queue).unwrap();
+    let token = task.receipt().token();
+    let step = |name: &str, json: &str| -> tq::rusqlite::Result<i64> {
+        app.query_row(
+            "SELECT tq_step_put(?1, ?2, ?3, ?4)",
+            tq::rusqlite::params![id, token, name, json],
+            |row| row.get(0),
+        )
+    };
+
+    // Rolled back with the application's row: not recorded.
+    app.execute_batch("BEGIN IMMEDIATE; INSERT INTO orders (item) VALUES ('charged');")
+        .unwrap();
+    assert_eq!(step("charge", "{\"charge\": \"ch_1\"}").unwrap(), 1);
+    app.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(queue.step_output(task.receipt(), "charge").unwrap(), None);
+
+    app.execute_batch("BEGIN IMMEDIATE; INSERT INTO orders (item) VALUES ('charged');")
+        .unwrap();
+    assert_eq!(step("charge", "{\"charge\": \"ch_1\"}").unwrap(), 1);
+    app.execute_batch("COMMIT").unwrap();
+    assert_eq!(
+        queue
+            .step_output(task.receipt(), "charge")
+            .unwrap()
+            .as_deref(),
+        Some("{\"charge\": \"ch_1\"}")
+    );
+    assert_eq!(step("charge", "2").unwrap(), 0, "the first write wins");
+
+    let bad = sql_error(step("mail", "{nope"));
+    assert!(
+        bad.contains("tq_step_put: ") && bad.contains("not JSON"),
+        "{bad}"
+    );
+    let unnamed = sql_error(step("", "1"));
+    assert!(unnamed.contains("step name"), "{unnamed}");
+    queue.finish(task.receipt()).unwrap();
+    let stale = sql_error(step("mail", "1"));
+    assert!(stale.contains("not held"), "{stale}");
+    assert_eq!(
+        app.query_row("SELECT count(*) FROM tq_steps", [], |row| row
+            .get::<_, i64>(0))
+            .unwrap(),
+        0,
+        "removed with the task finished without history"
+    );
+}

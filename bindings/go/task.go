@@ -175,17 +175,43 @@ type TaskInfo struct {
 	state    State
 	result   []byte
 	progress []byte
+	steps    []StepInfo
+}
+
+// StepInfo is a step of a task as a snapshot lists it (Step, RecordStep).
+type StepInfo struct {
+	// Name is the step's name.
+	Name string
+	// Output is the JSON text recorded, exactly as given.
+	Output []byte
+	// RecordedAt is when it was recorded (the server's clock on
+	// PostgreSQL).
+	RecordedAt time.Time
 }
 
 // readInfo copies a C snapshot task.
 func readInfo(c *C.tq_task) TaskInfo {
-	return TaskInfo{
+	info := TaskInfo{
 		taskFields: readTask(c),
 		state:      State(C.tq_task_state(c)),
 		result:     goText(C.tq_task_result(c)),
 		progress:   goText(C.tq_task_progress(c)),
 	}
+	count := C.tq_task_step_count(c)
+	for index := C.size_t(0); index < count; index++ {
+		info.steps = append(info.steps, StepInfo{
+			Name:       string(goText(C.tq_task_step_name(c, index))),
+			Output:     goText(C.tq_task_step_output(c, index)),
+			RecordedAt: time.UnixMilli(int64(C.tq_task_step_recorded_at_unix_ms(c, index))),
+		})
+	}
+	return info
 }
+
+// Steps returns the steps the task's deliveries recorded, in the order
+// they were recorded, as Queue.Task or Queue.Wait read them; a task of
+// List lists none. The slice is the snapshot's own; do not modify it.
+func (i TaskInfo) Steps() []StepInfo { return i.steps }
 
 // goText copies a NUL-terminated C text, or returns nil for NULL.
 func goText(text *C.char) []byte {
@@ -618,6 +644,107 @@ func (t *Task) ExtendWithProgressJSON(lease time.Duration, v any) error {
 		return fmt.Errorf("tq: extend: %w", err)
 	}
 	return t.ExtendWithProgress(lease, progress)
+}
+
+// RecordStep records step name of this held task with output, one JSON
+// text in UTF-8 (at most the queue's payload limit), in one commit that
+// checks the delivery is still current; every later delivery of the task
+// reads it back (StepOutput) instead of running the step again. It
+// returns true once stored, and false when the task already had a step
+// of that name, whose first output is kept.
+//
+// Errors match ErrNotHeld (the delivery is no longer current: nothing is
+// recorded), ErrCancelled, ErrInvalidJSON, ErrInvalidArgument (a name
+// empty, too long or holding NUL; an output too long), ErrBusy, ErrIO or
+// ErrClosed.
+func (t *Task) RecordStep(name string, output []byte) (bool, error) {
+	cname, err := cStepName("record step", name)
+	if err != nil {
+		return false, err
+	}
+	defer C.free(unsafe.Pointer(cname))
+	coutput, err := cJSON("record step", "step's output", output)
+	if err != nil {
+		return false, err
+	}
+	defer C.free(unsafe.Pointer(coutput))
+	status, err := t.end("record step", "", func(c *C.tq_queue, task *C.tq_task) C.enum_tq_status {
+		return C.tq_step_put(c, task, cname, coutput)
+	})
+	return err == nil && status == C.TQ_OK, err
+}
+
+// StepOutput returns the output recorded for step name of this task, by
+// this delivery or an earlier one, and false when it was never recorded.
+// It only reads, so it works for a delivery no longer current too.
+func (t *Task) StepOutput(name string) ([]byte, bool, error) {
+	cname, err := cStepName("step output", name)
+	if err != nil {
+		return nil, false, err
+	}
+	defer C.free(unsafe.Pointer(cname))
+	var output []byte
+	status, err := t.end("step output", "", func(c *C.tq_queue, task *C.tq_task) C.enum_tq_status {
+		var text *C.char
+		status := C.tq_step_get(c, task, cname, &text)
+		if status == C.TQ_OK {
+			output = goText(text)
+			C.tq_string_free(text)
+		}
+		return status
+	})
+	return output, err == nil && status == C.TQ_OK, err
+}
+
+// Step runs step name of task once across its deliveries: it returns the
+// output an earlier delivery recorded, decoded with encoding/json, without
+// calling run; otherwise it calls run and records what it returns,
+// encoded with encoding/json, before returning it. An error of run is
+// returned and nothing is recorded: the step runs again at the next
+// delivery. A ctx that has ended runs nothing.
+//
+// A step is exactly once only where its effect commits with its record:
+// give a call to another system an idempotency key of its own.
+func Step[T any](ctx context.Context, task *Task, name string, run func() (T, error)) (T, error) {
+	var value T
+	if err := ctx.Err(); err != nil {
+		return value, err
+	}
+	recorded, found, err := task.StepOutput(name)
+	if err != nil {
+		return value, err
+	}
+	if !found {
+		if value, err = run(); err != nil {
+			return value, err
+		}
+		output, err := json.Marshal(value)
+		if err != nil {
+			return value, fmt.Errorf("tq: step %q: %w", name, err)
+		}
+		stored, err := task.RecordStep(name, output)
+		if err != nil || stored {
+			return value, err
+		}
+		// Recorded meanwhile by another goroutine: the first output stands.
+		if recorded, _, err = task.StepOutput(name); err != nil {
+			return value, err
+		}
+	}
+	var decoded T
+	if err := json.Unmarshal(recorded, &decoded); err != nil {
+		return decoded, fmt.Errorf("tq: step %q: %w", name, err)
+	}
+	return decoded, nil
+}
+
+// cStepName copies a step's name for libtq: a NUL byte inside it would end
+// it early, so it is refused.
+func cStepName(op, name string) (*C.char, error) {
+	if nul := strings.IndexByte(name, 0); nul >= 0 {
+		return nil, bindingError(op, ErrInvalidArgument, "the step name has a NUL byte at byte %d", nul)
+	}
+	return C.CString(name), nil
 }
 
 // Snooze hands this delivery back: the task is pulled again delay from now

@@ -776,6 +776,24 @@ func (q *Queue) RetryDead(id int64) error {
 	return err
 }
 
+// ClearStepsAfter deletes the steps of task id of the queue recorded after
+// its step name, so that its next delivery runs them again ("retry from
+// step name"), and returns how many. RetryDead keeps every step: clear
+// first. A task not in the queue, held by a worker, or without a step
+// name is an ErrInvalidArgument, and nothing changes.
+func (q *Queue) ClearStepsAfter(id int64, name string) (uint64, error) {
+	cname, err := cStepName("clear steps", name)
+	if err != nil {
+		return 0, err
+	}
+	defer C.free(unsafe.Pointer(cname))
+	var n C.uint64_t
+	_, err = q.call("clear steps", func(c *C.tq_queue) C.enum_tq_status {
+		return C.tq_clear_steps_after(c, C.int64_t(id), cname, &n)
+	})
+	return uint64(n), err
+}
+
 // RetryAllDead makes every dead task of the queue pending again, as
 // RetryDead does, and returns how many.
 func (q *Queue) RetryAllDead() (int64, error) {

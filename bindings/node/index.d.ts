@@ -34,6 +34,8 @@ export const MAX_PARENTS: number;
 export const MAX_GROUP_AT_ONCE: number;
 /** The longest schedule name, in bytes. */
 export const MAX_SCHEDULE_NAME_LEN: number;
+/** The longest step name (Task.step), in bytes. */
+export const MAX_STEP_NAME_LEN: number;
 /** The most slots a catch-up of each missed slot enqueues in one go. */
 export const MAX_CATCH_UP: number;
 /** The most claims a rate limit's window may allow. */
@@ -344,6 +346,13 @@ export class Task implements TaskFields {
   /** Hands this delivery back: the task runs again `delay` milliseconds
    * from now (default 0); this delivery does not count as an attempt. */
   snooze(delay?: number): Promise<void>;
+  /** Runs step `name` of this task once across its deliveries: resolves to
+   * the output an earlier delivery recorded, without calling `fn`;
+   * otherwise awaits `fn()` and records what it returns (a Payload) with
+   * the task in one commit, then resolves to it, parsed. A rejection of
+   * `fn` records nothing. The first output recorded is kept. Rejects with
+   * NotHeldError when the delivery is no longer current. */
+  step(name: string, fn: () => Payload | Promise<Payload>): Promise<any>;
   /** Finishes this delivery and claims the next ready task in the same
    * transaction (one commit instead of two); null when none is ready. Never waits. */
   finishAndPull(options?: { lease?: number }): Promise<Task | null>;
@@ -362,7 +371,20 @@ export class Task implements TaskFields {
 
 /** A task as Queue.list, Queue.task or Queue.wait read it: not held, so it
  * cannot be finished. */
+/** A step of a task as a snapshot lists it. */
+export interface StepRecord {
+  readonly name: string;
+  /** The output parsed from JSON. */
+  readonly output: any;
+  /** The JSON text recorded, exactly as given. */
+  readonly rawOutput: string;
+  readonly recordedAt: Date;
+}
+
 export class TaskSnapshot implements TaskFields {
+  /** The steps its deliveries recorded (Task.step), in recording order, as
+   * Queue.task or Queue.wait read them; none in a list. */
+  readonly steps: readonly StepRecord[];
   private constructor();
   readonly id: number;
   readonly raw: string;
@@ -506,6 +528,11 @@ export class Queue {
   retryDead(id: number): Promise<void>;
   /** Makes every dead task pending again; returns how many. */
   retryAllDead(): Promise<number>;
+  /** Deletes the steps of task `id` recorded after its step `name`, so that
+   * its next delivery runs them again; resolves to how many. Rejects with
+   * InvalidArgumentError, changing nothing, for a task not in the queue,
+   * one a worker holds, or one without a step `name`. */
+  clearStepsAfter(id: number, name: string): Promise<number>;
   /** Deletes tasks in `state` ('done' by default, 'dead' or 'cancelled') at least
    * `olderThan` milliseconds old (0: all); returns how many. */
   purge(options?: { state?: StateValue; olderThan?: number }): Promise<number>;

@@ -250,6 +250,13 @@ pub fn show(task: &TaskInfo, queue: &str, json: bool) -> Result<(), Failure> {
     if let Some(progress) = task.progress() {
         print(format!("progress\n{progress}"))?;
     }
+    if !task.steps().is_empty() {
+        print("steps")?;
+        for step in task.steps() {
+            let at = time(step.recorded_at_unix_ms());
+            print(format!("  {}  {at}\n  {}", step.name(), step.output()))?;
+        }
+    }
     if let Some(result) = task.result() {
         print(format!("result\n{result}"))?;
     }

@@ -281,7 +281,11 @@ pub fn task_json(task: &TaskInfo, queue: &str) -> Result<String, Failure> {
         ("progress", task.progress()),
         ("result", task.result()),
     ];
-    for (what, text) in stored {
+    let step_outputs = task
+        .steps()
+        .iter()
+        .map(|step| ("step's output", Some(step.output())));
+    for (what, text) in stored.into_iter().chain(step_outputs) {
         if let Some(text) = text {
             serde_json::from_str::<IgnoredAny>(text).map_err(|err| {
                 Failure::new(format!(
@@ -321,6 +325,23 @@ pub fn task_json(task: &TaskInfo, queue: &str) -> Result<String, Failure> {
     let mut json = fields.strip_suffix('}').unwrap_or(&fields).to_owned();
     for (what, text) in stored {
         json.push_str(&format!(",\"{what}\":{}", text.map_or("null", str::trim)));
+    }
+    // Only for a task with steps: each as recorded, its output as stored.
+    if !task.steps().is_empty() {
+        let steps: Vec<String> = task
+            .steps()
+            .iter()
+            .map(|step| {
+                let fields = json!({
+                    "name": step.name(),
+                    "recorded_at_unix_ms": step.recorded_at_unix_ms(),
+                })
+                .to_string();
+                let fields = fields.strip_suffix('}').unwrap_or(&fields);
+                format!("{fields},\"output\":{}}}", step.output().trim())
+            })
+            .collect();
+        json.push_str(&format!(",\"steps\":[{}]", steps.join(",")));
     }
     json.push('}');
     Ok(json)

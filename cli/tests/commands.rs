@@ -913,7 +913,24 @@ fn show_and_wait_give_a_tasks_progress_and_result() {
         .tq("show", &["1"])
         .assert()
         .success()
-        .stdout(predicate::str::contains("progress\n{\"sent\":3}\n"));
+        .stdout(predicate::str::contains("progress\n{\"sent\":3}\n"))
+        .stdout(predicate::str::contains("steps").not());
+    queue
+        .record_step(task.receipt(), "render", "{\"pages\": 3}")
+        .unwrap();
+    queue.record_step(task.receipt(), "upload", "true").unwrap();
+    fixture.tq("show", &["1"]).assert().success().stdout(
+        predicate::str::is_match(
+            "steps\n  render  .*\n  \\{\"pages\": 3\\}\n  upload  .*\n  true\n",
+        )
+        .unwrap(),
+    );
+    let shown = fixture.tq("show", &["1", "--json"]).output().unwrap();
+    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["steps"][0]["name"], "render");
+    assert_eq!(shown["steps"][0]["output"], json!({"pages": 3}));
+    assert_eq!(shown["steps"][1]["name"], "upload");
+    assert_eq!(shown["steps"][1]["output"], json!(true));
     fixture
         .tq("wait", &["1", "--timeout", "200ms"])
         .assert()

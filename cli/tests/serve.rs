@@ -291,6 +291,12 @@ fn pages_show_what_a_task_waits_for_its_result_and_the_queues_schedules() {
     after.after(&[first.id()]).unwrap();
     let waiting = queue.push("\"report\"", &after).unwrap().id();
     queue
+        .record_step(first.receipt(), "query", "{\"rows\": 12}")
+        .unwrap();
+    queue
+        .record_step(first.receipt(), "render", "\"r.pdf\"")
+        .unwrap();
+    queue
         .finish_with_result(first.receipt(), "{\"rows\": 12}")
         .unwrap();
     let mut schedule = tq::Schedule::new(
@@ -310,6 +316,15 @@ fn pages_show_what_a_task_waits_for_its_result_and_the_queues_schedules() {
     assert_eq!(status, 200);
     assert!(page.contains("Result"), "{page}");
     assert!(page.contains("&quot;rows&quot;: 12"), "{page}");
+    let steps = page.find("<h2>Steps</h2>").expect("the steps are listed");
+    let query = page[steps..].find(">query<").expect("step query");
+    let render = page[steps..].find(">render<").expect("step render");
+    assert!(query < render, "in recording order: {page}");
+    assert!(page[steps..].contains("&quot;r.pdf&quot;"), "{page}");
+    let shown = get_json(&served, &format!("/api/tasks/{}", first.id()));
+    assert_eq!(shown["steps"][0]["name"], "query");
+    assert_eq!(shown["steps"][0]["output"]["rows"], 12);
+    assert_eq!(shown["steps"][1]["output"], "r.pdf");
     let (_, page) = get(&served, &format!("/tasks/{blocked}"));
     assert!(page.contains("Waits for"), "{page}");
     assert!(

@@ -19,7 +19,9 @@ pub enum tq_status {
     /// task to measure). Not an error.
     TQ_EMPTY = 1,
     /// `tq_push` with a unique key stored nothing: a task of the queue
-    /// still holds the key, and its id was returned. Not an error.
+    /// still holds the key, and its id was returned; or `tq_step_put`
+    /// found the step already recorded, and kept its first output. Not an
+    /// error.
     TQ_DUPLICATE = 2,
     /// `tq_push` with a unique key stored no new task: the pending task
     /// holding the key took the push's payload or run time, as the options

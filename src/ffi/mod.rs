@@ -26,6 +26,8 @@ mod location;
 mod push;
 // Working on tasks: pull, finish, fail, extend, snooze.
 mod work;
+// Steps: checkpoints of a held task, and the strings tq hands out.
+mod steps;
 // Tasks: the task object and its accessors.
 mod task;
 // Managing tasks: outcomes, cancelling, counts, lists, retries, recovery.
@@ -59,6 +61,7 @@ pub use push::*;
 pub use push_options::*;
 pub use queue::*;
 pub use schedules::*;
+pub use steps::*;
 pub use task::*;
 pub use version::*;
 pub use work::*;

@@ -12,6 +12,7 @@
 
 use std::any::type_name;
 use std::collections::BTreeMap;
+use std::ffi::{c_char, CString};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
@@ -109,6 +110,47 @@ pub(super) unsafe fn borrow_optional<'a, T>(ptr: *const T, name: &str) -> Result
     }
     // SAFETY: as for `borrow`.
     unsafe { borrow(ptr, name) }.map(Some)
+}
+
+/// What a string handed to C is recorded as: it is freed by
+/// [`free_string`], never as an object.
+const STRING: &str = "string from tq";
+
+/// Hands `text` to C as a NUL-terminated string it frees with
+/// `tq_string_free`, recorded like an object.
+pub(super) fn hand_out_string(text: CString) -> Result<*mut c_char> {
+    let mut live = live()?;
+    let ptr = text.into_raw();
+    live.insert(ptr as usize, STRING);
+    Ok(ptr)
+}
+
+/// Frees a string from [`hand_out_string`], as [`free`] frees an object:
+/// NULL is a no-op, a pointer that is not a live string is left alone and
+/// reported as the thread's last error.
+pub(super) fn free_string(ptr: *mut c_char) {
+    if ptr.is_null() {
+        return;
+    }
+    let removed = match live() {
+        Ok(mut live) => {
+            live.get(&(ptr as usize)) == Some(&STRING) && live.remove(&(ptr as usize)).is_some()
+        }
+        Err(err) => {
+            super::fail(&err);
+            return;
+        }
+    };
+    if removed {
+        // SAFETY: made by `CString::into_raw` in `hand_out_string`, and now
+        // unrecorded, so no other call can reach it again.
+        drop(unsafe { CString::from_raw(ptr) });
+    } else {
+        super::fail(&Error::invalid_argument(
+            "the string is not a live string from tq: it was already freed, or never came \
+             from tq",
+        ));
+    }
 }
 
 /// Frees an object from [`hand_out`]. NULL is a no-op; a pointer that is

@@ -36,6 +36,16 @@ pub struct tq_task {
     waiting_for: Vec<i64>,
     /// A listed task's ordered group; a delivery has none.
     group: Option<CString>,
+    /// A snapshot's steps, in recording order; a delivery and a task of
+    /// a list have none.
+    steps: Vec<StepText>,
+}
+
+/// A recorded step as C reads it.
+struct StepText {
+    name: CString,
+    output: CString,
+    recorded_at_unix_ms: i64,
 }
 
 impl tq_task {
@@ -60,6 +70,7 @@ impl tq_task {
             parents: task.parents,
             waiting_for: Vec::new(),
             group: None,
+            steps: Vec::new(),
         })
     }
 
@@ -87,6 +98,17 @@ impl tq_task {
             parents: Vec::new(),
             waiting_for: task.waiting_for,
             group: task.group.map(|key| c_text(task.id, key)).transpose()?,
+            steps: task
+                .steps
+                .into_iter()
+                .map(|step| {
+                    Ok(StepText {
+                        name: c_text(task.id, step.name)?,
+                        output: c_text(task.id, step.output)?,
+                        recorded_at_unix_ms: step.recorded_at_unix_ms,
+                    })
+                })
+                .collect::<Result<_>>()?,
         })
     }
 
@@ -432,6 +454,91 @@ pub extern "C" fn tq_task_waiting_for(task: *const tq_task, out_count: *mut usiz
     guard_or("tq_task_waiting_for", std::ptr::null(), || {
         ids_field(task, out_count, |task| &task.waiting_for)
     })
+}
+
+/// How many steps a task read by `tq_get_task` lists.
+///
+/// Returns how many steps the task's deliveries recorded (`tq_step_put`),
+/// as read by `tq_get_task` or `tq_wait_task`; 0 for a pulled task, a task
+/// of `tq_list` (which reads no steps), or when `task` is NULL. Index
+/// them from 0, in the order they were recorded, with
+/// `tq_task_step_name`, `tq_task_step_output` and
+/// `tq_task_step_recorded_at_unix_ms`.
+///
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_step_count(task: *const tq_task) -> usize {
+    guard_or("tq_task_step_count", 0, || {
+        task_field(task, |task| task.steps.len(), 0)
+    })
+}
+
+/// The name of a listed step.
+///
+/// Returns the name of step `index` (from 0, in recording order) of a task
+/// read by `tq_get_task`, or NULL when `index` is not below
+/// `tq_task_step_count` or `task` is NULL.
+///
+/// Ownership: the text belongs to the task and lives until `tq_task_free`.
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_step_name(task: *const tq_task, index: usize) -> *const c_char {
+    guard_or("tq_task_step_name", std::ptr::null(), || {
+        step_field(task, index, |step| step.name.as_ptr(), std::ptr::null())
+    })
+}
+
+/// The output of a listed step.
+///
+/// Returns the JSON output recorded for step `index` of a task read by
+/// `tq_get_task`, or NULL as `tq_task_step_name` does.
+///
+/// Ownership: the text belongs to the task and lives until `tq_task_free`.
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_step_output(task: *const tq_task, index: usize) -> *const c_char {
+    guard_or("tq_task_step_output", std::ptr::null(), || {
+        step_field(task, index, |step| step.output.as_ptr(), std::ptr::null())
+    })
+}
+
+/// When a listed step was recorded.
+///
+/// Returns when step `index` of a task read by `tq_get_task` was recorded,
+/// in milliseconds since the Unix epoch (the server's clock on
+/// PostgreSQL), or 0 as `tq_task_step_name` returns NULL.
+///
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_step_recorded_at_unix_ms(task: *const tq_task, index: usize) -> i64 {
+    guard_or("tq_task_step_recorded_at_unix_ms", 0, || {
+        step_field(task, index, |step| step.recorded_at_unix_ms, 0)
+    })
+}
+
+/// A field of step `index` of a live task, or `fallback` (the error
+/// recorded) when the task is not live or has no such step.
+fn step_field<T: Copy>(
+    task: *const tq_task,
+    index: usize,
+    field: impl FnOnce(&StepText) -> T,
+    fallback: T,
+) -> T {
+    task_field(
+        task,
+        |task| match task.steps.get(index) {
+            Some(step) => field(step),
+            None => {
+                super::fail(&Error::invalid_argument(format!(
+                    "task {} lists {} steps: there is no step {index}",
+                    task.id,
+                    task.steps.len()
+                )));
+                fallback
+            }
+        },
+        fallback,
+    )
 }
 
 /// A list of ids of a live task for C: its start (NULL when empty), its

@@ -104,6 +104,7 @@ fn info_from_row(row: &Row) -> Result<TaskInfo> {
         finished_at_unix_ms: row.try_get(14)?,
         expires_at_unix_ms: row.try_get(15)?,
         deadline_unix_ms: row.try_get(16)?,
+        steps: Vec::new(),
     })
 }
 
@@ -179,10 +180,12 @@ impl PostgresStore {
             "SELECT {TASK_INFO} FROM @.tasks t WHERE id = $1 AND queue = $2"
         ));
         self.read(|conn| {
-            conn.query(&sql, &[&id, &self.queue])?
-                .first()
-                .map(info_from_row)
-                .transpose()
+            let Some(row) = conn.query(&sql, &[&id, &self.queue])?.into_iter().next() else {
+                return Ok(None);
+            };
+            let mut task = info_from_row(&row)?;
+            task.steps = self.task_steps(conn, id)?;
+            Ok(Some(task))
         })
     }
 

@@ -15,6 +15,7 @@ mod schedules;
 mod schema;
 mod settings;
 mod sql_functions;
+mod steps;
 mod store;
 #[cfg(test)]
 mod test_server;

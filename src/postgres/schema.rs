@@ -12,7 +12,7 @@ use super::sql_functions;
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{
     DEFAULT_MAX_ATTEMPTS, MAX_DURATION, MAX_GROUP_AT_ONCE, MAX_PARENTS, MAX_PAYLOAD_LEN,
-    MAX_QUEUE_NAME_LEN, MAX_UNIQUE_KEY_LEN,
+    MAX_QUEUE_NAME_LEN, MAX_STEP_NAME_LEN, MAX_UNIQUE_KEY_LEN,
 };
 
 /// Migrations in order: `MIGRATIONS[n]` brings a schema from version `n`
@@ -259,6 +259,9 @@ const MIGRATIONS: &[&str] = &[
     // 13: debounce and replace on a unique key: merge_pending, and push
     // taking them (`sql_functions.rs`).
     sql_functions::MERGE_PENDING,
+    // 14: SQLite's version 15, step checkpoints, and the SQL function
+    // step that records one (`sql_functions.rs`).
+    sql_functions::STEPS,
 ];
 
 /// The schema version this library writes.
@@ -322,6 +325,7 @@ fn migration_sql(migration: &str, name: &str, quoted: &str) -> String {
         ("MAX_PAYLOAD_LEN", MAX_PAYLOAD_LEN.to_string()),
         ("MAX_QUEUE_NAME_LEN", MAX_QUEUE_NAME_LEN.to_string()),
         ("MAX_UNIQUE_KEY_LEN", MAX_UNIQUE_KEY_LEN.to_string()),
+        ("MAX_STEP_NAME_LEN", MAX_STEP_NAME_LEN.to_string()),
         ("MAX_PARENTS", MAX_PARENTS.to_string()),
         ("MAX_GROUP_AT_ONCE", MAX_GROUP_AT_ONCE.to_string()),
         ("DEFAULT_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS.to_string()),

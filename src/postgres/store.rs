@@ -183,6 +183,20 @@ impl Store for PostgresStore {
         self.snooze_delivery(receipt, delay)
     }
 
+    // Steps
+
+    fn record_step(&self, receipt: Receipt, name: &str, output: &str, _now: i64) -> Result<bool> {
+        self.record_held_step(receipt, name, output)
+    }
+
+    fn step_output(&self, id: i64, name: &str) -> Result<Option<String>> {
+        self.read_step_output(id, name)
+    }
+
+    fn clear_steps_after(&self, id: i64, name: &str) -> Result<u64> {
+        self.clear_task_steps_after(id, name)
+    }
+
     // Pause and limits
 
     fn set_pause(&self, pause: Option<Pause>) -> Result<()> {

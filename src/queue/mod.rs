@@ -23,6 +23,7 @@ mod maintain;
 mod pull;
 mod room;
 mod schedules;
+mod steps;
 mod watch;
 
 pub use fair::{MAX_FAIR_WEIGHT, MIN_FAIR_WEIGHT};
@@ -366,7 +367,7 @@ pub(crate) fn check_payload(payload: &str, limit: usize) -> Result<()> {
 
 /// Checks that `text`, the `what` (payload, result, progress), is one JSON
 /// text of at most `limit` bytes.
-fn check_json(what: &str, text: &str, limit: usize) -> Result<()> {
+pub(crate) fn check_json(what: &str, text: &str, limit: usize) -> Result<()> {
     if text.len() > limit {
         return Err(Error::invalid_argument(format!(
             "the {what} is {} bytes; this queue's limit is {limit}",

@@ -423,6 +423,7 @@ fn info_from_row(row: &Row<'_>) -> Result<TaskInfo> {
         finished_at_unix_ms: row.get(14)?,
         expires_at_unix_ms: row.get(15)?,
         deadline_unix_ms: row.get(16)?,
+        steps: Vec::new(),
     })
 }
 

@@ -22,6 +22,7 @@ mod recover;
 mod schedules;
 pub(crate) mod schema;
 mod settings;
+pub(crate) mod steps;
 mod store;
 mod turns;
 mod wake;

@@ -237,6 +237,23 @@ const MIGRATIONS: &[Migration] = &[
         PRIMARY KEY (queue, fair_key)
     ) WITHOUT ROWID;
     CREATE INDEX tq_fair_keys_line ON tq_fair_keys (queue, pass, fair_key) WHERE active = 1;"),
+    // 15: step checkpoints, each recorded once per task; seq (the rowid,
+    // one more than the largest) is the order of recording within a task.
+    // The trigger removes a task's steps with it, whichever statement
+    // deletes the task (a finish without history, a purge, a cancel, a
+    // recovery, the outbox's tq_finish): one lookup in the index of steps.
+    Migration::Sql("CREATE TABLE tq_steps (
+        seq         INTEGER PRIMARY KEY,
+        task        INTEGER NOT NULL,
+        name        TEXT NOT NULL,
+        output      TEXT NOT NULL,
+        recorded_at INTEGER NOT NULL,
+        UNIQUE (task, name)
+    );
+    CREATE TRIGGER tq_tasks_forget_steps AFTER DELETE ON tq_tasks
+    BEGIN
+        DELETE FROM tq_steps WHERE task = OLD.id;
+    END;"),
 ];
 
 /// The schema version this library writes.

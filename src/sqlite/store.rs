@@ -8,7 +8,9 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::commands::{wrong_output, Op, Output};
-use super::{cancel, claim, fair, finish, ids, list, recover, schedules, settings, SqliteStore};
+use super::{
+    cancel, claim, fair, finish, ids, list, recover, schedules, settings, steps, SqliteStore,
+};
 use crate::error::{Error, Result};
 use crate::options::RetryBackoff;
 use crate::schedule::{ScheduleInfo, StoredSchedule};
@@ -190,7 +192,13 @@ impl Store for SqliteStore {
     }
 
     fn task(&self, id: i64) -> Result<Option<TaskInfo>> {
-        self.read(|conn| list::task(conn, &self.queue, id))
+        self.read(|conn| {
+            let Some(mut task) = list::task(conn, &self.queue, id)? else {
+                return Ok(None);
+            };
+            task.steps = steps::of_task(conn, id)?;
+            Ok(Some(task))
+        })
     }
 
     fn timings_since(&self, since: i64, limit: usize) -> Result<Vec<TaskTiming>> {
@@ -338,6 +346,20 @@ impl Store for SqliteStore {
         }
         self.ring_other_processes();
         Ok(())
+    }
+
+    // Steps
+
+    fn record_step(&self, receipt: Receipt, name: &str, output: &str, now: i64) -> Result<bool> {
+        self.write(|conn| steps::record(conn, receipt, name, output, now))
+    }
+
+    fn step_output(&self, id: i64, name: &str) -> Result<Option<String>> {
+        self.read(|conn| steps::output(conn, id, name))
+    }
+
+    fn clear_steps_after(&self, id: i64, name: &str) -> Result<u64> {
+        self.write(|conn| steps::clear_after(conn, &self.queue, id, name))
     }
 
     // Pause and limits

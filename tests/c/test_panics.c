@@ -106,6 +106,16 @@ int main(int argc, char **argv)
     STATUS_CASE(tq_extend_with_progress, tq_extend_with_progress(queue, task, 1000, "1"));
     STATUS_CASE(tq_finish_with_result, tq_finish_with_result(queue, task, "1"));
     STATUS_CASE(tq_get_task, tq_get_task(queue, 1, &unpulled));
+    char *output = NULL;
+    STATUS_CASE(tq_step_put, tq_step_put(queue, task, "s", "1"));
+    STATUS_CASE(tq_step_get, tq_step_get(queue, task, "s", &output));
+    STATUS_CASE(tq_clear_steps_after, tq_clear_steps_after(queue, 1, "s", NULL));
+    tq_step_put(queue, task, "kept", "2");
+    tq_step_get(queue, task, "kept", &output);
+    inject("tq_string_free");
+    tq_string_free(output);
+    verdict("tq_string_free", true);
+    tq_string_free(output);
     STATUS_CASE(tq_wait_task, tq_wait_task(queue, 1, 0, NULL, &unpulled));
     STATUS_CASE(tq_retry_dead, tq_retry_dead(queue, 1));
     STATUS_CASE(tq_retry_all_dead, tq_retry_all_dead(queue, &n));
@@ -223,6 +233,10 @@ int main(int argc, char **argv)
     VALUE_CASE(tq_task_result, tq_task_result(task), NULL);
     VALUE_CASE(tq_task_progress, tq_task_progress(task), NULL);
     VALUE_CASE(tq_task_group, tq_task_group(task), NULL);
+    VALUE_CASE(tq_task_step_count, tq_task_step_count(task), 0u);
+    VALUE_CASE(tq_task_step_name, tq_task_step_name(task, 0), NULL);
+    VALUE_CASE(tq_task_step_output, tq_task_step_output(task, 0), NULL);
+    VALUE_CASE(tq_task_step_recorded_at_unix_ms, tq_task_step_recorded_at_unix_ms(task, 0), 0);
     VALUE_CASE(tq_cancel_new, tq_cancel_new(), NULL);
     VALUE_CASE(tq_version_number, tq_version_number(), 0u);
     VALUE_CASE(tq_task_payload, tq_task_payload(task, NULL), NULL);

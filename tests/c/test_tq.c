@@ -3237,6 +3237,88 @@ static void test_schedules(const char *dir)
 
 #define CASE(name) {#name, test_##name}
 
+static void test_steps(const char *dir)
+{
+    tq_options *options = tq_options_new();
+    REQUIRE(options != NULL);
+    CHECK_STATUS(tq_options_set_keep_history(options, true), TQ_OK);
+    CHECK_STATUS(tq_options_set_durability(options, TQ_DURABILITY_NORMAL), TQ_OK);
+    CHECK_STATUS(tq_options_set_max_attempts(options, 2), TQ_OK);
+    char path[4096];
+    path_in(path, sizeof path, dir, "steps.db");
+    tq_queue *q = NULL;
+    CHECK_STATUS(tq_open(path, options, &q), TQ_OK);
+    tq_options_free(options);
+    REQUIRE(q != NULL);
+    int64_t id = push_text(q, "{\"order\":7}");
+    tq_task *first = pull_with_lease(q, 30);
+    REQUIRE(first != NULL);
+
+    char *output = (char *)"untouched";
+    CHECK_STATUS(tq_step_get(q, first, "charge", &output), TQ_EMPTY);
+    CHECK(output == NULL);
+    CHECK_STATUS(tq_step_put(q, first, "charge", "{\"charge\":\"ch_1\"}"), TQ_OK);
+    CHECK_STATUS(tq_step_put(q, first, "charge", "\"second\""), TQ_DUPLICATE);
+    CHECK_STATUS(tq_step_put(q, first, "mail", "{bad"), TQ_ERR_INVALID_JSON);
+    CHECK_STATUS(tq_step_put(q, first, "", "1"), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_step_put(q, first, NULL, "1"), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_step_put(q, first, "mail", NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_step_get(q, first, "charge", NULL), TQ_ERR_INVALID_ARGUMENT);
+
+    /* The lease runs out: the next delivery reads the step, and the stale
+     * one can no longer record any. */
+    sleep_ms(60);
+    tq_task *second = pull_one(q);
+    REQUIRE(second != NULL);
+    CHECK_INT(tq_task_id(second), id);
+    CHECK_STATUS(tq_step_put(q, first, "mail", "1"), TQ_ERR_NOT_HELD);
+    CHECK_STATUS(tq_step_get(q, second, "charge", &output), TQ_OK);
+    REQUIRE(output != NULL);
+    CHECK(strcmp(output, "{\"charge\":\"ch_1\"}") == 0);
+    tq_string_free(output);
+    tq_string_free(NULL);
+    CHECK_STATUS(tq_step_get(q, second, "mail", &output), TQ_EMPTY);
+    CHECK_STATUS(tq_step_put(q, second, "mail", "true"), TQ_OK);
+    CHECK_STATUS(tq_step_put(q, second, "receipt", "[1]"), TQ_OK);
+
+    /* Held: clearing is refused. */
+    uint64_t cleared = 99;
+    CHECK_STATUS(tq_clear_steps_after(q, id, "charge", &cleared), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_INT(cleared, 99);
+    CHECK_STATUS(tq_fail(q, second, "the receipt bounced"), TQ_OK);
+
+    tq_task *snapshot = NULL;
+    CHECK_STATUS(tq_get_task(q, id, &snapshot), TQ_OK);
+    REQUIRE(snapshot != NULL);
+    CHECK_INT(tq_task_state(snapshot), TQ_STATE_DEAD);
+    REQUIRE(tq_task_step_count(snapshot) == 3);
+    CHECK(strcmp(tq_task_step_name(snapshot, 0), "charge") == 0);
+    CHECK(strcmp(tq_task_step_output(snapshot, 0), "{\"charge\":\"ch_1\"}") == 0);
+    CHECK(strcmp(tq_task_step_name(snapshot, 1), "mail") == 0);
+    CHECK(strcmp(tq_task_step_name(snapshot, 2), "receipt") == 0);
+    CHECK(tq_task_step_recorded_at_unix_ms(snapshot, 2) > now_ms() - 60000);
+    CHECK(tq_task_step_name(snapshot, 3) == NULL);
+    CHECK_LAST_ERROR("no step 3");
+    CHECK_INT(tq_task_step_count(first), 0);
+    CHECK_STATUS(tq_step_get(q, snapshot, "charge", &output), TQ_ERR_INVALID_ARGUMENT);
+    tq_task_free(snapshot);
+
+    CHECK_STATUS(tq_clear_steps_after(q, id, "nothing", &cleared), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_clear_steps_after(q, id, "charge", &cleared), TQ_OK);
+    CHECK_INT(cleared, 2);
+    CHECK_STATUS(tq_retry_dead(q, id), TQ_OK);
+    tq_task *third = pull_one(q);
+    REQUIRE(third != NULL);
+    CHECK_STATUS(tq_step_get(q, third, "mail", &output), TQ_EMPTY);
+    CHECK_STATUS(tq_step_get(q, third, "charge", &output), TQ_OK);
+    tq_string_free(output);
+    CHECK_STATUS(tq_finish(q, third), TQ_OK);
+    tq_task_free(first);
+    tq_task_free(second);
+    tq_task_free(third);
+    tq_close(q);
+}
+
 static void test_results_progress_and_waiting(const char *dir)
 {
     tq_queue *q = open_queue(dir, "results.db", TQ_DURABILITY_NORMAL, false);
@@ -3542,6 +3624,7 @@ static const struct test_case cases[] = {
     CASE(wait_cancellation),
     CASE(wait_change),
     CASE(results_progress_and_waiting),
+    CASE(steps),
     CASE(schedules),
     CASE(dependencies),
     CASE(groups),

@@ -8,7 +8,7 @@ const { CONSTANTS, lib, koffi } = require('./native');
 const errors = require('./errors');
 const { EMPTY, UINT32_MAX } = require('./limits');
 const { cString, enumValue, integer, milliseconds, reasonText } = require('./options');
-const { STATE_NAMES, State, snapshotOf } = require('./task');
+const { STATE_NAMES, State, snapshotOf, stepName } = require('./task');
 
 const UNTIL_RESUMED = CONSTANTS.UNTIL_RESUMED;
 
@@ -88,6 +88,16 @@ class QueueAdmin {
   /** Makes the dead task `id` pending again, with all its attempts ahead. */
   async retryDead(id) {
     await this._checkedCall(lib.tq_retry_dead, integer('id', id, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER));
+  }
+
+  /** Deletes the steps of task `id` recorded after its step `name`, so
+   * that its next delivery runs them again ("retry from step `name`");
+   * resolves to how many. retryDead keeps every step: clear first. Rejects
+   * with InvalidArgumentError, changing nothing, for a task not in the
+   * queue, one a worker holds, or one without a step `name`. */
+  async clearStepsAfter(id, name) {
+    const taskId = integer('id', id, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
+    return Number(await this._read(lib.tq_clear_steps_after, taskId, stepName(name)));
   }
 
   /** Makes every dead task pending again; resolves to how many. */

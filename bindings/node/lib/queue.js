@@ -70,7 +70,7 @@ const {
 } = require('./options');
 const { QueueAdmin } = require('./admin');
 const { QueueSchedules } = require('./schedule');
-const { NO_IDS, State, Task, TaskSnapshot, adoptAll, adoptSnapshot, noTaskToWaitFor, readFields } = require('./task');
+const { NO_IDS, State, Task, TaskSnapshot, adoptAll, adoptSnapshot, noTaskToWaitFor, readFields, readSteps } = require('./task');
 const { WaitRequest, now, settle, startWaiting, stopWaiting } = require('./waiting');
 
 /** How many short C calls (everything but the waiting ones) one Queue runs
@@ -756,16 +756,17 @@ class Queue {
     if ((await this._checkedCall(lib.tq_get_task, id, out)) === EMPTY) {
       throw noTaskToWaitFor(this.#name, id);
     }
-    let fields, rawResult, rawProgress;
+    let fields, rawResult, rawProgress, steps;
     try {
       fields = readFields(out[0], false);
       rawResult = lib.tq_task_result(out[0]);
       rawProgress = lib.tq_task_progress(out[0]);
+      steps = readSteps(out[0]);
     } finally {
       lib.tq_task_free(out[0]);
     }
     if (fields.state >= State.DONE) {
-      return new TaskSnapshot(fields, rawResult, rawProgress);
+      return new TaskSnapshot(fields, rawResult, rawProgress, steps);
     }
     if (timeout === 0) {
       return null;

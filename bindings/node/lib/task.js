@@ -5,7 +5,7 @@
 
 const { lib, koffi } = require('./native');
 const errors = require('./errors');
-const { CANCELLED, EMPTY, INTERRUPTED, NOT_HELD, OK, asyncError } = require('./limits');
+const { CANCELLED, DUPLICATE, EMPTY, INTERRUPTED, NOT_HELD, OK, asyncError, checkAsync } = require('./limits');
 const { callOptions, checkSignal, jsonText, milliseconds, pullOptions, reasonText } = require('./options');
 
 /** Values for count, list and purge: a task's states. */
@@ -224,6 +224,47 @@ class Task extends TaskFields {
     }
   }
 
+  /** Runs step `name` of this task once across its deliveries: resolves to
+   * the output an earlier delivery recorded, without calling `fn`;
+   * otherwise awaits `fn()` and records what it returns (a Payload, taken
+   * as finish's result) with the task in one commit, then resolves to it,
+   * parsed. A rejection of `fn` records nothing: the step runs again at
+   * the next delivery. The first output recorded is kept. */
+  async step(name, fn) {
+    if (typeof fn !== 'function') {
+      throw new TypeError(`step ${JSON.stringify(name)} needs a function to run`);
+    }
+    const encodedName = stepName(name);
+    const recorded = await this.#stepOutput(encodedName);
+    if (recorded !== null) {
+      return JSON.parse(recorded);
+    }
+    const text = jsonText("step's output", await fn());
+    const status = await this.#settle(null, lib.tq_step_put, encodedName, text);
+    if (status === DUPLICATE) {
+      // Recorded meanwhile by another call: the first output stands.
+      return JSON.parse(await this.#stepOutput(encodedName));
+    }
+    return JSON.parse(text.subarray(0, -1).toString('utf8'));
+  }
+
+  /** The JSON text recorded for a step, or null. */
+  async #stepOutput(encodedName) {
+    const out = [null];
+    const status = checkAsync(
+      await this._using((ptr) => this.#queue._call(lib.tq_step_get, ptr, encodedName, out)),
+      'tq_step_get',
+    );
+    if (status === EMPTY) {
+      return null;
+    }
+    try {
+      return koffi.decode(out[0], 'char', -1);
+    } finally {
+      lib.tq_string_free(out[0]);
+    }
+  }
+
   /** Hands this delivery back: the task runs again `delay` milliseconds
    * from now (default 0), and this delivery does not count as an attempt. */
   async snooze(delay = 0) {
@@ -380,11 +421,19 @@ function endedError(id, how) {
 class TaskSnapshot extends TaskFields {
   #rawResult;
   #rawProgress;
+  #steps;
 
-  constructor(fields, rawResult = null, rawProgress = null) {
+  constructor(fields, rawResult = null, rawProgress = null, steps = NO_STEPS) {
     super(fields);
     this.#rawResult = rawResult;
     this.#rawProgress = rawProgress;
+    this.#steps = steps;
+  }
+
+  /** The steps its deliveries recorded (Task.step), in the order they were
+   * recorded, as Queue.task or Queue.wait read them; none in a list. */
+  get steps() {
+    return this.#steps;
   }
 
   /** The JSON text the task was finished with, exactly as given, or null. */
@@ -426,7 +475,42 @@ function adoptSnapshot(ptr) {
 
 /** A snapshot of the task at `ptr`, which stays the caller's. */
 function snapshotOf(ptr) {
-  return new TaskSnapshot(readFields(ptr, false), lib.tq_task_result(ptr), lib.tq_task_progress(ptr));
+  return new TaskSnapshot(readFields(ptr, false), lib.tq_task_result(ptr), lib.tq_task_progress(ptr), readSteps(ptr));
+}
+
+const NO_STEPS = Object.freeze([]);
+
+/** The steps a snapshot at `ptr` lists, each with its name, output (parsed
+ * and raw) and the Date it was recorded. */
+function readSteps(ptr) {
+  const count = Number(lib.tq_task_step_count(ptr));
+  if (count === 0) {
+    return NO_STEPS;
+  }
+  const steps = [];
+  for (let index = 0; index < count; index++) {
+    const rawOutput = lib.tq_task_step_output(ptr, index);
+    steps.push(
+      Object.freeze({
+        name: lib.tq_task_step_name(ptr, index),
+        output: JSON.parse(rawOutput),
+        rawOutput,
+        recordedAt: new Date(Number(lib.tq_task_step_recorded_at_unix_ms(ptr, index))),
+      }),
+    );
+  }
+  return Object.freeze(steps);
+}
+
+/** A step's name for the library: a string without NUL. */
+function stepName(name) {
+  if (typeof name !== 'string') {
+    throw new TypeError(`a step name must be a string, not ${typeof name}`);
+  }
+  if (name.includes('\0')) {
+    throw new errors.InvalidArgumentError('the step name contains a NUL byte');
+  }
+  return name;
 }
 
 module.exports = {
@@ -439,5 +523,7 @@ module.exports = {
   adoptSnapshot,
   noTaskToWaitFor,
   readFields,
+  readSteps,
   snapshotOf,
+  stepName,
 };

@@ -23,6 +23,10 @@ const DELIBERATE = new Map([
   ['tq_location_redacted 1', 'uint8_t *'],
   ['tq_finish_with_result 2', 'const uint8_t *'],
   ['tq_extend_with_progress 3', 'const uint8_t *'],
+  ['tq_step_put 3', 'const uint8_t *'],
+  // A string tq hands out, kept as an address for tq_string_free.
+  ['tq_step_get 3', 'void **'],
+  ['tq_string_free 0', 'void *'],
 ]);
 
 /** name -> { result, args } (C types as written) for every function of the header. */

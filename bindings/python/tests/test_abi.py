@@ -43,6 +43,9 @@ SCALARS = {
 DELIBERATE = {
     ("tq_task_payload", "result"): ctypes.c_void_p,
     ("tq_schedule_payload", "result"): ctypes.c_void_p,
+    # A string tq hands out, kept as a pointer for tq_string_free.
+    ("tq_step_get", 3): ctypes.POINTER(ctypes.c_void_p),
+    ("tq_string_free", 0): ctypes.c_void_p,
 }
 
 
@@ -105,7 +108,9 @@ def test_each_function_has_the_headers_types(name):
     result, arguments = FUNCTIONS[name]
     function = getattr(_native.lib, name)
     assert function.restype == DELIBERATE.get((name, "result"), ctypes_type(result))
-    assert function.argtypes == [ctypes_type(argument) for argument in arguments]
+    assert function.argtypes == [
+        DELIBERATE.get((name, index), ctypes_type(argument)) for index, argument in enumerate(arguments)
+    ]
 
 
 def test_every_error_status_has_its_exception():

@@ -46,7 +46,7 @@ from .admin import UNTIL_RESUMED
 from .options import Durability, Item
 from .queue import Pushed, Queue
 from .schedule import CatchUp, Schedule
-from .task import State, Task, TaskSnapshot
+from .task import State, Step, StepRecord, Task, TaskSnapshot
 from .watch import Cancel, CancellationWatch
 from . import sqlite
 from ._work import WorkStats
@@ -84,6 +84,8 @@ __all__ = [
     "Queue",
     "Schedule",
     "State",
+    "Step",
+    "StepRecord",
     "Task",
     "TaskSnapshot",
     "WorkStats",

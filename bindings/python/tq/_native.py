@@ -148,6 +148,10 @@ PROTOTYPES = {
     "tq_task_group": (c_char_p, [TASK_P]),
     "tq_task_parents": (POINTER(c_int64), [TASK_P, POINTER(c_size_t)]),
     "tq_task_waiting_for": (POINTER(c_int64), [TASK_P, POINTER(c_size_t)]),
+    "tq_task_step_count": (c_size_t, [TASK_P]),
+    "tq_task_step_name": (c_char_p, [TASK_P, c_size_t]),
+    "tq_task_step_output": (c_char_p, [TASK_P, c_size_t]),
+    "tq_task_step_recorded_at_unix_ms": (c_int64, [TASK_P, c_size_t]),
     "tq_task_free": (None, [TASK_P]),
     "tq_finish": (STATUS, [QUEUE_P, TASK_P]),
     "tq_finish_and_pull": (STATUS, [QUEUE_P, TASK_P, PULL_OPTIONS_P, POINTER(TASK_P)]),
@@ -164,6 +168,12 @@ PROTOTYPES = {
     "tq_wait_cancellation": (STATUS, [QUEUE_P, TASK_P, c_uint64, CANCEL_P]),
     "tq_wait_change": (STATUS, [QUEUE_P, c_uint64, c_uint64, CANCEL_P, POINTER(c_uint64)]),
     "tq_extend_with_progress": (STATUS, [QUEUE_P, TASK_P, c_uint64, c_char_p]),
+    "tq_step_put": (STATUS, [QUEUE_P, TASK_P, c_char_p, c_char_p]),
+    # The output is read through a void pointer: a c_char_p result would be
+    # copied into bytes, losing the pointer tq_string_free needs.
+    "tq_step_get": (STATUS, [QUEUE_P, TASK_P, c_char_p, POINTER(c_void_p)]),
+    "tq_string_free": (None, [c_void_p]),
+    "tq_clear_steps_after": (STATUS, [QUEUE_P, c_int64, c_char_p, POINTER(c_uint64)]),
     "tq_snooze": (STATUS, [QUEUE_P, TASK_P, c_uint64]),
     "tq_cancel_task": (STATUS, [QUEUE_P, c_int64, c_char_p, POINTER(c_int32)]),
     "tq_pause": (STATUS, [QUEUE_P, c_int64]),

@@ -12,7 +12,7 @@ from . import errors
 from ._limits import _INT64_MAX, _INT64_MIN, _OFF_MAIN_WAIT_SLICE, _SIZE_MAX, EMPTY, OK, WAIT_SLICE, _check
 from ._native import TASK_P, lib
 from .options import _c_string, _enum_value, _integer, _milliseconds, _reason, _seconds, _unix_ms
-from .task import State, TaskSnapshot
+from .task import State, TaskSnapshot, _step_name
 from .watch import Cancel
 
 #: What ``Queue.paused_until`` returns for a pause with no end, and what
@@ -288,6 +288,19 @@ class _Admin:
         task_id = _integer("task_id", task_id, _INT64_MIN, _INT64_MAX)
         with self._handle as queue:
             _check(lib.tq_retry_dead(queue, task_id))
+
+    def clear_steps_after(self, task_id: int, name: str) -> int:
+        """Deletes the steps of task ``task_id`` recorded after its step
+        ``name`` (``Task.step``), so that its next delivery runs them again,
+        and returns how many: "retry from step ``name``". ``retry_dead``
+        keeps every step, so clear first. Raises ``InvalidArgumentError``,
+        changing nothing, when this queue has no such task, a worker holds
+        it, or it has no step ``name``."""
+        task_id = _integer("task_id", task_id, _INT64_MIN, _INT64_MAX)
+        out = c_uint64()
+        with self._handle as queue:
+            _check(lib.tq_clear_steps_after(queue, task_id, _step_name(name), byref(out)))
+        return out.value
 
     def retry_all_dead(self) -> int:
         """Makes every dead task of this queue pending again, as

@@ -7,11 +7,11 @@ import datetime
 import enum
 import json
 import threading
-from ctypes import byref, c_size_t
-from typing import TYPE_CHECKING
+from ctypes import byref, c_size_t, c_void_p
+from typing import TYPE_CHECKING, NamedTuple
 
 from . import errors
-from ._limits import OK, _check
+from ._limits import EMPTY, OK, _check
 from ._native import TASK_P, lib
 from .options import _PULL_OPTIONS, _json_text, _milliseconds, _reason, _seconds
 from .watch import Cancel, CancellationWatch
@@ -284,6 +284,56 @@ class Task(_TaskFields):
         text = _json_text("progress", progress)
         self._settle(lambda queue, ptr: lib.tq_extend_with_progress(queue, ptr, lease_ms, text), None)
 
+    def step(self, name: str, fn=None):
+        """Runs step ``name`` of this task once across its deliveries.
+
+        ``task.step("charge", fn)`` returns the output an earlier delivery
+        recorded, without calling ``fn``; otherwise calls ``fn()`` and
+        records what it returns (taken as ``finish`` takes a ``result``: a
+        ``str`` or ``bytes`` is JSON text) with the task in one commit
+        before returning it, parsed. An exception from ``fn`` records
+        nothing: the step runs again next time.
+
+        ``with task.step("charge") as step:`` does the same around a block:
+        ``step.done`` says whether an earlier delivery recorded it (then
+        ``step.output`` is its output: skip the work); otherwise set
+        ``step.output``, recorded when the block ends without an exception.
+
+        The first output recorded is kept: a second one is not stored.
+        Raises ``NotHeldError`` when the delivery is no longer current (and
+        records nothing), ``InvalidJSONError`` for an output that is not
+        JSON, and as ``finish`` does."""
+        if fn is None:
+            return Step(self, name)
+        recorded = self._step_get(name)
+        if recorded is not None:
+            return json.loads(recorded)
+        text = _json_text("step's output", fn())
+        if not self._step_put(name, text):
+            text = self._step_get(name)
+        return json.loads(text)
+
+    def _step_get(self, name: str) -> "bytes | None":
+        """The JSON text recorded for step ``name``, or None."""
+        encoded = _step_name(name)
+        out = c_void_p()
+        with self._lock:
+            ptr = self._live()
+            with self._queue._handle as queue:
+                status = _check(lib.tq_step_get(queue, ptr, encoded, byref(out)))
+        if status == EMPTY:
+            return None
+        try:
+            return ctypes.string_at(out.value)
+        finally:
+            lib.tq_string_free(out)
+
+    def _step_put(self, name: str, text: bytes) -> bool:
+        """Records step ``name``: False when it was already recorded."""
+        encoded = _step_name(name)
+        status = self._settle(lambda queue, ptr: lib.tq_step_put(queue, ptr, encoded, text), None)
+        return status == OK
+
     def snooze(self, delay=0) -> None:
         """Hands this delivery back: the task runs again ``delay`` seconds (or
         a ``timedelta``) from now, and this delivery does not count as an
@@ -412,6 +462,73 @@ class Task(_TaskFields):
         self._ended = (cls, message)
 
 
+class Step:
+    """A step of a held task run as a block (``with task.step(name) as
+    step:``): ``done`` and ``output`` as recorded when the block began; an
+    ``output`` set in a block not yet done is recorded when the block ends
+    without an exception."""
+
+    __slots__ = ("_task", "name", "done", "output")
+
+    def __init__(self, task: "Task", name: str):
+        self._task = task
+        self.name = name
+        self.done = False
+        self.output = None
+
+    def __enter__(self) -> "Step":
+        recorded = self._task._step_get(self.name)
+        self.done = recorded is not None
+        self.output = None if recorded is None else json.loads(recorded)
+        return self
+
+    def __exit__(self, exc_type, exc, traceback) -> bool:
+        if exc_type is None and not self.done:
+            text = _json_text("step's output", self.output)
+            if not self._task._step_put(self.name, text):
+                text = self._task._step_get(self.name)
+            self.done = True
+            self.output = json.loads(text)
+        return False
+
+
+class StepRecord(NamedTuple):
+    """A step as a snapshot lists it: its name, its output parsed from
+    JSON, its ``raw_output`` exactly as recorded, and when it was recorded
+    (an aware ``datetime`` in UTC)."""
+
+    name: str
+    output: object
+    raw_output: bytes
+    recorded_at: datetime.datetime
+
+
+def _step_name(name: str) -> bytes:
+    """A step's name for a NUL-terminated C string."""
+    if not isinstance(name, str):
+        raise TypeError(f"a step name must be a str, not {type(name).__name__}")
+    if "\0" in name:
+        raise errors.InvalidArgumentError("the step name contains a NUL byte")
+    return name.encode("utf-8", "surrogatepass")
+
+
+def _read_steps(ptr) -> tuple:
+    """The steps a snapshot lists, in the order they were recorded."""
+    steps = []
+    for index in range(lib.tq_task_step_count(ptr)):
+        raw = lib.tq_task_step_output(ptr, index)
+        at = lib.tq_task_step_recorded_at_unix_ms(ptr, index)
+        steps.append(
+            StepRecord(
+                lib.tq_task_step_name(ptr, index).decode("utf-8", "replace"),
+                json.loads(raw),
+                raw,
+                datetime.datetime.fromtimestamp(at / 1000, datetime.timezone.utc),
+            )
+        )
+    return tuple(steps)
+
+
 class TaskSnapshot(_TaskFields):
     """A task as ``Queue.list``, ``Queue.task`` or ``Queue.wait`` read it:
     the same read-only fields as a ``Task`` (``id``, ``attempts``,
@@ -420,7 +537,7 @@ class TaskSnapshot(_TaskFields):
     out of the library. A snapshot is not held: it cannot be finished or
     failed."""
 
-    __slots__ = ("_raw_result", "_raw_progress", "_result", "_progress")
+    __slots__ = ("_raw_result", "_raw_progress", "_result", "_progress", "_steps")
 
     def __init__(self, ptr):
         """Copies the task at ``ptr``, which stays the caller's; not for
@@ -430,6 +547,7 @@ class TaskSnapshot(_TaskFields):
         self._raw_result = lib.tq_task_result(ptr)
         self._raw_progress = lib.tq_task_progress(ptr)
         self._result = self._progress = _NOT_PARSED
+        self._steps = _read_steps(ptr)
 
     @staticmethod
     def _adopt(ptr) -> "TaskSnapshot":
@@ -466,6 +584,13 @@ class TaskSnapshot(_TaskFields):
         if self._progress is _NOT_PARSED:
             self._progress = None if self._raw_progress is None else json.loads(self._raw_progress)
         return self._progress
+
+    @property
+    def steps(self) -> "tuple[StepRecord, ...]":
+        """The steps its deliveries recorded (``Task.step``), in the order
+        they were recorded, as ``Queue.task`` or ``Queue.wait`` read them;
+        empty in a ``Queue.list`` page."""
+        return self._steps
 
     def __repr__(self) -> str:
         return (

@@ -549,6 +549,19 @@ fn task_content(app: &App, queue: &str, task: &TaskInfo, lease: Option<&Lease>) 
             h2 { "Progress" }
             pre.progress { code { (pretty(progress)) } }
         }
+        @if !task.steps().is_empty() {
+            h2 { "Steps" }
+            ol.steps {
+                @for step in task.steps() {
+                    li {
+                        span.step-name { (step.name()) }
+                        " "
+                        span.step-recorded { (rfc3339(step.recorded_at_unix_ms())) " (" (relative_time(step.recorded_at_unix_ms())) ")" }
+                        pre.step-output { code { (pretty(step.output())) } }
+                    }
+                }
+            }
+        }
         @if let Some(result) = task.result() {
             h2 { "Result" }
             pre.result { code { (pretty(result)) } }
