@@ -7,7 +7,7 @@
 
 use postgres::Client;
 
-use super::sql_functions;
+use super::{sql_functions, steps};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{
@@ -260,8 +260,8 @@ const MIGRATIONS: &[&str] = &[
     // taking them (`sql_functions.rs`).
     sql_functions::MERGE_PENDING,
     // 14: SQLite's version 15, step checkpoints, and the SQL function
-    // step that records one (`sql_functions.rs`).
-    sql_functions::STEPS,
+    // step that records one (`steps.rs`).
+    steps::STEPS,
 ];
 
 /// The schema version this library writes.

@@ -1,6 +1,7 @@
 //! Step checkpoints: recording a held task's step, reading one back, the
 //! steps of a task, and clearing those after a named one, as SQLite's
-//! `steps.rs` does.
+//! `steps.rs` does; and the migration that created their table and the SQL
+//! function `step` ([`STEPS`]).
 
 use super::pool::Conn;
 use super::PostgresStore;
@@ -99,3 +100,54 @@ impl PostgresStore {
         })
     }
 }
+
+/// 14: step checkpoints (SQLite's version 15): the table of steps, seq
+/// being the order of recording, whose foreign key removes a task's steps
+/// with it, whichever statement deletes the task; and the SQL function
+/// `step(id, token, name, output)`, which records a step of a held task
+/// in the application's own transaction as `steps.rs` does (true once
+/// stored, false when already recorded: the first output is kept), so that
+/// a step writing to the application's tables runs once. Errors: SQLSTATE
+/// 22023 for a bad name or an output too long, 22P02 for an output that is
+/// not JSON, 55000 for a receipt not held.
+pub(super) const STEPS: &str = "CREATE TABLE @.steps (
+        seq         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        task        bigint NOT NULL REFERENCES @.tasks (id) ON DELETE CASCADE,
+        name        text   NOT NULL,
+        output      text   NOT NULL,
+        recorded_at bigint NOT NULL,
+        UNIQUE (task, name)
+    );
+    CREATE FUNCTION @.step(id bigint, token bigint, name text, output text)
+    RETURNS boolean LANGUAGE plpgsql AS $$
+    #variable_conflict use_column
+    DECLARE
+        why text;
+    BEGIN
+        IF octet_length(step.name) IS NULL OR octet_length(step.name) NOT BETWEEN 1 AND MAX_STEP_NAME_LEN THEN
+            RAISE EXCEPTION 'a step name must be 1 to MAX_STEP_NAME_LEN bytes long, got % bytes',
+                coalesce(octet_length(step.name), 0) USING ERRCODE = '22023';
+        END IF;
+        IF octet_length(step.output) > MAX_PAYLOAD_LEN THEN
+            RAISE EXCEPTION 'the step''s output is % bytes; this queue''s limit is %',
+                octet_length(step.output), MAX_PAYLOAD_LEN USING ERRCODE = '22023';
+        END IF;
+        BEGIN
+            PERFORM coalesce(step.output, '')::json;
+        EXCEPTION WHEN invalid_text_representation THEN
+            GET STACKED DIAGNOSTICS why = PG_EXCEPTION_DETAIL;
+            RAISE EXCEPTION 'the step''s output is not JSON: %: %', SQLERRM, why USING ERRCODE = '22P02';
+        END;
+        PERFORM 1 FROM @.tasks WHERE id = step.id AND state = 1 AND lease_token = step.token
+            FOR SHARE;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'task % is not held by this delivery: it was already finished or '
+                'failed, or its lease was recovered or taken by another worker', step.id
+                USING ERRCODE = '55000';
+        END IF;
+        INSERT INTO @.steps (task, name, output, recorded_at)
+        VALUES (step.id, step.name, step.output,
+                floor(extract(epoch FROM statement_timestamp()) * 1000)::int8)
+        ON CONFLICT (task, name) DO NOTHING;
+        RETURN FOUND;
+    END $$;";
