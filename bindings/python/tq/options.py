@@ -49,7 +49,8 @@ def _enum_value(kind, value):
 
 def _integer(name: str, value, low: int, high: int) -> int:
     """An integer argument within the C type's range [low, high]."""
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+    # An int is checked first: the ABC's isinstance costs a microsecond.
+    if type(value) is not int and (not isinstance(value, numbers.Integral) or isinstance(value, bool)):
         raise TypeError(f"{name} must be an integer, not {type(value).__name__}")
     value = int(value)
     if not low <= value <= high:

@@ -698,13 +698,11 @@ class Queue(_Admin, _Schedules):
         """``finish_and_pull_many`` with its options built, for ``caller``:
         ``n`` 0 only finishes."""
         tasks = [*tasks]
-        distinct = {}
         for task in tasks:
             if not isinstance(task, Task):
                 raise TypeError(f"{caller} takes tq.Task objects, not {type(task).__name__}")
-            distinct[id(task)] = task
         # Each task's lock, taken in one order so that two calls cannot deadlock.
-        ordered = [distinct[key] for key in sorted(distinct)]
+        ordered = tasks if len(tasks) < 2 else [*{id(task): task for task in sorted(tasks, key=id)}.values()]
         locked = 0
         claimed = []
         try:
