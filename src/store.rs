@@ -172,6 +172,15 @@ impl NewTask {
     }
 }
 
+#[cfg(test)]
+impl NewTask {
+    /// A task pushed at 0 with the default options, ready at once: the
+    /// task of unit tests, which change what they test.
+    pub(crate) fn ready(payload: &str) -> NewTask {
+        NewTask::new(payload, &PushOptions::default(), 0, 3)
+    }
+}
+
 /// The weight of a fairness key none was set for.
 pub(crate) const DEFAULT_FAIR_WEIGHT: f64 = 1.0;
 

@@ -318,21 +318,7 @@ mod tests {
         let store = SqliteStore::open(path.to_str().unwrap(), &OpenOptions::new()).unwrap();
         let task = |queue: &str| Op::Push {
             queue: queue.to_owned(),
-            tasks: vec![NewTask {
-                payload: "1".to_owned(),
-                run_at: 0,
-                delay: Some(0),
-                priority: 0,
-                max_attempts: 3,
-                unique: None,
-                after: Vec::new(),
-                run_anyway: false,
-                group: None,
-                expiry: None,
-                deadline: None,
-                merge: Default::default(),
-                fair_key: None,
-            }],
+            tasks: vec![NewTask::ready("1")],
             now: 1,
         };
         let (pushed, _) = store

@@ -513,19 +513,8 @@ mod tests {
     /// A task ready at once, with a unique key if given.
     fn task(payload: &str, unique_key: Option<&str>) -> NewTask {
         NewTask {
-            payload: payload.to_owned(),
-            run_at: 0,
-            delay: Some(0),
-            priority: 0,
-            max_attempts: 3,
             unique: unique_key.map(|key| (key.to_owned(), 0)),
-            after: Vec::new(),
-            run_anyway: false,
-            group: None,
-            expiry: None,
-            deadline: None,
-            merge: Default::default(),
-            fair_key: None,
+            ..NewTask::ready(payload)
         }
     }
 

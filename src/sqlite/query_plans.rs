@@ -88,19 +88,8 @@ fn claiming_stays_an_index_lookup_with_a_thousand_groups_of_a_hundred() {
     super::schema::migrate(&conn).unwrap();
     let tx = conn.transaction().unwrap();
     let grouped = |group: usize| NewTask {
-        payload: "1".to_owned(),
-        run_at: 0,
-        delay: Some(0),
-        priority: 0,
-        max_attempts: 3,
-        unique: None,
-        after: Vec::new(),
-        run_anyway: false,
         group: Some((format!("g{group}"), 1)),
-        expiry: None,
-        deadline: None,
-        merge: Default::default(),
-        fair_key: None,
+        ..NewTask::ready("1")
     };
     for _ in 0..100 {
         for group in 0..1000 {
@@ -290,19 +279,8 @@ fn a_fair_claim_stays_index_lookups_with_ten_thousand_keys() {
     super::schema::migrate(&conn).unwrap();
     let tx = conn.transaction().unwrap();
     let keyed = |key: String| NewTask {
-        payload: "1".to_owned(),
-        run_at: 0,
-        delay: Some(0),
-        priority: 0,
-        max_attempts: 3,
-        unique: None,
-        after: Vec::new(),
-        run_anyway: false,
-        group: None,
-        expiry: None,
-        deadline: None,
-        merge: Default::default(),
         fair_key: Some(key),
+        ..NewTask::ready("1")
     };
     // Ten thousand keys of ten ready tasks, and one of ten thousand.
     for _ in 0..10 {
