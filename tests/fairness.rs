@@ -264,6 +264,15 @@ fn a_key_whose_tasks_are_delayed_or_leased_gives_its_turns_away(scratch: Scratch
     // Delivered, failed, delivered, snoozed (its attempt given back),
     // delivered, failed, delivered with its lease expired, and delivered.
     assert_eq!(again.attempts(), 4);
+    // Its lease expired again and taken back by a recovery, not a claim:
+    // B is back in line all the same.
+    queue.fail(again.receipt(), "again").unwrap();
+    let b = pull_key_with(&queue, "B", 2, &lease(50));
+    assert_eq!(deliveries(&queue, 2, 1), ["A"; 2], "B has no ready task");
+    thread::sleep(Duration::from_millis(80));
+    // (An A task delivered on the way, under the same lease, may expire too.)
+    assert!(queue.recover().unwrap() >= 1);
+    assert_eq!(pull_key(&queue, "B", 2).id(), b.id());
 }
 
 /// The task of `key` among the next `within` single deliveries.

@@ -14,7 +14,7 @@
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::claim::{take_one, ANY_EXPIRED};
-use super::finish::{release_waiting, Ended};
+use super::recover::take_back_leases;
 use crate::error::Result;
 use crate::store::{fair_pass_after, DEFAULT_FAIR_WEIGHT, NO_FAIR_KEY};
 use crate::task::Task;
@@ -101,16 +101,6 @@ pub(super) const KEY_PENDING: &str = "SELECT 1 FROM tq_tasks
 
 /// Sets the pass of key `?2` of queue `?1` to `?3`.
 const SET_PASS: &str = "UPDATE tq_fair_keys SET pass = ?3 WHERE queue = ?1 AND fair_key = ?2";
-
-/// Takes back the leases of queue `?1` expired by `?2`, as `recover` does:
-/// ready again, or dead when that was the last attempt.
-const TAKE_BACK_EXPIRED: &str = "UPDATE tq_tasks
-    SET state = CASE WHEN attempts >= max_attempts THEN 3 ELSE 0 END,
-        finished_at = CASE WHEN attempts >= max_attempts THEN ?2 END,
-        last_error = 'the lease of delivery ' || attempts || ' expired before it finished',
-        lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
-    WHERE queue = ?1 AND state = 1 AND lease_expires_at <= ?2
-    RETURNING id, state, fair_key";
 
 /// Whether `queue` is fair ([`IS_FAIR`]).
 pub(super) fn is_fair(conn: &Connection, queue: &str) -> Result<bool> {
@@ -219,19 +209,7 @@ pub(super) fn take_back_expired(
     if any_expired.is_none() {
         return Ok(());
     }
-    let taken: Vec<(i64, i64, Option<String>)> = conn
-        .prepare_cached(TAKE_BACK_EXPIRED)?
-        .query_map(params![queue, now], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
-        })?
-        .collect::<rusqlite::Result<_>>()?;
-    for (id, state, key) in taken {
-        if state == 0 {
-            activate(conn, queue, key.as_deref().unwrap_or(NO_FAIR_KEY))?;
-        } else {
-            release_waiting(conn, id, Ended::Dead, now, keep_history)?;
-        }
-    }
+    take_back_leases(conn, queue, "[]", now, keep_history)?;
     Ok(())
 }
 

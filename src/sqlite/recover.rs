@@ -22,10 +22,7 @@ pub(super) fn recover(
 ) -> Result<u64> {
     let dead = dead_holders(conn, observer)?;
     let dead_json = serde_json::to_string(&dead).expect("a list of integers serializes");
-    let recovered = recover_leases(conn, queue, &dead_json, now, keep_history)?;
-    if recovered > 0 {
-        fair::activate_pending_keys(conn, queue)?;
-    }
+    let recovered = take_back_leases(conn, queue, &dead_json, now, keep_history)?;
     end_abandoned_cancels(conn, queue, &dead_json, now, keep_history)?;
     forget_dead_holders(conn, &dead_json)?;
     Ok(recovered)
@@ -58,16 +55,18 @@ fn dead_holders(conn: &Connection, observer: &ProcessId) -> Result<Vec<i64>> {
 
 /// Takes back, in `queue`, the leases expired by `now` or held by a dead
 /// holder (`dead_json`, a JSON list of holder ids): a task with attempts
-/// left is ready again, one without ends dead and releases the tasks
-/// waiting for it. Returns how many were taken back.
-fn recover_leases(
+/// left is ready again and its fairness key, if it has one, active; one
+/// without ends dead and releases the tasks waiting for it. Returns how
+/// many were taken back. The claims of fair queues take back expired
+/// leases with it too, so that a task ready again rejoins its key's line.
+pub(super) fn take_back_leases(
     conn: &Connection,
     queue: &str,
     dead_json: &str,
     now: i64,
     keep_history: bool,
 ) -> Result<u64> {
-    let recovered: Vec<(i64, i64)> = conn
+    let recovered: Vec<(i64, i64, Option<String>)> = conn
         .prepare_cached(
             "UPDATE tq_tasks
                      SET state = CASE WHEN attempts >= max_attempts THEN 3 ELSE 0 END,
@@ -81,15 +80,17 @@ fn recover_leases(
                      WHERE queue = ?3 AND state = 1
                        AND (lease_expires_at <= ?1
                             OR holder_id IN (SELECT value FROM json_each(?2)))
-                     RETURNING id, state",
+                     RETURNING id, state, fair_key",
         )?
         .query_map(params![now, dead_json, queue], |row| {
-            Ok((row.get(0)?, row.get(1)?))
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
         })?
         .collect::<rusqlite::Result<_>>()?;
-    for &(id, state) in &recovered {
-        if state == DEAD {
-            release_waiting(conn, id, Ended::Dead, now, keep_history)?;
+    for (id, state, fair_key) in &recovered {
+        if *state == DEAD {
+            release_waiting(conn, *id, Ended::Dead, now, keep_history)?;
+        } else if let Some(key) = fair_key {
+            fair::activate(conn, queue, key)?;
         }
     }
     Ok(recovered.len() as u64)
