@@ -352,36 +352,16 @@ fn bad_fairness_input_is_refused_and_changes_nothing(scratch: Scratch) {
     assert!(PushOptions::from_json(r#"{"fair_key": 7}"#).is_err());
 }
 
-fn postgres_refuses_fairness_keys_and_stores_nothing(scratch: Scratch) {
-    let queue = scratch.open();
-    let err = queue.push("1", &keyed("A")).unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
-    assert!(err.message().contains("PostgreSQL"), "{}", err.message());
-    assert_eq!(queue.count(TaskState::Pending).unwrap(), 0);
-    assert_eq!(
-        queue.set_fair_weight("A", 2.0).unwrap_err().kind(),
-        ErrorKind::InvalidArgument
-    );
-}
-
-on_backends! {
-    tests: [
-        every_key_gets_its_share_of_every_window_while_it_has_ready_tasks,
-        weights_share_deliveries_in_proportion,
-        an_idle_key_gives_its_share_to_the_others_and_banks_nothing,
-        a_key_whose_tasks_were_delayed_banks_nothing_meanwhile,
-        priority_orders_the_tasks_inside_a_key_but_not_between_keys,
-        a_batch_claim_delivers_what_single_claims_would,
-        tasks_without_a_key_share_the_empty_key,
-        a_key_whose_tasks_are_delayed_or_leased_gives_its_turns_away,
-        ordered_groups_pause_and_limits_hold_in_a_fair_queue,
-        a_claim_ends_tasks_past_their_deadline_and_delivers_within,
-        bad_fairness_input_is_refused_and_changes_nothing
-    ],
-    backends: [sqlite: sqlite],
-}
-
-on_backends! {
-    tests: [postgres_refuses_fairness_keys_and_stores_nothing],
-    backends: [postgres: postgres],
+on_both_backends! {
+    every_key_gets_its_share_of_every_window_while_it_has_ready_tasks,
+    weights_share_deliveries_in_proportion,
+    an_idle_key_gives_its_share_to_the_others_and_banks_nothing,
+    a_key_whose_tasks_were_delayed_banks_nothing_meanwhile,
+    priority_orders_the_tasks_inside_a_key_but_not_between_keys,
+    a_batch_claim_delivers_what_single_claims_would,
+    tasks_without_a_key_share_the_empty_key,
+    a_key_whose_tasks_are_delayed_or_leased_gives_its_turns_away,
+    ordered_groups_pause_and_limits_hold_in_a_fair_queue,
+    a_claim_ends_tasks_past_their_deadline_and_delivers_within,
+    bad_fairness_input_is_refused_and_changes_nothing,
 }
