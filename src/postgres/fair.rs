@@ -139,11 +139,14 @@ const SET_TASK_KEYS: &str = "UPDATE @.tasks t SET fair_key = coalesce(u.key, $4)
     WHERE t.id = u.id AND EXISTS (SELECT 1 FROM @.fair_queues WHERE queue = $3)";
 
 /// The turn of fair queue `$1`: the first key in line that has a task a
-/// claim can take, locked (skipping keys other claims hold), with its pass,
-/// the line's start and its weight. The keys before it with no task left
-/// but the empty key leave the line (skipping locked ones: a push holds the
-/// keys it adds to). Through `fair_keys_line`, stopping at the first key
-/// with a candidate.
+/// claim can take, locked (skipping keys other claims hold), with its pass
+/// and its weight (`$2` unless one was set). The keys before it in line,
+/// with no task to take, forfeit the turn, skipping those locked: those
+/// with a task not yet ended (and the empty key) move up to its pass, the
+/// others leave the line (a push holds the keys it adds to, so none it
+/// adds a task to leaves). Through `fair_keys_line`, stopping at the first
+/// key with a candidate. A key skipped because another claim holds it
+/// keeps its pass: it is served once free.
 pub(super) const PICK_TURN: &str = concat!(
     "WITH pick AS (
         SELECT k.fair_key, k.pass FROM @.fair_keys k
@@ -151,30 +154,40 @@ pub(super) const PICK_TURN: &str = concat!(
     has_candidate!(),
     "
         ORDER BY k.pass, k.fair_key LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED),
-    idle AS (
-        SELECT k.fair_key FROM @.fair_keys k
-        WHERE k.queue = $1 AND k.fair_key <> ''
+    passed AS (
+        SELECT k.fair_key, k.fair_key = '' OR ",
+    has_task!(),
+    " AS stays
+        FROM @.fair_keys k
+        WHERE k.queue = $1
           AND (NOT EXISTS (SELECT 1 FROM pick)
                OR (k.pass, k.fair_key) < ((SELECT pass FROM pick), (SELECT fair_key FROM pick)))
           AND NOT ",
-    has_task!(),
+    has_candidate!(),
     "
         FOR UPDATE SKIP LOCKED),
     gone AS (
         DELETE FROM @.fair_keys d WHERE d.queue = $1
-          AND d.fair_key = ANY (ARRAY(SELECT fair_key FROM idle)))
-    SELECT p.fair_key, p.pass, ",
-    line_start!(),
-    ",
+          AND d.fair_key = ANY (ARRAY(SELECT fair_key FROM passed WHERE NOT stays))),
+    forfeited AS (
+        UPDATE @.fair_keys f SET pass = (SELECT pass FROM pick) WHERE f.queue = $1
+          AND f.fair_key = ANY (ARRAY(SELECT fair_key FROM passed WHERE stays))
+          AND EXISTS (SELECT 1 FROM pick))
+    SELECT p.fair_key, p.pass,
            coalesce((SELECT weight FROM @.fair_weights w
                      WHERE w.queue = $1 AND w.fair_key = p.fair_key), $2::float8)
     FROM pick p"
 );
 
-/// Moves key `$2` of queue `$1` on after its turn: started at `$3`, next
-/// at `$4`.
-const END_TURN: &str = "UPDATE @.fair_keys SET turn_start = $3, pass = $4
-    WHERE queue = $1 AND fair_key = $2";
+/// The part of the claim of a key's turn ([`CLAIM`] narrowed to key `$9`)
+/// that moves the key on when it took a task: its turn started at `$10`,
+/// its next starts at `$11`. In the claim's statement, so that the key is
+/// held no longer than it takes.
+const END_TURN: &str = ",
+    turned AS (
+        UPDATE @.fair_keys SET turn_start = $10, pass = $11
+        WHERE queue = $1 AND fair_key = $9 AND EXISTS (SELECT 1 FROM taken))
+    SELECT id, lease_token";
 
 /// Puts back in line the keys of queue `$1` with ready tasks that left it
 /// (dead tasks retried), starting at the line.
@@ -194,6 +207,15 @@ const SET_WEIGHT: &str = "INSERT INTO @.fair_weights (queue, fair_key, weight) V
 
 /// The weight set for key `$2` of queue `$1`, if one was.
 const WEIGHT: &str = "SELECT weight FROM @.fair_weights WHERE queue = $1 AND fair_key = $2";
+
+/// [`CLAIM`] with its candidates (ready, expired, due) narrowed to key
+/// `$9`, moving the key on when it takes a task ([`END_TURN`]).
+pub(super) fn claim_of_turn() -> String {
+    let sql = claim_narrowed("fair_key = $9");
+    let end = "\n    SELECT id, lease_token";
+    assert!(sql.contains(end), "CLAIM has no final SELECT");
+    sql.replacen(end, END_TURN, 1)
+}
 
 /// [`CLAIM`] with its candidates (ready, expired, due) narrowed by
 /// `filter`, a condition on a task's `fair_key`.
@@ -248,7 +270,6 @@ impl Round {
 struct Turn {
     key: String,
     pass: f64,
-    line: f64,
     weight: f64,
 }
 
@@ -352,14 +373,20 @@ impl PostgresStore {
     ) -> Result<(Vec<Task>, bool)> {
         let mut tasks = Vec::new();
         while tasks.len() < max {
-            let turn = run(&self.sql(PICK_TURN), &[&self.queue, &DEFAULT_FAIR_WEIGHT])?;
+            let pick = [&self.queue as &(dyn postgres::types::ToSql + Sync), &DEFAULT_FAIR_WEIGHT];
+            let mut turn = run(&self.sql(PICK_TURN), &pick)?;
+            if turn.is_empty() && tasks.is_empty() {
+                // Every key with a task to take may be held by other
+                // claims: wait for the first, holding no key (no cycle).
+                let waiting = PICK_TURN.replacen("UPDATE SKIP LOCKED", "UPDATE", 1);
+                turn = run(&self.sql(&waiting), &pick)?;
+            }
             let round = match turn.first() {
                 Some(row) => {
                     let turn = Turn {
                         key: row.try_get(0)?,
                         pass: row.try_get(1)?,
-                        line: row.try_get(2)?,
-                        weight: row.try_get(3)?,
+                        weight: row.try_get(2)?,
                     };
                     self.take_turn(run, &turn, lease_holder, bounds)?
                 }
@@ -401,8 +428,7 @@ impl PostgresStore {
     }
 
     /// Takes key `turn`'s best task, and moves its pass on one stride
-    /// from where its turn started: its pass, or the line when it fell
-    /// behind ([`fair_pass_after`]).
+    /// ([`fair_pass_after`]). One statement.
     fn take_turn(
         &self,
         run: &mut impl FnMut(&str, Params<'_>) -> Result<Vec<Row>>,
@@ -410,10 +436,11 @@ impl PostgresStore {
         (lease, holder): (i64, i32),
         (bounded, count_leases): (bool, bool),
     ) -> Result<Round> {
-        let keyed = self.sql(&claim_narrowed("fair_key = $9"));
         let one = 1i64;
-        let round = Round::from_rows(&run(
-            &keyed,
+        let start = turn.pass;
+        let next = fair_pass_after(start, turn.weight);
+        Round::from_rows(&run(
+            &self.sql(&claim_of_turn()),
             &[
                 &self.queue,
                 &one,
@@ -424,16 +451,9 @@ impl PostgresStore {
                 &self.keep_history,
                 &true,
                 &turn.key,
+                &start,
+                &next,
             ],
-        )?)?;
-        if !round.tasks.is_empty() {
-            let start = turn.pass.max(turn.line);
-            let next = fair_pass_after(start, turn.weight);
-            run(
-                &self.sql(END_TURN),
-                &[&self.queue, &turn.key, &start, &next],
-            )?;
-        }
-        Ok(round)
+        )?)
     }
 }
