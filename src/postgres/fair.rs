@@ -160,8 +160,8 @@ pub(super) const PICK_TURN: &str = concat!(
     " AS stays
         FROM @.fair_keys k
         WHERE k.queue = $1
-          AND (NOT EXISTS (SELECT 1 FROM pick)
-               OR (k.pass, k.fair_key) < ((SELECT pass FROM pick), (SELECT fair_key FROM pick)))
+          AND (k.pass, k.fair_key) < (coalesce((SELECT pass FROM pick), 'Infinity'),
+                                      coalesce((SELECT fair_key FROM pick), ''))
           AND NOT ",
     has_candidate!(),
     "
@@ -455,5 +455,84 @@ impl PostgresStore {
                 &next,
             ],
         )?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_server::{fresh_store, server};
+    use super::*;
+    use crate::store::Store;
+
+    /// `sql` with its parameters `$1`... replaced by `values`, the last
+    /// first (so that `$1` does not match inside `$10`).
+    fn with_values(sql: &str, values: &[&str]) -> String {
+        let mut sql = sql.to_owned();
+        for (n, value) in values.iter().enumerate().rev() {
+            sql = sql.replace(&format!("${}", n + 1), value);
+        }
+        sql
+    }
+
+    #[test]
+    fn a_fair_claim_stays_index_lookups_with_ten_thousand_keys() {
+        let Some(url) = server("a_fair_claim_stays_index_lookups_with_ten_thousand_keys") else {
+            return;
+        };
+        let schema = format!("unit_fair_{}", std::process::id());
+        let store = fresh_store(&url, &schema, "default");
+        store.set_fair_weight("k7", 2.0).unwrap();
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        // 10,000 keys of 10 ready tasks, and 1,000 keys whose tasks are done.
+        client
+            .batch_execute(&format!(
+                "INSERT INTO \"{schema}\".tasks
+                     (queue, state, payload, created_at, run_at, max_attempts, fair_key)
+                 SELECT 'default', CASE WHEN i > 100000 THEN 2 ELSE 0 END, '1', 0, i, 3,
+                        'k' || (i % 11000)
+                 FROM generate_series(1, 110000) AS i;
+                 INSERT INTO \"{schema}\".fair_keys (queue, fair_key, pass, turn_start)
+                 SELECT 'default', 'k' || i, i, 0 FROM generate_series(0, 10999) AS i
+                 ON CONFLICT DO NOTHING;
+                 ANALYZE \"{schema}\".tasks;
+                 ANALYZE \"{schema}\".fair_keys"
+            ))
+            .unwrap();
+        let explain = |client: &mut postgres::Client, sql: &str| -> String {
+            let plan: Vec<String> = client
+                .query(&format!("EXPLAIN {sql}"), &[])
+                .unwrap()
+                .iter()
+                .map(|row| row.get(0))
+                .collect();
+            plan.join("\n")
+        };
+        let pick = with_values(&store.sql(PICK_TURN), &["'default'", "1"]);
+        let plan = explain(&mut client, &pick);
+        assert!(!plan.contains("Seq Scan"), "{plan}");
+        assert!(plan.contains("fair_keys_line"), "{plan}");
+        assert!(plan.contains("tasks_fair_ready"), "{plan}");
+        let claim = with_values(
+            &store.sql(&claim_of_turn()),
+            &[
+                "'default'", "1", "1000", "1", "false", "false", "false", "true", "'k5'", "5",
+                "6",
+            ],
+        );
+        let plan = explain(&mut client, &claim);
+        assert!(!plan.contains("Seq Scan"), "{plan}");
+        assert!(plan.contains("tasks_fair_ready"), "{plan}");
+        // A claim through them takes the turns of the first keys in line.
+        let first: Vec<String> = store
+            .claim(3, 0, 1000)
+            .unwrap()
+            .iter()
+            .map(|task| task.payload().to_owned())
+            .collect();
+        assert_eq!(first.len(), 3);
+        drop(store);
+        client
+            .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+            .unwrap();
     }
 }
