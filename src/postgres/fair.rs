@@ -60,7 +60,7 @@ pub(super) const FAIR_SHARES: &str = "ALTER TABLE @.tasks ADD COLUMN fair_key te
         WHERE state = 4 AND fair_key IS NOT NULL;
     CREATE INDEX tasks_fair_leased ON @.tasks (queue, fair_key, lease_expires_at)
         WHERE state = 1 AND fair_key IS NOT NULL;
-    CREATE INDEX tasks_fair_held ON @.tasks (queue, fair_key)
+    CREATE INDEX tasks_fair_held ON @.tasks (queue, fair_key, id)
         WHERE (state = 6 OR state = 7) AND fair_key IS NOT NULL;";
 
 /// Where queue `$1`'s latest turn started: its line, where a key that
@@ -74,17 +74,20 @@ macro_rules! line_start {
 /// Whether key row `k` of queue `$1` has a task a claim can take now: a
 /// ready one within its limits, a waiting one due, or a leased one whose
 /// lease expired (as [`CLAIM`]'s candidates). Scalar subqueries with a
-/// LIMIT, so that each is a probe of its partial index per key, whatever
-/// the statistics (an EXISTS may become a hash of every task).
+/// LIMIT, so that each is a probe per key (an EXISTS may become a hash of
+/// every task), each in the order of its partial index, so that the plan
+/// reads that index whatever the statistics say of the keys (a scan of the
+/// queue's tasks would then need a sort).
 macro_rules! has_candidate {
     () => {
         "coalesce(
             (SELECT true FROM @.tasks t WHERE t.queue = $1 AND t.fair_key = k.fair_key
-             AND t.state = 0 AND (t.not_after IS NULL OR t.not_after > NOW_MS) LIMIT 1),
+             AND t.state = 0 AND (t.not_after IS NULL OR t.not_after > NOW_MS)
+             ORDER BY t.priority DESC, t.run_at, t.id LIMIT 1),
             (SELECT true FROM @.tasks t WHERE t.queue = $1 AND t.fair_key = k.fair_key
-             AND t.state = 4 AND t.run_at <= NOW_MS LIMIT 1),
+             AND t.state = 4 AND t.run_at <= NOW_MS ORDER BY t.run_at LIMIT 1),
             (SELECT true FROM @.tasks t WHERE t.queue = $1 AND t.fair_key = k.fair_key
-             AND t.state = 1 AND t.lease_expires_at <= NOW_MS LIMIT 1),
+             AND t.state = 1 AND t.lease_expires_at <= NOW_MS ORDER BY t.lease_expires_at LIMIT 1),
             false)"
     };
 }
@@ -95,13 +98,13 @@ macro_rules! has_task {
     () => {
         "coalesce(
             (SELECT true FROM @.tasks t WHERE t.queue = $1 AND t.fair_key = k.fair_key
-             AND t.state = 0 LIMIT 1),
+             AND t.state = 0 ORDER BY t.priority DESC, t.run_at, t.id LIMIT 1),
             (SELECT true FROM @.tasks t WHERE t.queue = $1 AND t.fair_key = k.fair_key
-             AND t.state = 4 LIMIT 1),
+             AND t.state = 4 ORDER BY t.run_at LIMIT 1),
             (SELECT true FROM @.tasks t WHERE t.queue = $1 AND t.fair_key = k.fair_key
-             AND t.state = 1 LIMIT 1),
+             AND t.state = 1 ORDER BY t.lease_expires_at LIMIT 1),
             (SELECT true FROM @.tasks t WHERE t.queue = $1 AND t.fair_key = k.fair_key
-             AND (t.state = 6 OR t.state = 7) LIMIT 1),
+             AND (t.state = 6 OR t.state = 7) ORDER BY t.id LIMIT 1),
             false)"
     };
 }
@@ -483,17 +486,17 @@ mod tests {
         let store = fresh_store(&url, &schema, "default");
         store.set_fair_weight("k7", 2.0).unwrap();
         let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-        // 10,000 keys of 10 ready tasks, and 1,000 keys whose tasks are done.
+        // Skewed statistics: one key holds 100,000 ready tasks, four hold
+        // 100 each, and 10,000 more are in line with none left.
         client
             .batch_execute(&format!(
                 "INSERT INTO \"{schema}\".tasks
                      (queue, state, payload, created_at, run_at, max_attempts, fair_key)
-                 SELECT 'default', CASE WHEN i > 100000 THEN 2 ELSE 0 END, '1', 0, i, 3,
-                        'k' || (i % 11000)
-                 FROM generate_series(1, 110000) AS i;
+                 SELECT 'default', 0, '1', 0, i, 3,
+                        CASE WHEN i <= 100000 THEN 'k0' ELSE 'k' || (i % 4 + 1) END
+                 FROM generate_series(1, 100400) AS i;
                  INSERT INTO \"{schema}\".fair_keys (queue, fair_key, pass, turn_start)
-                 SELECT 'default', 'k' || i, i, 0 FROM generate_series(0, 10999) AS i
-                 ON CONFLICT DO NOTHING;
+                 SELECT 'default', 'k' || i, i, 0 FROM generate_series(0, 10004) AS i;
                  ANALYZE \"{schema}\".tasks;
                  ANALYZE \"{schema}\".fair_keys"
             ))
@@ -515,8 +518,8 @@ mod tests {
         let claim = with_values(
             &store.sql(&claim_of_turn()),
             &[
-                "'default'", "1", "1000", "1", "false", "false", "false", "true", "'k5'", "5",
-                "6",
+                "'default'", "1", "1000", "1", "false", "false", "false", "true", "'k3'", "3",
+                "4",
             ],
         );
         let plan = explain(&mut client, &claim);
