@@ -4,8 +4,9 @@
 //! keys of equal weight, each of whose claims takes the next key's turn.
 //! Runs alternate (without keys, with keys, without, ...), each on a fresh
 //! file with the backlog pushed beforehand in batches, untimed; the figure
-//! is the ratio of the medians of the time per claim. SQLite only, as fair
-//! shares are.
+//! is the ratio of the medians of the time per claim. On SQLite, and on
+//! PostgreSQL too when `TQ_TEST_POSTGRES_URL` names a server (a schema per
+//! run, left on the server).
 //!
 //! Knobs: `TQ_BENCH_RUNS` (runs of each case, default 3), `TQ_BENCH_OPS`
 //! (timed claims per run, default 2,000), `TQ_BENCH_DURABILITY` (`normal`,
@@ -65,6 +66,36 @@ fn median(values: &mut [f64]) -> f64 {
     values[values.len() / 2]
 }
 
+/// Runs the cases in turn on `backend`, each run on a queue `open` makes
+/// fresh, and prints the medians and their ratio.
+fn measure(backend: &str, open: &dyn Fn(usize) -> Result<Queue>) -> Result<()> {
+    let (runs, ops) = (count("TQ_BENCH_RUNS", 3)?, count("TQ_BENCH_OPS", 2_000)?);
+    let (mut plain, mut fair) = (Vec::new(), Vec::new());
+    for n in 0..runs {
+        plain.push(run(open, 2 * n, false, ops)?);
+        fair.push(run(open, 2 * n + 1, true, ops)?);
+    }
+    let us = |values: &[f64]| -> Vec<String> {
+        values.iter().map(|s| format!("{:.1}", s * 1e6)).collect()
+    };
+    let ready = KEYS * TASKS_PER_KEY;
+    println!(
+        "{backend}: claim, {ready} ready, no keys: {:.1} us (runs: {})",
+        median(&mut plain.clone()) * 1e6,
+        us(&plain).join(", ")
+    );
+    println!(
+        "{backend}: claim, {ready} ready over {KEYS} keys: {:.1} us (runs: {})",
+        median(&mut fair.clone()) * 1e6,
+        us(&fair).join(", ")
+    );
+    println!(
+        "{backend}: with keys / without (medians of {runs}): {:.2}",
+        median(&mut fair) / median(&mut plain)
+    );
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let parent = env::var_os("TQ_BENCH_DIR").map_or_else(
         || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-tmp"),
@@ -84,30 +115,15 @@ fn main() -> Result<()> {
         let path = dir.path().join(format!("fairness-{run}.db"));
         Ok(Queue::open(path.to_str().ok_or("a UTF-8 path")?, &options)?)
     };
-    let (runs, ops) = (count("TQ_BENCH_RUNS", 3)?, count("TQ_BENCH_OPS", 2_000)?);
-    let (mut plain, mut fair) = (Vec::new(), Vec::new());
-    for n in 0..runs {
-        plain.push(run(&open, 2 * n, false, ops)?);
-        fair.push(run(&open, 2 * n + 1, true, ops)?);
+    let label = format!("sqlite at {}", if full { "full" } else { "normal" });
+    measure(&label, &open)?;
+    if let Ok(url) = env::var("TQ_TEST_POSTGRES_URL") {
+        let stamp = std::process::id();
+        measure("postgres", &|run| {
+            let mut options = options.clone();
+            options.postgres_schema(&format!("bench_fair_{stamp}_{run}"))?;
+            Ok(Queue::open(&url, &options)?)
+        })?;
     }
-    let us = |values: &[f64]| -> Vec<String> {
-        values.iter().map(|s| format!("{:.1}", s * 1e6)).collect()
-    };
-    let ready = KEYS * TASKS_PER_KEY;
-    println!("sqlite at {}:", if full { "full" } else { "normal" });
-    println!(
-        "sqlite: claim, {ready} ready, no keys: {:.1} us (runs: {})",
-        median(&mut plain.clone()) * 1e6,
-        us(&plain).join(", ")
-    );
-    println!(
-        "sqlite: claim, {ready} ready over {KEYS} keys: {:.1} us (runs: {})",
-        median(&mut fair.clone()) * 1e6,
-        us(&fair).join(", ")
-    );
-    println!(
-        "sqlite: with keys / without (medians of {runs}): {:.2}",
-        median(&mut fair) / median(&mut plain)
-    );
     Ok(())
 }

@@ -894,6 +894,39 @@ fn fair_keys_and_their_weights() {
     assert_eq!(fixture.counts("reports")["pending"], 1);
 }
 
+/// On PostgreSQL, when `TQ_TEST_POSTGRES_URL` names a test server: `tq
+/// weight` and `tq push --fair-key` as on a file, in a queue of their own
+/// in the default schema.
+#[test]
+fn fair_keys_and_their_weights_on_postgres() {
+    let Ok(url) = std::env::var("TQ_TEST_POSTGRES_URL") else {
+        eprintln!("skipped: TQ_TEST_POSTGRES_URL is not set (`make test-postgres` sets it)");
+        return;
+    };
+    let queue = format!("fair-cli-{}", std::process::id());
+    let tq = |args: &[&str]| {
+        let mut command = Command::cargo_bin("tq").unwrap();
+        command.args(args).env_remove("COLUMNS");
+        command
+    };
+    tq(&["weight", &url, "tenant:7", "2.5", "--queue", &queue])
+        .assert()
+        .success()
+        .stdout(format!("queue \"{queue}\": key \"tenant:7\" has weight 2.5\n"));
+    tq(&["push", &url, "1", "--queue", &queue, "--fair-key", "tenant:7"])
+        .assert()
+        .success();
+    tq(&["weight", &url, "tenant:7", "--queue", &queue])
+        .assert()
+        .success()
+        .stdout(format!("queue \"{queue}\": key \"tenant:7\" has weight 2.5\n"));
+    let mut options = tq::OpenOptions::new();
+    options.queue(&queue).unwrap();
+    let opened = tq::Queue::open(&url, &options).unwrap();
+    let task = opened.pull(&tq::PullOptions::new()).unwrap().unwrap();
+    opened.finish(task.receipt()).unwrap();
+}
+
 #[test]
 fn show_and_wait_give_a_tasks_progress_and_result() {
     let fixture = Fixture::new();

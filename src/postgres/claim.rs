@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 
 use postgres::Row;
 
+use super::fair::Round;
 use super::list::count32;
 use super::pool::Params;
 use super::PostgresStore;
@@ -62,8 +63,11 @@ macro_rules! live_leases {
 /// whose next delivery may no longer start, so one left past the bound is
 /// ended by a later claim, never delivered. A delivery whose lease expired
 /// after its deadline passed is buried as a last attempt is, for that
-/// reason.
-const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
+/// reason. A fair queue (see `fair.rs`) has no candidates either unless
+/// `$8` (the claim serves its keys in turn, narrowing the candidates:
+/// `fair::claim_narrowed`): it answers one row with a NULL id and 1 for
+/// attempts instead (a limited queue's has 0).
+pub(super) const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
     past AS (
         SELECT id FROM @.tasks
         WHERE queue = $1 AND not_after <= (SELECT now FROM clock) AND not_after IS NOT NULL
@@ -98,8 +102,11 @@ const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
         SELECT coalesce(paused_until > (SELECT now FROM clock), false) AS paused,
                (max_leased IS NOT NULL OR rate_period IS NOT NULL) AND NOT $5::bool AS unbounded
         FROM @.queues WHERE queue = $1),
+    unfair AS (
+        SELECT NOT $8::bool AND EXISTS (SELECT 1 FROM @.fair_queues WHERE queue = $1) AS unfair),
     open AS (
-        SELECT NOT EXISTS (SELECT 1 FROM settings WHERE paused OR unbounded) AS open),
+        SELECT NOT EXISTS (SELECT 1 FROM settings WHERE paused OR unbounded)
+               AND NOT (SELECT unfair FROM unfair) AS open),
     ready AS (
         SELECT id, priority, run_at, false AS last FROM @.tasks
         WHERE queue = $1 AND state = 0 AND (SELECT open FROM open)
@@ -148,7 +155,9 @@ const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
     FROM taken
     UNION ALL SELECT id, NULL, 0, 0, 0, 0, NULL, NULL, NULL FROM buried
     UNION ALL SELECT NULL, NULL, 0, 0, 0, 0, NULL, NULL, NULL FROM settings
-        WHERE unbounded AND NOT paused";
+        WHERE unbounded AND NOT paused
+    UNION ALL SELECT NULL, NULL, 1, 0, 0, 0, NULL, NULL, NULL FROM unfair
+        WHERE unfair AND NOT EXISTS (SELECT 1 FROM settings WHERE paused)";
 
 /// Locks the settings of queue `$1`, which has a concurrency or rate
 /// limit, and answers them. Claims of a limited queue take this lock one
@@ -234,7 +243,7 @@ const NEXT_CLAIMABLE: &str = concat!(
 );
 
 /// A claimed task, or `None` for a delivery buried as dead (NULL token).
-fn task_from_row(row: &Row) -> Result<Option<Task>> {
+pub(super) fn task_from_row(row: &Row) -> Result<Option<Task>> {
     let Some(token) = row.try_get::<_, Option<i64>>(1)? else {
         return Ok(None);
     };
@@ -292,8 +301,8 @@ impl PostgresStore {
 
     /// Claims up to `max` tasks for this process's holder, each round of
     /// [`CLAIM`] run by `run` (in a `transaction` of the caller's, or each
-    /// statement in one of its own). A limited queue is claimed from in a
-    /// transaction: the caller's, or one of its own.
+    /// statement in one of its own). A limited queue, or a fair one, is
+    /// claimed from in a transaction: the caller's, or one of its own.
     fn claim_with(
         &self,
         mut run: impl FnMut(&str, Params<'_>) -> Result<Vec<Row>>,
@@ -302,12 +311,42 @@ impl PostgresStore {
         lease: i64,
     ) -> Result<Vec<Task>> {
         let holder = self.listener.holder(self.wait)?;
-        // A handle that saw its queue limited goes to the limited claim at
-        // once, rather than learn it again from a round of the claim.
-        let claim_limited = |run| self.claim_from_limited(run, transaction, max, lease, holder);
-        if self.limited.load(Ordering::Relaxed) {
-            return claim_limited(run);
+        // A handle that saw its queue limited or fair claims so at once,
+        // rather than learn it again from a round of the claim.
+        loop {
+            if self.limited.load(Ordering::Relaxed) {
+                return self.claim_from_limited(&mut run, transaction, max, lease, holder);
+            }
+            if self.seen_fair() {
+                let (tasks, limited) = if transaction {
+                    self.claim_turns(&mut run, max, (lease, holder), (false, false))?
+                } else {
+                    self.write(|tx| {
+                        let mut run = |sql: &str, params: Params<'_>| tx.query(sql, params);
+                        self.claim_turns(&mut run, max, (lease, holder), (false, false))
+                    })?
+                };
+                if !limited || !tasks.is_empty() {
+                    return Ok(tasks);
+                }
+                continue;
+            }
+            if let Some(tasks) = self.claim_rounds(&mut run, max, lease, holder)? {
+                return Ok(tasks);
+            }
         }
+    }
+
+    /// Claims up to `max` tasks of a queue neither limited nor fair, each
+    /// round of [`CLAIM`] run by `run`; `None` when the queue was found
+    /// limited or fair (marked so, the claim is to be made again).
+    fn claim_rounds(
+        &self,
+        mut run: impl FnMut(&str, Params<'_>) -> Result<Vec<Row>>,
+        max: usize,
+        lease: i64,
+        holder: i32,
+    ) -> Result<Option<Vec<Task>>> {
         let sql = self.sql(CLAIM);
         let max = max.min(i64::MAX as usize) as i64;
         let mut tasks = Vec::new();
@@ -327,25 +366,22 @@ impl PostgresStore {
                     &false,
                     &false,
                     &self.keep_history,
+                    &false,
                 ],
             )?;
-            let mut buried = 0;
-            for row in &rows {
-                if row.try_get::<_, Option<i64>>(0)?.is_none() {
-                    self.limited.store(true, Ordering::Relaxed);
-                    return claim_limited(run);
-                }
-                match task_from_row(row)? {
-                    Some(task) => tasks.push(task),
-                    None => buried += 1,
-                }
+            let round = Round::from_rows(&rows)?;
+            if round.limited || round.fair {
+                self.limited.fetch_or(round.limited, Ordering::Relaxed);
+                self.fair.fetch_or(round.fair, Ordering::Relaxed);
+                return Ok(None);
             }
-            if buried == 0 {
+            tasks.extend(round.tasks);
+            if round.buried == 0 {
                 break;
             }
         }
         sort_claimed(&mut tasks);
-        Ok(tasks)
+        Ok(Some(tasks))
     }
 
     /// Claims up to `max` tasks of this limited queue, whose slots are taken
@@ -395,11 +431,38 @@ impl PostgresStore {
         if let Some(period) = rate_period {
             room = room.min(self.free_rate_slots(&mut run, period, room)?);
         }
+        let count_leases = limit.is_some();
+        let tasks = if self.seen_fair() {
+            self.claim_turns(&mut run, room, (lease, holder), (true, count_leases))?
+                .0
+        } else {
+            self.limited_rounds(&mut run, room, (lease, holder), count_leases)?
+        };
+        if let (Some(period), false) = (rate_period, tasks.is_empty()) {
+            let used = tasks.len() as i64;
+            run(&self.sql(USE_RATE_SLOTS), &[&self.queue, &period, &used])?;
+        }
+        let wanted = tasks.is_empty()
+            && count_leases
+            && !run(&self.sql(WANT_SLOT), &[&self.queue, &SLOT_WANTED_FOR])?.is_empty();
+        Ok((tasks, wanted))
+    }
+
+    /// Claims up to `room` tasks of this limited queue, its settings
+    /// locked, each round of [`CLAIM`] run by `run`; a queue found fair is
+    /// claimed from as fair ones are.
+    fn limited_rounds(
+        &self,
+        run: &mut impl FnMut(&str, Params<'_>) -> Result<Vec<Row>>,
+        room: usize,
+        (lease, holder): (i64, i32),
+        count_leases: bool,
+    ) -> Result<Vec<Task>> {
         let sql = self.sql(CLAIM);
         let room = room.min(i64::MAX as usize) as i64;
         let mut tasks = Vec::new();
-        // As in `claim_with`, bounded by the slots: no marker comes back.
-        let count_leases = limit.is_some();
+        // As in `claim_rounds`, bounded by the slots: no limited marker
+        // comes back.
         while room > 0 && tasks.is_empty() {
             let rows = run(
                 &sql,
@@ -411,28 +474,24 @@ impl PostgresStore {
                     &true,
                     &count_leases,
                     &self.keep_history,
+                    &false,
                 ],
             )?;
-            let mut buried = 0;
-            for row in &rows {
-                match task_from_row(row)? {
-                    Some(task) => tasks.push(task),
-                    None => buried += 1,
-                }
+            let round = Round::from_rows(&rows)?;
+            if round.fair {
+                self.fair.store(true, Ordering::Relaxed);
+                let room = room as usize;
+                return Ok(self
+                    .claim_turns(run, room, (lease, holder), (true, count_leases))?
+                    .0);
             }
-            if buried == 0 {
+            tasks.extend(round.tasks);
+            if round.buried == 0 {
                 break;
             }
         }
-        if let (Some(period), false) = (rate_period, tasks.is_empty()) {
-            let used = tasks.len() as i64;
-            run(&self.sql(USE_RATE_SLOTS), &[&self.queue, &period, &used])?;
-        }
-        let wanted = tasks.is_empty()
-            && count_leases
-            && !run(&self.sql(WANT_SLOT), &[&self.queue, &SLOT_WANTED_FOR])?.is_empty();
         sort_claimed(&mut tasks);
-        Ok((tasks, wanted))
+        Ok(tasks)
     }
 
     /// Locks this queue's settings ([`LOCK_SLOTS`]) until the transaction
@@ -600,7 +659,8 @@ mod tests {
             .replace("$4", "1")
             .replace("$5", "false")
             .replace("$6", "false")
-            .replace("$7", "false");
+            .replace("$7", "false")
+            .replace("$8", "false");
         let plan: Vec<String> = client
             .query(&format!("EXPLAIN {claim}"), &[])
             .unwrap()
@@ -674,7 +734,8 @@ mod tests {
             .replace("$4", "1")
             .replace("$5", "false")
             .replace("$6", "false")
-            .replace("$7", "false");
+            .replace("$7", "false")
+            .replace("$8", "false");
         let plan = explain(&mut client, &claim);
         assert!(!plan.contains("Seq Scan"), "{plan}");
         let predecessor = store

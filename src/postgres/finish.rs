@@ -398,6 +398,9 @@ impl PostgresStore {
             }
             let retried =
                 tx.execute(&self.sql(RETRY_DEAD), &[&self.queue, &ids])? + grouped.len() as u64;
+            if retried > 0 && self.seen_fair() {
+                self.rejoin_line(tx)?;
+            }
             if retried > 0 {
                 self.notify(tx, &self.queue)?;
             }

@@ -5,6 +5,7 @@
 
 mod cancel;
 mod claim;
+mod fair;
 mod finish;
 mod list;
 mod listener;
@@ -57,6 +58,9 @@ pub(crate) struct PostgresStore {
     /// or by setting one): its finishes then notify, for the waiters whose
     /// claims found no slot.
     limited: std::sync::atomic::AtomicBool,
+    /// This handle's queue was seen fair (by a claim, or by a push or
+    /// weight that made it so): its claims serve its keys in turn.
+    fair: std::sync::atomic::AtomicBool,
     /// The busy timeout: the longest wait for this process's holder lock
     /// while its connection is made again.
     wait: std::time::Duration,
@@ -115,6 +119,7 @@ impl PostgresStore {
             queue: options.queue.clone(),
             keep_history: options.keep_history,
             limited: std::sync::atomic::AtomicBool::new(false),
+            fair: std::sync::atomic::AtomicBool::new(false),
             wait: options.busy_timeout,
             opened_by_pid: std::process::id(),
             claims: Group::default(),

@@ -2,11 +2,12 @@
 //! wait for and their ordered groups; and how a write wakes the waiters
 //! of a queue in every process.
 
-use super::pool::Tx;
+use super::pool::{Params, Tx};
 use super::PostgresStore;
 use crate::error::{Error, Result};
 use crate::store::{
     group_predecessor_sql, of_item, parent_ids, Limit, NewTask, CANCELLED, DEAD, DONE,
+    NO_FAIR_KEY,
 };
 use crate::task::Pushed;
 
@@ -17,17 +18,21 @@ use crate::task::Pushed;
 /// `schema.rs`) refuses the push first when it would overfill a capped
 /// queue; it is called only for a queue with a cap (the count of its calls,
 /// an aggregate, is taken before the insert), so that an uncapped queue's
-/// push pays a lookup of its settings rather than a PL/pgSQL call.
+/// push pays a lookup of its settings rather than a PL/pgSQL call. `$8` is
+/// each task's fairness key: in a fair queue, NULL stands for the empty
+/// key `$9` (see `fair.rs`).
 const PUSH: &str = "WITH clock AS (
         SELECT NOW_MS AS now,
                (SELECT count(@.check_room($1, cardinality($2::text[]), 0)) FROM @.queues
-                WHERE queue = $1 AND max_pending > 0) AS room),
+                WHERE queue = $1 AND max_pending > 0) AS room,
+               (SELECT $9::text FROM @.fair_queues WHERE queue = $1) AS no_key),
     ins AS (
-        INSERT INTO @.tasks (queue, state, payload, created_at, run_at, priority, max_attempts)
+        INSERT INTO @.tasks (queue, state, payload, created_at, run_at, priority, max_attempts,
+                             fair_key)
         SELECT $1, CASE WHEN x.run_at <= clock.now THEN 0 ELSE 4 END, u.payload, clock.now,
-               x.run_at, u.priority, u.max_attempts
-        FROM unnest($2::text[], $3::int8[], $4::int8[], $5::int4[], $6::int8[])
-                 WITH ORDINALITY AS u(payload, delay, at, priority, max_attempts, ord)
+               x.run_at, u.priority, u.max_attempts, coalesce(u.fair_key, clock.no_key)
+        FROM unnest($2::text[], $3::int8[], $4::int8[], $5::int4[], $6::int8[], $8::text[])
+                 WITH ORDINALITY AS u(payload, delay, at, priority, max_attempts, fair_key, ord)
              CROSS JOIN clock
              CROSS JOIN LATERAL (SELECT coalesce(clock.now + u.delay, u.at) AS run_at) x
         ORDER BY u.ord
@@ -82,21 +87,10 @@ const SET_LIMITS: &str = "UPDATE @.tasks
          (SELECT coalesce(NOW_MS + $4::int8, $5::int8) AS at) d
     WHERE id = $1";
 
-/// The error of a fairness key on PostgreSQL, which does not share its
-/// deliveries between keys yet: the call changes nothing.
-pub(super) fn fair_shares_not_here() -> Error {
-    Error::invalid_argument(
-        "fair shares by key are not available on PostgreSQL yet: \
-         a PostgreSQL queue takes no fairness key and no key weight",
-    )
-}
-
 impl PostgresStore {
     /// Stores the tasks, all or none (`Store::push`).
     pub(super) fn push_tasks(&self, tasks: Vec<NewTask>) -> Result<Vec<Pushed>> {
-        if tasks.iter().any(|task| task.fair_key.is_some()) {
-            return Err(fair_shares_not_here());
-        }
+        let keyed = tasks.iter().any(|task| task.fair_key.is_some());
         // One at a time: a task with a unique key, an expiry or a
         // deadline, or a push with tasks to wait for or in groups.
         if tasks.iter().any(|task| {
@@ -114,12 +108,18 @@ impl PostgresStore {
                         .filter_map(|task| task.group.as_ref().map(|(group, _)| group.as_str())),
                 )?;
                 tx.query(&self.sql(LOCK_ROOM), &[&self.queue])?;
+                if keyed {
+                    self.join_line(tx, &tasks)?;
+                }
                 let mut pushed = Vec::with_capacity(tasks.len());
                 for (index, task) in tasks.iter().enumerate() {
                     let one = self
                         .push_one(tx, task, &pushed)
                         .map_err(|err| of_item(err, index, tasks.len()))?;
                     pushed.push(one);
+                }
+                if keyed || self.seen_fair() {
+                    self.set_task_keys(tx, &tasks, &pushed)?;
                 }
                 Ok(pushed)
             });
@@ -132,18 +132,28 @@ impl PostgresStore {
             .iter()
             .map(|task| i64::from(task.max_attempts))
             .collect();
-        let rows = self.write_one(
-            &self.sql(PUSH),
-            &[
-                &self.queue,
-                &payloads,
-                &delays,
-                &times,
-                &priorities,
-                &attempts,
-                &self.channel,
-            ],
-        )?;
+        let keys: Vec<Option<&str>> = tasks.iter().map(|task| task.fair_key.as_deref()).collect();
+        let push = self.sql(PUSH);
+        let params: Params<'_> = &[
+            &self.queue,
+            &payloads,
+            &delays,
+            &times,
+            &priorities,
+            &attempts,
+            &self.channel,
+            &keys,
+            &NO_FAIR_KEY,
+        ];
+        let rows = if keyed {
+            self.write(|tx| {
+                tx.query(&self.sql(LOCK_ROOM), &[&self.queue])?;
+                self.join_line(tx, &tasks)?;
+                Ok(tx.query(&push, params)?)
+            })?
+        } else {
+            self.write_one(&push, params)?
+        };
         let mut ids = rows
             .iter()
             .map(|row| row.try_get::<_, i64>(0))

@@ -7,7 +7,7 @@
 
 use postgres::Client;
 
-use super::{sql_functions, steps};
+use super::{fair, sql_functions, steps};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{
@@ -262,6 +262,9 @@ const MIGRATIONS: &[&str] = &[
     // 14: SQLite's version 15, step checkpoints, and the SQL function
     // step that records one (`steps.rs`).
     steps::STEPS,
+    // 15: SQLite's version 14, fair shares by key: the tasks' keys, the
+    // fair queues, their lines of keys and the keys' weights (`fair.rs`).
+    fair::FAIR_SHARES,
 ];
 
 /// The schema version this library writes.

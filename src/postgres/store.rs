@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::finish::FinishAndClaim;
-use super::push::fair_shares_not_here;
 use super::{no_wal_file, PostgresStore};
 use crate::error::Result;
 use crate::options::RetryBackoff;
@@ -223,12 +222,12 @@ impl Store for PostgresStore {
         self.read_max_pending()
     }
 
-    fn set_fair_weight(&self, _key: &str, _weight: f64) -> Result<()> {
-        Err(fair_shares_not_here())
+    fn set_fair_weight(&self, key: &str, weight: f64) -> Result<()> {
+        self.set_weight(key, weight)
     }
 
-    fn fair_weight(&self, _key: &str) -> Result<f64> {
-        Err(fair_shares_not_here())
+    fn fair_weight(&self, key: &str) -> Result<f64> {
+        self.weight(key)
     }
 
     fn set_rate_limit(&self, limit: Option<RateLimit>) -> Result<()> {
