@@ -87,7 +87,7 @@ const SET_LIMITS: &str = "UPDATE @.tasks
 pub(super) fn fair_shares_not_here() -> Error {
     Error::invalid_argument(
         "fair shares by key are not available on PostgreSQL yet: \
-         a PostgreSQL queue takes no fairness key and no key weight",
+         a PostgreSQL queue takes no fairness key, key weight or key cap",
     )
 }
 

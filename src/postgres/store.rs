@@ -223,6 +223,22 @@ impl Store for PostgresStore {
         self.read_max_pending()
     }
 
+    fn set_max_pending_per_key(&self, _cap: Option<u64>) -> Result<()> {
+        Err(fair_shares_not_here())
+    }
+
+    fn max_pending_per_key(&self) -> Result<Option<u64>> {
+        Err(fair_shares_not_here())
+    }
+
+    fn set_key_max_pending(&self, _key: &str, _cap: Option<u64>) -> Result<()> {
+        Err(fair_shares_not_here())
+    }
+
+    fn key_max_pending(&self, _key: &str) -> Result<Option<u64>> {
+        Err(fair_shares_not_here())
+    }
+
     fn set_fair_weight(&self, _key: &str, _weight: f64) -> Result<()> {
         Err(fair_shares_not_here())
     }
