@@ -1,11 +1,14 @@
 //! What a cap on pending tasks costs a push (`make bench-caps`): single
 //! pushes at `normal` durability into a queue without a cap, and into a
 //! queue capped at 10,000 and half full, whose every push counts its
-//! pending tasks up to the cap. Runs alternate (uncapped, capped, uncapped,
-//! ...), each on a fresh store with the backlog pushed beforehand in
-//! batches, untimed; the figure is the ratio of the medians of the time per
-//! push. On SQLite always; on PostgreSQL too when `TQ_TEST_POSTGRES_URL` is
-//! set (each run in a fresh schema).
+//! pending tasks up to the cap. On SQLite, also pushes with a fairness key
+//! into a fair queue, its key uncapped, then capped at 10,000 and half
+//! full (each push counts its key's pending tasks up to the cap). Runs
+//! alternate (uncapped, capped, key uncapped, key capped, uncapped, ...),
+//! each on a fresh store with the backlog pushed beforehand in batches,
+//! untimed; the figures are ratios of the medians of the time per push.
+//! On PostgreSQL too when `TQ_TEST_POSTGRES_URL` is set (each run in a
+//! fresh schema), without the fair cases, which it does not have.
 //!
 //! Knobs: `TQ_BENCH_RUNS` (runs of each case, default 3), `TQ_BENCH_OPS`
 //! (timed pushes per run, default 2,000), `TQ_BENCH_DIR` (where the files
@@ -32,16 +35,34 @@ fn count(name: &str, default: usize) -> Result<usize> {
     }
 }
 
-/// Seconds per push of `ops` single pushes into a fresh queue, capped at
-/// [`CAP`] and filled to [`HALF_FULL`] first when `capped`.
-fn run(open: &dyn Fn(usize) -> Result<Queue>, run: usize, capped: bool, ops: usize) -> Result<f64> {
+/// What bounds the queue measured: nothing, a cap on the queue, or
+/// (pushes with a fairness key) nothing or a cap on the key.
+#[derive(Clone, Copy, PartialEq)]
+enum Case {
+    Uncapped,
+    Capped,
+    KeyUncapped,
+    KeyCapped,
+}
+
+/// Seconds per push of `ops` single pushes into a fresh queue set up as
+/// `case` says, filled to [`HALF_FULL`] first unless uncapped.
+fn run(open: &dyn Fn(usize) -> Result<Queue>, run: usize, case: Case, ops: usize) -> Result<f64> {
     let queue = open(run)?;
-    if capped {
-        queue.set_max_pending(Some(CAP))?;
-        let backlog = vec![PAYLOAD; HALF_FULL];
-        queue.push_batch(&backlog, &PushOptions::new())?;
+    let mut options = PushOptions::new();
+    if matches!(case, Case::KeyUncapped | Case::KeyCapped) {
+        options.fair_key("tenant")?;
     }
-    let options = PushOptions::new();
+    match case {
+        Case::Uncapped => {}
+        Case::Capped => queue.set_max_pending(Some(CAP))?,
+        Case::KeyUncapped => queue.set_fair_weight("tenant", 1.0)?,
+        Case::KeyCapped => queue.set_max_pending_per_key(Some(CAP))?,
+    }
+    if case != Case::Uncapped {
+        let backlog = vec![PAYLOAD; HALF_FULL];
+        queue.push_batch(&backlog, &options)?;
+    }
     let started = Instant::now();
     for _ in 0..ops {
         queue.push(PAYLOAD, &options)?;
@@ -54,31 +75,57 @@ fn median(values: &mut [f64]) -> f64 {
     values[values.len() / 2]
 }
 
-/// Runs both cases on one backend, interleaved, and prints their figures.
-fn measure(backend: &str, open: &dyn Fn(usize) -> Result<Queue>) -> Result<()> {
+/// Runs the cases on one backend, interleaved, and prints their figures:
+/// the queue's cap against no cap, and with `fair`, a key's cap against
+/// no cap and against a queue that is not fair.
+fn measure(backend: &str, fair: bool, open: &dyn Fn(usize) -> Result<Queue>) -> Result<()> {
     let (runs, ops) = (count("TQ_BENCH_RUNS", 3)?, count("TQ_BENCH_OPS", 2_000)?);
-    let (mut uncapped, mut capped) = (Vec::new(), Vec::new());
-    for n in 0..runs {
-        uncapped.push(run(open, 2 * n, false, ops)?);
-        capped.push(run(open, 2 * n + 1, true, ops)?);
-    }
-    let us = |values: &[f64]| -> Vec<String> {
-        values.iter().map(|s| format!("{:.1}", s * 1e6)).collect()
+    let cases: &[Case] = if fair {
+        &[
+            Case::Uncapped,
+            Case::Capped,
+            Case::KeyUncapped,
+            Case::KeyCapped,
+        ]
+    } else {
+        &[Case::Uncapped, Case::Capped]
     };
-    println!(
-        "{backend}: push, uncapped: {} us (runs: {})",
-        format_args!("{:.1}", median(&mut uncapped.clone()) * 1e6),
-        us(&uncapped).join(", ")
-    );
-    println!(
-        "{backend}: push, capped at {CAP} with {HALF_FULL} pending: {} us (runs: {})",
-        format_args!("{:.1}", median(&mut capped.clone()) * 1e6),
-        us(&capped).join(", ")
-    );
+    let mut times = vec![Vec::new(); cases.len()];
+    for n in 0..runs {
+        for (index, &case) in cases.iter().enumerate() {
+            times[index].push(run(open, cases.len() * n + index, case, ops)?);
+        }
+    }
+    let names = [
+        "push, uncapped".to_owned(),
+        format!("push, capped at {CAP} with {HALF_FULL} pending"),
+        format!("push with a fairness key, uncapped, {HALF_FULL} pending in the key"),
+        format!("push with a fairness key capped at {CAP}, {HALF_FULL} pending in the key"),
+    ];
+    let mut medians = Vec::new();
+    for (index, values) in times.iter().enumerate() {
+        let runs: Vec<String> = values.iter().map(|s| format!("{:.1}", s * 1e6)).collect();
+        let median = median(&mut values.clone());
+        medians.push(median);
+        println!(
+            "{backend}: {}: {:.1} us (runs: {})",
+            names[index],
+            median * 1e6,
+            runs.join(", ")
+        );
+    }
     println!(
         "{backend}: capped / uncapped (medians of {runs}): {:.2}",
-        median(&mut capped) / median(&mut uncapped)
+        medians[1] / medians[0]
     );
+    if fair {
+        println!(
+            "{backend}: key capped / uncapped (medians of {runs}): {:.2}; \
+             key capped / key uncapped: {:.2}",
+            medians[3] / medians[0],
+            medians[3] / medians[2]
+        );
+    }
     Ok(())
 }
 
@@ -91,13 +138,13 @@ fn main() -> Result<()> {
     let dir = tempfile::tempdir_in(&parent)?;
     let mut options = OpenOptions::new();
     options.durability(Durability::Normal);
-    measure("sqlite", &|run| {
+    measure("sqlite", true, &|run| {
         let path = dir.path().join(format!("caps-{run}.db"));
         Ok(Queue::open(path.to_str().ok_or("a UTF-8 path")?, &options)?)
     })?;
     if let Ok(url) = env::var("TQ_TEST_POSTGRES_URL") {
         let stamp = std::process::id();
-        measure("postgres", &|run| {
+        measure("postgres", false, &|run| {
             let mut options = options.clone();
             options.postgres_schema(&format!("bench_caps_{stamp}_{run}"))?;
             Ok(Queue::open(&url, &options)?)

@@ -456,6 +456,22 @@ pub(crate) trait Store: Send + Sync {
     /// The queue's cap on pending tasks, if any.
     fn max_pending(&self) -> Result<Option<u64>>;
 
+    /// Sets the default cap on the pending tasks of each fairness key of
+    /// the queue, checked by every push inside its transaction; a cap makes
+    /// the queue fair. `None` removes it.
+    fn set_max_pending_per_key(&self, cap: Option<u64>) -> Result<()>;
+
+    /// The default cap on the pending tasks of each fairness key, if any.
+    fn max_pending_per_key(&self) -> Result<Option<u64>>;
+
+    /// Sets fairness key `key`'s own cap on its pending tasks (checked by
+    /// the engine), in place of the default; a cap makes the queue fair.
+    /// `None` removes it, so that the default applies again.
+    fn set_key_max_pending(&self, key: &str, cap: Option<u64>) -> Result<()>;
+
+    /// The cap in force for fairness key `key`: its own, else the default.
+    fn key_max_pending(&self, key: &str) -> Result<Option<u64>>;
+
     /// Sets the weight of fairness key `key` of the queue (checked by the
     /// engine), which makes the queue share its deliveries between keys
     /// (see [`fair_pass_after`]) from now on.

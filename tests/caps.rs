@@ -1,5 +1,6 @@
 //! Bounded queues: a cap on a queue's pending tasks, and pushes that wait
-//! for room, on both backends.
+//! for room, on both backends; caps per fairness key, on SQLite (which
+//! alone counts a key's pending tasks for now).
 
 #[macro_use]
 mod common;
@@ -252,6 +253,228 @@ on_both_backends!(
     interrupt_ends_a_wait_for_room,
     racing_pushes_store_exactly_the_cap,
 );
+
+fn keyed(key: &str) -> PushOptions {
+    let mut options = PushOptions::new();
+    options.fair_key(key).unwrap();
+    options
+}
+
+/// Pushes a task of fairness key `key`, its payload the key as a string.
+fn push_keyed(queue: &Queue, key: &str) -> tq::Result<Pushed> {
+    queue.push(&format!("{key:?}"), &keyed(key))
+}
+
+/// The payloads of every ready task, delivered and finished.
+fn drain_payloads(queue: &Queue) -> Vec<String> {
+    let mut payloads = Vec::new();
+    while let Some(task) = pull(queue) {
+        payloads.push(task.payload().to_owned());
+        queue.finish(task.receipt()).unwrap();
+    }
+    payloads.sort();
+    payloads
+}
+
+fn a_push_beyond_a_key_cap_is_refused_and_other_keys_are_not(scratch: Scratch) {
+    let queue = scratch.open();
+    assert_eq!(queue.max_pending_per_key().unwrap(), None);
+    assert_eq!(queue.key_max_pending("a").unwrap(), None);
+    queue.set_max_pending_per_key(Some(2)).unwrap();
+    assert_eq!(scratch.open().max_pending_per_key().unwrap(), Some(2));
+    assert_eq!(queue.key_max_pending("a").unwrap(), Some(2));
+    push_keyed(&queue, "a").unwrap();
+    push_keyed(&queue, "a").unwrap();
+    let err = push_keyed(&queue, "a").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Full);
+    assert!(
+        err.message().contains("fairness key 'a'")
+            && err.message().contains("holds 2 pending")
+            && err.message().contains("cap is 2"),
+        "{}",
+        err.message()
+    );
+    assert_eq!(pending(&queue), 2, "nothing was written");
+    push_keyed(&queue, "b").unwrap();
+    push_keyed(&queue, "b").unwrap();
+    // The tasks pushed without a key share the empty key, capped alike.
+    push(&queue, "1");
+    push(&queue, "2");
+    assert_eq!(kind(queue.push("3", &PushOptions::new())), ErrorKind::Full);
+
+    // A key's own cap, higher or lower, replaces the default.
+    queue.set_key_max_pending("b", Some(3)).unwrap();
+    queue.set_key_max_pending("c", Some(1)).unwrap();
+    assert_eq!(scratch.open().key_max_pending("b").unwrap(), Some(3));
+    assert_eq!(queue.key_max_pending("a").unwrap(), Some(2));
+    push_keyed(&queue, "b").unwrap();
+    assert_eq!(kind(push_keyed(&queue, "b")), ErrorKind::Full);
+    push_keyed(&queue, "c").unwrap();
+    assert_eq!(kind(push_keyed(&queue, "c")), ErrorKind::Full);
+    // Without its own cap, the key is under the default again.
+    queue.set_key_max_pending("c", None).unwrap();
+    assert_eq!(queue.key_max_pending("c").unwrap(), Some(2));
+    push_keyed(&queue, "c").unwrap();
+    assert_eq!(kind(push_keyed(&queue, "c")), ErrorKind::Full);
+    // Without the default, only keys with caps of their own are capped.
+    queue.set_max_pending_per_key(Some(0)).unwrap();
+    assert_eq!(queue.max_pending_per_key().unwrap(), None, "0 is no cap");
+    push_keyed(&queue, "a").unwrap();
+    assert_eq!(kind(push_keyed(&queue, "b")), ErrorKind::Full);
+    queue.set_key_max_pending("b", Some(0)).unwrap();
+    assert_eq!(queue.key_max_pending("b").unwrap(), None);
+    push_keyed(&queue, "b").unwrap();
+}
+
+fn a_batch_across_keys_that_does_not_fit_stores_none_of_its_tasks(scratch: Scratch) {
+    let queue = scratch.open();
+    queue.set_max_pending_per_key(Some(2)).unwrap();
+    push_keyed(&queue, "a").unwrap();
+    let items: Vec<(&str, PushOptions)> = ["b", "b", "a", "c", "a"]
+        .iter()
+        .map(|key| ("1", keyed(key)))
+        .collect();
+    let err = queue.push_items(&items).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Full);
+    assert!(
+        err.message().contains("'a'") && err.message().contains("the 2 this push"),
+        "{}",
+        err.message()
+    );
+    assert_eq!(pending(&queue), 1, "none of the batch was stored");
+    assert_eq!(queue.push_items(&items[..4]).unwrap().len(), 4, "fits");
+    assert_eq!(pending(&queue), 5);
+    assert_eq!(
+        kind(queue.push_batch(&["1"], &keyed("b"))),
+        ErrorKind::Full,
+        "a batch of one key"
+    );
+}
+
+fn a_key_cap_never_refuses_a_push_finding_its_unique_key_held(scratch: Scratch) {
+    let queue = scratch.open();
+    let mut keyed_unique = keyed("a");
+    keyed_unique.unique_key("u").unwrap();
+    let held = queue.push("1", &keyed_unique).unwrap().id();
+    push_keyed(&queue, "a").unwrap();
+    queue.set_key_max_pending("a", Some(1)).unwrap();
+    assert_eq!(
+        queue.push("2", &keyed_unique).unwrap(),
+        Pushed::Duplicate(held)
+    );
+    assert_eq!(kind(push_keyed(&queue, "a")), ErrorKind::Full);
+    assert_eq!(pending(&queue), 2);
+}
+
+fn a_push_waiting_for_room_under_a_key_cap_stores_once_its_key_drains(scratch: Scratch) {
+    let queue = scratch.open();
+    let worker = scratch.open();
+    queue.set_key_max_pending("a", Some(1)).unwrap();
+    push_keyed(&queue, "a").unwrap();
+    let delivered = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(100));
+        pull(&worker).expect("the task to deliver")
+    });
+    let mut waiting = waiting_for_room(60_000);
+    waiting.fair_key("a").unwrap();
+    let pushed = queue.push(r#""a""#, &waiting).unwrap();
+    assert!(matches!(pushed, Pushed::Stored(_)));
+    assert_eq!(delivered.join().unwrap().payload(), r#""a""#);
+    let mut in_vain = waiting_for_room(150);
+    in_vain.fair_key("a").unwrap();
+    assert_eq!(kind(queue.push(r#""a""#, &in_vain)), ErrorKind::Full);
+    assert_eq!(pending(&queue), 1);
+}
+
+/// Pushers on handles of their own racing into the caps of two keys:
+/// exactly as many tasks of each key as its cap are stored.
+fn racing_pushes_store_exactly_the_cap_of_each_key(scratch: Scratch) {
+    const CAP: u64 = 5;
+    const PUSHERS: usize = 6;
+    const PUSHES: usize = 6;
+    let setup = scratch.open();
+    setup.set_max_pending_per_key(Some(CAP)).unwrap();
+    setup.set_key_max_pending("b", Some(CAP + 2)).unwrap();
+    let start = Arc::new(Barrier::new(PUSHERS));
+    let pushers: Vec<_> = (0..PUSHERS)
+        .map(|_| {
+            let queue = scratch.open();
+            let start = Arc::clone(&start);
+            thread::spawn(move || {
+                start.wait();
+                for n in 0..PUSHES {
+                    match push_keyed(&queue, ["a", "b"][n % 2]) {
+                        Ok(_) => {}
+                        Err(err) if err.kind() == ErrorKind::Full => {}
+                        Err(err) if err.kind() == ErrorKind::Busy => {}
+                        Err(err) => panic!("{err}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    for pusher in pushers {
+        pusher.join().unwrap();
+    }
+    let payloads = drain_payloads(&setup);
+    let of = |key: &str| {
+        payloads
+            .iter()
+            .filter(|p| **p == format!("{key:?}"))
+            .count()
+    };
+    assert_eq!((of("a"), of("b")), (CAP as usize, CAP as usize + 2));
+}
+
+fn bad_key_caps_are_refused_and_change_nothing(scratch: Scratch) {
+    let queue = scratch.open();
+    let err = queue.set_key_max_pending("a\0b", Some(1)).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert_eq!(
+        kind(queue.set_key_max_pending(&"k".repeat(10_000), Some(1))),
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(
+        kind(queue.key_max_pending("a\0b")),
+        ErrorKind::InvalidArgument
+    );
+    push(&queue, "1");
+    push(&queue, "2");
+    assert_eq!(pending(&queue), 2, "the queue did not become capped");
+}
+
+on_backends! {
+    tests: [
+        a_push_beyond_a_key_cap_is_refused_and_other_keys_are_not,
+        a_batch_across_keys_that_does_not_fit_stores_none_of_its_tasks,
+        a_key_cap_never_refuses_a_push_finding_its_unique_key_held,
+        a_push_waiting_for_room_under_a_key_cap_stores_once_its_key_drains,
+        racing_pushes_store_exactly_the_cap_of_each_key,
+        bad_key_caps_are_refused_and_change_nothing
+    ],
+    backends: [key_caps_sqlite: sqlite],
+}
+
+/// Caps per key are SQLite's only for now: PostgreSQL refuses them.
+fn postgres_refuses_key_caps_and_changes_nothing(scratch: Scratch) {
+    let queue = scratch.open();
+    for err in [
+        queue.set_max_pending_per_key(Some(1)).unwrap_err(),
+        queue.set_key_max_pending("a", Some(1)).unwrap_err(),
+        queue.max_pending_per_key().unwrap_err(),
+    ] {
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        assert!(err.message().contains("key cap"), "{}", err.message());
+    }
+    push(&queue, "1");
+    push(&queue, "2");
+    assert_eq!(pending(&queue), 2);
+}
+
+on_backends! {
+    tests: [postgres_refuses_key_caps_and_changes_nothing],
+    backends: [key_caps_postgres: postgres],
+}
 
 /// Whether `count` of the server's connections wait for a lock in a
 /// statement naming `schema`.

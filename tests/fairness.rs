@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{lease, pull, Scratch};
 use tq::{ErrorKind, OpenOptions, Pause, PullOptions, PushOptions, Queue, RateLimit, TaskState};
@@ -151,12 +151,15 @@ fn an_idle_key_gives_its_share_to_the_others_and_banks_nothing(scratch: Scratch)
 
 fn a_key_whose_tasks_were_delayed_banks_nothing_meanwhile(scratch: Scratch) {
     let queue = scratch.open();
+    // Long enough for 30 deliveries on a loaded machine.
+    let delay = Duration::from_secs(2);
     let mut later = keyed("L");
-    later.delay(Duration::from_millis(300)).unwrap();
+    later.delay(delay).unwrap();
+    let pushed = Instant::now();
     queue.push_batch(&vec![json("L"); 6], &later).unwrap();
     push_keyed(&queue, "A", 100);
     assert_eq!(deliveries(&queue, 30, 1), vec!["A"; 30]);
-    thread::sleep(Duration::from_millis(350));
+    thread::sleep((pushed + delay + Duration::from_millis(50)).saturating_duration_since(Instant::now()));
     // L's tasks are now ready: L takes every other turn, not six in a row.
     let next = deliveries(&queue, 6, 1);
     assert_eq!(counts(&next)["L"], 3, "{next:?}");

@@ -242,3 +242,35 @@ func TestFairKeysShareDeliveriesByWeight(t *testing.T) {
 		t.Fatalf("%d of 9 deliveries went to a (weight 2) against b (weight 1), want 6", ofA)
 	}
 }
+
+func TestAKeyCapRefusesAPushBeyondItWithErrFullAndNotOtherKeys(t *testing.T) {
+	q, _ := openQueue(t, tq.WithDurability(tq.DurabilityNormal))
+	if _, capped, err := q.MaxPendingPerKey(); err != nil || capped {
+		t.Fatalf("MaxPendingPerKey on a new queue: %v, %v", capped, err)
+	}
+	if err := q.SetMaxPendingPerKey(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.SetKeyMaxPending("b", 2); err != nil {
+		t.Fatal(err)
+	}
+	if max, capped, err := q.KeyMaxPending("a"); err != nil || !capped || max != 1 {
+		t.Fatalf("KeyMaxPending(a) = %d, %v, %v; want 1", max, capped, err)
+	}
+	if max, _, err := q.KeyMaxPending("b"); err != nil || max != 2 {
+		t.Fatalf("KeyMaxPending(b) = %d, %v; want 2", max, err)
+	}
+	push(t, q, `1`, tq.WithFairKey("a"))
+	_, err := q.Push([]byte(`2`), tq.WithFairKey("a"))
+	wantErr(t, err, tq.ErrFull, "fairness key 'a'")
+	push(t, q, `3`, tq.WithFairKey("b"))
+	push(t, q, `4`, tq.WithFairKey("b"))
+	if n := count(t, q, tq.Pending); n != 3 {
+		t.Fatalf("%d pending, want 3", n)
+	}
+	wantErr(t, q.SetKeyMaxPending("a\x00b", 1), tq.ErrInvalidArgument, "NUL")
+	if err := q.SetMaxPendingPerKey(0); err != nil {
+		t.Fatal(err)
+	}
+	push(t, q, `2`, tq.WithFairKey("a"))
+}

@@ -731,6 +731,60 @@ func (q *Queue) MaxPending() (uint64, bool, error) {
 	return uint64(max), err == nil && max > 0, err
 }
 
+// SetMaxPendingPerKey caps each fairness key of the queue at max pending
+// tasks (counted as SetMaxPending counts them), unless the key has a cap of
+// its own (SetKeyMaxPending); 0 removes this default. A push beyond its
+// key's cap stores nothing (of a batch, no task) and fails with ErrFull,
+// unless WithWaitForRoom lets it wait; other keys are not affected. A cap
+// makes the queue fair. SQLite only.
+func (q *Queue) SetMaxPendingPerKey(max uint64) error {
+	_, err := q.call("set max pending per key", func(c *C.tq_queue) C.enum_tq_status {
+		return C.tq_set_max_pending_per_key(c, C.uint64_t(max))
+	})
+	return err
+}
+
+// MaxPendingPerKey returns the default cap on each fairness key's pending
+// tasks, and false when there is none.
+func (q *Queue) MaxPendingPerKey() (uint64, bool, error) {
+	var max C.uint64_t
+	_, err := q.call("max pending per key", func(c *C.tq_queue) C.enum_tq_status {
+		return C.tq_max_pending_per_key(c, &max)
+	})
+	return uint64(max), err == nil && max > 0, err
+}
+
+// SetKeyMaxPending caps fairness key key ("": the tasks pushed without
+// one) at max pending tasks, in place of the default of
+// SetMaxPendingPerKey; 0 removes the key's own cap, so that the default
+// applies to it again. SQLite only.
+func (q *Queue) SetKeyMaxPending(key string, max uint64) error {
+	if strings.IndexByte(key, 0) >= 0 {
+		return bindingError("set key max pending", ErrInvalidArgument, "the fairness key %q has a NUL byte", key)
+	}
+	ckey := C.CString(key)
+	defer C.free(unsafe.Pointer(ckey))
+	_, err := q.call("set key max pending", func(c *C.tq_queue) C.enum_tq_status {
+		return C.tq_set_key_max_pending(c, ckey, C.uint64_t(max))
+	})
+	return err
+}
+
+// KeyMaxPending returns the cap in force for fairness key key (its own,
+// else the queue's default for every key), and false when there is none.
+func (q *Queue) KeyMaxPending(key string) (uint64, bool, error) {
+	if strings.IndexByte(key, 0) >= 0 {
+		return 0, false, bindingError("key max pending", ErrInvalidArgument, "the fairness key %q has a NUL byte", key)
+	}
+	ckey := C.CString(key)
+	defer C.free(unsafe.Pointer(ckey))
+	var max C.uint64_t
+	_, err := q.call("key max pending", func(c *C.tq_queue) C.enum_tq_status {
+		return C.tq_key_max_pending(c, ckey, &max)
+	})
+	return uint64(max), err == nil && max > 0, err
+}
+
 // SetFairWeight sets the weight of fairness key key of the queue ("":
 // the tasks pushed without one), MinFairWeight to MaxFairWeight, default
 // 1: among the keys with ready tasks, each gets deliveries in proportion

@@ -568,6 +568,13 @@ export class Queue {
   maxPending(): Promise<number | null>;
   /** Sets the weight of fairness key `key` ('': the tasks pushed without
    * one), 0.001 to 1,000,000, default 1. SQLite only. */
+  /** Caps each fairness key at `cap` pending tasks unless it has its own (null removes it; SQLite only). */
+  setMaxPendingPerKey(cap: number | null): Promise<void>;
+  maxPendingPerKey(): Promise<number | null>;
+  /** Caps fairness key `key` at `cap` pending tasks in place of the default (null removes it). */
+  setKeyMaxPending(key: string, cap: number | null): Promise<void>;
+  /** The cap in force for fairness key `key`, or null. */
+  keyMaxPending(key: string): Promise<number | null>;
   setFairWeight(key: string, weight: number): Promise<void>;
   /** The weight of fairness key `key`: 1 unless one was set. */
   fairWeight(key: string): Promise<number>;

@@ -164,7 +164,7 @@ pub fn run_resume(args: ResumeArgs, json: bool) -> CommandResult {
 /// Arguments of `tq limit`.
 #[derive(clap::Args)]
 #[command(group = clap::ArgGroup::new("what").required(true).multiple(true)
-    .args(["concurrency", "rate", "max_pending", "none"]))]
+    .args(["concurrency", "rate", "max_pending", "max_pending_per_key", "none"]))]
 pub struct LimitArgs {
     /// The queue file or PostgreSQL URL; `-`: $TQ_DATABASE_URL.
     #[arg(value_parser = Location::parse)]
@@ -184,8 +184,14 @@ pub struct LimitArgs {
     #[arg(long, value_name = "N")]
     max_pending: Option<u64>,
 
-    /// Remove the queue's limits (every kind, its cap included).
-    #[arg(long, conflicts_with_all = ["concurrency", "rate", "max_pending"])]
+    /// At most this many pending tasks of each fairness key, unless the
+    /// key has a cap of its own (`tq weight --max-pending`). Makes the
+    /// queue fair. 0 removes it. SQLite only.
+    #[arg(long, value_name = "N")]
+    max_pending_per_key: Option<u64>,
+
+    /// Remove the queue's limits (every kind, its caps included).
+    #[arg(long, conflicts_with_all = ["concurrency", "rate", "max_pending", "max_pending_per_key"])]
     none: bool,
 
     /// The queue to limit.
@@ -207,6 +213,12 @@ pub struct WeightArgs {
     /// shows the key's weight.
     weight: Option<f64>,
 
+    /// At most this many pending tasks of the key, in place of the
+    /// queue's default (`tq limit --max-pending-per-key`); 0 removes the
+    /// key's own cap.
+    #[arg(long, value_name = "N")]
+    max_pending: Option<u64>,
+
     /// The queue of the key.
     #[arg(long, short, default_value = DEFAULT_QUEUE, value_parser = parse_queue_name)]
     queue: String,
@@ -218,12 +230,22 @@ pub fn run_weight(args: WeightArgs, json: bool) -> CommandResult {
     if let Some(weight) = args.weight {
         queue.set_fair_weight(&args.key, weight)?;
     }
+    if let Some(cap) = args.max_pending {
+        queue.set_key_max_pending(&args.key, Some(cap))?;
+    }
     let weight = queue.fair_weight(&args.key)?;
+    let cap = queue.key_max_pending(&args.key)?;
     if json {
-        print_json(&json!({ "queue": args.queue, "key": args.key, "weight": weight }))?;
+        print_json(&json!({
+            "queue": args.queue,
+            "key": args.key,
+            "weight": weight,
+            "max_pending": cap,
+        }))?;
     } else {
+        let capped = cap.map_or_else(String::new, |cap| format!(", at most {cap} pending"));
         print(format!(
-            "queue {:?}: key {:?} has weight {weight}",
+            "queue {:?}: key {:?} has weight {weight}{capped}",
             args.queue, args.key
         ))?;
     }
@@ -252,9 +274,15 @@ pub fn run_limit(args: LimitArgs, json: bool) -> CommandResult {
         queue.set_concurrency_limit(None)?;
         queue.set_rate_limit(None)?;
         queue.set_max_pending(None)?;
+        if key_cap_default(&queue)?.is_some() {
+            queue.set_max_pending_per_key(None)?;
+        }
     }
     if let Some(cap) = args.max_pending {
         queue.set_max_pending(Some(cap))?;
+    }
+    if let Some(cap) = args.max_pending_per_key {
+        queue.set_max_pending_per_key(Some(cap))?;
     }
     if let Some(limit) = args.concurrency {
         queue.set_concurrency_limit(Some(limit))?;
@@ -270,21 +298,36 @@ pub fn run_limit(args: LimitArgs, json: bool) -> CommandResult {
         }),
         None => None,
     };
+    let per_key = key_cap_default(&queue)?;
     if json {
         print_json(&json!({
             "queue": args.queue,
             "concurrency_limit": concurrency,
             "rate_limit": rate.map(rate_json),
             "max_pending": fill.map(|fill| fill.cap),
+            "max_pending_per_key": per_key,
         }))?;
     } else {
-        print(format!(
-            "queue {:?}: {}",
-            args.queue,
-            describe_limits(concurrency, rate, fill)
-        ))?;
+        let limits = describe_limits(concurrency, rate, fill);
+        let described = match per_key {
+            None => limits,
+            Some(cap) if concurrency.is_none() && rate.is_none() && fill.is_none() => {
+                format!("at most {cap} pending per fairness key")
+            }
+            Some(cap) => format!("{limits}, at most {cap} pending per fairness key"),
+        };
+        print(format!("queue {:?}: {described}", args.queue))?;
     }
     Ok(Outcome::Done)
+}
+
+/// The queue's default cap per fairness key; none on PostgreSQL, which
+/// refuses fairness keys (and so their caps) with an invalid argument.
+fn key_cap_default(queue: &tq::Queue) -> Result<Option<u64>, tq::Error> {
+    match queue.max_pending_per_key() {
+        Err(err) if err.kind() == tq::ErrorKind::InvalidArgument => Ok(None),
+        other => other,
+    }
 }
 
 /// A rate limit in JSON: `{"claims": n, "per_ms": ms}`.

@@ -151,6 +151,7 @@ claims are spent.
 Examples:
   tq limit jobs.db 4 --queue api-calls
   tq limit jobs.db --rate 10/1s --queue api-calls
+  tq limit jobs.db --max-pending-per-key 1000 --queue reports
   tq limit jobs.db --none --queue api-calls")]
     Limit(control::LimitArgs),
 
@@ -158,10 +159,12 @@ Examples:
     #[command(after_help = "\
 A queue whose pushes name fairness keys (tq push --fair-key) shares its
 deliveries between the keys with ready tasks, in proportion to their
-weights (default 1). Setting a weight makes the queue fair. SQLite only.
+weights (default 1). Setting a weight, or a key's cap on its pending
+tasks (--max-pending), makes the queue fair. SQLite only.
 
 Examples:
   tq weight jobs.db tenant:7 2 --queue reports
+  tq weight jobs.db tenant:7 --max-pending 5000 --queue reports
   tq weight jobs.db tenant:7 --queue reports")]
     Weight(control::WeightArgs),
 

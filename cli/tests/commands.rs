@@ -872,7 +872,7 @@ fn fair_keys_and_their_weights() {
         .stdout("queue \"reports\": key \"tenant:7\" has weight 2.5\n");
     assert_eq!(
         fixture.json("weight", &["tenant:7", "--queue", "reports"]),
-        json!({"queue": "reports", "key": "tenant:7", "weight": 2.5})
+        json!({"queue": "reports", "key": "tenant:7", "weight": 2.5, "max_pending": null})
     );
     fixture
         .tq("weight", &["tenant:7", "0", "--queue", "reports"])
@@ -925,6 +925,52 @@ fn fair_keys_and_their_weights_on_postgres() {
     let opened = tq::Queue::open(&url, &options).unwrap();
     let task = opened.pull(&tq::PullOptions::new()).unwrap().unwrap();
     opened.finish(task.receipt()).unwrap();
+}
+
+#[test]
+fn caps_per_fairness_key() {
+    let fixture = Fixture::new();
+    fixture.push_numbers(1, "default", &[]);
+    fixture
+        .tq(
+            "limit",
+            &["--max-pending-per-key", "1", "--queue", "reports"],
+        )
+        .assert()
+        .success()
+        .stdout("queue \"reports\": at most 1 pending per fairness key\n");
+    fixture
+        .tq(
+            "weight",
+            &["big", "--max-pending", "2", "--queue", "reports"],
+        )
+        .assert()
+        .success()
+        .stdout("queue \"reports\": key \"big\" has weight 1, at most 2 pending\n");
+    assert_eq!(
+        fixture.json("weight", &["small", "--queue", "reports"]),
+        json!({"queue": "reports", "key": "small", "weight": 1.0, "max_pending": 1})
+    );
+    let push = |key: &str| fixture.tq("push", &["1", "--queue", "reports", "--fair-key", key]);
+    push("small").assert().success();
+    push("small")
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("fairness key 'small'"));
+    push("big").assert().success();
+    push("big").assert().success();
+    push("big").assert().failure();
+    assert_eq!(fixture.counts("reports")["pending"], 3);
+    fixture
+        .tq("limit", &["--none", "--queue", "reports"])
+        .assert()
+        .success()
+        .stdout("queue \"reports\": no limits\n");
+    push("small").assert().success();
+    fixture
+        .tq("limit", &["--none", "--max-pending-per-key", "3"])
+        .assert()
+        .code(2);
 }
 
 #[test]

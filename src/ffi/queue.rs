@@ -274,6 +274,110 @@ pub extern "C" fn tq_max_pending(queue: *const tq_queue, out_cap: *mut u64) -> t
     })
 }
 
+/// Caps the pending tasks of each fairness key.
+///
+/// Caps each fairness key of the handle's queue at `cap` pending tasks (as
+/// `tq_set_max_pending` counts them), for every process on its file,
+/// unless the key has a cap of its own (`tq_set_key_max_pending`); 0
+/// removes this default. The tasks pushed without a key share the empty
+/// key "", capped as any other. A push that would take a key over its cap
+/// stores nothing (of a batch, no task, whatever its other keys) and
+/// returns TQ_ERR_FULL, or waits for room as `tq_set_max_pending` says;
+/// the other keys are not affected. A cap makes the queue fair, as a push
+/// with a fairness key does. SQLite only: on PostgreSQL it returns
+/// TQ_ERR_INVALID_ARGUMENT and changes nothing.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue; on PostgreSQL),
+/// TQ_ERR_BUSY, TQ_ERR_IO.
+/// Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_set_max_pending_per_key(queue: *mut tq_queue, cap: u64) -> tq_status {
+    guard("tq_set_max_pending_per_key", || {
+        unsafe { borrow(queue.cast_const(), "queue") }?
+            .0
+            .set_max_pending_per_key(Some(cap))?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// The default cap on the pending tasks of each fairness key.
+///
+/// Writes the default cap on the pending tasks of each fairness key of the
+/// handle's queue (see `tq_set_max_pending_per_key`) to `*out_cap`, or 0
+/// when it has none.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or `out_cap`; on
+/// PostgreSQL), TQ_ERR_BUSY, TQ_ERR_IO.
+/// Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_max_pending_per_key(queue: *const tq_queue, out_cap: *mut u64) -> tq_status {
+    guard("tq_max_pending_per_key", || {
+        let queue = unsafe { borrow(queue, "queue") }?;
+        if out_cap.is_null() {
+            return Err(Error::invalid_argument("out_cap is NULL"));
+        }
+        let cap = queue.0.max_pending_per_key()?.unwrap_or(0);
+        // SAFETY: checked non-NULL above; the caller provides room for one value.
+        unsafe { out_cap.write(cap) };
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// Caps the pending tasks of one fairness key.
+///
+/// Caps fairness key `key` of the handle's queue (UTF-8, NUL-terminated, up
+/// to `TQ_MAX_UNIQUE_KEY_LEN` bytes; "" for the tasks pushed without one;
+/// copied) at `cap` pending tasks, in place of the default of
+/// `tq_set_max_pending_per_key`, higher or lower; 0 removes the key's own
+/// cap, so that the default applies to it again. A cap makes the queue
+/// fair. SQLite only: on PostgreSQL it returns TQ_ERR_INVALID_ARGUMENT and
+/// changes nothing.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue or key, a key too
+/// long or not UTF-8; nothing changes), TQ_ERR_BUSY, TQ_ERR_IO.
+/// Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_set_key_max_pending(
+    queue: *mut tq_queue,
+    key: *const c_char,
+    cap: u64,
+) -> tq_status {
+    guard("tq_set_key_max_pending", || {
+        let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
+        let key = unsafe { utf8_string(key, "key") }?;
+        queue.0.set_key_max_pending(key, Some(cap))?;
+        Ok(tq_status::TQ_OK)
+    })
+}
+
+/// The cap in force on the pending tasks of one fairness key.
+///
+/// Writes the cap in force for fairness key `key` of the handle's queue to
+/// `*out_cap`: its own (`tq_set_key_max_pending`), else the queue's default
+/// (`tq_set_max_pending_per_key`), else 0.
+///
+/// Returns TQ_OK, or TQ_ERR_INVALID_ARGUMENT (NULL queue, key or `out_cap`,
+/// a key too long or not UTF-8; on PostgreSQL), TQ_ERR_BUSY, TQ_ERR_IO.
+/// Thread safety: may run concurrently with any other call.
+#[no_mangle]
+pub extern "C" fn tq_key_max_pending(
+    queue: *const tq_queue,
+    key: *const c_char,
+    out_cap: *mut u64,
+) -> tq_status {
+    guard("tq_key_max_pending", || {
+        let queue = unsafe { borrow(queue, "queue") }?;
+        let key = unsafe { utf8_string(key, "key") }?;
+        if out_cap.is_null() {
+            return Err(Error::invalid_argument("out_cap is NULL"));
+        }
+        let cap = queue.0.key_max_pending(key)?.unwrap_or(0);
+        // SAFETY: checked non-NULL above; the caller provides room for one value.
+        unsafe { out_cap.write(cap) };
+        Ok(tq_status::TQ_OK)
+    })
+}
+
 /// Sets the weight of a fairness key.
 ///
 /// Sets the weight of fairness key `key` of the handle's queue (UTF-8,

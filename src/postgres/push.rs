@@ -87,6 +87,15 @@ const SET_LIMITS: &str = "UPDATE @.tasks
          (SELECT coalesce(NOW_MS + $4::int8, $5::int8) AS at) d
     WHERE id = $1";
 
+/// The error of a cap per fairness key on PostgreSQL, which does not
+/// count a key's pending tasks yet: the call changes nothing.
+pub(super) fn key_caps_not_here() -> Error {
+    Error::invalid_argument(
+        "key caps (caps per fairness key) are not available on PostgreSQL yet: \
+         a PostgreSQL queue takes a cap per queue only (set_max_pending)",
+    )
+}
+
 impl PostgresStore {
     /// Stores the tasks, all or none (`Store::push`).
     pub(super) fn push_tasks(&self, tasks: Vec<NewTask>) -> Result<Vec<Pushed>> {
@@ -149,7 +158,7 @@ impl PostgresStore {
             self.write(|tx| {
                 tx.query(&self.sql(LOCK_ROOM), &[&self.queue])?;
                 self.join_line(tx, &tasks)?;
-                Ok(tx.query(&push, params)?)
+                tx.query(&push, params)
             })?
         } else {
             self.write_one(&push, params)?

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::finish::FinishAndClaim;
+use super::push::key_caps_not_here;
 use super::{no_wal_file, PostgresStore};
 use crate::error::Result;
 use crate::options::RetryBackoff;
@@ -220,6 +221,22 @@ impl Store for PostgresStore {
 
     fn max_pending(&self) -> Result<Option<u64>> {
         self.read_max_pending()
+    }
+
+    fn set_max_pending_per_key(&self, _cap: Option<u64>) -> Result<()> {
+        Err(key_caps_not_here())
+    }
+
+    fn max_pending_per_key(&self) -> Result<Option<u64>> {
+        Err(key_caps_not_here())
+    }
+
+    fn set_key_max_pending(&self, _key: &str, _cap: Option<u64>) -> Result<()> {
+        Err(key_caps_not_here())
+    }
+
+    fn key_max_pending(&self, _key: &str) -> Result<Option<u64>> {
+        Err(key_caps_not_here())
     }
 
     fn set_fair_weight(&self, key: &str, weight: f64) -> Result<()> {

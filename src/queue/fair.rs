@@ -36,7 +36,7 @@ impl Queue {
 }
 
 /// Checks a fairness key named to weigh it: as a push's, or empty.
-fn check_fair_key(key: &str) -> Result<()> {
+pub(super) fn check_fair_key(key: &str) -> Result<()> {
     if key.is_empty() {
         return Ok(());
     }

@@ -1,9 +1,10 @@
-//! Bounded queues: a cap on a queue's pending tasks, and pushes that wait
-//! for room under it.
+//! Bounded queues: a cap on a queue's pending tasks, and on each fairness
+//! key's, and pushes that wait for room under them.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::fair::check_fair_key;
 use super::Queue;
 use crate::clock::now_unix_ms;
 use crate::error::{Error, ErrorKind, Result};
@@ -51,6 +52,48 @@ impl Queue {
     /// This queue's cap on pending tasks, or `None` when it has none.
     pub fn max_pending(&self) -> Result<Option<u64>> {
         self.store()?.max_pending()
+    }
+
+    /// Caps each fairness key of this queue at `cap` pending tasks (see
+    /// [`Queue::set_max_pending`] for what counts), for every process and
+    /// machine on its file, unless the key has a cap of its own
+    /// ([`Queue::set_key_max_pending`]); `None` (or 0) removes the default.
+    /// The tasks pushed without a key share the empty key `""`, which is
+    /// capped as any other. A push that would take a key over its cap fails
+    /// whole with [`ErrorKind::Full`], as one over the queue's cap does,
+    /// and may wait for room likewise; the other keys are not affected.
+    /// Setting a cap makes the queue fair, as a push with a fairness key
+    /// does. Fairness keys, and so their caps, are SQLite's only for now.
+    pub fn set_max_pending_per_key(&self, cap: Option<u64>) -> Result<()> {
+        self.store()?
+            .set_max_pending_per_key(cap.filter(|&cap| cap > 0))?;
+        self.room.ring();
+        Ok(())
+    }
+
+    /// The default cap on the pending tasks of each fairness key of this
+    /// queue, or `None` when it has none.
+    pub fn max_pending_per_key(&self) -> Result<Option<u64>> {
+        self.store()?.max_pending_per_key()
+    }
+
+    /// Caps fairness key `key` of this queue (`""`: the tasks pushed
+    /// without one) at `cap` pending tasks, in place of the default of
+    /// [`Queue::set_max_pending_per_key`], higher or lower; `None` (or 0)
+    /// removes the key's own cap, so that the default applies to it again.
+    pub fn set_key_max_pending(&self, key: &str, cap: Option<u64>) -> Result<()> {
+        check_fair_key(key)?;
+        self.store()?
+            .set_key_max_pending(key, cap.filter(|&cap| cap > 0))?;
+        self.room.ring();
+        Ok(())
+    }
+
+    /// The cap in force for fairness key `key` of this queue: its own, else
+    /// the queue's default for every key; `None` when neither is set.
+    pub fn key_max_pending(&self, key: &str) -> Result<Option<u64>> {
+        check_fair_key(key)?;
+        self.store()?.key_max_pending(key)
     }
 
     /// Stores the tasks `tasks_at(now)` describes, and when the queue is

@@ -9,13 +9,16 @@
 //! (ready, delayed, blocked): the claim that finds an active key with none
 //! left makes it inactive, and whatever makes a task of an inactive key
 //! pending again (a push, a retry, a snooze, a lease taken back, a dead task
-//! retried) makes it active. The tables: `schema.rs`, migration 14.
+//! retried) makes it active. A key's pending tasks may be capped
+//! ([`check_key_room`]). The tables: `schema.rs`, migrations 14 and 16.
+
+use std::collections::BTreeMap;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::claim::{take_one, ANY_EXPIRED};
 use super::recover::take_back_leases;
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use crate::store::{fair_pass_after, DEFAULT_FAIR_WEIGHT, NO_FAIR_KEY};
 use crate::task::Task;
 
@@ -310,4 +313,131 @@ pub(super) fn claim_fair(
         )?);
     }
     Ok(tasks)
+}
+
+/// The cap on pending tasks in force for key `?2` of queue `?1`: the key's
+/// own, else the queue's default for every key; NULL when neither is set.
+/// Two lookups by primary key.
+pub(super) const KEY_CAP: &str = "SELECT coalesce(
+        (SELECT max_pending FROM tq_fair_keys
+         WHERE queue = ?1 AND fair_key = ?2 AND max_pending > 0),
+        (SELECT max_pending_per_key FROM tq_queues
+         WHERE queue = ?1 AND max_pending_per_key > 0))";
+
+/// Counts the pending tasks of key `?2` of queue `?1`, each pending
+/// state's up to `?3` (-1: all), as the queue's cap counts its own
+/// (`pending_up_to_sql`): one range of the index of keys per state.
+pub(super) const KEY_PENDING_UP_TO: &str = "SELECT
+    (SELECT count(*) FROM (SELECT 1 FROM tq_tasks
+        WHERE queue = ?1 AND fair_key = ?2 AND state = 0 LIMIT ?3)) +
+    (SELECT count(*) FROM (SELECT 1 FROM tq_tasks
+        WHERE queue = ?1 AND fair_key = ?2 AND state = 4 LIMIT ?3)) +
+    (SELECT count(*) FROM (SELECT 1 FROM tq_tasks
+        WHERE queue = ?1 AND fair_key = ?2 AND state = 7 LIMIT ?3))";
+
+fn to_sql_cap(cap: Option<u64>) -> Option<i64> {
+    cap.map(|cap| i64::try_from(cap).unwrap_or(i64::MAX))
+}
+
+/// Sets or lifts the default cap on the pending tasks of every key of
+/// `queue`; a cap makes the queue fair, so that every task has a key.
+pub(super) fn set_max_pending_per_key(
+    conn: &Connection,
+    queue: &str,
+    cap: Option<u64>,
+) -> Result<()> {
+    if cap.is_some() {
+        make_fair(conn, queue)?;
+    }
+    conn.prepare_cached(
+        "INSERT INTO tq_queues (queue, max_pending_per_key) VALUES (?1, ?2)
+         ON CONFLICT (queue) DO UPDATE SET max_pending_per_key = excluded.max_pending_per_key",
+    )?
+    .execute(params![queue, to_sql_cap(cap)])?;
+    Ok(())
+}
+
+/// The default cap on the pending tasks of every key of `queue`, if any.
+pub(super) fn max_pending_per_key(conn: &Connection, queue: &str) -> Result<Option<u64>> {
+    let cap: Option<i64> = conn
+        .prepare_cached(
+            "SELECT max_pending_per_key FROM tq_queues
+             WHERE queue = ?1 AND max_pending_per_key > 0",
+        )?
+        .query_row([queue], |row| row.get(0))
+        .optional()?;
+    Ok(cap.map(|cap| cap as u64))
+}
+
+/// Sets key `key`'s own cap on its pending tasks in `queue`, which makes
+/// the queue fair, or with `None` lifts it (the default applies again).
+pub(super) fn set_key_max_pending(
+    conn: &Connection,
+    queue: &str,
+    key: &str,
+    cap: Option<u64>,
+) -> Result<()> {
+    if cap.is_none() {
+        conn.prepare_cached(
+            "UPDATE tq_fair_keys SET max_pending = NULL WHERE queue = ?1 AND fair_key = ?2",
+        )?
+        .execute(params![queue, key])?;
+        return Ok(());
+    }
+    make_fair(conn, queue)?;
+    conn.prepare_cached(
+        "INSERT INTO tq_fair_keys (queue, fair_key, weight, pass, active, max_pending)
+         VALUES (?1, ?2, ?3, 0, 0, ?4)
+         ON CONFLICT (queue, fair_key) DO UPDATE SET max_pending = excluded.max_pending",
+    )?
+    .execute(params![queue, key, DEFAULT_FAIR_WEIGHT, to_sql_cap(cap)])?;
+    Ok(())
+}
+
+/// The cap in force for key `key` of `queue` (see [`KEY_CAP`]).
+pub(super) fn key_max_pending(conn: &Connection, queue: &str, key: &str) -> Result<Option<u64>> {
+    let cap: Option<i64> = conn
+        .prepare_cached(KEY_CAP)?
+        .query_row(params![queue, key], |row| row.get(0))?;
+    Ok(cap.map(|cap| cap as u64))
+}
+
+/// The pending tasks of key `key` of `queue`, each state's counted up to
+/// `limit` (-1: all; see [`KEY_PENDING_UP_TO`]).
+fn key_pending(conn: &Connection, queue: &str, key: &str, limit: i64) -> Result<u64> {
+    let pending: i64 = conn
+        .prepare_cached(KEY_PENDING_UP_TO)?
+        .query_row(params![queue, key, limit], |row| row.get(0))?;
+    Ok(pending as u64)
+}
+
+/// Refuses a push that took a key of fair queue `queue` over its cap:
+/// `added` is how many tasks the push stored under each key, already
+/// written (the caller's transaction rolls them back on the error). Each
+/// key counts up to one more than its cap, so the check reads at most
+/// that many index entries; the message's count is exact.
+pub(super) fn check_key_room(
+    conn: &Connection,
+    queue: &str,
+    added: &BTreeMap<&str, u64>,
+) -> Result<()> {
+    for (&key, &adding) in added {
+        let Some(cap) = key_max_pending(conn, queue, key)? else {
+            continue;
+        };
+        let limit = i64::try_from(cap.saturating_add(1)).unwrap_or(i64::MAX);
+        if key_pending(conn, queue, key, limit)? <= cap {
+            continue;
+        }
+        let pending = key_pending(conn, queue, key, -1)?.saturating_sub(adding);
+        return Err(Error::new(
+            ErrorKind::Full,
+            format!(
+                "fairness key '{key}' of queue '{queue}' is full: it holds {pending} pending \
+                 tasks and its cap is {cap}, so the {adding} this push would add do not fit \
+                 (nothing was pushed)"
+            ),
+        ));
+    }
+    Ok(())
 }

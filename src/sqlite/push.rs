@@ -1,6 +1,8 @@
 //! Pushing: how a task is stored, with its unique key, the tasks it
 //! waits for and its place in an ordered group.
 
+use std::collections::BTreeMap;
+
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::fair;
@@ -9,7 +11,7 @@ use super::settings::Room;
 use crate::error::Result;
 use crate::store::{
     group_predecessor_sql, holds_unique_key, merge_sql, of_item, parent_ids, waits_for, NewTask,
-    BLOCKED, READY, WAITING,
+    BLOCKED, NO_FAIR_KEY, READY, WAITING,
 };
 use crate::task::Pushed;
 
@@ -72,8 +74,9 @@ pub(crate) fn push_one(
 
 /// Pushes the tasks of one call in order, so that a task can wait for an
 /// earlier item of the same push; an error says which item failed. A push
-/// that would take a capped queue over its cap fails whole (its
-/// transaction is rolled back); duplicates add nothing to the count.
+/// that would take a capped queue, or a capped fairness key, over its cap
+/// fails whole (its transaction is rolled back); duplicates add nothing to
+/// the count.
 pub(crate) fn push_all(
     conn: &Connection,
     queue: &str,
@@ -90,7 +93,23 @@ pub(crate) fn push_all(
     if let Some(room) = room {
         room.check(conn, queue, stored_count(&pushed))?;
     }
+    if fair::is_fair(conn, queue)? {
+        fair::check_key_room(conn, queue, &stored_per_key(tasks, &pushed))?;
+    }
     Ok(pushed)
+}
+
+/// How many of `pushed` were stored under each fairness key of a fair
+/// queue: their own, or the empty key.
+fn stored_per_key<'a>(tasks: &'a [NewTask], pushed: &[Pushed]) -> BTreeMap<&'a str, u64> {
+    let mut per_key = BTreeMap::new();
+    for (task, one) in tasks.iter().zip(pushed) {
+        if matches!(one, Pushed::Stored(_)) {
+            let key = task.fair_key.as_deref().unwrap_or(NO_FAIR_KEY);
+            *per_key.entry(key).or_insert(0) += 1;
+        }
+    }
+    per_key
 }
 
 /// How many of `pushed` were stored (not found holding their unique key).

@@ -272,8 +272,8 @@ fn claims_and_upkeep_are_index_lookups() {
 #[test]
 fn a_fair_claim_stays_index_lookups_with_ten_thousand_keys() {
     use super::fair::{
-        ACTIVATE, ACTIVATE_KEY_OF_TASK, ACTIVATE_PENDING_KEYS, FIRST_TURN, IS_FAIR, KEY_PENDING,
-        NEXT_TURN,
+        ACTIVATE, ACTIVATE_KEY_OF_TASK, ACTIVATE_PENDING_KEYS, FIRST_TURN, IS_FAIR, KEY_CAP,
+        KEY_PENDING, KEY_PENDING_UP_TO, NEXT_TURN,
     };
     let mut conn = Connection::open_in_memory().unwrap();
     super::schema::migrate(&conn).unwrap();
@@ -311,6 +311,18 @@ fn a_fair_claim_stays_index_lookups_with_ten_thousand_keys() {
         assert!(!plan.contains("TEMP B-TREE"), "{sql} sorts: {plan}");
         assert!(!plan.contains("SCAN"), "{sql} scans: {plan}");
     }
+    // A key's cap and count: lookups, and a range of the index of keys per
+    // pending state (the subqueries' rows are scanned, not the tables).
+    for sql in [KEY_CAP, KEY_PENDING_UP_TO] {
+        let plan = plan(&conn, sql);
+        assert!(!plan.contains("SCAN tq_"), "{sql} scans: {plan}");
+    }
+    assert_eq!(
+        plan(&conn, KEY_PENDING_UP_TO)
+            .matches("COVERING INDEX tq_tasks_fair")
+            .count(),
+        3
+    );
     for sql in [IS_FAIR, ACTIVATE_KEY_OF_TASK] {
         let plan = plan(&conn, sql);
         assert!(plan.contains("PRIMARY KEY"), "{sql}: {plan}");

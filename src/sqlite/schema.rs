@@ -254,6 +254,11 @@ const MIGRATIONS: &[Migration] = &[
     BEGIN
         DELETE FROM tq_steps WHERE task = OLD.id;
     END;"),
+    // 16: caps on each fairness key's pending tasks (see fair.rs): a
+    // default for every key of the queue, and a cap of a key's own that
+    // replaces it. NULL: none. Counted in the index of keys.
+    Migration::Sql("ALTER TABLE tq_queues ADD COLUMN max_pending_per_key INTEGER;
+    ALTER TABLE tq_fair_keys ADD COLUMN max_pending INTEGER;"),
 ];
 
 /// The schema version this library writes.

@@ -407,6 +407,22 @@ impl Store for SqliteStore {
         self.read(|conn| settings::max_pending(conn, &self.queue))
     }
 
+    fn set_max_pending_per_key(&self, cap: Option<u64>) -> Result<()> {
+        self.write(|conn| fair::set_max_pending_per_key(conn, &self.queue, cap))
+    }
+
+    fn max_pending_per_key(&self) -> Result<Option<u64>> {
+        self.read(|conn| fair::max_pending_per_key(conn, &self.queue))
+    }
+
+    fn set_key_max_pending(&self, key: &str, cap: Option<u64>) -> Result<()> {
+        self.write(|conn| fair::set_key_max_pending(conn, &self.queue, key, cap))
+    }
+
+    fn key_max_pending(&self, key: &str) -> Result<Option<u64>> {
+        self.read(|conn| fair::key_max_pending(conn, &self.queue, key))
+    }
+
     fn set_fair_weight(&self, key: &str, weight: f64) -> Result<()> {
         self.write(|conn| fair::set_weight(conn, &self.queue, key, weight))
     }

@@ -136,6 +136,10 @@ int main(int argc, char **argv)
     double weight = 0;
     STATUS_CASE(tq_set_max_pending, tq_set_max_pending(queue, 4));
     STATUS_CASE(tq_max_pending, tq_max_pending(queue, &cap));
+    STATUS_CASE(tq_set_max_pending_per_key, tq_set_max_pending_per_key(queue, 4));
+    STATUS_CASE(tq_max_pending_per_key, tq_max_pending_per_key(queue, &cap));
+    STATUS_CASE(tq_set_key_max_pending, tq_set_key_max_pending(queue, "k", 4));
+    STATUS_CASE(tq_key_max_pending, tq_key_max_pending(queue, "k", &cap));
     STATUS_CASE(tq_set_fair_weight, tq_set_fair_weight(queue, "k", 2.0));
     STATUS_CASE(tq_fair_weight, tq_fair_weight(queue, "k", &weight));
     uint64_t per_ms = 0;

@@ -2504,6 +2504,52 @@ static void test_max_pending(const char *dir)
     tq_close(q);
 }
 
+/* Caps per fairness key: a default for every key and a key's own; a push
+   beyond its key's cap, or a batch with a key that does not fit, stores
+   nothing and returns TQ_ERR_FULL, while other keys still take pushes. */
+static void test_key_max_pending(const char *dir)
+{
+    tq_queue *q = open_named(dir, "keycaps", 5);
+    REQUIRE(q != NULL);
+    uint64_t cap = 9;
+    CHECK_STATUS(tq_max_pending_per_key(q, &cap), TQ_OK);
+    CHECK_INT(cap, 0);
+    CHECK_STATUS(tq_max_pending_per_key(q, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_set_max_pending_per_key(NULL, 2), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_set_key_max_pending(q, NULL, 2), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_key_max_pending(q, "a", NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_set_max_pending_per_key(q, 1), TQ_OK);
+    CHECK_STATUS(tq_set_key_max_pending(q, "b", 2), TQ_OK);
+    CHECK_STATUS(tq_max_pending_per_key(q, &cap), TQ_OK);
+    CHECK_INT(cap, 1);
+    CHECK_STATUS(tq_key_max_pending(q, "a", &cap), TQ_OK);
+    CHECK_INT(cap, 1);
+    CHECK_STATUS(tq_key_max_pending(q, "b", &cap), TQ_OK);
+    CHECK_INT(cap, 2);
+
+    tq_push_options *opts = tq_push_options_new();
+    REQUIRE(opts != NULL);
+    int64_t id = 0;
+    CHECK_STATUS(tq_push_options_set_fair_key(opts, "a"), TQ_OK);
+    CHECK_STATUS(tq_push(q, "\"a\"", 3, opts, &id), TQ_OK);
+    CHECK_STATUS(tq_push(q, "\"a\"", 3, opts, &id), TQ_ERR_FULL);
+    CHECK_LAST_ERROR("fairness key 'a'");
+    CHECK_STATUS(tq_push_options_set_fair_key(opts, "b"), TQ_OK);
+    const char *three[] = {"1", "2", "3"};
+    size_t lens[] = {1, 1, 1};
+    CHECK_STATUS(tq_push_batch(q, three, lens, 3, opts, NULL), TQ_ERR_FULL);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 1);
+    CHECK_STATUS(tq_push_batch(q, three, lens, 2, opts, NULL), TQ_OK);
+    CHECK_INT(count(q, TQ_STATE_PENDING), 3);
+    CHECK_STATUS(tq_set_key_max_pending(q, "b", 0), TQ_OK);
+    CHECK_STATUS(tq_key_max_pending(q, "b", &cap), TQ_OK);
+    CHECK_INT(cap, 1);
+    CHECK_STATUS(tq_set_max_pending_per_key(q, 0), TQ_OK);
+    CHECK_STATUS(tq_push(q, "\"b\"", 3, opts, &id), TQ_OK);
+    tq_push_options_free(opts);
+    tq_close(q);
+}
+
 static void test_batch_pull_and_finish(const char *dir)
 {
     tq_queue *q = open_named(dir, "default", 5);
@@ -3612,6 +3658,7 @@ static const struct test_case cases[] = {
     CASE(named_queues),
     CASE(batch_push),
     CASE(max_pending),
+    CASE(key_max_pending),
     CASE(fair_keys),
     CASE(batch_pull_and_finish),
     CASE(blocking_pull),

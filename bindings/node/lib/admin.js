@@ -190,6 +190,39 @@ class QueueAdmin {
     return Number(await this._read(lib.tq_max_pending)) || null;
   }
 
+  /** Caps each fairness key of this queue at `cap` pending tasks (counted
+   * as setMaxPending counts them), unless the key has a cap of its own
+   * (setKeyMaxPending); null or 0 removes this default. A push beyond its
+   * key's cap rejects with FullError (a batch: none of it), unless its
+   * `waitForRoom` lets it wait; other keys are not affected. Makes the
+   * queue fair. SQLite only. */
+  async setMaxPendingPerKey(cap) {
+    await this._checkedCall(lib.tq_set_max_pending_per_key, cap === null ? 0 : integer('cap', cap, 0, Number.MAX_SAFE_INTEGER));
+  }
+
+  /** The default cap on each fairness key's pending tasks, or null. */
+  async maxPendingPerKey() {
+    return Number(await this._read(lib.tq_max_pending_per_key)) || null;
+  }
+
+  /** Caps fairness key `key` ('': the tasks pushed without one) at `cap`
+   * pending tasks, in place of the default of setMaxPendingPerKey; null or
+   * 0 removes the key's own cap, so that the default applies again.
+   * SQLite only. */
+  async setKeyMaxPending(key, cap) {
+    await this._checkedCall(
+      lib.tq_set_key_max_pending,
+      cString('key', key),
+      cap === null ? 0 : integer('cap', cap, 0, Number.MAX_SAFE_INTEGER),
+    );
+  }
+
+  /** The cap in force for fairness key `key`: its own, else the queue's
+   * default for every key; null when neither is set. */
+  async keyMaxPending(key) {
+    return Number(await this._read(lib.tq_key_max_pending, cString('key', key))) || null;
+  }
+
   /** Sets the weight of fairness key `key` of this queue ('': the tasks
    * pushed without one), 0.001 to 1,000,000, default 1: among the keys with
    * ready tasks, each gets deliveries in proportion to its weight (see the

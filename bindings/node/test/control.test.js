@@ -150,6 +150,26 @@ test('a capped queue rejects a push beyond its cap with FullError', () =>
     await queue.push(5);
   }));
 
+test('a key cap rejects a push beyond it with FullError, and not other keys', () =>
+  withQueue(async (queue) => {
+    assert.equal(await queue.maxPendingPerKey(), null);
+    await queue.setMaxPendingPerKey(1);
+    await queue.setKeyMaxPending('b', 2);
+    assert.equal(await queue.maxPendingPerKey(), 1);
+    assert.equal(await queue.keyMaxPending('a'), 1);
+    assert.equal(await queue.keyMaxPending('b'), 2);
+    await queue.push(1, { fairKey: 'a' });
+    await assert.rejects(async () => queue.push(2, { fairKey: 'a' }), (error) => error instanceof tq.FullError);
+    await assert.rejects(async () => queue.pushMany([3, 4, 5], { fairKey: 'b' }), tq.FullError);
+    await queue.pushMany([3, 4], { fairKey: 'b' });
+    await assert.rejects(async () => queue.setKeyMaxPending('a', -1), tq.InvalidArgumentError);
+    await queue.setKeyMaxPending('b', null);
+    assert.equal(await queue.keyMaxPending('b'), 1);
+    await queue.setMaxPendingPerKey(null);
+    assert.equal(await queue.keyMaxPending('a'), null);
+    await queue.push(2, { fairKey: 'a' });
+  }));
+
 test('fair keys share deliveries by weight', () =>
   withQueue(async (queue) => {
     assert.equal(await queue.fairWeight('a'), 1);

@@ -221,3 +221,27 @@ def test_fair_keys_share_deliveries_by_weight(path, queue):
         task.finish()
     assert delivered.count("a") == 6
     assert delivered.count("b") == 3
+
+
+def test_a_key_cap_refuses_a_push_beyond_it_and_not_other_keys(path, queue):
+    assert queue.max_pending_per_key() is None
+    queue.set_max_pending_per_key(1)
+    queue.set_key_max_pending("b", 2)
+    with tq.Queue(path) as other:
+        assert other.max_pending_per_key() == 1
+        assert other.key_max_pending("a") == 1
+        assert other.key_max_pending("b") == 2
+    queue.push({"key": "a"}, fair_key="a")
+    with pytest.raises(tq.FullError, match="fairness key 'a'"):
+        queue.push({"key": "a"}, fair_key="a")
+    with pytest.raises(tq.FullError):
+        queue.push_many([{"key": "b"}] * 3, fair_key="b")
+    queue.push_many([{"key": "b"}] * 2, fair_key="b")
+    assert queue.count(tq.State.PENDING) == 3
+    with pytest.raises(tq.InvalidArgumentError):
+        queue.set_key_max_pending("a\0b", 1)
+    queue.set_key_max_pending("b", None)
+    assert queue.key_max_pending("b") == 1
+    queue.set_max_pending_per_key(0)
+    assert queue.key_max_pending("a") is None
+    queue.push({"key": "a"}, fair_key="a")

@@ -243,6 +243,44 @@ class _Admin:
             _check(lib.tq_max_pending(queue, byref(out)))
         return out.value or None
 
+    def set_max_pending_per_key(self, cap) -> None:
+        """Caps each fairness key of this queue at ``cap`` pending tasks
+        (counted as ``set_max_pending`` counts them), unless the key has a
+        cap of its own (``set_key_max_pending``); None or 0 removes this
+        default. A push beyond its key's cap stores nothing and raises
+        ``FullError`` (a batch: none of it), unless its ``wait_for_room``
+        lets it wait; other keys are not affected. Makes the queue fair.
+        SQLite only."""
+        with self._handle as queue:
+            _check(lib.tq_set_max_pending_per_key(queue, _integer("cap", cap or 0, 0, 2**64 - 1)))
+
+    def max_pending_per_key(self) -> "int | None":
+        """The default cap on each fairness key's pending tasks, or None."""
+        out = c_uint64()
+        with self._handle as queue:
+            _check(lib.tq_max_pending_per_key(queue, byref(out)))
+        return out.value or None
+
+    def set_key_max_pending(self, key, cap) -> None:
+        """Caps fairness key ``key`` (``""``: the tasks pushed without one)
+        at ``cap`` pending tasks, in place of the default of
+        ``set_max_pending_per_key``; None or 0 removes the key's own cap,
+        so that the default applies to it again. SQLite only."""
+        with self._handle as queue:
+            _check(
+                lib.tq_set_key_max_pending(
+                    queue, _c_string("key", key), _integer("cap", cap or 0, 0, 2**64 - 1)
+                )
+            )
+
+    def key_max_pending(self, key) -> "int | None":
+        """The cap in force for fairness key ``key``: its own, else the
+        queue's default for every key; None when neither is set."""
+        out = c_uint64()
+        with self._handle as queue:
+            _check(lib.tq_key_max_pending(queue, _c_string("key", key), byref(out)))
+        return out.value or None
+
     def set_fair_weight(self, key, weight) -> None:
         """Sets the weight of fairness key ``key`` of this queue (``""``:
         the tasks pushed without one), 0.001 to 1,000,000, default 1: among
