@@ -113,6 +113,12 @@
 #define TQ_VERSION_NUMBER 300
 
 /*
+ How many ended attempts a task keeps: the newest ones. A constant of
+ both schemas (SQLite's migration 16, PostgreSQL's 15).
+ */
+#define TQ_ATTEMPTS_KEPT 20
+
+/*
  The end of a pause that lasts until `tq_resume`, as `tq_paused_until`
  reports it and `tq_pause` takes it.
  */
@@ -344,6 +350,28 @@ typedef enum tq_state {
    */
   TQ_STATE_CANCELLED = 4,
 } tq_state;
+
+/*
+ How an attempt ended, as `tq_task_attempt_outcome` returns it.
+ */
+typedef enum tq_attempt_outcome {
+  /*
+   Its holder failed it (`tq_fail`).
+   */
+  TQ_ATTEMPT_FAILED = 0,
+  /*
+   Its lease ran out before its holder finished, and tq took it back.
+   */
+  TQ_ATTEMPT_LEASE_EXPIRED = 1,
+  /*
+   Its holder's process (on PostgreSQL, its session) was found gone.
+   */
+  TQ_ATTEMPT_HOLDER_DIED = 2,
+  /*
+   The task was cancelled while held, and the delivery ended so.
+   */
+  TQ_ATTEMPT_CANCELLED = 3,
+} tq_attempt_outcome;
 
 /*
  Values for `tq_schedule_options_set_catch_up` and
@@ -1503,6 +1531,104 @@ const char *tq_task_step_output(const struct tq_task *task, size_t index);
  Thread safety: safe on a task read by several threads.
  */
 int64_t tq_task_step_recorded_at_unix_ms(const struct tq_task *task, size_t index);
+
+/*
+ How many ended attempts a task read by `tq_get_task` lists.
+
+ Returns how many of the task's deliveries ended without finishing it
+ (failed, lease taken back, cancelled while held) are kept with it: the
+ newest TQ_ATTEMPTS_KEPT, as read by `tq_get_task` or `tq_wait_task`; 0
+ for a pulled task, a task of `tq_list` (which reads none), or when
+ `task` is NULL. Index them from 0, oldest first, with the
+ `tq_task_attempt_*` calls.
+
+ Thread safety: safe on a task read by several threads.
+ */
+size_t tq_task_attempt_count(const struct tq_task *task);
+
+/*
+ Which delivery a listed attempt was.
+
+ Returns the number of attempt `index` (from 0, oldest first) of a task
+ read by `tq_get_task`: 1 for the task's first delivery, counted again
+ from 1 after `tq_retry_dead`; 0 when `index` is not below
+ `tq_task_attempt_count` or `task` is NULL.
+
+ Thread safety: safe on a task read by several threads.
+ */
+uint32_t tq_task_attempt_number(const struct tq_task *task, size_t index);
+
+/*
+ How a listed attempt ended.
+
+ Returns how attempt `index` of a task read by `tq_get_task` ended (a
+ `tq_attempt_outcome` value), or -1 as `tq_task_attempt_number` returns 0.
+
+ Thread safety: safe on a task read by several threads.
+ */
+int32_t tq_task_attempt_outcome(const struct tq_task *task, size_t index);
+
+/*
+ Why a listed attempt ended.
+
+ Returns the reason attempt `index` of a task read by `tq_get_task`
+ ended with (the one given to `tq_fail`, or the one tq wrote when it
+ took the lease back or a cancellation ended it), or NULL when it has
+ none, `index` is not below `tq_task_attempt_count` or `task` is NULL.
+
+ Ownership: the text belongs to the task and lives until `tq_task_free`.
+ Thread safety: safe on a task read by several threads.
+ */
+const char *tq_task_attempt_reason(const struct tq_task *task, size_t index);
+
+/*
+ Who held a listed attempt.
+
+ Returns the id of the holder of attempt `index` of a task read by
+ `tq_get_task` (a process on SQLite, a connection on PostgreSQL, as
+ `tq serve` shows holders), or 0 when unknown, `index` is not below
+ `tq_task_attempt_count` or `task` is NULL.
+
+ Thread safety: safe on a task read by several threads.
+ */
+int64_t tq_task_attempt_holder_id(const struct tq_task *task, size_t index);
+
+/*
+ The process id of a listed attempt's holder.
+
+ Returns the process id of the holder of attempt `index` of a task read
+ by `tq_get_task` (SQLite only), or 0 when unknown (always on
+ PostgreSQL), `index` is not below `tq_task_attempt_count` or `task` is
+ NULL.
+
+ Thread safety: safe on a task read by several threads.
+ */
+int64_t tq_task_attempt_holder_pid(const struct tq_task *task, size_t index);
+
+/*
+ When a listed attempt started.
+
+ Returns when attempt `index` of a task read by `tq_get_task` was
+ claimed, in milliseconds since the Unix epoch (the server's clock on
+ PostgreSQL), or 0 when unknown, `index` is not below
+ `tq_task_attempt_count` or `task` is NULL.
+
+ Thread safety: safe on a task read by several threads.
+ */
+int64_t tq_task_attempt_started_at_unix_ms(const struct tq_task *task, size_t index);
+
+/*
+ When a listed attempt ended.
+
+ Returns when attempt `index` of a task read by `tq_get_task` ended, in
+ milliseconds since the Unix epoch (the server's clock on PostgreSQL),
+ or 0 when `index` is not below `tq_task_attempt_count` or `task` is
+ NULL. Its duration is this minus `tq_task_attempt_started_at_unix_ms`,
+ when that is not 0.
+
+ Thread safety: safe on a task read by several threads.
+ */
+int64_t tq_task_attempt_ended_at_unix_ms(const struct tq_task *task, size_t index);
 
 /*
  Frees a task.

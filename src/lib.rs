@@ -22,6 +22,7 @@
 #[cfg(not(target_os = "linux"))]
 compile_error!("tq runs on Linux only: it relies on futexes and /proc");
 
+mod attempts;
 mod clock;
 mod error;
 // The C ABI is not part of the Rust API: hidden from its documentation and
@@ -48,6 +49,7 @@ mod store;
 mod task;
 mod wait;
 
+pub use attempts::{AttemptInfo, AttemptOutcome, ATTEMPTS_KEPT};
 pub use error::{Error, ErrorKind, Result};
 pub use location::{redacted_location, Backend};
 pub use options::{

@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use crate::attempts::AttemptInfo;
+
 /// Proof of one delivery: the task id, the lease token drawn at claim
 /// time, and the store (SQLite file, or PostgreSQL schema) it was claimed
 /// from. Finishing with a receipt whose delivery is no longer current fails
@@ -130,6 +132,7 @@ pub struct TaskInfo {
     pub(crate) expires_at_unix_ms: Option<i64>,
     pub(crate) deadline_unix_ms: Option<i64>,
     pub(crate) steps: Vec<StepInfo>,
+    pub(crate) ended_attempts: Vec<AttemptInfo>,
 }
 
 /// A step of a task as recorded ([`crate::Queue::record_step`]): its name,
@@ -252,6 +255,13 @@ impl TaskInfo {
     /// ([`crate::Queue::list`]) shows none.
     pub fn steps(&self) -> &[StepInfo] {
         &self.steps
+    }
+
+    /// Its deliveries that ended without finishing it (failed, lease taken
+    /// back, cancelled while held), oldest first: the newest
+    /// [`crate::ATTEMPTS_KEPT`]. Read as [`TaskInfo::steps`] are.
+    pub fn ended_attempts(&self) -> &[AttemptInfo] {
+        &self.ended_attempts
     }
 
     /// Whether it has ended: done, dead or cancelled.

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use clap::ValueEnum;
-use tq::{Queue, TaskInfo, TaskState, DEFAULT_QUEUE};
+use tq::{AttemptInfo, Queue, TaskInfo, TaskState, DEFAULT_QUEUE};
 
 use crate::output::{
     self, parse_queue_name, print, relative_time, rfc3339, state_name, task_json, CommandResult,
@@ -257,8 +257,45 @@ pub fn show(task: &TaskInfo, queue: &str, json: bool) -> Result<(), Failure> {
             print(format!("  {}  {at}\n  {}", step.name(), step.output()))?;
         }
     }
+    if !task.ended_attempts().is_empty() {
+        print("attempts")?;
+        print(attempts_table(task.ended_attempts()))?;
+    }
     if let Some(result) = task.result() {
         print(format!("result\n{result}"))?;
     }
     Ok(())
+}
+
+/// A task's ended attempts as a table, oldest first: number, outcome,
+/// start, duration, holder and reason.
+fn attempts_table(attempts: &[AttemptInfo]) -> String {
+    let rows = attempts.iter().map(|attempt| {
+        let holder = match (attempt.holder_id(), attempt.holder_pid()) {
+            (Some(id), Some(pid)) => format!("{id} (pid {pid})"),
+            (Some(id), None) => id.to_string(),
+            (None, _) => "-".to_owned(),
+        };
+        let started = attempt.started_at_unix_ms().map_or("-".to_owned(), rfc3339);
+        let duration = attempt.duration_ms().map_or("-".to_owned(), |ms| {
+            humantime::format_duration(Duration::from_millis(ms as u64)).to_string()
+        });
+        format!(
+            "  {:<3} {:<14} {:<25} {:<10} {:<20} {}",
+            attempt.attempt(),
+            attempt.outcome().as_str(),
+            started,
+            duration,
+            holder,
+            attempt.reason().unwrap_or("")
+        )
+    });
+    let header = format!(
+        "  {:<3} {:<14} {:<25} {:<10} {:<20} {}",
+        "#", "outcome", "started", "took", "holder", "reason"
+    );
+    std::iter::once(header)
+        .chain(rows)
+        .collect::<Vec<_>>()
+        .join("\n")
 }

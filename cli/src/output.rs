@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use comfy_table::{presets, ContentArrangement, Row, Table};
 use serde::de::IgnoredAny;
 use serde_json::{json, Value};
-use tq::{OpenOptions, Queue, TaskInfo, TaskState};
+use tq::{AttemptInfo, OpenOptions, Queue, TaskInfo, TaskState};
 
 /// How a command that did its work ended.
 pub enum Outcome {
@@ -319,6 +319,10 @@ pub fn task_json(task: &TaskInfo, queue: &str) -> Result<String, Failure> {
     if let Some(group) = task.group() {
         fields["group"] = json!(group);
     }
+    // Only for a snapshot with ended attempts, oldest first.
+    if !task.ended_attempts().is_empty() {
+        fields["ended_attempts"] = attempts_json(task.ended_attempts());
+    }
     // The fields' object without its closing brace, then the stored JSON
     // texts as they are.
     let fields = fields.to_string();
@@ -345,4 +349,23 @@ pub fn task_json(task: &TaskInfo, queue: &str) -> Result<String, Failure> {
     }
     json.push('}');
     Ok(json)
+}
+
+/// A task's ended attempts as `--json` and the dashboard's API show them.
+pub fn attempts_json(attempts: &[AttemptInfo]) -> serde_json::Value {
+    attempts
+        .iter()
+        .map(|attempt| {
+            json!({
+                "attempt": attempt.attempt(),
+                "outcome": attempt.outcome().as_str(),
+                "reason": attempt.reason(),
+                "holder_id": attempt.holder_id(),
+                "holder_pid": attempt.holder_pid(),
+                "started_at_unix_ms": attempt.started_at_unix_ms(),
+                "ended_at_unix_ms": attempt.ended_at_unix_ms(),
+                "duration_ms": attempt.duration_ms(),
+            })
+        })
+        .collect()
 }

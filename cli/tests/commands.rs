@@ -974,6 +974,54 @@ fn caps_per_fairness_key() {
 }
 
 #[test]
+fn show_lists_a_tasks_ended_attempts_as_a_table() {
+    let fixture = Fixture::new();
+    fixture.push_numbers(1, "emails", &[]);
+    let mut options = tq::OpenOptions::new();
+    options
+        .queue("emails")
+        .unwrap()
+        .retry_backoff(std::time::Duration::ZERO, std::time::Duration::ZERO)
+        .unwrap();
+    let queue = tq::Queue::open(fixture.file(), &options).unwrap();
+    fixture
+        .tq("show", &["1"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("attempts\n").not());
+    for reason in ["SMTP 421 try later", "SMTP 451 greylisted"] {
+        let task = queue.pull(&tq::PullOptions::new()).unwrap().unwrap();
+        queue.fail(task.receipt(), reason).unwrap();
+    }
+    let pid = std::process::id();
+    let row = |n: u32, reason: &str| {
+        format!(
+            "  {n:<3} failed         \\S+Z\\s+.+?\\s+\\d+ \\(pid {pid}\\)\\s+{reason}\n"
+        )
+    };
+    let table = format!(
+        "attempts\n  #   outcome        started                   took       holder               reason\n{}{}",
+        row(1, "SMTP 421 try later"),
+        row(2, "SMTP 451 greylisted")
+    );
+    fixture
+        .tq("show", &["1"])
+        .assert()
+        .success()
+        .stdout(predicate::str::is_match(table).unwrap());
+    let shown = fixture.tq("show", &["1", "--json"]).output().unwrap();
+    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["attempts"], 2);
+    let attempts = &shown["ended_attempts"];
+    assert_eq!(attempts[0]["attempt"], 1);
+    assert_eq!(attempts[0]["outcome"], "failed");
+    assert_eq!(attempts[0]["reason"], "SMTP 421 try later");
+    assert_eq!(attempts[1]["reason"], "SMTP 451 greylisted");
+    assert_eq!(attempts[1]["holder_pid"], pid);
+    assert!(attempts[1]["duration_ms"].as_i64().unwrap() >= 0);
+}
+
+#[test]
 fn show_and_wait_give_a_tasks_progress_and_result() {
     let fixture = Fixture::new();
     fixture.push_numbers(2, "emails", &[]);

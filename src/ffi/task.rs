@@ -6,6 +6,7 @@ use std::ffi::{c_char, CString};
 
 use super::objects::{borrow, free, hand_out_all};
 use super::{guard_or, out_pointer, write_optional};
+use crate::attempts::AttemptOutcome;
 use crate::error::{Error, ErrorKind, Result};
 use crate::task::{Receipt, Task, TaskInfo, TaskState};
 
@@ -39,6 +40,20 @@ pub struct tq_task {
     /// A snapshot's steps, in recording order; a delivery and a task of
     /// a list have none.
     steps: Vec<StepText>,
+    /// A snapshot's ended attempts, oldest first; a delivery and a task of
+    /// a list have none.
+    ended_attempts: Vec<AttemptText>,
+}
+
+/// An ended attempt as C reads it (0 for each time or holder unknown).
+struct AttemptText {
+    attempt: u32,
+    outcome: AttemptOutcome,
+    reason: Option<CString>,
+    holder_id: i64,
+    holder_pid: i64,
+    started_at_unix_ms: i64,
+    ended_at_unix_ms: i64,
 }
 
 /// A recorded step as C reads it.
@@ -71,6 +86,7 @@ impl tq_task {
             waiting_for: Vec::new(),
             group: None,
             steps: Vec::new(),
+            ended_attempts: Vec::new(),
         })
     }
 
@@ -106,6 +122,24 @@ impl tq_task {
                         name: c_text(task.id, step.name)?,
                         output: c_text(task.id, step.output)?,
                         recorded_at_unix_ms: step.recorded_at_unix_ms,
+                    })
+                })
+                .collect::<Result<_>>()?,
+            ended_attempts: task
+                .ended_attempts
+                .into_iter()
+                .map(|attempt| {
+                    Ok(AttemptText {
+                        attempt: attempt.attempt,
+                        outcome: attempt.outcome,
+                        reason: attempt
+                            .reason
+                            .map(|text| c_text(task.id, text))
+                            .transpose()?,
+                        holder_id: attempt.holder_id.unwrap_or(0),
+                        holder_pid: attempt.holder_pid.unwrap_or(0),
+                        started_at_unix_ms: attempt.started_at_unix_ms.unwrap_or(0),
+                        ended_at_unix_ms: attempt.ended_at_unix_ms,
                     })
                 })
                 .collect::<Result<_>>()?,
@@ -533,6 +567,176 @@ fn step_field<T: Copy>(
                     "task {} lists {} steps: there is no step {index}",
                     task.id,
                     task.steps.len()
+                )));
+                fallback
+            }
+        },
+        fallback,
+    )
+}
+
+/// How an attempt ended, as `tq_task_attempt_outcome` returns it.
+#[repr(C)]
+pub enum tq_attempt_outcome {
+    /// Its holder failed it (`tq_fail`).
+    TQ_ATTEMPT_FAILED = 0,
+    /// Its lease ran out before its holder finished, and tq took it back.
+    TQ_ATTEMPT_LEASE_EXPIRED = 1,
+    /// Its holder's process (on PostgreSQL, its session) was found gone.
+    TQ_ATTEMPT_HOLDER_DIED = 2,
+    /// The task was cancelled while held, and the delivery ended so.
+    TQ_ATTEMPT_CANCELLED = 3,
+}
+
+/// How many ended attempts a task read by `tq_get_task` lists.
+///
+/// Returns how many of the task's deliveries ended without finishing it
+/// (failed, lease taken back, cancelled while held) are kept with it: the
+/// newest TQ_ATTEMPTS_KEPT, as read by `tq_get_task` or `tq_wait_task`; 0
+/// for a pulled task, a task of `tq_list` (which reads none), or when
+/// `task` is NULL. Index them from 0, oldest first, with the
+/// `tq_task_attempt_*` calls.
+///
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_attempt_count(task: *const tq_task) -> usize {
+    guard_or("tq_task_attempt_count", 0, || {
+        task_field(task, |task| task.ended_attempts.len(), 0)
+    })
+}
+
+/// Which delivery a listed attempt was.
+///
+/// Returns the number of attempt `index` (from 0, oldest first) of a task
+/// read by `tq_get_task`: 1 for the task's first delivery, counted again
+/// from 1 after `tq_retry_dead`; 0 when `index` is not below
+/// `tq_task_attempt_count` or `task` is NULL.
+///
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_attempt_number(task: *const tq_task, index: usize) -> u32 {
+    guard_or("tq_task_attempt_number", 0, || {
+        attempt_field(task, index, |attempt| attempt.attempt, 0)
+    })
+}
+
+/// How a listed attempt ended.
+///
+/// Returns how attempt `index` of a task read by `tq_get_task` ended (a
+/// `tq_attempt_outcome` value), or -1 as `tq_task_attempt_number` returns 0.
+///
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_attempt_outcome(task: *const tq_task, index: usize) -> i32 {
+    guard_or("tq_task_attempt_outcome", -1, || {
+        attempt_field(task, index, |attempt| attempt.outcome as i32, -1)
+    })
+}
+
+/// Why a listed attempt ended.
+///
+/// Returns the reason attempt `index` of a task read by `tq_get_task`
+/// ended with (the one given to `tq_fail`, or the one tq wrote when it
+/// took the lease back or a cancellation ended it), or NULL when it has
+/// none, `index` is not below `tq_task_attempt_count` or `task` is NULL.
+///
+/// Ownership: the text belongs to the task and lives until `tq_task_free`.
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_attempt_reason(task: *const tq_task, index: usize) -> *const c_char {
+    guard_or("tq_task_attempt_reason", std::ptr::null(), || {
+        attempt_field(
+            task,
+            index,
+            |attempt| {
+                attempt
+                    .reason
+                    .as_ref()
+                    .map_or(std::ptr::null(), |text| text.as_ptr())
+            },
+            std::ptr::null(),
+        )
+    })
+}
+
+/// Who held a listed attempt.
+///
+/// Returns the id of the holder of attempt `index` of a task read by
+/// `tq_get_task` (a process on SQLite, a connection on PostgreSQL, as
+/// `tq serve` shows holders), or 0 when unknown, `index` is not below
+/// `tq_task_attempt_count` or `task` is NULL.
+///
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_attempt_holder_id(task: *const tq_task, index: usize) -> i64 {
+    guard_or("tq_task_attempt_holder_id", 0, || {
+        attempt_field(task, index, |attempt| attempt.holder_id, 0)
+    })
+}
+
+/// The process id of a listed attempt's holder.
+///
+/// Returns the process id of the holder of attempt `index` of a task read
+/// by `tq_get_task` (SQLite only), or 0 when unknown (always on
+/// PostgreSQL), `index` is not below `tq_task_attempt_count` or `task` is
+/// NULL.
+///
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_attempt_holder_pid(task: *const tq_task, index: usize) -> i64 {
+    guard_or("tq_task_attempt_holder_pid", 0, || {
+        attempt_field(task, index, |attempt| attempt.holder_pid, 0)
+    })
+}
+
+/// When a listed attempt started.
+///
+/// Returns when attempt `index` of a task read by `tq_get_task` was
+/// claimed, in milliseconds since the Unix epoch (the server's clock on
+/// PostgreSQL), or 0 when unknown, `index` is not below
+/// `tq_task_attempt_count` or `task` is NULL.
+///
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_attempt_started_at_unix_ms(task: *const tq_task, index: usize) -> i64 {
+    guard_or("tq_task_attempt_started_at_unix_ms", 0, || {
+        attempt_field(task, index, |attempt| attempt.started_at_unix_ms, 0)
+    })
+}
+
+/// When a listed attempt ended.
+///
+/// Returns when attempt `index` of a task read by `tq_get_task` ended, in
+/// milliseconds since the Unix epoch (the server's clock on PostgreSQL),
+/// or 0 when `index` is not below `tq_task_attempt_count` or `task` is
+/// NULL. Its duration is this minus `tq_task_attempt_started_at_unix_ms`,
+/// when that is not 0.
+///
+/// Thread safety: safe on a task read by several threads.
+#[no_mangle]
+pub extern "C" fn tq_task_attempt_ended_at_unix_ms(task: *const tq_task, index: usize) -> i64 {
+    guard_or("tq_task_attempt_ended_at_unix_ms", 0, || {
+        attempt_field(task, index, |attempt| attempt.ended_at_unix_ms, 0)
+    })
+}
+
+/// A field of attempt `index` of a live task, or `fallback` (the error
+/// recorded) when the task is not live or has no such attempt.
+fn attempt_field<T: Copy>(
+    task: *const tq_task,
+    index: usize,
+    field: impl FnOnce(&AttemptText) -> T,
+    fallback: T,
+) -> T {
+    task_field(
+        task,
+        |task| match task.ended_attempts.get(index) {
+            Some(attempt) => field(attempt),
+            None => {
+                super::fail(&Error::invalid_argument(format!(
+                    "task {} lists {} attempts: there is no attempt {index}",
+                    task.id,
+                    task.ended_attempts.len()
                 )));
                 fallback
             }

@@ -83,8 +83,10 @@ pub(super) const CLAIM: &str = "WITH clock AS (SELECT NOW_MS AS now),
         SELECT id FROM @.tasks WHERE state = 6 AND lease_expires_at <= (SELECT now FROM clock)
         FOR UPDATE SKIP LOCKED),
     cancels_kept AS (
+        -- last_error is set so that the trigger of attempts sees the end.
         UPDATE @.tasks t
-        SET state = 5, finished_at = clock.now, lease_token = NULL, lease_expires_at = NULL,
+        SET state = 5, finished_at = clock.now, last_error = t.last_error,
+            lease_token = NULL, lease_expires_at = NULL,
             holder_id = NULL, unique_key = NULL, unique_until = NULL
         FROM clock WHERE $7::bool AND t.id = ANY (ARRAY(SELECT id FROM cancels_over))),
     cancels_deleted AS (

@@ -105,6 +105,7 @@ fn info_from_row(row: &Row) -> Result<TaskInfo> {
         expires_at_unix_ms: row.try_get(15)?,
         deadline_unix_ms: row.try_get(16)?,
         steps: Vec::new(),
+        ended_attempts: Vec::new(),
     })
 }
 
@@ -185,6 +186,7 @@ impl PostgresStore {
             };
             let mut task = info_from_row(&row)?;
             task.steps = self.task_steps(conn, id)?;
+            task.ended_attempts = self.task_attempts(conn, id)?;
             Ok(Some(task))
         })
     }

@@ -3,6 +3,7 @@
 //!
 //! Design: `docs/internals.md`, "The PostgreSQL backend".
 
+mod attempts;
 mod cancel;
 mod claim;
 mod fair;

@@ -52,9 +52,11 @@ impl PostgresStore {
     pub(super) fn recover_leases(&self) -> Result<u64> {
         let space = i64::from(self.lock_space);
         let grace = super::listener::GRACE.as_millis() as i64;
+        // The reason is named among the columns set so that the trigger
+        // of attempts (`attempts.rs`) records the delivery's end.
         let ended = if self.keep_history {
             "UPDATE @.tasks t
-             SET state = 5, finished_at = clock.now,
+             SET state = 5, finished_at = clock.now, last_error = t.last_error,
                  lease_token = NULL, lease_expires_at = NULL, holder_id = NULL,
                  unique_key = NULL, unique_until = NULL
              FROM over o, clock WHERE t.id = o.id"

@@ -7,8 +7,9 @@
 
 use postgres::Client;
 
-use super::{fair, sql_functions, steps};
+use super::{attempts, fair, sql_functions, steps};
 
+use crate::attempts::ATTEMPTS_KEPT;
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{
     DEFAULT_MAX_ATTEMPTS, MAX_DURATION, MAX_GROUP_AT_ONCE, MAX_PARENTS, MAX_PAYLOAD_LEN,
@@ -265,6 +266,9 @@ const MIGRATIONS: &[&str] = &[
     // 15: SQLite's version 14, fair shares by key: the tasks' keys, the
     // fair queues, their lines of keys and the keys' weights (`fair.rs`).
     fair::FAIR_SHARES,
+    // 16: SQLite's version 17, attempts, and the trigger that records
+    // them (`attempts.rs`).
+    attempts::ATTEMPTS,
 ];
 
 /// The schema version this library writes.
@@ -334,6 +338,7 @@ fn migration_sql(migration: &str, name: &str, quoted: &str) -> String {
         ("DEFAULT_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS.to_string()),
         ("MAX_DURATION_MS", MAX_DURATION.as_millis().to_string()),
         ("NOW_MS", super::NOW_MS.to_owned()),
+        ("ATTEMPTS_KEPT", ATTEMPTS_KEPT.to_string()),
     ]
     .iter()
     .fold(migration.to_owned(), |sql, (token, value)| {

@@ -424,6 +424,7 @@ fn info_from_row(row: &Row<'_>) -> Result<TaskInfo> {
         expires_at_unix_ms: row.get(15)?,
         deadline_unix_ms: row.get(16)?,
         steps: Vec::new(),
+        ended_attempts: Vec::new(),
     })
 }
 

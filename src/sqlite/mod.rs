@@ -3,6 +3,7 @@
 //!
 //! Design: `docs/internals.md`, "The SQLite backend".
 
+mod attempts;
 mod cancel;
 mod claim;
 mod commands;

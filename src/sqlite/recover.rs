@@ -128,12 +128,14 @@ pub(super) fn end_expired_cancels(conn: &Connection, now: i64, keep_history: boo
 }
 
 /// Ends as cancelled at `?1` the tasks `filter` picks, which were cancelled
-/// while leased: kept as history, or deleted; returns their ids.
+/// while leased: kept as history, or deleted; returns their ids. The
+/// reason is named among the columns set so that the trigger of attempts
+/// (`schema.rs`, migration 17) records the delivery's end.
 fn end_cancels_sql(keep_history: bool, filter: &str) -> String {
     if keep_history {
         format!(
             "UPDATE tq_tasks
-                 SET state = 5, finished_at = ?1,
+                 SET state = 5, finished_at = ?1, last_error = last_error,
                      lease_token = NULL, lease_expires_at = NULL, holder_id = NULL,
                      unique_key = NULL, unique_until = NULL
                  WHERE {filter}

@@ -259,6 +259,55 @@ const MIGRATIONS: &[Migration] = &[
     // replaces it. NULL: none. Counted in the index of keys.
     Migration::Sql("ALTER TABLE tq_queues ADD COLUMN max_pending_per_key INTEGER;
     ALTER TABLE tq_fair_keys ADD COLUMN max_pending INTEGER;"),
+    // 17: attempts (see attempts.rs), the deliveries that ended without
+    // finishing, in the order they ended (seq). The first trigger records
+    // one in the statement that takes a held delivery's lease away with a
+    // reason: a failure, a recovery, an expired lease claimed again, a
+    // cancellation ending it; never a finish (which sets no reason, so the
+    // trigger is not even looked at) nor a snooze. Its outcome is read
+    // from the new state and from the reasons tq itself writes when it
+    // takes a lease back (recover.rs, claim.rs, fair.rs; an expired lease
+    // past its deadline ends with DEADLINE_PASSED's). It keeps the
+    // task's newest 20 (ATTEMPTS_KEPT). The holder's pid is copied, since
+    // a dead holder's row is forgotten. The second removes a task's
+    // attempts with it, as tq_tasks_forget_steps does its steps.
+    Migration::Sql("CREATE TABLE tq_attempts (
+        seq        INTEGER PRIMARY KEY,
+        task       INTEGER NOT NULL,
+        attempt    INTEGER NOT NULL,
+        outcome    INTEGER NOT NULL,
+        reason     TEXT,
+        holder_id  INTEGER,
+        holder_pid INTEGER,
+        started_at INTEGER,
+        ended_at   INTEGER NOT NULL
+    );
+    CREATE INDEX tq_attempts_task ON tq_attempts (task, seq);
+    CREATE TRIGGER tq_tasks_record_attempt AFTER UPDATE OF last_error ON tq_tasks
+    WHEN OLD.state IN (1, 6) AND OLD.lease_token IS NOT NULL
+         AND NEW.lease_token IS NOT OLD.lease_token AND NEW.state <> 2
+    BEGIN
+        INSERT INTO tq_attempts
+            (task, attempt, outcome, reason, holder_id, holder_pid, started_at, ended_at)
+        SELECT OLD.id, OLD.attempts,
+               CASE WHEN NEW.state = 5 THEN 3
+                    WHEN NEW.last_error LIKE 'the process holding delivery % died%' THEN 2
+                    WHEN OLD.lease_expires_at <= now.ms
+                         AND (NEW.last_error LIKE 'the lease of % expired%'
+                              OR NEW.last_error = 'deadline passed') THEN 1
+                    ELSE 0 END,
+               NEW.last_error, OLD.holder_id,
+               (SELECT pid FROM tq_holders WHERE id = OLD.holder_id),
+               OLD.claimed_at, max(now.ms, coalesce(OLD.claimed_at, now.ms))
+        FROM (SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER) AS ms) AS now;
+        DELETE FROM tq_attempts WHERE task = OLD.id AND seq <= (
+            SELECT seq FROM tq_attempts WHERE task = OLD.id
+            ORDER BY seq DESC LIMIT 1 OFFSET 20);
+    END;
+    CREATE TRIGGER tq_tasks_forget_attempts AFTER DELETE ON tq_tasks
+    BEGIN
+        DELETE FROM tq_attempts WHERE task = OLD.id;
+    END;"),
 ];
 
 /// The schema version this library writes.

@@ -9,7 +9,8 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::commands::{wrong_output, Op, Output};
 use super::{
-    cancel, claim, fair, finish, ids, list, recover, schedules, settings, steps, SqliteStore,
+    attempts, cancel, claim, fair, finish, ids, list, recover, schedules, settings, steps,
+    SqliteStore,
 };
 use crate::error::{Error, Result};
 use crate::options::RetryBackoff;
@@ -197,6 +198,7 @@ impl Store for SqliteStore {
                 return Ok(None);
             };
             task.steps = steps::of_task(conn, id)?;
+            task.ended_attempts = attempts::of_task(conn, id)?;
             Ok(Some(task))
         })
     }

@@ -241,6 +241,14 @@ int main(int argc, char **argv)
     VALUE_CASE(tq_task_step_name, tq_task_step_name(task, 0), NULL);
     VALUE_CASE(tq_task_step_output, tq_task_step_output(task, 0), NULL);
     VALUE_CASE(tq_task_step_recorded_at_unix_ms, tq_task_step_recorded_at_unix_ms(task, 0), 0);
+    VALUE_CASE(tq_task_attempt_count, tq_task_attempt_count(task), 0u);
+    VALUE_CASE(tq_task_attempt_number, tq_task_attempt_number(task, 0), 0u);
+    VALUE_CASE(tq_task_attempt_outcome, tq_task_attempt_outcome(task, 0), -1);
+    VALUE_CASE(tq_task_attempt_reason, tq_task_attempt_reason(task, 0), NULL);
+    VALUE_CASE(tq_task_attempt_holder_id, tq_task_attempt_holder_id(task, 0), 0);
+    VALUE_CASE(tq_task_attempt_holder_pid, tq_task_attempt_holder_pid(task, 0), 0);
+    VALUE_CASE(tq_task_attempt_started_at_unix_ms, tq_task_attempt_started_at_unix_ms(task, 0), 0);
+    VALUE_CASE(tq_task_attempt_ended_at_unix_ms, tq_task_attempt_ended_at_unix_ms(task, 0), 0);
     VALUE_CASE(tq_cancel_new, tq_cancel_new(), NULL);
     VALUE_CASE(tq_version_number, tq_version_number(), 0u);
     VALUE_CASE(tq_task_payload, tq_task_payload(task, NULL), NULL);

@@ -3365,6 +3365,88 @@ static void test_steps(const char *dir)
     tq_close(q);
 }
 
+static void test_attempts(const char *dir)
+{
+    tq_options *options = tq_options_new();
+    REQUIRE(options != NULL);
+    CHECK_STATUS(tq_options_set_keep_history(options, true), TQ_OK);
+    CHECK_STATUS(tq_options_set_durability(options, TQ_DURABILITY_NORMAL), TQ_OK);
+    CHECK_STATUS(tq_options_set_max_attempts(options, 3), TQ_OK);
+    CHECK_STATUS(tq_options_set_retry_backoff_ms(options, 0, 0), TQ_OK);
+    char path[4096];
+    path_in(path, sizeof path, dir, "attempts.db");
+    tq_queue *q = NULL;
+    CHECK_STATUS(tq_open(path, options, &q), TQ_OK);
+    tq_options_free(options);
+    REQUIRE(q != NULL);
+    int64_t id = push_text(q, "{\"order\":7}");
+    int64_t before = now_ms();
+
+    /* Delivery 1 fails; delivery 2's lease runs out and a claim takes it
+     * back; delivery 3 fails, the last. */
+    tq_task *first = pull_one(q);
+    REQUIRE(first != NULL);
+    CHECK_STATUS(tq_fail(q, first, "HTTP 502"), TQ_OK);
+    tq_task *second = pull_with_lease(q, 30);
+    REQUIRE(second != NULL);
+    sleep_ms(60);
+    tq_task *third = pull_one(q);
+    REQUIRE(third != NULL);
+    CHECK_INT(tq_task_id(third), id);
+    CHECK_STATUS(tq_fail(q, third, "HTTP 503"), TQ_OK);
+
+    tq_task *snapshot = NULL;
+    CHECK_STATUS(tq_get_task(q, id, &snapshot), TQ_OK);
+    REQUIRE(snapshot != NULL);
+    CHECK_INT(tq_task_state(snapshot), TQ_STATE_DEAD);
+    REQUIRE(tq_task_attempt_count(snapshot) == 3);
+    CHECK_INT(tq_task_attempt_number(snapshot, 0), 1);
+    CHECK_INT(tq_task_attempt_outcome(snapshot, 0), TQ_ATTEMPT_FAILED);
+    CHECK(strcmp(tq_task_attempt_reason(snapshot, 0), "HTTP 502") == 0);
+    CHECK_INT(tq_task_attempt_number(snapshot, 1), 2);
+    CHECK_INT(tq_task_attempt_outcome(snapshot, 1), TQ_ATTEMPT_LEASE_EXPIRED);
+    CHECK(strstr(tq_task_attempt_reason(snapshot, 1), "expired") != NULL);
+    CHECK_INT(tq_task_attempt_number(snapshot, 2), 3);
+    CHECK_INT(tq_task_attempt_outcome(snapshot, 2), TQ_ATTEMPT_FAILED);
+    CHECK(strcmp(tq_task_attempt_reason(snapshot, 2), "HTTP 503") == 0);
+    for (size_t i = 0; i < 3; i++) {
+        CHECK(tq_task_attempt_holder_id(snapshot, i) > 0);
+        CHECK_INT(tq_task_attempt_holder_pid(snapshot, i), (int64_t)getpid());
+        int64_t started = tq_task_attempt_started_at_unix_ms(snapshot, i);
+        int64_t ended = tq_task_attempt_ended_at_unix_ms(snapshot, i);
+        CHECK(started >= before);
+        CHECK(ended >= started);
+    }
+    /* The expired delivery lasted at least its lease. */
+    CHECK(tq_task_attempt_ended_at_unix_ms(snapshot, 1) -
+              tq_task_attempt_started_at_unix_ms(snapshot, 1) >= 30);
+
+    /* Past the end, and on tasks that list none. */
+    CHECK(tq_task_attempt_reason(snapshot, 3) == NULL);
+    CHECK_LAST_ERROR("no attempt 3");
+    CHECK_INT(tq_task_attempt_outcome(snapshot, 3), -1);
+    CHECK_INT(tq_task_attempt_number(snapshot, 3), 0);
+    CHECK_INT(tq_task_attempt_ended_at_unix_ms(snapshot, 3), 0);
+    CHECK_INT(tq_task_attempt_count(first), 0);
+    CHECK_INT(tq_task_attempt_count(NULL), 0);
+    CHECK_INT(tq_task_attempt_outcome(NULL, 0), -1);
+    CHECK_INT(TQ_ATTEMPTS_KEPT, 20);
+    tq_task_free(snapshot);
+
+    /* A task of a list reads none. */
+    tq_task *listed[1] = {NULL};
+    size_t count = 0;
+    CHECK_STATUS(tq_list(q, TQ_STATE_DEAD, 0, 1, listed, &count), TQ_OK);
+    REQUIRE(count == 1);
+    CHECK_INT(tq_task_attempt_count(listed[0]), 0);
+    tq_task_free(listed[0]);
+
+    tq_task_free(first);
+    tq_task_free(second);
+    tq_task_free(third);
+    tq_close(q);
+}
+
 static void test_results_progress_and_waiting(const char *dir)
 {
     tq_queue *q = open_queue(dir, "results.db", TQ_DURABILITY_NORMAL, false);
@@ -3672,6 +3754,7 @@ static const struct test_case cases[] = {
     CASE(wait_change),
     CASE(results_progress_and_waiting),
     CASE(steps),
+    CASE(attempts),
     CASE(schedules),
     CASE(dependencies),
     CASE(groups),

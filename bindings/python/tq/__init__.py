@@ -16,6 +16,7 @@ wheel built with it), else the system's library search path.
 """
 
 from ._native import (
+    ATTEMPTS_KEPT,
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_POOL_SIZE,
     MAX_GROUP_AT_ONCE,
@@ -46,7 +47,7 @@ from .admin import UNTIL_RESUMED
 from .options import Durability, Item
 from .queue import Pushed, Queue
 from .schedule import CatchUp, Schedule
-from .task import State, Step, StepRecord, Task, TaskSnapshot
+from .task import AttemptRecord, State, Step, StepRecord, Task, TaskSnapshot
 from .watch import Cancel, CancellationWatch
 from . import sqlite
 from ._work import WorkStats
@@ -58,6 +59,7 @@ __all__ = [
     "DEFAULT_POOL_SIZE",
     "MAX_GROUP_AT_ONCE",
     "MAX_PAYLOAD_LEN",
+    "ATTEMPTS_KEPT",
     "MAX_POOL_SIZE",
     "MAX_QUEUE_NAME_LEN",
     "MAX_REASON_LEN",
@@ -83,6 +85,7 @@ __all__ = [
     "Pushed",
     "Queue",
     "Schedule",
+    "AttemptRecord",
     "State",
     "Step",
     "StepRecord",

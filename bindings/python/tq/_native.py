@@ -152,6 +152,14 @@ PROTOTYPES = {
     "tq_task_step_name": (c_char_p, [TASK_P, c_size_t]),
     "tq_task_step_output": (c_char_p, [TASK_P, c_size_t]),
     "tq_task_step_recorded_at_unix_ms": (c_int64, [TASK_P, c_size_t]),
+    "tq_task_attempt_count": (c_size_t, [TASK_P]),
+    "tq_task_attempt_number": (c_uint32, [TASK_P, c_size_t]),
+    "tq_task_attempt_outcome": (c_int32, [TASK_P, c_size_t]),
+    "tq_task_attempt_reason": (c_char_p, [TASK_P, c_size_t]),
+    "tq_task_attempt_holder_id": (c_int64, [TASK_P, c_size_t]),
+    "tq_task_attempt_holder_pid": (c_int64, [TASK_P, c_size_t]),
+    "tq_task_attempt_started_at_unix_ms": (c_int64, [TASK_P, c_size_t]),
+    "tq_task_attempt_ended_at_unix_ms": (c_int64, [TASK_P, c_size_t]),
     "tq_task_free": (None, [TASK_P]),
     "tq_finish": (STATUS, [QUEUE_P, TASK_P]),
     "tq_finish_and_pull": (STATUS, [QUEUE_P, TASK_P, PULL_OPTIONS_P, POINTER(TASK_P)]),
@@ -243,6 +251,7 @@ DEFAULT_MAX_ATTEMPTS = 25
 DEFAULT_POOL_SIZE = 4
 MAX_POOL_SIZE = 1024
 MAX_GROUP_AT_ONCE = 1000
+ATTEMPTS_KEPT = 20
 
 
 def _open_library():

@@ -529,6 +529,52 @@ def _read_steps(ptr) -> tuple:
     return tuple(steps)
 
 
+class AttemptRecord(NamedTuple):
+    """A delivery that ended without finishing its task, as a snapshot
+    lists it: its number (1 for the first, again from 1 after a retry of the
+    dead), its outcome (``"failed"``, ``"lease expired"``, ``"holder died"``,
+    ``"cancelled"``), its reason (or None), its holder's id and process id
+    (None when unknown; the pid on SQLite only), and when it started (None
+    when unknown) and ended, as aware ``datetime`` values in UTC."""
+
+    attempt: int
+    outcome: str
+    reason: "str | None"
+    holder_id: "int | None"
+    holder_pid: "int | None"
+    started_at: "datetime.datetime | None"
+    ended_at: datetime.datetime
+
+
+_OUTCOMES = ("failed", "lease expired", "holder died", "cancelled")
+
+
+def _utc_ms(at: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(at / 1000, datetime.timezone.utc)
+
+
+def _read_attempts(ptr) -> tuple:
+    """The ended attempts a snapshot lists, oldest first."""
+    attempts = []
+    for index in range(lib.tq_task_attempt_count(ptr)):
+        reason = lib.tq_task_attempt_reason(ptr, index)
+        holder = lib.tq_task_attempt_holder_id(ptr, index)
+        pid = lib.tq_task_attempt_holder_pid(ptr, index)
+        started = lib.tq_task_attempt_started_at_unix_ms(ptr, index)
+        attempts.append(
+            AttemptRecord(
+                lib.tq_task_attempt_number(ptr, index),
+                _OUTCOMES[lib.tq_task_attempt_outcome(ptr, index)],
+                None if reason is None else reason.decode("utf-8", "replace"),
+                holder or None,
+                pid or None,
+                _utc_ms(started) if started else None,
+                _utc_ms(lib.tq_task_attempt_ended_at_unix_ms(ptr, index)),
+            )
+        )
+    return tuple(attempts)
+
+
 class TaskSnapshot(_TaskFields):
     """A task as ``Queue.list``, ``Queue.task`` or ``Queue.wait`` read it:
     the same read-only fields as a ``Task`` (``id``, ``attempts``,
@@ -537,7 +583,7 @@ class TaskSnapshot(_TaskFields):
     out of the library. A snapshot is not held: it cannot be finished or
     failed."""
 
-    __slots__ = ("_raw_result", "_raw_progress", "_result", "_progress", "_steps")
+    __slots__ = ("_raw_result", "_raw_progress", "_result", "_progress", "_steps", "_ended_attempts")
 
     def __init__(self, ptr):
         """Copies the task at ``ptr``, which stays the caller's; not for
@@ -548,6 +594,7 @@ class TaskSnapshot(_TaskFields):
         self._raw_progress = lib.tq_task_progress(ptr)
         self._result = self._progress = _NOT_PARSED
         self._steps = _read_steps(ptr)
+        self._ended_attempts = _read_attempts(ptr)
 
     @staticmethod
     def _adopt(ptr) -> "TaskSnapshot":
@@ -591,6 +638,14 @@ class TaskSnapshot(_TaskFields):
         they were recorded, as ``Queue.task`` or ``Queue.wait`` read them;
         empty in a ``Queue.list`` page."""
         return self._steps
+
+    @property
+    def ended_attempts(self) -> "tuple[AttemptRecord, ...]":
+        """Its deliveries that ended without finishing it (failed, lease
+        taken back, cancelled while held), oldest first: the newest
+        ``tq.ATTEMPTS_KEPT``, as ``Queue.task`` or ``Queue.wait`` read them;
+        empty in a ``Queue.list`` page."""
+        return self._ended_attempts
 
     def __repr__(self) -> str:
         return (

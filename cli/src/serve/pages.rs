@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use maud::{html, Markup, DOCTYPE};
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
-use tq::{Delayed, Lease, Pause, Queue, ScheduleInfo, TaskInfo, TaskState};
+use tq::{AttemptInfo, Delayed, Lease, Pause, Queue, ScheduleInfo, TaskInfo, TaskState};
 
 use super::api::{self, checked_queue, find_task, find_task_by_key, read_page, Page, STATES};
 use super::{delayed, workers, Answer, App, Incoming};
@@ -500,6 +500,33 @@ pub fn task(app: &App, id: &str, incoming: &Incoming) -> Answer {
     answer().unwrap_or_else(|refusal| refusal)
 }
 
+/// A task's ended attempts, oldest first: how each ended, when, for how
+/// long, who held it and why.
+fn attempts_table(attempts: &[AttemptInfo]) -> Markup {
+    html! {
+        div.scroll {
+            table.attempts {
+                thead { tr { th { "#" } th { "outcome" } th { "started" } th { "took" } th { "holder" } th { "reason" } } }
+                tbody {
+                    @for attempt in attempts {
+                        tr {
+                            td.attempt-number { (attempt.attempt()) }
+                            td.attempt-outcome { (attempt.outcome().as_str()) }
+                            td { @if let Some(started) = attempt.started_at_unix_ms() { (rfc3339(started)) " (" (relative_time(started)) ")" } @else { "-" } }
+                            td { @if let Some(ms) = attempt.duration_ms() { (humantime::format_duration(Duration::from_millis(ms as u64))) } @else { "-" } }
+                            td {
+                                @if let Some(holder) = attempt.holder_id() { "holder " (holder) }
+                                @if let Some(pid) = attempt.holder_pid() { " (pid " (pid) ")" }
+                            }
+                            td.attempt-reason { (attempt.reason().unwrap_or("")) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// What a task's page shows of it, refreshed in place while it is open.
 fn task_content(app: &App, queue: &str, task: &TaskInfo, lease: Option<&Lease>) -> Markup {
     let payload = pretty(task.payload());
@@ -561,6 +588,10 @@ fn task_content(app: &App, queue: &str, task: &TaskInfo, lease: Option<&Lease>) 
                     }
                 }
             }
+        }
+        @if !task.ended_attempts().is_empty() {
+            h2 { "Attempts" }
+            (attempts_table(task.ended_attempts()))
         }
         @if let Some(result) = task.result() {
             h2 { "Result" }
