@@ -995,9 +995,7 @@ fn show_lists_a_tasks_ended_attempts_as_a_table() {
     }
     let pid = std::process::id();
     let row = |n: u32, reason: &str| {
-        format!(
-            "  {n:<3} failed         \\S+Z\\s+.+?\\s+\\d+ \\(pid {pid}\\)\\s+{reason}\n"
-        )
+        format!("  {n:<3} failed         \\S+Z\\s+.+?\\s+\\d+ \\(pid {pid}\\)\\s+{reason}\n")
     };
     let table = format!(
         "attempts\n  #   outcome        started                   took       holder               reason\n{}{}",

@@ -292,11 +292,19 @@ fn a_tasks_page_and_its_api_list_its_ended_attempts() {
     assert_eq!(attempts[0]["attempt"], 1);
     assert_eq!(attempts[0]["outcome"], "failed");
     assert_eq!(attempts[0]["reason"], DEAD_REASON);
-    assert_eq!(attempts[0]["started_at_unix_ms"], task["claimed_at_unix_ms"]);
+    assert_eq!(
+        attempts[0]["started_at_unix_ms"],
+        task["claimed_at_unix_ms"]
+    );
     let (_, page) = get(&served, "/tasks/1?queue=emails");
-    let table = page.find("<h2>Attempts</h2>").expect("the attempts are listed");
+    let table = page
+        .find("<h2>Attempts</h2>")
+        .expect("the attempts are listed");
     let row = &page[table..];
-    assert!(row.contains("<td class=\"attempt-outcome\">failed</td>"), "{page}");
+    assert!(
+        row.contains("<td class=\"attempt-outcome\">failed</td>"),
+        "{page}"
+    );
     assert!(row.contains("no such customer"), "{page}");
     assert!(
         row.contains(&format!("(pid {})", std::process::id())),
@@ -350,7 +358,10 @@ fn pages_show_what_a_task_waits_for_its_result_and_the_queues_schedules() {
     assert_eq!(shown["steps"][0]["name"], "query");
     assert_eq!(shown["steps"][0]["output"]["rows"], 12);
     assert_eq!(shown["steps"][1]["output"], "r.pdf");
-    assert!(!page.contains("<h2>Attempts</h2>"), "a finish records none: {page}");
+    assert!(
+        !page.contains("<h2>Attempts</h2>"),
+        "a finish records none: {page}"
+    );
     let (_, page) = get(&served, &format!("/tasks/{blocked}"));
     assert!(page.contains("Waits for"), "{page}");
     assert!(
