@@ -5,6 +5,7 @@
 
 mod cancel;
 mod claim;
+mod events;
 mod finish;
 mod list;
 mod listener;

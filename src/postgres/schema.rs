@@ -7,7 +7,7 @@
 
 use postgres::Client;
 
-use super::{sql_functions, steps};
+use super::{events, sql_functions, steps};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{
@@ -262,6 +262,8 @@ const MIGRATIONS: &[&str] = &[
     // 14: SQLite's version 15, step checkpoints, and the SQL function
     // step that records one (`steps.rs`).
     steps::STEPS,
+    // 15: SQLite's version 16, events and durable sleep (`events.rs`).
+    events::EVENTS,
 ];
 
 /// The schema version this library writes.
