@@ -12,9 +12,9 @@ use crate::events::{Awaited, SleepEnd, Slept};
 use crate::options::check_text;
 use crate::task::Receipt;
 
-/// The longest key of an event, in bytes: its steps' names (see
-/// [`crate::RESERVED_STEP_PREFIX`]) then fit in
-/// [`MAX_STEP_NAME_LEN`](crate::MAX_STEP_NAME_LEN).
+/// The longest key of an event, in bytes: the names of the steps that
+/// record a wait's outcome (`tq:timeout:` and the key) then fit in the
+/// longest step name.
 pub const MAX_EVENT_KEY_LEN: usize = 1000;
 
 /// The longest name of a sleep, in bytes.
