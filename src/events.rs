@@ -11,12 +11,27 @@
 //! when. Events under a key are taken in the order they were sent, one per
 //! wait; a signal with tasks waiting wakes the one that has waited longest.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::options::{check_text, MAX_STEP_NAME_LEN};
 use crate::task::Receipt;
 
 /// The prefix of the step names tq records itself (events taken,
 /// timeouts, sleeps); the caller's step names may not start with it.
 pub const RESERVED_STEP_PREFIX: &str = "tq:";
+
+/// Checks the name of a step the caller records: a step name not starting
+/// with [`RESERVED_STEP_PREFIX`], under which tq records the outcomes of
+/// waits and sleeps.
+pub(crate) fn check_own_step_name(name: &str) -> Result<()> {
+    check_text("a step name", name, MAX_STEP_NAME_LEN)?;
+    if name.starts_with(RESERVED_STEP_PREFIX) {
+        return Err(Error::invalid_argument(format!(
+            "step names starting with '{RESERVED_STEP_PREFIX}' are tq's own (events, \
+             timeouts and sleeps): '{name}' cannot be recorded"
+        )));
+    }
+    Ok(())
+}
 
 /// The step recording the event a wait for `key` took: its output is the
 /// event's payload.

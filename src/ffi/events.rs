@@ -131,7 +131,11 @@ pub extern "C" fn tq_sleep(
         let task = unsafe { borrow(task, "task") }?;
         let name = unsafe { utf8_string(name, "name") }?;
         let length = Duration::from_millis(duration_ms);
-        Ok(slept_status(queue.0.sleep_for(task.receipt()?, name, length)?))
+        Ok(slept_status(queue.0.sleep_for(
+            task.receipt()?,
+            name,
+            length,
+        )?))
     })
 }
 
@@ -165,7 +169,11 @@ pub extern "C" fn tq_sleep_until(
         let queue = unsafe { borrow(queue.cast_const(), "queue") }?;
         let task = unsafe { borrow(task, "task") }?;
         let name = unsafe { utf8_string(name, "name") }?;
-        Ok(slept_status(queue.0.sleep_until(task.receipt()?, name, unix_ms)?))
+        Ok(slept_status(queue.0.sleep_until(
+            task.receipt()?,
+            name,
+            unix_ms,
+        )?))
     })
 }
 

@@ -4,28 +4,14 @@
 
 use super::{check_json, check_receipt, or_cancelled, Queue};
 use crate::clock::now_unix_ms;
-use crate::error::{Error, Result};
-use crate::events::RESERVED_STEP_PREFIX;
+use crate::error::Result;
+use crate::events::check_own_step_name;
 use crate::options::{check_text, MAX_STEP_NAME_LEN};
 use crate::task::Receipt;
 
-/// Checks the name of a step the caller records: a step name not starting
-/// with [`RESERVED_STEP_PREFIX`], under which tq records the outcomes of
-/// waits and sleeps.
-fn check_own_step_name(name: &str) -> Result<()> {
-    check_text("a step name", name, MAX_STEP_NAME_LEN)?;
-    if name.starts_with(RESERVED_STEP_PREFIX) {
-        return Err(Error::invalid_argument(format!(
-            "step names starting with '{RESERVED_STEP_PREFIX}' are tq's own (events, \
-             timeouts and sleeps): '{name}' cannot be recorded"
-        )));
-    }
-    Ok(())
-}
-
 impl Queue {
     /// Records step `name` (1 to [`MAX_STEP_NAME_LEN`] bytes, no NUL, not
-    /// starting with [`RESERVED_STEP_PREFIX`]) of the
+    /// starting with [`RESERVED_STEP_PREFIX`](crate::RESERVED_STEP_PREFIX)) of the
     /// held task with its `output` (a JSON text, at most the payload
     /// limit), in one commit, so that later deliveries of the task read it
     /// ([`Queue::step_output`]) rather than run the step again. Returns
