@@ -32,6 +32,7 @@ from .errors import (
     CancelledError,
     ClosedError,
     Error,
+    EventTimeout,
     FullError,
     InternalError,
     Interrupted,
@@ -40,6 +41,7 @@ from .errors import (
     IoError,
     NotADatabaseError,
     NotHeldError,
+    Suspended,
     UnknownOutcomeError,
 )
 from .admin import UNTIL_RESUMED
@@ -56,6 +58,8 @@ __version__ = "0.3.0"
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
     "DEFAULT_POOL_SIZE",
+    "EventTimeout",
+    "Suspended",
     "MAX_GROUP_AT_ONCE",
     "MAX_PAYLOAD_LEN",
     "MAX_POOL_SIZE",
