@@ -35,6 +35,10 @@ const SNOOZE_UNTIL: &str = "UPDATE @.tasks
         attempts = attempts - 1, lease_token = NULL, lease_expires_at = NULL, holder_id = NULL
     WHERE id = $1";
 
+/// What a wait finds: the recorded outcome, the oldest kept event (its
+/// number and payload) and the task's stored wait.
+type WaitInputs = (Option<Awaited>, Option<(i64, String)>, Option<StoredWait>);
+
 impl EventStore for PostgresStore {
     fn signal(&self, key: &str, payload: &str, _now: i64, retention: i64) -> Result<Option<i64>> {
         self.write(|tx| {
@@ -79,40 +83,7 @@ impl EventStore for PostgresStore {
         self.write(|tx| {
             let now = self.lock_key(tx, key)?;
             self.lock_held(tx, receipt)?;
-            let steps = tx
-                .query(
-                    &self.sql(
-                        "SELECT name, output FROM @.steps
-                         WHERE task = $1 AND name IN ($2, $3) ORDER BY seq",
-                    ),
-                    &[&receipt.id, &event_step(key), &timeout_step(key)],
-                )?
-                .iter()
-                .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
-                .collect::<Result<Vec<(String, String)>>>()?;
-            let event = tx
-                .query_opt(
-                    &self.sql(
-                        "SELECT seq, payload FROM @.events WHERE queue = $1 AND key = $2
-                         AND expires_at > NOW_MS ORDER BY seq LIMIT 1",
-                    ),
-                    &[&self.queue, &key],
-                )?
-                .map(|row| Ok::<_, crate::Error>((row.try_get(0)?, row.try_get(1)?)))
-                .transpose()?;
-            let wait = tx
-                .query_opt(
-                    &self.sql("SELECT key, wait_until FROM @.event_waits WHERE task = $1"),
-                    &[&receipt.id],
-                )?
-                .map(|row| {
-                    Ok::<_, crate::Error>(StoredWait {
-                        key: row.try_get(0)?,
-                        until: row.try_get(1)?,
-                    })
-                })
-                .transpose()?;
-            let recorded = recorded_outcome(key, steps);
+            let (recorded, event, wait) = self.wait_inputs(tx, receipt, key)?;
             match wait_step(recorded, event, wait, key, now, timeout) {
                 WaitStep::Recorded(awaited) => Ok(awaited),
                 WaitStep::Take { seq, payload } => {
@@ -179,6 +150,46 @@ impl EventStore for PostgresStore {
 }
 
 impl PostgresStore {
+    /// What a wait for `key` by the task of `receipt` finds: the outcome
+    /// recorded for the key, the key's oldest kept event and the task's
+    /// stored wait (see `wait_step`).
+    fn wait_inputs(&self, tx: &mut Tx<'_>, receipt: Receipt, key: &str) -> Result<WaitInputs> {
+        let steps = tx
+            .query(
+                &self.sql(
+                    "SELECT name, output FROM @.steps
+                     WHERE task = $1 AND name IN ($2, $3) ORDER BY seq",
+                ),
+                &[&receipt.id, &event_step(key), &timeout_step(key)],
+            )?
+            .iter()
+            .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+            .collect::<Result<Vec<(String, String)>>>()?;
+        let event = tx
+            .query_opt(
+                &self.sql(
+                    "SELECT seq, payload FROM @.events WHERE queue = $1 AND key = $2
+                     AND expires_at > NOW_MS ORDER BY seq LIMIT 1",
+                ),
+                &[&self.queue, &key],
+            )?
+            .map(|row| Ok::<_, crate::Error>((row.try_get(0)?, row.try_get(1)?)))
+            .transpose()?;
+        let wait = tx
+            .query_opt(
+                &self.sql("SELECT key, wait_until FROM @.event_waits WHERE task = $1"),
+                &[&receipt.id],
+            )?
+            .map(|row| {
+                Ok::<_, crate::Error>(StoredWait {
+                    key: row.try_get(0)?,
+                    until: row.try_get(1)?,
+                })
+            })
+            .transpose()?;
+        Ok((recorded_outcome(key, steps), event, wait))
+    }
+
     /// Takes the advisory lock of the queue's key `key` (see [`LOCK_KEY`])
     /// and returns the server's time.
     fn lock_key(&self, tx: &mut Tx<'_>, key: &str) -> Result<i64> {
