@@ -90,9 +90,9 @@
  *
  * Layout. After the constants and types, the functions come object by
  * object, each group opening with an underlined title: errors, versions,
- * queues, locations, pushing, working, tasks, managing tasks, open
- * options, push options, pull options, cancellation, schedules. Each
- * function's comment opens with a one-line title.
+ * queues, locations, pushing, working, steps, events, tasks, managing
+ * tasks, open options, push options, pull options, cancellation,
+ * schedules. Each function's comment opens with a one-line title.
  */
 
 
@@ -180,6 +180,18 @@
 #define TQ_MAX_REASON_LEN (64 * 1024)
 
 /*
+ The longest key of an event, in bytes: the names of the steps that
+ record a wait's outcome (`tq:timeout:` and the key) then fit in the
+ longest step name.
+ */
+#define TQ_MAX_EVENT_KEY_LEN 1000
+
+/*
+ The longest name of a sleep, in bytes.
+ */
+#define TQ_MAX_SLEEP_NAME_LEN 1000
+
+/*
  The smallest weight of a fairness key.
  */
 #define TQ_MIN_FAIR_WEIGHT 0.001
@@ -237,6 +249,17 @@ typedef enum tq_status {
    push with one of those options returns it. Not an error.
    */
   TQ_MERGED = 3,
+  /*
+   `tq_wait_for_event` or `tq_sleep` handed the task back to wait
+   (its lease released, no attempt spent, its steps kept): the
+   delivery is over; stop working on the task. Not an error.
+   */
+  TQ_SUSPENDED = 4,
+  /*
+   `tq_wait_for_event`'s wait timed out before an event came (now or
+   at an earlier delivery); the task is still held. Not an error.
+   */
+  TQ_TIMEOUT = 5,
   /*
    A NULL or invalid pointer, bad UTF-8, an out-of-range option, or a
    handle used in a child process after `fork()`.
@@ -1303,6 +1326,109 @@ enum tq_status tq_clear_steps_after(struct tq_queue *queue,
                                     int64_t id,
                                     const char *name,
                                     uint64_t *out_cleared);
+
+/*
+ Events and durable sleep: a held task waits for a signal, or sleeps
+ ===================================================================
+
+ Sends an event under a key.
+
+ Sends an event under `key` (UTF-8, 1 to TQ_MAX_EVENT_KEY_LEN bytes)
+ with payload `json` (UTF-8 JSON, at most the handle's payload limit),
+ in one commit. When tasks of the queue wait for `key`
+ (`tq_wait_for_event`), the one that has waited longest takes it and is
+ ready at once (a blocked `tq_pull` in any process wakes up); the others
+ keep waiting for the next event. Otherwise the event is kept for
+ `retention_ms` (0: 7 days), behind any other kept under `key`: waits
+ take them in the order they were sent, one each. Stores in
+ `*out_task_id`, when it is not NULL, the id of the task that took the
+ event, or 0 when it was kept.
+
+ Returns TQ_OK, TQ_ERR_INVALID_JSON, TQ_ERR_INVALID_ARGUMENT (NULL
+ queue, key or json, bad UTF-8, a key or payload too long), TQ_ERR_BUSY,
+ TQ_ERR_IO. Only TQ_OK stores anything.
+
+ Ownership: `key` and `json` are only read during the call.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_signal(struct tq_queue *queue,
+                         const char *key,
+                         const char *json,
+                         uint64_t retention_ms,
+                         int64_t *out_task_id);
+
+/*
+ Waits for an event under a key, suspending the held task meanwhile.
+
+ Waits up to `timeout_ms` for an event under `key` for the task this
+ delivery holds. An event kept under `key` is taken at once: TQ_OK with
+ its payload in `*out_json`, and the task stays held. Otherwise the task
+ is suspended until an event comes or the timeout passes, spending no
+ attempt and keeping its steps: TQ_SUSPENDED, and the worker must stop
+ working on it (free it; its delivery is over). Its next delivery runs
+ the handler again, and the same call returns TQ_OK with the event's
+ payload, or TQ_TIMEOUT, as recorded among the task's steps
+ (`tq:event:KEY`, `tq:timeout:KEY`): every later call for `key` gives
+ the same answer. A `timeout_ms` of 0 never suspends.
+
+ Returns TQ_OK with `*out_json` set; TQ_TIMEOUT or TQ_SUSPENDED with
+ `*out_json` NULL; TQ_ERR_NOT_HELD when the delivery is no longer
+ current (or `task` was listed, not pulled); TQ_ERR_CANCELLED;
+ TQ_ERR_INVALID_ARGUMENT (NULL argument, bad UTF-8, a key too long);
+ TQ_ERR_BUSY, TQ_ERR_IO. An error changes nothing.
+
+ Ownership: the caller owns `*out_json` and frees it with
+ `tq_string_free`; `key` is only read during the call.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_wait_for_event(struct tq_queue *queue,
+                                 const struct tq_task *task,
+                                 const char *key,
+                                 uint64_t timeout_ms,
+                                 char **out_json);
+
+/*
+ Sleeps the held task for a time, durably.
+
+ Sleeps the task this delivery holds for `duration_ms` from the first
+ call of the sleep named `name` (UTF-8, 1 to TQ_MAX_SLEEP_NAME_LEN
+ bytes), as `tq_sleep_until` does.
+
+ Returns as `tq_sleep_until` does.
+
+ Ownership: `name` is only read during the call.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_sleep(struct tq_queue *queue,
+                        const struct tq_task *task,
+                        const char *name,
+                        uint64_t duration_ms);
+
+/*
+ Sleeps the held task until a time, durably.
+
+ The sleep named `name` (UTF-8, 1 to TQ_MAX_SLEEP_NAME_LEN bytes) of
+ the task this delivery holds records its end, `unix_ms` (ms since the
+ Unix epoch), among the task's steps (`tq:sleep:NAME`) at its first
+ call; every later call reads it. Before the end, the task is suspended
+ until then, spending no attempt and keeping its steps: TQ_SUSPENDED,
+ and the worker must stop working on it (free it; its delivery is
+ over). Once the end has passed, the call returns TQ_OK and the task
+ stays held: the handler run again by the next delivery goes on past
+ the sleep.
+
+ Returns TQ_OK or TQ_SUSPENDED; TQ_ERR_NOT_HELD when the delivery is no
+ longer current (or `task` was listed, not pulled); TQ_ERR_CANCELLED;
+ TQ_ERR_INVALID_ARGUMENT (NULL argument, bad UTF-8, a name too long);
+ TQ_ERR_BUSY, TQ_ERR_IO. An error changes nothing.
+
+ Ownership: `name` is only read during the call.
+ Thread safety: may run concurrently with any other call.
+ */
+enum tq_status tq_sleep_until(struct tq_queue *queue,
+                              const struct tq_task *task,
+                              const char *name,
+                              int64_t unix_ms);
 
 /*
  Tasks: reading a task that tq handed out, and freeing it

@@ -25,6 +25,7 @@ compile_error!("tq runs on Linux only: it relies on futexes and /proc");
 mod attempts;
 mod clock;
 mod error;
+mod events;
 // The C ABI is not part of the Rust API: hidden from its documentation and
 // outside its semver promise. It stays reachable from Rust only because the
 // fuzz targets and tests/fork.rs drive the C functions without a C compiler.
@@ -51,6 +52,7 @@ mod wait;
 
 pub use attempts::{AttemptInfo, AttemptOutcome, ATTEMPTS_KEPT};
 pub use error::{Error, ErrorKind, Result};
+pub use events::{Awaited, Slept, RESERVED_STEP_PREFIX};
 pub use location::{redacted_location, Backend};
 pub use options::{
     Durability, OpenOptions, ParentFailure, PullOptions, PushOptions, DEFAULT_MAX_ATTEMPTS,
@@ -59,7 +61,8 @@ pub use options::{
     MAX_STEP_NAME_LEN, MAX_UNIQUE_KEY_LEN, PUSH_OPTION_KEYS,
 };
 pub use queue::{
-    Queue, MAX_FAIR_WEIGHT, MAX_REASON_LEN, MAX_TIMINGS, MIN_FAIR_WEIGHT, ROOM_POLL_INTERVAL,
+    Queue, DEFAULT_EVENT_RETENTION, MAX_EVENT_KEY_LEN, MAX_FAIR_WEIGHT, MAX_REASON_LEN,
+    MAX_SLEEP_NAME_LEN, MAX_TIMINGS, MIN_FAIR_WEIGHT, ROOM_POLL_INTERVAL,
 };
 /// The SQLite binding tq is built on, for [`outbox`] callers: using this
 /// one keeps one copy of SQLite in the process.

@@ -39,10 +39,7 @@ use rusqlite::{Connection, Transaction};
 
 use crate::clock::now_unix_ms;
 use crate::error::{Error, ErrorKind, Result};
-use crate::options::{
-    check_queue_name, check_text, PushOptions, DEFAULT_MAX_ATTEMPTS, MAX_PAYLOAD_LEN,
-    MAX_STEP_NAME_LEN,
-};
+use crate::options::{check_queue_name, PushOptions, DEFAULT_MAX_ATTEMPTS, MAX_PAYLOAD_LEN};
 use crate::queue::{check_items_named, check_json, check_payload};
 use crate::sqlite::commit_rings::{self, Watch};
 use crate::sqlite::finish::finish_one;
@@ -220,7 +217,7 @@ fn finish_on(conn: &Connection, receipt: Receipt, keep_history: bool) -> Result<
 }
 
 fn record_step_on(conn: &Connection, receipt: Receipt, name: &str, output: &str) -> Result<bool> {
-    check_text("a step name", name, MAX_STEP_NAME_LEN)?;
+    crate::events::check_own_step_name(name)?;
     check_json("step's output", output, MAX_PAYLOAD_LEN)?;
     check_schema(conn)?;
     in_savepoint(conn, || {

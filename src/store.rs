@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use crate::error::Error;
 use crate::error::Result;
+use crate::events::EventStore;
 use crate::merge::Merge;
 use crate::options::{
     resolve_max_attempts, NotBefore, Parent, ParentFailure, PushOptions, RetryBackoff, TimeLimit,
@@ -246,7 +247,7 @@ pub(crate) enum IfNotHeld {
 /// `wal_size`) fails with `InvalidArgument`, changing nothing, and its
 /// message says why the call means nothing there; it never pretends to
 /// succeed.
-pub(crate) trait Store: Send + Sync {
+pub(crate) trait Store: Send + Sync + EventStore {
     /// Stores the tasks, all or none, and says what happened to each.
     fn push(&self, tasks: Vec<NewTask>, now: i64) -> Result<Vec<Pushed>>;
 

@@ -36,6 +36,8 @@ export const MAX_GROUP_AT_ONCE: number;
 export const MAX_SCHEDULE_NAME_LEN: number;
 /** The longest step name (Task.step), in bytes. */
 export const MAX_STEP_NAME_LEN: number;
+export const MAX_EVENT_KEY_LEN: number;
+export const MAX_SLEEP_NAME_LEN: number;
 /** The most slots a catch-up of each missed slot enqueues in one go. */
 export const MAX_CATCH_UP: number;
 /** The most claims a rate limit's window may allow. */
@@ -353,6 +355,20 @@ export class Task implements TaskFields {
    * `fn` records nothing. The first output recorded is kept. Rejects with
    * NotHeldError when the delivery is no longer current. */
   step(name: string, fn: () => Payload | Promise<Payload>): Promise<any>;
+  /** Waits up to `timeout` milliseconds for an event under `key`
+   * (Queue.signal) and resolves to its payload, parsed. A kept event is
+   * taken at once; otherwise the task is handed back to wait (no attempt
+   * spent, steps kept) and the call rejects with SuspendedError: let it
+   * leave the handler. The next delivery's same call resolves to the
+   * payload or rejects with EventTimeoutError. */
+  waitFor(key: string, options: { timeout: number }): Promise<any>;
+  /** Sleeps the task for `duration` milliseconds from the first call of the
+   * sleep `name`, as sleepUntil does. */
+  sleep(name: string, duration: number): Promise<void>;
+  /** Sleeps the task until `when`, durably: before the end recorded by the
+   * first call, the task is handed back until then and the call rejects
+   * with SuspendedError; once it has passed, resolves at once. */
+  sleepUntil(name: string, when: Date | number): Promise<void>;
   /** Finishes this delivery and claims the next ready task in the same
    * transaction (one commit instead of two); null when none is ready. Never waits. */
   finishAndPull(options?: { lease?: number }): Promise<Task | null>;
@@ -533,6 +549,10 @@ export class Queue {
    * InvalidArgumentError, changing nothing, for a task not in the queue,
    * one a worker holds, or one without a step `name`. */
   clearStepsAfter(id: number, name: string): Promise<number>;
+  /** Sends an event under `key`: resolves to the id of the waiting task
+   * that took it, or null when it was kept (for `retention` ms, 7 days by
+   * default) for the first task that waits. */
+  signal(key: string, payload: Payload, options?: { retention?: number }): Promise<number | null>;
   /** Deletes tasks in `state` ('done' by default, 'dead' or 'cancelled') at least
    * `olderThan` milliseconds old (0: all); returns how many. */
   purge(options?: { state?: StateValue; olderThan?: number }): Promise<number>;
@@ -672,6 +692,11 @@ export function runWorker(
  * call carries the library's message; a call run on a worker thread
  * carries the call's name and the status's description (the library keeps
  * its message on the thread that made the call). */
+/** Task.waitFor or Task.sleep handed the task back to wait: its delivery
+ * is over. Not a failure: Queue.work neither finishes nor fails it. */
+export class SuspendedError extends Error {}
+/** Task.waitFor's wait timed out before an event came. */
+export class EventTimeoutError extends Error {}
 export class TqError extends Error {
   readonly status: number;
   /** pushMany and pushItems: the position of the payload or item that failed the call. */

@@ -378,3 +378,50 @@ pub fn describe_limits(
         parts.join(", ")
     }
 }
+
+#[derive(clap::Args)]
+pub struct SignalArgs {
+    /// The queue file; `-`: $TQ_DATABASE_URL.
+    #[arg(value_parser = Location::parse)]
+    file: Location,
+
+    /// The event's key (1 to 1000 bytes).
+    key: String,
+
+    /// The event's payload, a JSON text.
+    #[arg(value_name = "JSON")]
+    payload: String,
+
+    /// How long the event is kept when no task waits for it (default 7d).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    retention: Option<Duration>,
+
+    /// The queue whose tasks wait for the event.
+    #[arg(long, short, default_value = DEFAULT_QUEUE, value_parser = parse_queue_name)]
+    queue: String,
+}
+
+/// Runs `tq signal`.
+pub fn run_signal(args: SignalArgs, json: bool) -> CommandResult {
+    let queue = args.file.open_existing(&args.queue, |_| Ok(()))?;
+    let retention = args.retention.unwrap_or(tq::DEFAULT_EVENT_RETENTION);
+    let woken = queue.signal_kept_for(&args.key, &args.payload, retention)?;
+    if json {
+        print_json(&json!({ "queue": args.queue, "key": args.key, "woke": woken }))?;
+    } else {
+        print(match woken {
+            Some(id) => format!("task {id} took the event"),
+            None => format!(
+                "no task waits for {:?}: the event is kept for {}",
+                args.key,
+                whole_seconds(retention)
+            ),
+        })?;
+    }
+    Ok(Outcome::Done)
+}
+
+/// A retention in whole seconds, as `tq signal` prints it.
+fn whole_seconds(length: Duration) -> String {
+    format!("{} s", length.as_secs())
+}

@@ -168,6 +168,14 @@ Examples:
   tq weight jobs.db tenant:7 --queue reports")]
     Weight(control::WeightArgs),
 
+    /// Send an event under a key: the task that has waited longest for it
+    /// takes it, or it is kept for the first task that waits.
+    #[command(after_help = "\
+Examples:
+  tq signal jobs.db payment:42 '{\"amount\": 10}'
+  tq signal jobs.db approval:7 true --queue reviews --retention 1d")]
+    Signal(control::SignalArgs),
+
     /// Resume a paused queue.
     #[command(after_help = "\
 Example:
@@ -294,6 +302,7 @@ fn main() -> ExitCode {
         Command::Resume(args) => control::run_resume(args, cli.json),
         Command::Limit(args) => control::run_limit(args, cli.json),
         Command::Weight(args) => control::run_weight(args, cli.json),
+        Command::Signal(args) => control::run_signal(args, cli.json),
         Command::Schedule(command) => schedule::run(command, cli.json),
         Command::Purge(args) => admin::run_purge(args, cli.json),
         Command::Recover(args) => admin::run_recover(args, cli.json),

@@ -1020,6 +1020,49 @@ fn show_lists_a_tasks_ended_attempts_as_a_table() {
 }
 
 #[test]
+fn signal_keeps_an_event_or_wakes_the_waiting_task() {
+    let fixture = Fixture::new();
+    let queue = tq::Queue::open(fixture.file(), &tq::OpenOptions::new()).unwrap();
+    fixture
+        .tq(
+            "signal",
+            &["payment:42", "{\"amount\": 10}", "--retention", "1h"],
+        )
+        .assert()
+        .success()
+        .stdout("no task waits for \"payment:42\": the event is kept for 3600 s\n");
+    fixture
+        .tq("signal", &["", "1"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("key"));
+    fixture
+        .tq("signal", &["payment:42", "{bad"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("JSON"));
+    queue.push("1", &tq::PushOptions::new()).unwrap();
+    let task = queue.pull(&tq::PullOptions::new()).unwrap().unwrap();
+    let long = std::time::Duration::from_secs(600);
+    assert_eq!(
+        queue
+            .wait_for_event(task.receipt(), "payment:42", long)
+            .unwrap(),
+        tq::Awaited::Event("{\"amount\": 10}".into())
+    );
+    assert_eq!(
+        queue
+            .wait_for_event(task.receipt(), "approval", long)
+            .unwrap(),
+        tq::Awaited::Suspended
+    );
+    assert_eq!(
+        fixture.json("signal", &["approval", "true"]),
+        json!({"queue": "default", "key": "approval", "woke": task.id()})
+    );
+}
+
+#[test]
 fn show_and_wait_give_a_tasks_progress_and_result() {
     let fixture = Fixture::new();
     fixture.push_numbers(2, "emails", &[]);

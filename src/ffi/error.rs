@@ -31,6 +31,13 @@ pub enum tq_status {
     /// `TQ_DUPLICATE` (which means the push's payload was dropped). Only a
     /// push with one of those options returns it. Not an error.
     TQ_MERGED = 3,
+    /// `tq_wait_for_event` or `tq_sleep` handed the task back to wait
+    /// (its lease released, no attempt spent, its steps kept): the
+    /// delivery is over; stop working on the task. Not an error.
+    TQ_SUSPENDED = 4,
+    /// `tq_wait_for_event`'s wait timed out before an event came (now or
+    /// at an earlier delivery); the task is still held. Not an error.
+    TQ_TIMEOUT = 5,
     /// A NULL or invalid pointer, bad UTF-8, an out-of-range option, or a
     /// handle used in a child process after `fork()`.
     TQ_ERR_INVALID_ARGUMENT = -1,
@@ -147,6 +154,8 @@ fn status_text(status: i32) -> &'static CStr {
         1 => c"empty: no task is ready",
         2 => c"duplicate: a task with this unique key is already queued",
         3 => c"merged: the pending task with this unique key took the push",
+        4 => c"suspended: the task was handed back to wait; its delivery is over",
+        5 => c"timeout: the wait for an event timed out",
         -1 => c"invalid argument",
         -2 => c"invalid JSON",
         -3 => c"not held: the delivery is no longer current",

@@ -28,6 +28,8 @@ mod push;
 mod work;
 // Steps: checkpoints of a held task, and the strings tq hands out.
 mod steps;
+// Events and durable sleep: waits and sleeps of a held task.
+mod events;
 // Tasks: the task object and its accessors.
 mod task;
 // Managing tasks: outcomes, cancelling, counts, lists, retries, recovery.
@@ -54,6 +56,7 @@ use crate::error::{Error, ErrorKind, Result};
 pub use admin::*;
 pub use cancel::*;
 pub use error::*;
+pub use events::*;
 pub use location::*;
 pub use open_options::*;
 pub use pull_options::*;

@@ -6,6 +6,7 @@
 mod attempts;
 mod cancel;
 mod claim;
+mod events;
 mod fair;
 mod finish;
 mod list;

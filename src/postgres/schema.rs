@@ -7,7 +7,7 @@
 
 use postgres::Client;
 
-use super::{attempts, fair, sql_functions, steps};
+use super::{attempts, events, fair, sql_functions, steps};
 
 use crate::attempts::ATTEMPTS_KEPT;
 use crate::error::{Error, ErrorKind, Result};
@@ -269,6 +269,8 @@ const MIGRATIONS: &[&str] = &[
     // 16: SQLite's version 17, attempts, and the trigger that records
     // them (`attempts.rs`).
     attempts::ATTEMPTS,
+    // 17: SQLite's version 18, events and durable sleep (`events.rs`).
+    events::EVENTS,
 ];
 
 /// The schema version this library writes.

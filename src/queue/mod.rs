@@ -16,6 +16,7 @@ use crate::task::{Pushed, Receipt, Task};
 use crate::wait::{Bell, CancelToken};
 
 mod control;
+mod events;
 mod fair;
 mod finish;
 mod inspect;
@@ -26,6 +27,7 @@ mod schedules;
 mod steps;
 mod watch;
 
+pub use events::{DEFAULT_EVENT_RETENTION, MAX_EVENT_KEY_LEN, MAX_SLEEP_NAME_LEN};
 pub use fair::{MAX_FAIR_WEIGHT, MIN_FAIR_WEIGHT};
 pub use room::ROOM_POLL_INTERVAL;
 use schedules::SlotCache;

@@ -5,11 +5,13 @@
 use super::{check_json, check_receipt, or_cancelled, Queue};
 use crate::clock::now_unix_ms;
 use crate::error::Result;
+use crate::events::check_own_step_name;
 use crate::options::{check_text, MAX_STEP_NAME_LEN};
 use crate::task::Receipt;
 
 impl Queue {
-    /// Records step `name` (1 to [`MAX_STEP_NAME_LEN`] bytes, no NUL) of the
+    /// Records step `name` (1 to [`MAX_STEP_NAME_LEN`] bytes, no NUL, not
+    /// starting with [`RESERVED_STEP_PREFIX`](crate::RESERVED_STEP_PREFIX)) of the
     /// held task with its `output` (a JSON text, at most the payload
     /// limit), in one commit, so that later deliveries of the task read it
     /// ([`Queue::step_output`]) rather than run the step again. Returns
@@ -25,7 +27,7 @@ impl Queue {
     /// for bad input; each stores nothing.
     pub fn record_step(&self, receipt: Receipt, name: &str, output: &str) -> Result<bool> {
         let store = self.store()?;
-        check_text("a step name", name, MAX_STEP_NAME_LEN)?;
+        check_own_step_name(name)?;
         check_json("step's output", output, self.max_payload_len)?;
         check_receipt(store, receipt)?;
         store
@@ -57,6 +59,7 @@ impl Queue {
         name: &str,
         run: impl FnOnce() -> Result<String>,
     ) -> Result<String> {
+        check_own_step_name(name)?;
         if let Some(output) = self.step_output(receipt, name)? {
             return Ok(output);
         }

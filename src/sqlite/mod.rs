@@ -9,6 +9,7 @@ mod claim;
 mod commands;
 pub(crate) mod commit_rings;
 mod connect;
+mod events;
 mod fair;
 pub(crate) mod finish;
 mod flush;

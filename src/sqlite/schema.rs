@@ -307,6 +307,32 @@ const MIGRATIONS: &[Migration] = &[
     CREATE TRIGGER tq_tasks_forget_attempts AFTER DELETE ON tq_tasks
     BEGIN
         DELETE FROM tq_attempts WHERE task = OLD.id;
+    // 18: events and durable sleep (see events.rs). An event waits under
+    // its key in tq_events until a wait takes it (deleting it: the task's
+    // step records its payload) or its retention passes. A task waiting for
+    // a key has a row in tq_event_waits until its wait ends; the trigger
+    // removes it with its task.
+    Migration::Sql("CREATE TABLE tq_events (
+        seq        INTEGER PRIMARY KEY,
+        queue      TEXT    NOT NULL,
+        key        TEXT    NOT NULL,
+        payload    TEXT    NOT NULL,
+        sent_at    INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL
+    );
+    CREATE INDEX tq_events_by_key ON tq_events (queue, key, seq);
+    CREATE INDEX tq_events_by_expiry ON tq_events (queue, expires_at);
+    CREATE TABLE tq_event_waits (
+        task       INTEGER PRIMARY KEY,
+        queue      TEXT    NOT NULL,
+        key        TEXT    NOT NULL,
+        started_at INTEGER NOT NULL,
+        wait_until INTEGER NOT NULL
+    );
+    CREATE INDEX tq_event_waits_by_key ON tq_event_waits (queue, key, started_at, task);
+    CREATE TRIGGER tq_tasks_forget_event_waits AFTER DELETE ON tq_tasks
+    BEGIN
+        DELETE FROM tq_event_waits WHERE task = OLD.id;
     END;"),
 ];
 

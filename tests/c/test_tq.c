@@ -297,7 +297,8 @@ static void test_location_redacted(const char *dir)
 static void test_status_str(const char *dir)
 {
     (void)dir;
-    const int known[] = {TQ_OK,           TQ_EMPTY,   TQ_DUPLICATE, TQ_MERGED, TQ_ERR_INVALID_ARGUMENT,
+    const int known[] = {TQ_OK,           TQ_EMPTY,   TQ_DUPLICATE, TQ_MERGED, TQ_SUSPENDED,
+                         TQ_TIMEOUT,      TQ_ERR_INVALID_ARGUMENT,
                          TQ_ERR_INVALID_JSON, TQ_ERR_NOT_HELD, TQ_ERR_BUSY, TQ_ERR_IO,
                          TQ_ERR_NOT_A_DATABASE, TQ_ERR_INTERNAL, TQ_ERR_INTERRUPTED,
                          TQ_ERR_UNKNOWN_OUTCOME, TQ_ERR_CANCELLED, TQ_ERR_FULL};
@@ -311,7 +312,7 @@ static void test_status_str(const char *dir)
         for (size_t j = 0; j < i; j++)
             CHECK(strcmp(s, tq_status_str(known[j])) != 0);
     }
-    const int32_t unknown[] = {4, 100, -12, -100, INT32_MAX, INT32_MIN};
+    const int32_t unknown[] = {6, 100, -12, -100, INT32_MAX, INT32_MIN};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         const char *s = tq_status_str(unknown[i]);
         if (CHECK(s != NULL))
@@ -3441,6 +3442,61 @@ static void test_attempts(const char *dir)
     CHECK_INT(tq_task_attempt_count(listed[0]), 0);
     tq_task_free(listed[0]);
 
+/* A held task waits for an event: suspended, woken by a signal, and its
+ * next delivery reads the payload; a wait times out; a sleep suspends the
+ * task and returns at once on replay. */
+static void test_events_and_sleep(const char *dir)
+{
+    tq_queue *q = open_queue(dir, "events.db", TQ_DURABILITY_NORMAL, true);
+    REQUIRE(q != NULL);
+    int64_t woken = -1;
+    CHECK_STATUS(tq_signal(q, "early", "{\"n\":1}", 0, &woken), TQ_OK);
+    CHECK_INT(woken, 0);
+    CHECK_STATUS(tq_signal(q, "k", "{bad", 0, NULL), TQ_ERR_INVALID_JSON);
+    CHECK_STATUS(tq_signal(q, "", "1", 0, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_signal(q, NULL, "1", 0, NULL), TQ_ERR_INVALID_ARGUMENT);
+
+    int64_t id = push_text(q, "{\"order\":7}");
+    tq_task *first = pull_one(q);
+    REQUIRE(first != NULL);
+    char *payload = (char *)"untouched";
+    CHECK_STATUS(tq_wait_for_event(q, first, "early", 60000, &payload), TQ_OK);
+    REQUIRE(payload != NULL);
+    CHECK(strcmp(payload, "{\"n\":1}") == 0);
+    tq_string_free(payload);
+    CHECK_STATUS(tq_wait_for_event(q, first, "k", 60000, NULL), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_wait_for_event(q, first, "payment:42", 60000, &payload), TQ_SUSPENDED);
+    CHECK(payload == NULL);
+    CHECK_STATUS(tq_finish(q, first), TQ_ERR_NOT_HELD);
+    tq_task *none = NULL;
+    CHECK_STATUS(tq_pull(q, NULL, &none), TQ_EMPTY);
+    CHECK(none == NULL);
+
+    CHECK_STATUS(tq_signal(q, "payment:42", "\"paid\"", 0, &woken), TQ_OK);
+    CHECK_INT(woken, id);
+    tq_task *second = pull_one(q);
+    REQUIRE(second != NULL);
+    CHECK_INT(tq_task_attempts(second), 1);
+    CHECK_STATUS(tq_wait_for_event(q, second, "payment:42", 60000, &payload), TQ_OK);
+    REQUIRE(payload != NULL);
+    CHECK(strcmp(payload, "\"paid\"") == 0);
+    tq_string_free(payload);
+    CHECK_STATUS(tq_wait_for_event(q, second, "never", 0, &payload), TQ_TIMEOUT);
+    CHECK(payload == NULL);
+    CHECK_STATUS(tq_wait_for_event(q, first, "never", 0, &payload), TQ_ERR_NOT_HELD);
+
+    CHECK_STATUS(tq_sleep(q, second, "", 10), TQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(tq_sleep_until(q, second, "past", 1), TQ_OK);
+    CHECK_STATUS(tq_sleep(q, second, "nap", 50), TQ_SUSPENDED);
+    sleep_ms(100);
+    tq_task *third = pull_one(q);
+    REQUIRE(third != NULL);
+    CHECK_INT(tq_task_id(third), id);
+    CHECK_INT(tq_task_attempts(third), 1);
+    CHECK_STATUS(tq_sleep(q, third, "nap", 50), TQ_OK);
+    CHECK_STATUS(tq_wait_for_event(q, third, "payment:42", 60000, &payload), TQ_OK);
+    tq_string_free(payload);
+    CHECK_STATUS(tq_finish(q, third), TQ_OK);
     tq_task_free(first);
     tq_task_free(second);
     tq_task_free(third);
@@ -3755,6 +3811,7 @@ static const struct test_case cases[] = {
     CASE(results_progress_and_waiting),
     CASE(steps),
     CASE(attempts),
+    CASE(events_and_sleep),
     CASE(schedules),
     CASE(dependencies),
     CASE(groups),

@@ -7,7 +7,7 @@
 const { CONSTANTS, lib, koffi } = require('./native');
 const errors = require('./errors');
 const { EMPTY, UINT32_MAX } = require('./limits');
-const { cString, enumValue, integer, milliseconds, reasonText } = require('./options');
+const { cString, enumValue, integer, jsonText, milliseconds, reasonText } = require('./options');
 const { STATE_NAMES, State, snapshotOf, stepName } = require('./task');
 
 const UNTIL_RESUMED = CONSTANTS.UNTIL_RESUMED;
@@ -98,6 +98,23 @@ class QueueAdmin {
   async clearStepsAfter(id, name) {
     const taskId = integer('id', id, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
     return Number(await this._read(lib.tq_clear_steps_after, taskId, stepName(name)));
+  }
+
+  /** Sends an event under `key` with `payload` (a Payload) in one commit
+   * and resolves to the id of the task that took it: when tasks of this
+   * queue wait for `key` (Task.waitFor), the one that has waited longest
+   * takes it and is ready at once; the others keep waiting for the next
+   * event. Otherwise the event is kept for `retention` milliseconds (0, the
+   * default: 7 days), behind any other kept under `key`, and the call
+   * resolves to null: waits take them in the order they were sent. */
+  async signal(key, payload, { retention = 0 } = {}) {
+    const woken = await this._read(
+      lib.tq_signal,
+      stepName(key, 'event key'),
+      jsonText("event's payload", payload),
+      milliseconds('retention', retention),
+    );
+    return Number(woken) === 0 ? null : Number(woken);
   }
 
   /** Makes every dead task pending again; resolves to how many. */

@@ -92,6 +92,21 @@ class FullError extends TqError {
   static status = -11;
 }
 
+/** Not an error: Task.waitFor or Task.sleep handed the task back to wait
+ * (TQ_SUSPENDED): its delivery is over, no attempt was spent and its
+ * steps are kept. Let it leave the handler: Queue.work then neither
+ * finishes nor fails the task, and its next delivery runs the handler
+ * again, where the same call resolves. */
+class SuspendedError extends Error {
+  name = 'SuspendedError';
+}
+
+/** Task.waitFor's wait timed out before an event came (TQ_TIMEOUT), at
+ * this delivery or an earlier one. The task is still held. */
+class EventTimeoutError extends Error {
+  name = 'EventTimeoutError';
+}
+
 /** The error class for each negative status. */
 const BY_STATUS = new Map(
   [
@@ -117,10 +132,12 @@ function fromStatus(status, message) {
 }
 
 module.exports = {
+  SuspendedError,
   BY_STATUS,
   BusyError,
   CancelledError,
   ClosedError,
+  EventTimeoutError,
   FullError,
   InternalError,
   InterruptedError,

@@ -11,6 +11,8 @@ const OK = 0;
 const EMPTY = 1;
 const DUPLICATE = 2;
 const MERGED = 3;
+const SUSPENDED = 4;
+const TIMEOUT = 5;
 const INTERRUPTED = errors.InterruptedError.status;
 const NOT_HELD = errors.NotHeldError.status;
 const CANCELLED = errors.CancelledError.status;
@@ -70,6 +72,8 @@ module.exports = {
   INT32_MAX,
   INT32_MIN,
   MERGED,
+  SUSPENDED,
+  TIMEOUT,
   INTERRUPTED,
   IO,
   MAX_RETRY_MS,

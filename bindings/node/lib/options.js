@@ -425,6 +425,7 @@ module.exports = {
   pushOptions,
   pushSettings,
   reasonText,
+  unixMs,
   redacted,
   withIndex,
 };

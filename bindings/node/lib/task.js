@@ -5,8 +5,8 @@
 
 const { lib, koffi } = require('./native');
 const errors = require('./errors');
-const { CANCELLED, DUPLICATE, EMPTY, INTERRUPTED, NOT_HELD, OK, asyncError, checkAsync } = require('./limits');
-const { callOptions, checkSignal, jsonText, milliseconds, pullOptions, reasonText } = require('./options');
+const { CANCELLED, DUPLICATE, EMPTY, INTERRUPTED, NOT_HELD, OK, SUSPENDED, TIMEOUT, asyncError, checkAsync } = require('./limits');
+const { callOptions, checkSignal, jsonText, milliseconds, pullOptions, reasonText, unixMs } = require('./options');
 
 /** Values for count, list and purge: a task's states. */
 const State = Object.freeze({ PENDING: 0, LEASED: 1, DONE: 2, DEAD: 3, CANCELLED: 4 });
@@ -265,6 +265,55 @@ class Task extends TaskFields {
     }
   }
 
+  /** Waits up to `timeout` milliseconds for an event under `key`
+   * (Queue.signal) and resolves to its payload, parsed. An event kept
+   * under `key` is taken at once and the task stays held. Otherwise the
+   * task is handed back to wait, spending no attempt and keeping its
+   * steps, and the call rejects with SuspendedError: let it leave the
+   * handler. The next delivery runs the handler again, and the same call
+   * resolves to the event's payload or rejects with EventTimeoutError;
+   * every later call for `key` gives the same answer:
+   * `const paid = await task.waitFor('payment:42', { timeout: 3_600_000 })`.
+   * A timeout of 0 never suspends. */
+  async waitFor(key, { timeout } = {}) {
+    const encodedKey = stepName(key, 'event key');
+    const out = [null];
+    const status = await this.#settle(null, lib.tq_wait_for_event, encodedKey, milliseconds('timeout', timeout), out);
+    if (status === TIMEOUT) {
+      throw new errors.EventTimeoutError(`the wait of task ${this.id} for an event under ${JSON.stringify(key)} timed out`);
+    }
+    if (status === SUSPENDED) this.#suspended();
+    try {
+      return JSON.parse(koffi.decode(out[0], 'char', -1));
+    } finally {
+      lib.tq_string_free(out[0]);
+    }
+  }
+
+  /** Sleeps the task for `duration` milliseconds from the first call of
+   * the sleep named `name`, as sleepUntil does. */
+  async sleep(name, duration) {
+    const status = await this.#settle(null, lib.tq_sleep, stepName(name, 'sleep name'), milliseconds('duration', duration));
+    if (status === SUSPENDED) this.#suspended();
+  }
+
+  /** Sleeps the task until `when` (a Date, or ms since the Unix epoch),
+   * durably: the sleep named `name` records its end among the task's
+   * steps at its first call, and every later call reads it. Before the
+   * end, the task is handed back until then (no attempt spent, steps
+   * kept) and the call rejects with SuspendedError; once the end has
+   * passed, it resolves at once. */
+  async sleepUntil(name, when) {
+    const status = await this.#settle(null, lib.tq_sleep_until, stepName(name, 'sleep name'), unixMs('when', when));
+    if (status === SUSPENDED) this.#suspended();
+  }
+
+  /** Ends this delivery as handed back to wait, throwing SuspendedError. */
+  #suspended() {
+    this._end('suspended');
+    throw new errors.SuspendedError(`task ${this.id} was handed back to wait`);
+  }
+
   /** Hands this delivery back: the task runs again `delay` milliseconds
    * from now (default 0), and this delivery does not count as an attempt. */
   async snooze(delay = 0) {
@@ -502,13 +551,14 @@ function readSteps(ptr) {
   return Object.freeze(steps);
 }
 
-/** A step's name for the library: a string without NUL. */
-function stepName(name) {
+/** A step's name (or an event's key, a sleep's name: `what`) for the
+ * library: a string without NUL. */
+function stepName(name, what = 'step name') {
   if (typeof name !== 'string') {
-    throw new TypeError(`a step name must be a string, not ${typeof name}`);
+    throw new TypeError(`a ${what} must be a string, not ${typeof name}`);
   }
   if (name.includes('\0')) {
-    throw new errors.InvalidArgumentError('the step name contains a NUL byte');
+    throw new errors.InvalidArgumentError(`the ${what} contains a NUL byte`);
   }
   return name;
 }

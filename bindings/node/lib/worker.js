@@ -90,7 +90,8 @@ async function runWorker(queue, handler, options = {}) {
           toFinish.push(task);
           return null;
         },
-        (failure) => failure ?? new Error(String(failure)),
+        // A task handed back to wait is neither finished nor failed.
+        (failure) => (failure instanceof errors.SuspendedError ? null : (failure ?? new Error(String(failure)))),
       )
       .then((failure) => {
         renewals.remove(task);

@@ -27,6 +27,8 @@ const DELIBERATE = new Map([
   // A string tq hands out, kept as an address for tq_string_free.
   ['tq_step_get 3', 'void **'],
   ['tq_string_free 0', 'void *'],
+  ['tq_signal 2', 'const uint8_t *'],
+  ['tq_wait_for_event 4', 'void **'],
 ]);
 
 /** name -> { result, args } (C types as written) for every function of the header. */
@@ -115,6 +117,8 @@ test('every error status has its class, named after it', () => {
       ['TQ_EMPTY', 1],
       ['TQ_DUPLICATE', 2],
       ['TQ_MERGED', 3],
+      ['TQ_SUSPENDED', 4],
+      ['TQ_TIMEOUT', 5],
     ],
   );
 });

@@ -45,6 +45,7 @@ DELIBERATE = {
     ("tq_schedule_payload", "result"): ctypes.c_void_p,
     # A string tq hands out, kept as a pointer for tq_string_free.
     ("tq_step_get", 3): ctypes.POINTER(ctypes.c_void_p),
+    ("tq_wait_for_event", 4): ctypes.POINTER(ctypes.c_void_p),
     ("tq_string_free", 0): ctypes.c_void_p,
 }
 
@@ -133,8 +134,10 @@ def test_every_error_status_has_its_exception():
     assert statuses["TQ_EMPTY"] == _limits.EMPTY
     assert statuses["TQ_DUPLICATE"] == _limits.DUPLICATE
     assert statuses["TQ_MERGED"] == _limits.MERGED
+    assert statuses["TQ_SUSPENDED"] == _limits.SUSPENDED
+    assert statuses["TQ_TIMEOUT"] == _limits.TIMEOUT
     non_errors = {key for key, value in statuses.items() if value >= 0}
-    assert non_errors == {"TQ_OK", "TQ_EMPTY", "TQ_DUPLICATE", "TQ_MERGED"}
+    assert non_errors == {"TQ_OK", "TQ_EMPTY", "TQ_DUPLICATE", "TQ_MERGED", "TQ_SUSPENDED", "TQ_TIMEOUT"}
 
 
 def test_durabilities_and_states_match_the_header():

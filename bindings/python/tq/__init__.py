@@ -33,6 +33,7 @@ from .errors import (
     CancelledError,
     ClosedError,
     Error,
+    EventTimeout,
     FullError,
     InternalError,
     Interrupted,
@@ -41,6 +42,7 @@ from .errors import (
     IoError,
     NotADatabaseError,
     NotHeldError,
+    Suspended,
     UnknownOutcomeError,
 )
 from .admin import UNTIL_RESUMED
@@ -57,6 +59,8 @@ __version__ = "0.3.0"
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
     "DEFAULT_POOL_SIZE",
+    "EventTimeout",
+    "Suspended",
     "MAX_GROUP_AT_ONCE",
     "MAX_PAYLOAD_LEN",
     "ATTEMPTS_KEPT",

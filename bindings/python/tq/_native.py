@@ -183,6 +183,11 @@ PROTOTYPES = {
     "tq_string_free": (None, [c_void_p]),
     "tq_clear_steps_after": (STATUS, [QUEUE_P, c_int64, c_char_p, POINTER(c_uint64)]),
     "tq_snooze": (STATUS, [QUEUE_P, TASK_P, c_uint64]),
+    "tq_signal": (STATUS, [QUEUE_P, c_char_p, c_char_p, c_uint64, POINTER(c_int64)]),
+    # The payload is read through a void pointer, as tq_step_get's output.
+    "tq_wait_for_event": (STATUS, [QUEUE_P, TASK_P, c_char_p, c_uint64, POINTER(c_void_p)]),
+    "tq_sleep": (STATUS, [QUEUE_P, TASK_P, c_char_p, c_uint64]),
+    "tq_sleep_until": (STATUS, [QUEUE_P, TASK_P, c_char_p, c_int64]),
     "tq_cancel_task": (STATUS, [QUEUE_P, c_int64, c_char_p, POINTER(c_int32)]),
     "tq_pause": (STATUS, [QUEUE_P, c_int64]),
     "tq_resume": (STATUS, [QUEUE_P]),

@@ -260,11 +260,16 @@ class Worker:
                 self._tending = True
                 self._renewals.notify()
         failure = None
+        suspended = False
         try:
             if lost is None:
                 self._handler(task)
             else:
                 self._handler(task, lost)
+        except errors.Suspended:
+            # The task was handed back to wait: its delivery is over.
+            failure = None
+            suspended = True
         except BaseException as error:  # noqa: BLE001 (any handler error fails the task)
             failure = error
         finally:
@@ -276,7 +281,7 @@ class Worker:
             self._handling -= 1
             average = self._handler_s
             self._handler_s = took if average is None else average + _HANDLER_TIME_WEIGHT * (took - average)
-            if failure is None:
+            if failure is None and not suspended:
                 self._to_finish.append(task)
         if failure is not None:
             self._fail(task, failure)

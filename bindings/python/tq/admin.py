@@ -11,8 +11,8 @@ from ctypes import byref, c_double, c_int32, c_int64, c_size_t, c_uint32, c_uint
 from . import errors
 from ._limits import _INT64_MAX, _INT64_MIN, _OFF_MAIN_WAIT_SLICE, _SIZE_MAX, EMPTY, OK, WAIT_SLICE, _check
 from ._native import TASK_P, lib
-from .options import _c_string, _enum_value, _integer, _milliseconds, _reason, _seconds, _unix_ms
-from .task import State, TaskSnapshot, _step_name
+from .options import _c_string, _enum_value, _integer, _json_text, _milliseconds, _reason, _seconds, _unix_ms
+from .task import State, TaskSnapshot, _event_key, _step_name
 from .watch import Cancel
 
 #: What ``Queue.paused_until`` returns for a pause with no end, and what
@@ -339,6 +339,25 @@ class _Admin:
         with self._handle as queue:
             _check(lib.tq_clear_steps_after(queue, task_id, _step_name(name), byref(out)))
         return out.value
+
+    def signal(self, key: str, payload, retention=None) -> "int | None":
+        """Sends an event under ``key`` with ``payload`` (taken as ``push``
+        takes one), in one commit, and returns the id of the task that took
+        it: when tasks of this queue wait for ``key`` (``Task.wait_for``),
+        the one that has waited longest takes it and is ready at once; the
+        others keep waiting for the next event. Otherwise the event is kept
+        for ``retention`` seconds (or a ``timedelta``; None: 7 days), behind
+        any other kept under ``key``, and None is returned: waits take them
+        in the order they were sent, one each. Raises
+        ``InvalidJSONError`` or ``InvalidArgumentError``, storing nothing,
+        for bad input."""
+        encoded = _event_key(key)
+        text = _json_text("event's payload", payload)
+        retention_ms = 0 if retention is None else max(1, _milliseconds("retention", retention))
+        out = c_int64()
+        with self._handle as queue:
+            _check(lib.tq_signal(queue, encoded, text, retention_ms, byref(out)))
+        return out.value or None
 
     def retry_all_dead(self) -> int:
         """Makes every dead task of this queue pending again, as

@@ -25,6 +25,20 @@ class Error(Exception):
         return self.args[0]
 
 
+class Suspended(Exception):
+    """Not an error: ``Task.wait_for`` or ``Task.sleep`` handed the task back
+    to wait (TQ_SUSPENDED): its delivery is over, no attempt was spent and
+    its steps are kept. Let it propagate out of the handler: ``Queue.work``
+    then neither finishes nor fails the task, and its next delivery runs
+    the handler again, where the same call returns."""
+
+
+class EventTimeout(TimeoutError):
+    """Not a failure of tq: ``Task.wait_for``'s wait timed out before an
+    event came (TQ_TIMEOUT), at this delivery or an earlier one. The task
+    is still held."""
+
+
 class InvalidArgumentError(Error):
     """TQ_ERR_INVALID_ARGUMENT: a bad argument or option value, a payload that
     is not UTF-8 or over the queue's limit, or a handle used after ``fork()``."""

@@ -11,9 +11,9 @@ from ctypes import byref, c_size_t, c_void_p
 from typing import TYPE_CHECKING, NamedTuple
 
 from . import errors
-from ._limits import EMPTY, OK, _check
+from ._limits import EMPTY, OK, SUSPENDED, TIMEOUT, _check
 from ._native import TASK_P, lib
-from .options import _PULL_OPTIONS, _json_text, _milliseconds, _reason, _seconds
+from .options import _PULL_OPTIONS, _json_text, _milliseconds, _reason, _seconds, _unix_ms
 from .watch import Cancel, CancellationWatch
 
 if TYPE_CHECKING:
@@ -334,6 +334,67 @@ class Task(_TaskFields):
         status = self._settle(lambda queue, ptr: lib.tq_step_put(queue, ptr, encoded, text), None)
         return status == OK
 
+    def wait_for(self, key: str, timeout):
+        """Waits up to ``timeout`` seconds (or a ``timedelta``) for an event
+        under ``key`` (``Queue.signal``), and returns its payload, parsed.
+
+        An event kept under ``key`` is taken at once and the task stays
+        held. Otherwise the task is handed back to wait, spending no attempt
+        and keeping its steps, and ``Suspended`` is raised: let it leave the
+        handler. The next delivery, once an event came or the timeout
+        passed, runs the handler again, and the same call returns the
+        event's payload or raises ``EventTimeout``; every later call for
+        ``key`` gives the same answer, so the handler reads the same at
+        every delivery::
+
+            paid = task.wait_for("payment:42", timeout=3600)
+
+        A ``timeout`` of 0 never suspends. Raises as ``finish`` does."""
+        encoded = _event_key(key)
+        timeout_ms = _milliseconds("timeout", timeout)
+        out = c_void_p()
+        status = self._settle(
+            lambda queue, ptr: lib.tq_wait_for_event(queue, ptr, encoded, timeout_ms, byref(out)), None
+        )
+        if status == TIMEOUT:
+            raise errors.EventTimeout(f"the wait of task {self.id} for an event under {key!r} timed out")
+        if status == SUSPENDED:
+            self._end_suspended()
+        try:
+            return json.loads(ctypes.string_at(out.value))
+        finally:
+            lib.tq_string_free(out)
+
+    def sleep(self, name: str, duration) -> None:
+        """Sleeps the task for ``duration`` seconds (or a ``timedelta``) from
+        the first call of the sleep named ``name``, as ``sleep_until``
+        does."""
+        encoded = _event_key(name, "sleep name")
+        duration_ms = _milliseconds("duration", duration)
+        self._sleep(lambda queue, ptr: lib.tq_sleep(queue, ptr, encoded, duration_ms))
+
+    def sleep_until(self, name: str, when) -> None:
+        """Sleeps the task until ``when`` (a ``datetime``, or seconds since
+        the Unix epoch), durably: the sleep named ``name`` records its end
+        among the task's steps at its first call, and every later call
+        reads it. Before the end, the task is handed back until then,
+        spending no attempt and keeping its steps, and ``Suspended`` is
+        raised: let it leave the handler. Once the end has passed, returns
+        at once. Raises as ``finish`` does."""
+        encoded = _event_key(name, "sleep name")
+        unix_ms = _unix_ms(when, "when")
+        self._sleep(lambda queue, ptr: lib.tq_sleep_until(queue, ptr, encoded, unix_ms))
+
+    def _sleep(self, call) -> None:
+        if self._settle(call, None) == SUSPENDED:
+            self._end_suspended()
+
+    def _end_suspended(self):
+        """Ends this delivery as handed back to wait, raising ``Suspended``."""
+        with self._lock:
+            self._end(errors.NotHeldError, f"task {self.id} was handed back to wait")
+        raise errors.Suspended(f"task {self.id} was handed back to wait")
+
     def snooze(self, delay=0) -> None:
         """Hands this delivery back: the task runs again ``delay`` seconds (or
         a ``timedelta``) from now, and this delivery does not count as an
@@ -501,6 +562,15 @@ class StepRecord(NamedTuple):
     output: object
     raw_output: bytes
     recorded_at: datetime.datetime
+
+
+def _event_key(key: str, what: str = "event key") -> bytes:
+    """An event's key or a sleep's name for a NUL-terminated C string."""
+    if not isinstance(key, str):
+        raise TypeError(f"an {what} must be a str, not {type(key).__name__}")
+    if "\0" in key:
+        raise errors.InvalidArgumentError(f"the {what} contains a NUL byte")
+    return key.encode("utf-8", "surrogatepass")
 
 
 def _step_name(name: str) -> bytes:
