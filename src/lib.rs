@@ -36,6 +36,7 @@ pub mod ffi;
 mod global_lock;
 mod group;
 mod holder;
+mod limits;
 mod location;
 mod merge;
 mod options;

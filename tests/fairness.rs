@@ -159,7 +159,9 @@ fn a_key_whose_tasks_were_delayed_banks_nothing_meanwhile(scratch: Scratch) {
     queue.push_batch(&vec![json("L"); 6], &later).unwrap();
     push_keyed(&queue, "A", 100);
     assert_eq!(deliveries(&queue, 30, 1), vec!["A"; 30]);
-    thread::sleep((pushed + delay + Duration::from_millis(50)).saturating_duration_since(Instant::now()));
+    thread::sleep(
+        (pushed + delay + Duration::from_millis(50)).saturating_duration_since(Instant::now()),
+    );
     // L's tasks are now ready: L takes every other turn, not six in a row.
     let next = deliveries(&queue, 6, 1);
     assert_eq!(counts(&next)["L"], 3, "{next:?}");

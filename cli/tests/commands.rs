@@ -912,14 +912,26 @@ fn fair_keys_and_their_weights_on_postgres() {
     tq(&["weight", &url, "tenant:7", "2.5", "--queue", &queue])
         .assert()
         .success()
-        .stdout(format!("queue \"{queue}\": key \"tenant:7\" has weight 2.5\n"));
-    tq(&["push", &url, "1", "--queue", &queue, "--fair-key", "tenant:7"])
-        .assert()
-        .success();
+        .stdout(format!(
+            "queue \"{queue}\": key \"tenant:7\" has weight 2.5\n"
+        ));
+    tq(&[
+        "push",
+        &url,
+        "1",
+        "--queue",
+        &queue,
+        "--fair-key",
+        "tenant:7",
+    ])
+    .assert()
+    .success();
     tq(&["weight", &url, "tenant:7", "--queue", &queue])
         .assert()
         .success()
-        .stdout(format!("queue \"{queue}\": key \"tenant:7\" has weight 2.5\n"));
+        .stdout(format!(
+            "queue \"{queue}\": key \"tenant:7\" has weight 2.5\n"
+        ));
     let mut options = tq::OpenOptions::new();
     options.queue(&queue).unwrap();
     let opened = tq::Queue::open(&url, &options).unwrap();

@@ -299,8 +299,10 @@ impl PostgresStore {
     /// commits ([`HOLD_LINE`]).
     pub(super) fn join_line(&self, tx: &mut Tx<'_>, tasks: &[NewTask]) -> Result<()> {
         self.make_fair(tx)?;
-        let keys: std::collections::BTreeSet<&str> =
-            tasks.iter().filter_map(|task| task.fair_key.as_deref()).collect();
+        let keys: std::collections::BTreeSet<&str> = tasks
+            .iter()
+            .filter_map(|task| task.fair_key.as_deref())
+            .collect();
         let keys: Vec<&str> = keys.into_iter().collect();
         // A key a claim removed between the two statements is put back.
         loop {
@@ -376,7 +378,10 @@ impl PostgresStore {
     ) -> Result<(Vec<Task>, bool)> {
         let mut tasks = Vec::new();
         while tasks.len() < max {
-            let pick = [&self.queue as &(dyn postgres::types::ToSql + Sync), &DEFAULT_FAIR_WEIGHT];
+            let pick = [
+                &self.queue as &(dyn postgres::types::ToSql + Sync),
+                &DEFAULT_FAIR_WEIGHT,
+            ];
             let mut turn = run(&self.sql(PICK_TURN), &pick)?;
             if turn.is_empty() && tasks.is_empty() {
                 // Every key with a task to take may be held by other
@@ -518,7 +523,16 @@ mod tests {
         let claim = with_values(
             &store.sql(&claim_of_turn()),
             &[
-                "'default'", "1", "1000", "1", "false", "false", "false", "true", "'k3'", "3",
+                "'default'",
+                "1",
+                "1000",
+                "1",
+                "false",
+                "false",
+                "false",
+                "true",
+                "'k3'",
+                "3",
                 "4",
             ],
         );

@@ -6,8 +6,7 @@ use super::pool::{Params, Tx};
 use super::PostgresStore;
 use crate::error::{Error, Result};
 use crate::store::{
-    group_predecessor_sql, of_item, parent_ids, Limit, NewTask, CANCELLED, DEAD, DONE,
-    NO_FAIR_KEY,
+    group_predecessor_sql, of_item, parent_ids, Limit, NewTask, CANCELLED, DEAD, DONE, NO_FAIR_KEY,
 };
 use crate::task::Pushed;
 

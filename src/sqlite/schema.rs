@@ -307,6 +307,7 @@ const MIGRATIONS: &[Migration] = &[
     CREATE TRIGGER tq_tasks_forget_attempts AFTER DELETE ON tq_tasks
     BEGIN
         DELETE FROM tq_attempts WHERE task = OLD.id;
+    END;"),
     // 18: events and durable sleep (see events.rs). An event waits under
     // its key in tq_events until a wait takes it (deleting it: the task's
     // step records its payload) or its retention passes. A task waiting for
