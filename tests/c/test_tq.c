@@ -3442,6 +3442,12 @@ static void test_attempts(const char *dir)
     CHECK_INT(tq_task_attempt_count(listed[0]), 0);
     tq_task_free(listed[0]);
 
+    tq_task_free(first);
+    tq_task_free(second);
+    tq_task_free(third);
+    tq_close(q);
+}
+
 /* A held task waits for an event: suspended, woken by a signal, and its
  * next delivery reads the payload; a wait times out; a sleep suspends the
  * task and returns at once on replay. */
