@@ -10,18 +10,21 @@
 //! that has a task it can take, skipping keys other claims hold, so that
 //! concurrent claims serve different keys; it takes that key's best task,
 //! in the claim's usual order, and moves the key's pass on one stride in
-//! the same transaction. Where the latest turn started is the queue's
-//! line: a key that comes back (a push to a key that left the line, or
-//! one whose pass fell behind while it had nothing ready) starts there,
-//! never lower, so no key banks credit while idle. A key left with no task
-//! not yet ended leaves the line at the next claim that passes over it;
-//! a push holds its keys' rows (`FOR KEY SHARE`) until it commits, so that
-//! no claim removes a key a push is adding a task to.
+//! the same statement. The keys before it with nothing to take forfeit the
+//! turn (their pass moves up to the served key's), so none banks credit
+//! while idle; a key new to the line starts where the latest turn started.
+//! A key left with no task not yet ended leaves the line at the next claim
+//! that passes over it; a push holds its keys' rows (`FOR KEY SHARE`)
+//! until it commits, so that no claim removes a key a push is adding a
+//! task to.
 //!
 //! Lock order: a push takes its groups' locks, then its cap's
 //! (`LOCK_ROOM`), then its keys' rows in key order, then its tasks; a
 //! claim takes its settings' lock (limited queues only), then a key's row
-//! and tasks, both skipping locked rows, so a claim never waits for a key.
+//! and tasks, skipping locked rows; only a claim that holds no key yet
+//! waits for one (every key with a task held by others), so no claim
+//! waits while holding a key, and no push waits for a claim but one
+//! removing a key the push found gone a moment before.
 
 use std::sync::atomic::Ordering;
 
@@ -399,23 +402,7 @@ impl PostgresStore {
                     self.take_turn(run, &turn, lease_holder, bounds)?
                 }
                 None => {
-                    let left = (max - tasks.len()).min(i64::MAX as usize) as i64;
-                    let unkeyed = self.sql(&claim_narrowed("fair_key IS NULL"));
-                    let (lease, holder) = lease_holder;
-                    let (bounded, count_leases) = bounds;
-                    let round = Round::from_rows(&run(
-                        &unkeyed,
-                        &[
-                            &self.queue,
-                            &left,
-                            &lease,
-                            &holder,
-                            &bounded,
-                            &count_leases,
-                            &self.keep_history,
-                            &true,
-                        ],
-                    )?)?;
+                    let round = self.claim_unkeyed(run, max - tasks.len(), lease_holder, bounds)?;
                     if round.tasks.is_empty() && round.buried == 0 {
                         return Ok((tasks, round.limited));
                     }
@@ -433,6 +420,32 @@ impl PostgresStore {
             tasks.extend(round.tasks);
         }
         Ok((tasks, false))
+    }
+
+    /// Claims up to `max` tasks of this fair queue that have no key
+    /// (pushed while it became fair, or by the SQL function `push`), as an
+    /// unfair queue's claim would.
+    fn claim_unkeyed(
+        &self,
+        run: &mut impl FnMut(&str, Params<'_>) -> Result<Vec<Row>>,
+        max: usize,
+        (lease, holder): (i64, i32),
+        (bounded, count_leases): (bool, bool),
+    ) -> Result<Round> {
+        let max = max.min(i64::MAX as usize) as i64;
+        Round::from_rows(&run(
+            &self.sql(&claim_narrowed("fair_key IS NULL")),
+            &[
+                &self.queue,
+                &max,
+                &lease,
+                &holder,
+                &bounded,
+                &count_leases,
+                &self.keep_history,
+                &true,
+            ],
+        )?)
     }
 
     /// Takes key `turn`'s best task, and moves its pass on one stride

@@ -97,6 +97,8 @@ pub(super) fn key_caps_not_here() -> Error {
 
 impl PostgresStore {
     /// Stores the tasks, all or none (`Store::push`).
+    // Long: the two ways of a push (one task at a time, or one statement),
+    // each with its fairness keys' line taken in the same lock order.
     pub(super) fn push_tasks(&self, tasks: Vec<NewTask>) -> Result<Vec<Pushed>> {
         let keyed = tasks.iter().any(|task| task.fair_key.is_some());
         // One at a time: a task with a unique key, an expiry or a
