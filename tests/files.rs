@@ -306,8 +306,23 @@ fn a_truncated_queue_file_is_refused() {
 fn a_queue_file_with_overwritten_pages_is_refused() {
     let scratch = Scratch::new();
     let path = damaged_copy(&scratch, |bytes| {
-        let middle = bytes.len() / 2;
-        bytes[middle..middle + 8192].fill(0xA5);
+        // The root page of the tasks' table and the page after it, which
+        // every claim reads (a page picked by its place in the file may
+        // belong to a table nothing here reads).
+        let root: i64 = Connection::open(scratch.queue_path())
+            .unwrap()
+            .query_row(
+                "SELECT rootpage FROM sqlite_schema WHERE name = 'tq_tasks'",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap();
+        let page_size = match u16::from_be_bytes([bytes[16], bytes[17]]) {
+            1 => 65536,
+            size => usize::from(size),
+        };
+        let start = (root as usize - 1) * page_size;
+        bytes[start..start + 2 * page_size].fill(0xA5);
     });
     assert_refused_as_damaged(&path);
 }
