@@ -36,6 +36,8 @@ export const MAX_GROUP_AT_ONCE: number;
 export const MAX_SCHEDULE_NAME_LEN: number;
 /** The longest step name (Task.step), in bytes. */
 export const MAX_STEP_NAME_LEN: number;
+/** How many ended attempts a snapshot keeps of a task: the newest. */
+export const ATTEMPTS_KEPT: number;
 export const MAX_EVENT_KEY_LEN: number;
 export const MAX_SLEEP_NAME_LEN: number;
 /** The most slots a catch-up of each missed slot enqueues in one go. */
@@ -397,10 +399,27 @@ export interface StepRecord {
   readonly recordedAt: Date;
 }
 
+/** A delivery that ended without finishing its task, as a snapshot lists it. */
+export interface AttemptRecord {
+  /** Which delivery it was: 1 for the first (again from 1 after a retry of the dead). */
+  readonly attempt: number;
+  readonly outcome: 'failed' | 'lease expired' | 'holder died' | 'cancelled';
+  readonly reason: string | null;
+  /** Its holder's id and process id, null when unknown (the pid on SQLite only). */
+  readonly holderId: number | null;
+  readonly holderPid: number | null;
+  /** When it was claimed, null when unknown; when it ended. */
+  readonly startedAt: Date | null;
+  readonly endedAt: Date;
+}
+
 export class TaskSnapshot implements TaskFields {
   /** The steps its deliveries recorded (Task.step), in recording order, as
    * Queue.task or Queue.wait read them; none in a list. */
   readonly steps: readonly StepRecord[];
+  /** Its deliveries that ended without finishing it, oldest first: the
+   * newest ATTEMPTS_KEPT, as Queue.task or Queue.wait read them; none in a list. */
+  readonly endedAttempts: readonly AttemptRecord[];
   private constructor();
   readonly id: number;
   readonly raw: string;

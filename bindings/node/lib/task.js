@@ -471,12 +471,21 @@ class TaskSnapshot extends TaskFields {
   #rawResult;
   #rawProgress;
   #steps;
+  #endedAttempts;
 
-  constructor(fields, rawResult = null, rawProgress = null, steps = NO_STEPS) {
+  constructor(fields, rawResult = null, rawProgress = null, steps = NO_STEPS, endedAttempts = NO_ATTEMPTS) {
     super(fields);
     this.#rawResult = rawResult;
     this.#rawProgress = rawProgress;
     this.#steps = steps;
+    this.#endedAttempts = endedAttempts;
+  }
+
+  /** Its deliveries that ended without finishing it (failed, lease taken
+   * back, holder gone, cancelled while held), oldest first: the newest
+   * ATTEMPTS_KEPT, as Queue.task or Queue.wait read them; none in a list. */
+  get endedAttempts() {
+    return this.#endedAttempts;
   }
 
   /** The steps its deliveries recorded (Task.step), in the order they were
@@ -524,7 +533,13 @@ function adoptSnapshot(ptr) {
 
 /** A snapshot of the task at `ptr`, which stays the caller's. */
 function snapshotOf(ptr) {
-  return new TaskSnapshot(readFields(ptr, false), lib.tq_task_result(ptr), lib.tq_task_progress(ptr), readSteps(ptr));
+  return new TaskSnapshot(
+    readFields(ptr, false),
+    lib.tq_task_result(ptr),
+    lib.tq_task_progress(ptr),
+    readSteps(ptr),
+    readAttempts(ptr),
+  );
 }
 
 const NO_STEPS = Object.freeze([]);
@@ -549,6 +564,37 @@ function readSteps(ptr) {
     );
   }
   return Object.freeze(steps);
+}
+
+const NO_ATTEMPTS = Object.freeze([]);
+
+/** How an attempt ended, by tq_attempt_outcome's value. */
+const OUTCOMES = ['failed', 'lease expired', 'holder died', 'cancelled'];
+
+/** The ended attempts a snapshot at `ptr` lists, oldest first; a holder or
+ * start the library does not know (0) is null. */
+function readAttempts(ptr) {
+  const count = Number(lib.tq_task_attempt_count(ptr));
+  if (count === 0) {
+    return NO_ATTEMPTS;
+  }
+  const known = (value) => (value === 0 ? null : Number(value));
+  const attempts = [];
+  for (let index = 0; index < count; index++) {
+    const started = known(lib.tq_task_attempt_started_at_unix_ms(ptr, index));
+    attempts.push(
+      Object.freeze({
+        attempt: lib.tq_task_attempt_number(ptr, index),
+        outcome: OUTCOMES[lib.tq_task_attempt_outcome(ptr, index)],
+        reason: lib.tq_task_attempt_reason(ptr, index),
+        holderId: known(lib.tq_task_attempt_holder_id(ptr, index)),
+        holderPid: known(lib.tq_task_attempt_holder_pid(ptr, index)),
+        startedAt: started === null ? null : new Date(started),
+        endedAt: new Date(Number(lib.tq_task_attempt_ended_at_unix_ms(ptr, index))),
+      }),
+    );
+  }
+  return Object.freeze(attempts);
 }
 
 /** A step's name (or an event's key, a sleep's name: `what`) for the
