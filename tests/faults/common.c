@@ -16,6 +16,8 @@ const char *status_name(tq_status status)
     case TQ_EMPTY: return "TQ_EMPTY";
     case TQ_DUPLICATE: return "TQ_DUPLICATE";
     case TQ_MERGED: return "TQ_MERGED";
+    case TQ_SUSPENDED: return "TQ_SUSPENDED";
+    case TQ_TIMEOUT: return "TQ_TIMEOUT";
     case TQ_ERR_INVALID_ARGUMENT: return "TQ_ERR_INVALID_ARGUMENT";
     case TQ_ERR_INVALID_JSON: return "TQ_ERR_INVALID_JSON";
     case TQ_ERR_NOT_HELD: return "TQ_ERR_NOT_HELD";
