@@ -565,7 +565,7 @@ mod tests {
     use std::time::{SystemTime, UNIX_EPOCH};
 
     use super::super::list::TIMINGS;
-    use super::super::test_server::{fresh_store, server};
+    use super::super::test_server::{explain, fresh_store, server};
     use super::*;
     use crate::options::{OpenOptions, PushOptions};
     use crate::store::{group_predecessor_sql, NewTask, Store};
@@ -719,15 +719,6 @@ mod tests {
                  ANALYZE \"{schema}\".dependencies"
             ))
             .unwrap();
-        let explain = |client: &mut postgres::Client, sql: &str| -> String {
-            let plan: Vec<String> = client
-                .query(&format!("EXPLAIN {sql}"), &[])
-                .unwrap()
-                .iter()
-                .map(|row| row.get(0))
-                .collect();
-            plan.join("\n")
-        };
         let claim = store
             .sql(CLAIM)
             .replace("$1", "'default'")

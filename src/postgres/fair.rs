@@ -481,7 +481,7 @@ impl PostgresStore {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_server::{fresh_store, server};
+    use super::super::test_server::{explain, fresh_store, server};
     use super::*;
     use crate::store::Store;
 
@@ -519,15 +519,6 @@ mod tests {
                  ANALYZE \"{schema}\".fair_keys"
             ))
             .unwrap();
-        let explain = |client: &mut postgres::Client, sql: &str| -> String {
-            let plan: Vec<String> = client
-                .query(&format!("EXPLAIN {sql}"), &[])
-                .unwrap()
-                .iter()
-                .map(|row| row.get(0))
-                .collect();
-            plan.join("\n")
-        };
         let pick = with_values(&store.sql(PICK_TURN), &["'default'", "1"]);
         let plan = explain(&mut client, &pick);
         assert!(!plan.contains("Seq Scan"), "{plan}");

@@ -334,7 +334,7 @@ impl PostgresStore {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_server::{fresh_store, server};
+    use super::super::test_server::{explain, fresh_store, server};
     use super::*;
     use crate::store::Store;
 
@@ -371,13 +371,7 @@ mod tests {
                 .replace("$1", "'default'")
                 .replace("$2", &bound.to_string())
                 .replace("$3", "100");
-            let plan: Vec<String> = client
-                .query(&format!("EXPLAIN {sql}"), &[])
-                .unwrap()
-                .iter()
-                .map(|row| row.get(0))
-                .collect();
-            let plan = plan.join("\n");
+            let plan = explain(&mut client, &sql);
             assert!(!plan.contains("Seq Scan"), "{sql}\n{plan}");
             assert!(
                 plan.contains("tasks_ready") && plan.contains("tasks_waiting"),

@@ -18,6 +18,17 @@ pub(super) fn server(test: &str) -> Option<String> {
     url
 }
 
+/// The plan PostgreSQL chooses for `sql`, as `EXPLAIN` prints it.
+pub(super) fn explain(client: &mut postgres::Client, sql: &str) -> String {
+    let plan: Vec<String> = client
+        .query(&format!("EXPLAIN {sql}"), &[])
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    plan.join("\n")
+}
+
 /// Opens schema `schema` afresh on queue `queue`.
 pub(super) fn fresh_store(url: &str, schema: &str, queue: &str) -> PostgresStore {
     let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
